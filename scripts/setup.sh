@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Sets up a development environment in .venv: tvmdbg (editable) with its test extras, and
+# the dashboard bundle. Idempotent: a second run only installs what changed. Sourced by
+# scripts/test.sh and scripts/demo.sh; run it alone to prepare a checkout.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "== creating .venv with $($PYTHON --version)"
+    "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.tvmdbg-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "== installing tvmdbg and its test dependencies into .venv"
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e ".[test]"
+    touch "$stamp"
+fi
+if [ -f tvmdbg_tb_frontend/package.json ]; then
+    bash tvmdbg_tb_frontend/build.sh
+fi

@@ -1,0 +1,373 @@
+"""Round trips through the writer and reader on real files."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from eventgen import execution, trace
+
+from tvmdbg_tb.events import layout, records
+from tvmdbg_tb.events.reader import NONFINITE, DebugDataReader
+from tvmdbg_tb.events.writer import DebugEventsWriter
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_small_run(logdir, n_exec=3, traces_per_exec=4, **kwargs):
+    w = DebugEventsWriter(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, **kwargs)
+    loc = w.code_location([(__file__, 10, "outer"), (__file__, 20, "inner")], user_frame_index=1)
+    w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", source_mapped=True, code_location=loc))
+    for op_id in range(traces_per_exec):
+        w.write_graph_op_creation(
+            pb.GraphOpCreation(
+                op_id=op_id,
+                graph_id=0,
+                op_name=f"lv{op_id}",
+                kernel=f"kernel{op_id}",
+                inputs=[pb.OpInput(kind=pb.OpInput.OP_OUTPUT, producer_op_id=op_id - 1)] if op_id else [],
+                original_ops=[pb.OriginalOp(op_type="relax.add", var_name=f"lv{op_id}", code_location=loc)],
+            )
+        )
+    for e in range(n_exec):
+        index = w.allocate_execution_index()
+        w.write_graph_execution_traces([trace(op, index, nan=int(e == 1 and op == 2)) for op in range(traces_per_exec)])
+        w.write_execution(execution(index, traces_per_exec))
+    return w
+
+
+def test_round_trip_every_record_kind(tmp_path):
+    w = write_small_run(tmp_path)
+    w.close()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    assert reader.runs() == [w.run_name]
+    run = reader.run()
+    assert run.metadata.run_id == w.run_name and run.metadata.pid == os.getpid()
+    assert run.metadata.file_version == layout.FILE_VERSION
+    assert run.metadata.tensor_debug_mode == pb.FULL_HEALTH
+    # One source file (this one), two frames, each written once although used 5 times.
+    assert [f.file_path for f in run.source_files()] == [__file__]
+    assert run.source_file(0).lines[0].startswith('"""Round trips')
+    graph = run.graph(0)
+    frames = run.frames(graph.code_location)
+    assert [(f.line, f.function) for f in frames] == [(10, "outer"), (20, "inner")]
+    assert run.user_frame(graph.code_location).function == "inner"
+    assert [op.op_name for op in run.ops(0)] == ["lv0", "lv1", "lv2", "lv3"]
+    assert run.consumers(1) == [(2, 0, 0)]
+    assert [op.op_id for op in run.find_ops("relax.add")] == [0, 1, 2, 3]
+    assert run.num_executions() == 3 and run.num_traces() == 12
+    digests = run.trace_digests()
+    assert list(digests["index"]) == list(range(12))
+    assert list(digests["execution_index"]) == [0] * 4 + [1] * 4 + [2] * 4
+    bad = np.flatnonzero(digests["flags"] & NONFINITE)
+    assert list(bad) == [6] and digests["nan"][6] == 1
+    full = run.trace(6)
+    assert full.op_name == "lv2" and full.kernel == "kernel2" and list(full.shape) == [100]
+    assert list(run.op_trace_indices(2)) == [2, 6, 10]
+    assert list(run.execution_trace_indices(1)) == [4, 5, 6, 7]
+    assert run.execution(2).index == 2 and run.execution(2).num_traces == 4
+    with pytest.raises(IndexError):
+        run.trace(12)
+    with pytest.raises(KeyError):
+        run.op(99)
+    assert reader.corruptions == []
+
+
+def test_files_are_standard_tfrecords(tmp_path):
+    """TensorBoard's own record reader reads our framing (it is TFRecord, with a C CRC)."""
+    from tensorboard.backend.event_processing import event_file_loader
+
+    w = write_small_run(tmp_path)
+    w.close()
+    path = os.path.join(w.run_dir, layout.file_name(layout.GRAPH_EXECUTION_TRACES))
+    raw = list(event_file_loader.RawEventFileLoader(path).Load())
+    assert len(raw) == 12
+    assert pb.DebugEvent.FromString(raw[6]).graph_execution_trace.debug_values[6] == 1
+
+
+def _trace_file(run_dir):
+    return os.path.join(run_dir, layout.file_name(layout.GRAPH_EXECUTION_TRACES))
+
+
+def _record_offsets(data: bytes) -> list[int]:
+    return [item[0] for item in records.scan(bytes(data), 0, "x")]
+
+
+def test_truncated_tail_is_read_once_complete(tmp_path):
+    w = write_small_run(tmp_path)
+    w.close()
+    path = _trace_file(w.run_dir)
+    data = Path(path).read_bytes()
+    Path(path).write_bytes(data[:-7])  # the last record lacks 7 bytes
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    run = reader.run()
+    assert run.num_traces() == 11 and reader.corruptions == []
+    with open(path, "ab") as f:
+        f.write(data[-7:])
+    counts = reader.update()[w.run_name]
+    assert counts[layout.GRAPH_EXECUTION_TRACES] == 1
+    assert run.num_traces() == 12 and run.trace(11).op_id == 3
+    assert reader.corruptions == []
+
+
+def test_flipped_byte_is_reported_and_reading_goes_on(tmp_path):
+    w = write_small_run(tmp_path)
+    w.close()
+    path = _trace_file(w.run_dir)
+    data = bytearray(Path(path).read_bytes())
+    offset_of_fifth = _record_offsets(data)[4]
+    data[offset_of_fifth + records.HEADER_SIZE + 3] ^= 0xFF  # inside the 5th record's data
+    Path(path).write_bytes(bytes(data))
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    run = reader.run()
+    assert run.num_traces() == 11
+    assert 4 not in run.trace_digests()["index"]
+    [bad] = reader.corruptions
+    assert bad.path == path and bad.offset == offset_of_fifth and "CRC" in bad.reason
+    assert path in str(bad) and str(offset_of_fifth) in str(bad)
+    reader.update()  # reported once, not again and again
+    assert len(reader.corruptions) == 1
+
+
+def test_damaged_length_resynchronises(tmp_path):
+    w = write_small_run(tmp_path)
+    w.close()
+    path = _trace_file(w.run_dir)
+    data = bytearray(Path(path).read_bytes())
+    offsets = _record_offsets(data)
+    data[offsets[2] + 1] ^= 0x40  # the length field of the 3rd record
+    Path(path).write_bytes(bytes(data))
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    run = reader.run()
+    assert list(run.trace_digests()["index"]) == [0, 1, *range(3, 12)]
+    [bad] = reader.corruptions
+    assert bad.offset == offsets[2] and bad.length == offsets[3] - offsets[2]
+
+
+@pytest.mark.parametrize("n", [1, 7, 50])
+def test_circular_buffer_keeps_exactly_the_last_n(tmp_path, n):
+    w = DebugEventsWriter(tmp_path, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=n, flush_interval=0.05)
+    total = 0
+    for e in range(40):
+        index = w.allocate_execution_index()
+        w.write_graph_execution_traces([trace(op, index) for op in range(5)])
+        w.write_execution(execution(index, 5))
+        total += 5
+        if e % 3 == 0:
+            w.flush()  # several compactions happen along the way
+    w.close()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    run = reader.run()
+    assert list(run.trace_digests()["index"]) == list(range(total - n, total))
+    assert list(run.execution_digests()["index"]) == list(range(40 - min(n, 40), 40))
+    assert run.trace(0).index == total - n
+
+
+def test_circular_buffer_byte_bound(tmp_path):
+    size = len(records.encode(pb.DebugEvent(wall_time=1.0, graph_execution_trace=trace(1, 1)).SerializeToString()))
+    w = DebugEventsWriter(tmp_path, circular_buffer_size=1000, circular_buffer_bytes=10 * size + size // 2)
+    index = w.allocate_execution_index()
+    w.write_graph_execution_traces([trace(op, index) for op in range(100)])
+    w.close()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    assert list(reader.run().trace_digests()["index"]) == list(range(90, 100))
+
+
+def test_keep_all_never_compacts(tmp_path):
+    w = DebugEventsWriter(tmp_path, circular_buffer_size=0)
+    index = w.allocate_execution_index()
+    for _ in range(30):
+        w.write_graph_execution_traces([trace(op, index) for op in range(100)])
+        w.flush()
+    w.close()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    assert reader.run().num_traces() == 3000
+
+
+def test_reader_sees_compaction_as_reset(tmp_path):
+    w = DebugEventsWriter(tmp_path, circular_buffer_size=10)
+    seen = []
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    reader.run().add_observer(lambda run, stream, start, reset: seen.append((stream, start, reset)))
+    index = w.allocate_execution_index()
+    w.write_graph_execution_traces([trace(op, index) for op in range(15)])
+    w.flush()
+    reader.update()
+    assert reader.run().num_traces() == 15
+    w.write_graph_execution_traces([trace(op, index) for op in range(10)])
+    w.flush()  # 25 >= 2 * 10: compacted to the last 10
+    reader.update()
+    assert list(reader.run().trace_digests()["index"]) == list(range(15, 25))
+    assert (layout.GRAPH_EXECUTION_TRACES, 0, True) in seen
+    w.close()
+
+
+def test_concurrent_writer_and_polling_reader_lose_nothing(tmp_path):
+    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=0.01)
+    total, per_batch = 20000, 50
+
+    def produce():
+        for b in range(total // per_batch):
+            index = w.allocate_execution_index()
+            w.write_graph_execution_traces([trace(b % 7, index) for _ in range(per_batch)])
+            w.write_execution(execution(index, per_batch))
+            time.sleep(0.001)  # a program doing other work between calls
+
+    thread = threading.Thread(target=produce)
+    reader = DebugDataReader(tmp_path)
+    thread.start()
+    polls = 0
+    while thread.is_alive():
+        reader.update()
+        polls += 1
+    thread.join()
+    w.close()
+    reader.update()
+    run = reader.run()
+    assert polls > 1
+    assert list(run.trace_digests()["index"]) == list(range(total))
+    assert list(run.execution_digests()["index"]) == list(range(total // per_batch))
+    assert reader.corruptions == []
+
+
+def test_several_runs_and_nested_directories(tmp_path):
+    a = write_small_run(tmp_path, run_name="a")
+    b = write_small_run(tmp_path / "exp2", run_name="b")
+    c = write_small_run(tmp_path, run_name="a")  # same name: gets its own directory
+    for w in (a, b, c):
+        w.close()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    assert reader.runs() == ["a", "a-1", os.path.join("exp2", "b")]
+    with pytest.raises(LookupError, match="3 runs"):
+        reader.run()
+    assert reader.run("a-1").num_traces() == 12
+    with pytest.raises(KeyError):
+        reader.run("nope")
+    # A run directory given directly is a logdir with one run named ".".
+    single = DebugDataReader(b.run_dir)
+    single.update()
+    assert single.runs() == ["."] and single.run().num_executions() == 3
+
+
+def test_new_runs_and_records_appear_on_update(tmp_path):
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    assert reader.runs() == []
+    w = DebugEventsWriter(tmp_path, run_name="live", circular_buffer_size=-1, flush_interval=3600)
+    reader.update()
+    assert reader.runs() == ["live"] and reader.run().num_traces() == 0
+    index = w.allocate_execution_index()
+    w.write_graph_execution_traces([trace(0, index)])
+    w.flush()
+    reader.update()
+    assert reader.run().num_traces() == 1
+    w.close()
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    sys.path[:0] = [{root!r}, {tests!r}]
+    from eventgen import trace, execution
+    from tvmdbg_tb.events.writer import DebugEventsWriter
+    w = DebugEventsWriter({logdir!r}, run_name="killed", circular_buffer_size=-1, flush_interval=0.2)
+    i = 0
+    while True:
+        index = w.allocate_execution_index()
+        w.write_graph_execution_traces([trace(0, index)])
+        print(i, time.monotonic(), flush=True)
+        i += 1
+        time.sleep(0.002)
+    """
+)
+
+
+def test_sigkill_keeps_everything_up_to_the_last_timed_flush(tmp_path):
+    code = CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), logdir=str(tmp_path))
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    lines = []
+    started = None
+    for line in child.stdout:
+        lines.append(line.split())
+        started = started or time.monotonic()
+        if time.monotonic() - started > 2.0:
+            break
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    killed_at = float(lines[-1][1])
+    # Everything written more than two flush intervals before the kill was flushed.
+    must_have = max(int(i) for i, t in lines if float(t) < killed_at - 0.5)
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    got = reader.run("killed").trace_digests()["index"]
+    assert len(got) > must_have
+    assert list(got) == list(range(len(got)))  # a prefix, no gaps
+    assert reader.corruptions == []
+
+
+def test_disk_full_warns_once_and_never_raises(tmp_path):
+    """With a 64 KiB file size limit, writes fail (EFBIG); the program goes on."""
+    code = textwrap.dedent(
+        f"""
+        import resource, signal, sys, warnings
+        sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests")!r}]
+        from eventgen import trace
+        from tvmdbg_tb.events.writer import DebugEventsWriter
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            w = DebugEventsWriter({str(tmp_path)!r}, circular_buffer_size=-1, flush_interval=0.01)
+            for i in range(3000):
+                w.write_graph_execution_traces([trace(0, i)])
+                if i % 100 == 0:
+                    w.flush()
+            w.close()
+        msgs = [str(c.message) for c in caught]
+        assert len(msgs) == 1, msgs
+        assert "debug dumping is disabled" in msgs[0] and w.failed
+        print("user program finished")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "user program finished" in result.stdout
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    got = reader.run().trace_digests()["index"]
+    assert len(got) > 0 and list(got) == list(range(len(got)))
+
+
+def test_records_larger_than_a_read_chunk(tmp_path, monkeypatch):
+    from tvmdbg_tb.events import reader as reader_module
+
+    monkeypatch.setattr(reader_module, "_READ_CHUNK", 256)
+    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1)
+    big = trace(0, 0)
+    big.tensor_value.dtype = "float32"
+    big.tensor_value.shape.append(1000)
+    big.tensor_value.content = np.arange(1000, dtype="float32").tobytes()
+    w.write_graph_execution_traces([trace(1, 0), big, trace(2, 0)])
+    w.close()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    run = reader.run()
+    assert list(run.trace_digests()["op_id"]) == [1, 0, 2]
+    value = run.trace(1).tensor_value
+    assert np.frombuffer(value.content, dtype="float32")[999] == 999

@@ -1,0 +1,1 @@
+"""The dump on disk: record framing, file layout, the writer and the reader."""

@@ -1,0 +1,65 @@
+"""Where a dump lives on disk: one directory per run, six record files in each.
+
+Shared by the writer (which creates them) and the reader (which finds them), so the two
+can never disagree on a name. The names avoid `tfevents`, which TensorBoard would ingest.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+METADATA = "metadata"
+SOURCE_FILES = "source_files"
+STACK_FRAMES = "stack_frames"
+GRAPHS = "graphs"
+EXECUTION = "execution"
+GRAPH_EXECUTION_TRACES = "graph_execution_traces"
+
+STREAMS = (METADATA, SOURCE_FILES, STACK_FRAMES, GRAPHS, EXECUTION, GRAPH_EXECUTION_TRACES)
+# Streams held in the circular buffer; the others are kept whole.
+RING_STREAMS = (EXECUTION, GRAPH_EXECUTION_TRACES)
+
+FILE_PREFIX = "tvmdbg."
+FILE_VERSION = "tvmdbg.DebugEvent:1"
+
+
+def file_name(stream: str) -> str:
+    return FILE_PREFIX + stream
+
+
+def is_run_dir(path: str | os.PathLike) -> bool:
+    """A run directory is one holding a metadata file."""
+    return os.path.isfile(os.path.join(path, file_name(METADATA)))
+
+
+def new_run_name(now: float | None = None) -> str:
+    """A readable, sortable, unique-per-process run name: time, host and pid."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now if now is not None else time.time()))
+    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname()) or "host"
+    return f"{stamp}_{host}_pid{os.getpid()}"
+
+
+def find_run_dirs(logdir: str | os.PathLike, max_depth: int = 4) -> list[str]:
+    """Run directories at or under logdir (hidden directories skipped), as paths relative to
+    logdir ("." when logdir itself is a run), sorted."""
+    root = Path(logdir)
+    found = []
+    stack = [(root, 0)]
+    while stack:
+        directory, depth = stack.pop()
+        if is_run_dir(directory):
+            found.append(os.path.relpath(directory, root))
+            continue
+        if depth >= max_depth:
+            continue
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                stack.append((Path(entry.path), depth + 1))
+    return sorted(found)

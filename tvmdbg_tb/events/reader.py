@@ -1,0 +1,501 @@
+"""DebugDataReader: the dumps under a logdir, read incrementally into compact indexes.
+
+- Incremental: each record file remembers the byte offset it has read to; `update()` reads
+  only what is new and resumes a truncated last record once the writer completes it.
+- Loud about damage: a bad CRC becomes a `Corruption` (file, offset, reason) in
+  `corruptions`, the reader resynchronises on the next good record and goes on.
+- Compact: executions and traces are indexed as rows of numpy structured arrays (about 80
+  bytes per trace); full records are parsed on demand from their file offset.
+- A ring file compacted by the writer (a new inode) is re-read from its start; observers
+  hear about it as a reset.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from tvmdbg_tb.events import layout, records
+from tvmdbg_tb.events.summaries import describe, nonfinite_counts
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+# Trace digest flags.
+HAS_ERROR = 1
+HEALTH_KNOWN = 2  # the mode says whether the output is finite
+NONFINITE = 4  # some element is NaN or +/-Inf
+
+TRACE_DIGEST = np.dtype(
+    [
+        ("index", "<i8"),
+        ("op_id", "<i8"),
+        ("execution_index", "<i8"),
+        ("wall_time", "<f8"),
+        ("offset", "<i8"),
+        ("nan", "<i8"),
+        ("neg_inf", "<i8"),
+        ("pos_inf", "<i8"),
+        ("duration_us", "<f4"),
+        ("output_slot", "<i4"),
+        ("flags", "u1"),
+    ]
+)
+EXECUTION_DIGEST = np.dtype(
+    [
+        ("index", "<i8"),
+        ("graph_id", "<i8"),
+        ("wall_time", "<f8"),
+        ("offset", "<i8"),
+        ("num_traces", "<i8"),
+        ("duration_us", "<f8"),
+        ("function", "<i4"),  # index into RunReader.function_names
+        ("flags", "u1"),
+    ]
+)
+
+_READ_CHUNK = 64 << 20
+
+Observer = Callable[["RunReader", str, int, bool], None]
+"""Called as observer(run, stream, start, reset) after new digests [start:] were indexed
+(stream is layout.EXECUTION or layout.GRAPH_EXECUTION_TRACES); reset means earlier rows
+were dropped and the index rebuilt from start 0."""
+
+
+class StaleRecordError(LookupError):
+    """A record asked for by index is no longer in the dump (dropped by the circular buffer)."""
+
+
+class _Rows:
+    """A growable numpy structured array (amortised O(1) append of row blocks)."""
+
+    def __init__(self, dtype: np.dtype):
+        self._data = np.zeros(1024, dtype=dtype)
+        self.size = 0
+
+    def extend(self, rows: list[tuple]) -> None:
+        if not rows:
+            return
+        need = self.size + len(rows)
+        if need > len(self._data):
+            grown = np.zeros(max(need, 2 * len(self._data)), dtype=self._data.dtype)
+            grown[: self.size] = self._data[: self.size]
+            self._data = grown
+        self._data[self.size : need] = np.array(rows, dtype=self._data.dtype)
+        self.size = need
+
+    def clear(self) -> None:
+        self.size = 0
+
+    def view(self) -> np.ndarray:
+        return self._data[: self.size]
+
+
+class _RecordFileReader:
+    """Follows one record file: new records since the last poll, resets on replacement."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd: int | None = None
+        self.inode: tuple[int, int] | None = None
+        self.offset = 0
+        self._reported: set[int] = set()
+
+    def poll(self) -> tuple[bool, list[tuple[int, bytes]], list[records.Corruption]]:
+        """(reset, [(offset, serialized event)], corruptions) for what is new in the file."""
+        reset = False
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False, [], []
+        identity = (st.st_dev, st.st_ino)
+        if identity != self.inode or st.st_size < self.offset:
+            reset = self.inode is not None
+            self._reopen(identity)
+        out: list[tuple[int, bytes]] = []
+        bad: list[records.Corruption] = []
+        while True:
+            size = os.fstat(self.fd).st_size
+            if size <= self.offset:
+                break
+            want = min(size - self.offset, _READ_CHUNK)
+            buf = os.pread(self.fd, want, self.offset)
+            consumed = 0
+            for item in records.scan(buf, self.offset, self.path):
+                if isinstance(item, records.Corruption):
+                    if item.offset not in self._reported:
+                        self._reported.add(item.offset)
+                        bad.append(item)
+                    if item.length < 0:
+                        break
+                    consumed = item.offset + item.length - self.offset
+                else:
+                    offset, start, length = item
+                    out.append((offset, buf[start : start + length]))
+                    consumed = start + length + records.FOOTER_SIZE
+            if consumed == 0:
+                if len(buf) >= records.HEADER_SIZE and want == _READ_CHUNK:
+                    # A record larger than a chunk: read exactly it next time round.
+                    need = records.HEADER_SIZE + int.from_bytes(buf[:8], "little") + records.FOOTER_SIZE
+                    big = os.pread(self.fd, need, self.offset)
+                    if len(big) == need:
+                        items = list(records.scan(big, self.offset, self.path))
+                        if items and not isinstance(items[0], records.Corruption):
+                            offset, start, length = items[0]
+                            out.append((offset, big[start : start + length]))
+                            self.offset += need
+                            continue
+                break
+            self.offset += consumed
+            if want < _READ_CHUNK:
+                break
+        return reset, out, bad
+
+    def _reopen(self, identity: tuple[int, int]) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = os.open(self.path, os.O_RDONLY)
+        self.inode = identity
+        self.offset = 0
+        self._reported.clear()
+
+    def read_at(self, offset: int) -> pb.DebugEvent:
+        """The event of the record at offset (in the file generation currently indexed)."""
+        header = os.pread(self.fd, records.HEADER_SIZE, offset)
+        if len(header) < records.HEADER_SIZE:
+            raise StaleRecordError(f"{self.path}: no record at byte {offset}")
+        length = int.from_bytes(header[:8], "little")
+        body = os.pread(self.fd, length + records.FOOTER_SIZE, offset + records.HEADER_SIZE)
+        items = list(records.scan(header + body, offset, self.path, final=True))
+        if len(items) != 1 or isinstance(items[0], records.Corruption):
+            raise StaleRecordError(f"{self.path}: no valid record at byte {offset}")
+        return pb.DebugEvent.FromString(body[:length])
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class RunReader:
+    """One run's dump: its metadata, source, graphs, and indexes of executions and traces."""
+
+    def __init__(self, name: str, path: str):
+        self.name = name
+        self.path = path
+        self._files = {s: _RecordFileReader(os.path.join(path, layout.file_name(s))) for s in layout.STREAMS}
+        self._lock = threading.RLock()
+        self._observers: list[Observer] = []
+        self.corruptions: list[records.Corruption] = []
+        self.metadata: pb.DebugMetadata | None = None
+        self._source_files: list[pb.SourceFile] = []
+        self._frames: dict[int, pb.StackFrame] = {}
+        self._graphs: dict[int, pb.DebuggedGraph] = {}
+        self._ops: dict[int, pb.GraphOpCreation] = {}
+        self._graph_ops: dict[int, list[int]] = defaultdict(list)
+        self._consumers: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+        self.function_names: list[str] = []
+        self._function_ids: dict[str, int] = {}
+        self._executions = _Rows(EXECUTION_DIGEST)
+        self._traces = _Rows(TRACE_DIGEST)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def add_observer(self, observer: Observer) -> None:
+        """Registers observer and replays what is already indexed to it."""
+        with self._lock:
+            self._observers.append(observer)
+            for stream, rows in ((layout.EXECUTION, self._executions), (layout.GRAPH_EXECUTION_TRACES, self._traces)):
+                if rows.size:
+                    observer(self, stream, 0, True)
+
+    def update(self) -> dict[str, int]:
+        """Reads what was appended since the last update; returns new records per stream."""
+        with self._lock:
+            counts = {}
+            for stream in layout.STREAMS:
+                reset, items, bad = self._files[stream].poll()
+                self.corruptions.extend(bad)
+                counts[stream] = len(items)
+                getattr(self, "_ingest_" + stream)(items, reset)
+            return counts
+
+    def _ingest_metadata(self, items, reset) -> None:
+        for _, data in items[:1] if self.metadata is None else ():
+            self.metadata = pb.DebugEvent.FromString(data).debug_metadata
+
+    def _ingest_source_files(self, items, reset) -> None:
+        self._source_files.extend(pb.DebugEvent.FromString(data).source_file for _, data in items)
+
+    def _ingest_stack_frames(self, items, reset) -> None:
+        for _, data in items:
+            frame = pb.DebugEvent.FromString(data).stack_frame
+            self._frames[frame.id] = frame
+
+    def _ingest_graphs(self, items, reset) -> None:
+        for _, data in items:
+            event = pb.DebugEvent.FromString(data)
+            if event.HasField("debugged_graph"):
+                self._graphs[event.debugged_graph.graph_id] = event.debugged_graph
+            elif event.HasField("graph_op_creation"):
+                op = event.graph_op_creation
+                self._ops[op.op_id] = op
+                self._graph_ops[op.graph_id].append(op.op_id)
+                for slot, inp in enumerate(op.inputs):
+                    if inp.kind == pb.OpInput.OP_OUTPUT:
+                        self._consumers[inp.producer_op_id].append((op.op_id, slot, inp.producer_output_slot))
+
+    def _ingest_execution(self, items, reset) -> None:
+        if reset:
+            self._executions.clear()
+        start = self._executions.size
+        rows = []
+        parse = pb.DebugEvent.FromString
+        for offset, data in items:
+            event = parse(data)
+            execution = event.execution
+            name = execution.function_name
+            fid = self._function_ids.get(name)
+            if fid is None:
+                fid = self._function_ids[name] = len(self.function_names)
+                self.function_names.append(name)
+            flags = HAS_ERROR if execution.error else 0
+            for summary in execution.outputs:
+                counts = nonfinite_counts(execution.tensor_debug_mode, summary.debug_values)
+                if counts is not None:
+                    flags |= HEALTH_KNOWN
+                    if any(counts):
+                        flags |= NONFINITE
+            rows.append(
+                (
+                    execution.index,
+                    execution.graph_id,
+                    event.wall_time,
+                    offset,
+                    execution.num_traces,
+                    execution.duration_us,
+                    fid,
+                    flags,
+                )
+            )
+        self._executions.extend(rows)
+        self._notify(layout.EXECUTION, start, reset)
+
+    def _ingest_graph_execution_traces(self, items, reset) -> None:
+        if reset:
+            self._traces.clear()
+        start = self._traces.size
+        rows = []
+        parse = pb.DebugEvent.FromString
+        for offset, data in items:
+            event = parse(data)
+            t = event.graph_execution_trace
+            counts = nonfinite_counts(t.tensor_debug_mode, t.debug_values)
+            if counts is None and t.tensor_debug_mode == pb.FULL_TENSOR and t.HasField("tensor_value"):
+                counts = _value_nonfinite_counts(t.tensor_value)
+            flags = HAS_ERROR if t.error else 0
+            if counts is None:
+                counts = (-1, -1, -1)
+            else:
+                flags |= HEALTH_KNOWN
+                if any(counts):
+                    flags |= NONFINITE
+            rows.append(
+                (
+                    t.index,
+                    t.op_id,
+                    t.execution_index,
+                    event.wall_time,
+                    offset,
+                    *counts,
+                    t.duration_us,
+                    t.output_slot,
+                    flags,
+                )
+            )
+        self._traces.extend(rows)
+        self._notify(layout.GRAPH_EXECUTION_TRACES, start, reset)
+
+    def _notify(self, stream: str, start: int, reset: bool) -> None:
+        rows = self._executions if stream == layout.EXECUTION else self._traces
+        if rows.size > start or reset:
+            for observer in self._observers:
+                observer(self, stream, start, reset)
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def source_files(self) -> list[pb.SourceFile]:
+        return list(self._source_files)
+
+    def source_file(self, index: int) -> pb.SourceFile:
+        if not 0 <= index < len(self._source_files):
+            raise KeyError(f"no source file {index} in run {self.name!r}")
+        return self._source_files[index]
+
+    def stack_frame(self, frame_id: int) -> pb.StackFrame:
+        try:
+            return self._frames[frame_id]
+        except KeyError:
+            raise KeyError(f"no stack frame {frame_id} in run {self.name!r}") from None
+
+    def frames(self, location: pb.CodeLocation) -> list[pb.StackFrame]:
+        """The frames of a code location, outermost first (unknown ids skipped)."""
+        return [self._frames[i] for i in location.stack_frame_ids if i in self._frames]
+
+    def user_frame(self, location: pb.CodeLocation) -> pb.StackFrame | None:
+        """The frame of the user's own code in a location, if any."""
+        ids = location.stack_frame_ids
+        if 0 <= location.user_frame_index < len(ids):
+            return self._frames.get(ids[location.user_frame_index])
+        return None
+
+    def graphs(self) -> list[pb.DebuggedGraph]:
+        return list(self._graphs.values())
+
+    def graph(self, graph_id: int) -> pb.DebuggedGraph:
+        try:
+            return self._graphs[graph_id]
+        except KeyError:
+            raise KeyError(f"no graph {graph_id} in run {self.name!r}") from None
+
+    def ops(self, graph_id: int | None = None) -> list[pb.GraphOpCreation]:
+        """Ops of one graph (in call order) or of all graphs."""
+        if graph_id is None:
+            return list(self._ops.values())
+        return [self._ops[i] for i in self._graph_ops.get(graph_id, ())]
+
+    def op(self, op_id: int) -> pb.GraphOpCreation:
+        try:
+            return self._ops[op_id]
+        except KeyError:
+            raise KeyError(f"no op {op_id} in run {self.name!r}") from None
+
+    def find_ops(self, name: str) -> list[pb.GraphOpCreation]:
+        """Ops whose op_name or kernel equals name, or that fuse an original op of that type
+        (e.g. "relax.log") or var name."""
+        return [
+            op
+            for op in self._ops.values()
+            if name in (op.op_name, op.kernel) or any(name in (o.op_type, o.var_name) for o in op.original_ops)
+        ]
+
+    def consumers(self, op_id: int) -> list[tuple[int, int, int]]:
+        """(consumer op_id, its input slot, producer output slot) for each use of op's outputs."""
+        return list(self._consumers.get(op_id, ()))
+
+    def num_executions(self) -> int:
+        return self._executions.size
+
+    def execution_digests(self) -> np.ndarray:
+        """One EXECUTION_DIGEST row per execution in the dump, oldest first (a view)."""
+        return self._executions.view()
+
+    def execution(self, i: int) -> pb.Execution:
+        """The full i-th execution in the dump (0 = oldest still kept)."""
+        row = self._row(self._executions, i, "execution")
+        return self._files[layout.EXECUTION].read_at(int(row["offset"])).execution
+
+    def num_traces(self) -> int:
+        return self._traces.size
+
+    def trace_digests(self) -> np.ndarray:
+        """One TRACE_DIGEST row per graph execution trace, oldest first (a view)."""
+        return self._traces.view()
+
+    def trace(self, i: int) -> pb.GraphExecutionTrace:
+        """The full i-th graph execution trace in the dump (0 = oldest still kept)."""
+        row = self._row(self._traces, i, "graph execution trace")
+        return self._files[layout.GRAPH_EXECUTION_TRACES].read_at(int(row["offset"])).graph_execution_trace
+
+    def traces(self, indices: Iterable[int]) -> list[pb.GraphExecutionTrace]:
+        return [self.trace(int(i)) for i in indices]
+
+    def op_trace_indices(self, op_id: int, output_slot: int | None = None) -> np.ndarray:
+        """Positions of the traces of one op (optionally one output), oldest first."""
+        digests = self._traces.view()
+        mask = digests["op_id"] == op_id
+        if output_slot is not None:
+            mask &= digests["output_slot"] == output_slot
+        return np.flatnonzero(mask)
+
+    def execution_trace_indices(self, execution_index: int) -> np.ndarray:
+        """Positions of the traces recorded during one execution (by Execution.index)."""
+        return np.flatnonzero(self._traces.view()["execution_index"] == execution_index)
+
+    def _row(self, rows: _Rows, i: int, what: str):
+        with self._lock:
+            if not 0 <= i < rows.size:
+                raise IndexError(f"{what} {i} out of range [0, {rows.size}) in run {self.name!r}")
+            return rows.view()[i].copy()
+
+
+def _value_nonfinite_counts(value: pb.TensorValue) -> tuple[int, int, int] | None:
+    try:
+        array = np.frombuffer(value.content, dtype=np.dtype(value.dtype))
+    except TypeError:
+        return None
+    if array.dtype.kind != "f":
+        return (0, 0, 0)
+    return int(np.isnan(array).sum()), int(np.isneginf(array).sum()), int(np.isposinf(array).sum())
+
+
+class DebugDataReader:
+    """Every run under a logdir (the logdir itself may be a run). Call `update()` to read
+    what is new; new runs are discovered on each update."""
+
+    def __init__(self, logdir: str | os.PathLike):
+        self.logdir = os.fspath(logdir)
+        self._runs: dict[str, RunReader] = {}
+        self._lock = threading.Lock()
+
+    def update(self) -> dict[str, dict[str, int]]:
+        """Reads what is new in every run; returns {run: {stream: new records}}."""
+        with self._lock:
+            for name in layout.find_run_dirs(self.logdir):
+                if name not in self._runs:
+                    self._runs[name] = RunReader(name, os.path.normpath(os.path.join(self.logdir, name)))
+            runs = list(self._runs.values())
+        return {run.name: run.update() for run in runs}
+
+    def runs(self) -> list[str]:
+        with self._lock:
+            return sorted(self._runs)
+
+    def run(self, name: str | None = None) -> RunReader:
+        """The named run, or the only run when name is None."""
+        with self._lock:
+            if name is None:
+                if len(self._runs) != 1:
+                    raise LookupError(
+                        f"{self.logdir} holds {len(self._runs)} runs ({', '.join(sorted(self._runs)) or 'none'}); name one"
+                    )
+                return next(iter(self._runs.values()))
+            try:
+                return self._runs[name]
+            except KeyError:
+                raise KeyError(f"no run {name!r} in {self.logdir}") from None
+
+    @property
+    def corruptions(self) -> list[records.Corruption]:
+        with self._lock:
+            runs = list(self._runs.values())
+        return [c for run in runs for c in run.corruptions]
+
+    def close(self) -> None:
+        for run in self._runs.values():
+            run.close()
+
+    def __enter__(self) -> DebugDataReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+__all__ = ["DebugDataReader", "RunReader", "StaleRecordError", "describe", "TRACE_DIGEST", "EXECUTION_DIGEST"]

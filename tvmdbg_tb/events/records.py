@@ -1,0 +1,96 @@
+"""TFRecord framing with a C CRC32C.
+
+Each record is `uint64 length | uint32 masked_crc(length) | data | uint32 masked_crc(data)`,
+little-endian: the framing TensorFlow and TensorBoard use, so standard tools read our files.
+TensorBoard's own writer computes CRC32C in pure Python (~3 MB/s); google-crc32c is C.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import google_crc32c
+
+HEADER_SIZE = 12  # length (8) + its CRC (4)
+FOOTER_SIZE = 4
+_MASK_DELTA = 0xA282EAD8
+_U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+_crc = google_crc32c.value
+
+
+def masked_crc32c(data: bytes) -> int:
+    """The CRC32C of data, masked as TFRecord specifies (so CRCs of CRCs stay distinct)."""
+    crc = _crc(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def encode(data: bytes) -> bytes:
+    """Frames one serialized message as a record."""
+    header = _U64.pack(len(data))
+    return header + _U32.pack(masked_crc32c(header)) + data + _U32.pack(masked_crc32c(data))
+
+
+@dataclass(frozen=True)
+class Corruption:
+    """A damaged stretch of a record file: where it starts, how long, and why."""
+
+    path: str
+    offset: int
+    length: int
+    reason: str
+
+    def __str__(self) -> str:
+        skipped = f"skipped {self.length} bytes" if self.length >= 0 else "no valid record after it yet"
+        return f"{self.path}: corrupt record at byte {self.offset} ({self.reason}); {skipped}"
+
+
+def scan(buf: bytes, base_offset: int, path: str, final: bool = False) -> Iterator[tuple[int, int, int] | Corruption]:
+    """Walks the records in buf, which starts at file offset base_offset.
+
+    Yields (file_offset, data_start, data_len) per good record (data_start indexes buf) and a
+    Corruption per damaged stretch, after which it resynchronises on the next valid record.
+    Stops before an incomplete record at the end: the caller resumes after the last item
+    yielded once more bytes arrive (a live writer). Damage with no valid record after it yields
+    a Corruption of length -1 and is not consumed (the writer may still be mid-record there),
+    unless final is set: then it spans to the end of buf.
+    """
+    pos, end = 0, len(buf)
+    while end - pos >= HEADER_SIZE:
+        header = buf[pos : pos + 8]
+        (length,) = _U64.unpack(header)
+        if _U32.unpack_from(buf, pos + 8)[0] != masked_crc32c(header):
+            nxt = _resync(buf, pos + 1)
+            if nxt is None:
+                yield Corruption(path, base_offset + pos, end - pos if final else -1, "bad length CRC")
+                return
+            yield Corruption(path, base_offset + pos, nxt - pos, "bad length CRC")
+            pos = nxt
+            continue
+        stop = pos + HEADER_SIZE + length + FOOTER_SIZE
+        if stop > end:
+            return  # truncated tail: wait for the rest
+        data = buf[pos + HEADER_SIZE : stop - FOOTER_SIZE]
+        if _U32.unpack_from(buf, stop - FOOTER_SIZE)[0] != masked_crc32c(data):
+            yield Corruption(path, base_offset + pos, stop - pos, "bad data CRC")
+        else:
+            yield base_offset + pos, pos + HEADER_SIZE, length
+        pos = stop
+
+
+def _resync(buf: bytes, start: int) -> int | None:
+    """The first position at or after start where a whole valid record begins, if any."""
+    end = len(buf)
+    for pos in range(start, end - HEADER_SIZE + 1):
+        header = buf[pos : pos + 8]
+        if _U32.unpack_from(buf, pos + 8)[0] != masked_crc32c(header):
+            continue
+        (length,) = _U64.unpack(header)
+        stop = pos + HEADER_SIZE + length + FOOTER_SIZE
+        if stop <= end and _U32.unpack_from(buf, stop - FOOTER_SIZE)[0] == masked_crc32c(
+            buf[pos + HEADER_SIZE : stop - FOOTER_SIZE]
+        ):
+            return pos
+    return None

@@ -1,0 +1,346 @@
+"""DebugEventsWriter: one run's six record files, written safely from a live program.
+
+Design choices, each for a failure tfdbg2 has:
+- Records go to disk on a timed flush (about once a second) rather than at exit, so a live
+  viewer sees progress and a crash loses at most the last second.
+- The circular buffer lives on disk, not in memory: execution and trace files are appended
+  to and, once they hold twice the bound, compacted (the last records copied to a new file
+  that atomically replaces the old). Memory stays small whatever the mode, disk holds at
+  most twice the bound, and `close()` leaves exactly the last `circular_buffer_size` events
+  (and at most `circular_buffer_bytes`).
+- An I/O error (disk full, permission) warns once and turns the writer off; nothing here
+  ever raises into the user's program.
+"""
+
+from __future__ import annotations
+
+import atexit
+import linecache
+import os
+import socket
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Sequence
+from importlib import metadata as _metadata
+
+from tvmdbg_tb.events import layout, records
+from tvmdbg_tb.events.summaries import mode_value
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+DEFAULT_RING_BYTES = 256 << 20
+# Pending bytes that trigger a write before the timer fires (bounds memory between flushes).
+_EAGER_WRITE_BYTES = 8 << 20
+# Source files larger than this are not copied into the dump.
+_MAX_SOURCE_BYTES = 8 << 20
+
+
+def package_version(name: str) -> str:
+    try:
+        return _metadata.version(name)
+    except _metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class _RecordFile:
+    """One append-only record file; a ring file also remembers where its records end."""
+
+    def __init__(self, path: str, ring: bool):
+        self.path = path
+        self.ring = ring
+        self.handle = open(path, "ab")
+        self.size = self.handle.tell()
+        self.ends: list[int] = []  # end offset of each record (ring files only)
+
+    def append(self, chunks: list[bytes]) -> None:
+        data = b"".join(chunks)
+        self.handle.write(data)
+        if self.ring:
+            end = self.size
+            for chunk in chunks:
+                end += len(chunk)
+                self.ends.append(end)
+        self.size += len(data)
+
+    def compact(self, max_records: int, max_bytes: int) -> None:
+        """Keeps only the last records that fit both bounds (at least one), atomically."""
+        self.handle.flush()
+        keep = len(self.ends)
+        if max_records > 0:
+            keep = min(keep, max_records)
+        cut_index = len(self.ends) - keep
+        while keep > 1 and self.size - self._start_of(cut_index) > max_bytes:
+            cut_index += 1
+            keep -= 1
+        cut = self._start_of(cut_index)
+        if cut == 0:
+            return
+        tmp = self.path + ".compacting"
+        with open(self.path, "rb") as src, open(tmp, "wb") as dst:
+            src.seek(cut)
+            while block := src.read(1 << 20):
+                dst.write(block)
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, self.path)
+        self.handle.close()
+        self.handle = open(self.path, "ab")
+        self.ends = [end - cut for end in self.ends[cut_index:]]
+        self.size -= cut
+
+    def _start_of(self, index: int) -> int:
+        return self.ends[index - 1] if index > 0 else 0
+
+
+class DebugEventsWriter:
+    """Writes the events of one run to `<logdir>/<run_name>/tvmdbg.*`. Thread-safe."""
+
+    def __init__(
+        self,
+        logdir: str | os.PathLike,
+        *,
+        run_name: str | None = None,
+        tensor_debug_mode: str | int = "NO_TENSOR",
+        circular_buffer_size: int = 1000,
+        circular_buffer_bytes: int | None = None,
+        flush_interval: float = 1.0,
+    ):
+        """Creates the run directory and its files and writes the metadata record.
+
+        circular_buffer_size: execution and trace events kept (each stream); <= 0 keeps all.
+        circular_buffer_bytes: bytes kept per ring file; defaults to 256 MiB when
+            circular_buffer_size > 0 and to unbounded otherwise.
+        Raises OSError if the directory cannot be created (the caller decides what to do).
+        """
+        self.tensor_debug_mode = mode_value(tensor_debug_mode)
+        self.circular_buffer_size = int(circular_buffer_size)
+        if circular_buffer_bytes is None:
+            circular_buffer_bytes = DEFAULT_RING_BYTES if self.circular_buffer_size > 0 else 0
+        self.circular_buffer_bytes = int(circular_buffer_bytes)
+        self._ring_on = self.circular_buffer_size > 0 or self.circular_buffer_bytes > 0
+        base = run_name or layout.new_run_name()
+        self.logdir = os.fspath(logdir)
+        self.run_name, self.run_dir = self._make_run_dir(base)
+        self._lock = threading.Lock()  # guards pending buffers and counters
+        self._io_lock = threading.Lock()  # serialises file writes and compaction
+        self._pending: dict[str, list[bytes]] = {s: [] for s in layout.STREAMS}
+        self._pending_bytes = 0
+        self._files = {
+            s: _RecordFile(os.path.join(self.run_dir, layout.file_name(s)), self._ring_on and s in layout.RING_STREAMS)
+            for s in layout.STREAMS
+        }
+        self._failed: str | None = None
+        self._closed = False
+        self._next_execution = 0
+        self._next_trace = 0
+        self._source_files: dict[str, int] = {}
+        self._frames: dict[tuple[str, int, str], int] = {}
+        self.host_name = socket.gethostname()
+        self.write_event(
+            layout.METADATA,
+            pb.DebugEvent(
+                wall_time=time.time(),
+                debug_metadata=pb.DebugMetadata(
+                    tvmdbg_version=package_version("tvmdbg"),
+                    tvm_version=package_version("apache-tvm"),
+                    run_id=self.run_name,
+                    host_name=self.host_name,
+                    pid=os.getpid(),
+                    file_version=layout.FILE_VERSION,
+                    tensor_debug_mode=self.tensor_debug_mode,
+                    circular_buffer_size=self.circular_buffer_size,
+                    argv=list(sys.argv),
+                ),
+            ),
+        )
+        self.flush()
+        self._stop = threading.Event()
+        self._flusher = threading.Thread(
+            target=self._flush_periodically, args=(flush_interval,), name="tvmdbg-flush", daemon=True
+        )
+        self._flusher.start()
+        atexit.register(self.close)
+
+    def _make_run_dir(self, base: str) -> tuple[str, str]:
+        """Creates a fresh run directory named base (or base-1, base-2, ... if taken)."""
+        os.makedirs(self.logdir, exist_ok=True)
+        for attempt in range(1000):
+            name = base if attempt == 0 else f"{base}-{attempt}"
+            path = os.path.join(self.logdir, name)
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                continue
+            return name, path
+        raise FileExistsError(f"no free run directory name under {self.logdir} for {base!r}")
+
+    # -- writing ---------------------------------------------------------------------------
+
+    @property
+    def failed(self) -> str | None:
+        """Why writing stopped, or None while it works."""
+        return self._failed
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def allocate_execution_index(self) -> int:
+        """The index for the next Execution; its traces refer to it before it is written."""
+        with self._lock:
+            index = self._next_execution
+            self._next_execution += 1
+            return index
+
+    def write_event(self, stream: str, event: pb.DebugEvent) -> None:
+        """Queues one event for the given stream (a layout.STREAMS name)."""
+        if self._failed or self._closed:
+            return
+        try:
+            if event.HasField("graph_execution_trace"):
+                with self._lock:
+                    event.graph_execution_trace.index = self._next_trace
+                    self._next_trace += 1
+            self._queue(stream, [records.encode(event.SerializeToString())])
+        except Exception as error:  # never raise into the user's program
+            self._fail(f"could not encode a {stream} event: {error!r}")
+
+    def write_graph(self, graph: pb.DebuggedGraph) -> None:
+        self.write_event(layout.GRAPHS, pb.DebugEvent(wall_time=time.time(), debugged_graph=graph))
+
+    def write_graph_op_creation(self, op: pb.GraphOpCreation) -> None:
+        self.write_event(layout.GRAPHS, pb.DebugEvent(wall_time=time.time(), graph_op_creation=op))
+
+    def write_execution(self, execution: pb.Execution, wall_time: float | None = None, step: int = 0) -> None:
+        event = pb.DebugEvent(wall_time=wall_time or time.time(), step=step, execution=execution)
+        self.write_event(layout.EXECUTION, event)
+
+    def write_graph_execution_traces(
+        self, traces: Sequence[pb.GraphExecutionTrace], wall_time: float | None = None, step: int = 0
+    ) -> None:
+        """Queues a batch of traces (one lock round trip for all of them)."""
+        if self._failed or self._closed or not traces:
+            return
+        try:
+            wall_time = wall_time or time.time()
+            chunks = []
+            with self._lock:
+                first = self._next_trace
+                self._next_trace += len(traces)
+            for i, trace in enumerate(traces):
+                trace.index = first + i
+                event = pb.DebugEvent(wall_time=wall_time, step=step, graph_execution_trace=trace)
+                chunks.append(records.encode(event.SerializeToString()))
+            self._queue(layout.GRAPH_EXECUTION_TRACES, chunks)
+        except Exception as error:
+            self._fail(f"could not encode traces: {error!r}")
+
+    def code_location(self, frames: Sequence[tuple[str, int, str]], user_frame_index: int = -1) -> pb.CodeLocation:
+        """A CodeLocation for frames (file, line, function), outermost first; writes each new
+        source file and stack frame once."""
+        ids = [self._frame_id(path, line, function) for path, line, function in frames]
+        return pb.CodeLocation(stack_frame_ids=ids, user_frame_index=user_frame_index)
+
+    def _frame_id(self, path: str, line: int, function: str) -> int:
+        key = (path, int(line), function)
+        with self._lock:
+            frame_id = self._frames.get(key)
+            if frame_id is not None:
+                return frame_id
+            file_index = self._source_file_index(path)
+            frame_id = len(self._frames)
+            self._frames[key] = frame_id
+        frame = pb.StackFrame(id=frame_id, file_index=file_index, line=int(line), function=function, file_path=path)
+        self.write_event(layout.STACK_FRAMES, pb.DebugEvent(wall_time=time.time(), stack_frame=frame))
+        return frame_id
+
+    def _source_file_index(self, path: str) -> int:
+        """Index of path's SourceFile, writing it on first sight; -1 if unreadable. Caller holds _lock."""
+        if path in self._source_files:
+            return self._source_files[path]
+        lines = linecache.getlines(path)
+        if not lines or sum(map(len, lines)) > _MAX_SOURCE_BYTES:
+            self._source_files[path] = -1
+            return -1
+        index = sum(1 for i in self._source_files.values() if i >= 0)
+        self._source_files[path] = index
+        source = pb.SourceFile(host_name=self.host_name, file_path=path, lines=[ln.rstrip("\r\n") for ln in lines])
+        # Queued under _lock, so file indices match the order of records in the file.
+        self._pending[layout.SOURCE_FILES].append(
+            records.encode(pb.DebugEvent(wall_time=time.time(), source_file=source).SerializeToString())
+        )
+        return index
+
+    def _queue(self, stream: str, chunks: list[bytes]) -> None:
+        size = sum(map(len, chunks))
+        with self._lock:
+            self._pending[stream].extend(chunks)
+            self._pending_bytes += size
+            eager = self._pending_bytes >= _EAGER_WRITE_BYTES
+        if eager:
+            self.flush()
+
+    # -- flushing --------------------------------------------------------------------------
+
+    def flush(self, fsync: bool = False) -> None:
+        """Writes everything queued so far (and fsyncs if asked). Never raises."""
+        with self._io_lock:
+            with self._lock:
+                pending = {s: chunks for s, chunks in self._pending.items() if chunks}
+                self._pending = {s: [] for s in layout.STREAMS}
+                self._pending_bytes = 0
+            if self._failed:
+                return
+            try:
+                for stream, chunks in pending.items():
+                    self._files[stream].append(chunks)
+                for stream in layout.STREAMS:
+                    record_file = self._files[stream]
+                    record_file.handle.flush()
+                    if fsync:
+                        os.fsync(record_file.handle.fileno())
+                    if record_file.ring and self._over_twice_the_bound(record_file):
+                        record_file.compact(self.circular_buffer_size, self._byte_bound())
+            except Exception as error:
+                self._fail(f"writing to {self.run_dir} failed: {error!r}")
+
+    def _byte_bound(self) -> int:
+        return self.circular_buffer_bytes if self.circular_buffer_bytes > 0 else sys.maxsize
+
+    def _over_twice_the_bound(self, record_file: _RecordFile) -> bool:
+        n = self.circular_buffer_size
+        return (n > 0 and len(record_file.ends) >= 2 * n) or record_file.size >= 2 * self._byte_bound()
+
+    def _flush_periodically(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            self.flush()
+
+    def close(self) -> None:
+        """Flushes, trims ring files to exactly their bounds, fsyncs and closes. Idempotent."""
+        if self._closed:
+            return
+        self._stop.set()
+        self.flush()
+        self._closed = True
+        with self._io_lock:
+            try:
+                for record_file in self._files.values():
+                    if record_file.ring and not self._failed:
+                        record_file.compact(self.circular_buffer_size, self._byte_bound())
+                    record_file.handle.flush()
+                    os.fsync(record_file.handle.fileno())
+            except Exception as error:
+                self._fail(f"closing {self.run_dir} failed: {error!r}")
+            finally:
+                for record_file in self._files.values():
+                    try:
+                        record_file.handle.close()
+                    except OSError:
+                        pass
+        atexit.unregister(self.close)
+
+    def _fail(self, message: str) -> None:
+        if self._failed is None:
+            self._failed = message
+            warnings.warn(f"tvmdbg: {message}; debug dumping is disabled from here on.", RuntimeWarning, stacklevel=3)

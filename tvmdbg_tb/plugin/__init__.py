@@ -1,0 +1,1 @@
+"""The TensorBoard plugin: the "TVM Debugger" tab's data routes and static files."""

@@ -1,0 +1,318 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TensorDebugMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TENSOR_DEBUG_MODE_UNSPECIFIED: _ClassVar[TensorDebugMode]
+    NO_TENSOR: _ClassVar[TensorDebugMode]
+    CURT_HEALTH: _ClassVar[TensorDebugMode]
+    CONCISE_HEALTH: _ClassVar[TensorDebugMode]
+    FULL_HEALTH: _ClassVar[TensorDebugMode]
+    SHAPE: _ClassVar[TensorDebugMode]
+    FULL_TENSOR: _ClassVar[TensorDebugMode]
+
+class DType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DTYPE_UNKNOWN: _ClassVar[DType]
+    FLOAT16: _ClassVar[DType]
+    FLOAT32: _ClassVar[DType]
+    FLOAT64: _ClassVar[DType]
+    BFLOAT16: _ClassVar[DType]
+    INT8: _ClassVar[DType]
+    INT16: _ClassVar[DType]
+    INT32: _ClassVar[DType]
+    INT64: _ClassVar[DType]
+    UINT8: _ClassVar[DType]
+    UINT16: _ClassVar[DType]
+    UINT32: _ClassVar[DType]
+    UINT64: _ClassVar[DType]
+    BOOL: _ClassVar[DType]
+    FLOAT8_E4M3FN: _ClassVar[DType]
+    FLOAT8_E5M2: _ClassVar[DType]
+TENSOR_DEBUG_MODE_UNSPECIFIED: TensorDebugMode
+NO_TENSOR: TensorDebugMode
+CURT_HEALTH: TensorDebugMode
+CONCISE_HEALTH: TensorDebugMode
+FULL_HEALTH: TensorDebugMode
+SHAPE: TensorDebugMode
+FULL_TENSOR: TensorDebugMode
+DTYPE_UNKNOWN: DType
+FLOAT16: DType
+FLOAT32: DType
+FLOAT64: DType
+BFLOAT16: DType
+INT8: DType
+INT16: DType
+INT32: DType
+INT64: DType
+UINT8: DType
+UINT16: DType
+UINT32: DType
+UINT64: DType
+BOOL: DType
+FLOAT8_E4M3FN: DType
+FLOAT8_E5M2: DType
+
+class DebugEvent(_message.Message):
+    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace")
+    WALL_TIME_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    DEBUG_METADATA_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FILE_FIELD_NUMBER: _ClassVar[int]
+    STACK_FRAME_FIELD_NUMBER: _ClassVar[int]
+    DEBUGGED_GRAPH_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_OP_CREATION_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_EXECUTION_TRACE_FIELD_NUMBER: _ClassVar[int]
+    wall_time: float
+    step: int
+    debug_metadata: DebugMetadata
+    source_file: SourceFile
+    stack_frame: StackFrame
+    debugged_graph: DebuggedGraph
+    graph_op_creation: GraphOpCreation
+    execution: Execution
+    graph_execution_trace: GraphExecutionTrace
+    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ...) -> None: ...
+
+class DebugMetadata(_message.Message):
+    __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv")
+    TVMDBG_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TVM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_NAME_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    FILE_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_DEBUG_MODE_FIELD_NUMBER: _ClassVar[int]
+    CIRCULAR_BUFFER_SIZE_FIELD_NUMBER: _ClassVar[int]
+    ARGV_FIELD_NUMBER: _ClassVar[int]
+    tvmdbg_version: str
+    tvm_version: str
+    run_id: str
+    host_name: str
+    pid: int
+    file_version: str
+    tensor_debug_mode: TensorDebugMode
+    circular_buffer_size: int
+    argv: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tvmdbg_version: _Optional[str] = ..., tvm_version: _Optional[str] = ..., run_id: _Optional[str] = ..., host_name: _Optional[str] = ..., pid: _Optional[int] = ..., file_version: _Optional[str] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., circular_buffer_size: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SourceFile(_message.Message):
+    __slots__ = ("host_name", "file_path", "lines")
+    HOST_NAME_FIELD_NUMBER: _ClassVar[int]
+    FILE_PATH_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    host_name: str
+    file_path: str
+    lines: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, host_name: _Optional[str] = ..., file_path: _Optional[str] = ..., lines: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class StackFrame(_message.Message):
+    __slots__ = ("id", "file_index", "line", "function", "file_path")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FILE_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    FILE_PATH_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    file_index: int
+    line: int
+    function: str
+    file_path: str
+    def __init__(self, id: _Optional[int] = ..., file_index: _Optional[int] = ..., line: _Optional[int] = ..., function: _Optional[str] = ..., file_path: _Optional[str] = ...) -> None: ...
+
+class CodeLocation(_message.Message):
+    __slots__ = ("stack_frame_ids", "user_frame_index")
+    STACK_FRAME_IDS_FIELD_NUMBER: _ClassVar[int]
+    USER_FRAME_INDEX_FIELD_NUMBER: _ClassVar[int]
+    stack_frame_ids: _containers.RepeatedScalarFieldContainer[int]
+    user_frame_index: int
+    def __init__(self, stack_frame_ids: _Optional[_Iterable[int]] = ..., user_frame_index: _Optional[int] = ...) -> None: ...
+
+class TensorSpec(_message.Message):
+    __slots__ = ("dtype", "shape", "shape_expr")
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_EXPR_FIELD_NUMBER: _ClassVar[int]
+    dtype: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    shape_expr: str
+    def __init__(self, dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., shape_expr: _Optional[str] = ...) -> None: ...
+
+class DebuggedGraph(_message.Message):
+    __slots__ = ("graph_id", "name", "executable_id", "source_mapped", "instrumentation", "param_names", "params", "target", "code_location", "note")
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_MAPPED_FIELD_NUMBER: _ClassVar[int]
+    INSTRUMENTATION_FIELD_NUMBER: _ClassVar[int]
+    PARAM_NAMES_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    CODE_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    graph_id: int
+    name: str
+    executable_id: str
+    source_mapped: bool
+    instrumentation: str
+    param_names: _containers.RepeatedScalarFieldContainer[str]
+    params: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    target: str
+    code_location: CodeLocation
+    note: str
+    def __init__(self, graph_id: _Optional[int] = ..., name: _Optional[str] = ..., executable_id: _Optional[str] = ..., source_mapped: bool = ..., instrumentation: _Optional[str] = ..., param_names: _Optional[_Iterable[str]] = ..., params: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., target: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., note: _Optional[str] = ...) -> None: ...
+
+class OriginalOp(_message.Message):
+    __slots__ = ("op_type", "var_name", "code_location")
+    OP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    VAR_NAME_FIELD_NUMBER: _ClassVar[int]
+    CODE_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    op_type: str
+    var_name: str
+    code_location: CodeLocation
+    def __init__(self, op_type: _Optional[str] = ..., var_name: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ...) -> None: ...
+
+class OpInput(_message.Message):
+    __slots__ = ("kind", "name", "producer_op_id", "producer_output_slot", "param_index", "spec")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        OTHER: _ClassVar[OpInput.Kind]
+        OP_OUTPUT: _ClassVar[OpInput.Kind]
+        PARAM: _ClassVar[OpInput.Kind]
+        CONSTANT: _ClassVar[OpInput.Kind]
+    OTHER: OpInput.Kind
+    OP_OUTPUT: OpInput.Kind
+    PARAM: OpInput.Kind
+    CONSTANT: OpInput.Kind
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_OP_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_OUTPUT_SLOT_FIELD_NUMBER: _ClassVar[int]
+    PARAM_INDEX_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    kind: OpInput.Kind
+    name: str
+    producer_op_id: int
+    producer_output_slot: int
+    param_index: int
+    spec: TensorSpec
+    def __init__(self, kind: _Optional[_Union[OpInput.Kind, str]] = ..., name: _Optional[str] = ..., producer_op_id: _Optional[int] = ..., producer_output_slot: _Optional[int] = ..., param_index: _Optional[int] = ..., spec: _Optional[_Union[TensorSpec, _Mapping]] = ...) -> None: ...
+
+class GraphOpCreation(_message.Message):
+    __slots__ = ("op_id", "graph_id", "op_name", "kernel", "call_type", "original_ops", "inputs", "outputs", "output_names", "device", "position", "code_location")
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_NAME_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    CALL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_OPS_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_NAMES_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    CODE_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    op_id: int
+    graph_id: int
+    op_name: str
+    kernel: str
+    call_type: str
+    original_ops: _containers.RepeatedCompositeFieldContainer[OriginalOp]
+    inputs: _containers.RepeatedCompositeFieldContainer[OpInput]
+    outputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
+    output_names: _containers.RepeatedScalarFieldContainer[str]
+    device: str
+    position: int
+    code_location: CodeLocation
+    def __init__(self, op_id: _Optional[int] = ..., graph_id: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., call_type: _Optional[str] = ..., original_ops: _Optional[_Iterable[_Union[OriginalOp, _Mapping]]] = ..., inputs: _Optional[_Iterable[_Union[OpInput, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., output_names: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., position: _Optional[int] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ...) -> None: ...
+
+class TensorValue(_message.Message):
+    __slots__ = ("dtype", "shape", "content", "truncated")
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    dtype: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    content: bytes
+    truncated: bool
+    def __init__(self, dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., content: _Optional[bytes] = ..., truncated: bool = ...) -> None: ...
+
+class TensorSummary(_message.Message):
+    __slots__ = ("debug_values", "tensor_value", "dtype", "shape")
+    DEBUG_VALUES_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    debug_values: _containers.RepeatedScalarFieldContainer[float]
+    tensor_value: TensorValue
+    dtype: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Execution(_message.Message):
+    __slots__ = ("index", "function_name", "graph_id", "tensor_debug_mode", "inputs", "outputs", "duration_us", "code_location", "num_traces", "error", "executable_id")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_NAME_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_DEBUG_MODE_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_US_FIELD_NUMBER: _ClassVar[int]
+    CODE_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    NUM_TRACES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    function_name: str
+    graph_id: int
+    tensor_debug_mode: TensorDebugMode
+    inputs: _containers.RepeatedCompositeFieldContainer[TensorSummary]
+    outputs: _containers.RepeatedCompositeFieldContainer[TensorSummary]
+    duration_us: float
+    code_location: CodeLocation
+    num_traces: int
+    error: str
+    executable_id: str
+    def __init__(self, index: _Optional[int] = ..., function_name: _Optional[str] = ..., graph_id: _Optional[int] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., inputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., duration_us: _Optional[float] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., num_traces: _Optional[int] = ..., error: _Optional[str] = ..., executable_id: _Optional[str] = ...) -> None: ...
+
+class GraphExecutionTrace(_message.Message):
+    __slots__ = ("op_id", "output_slot", "execution_index", "op_name", "kernel", "graph_id", "tensor_debug_mode", "debug_values", "tensor_value", "device", "duration_us", "error", "index", "dtype", "shape")
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SLOT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    OP_NAME_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_DEBUG_MODE_FIELD_NUMBER: _ClassVar[int]
+    DEBUG_VALUES_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    DURATION_US_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    op_id: int
+    output_slot: int
+    execution_index: int
+    op_name: str
+    kernel: str
+    graph_id: int
+    tensor_debug_mode: TensorDebugMode
+    debug_values: _containers.RepeatedScalarFieldContainer[float]
+    tensor_value: TensorValue
+    device: str
+    duration_us: float
+    error: str
+    index: int
+    dtype: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, op_id: _Optional[int] = ..., output_slot: _Optional[int] = ..., execution_index: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., graph_id: _Optional[int] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., device: _Optional[str] = ..., duration_us: _Optional[float] = ..., error: _Optional[str] = ..., index: _Optional[int] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
