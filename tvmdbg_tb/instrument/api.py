@@ -62,7 +62,9 @@ class _ListenerSink:
             try:
                 listener(execution, traces)
             except Exception as error:
-                warnings.warn(f"tvmdbg: execution listener {listener!r} failed: {error!r}", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"tvmdbg: execution listener {listener!r} failed: {error!r}", RuntimeWarning, stacklevel=2
+                )
 
     def close(self) -> None:
         return None
