@@ -190,6 +190,7 @@ class RunReader:
         self._observers: list[Observer] = []
         self.corruptions: list[records.Corruption] = []
         self.metadata: pb.DebugMetadata | None = None
+        self.metadata_wall_time: float | None = None
         self._source_files: list[pb.SourceFile] = []
         self._frames: dict[int, pb.StackFrame] = {}
         self._graphs: dict[int, pb.DebuggedGraph] = {}
@@ -224,7 +225,9 @@ class RunReader:
 
     def _ingest_metadata(self, items, reset) -> None:
         for _, data in items[:1] if self.metadata is None else ():
-            self.metadata = pb.DebugEvent.FromString(data).debug_metadata
+            event = pb.DebugEvent.FromString(data)
+            self.metadata = event.debug_metadata
+            self.metadata_wall_time = event.wall_time
 
     def _ingest_source_files(self, items, reset) -> None:
         self._source_files.extend(pb.DebugEvent.FromString(data).source_file for _, data in items)
