@@ -101,7 +101,9 @@ def measure(logdir: str) -> dict:
         for _ in range(repeats):
             begin = int(rng.integers(0, max(total - 200, 1)))
             t = time.perf_counter()
-            r = client.get(f"/data/plugin/tvmdbg{route}", query_string={"run": "bench", "begin": begin, "end": begin + 200})
+            r = client.get(
+                f"/data/plugin/tvmdbg{route}", query_string={"run": "bench", "begin": begin, "end": begin + 200}
+            )
             times.append((time.perf_counter() - t) * 1e3)
             assert r.status_code == 200, r.get_data(as_text=True)
         return float(np.median(times)), float(np.percentile(times, 99))

@@ -10,8 +10,10 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 def random_traces(rng, n):
     out = []
-    for i in range(n):
-        mode = int(rng.choice([pb.NO_TENSOR, pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.SHAPE, pb.FULL_TENSOR]))
+    for _ in range(n):
+        mode = int(
+            rng.choice([pb.NO_TENSOR, pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.SHAPE, pb.FULL_TENSOR])
+        )
         t = pb.GraphExecutionTrace(
             op_id=int(rng.integers(0, 1 << int(rng.integers(1, 40)))),
             output_slot=int(rng.choice([0, 1, 3, -1])),

@@ -186,39 +186,67 @@ def monitor(run: RunReader) -> AlertMonitor:
         return found
 
 
-def alert_json(run: RunReader, position: int, origin: bool) -> dict:
-    """One alert object (see docs/routes.md)."""
-    digest = run.trace_digests()[position]
-    trace = run.trace(position)
-    try:
-        op = run.op(int(digest["op_id"]))
-    except KeyError:
-        op = None
-    size = describe(trace.tensor_debug_mode, list(trace.debug_values)).get("size")
-    e_hits = np.flatnonzero(run.execution_digests()["index"] == digest["execution_index"])
-    return {
-        "alert_type": ALERT_TYPE,
-        "op_id": int(digest["op_id"]),
-        "op_name": op.op_name if op else trace.op_name,
-        "kernel": op.kernel if op else trace.kernel,
-        "graph_id": int(op.graph_id if op else trace.graph_id),
-        "output_slot": int(digest["output_slot"]),
-        "nan_count": int(digest["nan"]),
-        "neg_inf_count": int(digest["neg_inf"]),
-        "pos_inf_count": int(digest["pos_inf"]),
-        "size": size,
-        "wall_time": num(digest["wall_time"]),
-        "execution_index": int(digest["execution_index"]),
-        "trace_index": int(digest["index"]),
-        "execution_position": int(e_hits[-1]) if len(e_hits) else None,
-        "trace_position": int(position),
-        "origin": bool(origin),
-        "location": location(run, op.code_location) if op else None,
-        "original_ops": [
-            {"op_type": o.op_type, "var_name": o.var_name, "location": location(run, o.code_location)}
-            for o in (op.original_ops if op else ())
-        ],
-    }
+def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> list[dict]:
+    """The alert objects (see docs/routes.md) of the traces at positions, with their flags."""
+    digests = run.trace_digests()[positions]
+    columns = {name: digests[name].tolist() for name in digests.dtype.names}
+    executions = run.execution_digests()["index"]
+    hits = np.flatnonzero(np.isin(executions, digests["execution_index"]))
+    execution_position = dict(zip(executions[hits].tolist(), hits.tolist()))
+    per_op: dict[int, dict] = {}
+    out = []
+    for i, position in enumerate(positions.tolist()):
+        op_id = columns["op_id"][i]
+        if op_id not in per_op:
+            try:
+                op = run.op(op_id)
+            except KeyError:
+                op = None
+            static = op is not None and len(op.outputs) > 0 and all(d >= 0 for d in op.outputs[0].shape)
+            per_op[op_id] = {
+                "op": op,
+                "size": int(np.prod(op.outputs[0].shape, dtype=np.int64)) if static else None,
+                "location": location(run, op.code_location) if op else None,
+                "original_ops": [
+                    {"op_type": o.op_type, "var_name": o.var_name, "location": location(run, o.code_location)}
+                    for o in (op.original_ops if op else ())
+                ],
+            }
+        info = per_op[op_id]
+        op, size = info["op"], info["size"]
+        slot = columns["output_slot"][i]
+        if op is None or size is None or slot != 0:  # names or size only the record has
+            trace = run.trace(position)
+            size = describe(trace.tensor_debug_mode, list(trace.debug_values)).get("size")
+            names = (trace.op_name, trace.kernel, int(trace.graph_id))
+        else:
+            names = (op.op_name, op.kernel, int(op.graph_id))
+        if op is not None:
+            names = (op.op_name, op.kernel, int(op.graph_id))
+        e = columns["execution_index"][i]
+        out.append(
+            {
+                "alert_type": ALERT_TYPE,
+                "op_id": op_id,
+                "op_name": names[0],
+                "kernel": names[1],
+                "graph_id": names[2],
+                "output_slot": slot,
+                "nan_count": columns["nan"][i],
+                "neg_inf_count": columns["neg_inf"][i],
+                "pos_inf_count": columns["pos_inf"][i],
+                "size": size,
+                "wall_time": num(columns["wall_time"][i]),
+                "execution_index": e,
+                "trace_index": columns["index"][i],
+                "execution_position": execution_position.get(e),
+                "trace_position": position,
+                "origin": bool(origin[i]),
+                "location": info["location"],
+                "original_ops": info["original_ops"],
+            }
+        )
+    return out
 
 
 def alerts(run: RunReader, begin: int = 0, end: int = -1, alert_type: str | None = None) -> dict:
@@ -237,5 +265,5 @@ def alerts(run: RunReader, begin: int = 0, end: int = -1, alert_type: str | None
         "alerts_breakdown": {ALERT_TYPE: total} if total else {},
         "alert_type": alert_type or None,
         "first_origin_index": m.first_origin_index() if matches else None,
-        "alerts": [alert_json(run, int(p), bool(o)) for p, o in zip(positions, origin)],
+        "alerts": alert_rows(run, positions, origin),
     }

@@ -152,12 +152,13 @@ def execution_data(run: RunReader, begin: int, end: int) -> list[dict]:
 
 def trace_digests(run: RunReader, positions: np.ndarray) -> list[dict]:
     """Digest rows of the traces at the given positions."""
-    digests = run.trace_digests()
-    ops = {}
+    positions = np.asarray(positions, dtype=np.int64)
+    digests = run.trace_digests()[positions]
+    c = {name: digests[name].tolist() for name in digests.dtype.names}
+    ops: dict[int, tuple] = {}
     out = []
-    for p in positions:
-        r = digests[int(p)]
-        op_id = int(r["op_id"])
+    for i, position in enumerate(positions.tolist()):
+        op_id = c["op_id"][i]
         if op_id not in ops:
             try:
                 op = run.op(op_id)
@@ -165,22 +166,22 @@ def trace_digests(run: RunReader, positions: np.ndarray) -> list[dict]:
             except KeyError:
                 ops[op_id] = (None, None, None)
         op_name, kernel, graph_id = ops[op_id]
-        flags = int(r["flags"])
+        flags = c["flags"][i]
         out.append(
             {
-                "position": int(p),
-                "index": int(r["index"]),
+                "position": position,
+                "index": c["index"][i],
                 "op_id": op_id,
                 "op_name": op_name,
                 "kernel": kernel,
                 "graph_id": graph_id,
-                "output_slot": int(r["output_slot"]),
-                "execution_index": int(r["execution_index"]),
-                "wall_time": float(r["wall_time"]),
-                "duration_us": num(r["duration_us"]),
-                "nan": int(r["nan"]),
-                "neg_inf": int(r["neg_inf"]),
-                "pos_inf": int(r["pos_inf"]),
+                "output_slot": c["output_slot"][i],
+                "execution_index": c["execution_index"][i],
+                "wall_time": c["wall_time"][i],
+                "duration_us": num(c["duration_us"][i]),
+                "nan": c["nan"][i],
+                "neg_inf": c["neg_inf"][i],
+                "pos_inf": c["pos_inf"][i],
                 "nonfinite": _nonfinite(flags),
                 "has_error": bool(flags & HAS_ERROR),
             }

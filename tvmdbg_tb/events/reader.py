@@ -264,7 +264,9 @@ class RunReader:
     def _undecodable(self, stream: str, offset: int, length: int, error: Exception) -> None:
         path = self._files[stream].path
         self.corruptions.append(
-            records.Corruption(path, offset, length + records.HEADER_SIZE + records.FOOTER_SIZE, f"undecodable record: {error}")
+            records.Corruption(
+                path, offset, length + records.HEADER_SIZE + records.FOOTER_SIZE, f"undecodable record: {error}"
+            )
         )
 
     def _update_traces(self) -> int:
@@ -374,7 +376,17 @@ class RunReader:
             flags |= HEALTH_KNOWN
             if any(counts):
                 flags |= NONFINITE
-        return (t.index, t.op_id, t.execution_index, event.wall_time, offset, *counts, t.duration_us, t.output_slot, flags)
+        return (
+            t.index,
+            t.op_id,
+            t.execution_index,
+            event.wall_time,
+            offset,
+            *counts,
+            t.duration_us,
+            t.output_slot,
+            flags,
+        )
 
     def _notify(self, stream: str, start: int, reset: bool) -> None:
         rows = self._executions if stream == layout.EXECUTION else self._traces

@@ -36,9 +36,9 @@ _CRC_TABLE = _crc32c_table()
 
 def _masked(crc: np.ndarray) -> np.ndarray:
     crc = crc.astype(np.uint64)
-    return ((((crc >> np.uint64(15)) | (crc << np.uint64(17))) + np.uint64(_MASK_DELTA)) & np.uint64(0xFFFFFFFF)).astype(
-        np.uint32
-    )
+    return (
+        (((crc >> np.uint64(15)) | (crc << np.uint64(17))) + np.uint64(_MASK_DELTA)) & np.uint64(0xFFFFFFFF)
+    ).astype(np.uint32)
 
 
 def _header_crcs_ok(b: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -133,6 +133,8 @@ def _varint(b: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
             v |= np.where(more, (byte & np.uint64(0x7F)) << np.uint64(7 * k), np.uint64(0))
             n += more
             more &= byte >= 0x80
+            if not more.any():
+                break
         value[multi] = v.view(np.int64)
         used[multi] = n
         bad[multi] = more
@@ -156,43 +158,86 @@ def _walk(b: np.ndarray, cur: np.ndarray, end: np.ndarray, ok: np.ndarray, field
     active = np.flatnonzero(ok & (cur < end))
     while len(active):
         c = cur[active]
-        tag, used, bad = _varint(b, c)
-        c = c + used
-        field, wire = tag >> 3, tag & 7
-        nxt = np.full(len(c), -1, dtype=np.int64)
-        values: dict[int, tuple] = {}
-        i0 = np.flatnonzero(wire == 0)
-        if len(i0):
-            v, n, vb = _varint(b, c[i0])
-            nxt[i0] = c[i0] + n
-            bad[i0] |= vb
-            values[0] = (i0, v)
-        i1 = np.flatnonzero(wire == 1)
-        nxt[i1] = c[i1] + 8
-        values[1] = (i1, c[i1])
-        i2 = np.flatnonzero(wire == 2)
-        if len(i2):
-            length, n, lb = _varint(b, c[i2])
-            start = c[i2] + n
-            nxt[i2] = start + length
-            bad[i2] |= lb | (length < 0)
-            values[2] = (i2, start, length)
-        i5 = np.flatnonzero(wire == 5)
-        nxt[i5] = c[i5] + 4
+        first = b[c]
+        if first[0] < 0x80 and (first == first[0]).all():
+            # The common case: every record has the same one-byte tag at this step.
+            nxt, bad = _uniform_field(b, c + 1, int(first[0]), active, fields)
+        else:
+            nxt, bad = _mixed_field(b, c, end[active], active, fields)
         bad |= (nxt < 0) | (nxt > end[active])
-        for number, (wire_type, callback) in fields.items():
-            hit = (field == number) & ~bad
-            bad |= hit & (wire != wire_type)
-            if wire_type not in values:
-                continue
-            idx, *payload = values[wire_type]
-            sel = hit[idx] & (wire[idx] == wire_type)
-            if sel.any():
-                callback(active[idx[sel]], *(p[sel] for p in payload))
         ok[active[bad]] = False
         cur[active] = nxt
         keep = ~bad & (nxt < end[active])
         active = active[keep]
+
+
+def _uniform_field(b: np.ndarray, c: np.ndarray, tag: int, active: np.ndarray, fields: dict):
+    """One step of _walk when all records are at the same field (tag already read)."""
+    number, wire = tag >> 3, tag & 7
+    bad = np.zeros(len(c), dtype=bool)
+    if wire == 0:
+        value, used, bad = _varint(b, c)
+        nxt, payload = c + used, (value,)
+    elif wire == 1:
+        nxt, payload = c + 8, (c,)
+    elif wire == 2:
+        length, used, bad = _varint(b, c)
+        bad |= length < 0
+        start = c + used
+        nxt, payload = start + length, (start, length)
+    elif wire == 5:
+        nxt, payload = c + 4, ()
+    else:
+        return np.full(len(c), -1, dtype=np.int64), np.ones(len(c), dtype=bool)
+    spec = fields.get(number)
+    if spec is not None:
+        if spec[0] != wire:
+            bad[:] = True
+        else:
+            sel = ~bad
+            if sel.all():
+                spec[1](active, *payload)
+            elif sel.any():
+                spec[1](active[sel], *(p[sel] for p in payload))
+    return nxt, bad
+
+
+def _mixed_field(b: np.ndarray, c: np.ndarray, end: np.ndarray, active: np.ndarray, fields: dict):
+    """One step of _walk when records are at different fields."""
+    tag, used, bad = _varint(b, c)
+    c = c + used
+    field, wire = tag >> 3, tag & 7
+    nxt = np.full(len(c), -1, dtype=np.int64)
+    values: dict[int, tuple] = {}
+    i0 = np.flatnonzero(wire == 0)
+    if len(i0):
+        v, n, vb = _varint(b, c[i0])
+        nxt[i0] = c[i0] + n
+        bad[i0] |= vb
+        values[0] = (i0, v)
+    i1 = np.flatnonzero(wire == 1)
+    nxt[i1] = c[i1] + 8
+    values[1] = (i1, c[i1])
+    i2 = np.flatnonzero(wire == 2)
+    if len(i2):
+        length, n, lb = _varint(b, c[i2])
+        start = c[i2] + n
+        nxt[i2] = start + length
+        bad[i2] |= lb | (length < 0)
+        values[2] = (i2, start, length)
+    i5 = np.flatnonzero(wire == 5)
+    nxt[i5] = c[i5] + 4
+    bad |= (nxt < 0) | (nxt > end)
+    for number, (wire_type, callback) in fields.items():
+        hit = (field == number) & ~bad
+        bad |= hit & (wire != wire_type)
+        if wire_type not in values:
+            continue
+        idx, *payload = values[wire_type]
+        sel = hit[idx] & (wire[idx] == wire_type)
+        if sel.any():
+            callback(active[idx[sel]], *(p[sel] for p in payload))
+    return nxt, bad
 
 
 def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
