@@ -31,26 +31,45 @@ class EmitRegistry:
     def __init__(self):
         self._lock = threading.Lock()
         # hash(var) is the object's address: keep the var alive so the key stays unique.
-        self._by_var: dict[int, tuple[object, list[Frame], int]] = {}
+        self._by_var: dict[int, tuple[object, graphs.Emitted]] = {}
+        self._by_name: dict[str, list[graphs.Emitted]] = {}
 
-    def record(self, var, skip: int) -> None:
+    def record(self, var, expr, skip: int) -> None:
         frames, user_index = frames_mod.capture(skip + 1)
         torch_frames = _torch_node_frames()
         if torch_frames:
             frames = frames[: user_index + 1] + torch_frames if user_index >= 0 else torch_frames
             user_index = frames_mod.user_index(frames)
+        entry = graphs.Emitted(graphs.op_type_of(expr), frames, user_index)
         with self._lock:
-            self._by_var[hash(var)] = (var, frames, user_index)
+            self._by_var[hash(var)] = (var, entry)
+            self._by_name.setdefault(var.name, []).append(entry)
 
-    def lookup(self, var) -> tuple[list[Frame], int] | None:
-        entry = self._by_var.get(hash(var))
-        if entry is None or not entry[0].same_as(var):
+    def lookup(self, var) -> graphs.Emitted | None:
+        """The entry of this very var (identity)."""
+        found = self._by_var.get(hash(var))
+        if found is None or not found[0].same_as(var):
             return None
-        return entry[1], entry[2]
+        return found[1]
+
+    def find(self, name: str, op_type: str) -> graphs.Emitted | None:
+        """The entry of a var with this name and op, for vars that passes re-created (e.g.
+        tvm.relax.training's AppendLoss/Gradient/LegalizeOps); None when ambiguous (entries
+        pointing at different user lines)."""
+        matches = [e for e in self._by_name.get(name, ()) if graphs.same_op(e.op_type, op_type)]
+        if not matches:
+            return None
+        lines = {_user_line(e) for e in matches}
+        return matches[-1] if len(lines) == 1 else None
 
     def clear(self) -> None:
         with self._lock:
             self._by_var.clear()
+            self._by_name.clear()
+
+
+def _user_line(entry: graphs.Emitted):
+    return entry.frames[entry.user_index][:2] if entry.user_index >= 0 else None
 
 
 def _torch_node_frames() -> list[Frame]:
@@ -100,11 +119,11 @@ class _Snapshots:
 
 
 def _wrap_emit(original):
-    def emit(self, *args, **kwargs):
-        var = original(self, *args, **kwargs)
+    def emit(self, expr, *args, **kwargs):
+        var = original(self, expr, *args, **kwargs)
         if STATE.recording:
             try:
-                REGISTRY.record(var, skip=1)
+                REGISTRY.record(var, expr, skip=1)
             except Exception:  # capture is best effort; never break the user's model
                 pass
         return var
@@ -145,7 +164,7 @@ def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> gra
     """The ExecutableInfo of one build; never raises (a failure becomes a note)."""
     executable_id = uuid.uuid4().hex[:12]
     try:
-        origins, by_name = graphs.collect_origins(mod, REGISTRY.lookup)
+        origins, by_name = graphs.collect_origins(mod, REGISTRY)
         fused = graphs.fused_members(snapshots.fused)
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
         functions = graphs.extract_functions(sites_mod, origins, by_name, fused)

@@ -197,6 +197,7 @@ class Tracer:
             call.pending.append((None, symbol, 0.0, True))
             return 0
         site = self._site(call, symbol, args)
+        call = self._local.call  # a time_evaluator repetition may have started a new call
         if site is not None and call.stop is not None:
             return SKIP_RUN  # a sink asked to stop: the error is raised when the call returns
         call.pending.append((site, symbol, _perf(), False))
