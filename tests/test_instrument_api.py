@@ -229,3 +229,20 @@ def test_threads_with_their_own_vms(tmp_path):
         traces = [run.trace(int(t)) for t in run.execution_trace_indices(execution.index)]
         assert [t.op_name for t in traces] == [op.op_name for op in run.ops(execution.graph_id)]
         assert all(t.tensor_debug_mode == pb.CURT_HEALTH for t in traces)
+
+
+def test_check_numerics_on_an_executable_with_summary_kernels(tmp_path):
+    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH")
+    try:
+        model = blockbuilder_planted("sqrt", fuse=False)
+        vm, _ = model.run()  # traced by the compiled summary kernels
+        tvmdbg.enable_check_numerics()
+        with pytest.raises(api.CheckNumericsError) as caught:
+            vm["main"](*[tvm.runtime.tensor(a) for a in model.inputs])
+    finally:
+        tvmdbg.disable_check_numerics()
+        tvmdbg.disable_dump_debug_info()
+    assert caught.value.original_ops == [("relax.sqrt", "lv1")]
+    run = _read(tmp_path)
+    assert run.graphs()[0].instrumentation == "compiled"
+    assert [run.execution(i).num_traces for i in range(2)] == [6, 6]

@@ -28,7 +28,7 @@ def _run_in_mode(logdir, mode):
 
 
 @pytest.fixture(scope="module")
-def dumps(tmp_path_factory):
+def dumps(tmp_path_factory, trace_path):
     return {mode: _run_in_mode(tmp_path_factory.mktemp(mode), mode) for mode in MODE_NAMES}
 
 

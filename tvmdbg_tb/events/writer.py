@@ -18,6 +18,7 @@ import atexit
 import linecache
 import os
 import socket
+import struct
 import sys
 import threading
 import time
@@ -34,6 +35,26 @@ DEFAULT_RING_BYTES = 256 << 20
 _EAGER_WRITE_BYTES = 8 << 20
 # Source files larger than this are not copied into the dump.
 _MAX_SOURCE_BYTES = 8 << 20
+
+
+_F64 = struct.Struct("<d")
+_U32 = struct.Struct("<I")
+_MASK_DELTA = 0xA282EAD8
+# TFRecord header (length + its CRC) by record length: it depends on the length only.
+_RECORD_HEADERS: dict[int, bytes] = {}
+_SMALL_VARINTS = [bytes((v,)) for v in range(128)] + [bytes(((v & 0x7F) | 0x80, v >> 7)) for v in range(128, 1 << 14)]
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative int."""
+    if value < 16384:
+        return _SMALL_VARINTS[value]
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def package_version(name: str) -> str:
@@ -232,6 +253,37 @@ class DebugEventsWriter:
                 trace.index = first + i
                 event = pb.DebugEvent(wall_time=wall_time, step=step, graph_execution_trace=trace)
                 chunks.append(records.encode(event.SerializeToString()))
+            self._queue(layout.GRAPH_EXECUTION_TRACES, chunks)
+        except Exception as error:
+            self._fail(f"could not encode traces: {error!r}")
+
+    def write_graph_execution_trace_payloads(
+        self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
+    ) -> None:
+        """Queues traces given as serialized GraphExecutionTrace messages without `index`
+        (the writer appends it). The instrumentation's fast path: it serializes each op's
+        constant fields once and appends only what changes per execution."""
+        if self._failed or self._closed or not payloads:
+            return
+        try:
+            with self._lock:
+                first = self._next_trace
+                self._next_trace += len(payloads)
+            head = b"\x09" + _F64.pack(wall_time or time.time())
+            if step:
+                head += b"\x10" + _varint(step)
+            chunks = []
+            headers = _RECORD_HEADERS
+            crc, pack32, mask = records._crc, _U32.pack, _MASK_DELTA
+            for i, payload in enumerate(payloads):
+                trace = payload + b"\x68" + _varint(first + i)  # field 13: index
+                event = head + b"\x4a" + _varint(len(trace)) + trace  # field 9: the trace
+                size = len(event)
+                header = headers.get(size)
+                if header is None:
+                    header = headers.setdefault(size, records.encode(bytes(size))[: records.HEADER_SIZE])
+                value = crc(event)
+                chunks.append(header + event + pack32((((value >> 15) | (value << 17)) + mask) & 0xFFFFFFFF))
             self._queue(layout.GRAPH_EXECUTION_TRACES, chunks)
         except Exception as error:
             self._fail(f"could not encode traces: {error!r}")

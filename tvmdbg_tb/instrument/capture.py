@@ -93,6 +93,14 @@ REGISTRY = EmitRegistry()
 class _State:
     recording = False
     on_executable = None  # callable(executable, ExecutableInfo) set by the session
+    # None: no compile-time instrumentation; False: timestamps only; True: with health.
+    compile_health: bool | None = None
+
+
+class _Build(threading.local):
+    """The build in progress on this thread (relax.build -> _vmcodegen)."""
+
+    pending = None
 
 
 STATE = _State()
@@ -133,6 +141,48 @@ def _wrap_emit(original):
     return emit
 
 
+_BUILD = _Build()
+
+
+class _PendingBuild:
+    def __init__(self, mod, snapshots, target, frames, user_index, health):
+        self.mod = mod
+        self.snapshots = snapshots
+        self.target = target
+        self.frames = frames
+        self.user_index = user_index
+        self.health = health
+        self.info: graphs.ExecutableInfo | None = None
+
+    def describe(self) -> graphs.ExecutableInfo:
+        if self.info is None:
+            self.info = describe(self.mod, self.snapshots, self.target, self.frames, self.user_index)
+        return self.info
+
+
+def _wrap_codegen(original):
+    """Instruments the lowered module right before VM codegen (see compiled.py)."""
+
+    def vmcodegen(builder, mod, *args, **kwargs):
+        pending = _BUILD.pending
+        if pending is not None and pending.health is not None:
+            info = pending.describe()
+            from tvmdbg_tb.instrument import compiled
+
+            if compiled.plan_supported(info):
+                try:
+                    mod, functions = compiled.instrument(mod, info, pending.health)
+                    info.compiled = {name: f.fid for name, f in functions.items()}
+                    info.compiled_health = pending.health
+                except Exception as error:  # unsupported shape of module: the VM instrument traces it
+                    info.compiled = {}
+                    info.note = (info.note + "; " if info.note else "") + f"traced by the VM instrument ({error})"
+        return original(builder, mod, *args, **kwargs)
+
+    vmcodegen.__wrapped__ = original
+    return vmcodegen
+
+
 def _wrap_build(original):
     def build(mod, *args, **kwargs):
         if not STATE.recording or STATE.on_executable is None:
@@ -147,10 +197,15 @@ def _wrap_build(original):
             instruments=[*current.instruments, snapshots],
             config=dict(current.config),
         )
-        with context:
-            executable = original(mod, *args, **kwargs)
         target = args[0] if args else kwargs.get("target")
-        info = describe(mod, snapshots, str(target or ""), frames, user_index)
+        pending = _PendingBuild(mod, snapshots, str(target or ""), frames, user_index, STATE.compile_health)
+        outer, _BUILD.pending = _BUILD.pending, pending
+        try:
+            with context:
+                executable = original(mod, *args, **kwargs)
+        finally:
+            _BUILD.pending = outer
+        info = pending.describe()
         attach(executable, info)
         STATE.on_executable(executable, info)
         return executable
@@ -210,4 +265,5 @@ def install() -> None:
     wrapped = _wrap_build(original_build)
     vm_build.build = wrapped
     relax.build = wrapped
+    vm_build._vmcodegen = _wrap_codegen(vm_build._vmcodegen)
     _INSTALLED = True

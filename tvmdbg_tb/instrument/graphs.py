@@ -98,6 +98,10 @@ class ExecutableInfo:
     note: str = ""
     frames: list[Frame] = field(default_factory=list)
     user_index: int = -1
+    # Compile-time instrumentation (compiled.py), by function name; empty when the VM
+    # instrument traces this executable.
+    compiled: dict = field(default_factory=dict)
+    compiled_health: bool = False
 
 
 # -- helpers -------------------------------------------------------------------------------
