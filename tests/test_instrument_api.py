@@ -245,4 +245,4 @@ def test_check_numerics_on_an_executable_with_summary_kernels(tmp_path):
     assert caught.value.original_ops == [("relax.sqrt", "lv1")]
     run = _read(tmp_path)
     assert run.graphs()[0].instrumentation == "compiled"
-    assert [run.execution(i).num_traces for i in range(2)] == [6, 6]
+    assert [run.execution(i).num_traces for i in range(2)] == [6, 2]  # stopped after sqrt
