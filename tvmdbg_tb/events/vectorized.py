@@ -141,10 +141,14 @@ def _varint(b: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     return value, used, bad
 
 
-def _doubles(b: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """The little-endian doubles at byte positions pos (an unaligned strided view, no copy of b)."""
-    view = np.ndarray(shape=(len(b) - 7,), dtype="<f8", buffer=b, strides=(1,))
+def _fixed(b: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
+    """The 8-byte little-endian values at byte positions pos (an unaligned strided view of b)."""
+    view = np.ndarray(shape=(len(b) - 7,), dtype=dtype, buffer=b, strides=(1,))
     return view[pos]
+
+
+def _doubles(b: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    return _fixed(b, pos, "<f8")
 
 
 def _walk(b: np.ndarray, cur: np.ndarray, end: np.ndarray, ok: np.ndarray, fields: dict) -> None:
@@ -283,6 +287,9 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
         ok[rows[dv_len[rows] > 0]] = False  # repeated packed runs concatenate: protobuf's job
         dv_start[rows], dv_len[rows] = start, length
 
+    def on_index(rows, pos):
+        cols["index"][rows] = _fixed(b, pos, "<i8")
+
     def on_duration(rows, pos):
         duration[rows] = _doubles(b, pos)
 
@@ -306,7 +313,7 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
             9: (2, on_value),
             11: (1, on_duration),
             12: (2, on_error),
-            13: (0, setter("index")),
+            13: (1, on_index),  # sfixed64
         },
     )
     mode = cols["mode"]

@@ -174,6 +174,9 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         """True once any run exists under the logdir (TensorBoard does not poll this again)."""
         if self._active or not self._logdir:
             return self._active
+        if self._reader is not None and self._reader.runs():
+            self._active = True
+            return True
         now = time.time()
         if now - self._active_checked > 2.0:
             self._active_checked = now
