@@ -63,21 +63,22 @@ def scan(buf: bytes, base_offset: int, path: str):
     records at once. From the first record that fails (damage, or a record cut by the end of
     buf) on, records.scan decides.
     """
-    crc = google_crc32c.value
     n = len(buf)
     pos = 0
     positions: list[int] = []
-    crcs: list[int] = []
-    add_position, add_crc = positions.append, crcs.append
+    add_position = positions.append
+    overhead = records.HEADER_SIZE + records.FOOTER_SIZE
     while n - pos >= records.HEADER_SIZE:
-        stop = pos + records.HEADER_SIZE + _U64(buf, pos)[0] + records.FOOTER_SIZE
+        stop = pos + overhead + _U64(buf, pos)[0]
         if stop > n:
             break
         add_position(pos)
-        add_crc(crc(buf[pos + records.HEADER_SIZE : stop - records.FOOTER_SIZE]))
         pos = stop
+    # The data CRCs, iterated in C (no Python bytecode per record).
     starts = np.array(positions, dtype=np.int64)
     stops = np.append(starts[1:], pos)
+    data = map(slice, (starts + records.HEADER_SIZE).tolist(), (stops - records.FOOTER_SIZE).tolist())
+    crcs = list(map(google_crc32c.value, map(buf.__getitem__, data)))
     if len(starts):
         b = padded(buf)
         good = _masked(np.array(crcs, dtype=np.uint32)) == _u32_at(b, stops - records.FOOTER_SIZE)
@@ -163,11 +164,18 @@ def _walk(b: np.ndarray, cur: np.ndarray, end: np.ndarray, ok: np.ndarray, field
     while len(active):
         c = cur[active]
         first = b[c]
-        if first[0] < 0x80 and (first == first[0]).all():
-            # The common case: every record has the same one-byte tag at this step.
-            nxt, bad = _uniform_field(b, c + 1, int(first[0]), active, fields)
-        else:
+        counts = np.bincount(first, minlength=256)
+        tags = np.flatnonzero(counts)
+        if tags[-1] >= 0x80:  # a multi-byte tag (field number >= 16): the general step
             nxt, bad = _mixed_field(b, c, end[active], active, fields)
+        elif len(tags) == 1:  # the common case: every record is at the same field
+            nxt, bad = _uniform_field(b, c + 1, int(tags[0]), active, fields)
+        else:  # a few groups (fields left out when zero): one uniform step per group
+            nxt = np.empty(len(c), dtype=np.int64)
+            bad = np.empty(len(c), dtype=bool)
+            for tag in tags.tolist():
+                group = np.flatnonzero(first == tag)
+                nxt[group], bad[group] = _uniform_field(b, c[group] + 1, tag, active[group], fields)
         bad |= (nxt < 0) | (nxt > end[active])
         ok[active[bad]] = False
         cur[active] = nxt
@@ -324,9 +332,11 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
     for mode_value, need, (i_nan, i_neg, i_pos) in ((4, 10, (6, 4, 5)), (3, 4, (3, 1, 2))):
         rows = np.flatnonzero(ok & (mode == mode_value) & (dv_len >= 8 * need))
         if len(rows):
-            got = np.stack([_doubles(b, dv_start[rows] + 8 * i) for i in (i_nan, i_neg, i_pos)], axis=1)
             # describe() converts every value of the layout to int: a NaN anywhere means no counts.
-            every = np.stack([_doubles(b, dv_start[rows] + 8 * i) for i in range(need)], axis=1)
+            every = np.ndarray(shape=(len(b) - 8 * need + 1, need), dtype="<f8", buffer=b, strides=(1, 8))[
+                dv_start[rows]
+            ]
+            got = every[:, [i_nan, i_neg, i_pos]]
             fine = np.isfinite(every).all(axis=1) & (np.abs(got) < 2.0**62).all(axis=1)
             ok[rows[~fine]] = False
             rows, got = rows[fine], got[fine]
