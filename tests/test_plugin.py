@@ -488,3 +488,28 @@ def test_alert_monitor_replays_and_resets(tmp_path):
     assert np.all(
         np.diff([d["index"] for d in s.json("graph_execution/digests", run="ring")["graph_execution_digests"]]) == 1
     )
+
+
+def test_one_unreadable_run_does_not_stop_the_others(tmp_path):
+    write_nan_chain(tmp_path, "a")
+    write_nan_chain(tmp_path, "b")
+    s = Server(tmp_path)
+    run_a = s.plugin._reader.run("a")
+    real = run_a.update
+
+    def broken():
+        raise PermissionError("tvmdbg.graphs: permission denied")
+
+    run_a.update = broken
+    w = DebugEventsWriter(tmp_path, run_name="c", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    write_graph(w)
+    write_execution(w)
+    w.close()
+    s.plugin.poll()
+    status = s.json("status")
+    by_run = {r["run"]: r for r in status["runs"]}
+    assert "PermissionError" in by_run["a"]["error"] and by_run["b"]["error"] is None
+    assert by_run["c"]["num_traces"] == 4 and any("reading failed" in p for p in status["problems"])
+    run_a.update = real
+    s.plugin.poll()
+    assert s.json("status", run="a")["runs"][0]["error"] is None

@@ -214,6 +214,8 @@ class RunReader:
         self.corruptions: list[records.Corruption] = []
         self.metadata: pb.DebugMetadata | None = None
         self.metadata_wall_time: float | None = None
+        # Why the last update() of this run failed (set by DebugDataReader.update), or None.
+        self.error: str | None = None
         self._source_files: list[pb.SourceFile] = []
         self._frames: dict[int, pb.StackFrame] = {}
         self._graphs: dict[int, pb.DebuggedGraph] = {}
@@ -531,7 +533,15 @@ class DebugDataReader:
                 if name not in self._runs:
                     self._runs[name] = RunReader(name, os.path.normpath(os.path.join(self.logdir, name)))
             runs = list(self._runs.values())
-        return {run.name: run.update() for run in runs}
+        counts = {}
+        for run in runs:
+            try:
+                counts[run.name] = run.update()
+                run.error = None
+            except Exception as error:  # e.g. a file turned unreadable: keep the other runs going
+                run.error = f"{type(error).__name__}: {error}"
+                counts[run.name] = {}
+        return counts
 
     def runs(self) -> list[str]:
         with self._lock:

@@ -153,6 +153,8 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
     def _report_corruptions(self) -> None:
         for name in self._reader.runs():
             run = self._reader.run(name)
+            if run.error:
+                logger.warning("tvmdbg: reading run %s failed: %s", name, run.error)
             seen = self._reported_corruptions.get(name, 0)
             for corruption in run.corruptions[seen:]:
                 logger.warning("tvmdbg: %s", corruption)
@@ -319,6 +321,8 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         for run in runs:
             updated = analysis.views.last_update_time(run)
             corruptions = list(run.corruptions)
+            if run.error:
+                problems.append(f"run {run.name}: reading failed: {run.error}")
             if corruptions:
                 problems.append(f"run {run.name}: {len(corruptions)} damaged record(s) skipped")
             out_runs.append(
@@ -328,6 +332,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                     "num_traces": run.num_traces(),
                     "last_update_time": updated,
                     "live": updated is not None and time.time() - updated < analysis.views.LIVE_SECONDS,
+                    "error": run.error,
                     "num_corruptions": len(corruptions),
                     "corruptions": [
                         {"path": c.path, "offset": c.offset, "length": c.length, "reason": c.reason, "message": str(c)}
