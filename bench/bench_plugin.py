@@ -111,6 +111,10 @@ def measure(logdir: str) -> dict:
     from tvmdbg_tb import analysis
 
     alerts = analysis.monitor(run)
+    profile_client = Client(apps["/profile"], Response)
+    t = time.perf_counter()
+    assert profile_client.get("/data/plugin/tvmdbg/profile", query_string={"run": "bench"}).status_code == 200
+    profile_ms = (time.perf_counter() - t) * 1e3
     digests = page_ms("/graph_execution/digests", n_traces)
     alert_pages = page_ms("/alerts", alerts.num_alerts(), repeats=50)
     return {
@@ -123,6 +127,7 @@ def measure(logdir: str) -> dict:
         "digests_page_ms_p99": round(digests[1], 2),
         "alerts_page_ms_median": round(alert_pages[0], 2),
         "alerts_page_ms_p99": round(alert_pages[1], 2),
+        "profile_first_ms": round(profile_ms, 1),
         "rss_start_mb": round(rss_start, 1),
         "rss_after_imports_mb": round(rss_imported, 1),
         "peak_rss_mb": round(_peak_rss_mb(), 1),
