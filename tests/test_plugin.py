@@ -513,3 +513,53 @@ def test_one_unreadable_run_does_not_stop_the_others(tmp_path):
     run_a.update = real
     s.plugin.poll()
     assert s.json("status", run="a")["runs"][0]["error"] is None
+
+
+def test_origin_across_polls_and_late_execution_records(tmp_path):
+    """Traces of one execution read in two polls, the execution record (with a NaN input)
+    arriving after them: origins are decided with what came earlier and revised after."""
+    from plugin_dumps import health
+
+    from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+    w = DebugEventsWriter(tmp_path, run_name="split", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    write_graph(w)
+    s = Server(tmp_path)
+
+    def trace(op_id, index, nan):
+        return pb.GraphExecutionTrace(
+            op_id=op_id, execution_index=index, tensor_debug_mode=pb.FULL_HEALTH, debug_values=health(32, nan)
+        )
+
+    index = w.allocate_execution_index()
+    w.write_graph_execution_traces([trace(0, index, 0), trace(1, index, 3)])
+    w.flush()
+    s.plugin.poll()
+    w.write_graph_execution_traces([trace(2, index, 3), trace(3, index, 1)])
+    w.flush()
+    s.plugin.poll()
+    assert [(a["op_name"], a["origin"]) for a in s.json("alerts", run="split")["alerts"]] == [
+        ("lv1", True),
+        ("lv2", False),
+        ("lv3", False),
+    ]
+    # Next call: lv0 (inputs: params x, w) is NaN; its execution record comes later.
+    index = w.allocate_execution_index()
+    w.write_graph_execution_traces([trace(0, index, 32)])
+    w.flush()
+    s.plugin.poll()
+    assert s.json("alerts", run="split", begin=3)["alerts"][0]["origin"] is True  # nothing says otherwise yet
+    w.write_execution(
+        pb.Execution(
+            index=index,
+            function_name="main",
+            graph_id=0,
+            tensor_debug_mode=pb.FULL_HEALTH,
+            inputs=[pb.TensorSummary(debug_values=health(32, 1)), pb.TensorSummary(debug_values=health(64))],
+        )
+    )
+    w.close()
+    s.plugin.poll()
+    body = s.json("alerts", run="split")
+    assert body["alerts"][3]["op_name"] == "lv0" and body["alerts"][3]["origin"] is False  # x was NaN
+    assert body["first_origin_index"] == 0

@@ -7,8 +7,9 @@ execution's non-finite traces, function parameters in the execution's input summ
 input whose health was never recorded (a builtin's result) counts as finite only if nothing
 earlier in the execution was non-finite.
 
-Memory stays small: per alert a trace position and a flag (numpy), plus the non-finite
-outputs of the last few executions (producers and consumers run in the same execution).
+Memory stays small: per alert a trace position and a flag (numpy), plus the packed keys of
+the non-finite outputs of the last few executions (producers and consumers run in the same
+execution). Work is vectorised per op, so a run that went NaN everywhere still loads fast.
 """
 
 from __future__ import annotations
@@ -28,6 +29,21 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 ALERT_TYPE = "InfNanAlert"
 _RECENT_EXECUTIONS = 64
+# A non-finite output's key: execution index << 28 | op (20 bits, dense ids) << 8 | slot (8 bits).
+_E_SHIFT = 28
+_OP_MASK = (1 << 20) - 1
+
+
+def _pack(execution: np.ndarray, op, slot) -> np.ndarray:
+    slot = np.clip(slot, 0, 255).astype(np.int64)
+    return (np.maximum(execution, 0).astype(np.int64) << _E_SHIFT) | (np.asarray(op, dtype=np.int64) << 8) | slot
+
+
+def _contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    if not len(sorted_keys):
+        return np.zeros(len(keys), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys
 
 
 class _Growable:
@@ -53,6 +69,7 @@ class AlertMonitor:
 
     def __init__(self, run: RunReader):
         self._lock = threading.RLock()
+        self._dense: dict[int, int] = {}  # op_id -> small int for packed keys
         self._clear()
         self._op_inputs: dict[int, tuple[list[tuple[int, int]], list[int], bool]] = {}
         run.add_observer(self)
@@ -60,7 +77,7 @@ class AlertMonitor:
     def _clear(self) -> None:
         self._positions = _Growable(np.int64)
         self._origin = _Growable(np.bool_)
-        self._bad: OrderedDict[int, set[tuple[int, int]]] = OrderedDict()  # execution -> bad (op, slot)
+        self._carry = np.zeros(0, dtype=np.int64)  # packed keys of recent non-finite outputs, sorted
         self._bad_params: OrderedDict[int, frozenset[int] | None] = OrderedDict()
         self._pending: dict[int, list[tuple[int, bool, tuple[int, ...]]]] = {}
 
@@ -112,38 +129,53 @@ class AlertMonitor:
             self._bad_params.popitem(last=False)
         return result
 
+    def _dense_id(self, op_id: int) -> int:
+        dense = self._dense.get(op_id)
+        if dense is None:
+            dense = self._dense[op_id] = len(self._dense) & _OP_MASK
+        return dense
+
     def _add(self, run: RunReader, start: int) -> None:
+        """Adds the non-finite traces from position start on, vectorised per op: the key of
+        an output (execution, op, slot) is packed in an int64 and looked up in the sorted
+        keys of this batch and of the last few executions."""
         digests = run.trace_digests()
         new = np.flatnonzero(digests["flags"][start:] & NONFINITE) + start
         if not len(new):
             return
-        rows = digests[new]
-        origin = np.zeros(len(new), dtype=np.bool_)
+        e = digests["execution_index"][new]
+        ops, op_rows = np.unique(digests["op_id"][new], return_inverse=True)
+        dense = np.array([self._dense_id(o) for o in ops.tolist()], dtype=np.int64)
+        keys = _pack(e, dense[op_rows], digests["output_slot"][new])
+        _, first_of_execution, execution_rows = np.unique(e, return_index=True, return_inverse=True)
+        earlier = (np.arange(len(new)) != first_of_execution[execution_rows]) | np.isin(e, self._carry >> _E_SHIFT)
+        known = np.union1d(self._carry, keys)
+        origin = np.ones(len(new), dtype=np.bool_)
         first_alert = self._positions.size
-        for i, (e, op_id, slot) in enumerate(
-            zip(rows["execution_index"].tolist(), rows["op_id"].tolist(), rows["output_slot"].tolist())
-        ):
-            bad = self._bad.get(e)
-            earlier = bad is not None
-            if bad is None:
-                bad = self._bad[e] = set()
-                while len(self._bad) > _RECENT_EXECUTIONS:
-                    self._bad.popitem(last=False)
+        for k, op_id in enumerate(ops.tolist()):
+            rows = np.flatnonzero(op_rows == k)
             producers, params, unknown = self._inputs_of(run, op_id)
-            producer_bad = any(p in bad for p in producers)
-            unknown_earlier = unknown and earlier
-            bad.add((op_id, slot))
-            if producer_bad or unknown_earlier:
+            bad = np.zeros(len(rows), dtype=bool)
+            for producer, slot in producers:
+                bad |= _contains(known, _pack(e[rows], self._dense_id(producer), slot))
+            if unknown:
+                bad |= earlier[rows]
+            origin[rows] = ~bad
+            if not params:
                 continue
-            if params:
-                bad_params = self._params_bad(run, e)
+            candidates = rows[~bad]
+            for execution in np.unique(e[candidates]).tolist():
+                same = candidates[e[candidates] == execution]
+                bad_params = self._params_bad(run, execution)
                 if bad_params is None:  # the execution record comes after its traces
-                    self._pending.setdefault(e, []).append((first_alert + i, earlier, tuple(params)))
-                    origin[i] = not earlier
-                    continue
-                if any(p in bad_params for p in params):
-                    continue
-            origin[i] = True
+                    origin[same] = ~earlier[same]
+                    self._pending.setdefault(execution, []).extend(
+                        (first_alert + r, bool(earlier[r]), tuple(params)) for r in same.tolist()
+                    )
+                elif any(p in bad_params for p in params):
+                    origin[same] = False
+        newest = int(e.max())
+        self._carry = known[(known >> _E_SHIFT) >= newest - _RECENT_EXECUTIONS]
         self._positions.append(new)
         self._origin.append(origin)
 
