@@ -117,3 +117,57 @@ def test_graph_profile_and_executions_on_a_real_model(served):
     assert executions[1]["inputs"][0]["summary"]["nan"] == 1
     digests = get("graph_execution/digests", run=run, execution_index=0)
     assert digests["num_digests"] == len(info["ops"])
+
+
+def test_full_tensor_values_of_a_real_kernel(tmp_path):
+    from models import X, Y
+
+    logdir = tmp_path / "full"
+    tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode="FULL_TENSOR", circular_buffer_size=-1)
+    try:
+        blockbuilder_planted("log", False).run()
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    plugin = TvmDebuggerPlugin(base_plugin.TBContext(logdir=str(logdir)), start_reader=False)
+    plugin.poll()
+    client = Client(application.TensorBoardWSGI([plugin]), Response)
+    run = json.loads(client.get(PREFIX + "runs").get_data())["runs"][0]["run"]
+    alerts = json.loads(client.get(PREFIX + "alerts", query_string={"run": run}).get_data())
+    first = alerts["alerts"][alerts["first_origin_index"]]
+    assert first["op_name"] and "relax.log" in [o["op_type"] for o in first["original_ops"]]
+    value = json.loads(
+        client.get(PREFIX + "tensor/value", query_string={"run": run, "trace": first["trace_position"]}).get_data()
+    )
+    with np.errstate(all="ignore"):
+        expected = np.log(X - Y)
+    assert value["shape"] == [1, 8] and value["dtype"] == "float32" and not value["truncated"]
+    decoded = np.array(
+        [[{"NaN": np.nan, "-Infinity": -np.inf, "Infinity": np.inf}.get(v, v) for v in row] for row in value["values"]]
+    )
+    np.testing.assert_allclose(decoded, expected, rtol=1e-6)
+    one = json.loads(
+        client.get(
+            PREFIX + "tensor/value", query_string={"run": run, "trace": first["trace_position"], "slice": "0, 0:3"}
+        ).get_data()
+    )
+    assert one["sliced_shape"] == [3] and one["values"] == ["-Infinity", 0.0, "NaN"]  # log(0), log(1), log(-2)
+    plugin.stop()
+
+
+def test_the_plugin_never_imports_tvm_or_the_instrumentation():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from tensorboard.plugins import base_plugin\n"
+        "from tvmdbg_tb.plugin.loader import TvmDebuggerLoader\n"
+        "plugin = TvmDebuggerLoader().load(base_plugin.TBContext(logdir=''))\n"
+        "assert type(plugin).__name__ == 'TvmDebuggerPlugin'\n"
+        "bad = [m for m in sys.modules if m == 'tvm' or m.startswith(('tvm.', 'tvmdbg_tb.instrument', 'torch'))]\n"
+        "assert not bad, bad\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__))
+    )
+    assert result.returncode == 0, result.stderr
