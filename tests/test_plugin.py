@@ -271,7 +271,7 @@ def test_live_records_and_runs_appear(tmp_path):
     assert s.json("alerts", run="live")["num_alerts"] == before + 2
     assert s.json("execution/digests", run="live")["num_digests"] == 5
     w2 = write_nan_chain(tmp_path / "sub", "second", close=True)
-    wait_for(lambda b: len(b["runs"]) == 2)
+    wait_for(lambda b: len(b["runs"]) == 2 and b["runs"][1]["num_traces"] == 16)
     assert [r["run"] for r in s.json("runs")["runs"]] == ["live", os.path.join("sub", "second")]
     assert s.json("alerts", run=os.path.join("sub", "second"))["num_alerts"] == 7
     w.close()
@@ -563,3 +563,36 @@ def test_origin_across_polls_and_late_execution_records(tmp_path):
     body = s.json("alerts", run="split")
     assert body["alerts"][3]["op_name"] == "lv0" and body["alerts"][3]["origin"] is False  # x was NaN
     assert body["first_origin_index"] == 0
+
+
+def test_alerts_are_never_behind_the_traces_a_client_saw(tmp_path):
+    """A request sees alerts for every trace an earlier request counted (no half-indexed state)."""
+    import threading
+
+    w = DebugEventsWriter(
+        tmp_path, run_name="race", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, flush_interval=0.005
+    )
+    write_graph(w)
+    w.flush()
+    s = Server(tmp_path, live=True)
+    s.plugin._poll_interval = 0.001
+
+    def produce():
+        for _ in range(150):
+            write_execution(w, nan_from=1)  # 4 traces, 3 of them alerts (lv1, lv2, lv3)
+            time.sleep(0.0005)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    checks = 0
+    while producer.is_alive() or checks < 5:
+        runs = s.json("status")["runs"]
+        if runs:
+            seen = runs[0]["num_traces"]
+            alerts = s.json("alerts", run="race", begin=0, end=0)["num_alerts"]
+            assert alerts >= 3 * (seen // 4) + max(0, seen % 4 - 1), (seen, alerts)
+            checks += 1
+    producer.join()
+    w.close()
+    s.plugin.stop()
+    assert checks > 5

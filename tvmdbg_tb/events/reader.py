@@ -461,12 +461,17 @@ class RunReader:
         """(consumer op_id, its input slot, producer output slot) for each use of op's outputs."""
         return list(self._consumers.get(op_id, ()))
 
+    # The digest queries take the lock: a reader sees a state in which observers (alerts) have
+    # already seen the same rows, never rows still being indexed.
+
     def num_executions(self) -> int:
-        return self._executions.size
+        with self._lock:
+            return self._executions.size
 
     def execution_digests(self) -> np.ndarray:
         """One EXECUTION_DIGEST row per execution in the dump, oldest first (a view)."""
-        return self._executions.view()
+        with self._lock:
+            return self._executions.view()
 
     def execution(self, i: int) -> pb.Execution:
         """The full i-th execution in the dump (0 = oldest still kept)."""
@@ -474,11 +479,13 @@ class RunReader:
         return self._files[layout.EXECUTION].read_at(int(row["offset"])).execution
 
     def num_traces(self) -> int:
-        return self._traces.size
+        with self._lock:
+            return self._traces.size
 
     def trace_digests(self) -> np.ndarray:
         """One TRACE_DIGEST row per graph execution trace, oldest first (a view)."""
-        return self._traces.view()
+        with self._lock:
+            return self._traces.view()
 
     def trace(self, i: int) -> pb.GraphExecutionTrace:
         """The full i-th graph execution trace in the dump (0 = oldest still kept)."""
