@@ -120,7 +120,7 @@ class _RecordFileReader:
         for batch_reset, batch, batch_bad in self.poll_batches():
             reset |= batch_reset
             bad.extend(batch_bad)
-            buf, offsets, starts, lengths = batch
+            buf, offsets, starts, lengths, _ = batch
             out.extend(
                 (offset, buf[start : start + length])
                 for offset, start, length in zip(offsets.tolist(), starts.tolist(), lengths.tolist())
@@ -128,7 +128,8 @@ class _RecordFileReader:
         return reset, out, bad
 
     def poll_batches(self):
-        """Yields (reset, (buf, file offsets, data starts, data lengths), corruptions) per chunk
+        """Yields (reset, (buf, file offsets, data starts, data lengths, buf padded or None),
+        corruptions) per chunk
         of what is new in the file, so a large file is indexed one bounded chunk at a time.
         The read position advances before each yield."""
         reset = False
@@ -147,7 +148,8 @@ class _RecordFileReader:
                 break
             want = min(size - self.offset, _READ_CHUNK)
             buf = os.pread(self.fd, want, self.offset)
-            offsets, starts, lengths, found, consumed = vectorized.scan(buf, self.offset, self.path)
+            padded = vectorized.padded(buf)  # shared by the scan and the digest decoding
+            offsets, starts, lengths, found, consumed = vectorized.scan(buf, self.offset, self.path, padded)
             bad = []
             for item in found:
                 if item.offset not in self._reported:
@@ -164,14 +166,14 @@ class _RecordFileReader:
                             offset, start, length = items[0]
                             self.offset += need
                             one = np.array([offset], dtype=np.int64)
-                            yield reset, (big, one, np.array([start]), np.array([length])), bad
+                            yield reset, (big, one, np.array([start]), np.array([length]), None), bad
                             reset = False
                             continue
                 if bad:
-                    yield reset, (buf, offsets, starts, lengths), bad
+                    yield reset, (buf, offsets, starts, lengths, padded), bad
                 break
             self.offset += consumed
-            yield reset, (buf, offsets, starts, lengths), bad
+            yield reset, (buf, offsets, starts, lengths, padded), bad
             reset = False
             if want < _READ_CHUNK:
                 break
@@ -275,14 +277,14 @@ class RunReader:
         """Indexes new trace records chunk by chunk, mostly vectorised (see vectorized.py)."""
         reader = self._files[layout.GRAPH_EXECUTION_TRACES]
         start, any_reset, new = self._traces.size, False, 0
-        for reset, (buf, offsets, starts, lengths), bad in reader.poll_batches():
+        for reset, (buf, offsets, starts, lengths, padded), bad in reader.poll_batches():
             self.corruptions.extend(bad)
             if reset:
                 self._traces.clear()
                 start, any_reset = 0, True
             if not len(offsets):
                 continue
-            columns = vectorized.trace_digests(vectorized.padded(buf), starts, lengths)
+            columns = vectorized.trace_digests(vectorized.padded(buf) if padded is None else padded, starts, lengths)
             rows = np.zeros(len(offsets), dtype=TRACE_DIGEST)
             for name in TRACE_DIGEST.names:
                 rows[name] = offsets if name == "offset" else columns[name]

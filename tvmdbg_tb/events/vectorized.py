@@ -54,14 +54,14 @@ def _u32_at(b: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return view[pos]
 
 
-def scan(buf: bytes, base_offset: int, path: str):
+def scan(buf: bytes, base_offset: int, path: str, b: np.ndarray | None = None):
     """Like records.scan over buf, returning arrays: (file offsets, data starts, data lengths,
     corruptions, bytes consumed).
 
     One tight loop follows the length fields and takes each record's data CRC32C (C); the
     CRCs are then compared, and the length fields' CRCs computed and compared, for all
     records at once. From the first record that fails (damage, or a record cut by the end of
-    buf) on, records.scan decides.
+    buf) on, records.scan decides. b: buf already padded (see `padded`), if at hand.
     """
     n = len(buf)
     pos = 0
@@ -80,7 +80,7 @@ def scan(buf: bytes, base_offset: int, path: str):
     data = map(slice, (starts + records.HEADER_SIZE).tolist(), (stops - records.FOOTER_SIZE).tolist())
     crcs = list(map(google_crc32c.value, map(buf.__getitem__, data)))
     if len(starts):
-        b = padded(buf)
+        b = padded(buf) if b is None else b
         good = _masked(np.array(crcs, dtype=np.uint32)) == _u32_at(b, stops - records.FOOTER_SIZE)
         good &= _header_crcs_ok(b, starts)
         if not good.all():
