@@ -103,3 +103,44 @@ def test_real_tensorboard_process(logdir, tmp_path):
             proc.kill()
             proc.wait()
         log.close()
+
+
+def test_path_prefix_and_bundle_files(logdir, tmp_path, monkeypatch):
+    import tvmdbg_tb_frontend
+
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    (dist / "index.js").write_text("export function render() { /* bundle */ }\n")
+    (dist / "index.css").write_text("body { margin: 0 }\n")
+    monkeypatch.setattr(tvmdbg_tb_frontend, "DIST_DIR", dist)
+    tb = program.TensorBoard()
+    tb.configure(logdir=str(logdir), load_fast="false", path_prefix="/tb")
+    provider, multiplexer = tb._make_data_provider()
+    client = Client(
+        application.TensorBoardWSGIApp(tb.flags, tb.plugin_loaders, provider, tb.assets_zip_provider, multiplexer),
+        Response,
+    )
+    r = client.get("/tb/data/plugin/tvmdbg/index.js")
+    assert r.status_code == 200 and b"/* bundle */" in r.get_data()
+    r = client.get("/tb/data/plugin/tvmdbg/index.css")
+    assert r.status_code == 200 and r.mimetype == "text/css"
+    assert client.get("/tb/data/plugin/tvmdbg/../../index.css").status_code == 404
+    assert client.get("/tb/data/plugin/tvmdbg/runs").status_code == 200
+
+
+def test_missing_logdir_is_reported_then_picked_up(tmp_path):
+    from tensorboard.plugins import base_plugin
+
+    from tvmdbg_tb.plugin.plugin import TvmDebuggerPlugin
+
+    logdir = tmp_path / "not_yet"
+    plugin = TvmDebuggerPlugin(base_plugin.TBContext(logdir=str(logdir)), start_reader=False)
+    plugin.poll()
+    client = Client(application.TensorBoardWSGI([plugin]), Response)
+    status = json.loads(client.get("/data/plugin/tvmdbg/status").get_data())
+    assert status["runs"] == [] and any("does not exist" in p for p in status["problems"])
+    assert not plugin.is_active()
+    write_nan_chain(logdir, "late")
+    plugin.poll()
+    runs = json.loads(client.get("/data/plugin/tvmdbg/runs").get_data())["runs"]
+    assert [r["run"] for r in runs] == ["late"] and plugin.is_active()
