@@ -234,10 +234,13 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
                 op = run.op(op_id)
             except KeyError:
                 op = None
-            static = op is not None and len(op.outputs) > 0 and all(d >= 0 for d in op.outputs[0].shape)
             per_op[op_id] = {
                 "op": op,
-                "size": int(np.prod(op.outputs[0].shape, dtype=np.int64)) if static else None,
+                # Output sizes known at compile time (None: symbolic, ask the record).
+                "sizes": [
+                    int(np.prod(spec.shape, dtype=np.int64)) if all(d >= 0 for d in spec.shape) else None
+                    for spec in (op.outputs if op else ())
+                ],
                 "location": location(run, op.code_location) if op else None,
                 "original_ops": [
                     {"op_type": o.op_type, "var_name": o.var_name, "location": location(run, o.code_location)}
@@ -245,16 +248,12 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
                 ],
             }
         info = per_op[op_id]
-        op, size = info["op"], info["size"]
-        slot = columns["output_slot"][i]
-        if op is None or size is None or slot != 0:  # names or size only the record has
+        op, slot = info["op"], columns["output_slot"][i]
+        size = info["sizes"][slot] if 0 <= slot < len(info["sizes"]) else None
+        if op is None or size is None:  # names or size only the record has
             trace = run.trace(position)
-            size = describe(trace.tensor_debug_mode, list(trace.debug_values)).get("size")
-            names = (trace.op_name, trace.kernel, int(trace.graph_id))
-        else:
-            names = (op.op_name, op.kernel, int(op.graph_id))
-        if op is not None:
-            names = (op.op_name, op.kernel, int(op.graph_id))
+            size = describe(trace.tensor_debug_mode, list(trace.debug_values)).get("size", size)
+        names = (op.op_name, op.kernel, int(op.graph_id)) if op else (trace.op_name, trace.kernel, int(trace.graph_id))
         e = columns["execution_index"][i]
         out.append(
             {

@@ -23,7 +23,7 @@ from werkzeug import wrappers
 from tvmdbg_tb import analysis
 from tvmdbg_tb.analysis.tensor_value import DEFAULT_MAX_ELEMENTS, MAX_ELEMENTS, SliceError
 from tvmdbg_tb.events import layout
-from tvmdbg_tb.events.reader import DebugDataReader, RunReader, StaleRecordError
+from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.plugin.loader import PLUGIN_NAME
 
 logger = logging.getLogger("tvmdbg.plugin")
@@ -63,7 +63,7 @@ def _json_route(handler: Callable[[TvmDebuggerPlugin, wrappers.Request], object]
             return http_util.Respond(request, handler(self, request), _JSON)
         except BadRequest as error:
             return http_util.Respond(request, {"error": str(error)}, _JSON, code=400)
-        except (NotFound, KeyError, IndexError, StaleRecordError, LookupError) as error:
+        except LookupError as error:  # NotFound, and the reader's KeyError/IndexError/StaleRecordError
             message = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
             return http_util.Respond(request, {"error": str(message)}, _JSON, code=404)
         except Exception as error:  # a bug of ours: say so without a traceback, log it
