@@ -23,7 +23,7 @@ import numpy as np
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.views import location
 from tvmdbg_tb.events import layout
-from tvmdbg_tb.events.reader import NONFINITE, RunReader
+from tvmdbg_tb.events.reader import NONFINITE, GrowingArray, RunReader
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -46,24 +46,6 @@ def _contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return sorted_keys[at] == keys
 
 
-class _Growable:
-    def __init__(self, dtype):
-        self.data = np.zeros(256, dtype=dtype)
-        self.size = 0
-
-    def append(self, values: np.ndarray) -> None:
-        need = self.size + len(values)
-        if need > len(self.data):
-            grown = np.zeros(max(need, 2 * len(self.data)), dtype=self.data.dtype)
-            grown[: self.size] = self.data[: self.size]
-            self.data = grown
-        self.data[self.size : need] = values
-        self.size = need
-
-    def view(self) -> np.ndarray:
-        return self.data[: self.size]
-
-
 class AlertMonitor:
     """Observer of one RunReader that keeps its NaN/Inf alerts up to date."""
 
@@ -75,8 +57,8 @@ class AlertMonitor:
         run.add_observer(self)
 
     def _clear(self) -> None:
-        self._positions = _Growable(np.int64)
-        self._origin = _Growable(np.bool_)
+        self._positions = GrowingArray(np.int64)
+        self._origin = GrowingArray(np.bool_)
         self._carry = np.zeros(0, dtype=np.int64)  # packed keys of recent non-finite outputs, sorted
         self._bad_params: OrderedDict[int, frozenset[int] | None] = OrderedDict()
         self._pending: dict[int, list[tuple[int, bool, tuple[int, ...]]]] = {}
@@ -176,8 +158,8 @@ class AlertMonitor:
                     origin[same] = False
         newest = int(e.max())
         self._carry = known[(known >> _E_SHIFT) >= newest - _RECENT_EXECUTIONS]
-        self._positions.append(new)
-        self._origin.append(origin)
+        self._positions.append_array(new)
+        self._origin.append_array(origin)
 
     def _resolve_pending(self, run: RunReader) -> None:
         for e in list(self._pending):
@@ -186,7 +168,7 @@ class AlertMonitor:
                 continue
             for alert, _earlier, params in self._pending.pop(e):
                 if any(p in bad_params for p in params):
-                    self._origin.data[alert] = False
+                    self._origin.view()[alert] = False
 
     # -- queries ---------------------------------------------------------------------------
 

@@ -68,29 +68,22 @@ class StaleRecordError(LookupError):
     """A record asked for by index is no longer in the dump (dropped by the circular buffer)."""
 
 
-class _Rows:
-    """A growable numpy structured array (amortised O(1) append of row blocks)."""
+class GrowingArray:
+    """A numpy array (structured or not) that grows by appended blocks, amortised O(1)."""
 
     def __init__(self, dtype: np.dtype):
         self._data = np.zeros(1024, dtype=dtype)
         self.size = 0
 
     def extend(self, rows: list[tuple]) -> None:
-        if not rows:
-            return
-        need = self.size + len(rows)
-        if need > len(self._data):
-            grown = np.zeros(max(need, 2 * len(self._data)), dtype=self._data.dtype)
-            grown[: self.size] = self._data[: self.size]
-            self._data = grown
-        self._data[self.size : need] = np.array(rows, dtype=self._data.dtype)
-        self.size = need
+        if rows:
+            self.append_array(np.array(rows, dtype=self._data.dtype))
 
     def append_array(self, rows: np.ndarray, expected: int = 0) -> None:
-        """Appends rows; when growing, reserves `expected` rows if that is more than doubling."""
+        """Appends rows; when growing, to `expected` rows if that is enough, else doubling."""
         need = self.size + len(rows)
         if need > len(self._data):
-            grown = np.zeros(max(need, expected, 2 * len(self._data) if expected < need else 0), dtype=self._data.dtype)
+            grown = np.zeros(expected if expected >= need else max(need, 2 * len(self._data)), dtype=self._data.dtype)
             grown[: self.size] = self._data[: self.size]
             self._data = grown
         self._data[self.size : need] = rows
@@ -226,8 +219,8 @@ class RunReader:
         self._consumers: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
         self.function_names: list[str] = []
         self._function_ids: dict[str, int] = {}
-        self._executions = _Rows(EXECUTION_DIGEST)
-        self._traces = _Rows(TRACE_DIGEST)
+        self._executions = GrowingArray(EXECUTION_DIGEST)
+        self._traces = GrowingArray(TRACE_DIGEST)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -509,7 +502,7 @@ class RunReader:
         """Positions of the traces recorded during one execution (by Execution.index)."""
         return np.flatnonzero(self._traces.view()["execution_index"] == execution_index)
 
-    def _row(self, rows: _Rows, i: int, what: str):
+    def _row(self, rows: GrowingArray, i: int, what: str):
         with self._lock:
             if not 0 <= i < rows.size:
                 raise IndexError(f"{what} {i} out of range [0, {rows.size}) in run {self.name!r}")
