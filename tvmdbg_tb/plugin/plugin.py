@@ -125,6 +125,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         self._last_poll: float | None = None
         self._reader_error: str | None = None
         self._reported_corruptions: dict[str, int] = {}
+        self._reported_errors: dict[str, str | None] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if start_reader and self._reader is not None:
@@ -144,8 +145,10 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                 analysis.monitor(self._reader.run(name))
             self._reader_error = None
         except Exception as error:
-            self._reader_error = f"{type(error).__name__}: {error}"
-            logger.exception("tvmdbg: reading %s failed; retrying", self._logdir)
+            message = f"{type(error).__name__}: {error}"
+            if message != self._reader_error:  # log each new failure once, not every poll
+                logger.exception("tvmdbg: reading %s failed; retrying", self._logdir)
+            self._reader_error = message
         self._report_corruptions()
         self._polls += 1
         self._last_poll = time.time()
@@ -153,8 +156,9 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
     def _report_corruptions(self) -> None:
         for name in self._reader.runs():
             run = self._reader.run(name)
-            if run.error:
-                logger.warning("tvmdbg: reading run %s failed: %s", name, run.error)
+            if run.error and run.error != self._reported_errors.get(name):
+                logger.warning("tvmdbg: reading run %s failed (retrying): %s", name, run.error)
+            self._reported_errors[name] = run.error
             seen = self._reported_corruptions.get(name, 0)
             for corruption in run.corruptions[seen:]:
                 logger.warning("tvmdbg: %s", corruption)
