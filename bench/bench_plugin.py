@@ -28,7 +28,7 @@ sys.path.insert(0, ROOT)
 OPS_PER_EXECUTION = 100
 
 
-def generate(logdir: str, traces: int) -> None:
+def generate(logdir: str, traces: int, nan_at: float) -> None:
     from tvmdbg_tb.events.writer import DebugEventsWriter
     from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -50,7 +50,7 @@ def generate(logdir: str, traces: int) -> None:
             )
         )
     executions = traces // OPS_PER_EXECUTION
-    nan_execution, nan_op = int(executions * 0.9), OPS_PER_EXECUTION // 2
+    nan_execution, nan_op = int(executions * nan_at), OPS_PER_EXECUTION // 2
     for e in range(executions):
         index = w.allocate_execution_index()
         batch = []
@@ -151,23 +151,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", type=int, default=1_500_000)
     parser.add_argument("--logdir", default="/tmp/tvmdbg_bench_plugin")
+    parser.add_argument("--nan-at", type=float, default=0.9, help="fraction of the run after which NaN appears")
     parser.add_argument("--repeat", type=int, default=3, help="measuring processes (medians are reported)")
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    logdir = os.path.join(args.logdir, str(args.traces))
+    logdir = os.path.join(args.logdir, f"{args.traces}" if args.nan_at == 0.9 else f"{args.traces}_nan{args.nan_at}")
     if args.measure:
         print(json.dumps(measure(logdir)))
         return
     if not os.path.isdir(os.path.join(logdir, "bench")):
         t = time.perf_counter()
-        generate(logdir, args.traces)
+        generate(logdir, args.traces, args.nan_at)
         print(f"generated {args.traces} traces in {time.perf_counter() - t:.1f} s under {logdir}")
     size = sum(os.path.getsize(os.path.join(logdir, "bench", f)) for f in os.listdir(os.path.join(logdir, "bench")))
     print(f"dump size: {size / 2**20:.0f} MiB")
     runs = []
     for _ in range(args.repeat):  # each in a fresh process: memory is the plugin's alone
         out = subprocess.run(
-            [sys.executable, __file__, "--measure", "--traces", str(args.traces), "--logdir", args.logdir],
+            [sys.executable, __file__, "--measure", "--traces", str(args.traces), "--logdir", args.logdir]
+            + ["--nan-at", str(args.nan_at)],
             check=True,
             capture_output=True,
             text=True,

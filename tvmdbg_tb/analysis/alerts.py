@@ -29,6 +29,7 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 ALERT_TYPE = "InfNanAlert"
 _RECENT_EXECUTIONS = 64
+_BLOCK = 1 << 18  # non-finite traces handled at once
 # A non-finite output's key: execution index << 28 | op (20 bits, dense ids) << 8 | slot (8 bits).
 _E_SHIFT = 28
 _OP_MASK = (1 << 20) - 1
@@ -118,13 +119,16 @@ class AlertMonitor:
         return dense
 
     def _add(self, run: RunReader, start: int) -> None:
-        """Adds the non-finite traces from position start on, vectorised per op: the key of
-        an output (execution, op, slot) is packed in an int64 and looked up in the sorted
-        keys of this batch and of the last few executions."""
+        """Adds the non-finite traces from position start on, in blocks (bounded memory)."""
         digests = run.trace_digests()
         new = np.flatnonzero(digests["flags"][start:] & NONFINITE) + start
-        if not len(new):
-            return
+        for block in range(0, len(new), _BLOCK):
+            self._add_block(run, digests, new[block : block + _BLOCK])
+
+    def _add_block(self, run: RunReader, digests: np.ndarray, new: np.ndarray) -> None:
+        """Origins of one block of non-finite traces, vectorised per op: the key of an output
+        (execution, op, slot) is packed in an int64 and looked up in the sorted keys of this
+        block and of the last few executions."""
         e = digests["execution_index"][new]
         ops, op_rows = np.unique(digests["op_id"][new], return_inverse=True)
         dense = np.array([self._dense_id(o) for o in ops.tolist()], dtype=np.int64)
@@ -134,8 +138,10 @@ class AlertMonitor:
         known = np.union1d(self._carry, keys)
         origin = np.ones(len(new), dtype=np.bool_)
         first_alert = self._positions.size
+        by_op = np.argsort(op_rows, kind="stable")  # rows grouped by op, in trace order
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(op_rows, minlength=len(ops)))))
         for k, op_id in enumerate(ops.tolist()):
-            rows = np.flatnonzero(op_rows == k)
+            rows = by_op[bounds[k] : bounds[k + 1]]
             producers, params, unknown = self._inputs_of(run, op_id)
             bad = np.zeros(len(rows), dtype=bool)
             for producer, slot in producers:
