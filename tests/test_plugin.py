@@ -599,8 +599,9 @@ def test_alerts_are_never_behind_the_traces_a_client_saw(tmp_path):
 
 
 def test_alerts_the_same_in_small_blocks(nan_logdir, monkeypatch):
-    import tvmdbg_tb.analysis.alerts as alerts_module
+    import sys
 
+    alerts_module = sys.modules["tvmdbg_tb.analysis.alerts"]  # the package's `alerts` is the function
     whole = Server(nan_logdir).json("alerts", run="run_a")
     monkeypatch.setattr(alerts_module, "_BLOCK", 2)
     assert Server(nan_logdir).json("alerts", run="run_a") == whole
