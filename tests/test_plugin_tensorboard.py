@@ -144,3 +144,31 @@ def test_missing_logdir_is_reported_then_picked_up(tmp_path):
     plugin.poll()
     runs = json.loads(client.get("/data/plugin/tvmdbg/runs").get_data())["runs"]
     assert [r["run"] for r in runs] == ["late"] and plugin.is_active()
+
+
+BROKEN_INSTALL = """
+import json, sys
+sys.modules["google_crc32c"] = None  # a dependency of the backend is missing
+from tensorboard import program
+from tensorboard.backend import application
+from werkzeug.test import Client
+from werkzeug.wrappers import Response
+tb = program.TensorBoard()
+tb.configure(logdir=sys.argv[1], load_fast="false")
+provider, multiplexer = tb._make_data_provider()
+app = application.TensorBoardWSGIApp(tb.flags, tb.plugin_loaders, provider, tb.assets_zip_provider, multiplexer)
+client = Client(app, Response)
+listing = json.loads(client.get("/data/plugins_listing").get_data())
+assert listing["tvmdbg"]["enabled"] is True, listing["tvmdbg"]
+index = client.get("/data/plugin/tvmdbg/index.js")
+assert index.status_code == 200 and b"cannot start" in index.get_data() and b"google_crc32c" in index.get_data()
+runs = client.get("/data/plugin/tvmdbg/runs")
+assert runs.status_code == 503 and "google_crc32c" in json.loads(runs.get_data())["error"]
+assert client.get("/data/plugins_listing").status_code == 200  # TensorBoard itself is fine
+print("ok")
+"""
+
+
+def test_a_broken_install_never_takes_tensorboard_down(logdir):
+    result = subprocess.run([sys.executable, "-c", BROKEN_INSTALL, str(logdir)], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
