@@ -470,8 +470,9 @@ class RunReader:
 
     def execution(self, i: int) -> pb.Execution:
         """The full i-th execution in the dump (0 = oldest still kept)."""
-        row = self._row(self._executions, i, "execution")
-        return self._files[layout.EXECUTION].read_at(int(row["offset"])).execution
+        with self._lock:  # the row and the file generation it points into, together
+            row = self._row(self._executions, i, "execution")
+            return self._files[layout.EXECUTION].read_at(int(row["offset"])).execution
 
     def num_traces(self) -> int:
         with self._lock:
@@ -484,8 +485,9 @@ class RunReader:
 
     def trace(self, i: int) -> pb.GraphExecutionTrace:
         """The full i-th graph execution trace in the dump (0 = oldest still kept)."""
-        row = self._row(self._traces, i, "graph execution trace")
-        return self._files[layout.GRAPH_EXECUTION_TRACES].read_at(int(row["offset"])).graph_execution_trace
+        with self._lock:  # the row and the file generation it points into, together
+            row = self._row(self._traces, i, "graph execution trace")
+            return self._files[layout.GRAPH_EXECUTION_TRACES].read_at(int(row["offset"])).graph_execution_trace
 
     def traces(self, indices: Iterable[int]) -> list[pb.GraphExecutionTrace]:
         return [self.trace(int(i)) for i in indices]
