@@ -72,7 +72,8 @@ def shape_text(shape: Sequence[int]) -> str:
 def spec_text(spec: pb.TensorSpec) -> str:
     if not spec.dtype and not spec.shape and not spec.shape_expr:
         return "-"
-    shape = spec.shape_expr or shape_text(spec.shape)
+    concrete = all(d >= 0 for d in spec.shape) and (spec.shape or spec.shape_expr in ("", "()"))
+    shape = shape_text(spec.shape) if concrete else spec.shape_expr or shape_text(spec.shape)
     return f"{spec.dtype} {shape}".strip()
 
 
