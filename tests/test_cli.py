@@ -647,3 +647,97 @@ def test_break_controller_stops_at_the_first_nan_call_and_resumes(dumps, tmp_pat
     with pytest.raises(SystemExit):
         quitter.on_call(*_call(0, nan=False))  # no filter: stops after the first call
     assert quitter.stops == [0]
+
+
+# -- live dumps, damaged dumps, several runs, pipes ----------------------------------------
+
+
+def test_analyzer_reads_new_records_before_each_command(tmp_path):
+    import io
+
+    from tvmdbg_tb.cli.analyzer import Analyzer, run_commands
+
+    w = DebugEventsWriter(tmp_path, run_name="live", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    w.write_graph(pb.DebuggedGraph(graph_id=0, name="main"))
+    w.write_graph_op_creation(pb.GraphOpCreation(op_id=0, graph_id=0, op_name="only", kernel="k"))
+
+    def call(nan: int) -> None:
+        index = w.allocate_execution_index()
+        w.write_graph_execution_traces(
+            [
+                pb.GraphExecutionTrace(
+                    op_id=0,
+                    execution_index=index,
+                    kernel="k",
+                    tensor_debug_mode=pb.FULL_HEALTH,
+                    debug_values=health(8, nan),
+                )
+            ]
+        )
+        w.write_execution(pb.Execution(index=index, function_name="main", num_traces=1))
+        w.flush()
+
+    call(0)
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    out = io.StringIO()
+    analyzer = Analyzer(reader.run(), stdin=io.StringIO(), stdout=out)
+    run_commands(analyzer, ["le", "alerts"])
+    call(3)  # the program goes on while the analyzer is open
+    run_commands(analyzer, ["le", "alerts"])
+    w.close()
+    text = out.getvalue()
+    assert "1 of 1 executions" in text and "No NaN/Inf alerts in 1 kernel outputs." in text
+    assert "2 of 2 executions" in text and "1 NaN/Inf alerts. The first origin" in text
+
+
+def test_damaged_dump_is_reported(dumps, tmp_path):
+    import shutil
+
+    logdir = tmp_path / "logdir"
+    shutil.copytree(dumps["nan"], logdir)
+    path = logdir / "run" / "tvmdbg.graph_execution_traces"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one bad byte in a record in the middle
+    path.write_bytes(bytes(data))
+    info = tvmdbg("analyze", logdir, "-x", "ri")
+    assert "corruptions    1 damaged records skipped:" in info.stdout
+    assert "tvmdbg.graph_execution_traces@" in info.stdout
+    check = tvmdbg("check", logdir)
+    assert check.returncode == 1  # the other NaN traces are still found
+    assert "warning: 1 damaged records in run were skipped" in check.stderr
+
+
+def test_several_runs_newest_by_default(dumps, tmp_path):
+    logdir = tmp_path / "multi" / "logdir"
+    write_dump(logdir, nan_at=None, run_name="first")
+    time.sleep(0.05)
+    write_dump(logdir, nan_at=1, run_name="second")
+    newest = tvmdbg("analyze", logdir, "-x", "ri")
+    assert "holds 2 runs; using the newest, second (choose with --run)" in newest.stderr
+    assert "Run second" in newest.stdout
+    chosen = tvmdbg("alerts", logdir, "--run", "first")
+    assert chosen.stdout.strip() == "No NaN/Inf alerts in 12 kernel outputs." and chosen.stderr == ""
+
+
+def test_limits_and_plain_text_in_pipes(dumps):
+    alerts = tvmdbg("alerts", dumps["nan"], "-l", "1")
+    lines = alerts.stdout.strip().splitlines()
+    assert lines[-2].split()[:4] == ["yes", "2", "7", "logadd:0"]
+    assert lines[-1] == "  ... 3 more (-l 0 lists all)"
+    out = tvmdbg("analyze", dumps["nan"], "-x", "lt -s size -l 2", "-x", "lt -s name -r -l 3", "-x", "alerts")
+    text = transcript(out.stdout)
+    assert "\033[" not in out.stdout  # no colour outside a terminal
+    assert text["lt -s size -l 2"].strip().endswith("... 10 more (use -l 0 to list all)")
+    assert [r[3] for r in rows_of(text["lt -s name -r -l 3"])[:3]] == ["relu_out:0"] * 3
+    piped = subprocess.run(
+        f"{sys.executable} -c 'import sys; from tvmdbg_tb.cli import main; sys.exit(main())' analyze {dumps['nan']} "
+        + " -x 'lt -l 0'" * 100  # more than a pipe holds: the writer meets a closed pipe
+        + " | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert piped.stdout == "tvmdbg> lt -l 0\n" and "Traceback" not in piped.stderr

@@ -256,7 +256,7 @@ class Analyzer(cmd.Cmd):
             return []
         return [n for n in self.names.names() if n.startswith(head)]
 
-    def completenames_for(self, text: str) -> list[str]:
+    def complete_help(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
         return self.completenames(text)
 
     # -- commands --------------------------------------------------------------------------
@@ -440,10 +440,15 @@ class Analyzer(cmd.Cmd):
             positions = positions[sorted(range(len(positions)), key=lambda k: names[k])]
         elif args.sort_by == "size":
             sizes = []
-            for p in positions.tolist():
-                trace = cache.get(p) or run.trace(p)
-                cache[p] = trace
-                sizes.append(math.prod(trace.shape) if trace.shape or trace.dtype else 0)
+            static = self._static_sizes()
+            for p, op_id, slot in zip(
+                positions.tolist(), digests["op_id"][positions].tolist(), digests["output_slot"][positions].tolist()
+            ):
+                size = static.get((op_id, slot))
+                if size is None:  # a symbolic shape: the trace knows the concrete one
+                    trace = cache[p] = cache.get(p) or run.trace(p)
+                    size = math.prod(trace.shape) if trace.dtype else 0
+                sizes.append(size)
             positions = positions[np.argsort(-np.array(sizes, dtype=np.int64), kind="stable")]
         if args.reverse:
             positions = positions[::-1]
@@ -483,6 +488,15 @@ class Analyzer(cmd.Cmd):
         if len(shown) < len(positions):
             lines.append(f"... {len(positions) - len(shown)} more (use -l 0 to list all)")
         return lines
+
+    def _static_sizes(self) -> dict[tuple[int, int], int]:
+        """Element counts of op outputs whose compiled shape is concrete."""
+        sizes = {}
+        for op in self.run.ops():
+            for slot, spec in enumerate(op.outputs):
+                if spec.dtype and all(d >= 0 for d in spec.shape):
+                    sizes[(op.op_id, slot)] = math.prod(spec.shape)
+        return sizes
 
     @staticmethod
     def _trace_health(digest, style: Style) -> str:
@@ -844,6 +858,11 @@ class Analyzer(cmd.Cmd):
         if not positions:
             return [head + "."]
         t0 = float(digests["wall_time"][0])
+        traces = run.trace_digests()
+        bad_exec, bad_count = np.unique(
+            traces["execution_index"][(traces["flags"] & NONFINITE) != 0], return_counts=True
+        )
+        bad_by_exec = dict(zip(bad_exec.tolist(), bad_count.tolist()))
         rows = []
         for p in shown:
             d = digests[p]
@@ -854,11 +873,7 @@ class Analyzer(cmd.Cmd):
                 health = style("inf/nan out", "red")
             else:
                 health = "finite out" if flags & 2 else "-"
-            bad = int(
-                np.count_nonzero(
-                    (run.trace_digests()["flags"][run.execution_trace_indices(int(d["index"]))] & NONFINITE) != 0
-                )
-            )
+            bad = bad_by_exec.get(int(d["index"]), 0)
             rows.append(
                 [
                     int(d["index"]),
@@ -900,6 +915,9 @@ class Analyzer(cmd.Cmd):
         meta = run.metadata
         lines = [style(f"Run {run.name}", "bold"), f"  directory      {run.path}"]
         if meta is not None:
+            if run.metadata_wall_time:
+                started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.metadata_wall_time))
+                lines.append(f"  started        {started}")
             lines += [
                 f"  written by     tvmdbg {meta.tvmdbg_version}, TVM {meta.tvm_version}, on {meta.host_name} (pid {meta.pid})",
                 f"  command        {' '.join(meta.argv) or '-'}",
@@ -974,10 +992,6 @@ class Analyzer(cmd.Cmd):
             _filter(args.tensor_filter)
         message = self.controller.resume(times=args.times, tensor_filter=args.tensor_filter, no_break=args.no_break)
         return _Stop([message])
-
-    # cmd.Cmd dispatches `help` itself; route it through ours.
-    def do_help(self, arg: str) -> bool:
-        return self.onecmd("help " + arg)
 
 
 class _Stop:

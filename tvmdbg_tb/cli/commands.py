@@ -31,7 +31,8 @@ def alerts(args) -> int:
     if args.json:
         print(reports.alerts_json(run))
         return 0
-    lines = reports.alert_lines(run, OpNames(run), limit=args.limit, style=Style.for_stream(sys.stdout))
+    style = Style.for_stream(sys.stdout)
+    lines = reports.alert_lines(run, OpNames(run), limit=args.limit, style=style, more="-l 0 lists all")
     print("\n".join(lines))
     return 0
 

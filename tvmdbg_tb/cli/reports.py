@@ -32,19 +32,25 @@ def _counts(alert: dict) -> str:
     return ", ".join(parts) + (f" of {alert['size']}" if alert.get("size") else "")
 
 
-def ordered_alerts(run: RunReader) -> tuple[list[dict], int | None]:
-    """All alerts, the first origin alert moved to the front; and its index in execution order."""
-    answer = analysis.alerts(run)
-    alerts = answer["alerts"]
-    first = answer["first_origin_index"]
-    if first is not None:
-        alerts = [alerts[first]] + alerts[:first] + alerts[first + 1 :]
-    return alerts, first
+def ordered_alerts(run: RunReader, limit: int = 0) -> tuple[list[dict], int | None, int]:
+    """(alerts, index of the first origin alert in execution order, number of alerts): the
+    first origin alert, then the first `limit` others in execution order (0: all). Only the
+    alerts returned are read from the dump."""
+    head = analysis.alerts(run, 0, 0)
+    total, first = head["num_alerts"], head["first_origin_index"]
+    end = total if limit <= 0 else min(limit, total)
+    page = analysis.alerts(run, 0, end)["alerts"]
+    if first is None:
+        return page, None, total
+    origin = page[first] if first < end else analysis.alerts(run, first, first + 1)["alerts"][0]
+    return [origin] + [a for i, a in enumerate(page) if i != first], first, total
 
 
-def alert_lines(run: RunReader, names: OpNames, limit: int = 0, style: Style | None = None) -> list[str]:
+def alert_lines(
+    run: RunReader, names: OpNames, limit: int = 0, style: Style | None = None, more: str = "alerts -a lists all"
+) -> list[str]:
     style = style or Style()
-    alerts, first = ordered_alerts(run)
+    alerts, first, total = ordered_alerts(run, limit)
     if not alerts:
         mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
         if mode not in HEALTH_MODES:
@@ -55,7 +61,7 @@ def alert_lines(run: RunReader, names: OpNames, limit: int = 0, style: Style | N
     name = f"{names.name(head['op_id'])}:{head['output_slot']}"
     if first is not None:
         lines.append(
-            style(f"{len(alerts)} NaN/Inf alerts.", "red")
+            style(f"{total} NaN/Inf alerts.", "red")
             + f" The first origin (an op whose inputs were finite) is {name}, kernel {head['kernel']}, "
             f"in execution {head['execution_index']}:"
         )
@@ -65,12 +71,11 @@ def alert_lines(run: RunReader, names: OpNames, limit: int = 0, style: Style | N
         lines.append(f"  next: ni {name.split(':')[0]}   li {name.split(':')[0]}   pt {name} -i {head['trace_index']}")
     else:
         lines.append(
-            style(f"{len(alerts)} NaN/Inf alerts", "red")
+            style(f"{total} NaN/Inf alerts", "red")
             + " and no origin among them: every one had a non-finite input (bad parameters?)."
         )
-    shown = alerts if limit <= 0 else alerts[:limit]
     rows = []
-    for a in shown:
+    for a in alerts:
         rows.append(
             [
                 "yes" if a["origin"] else "",
@@ -89,8 +94,8 @@ def alert_lines(run: RunReader, names: OpNames, limit: int = 0, style: Style | N
             ["origin", "exec", "trace", "tensor", "kernel", "non-finite", "created at"], rows, right=(1, 2), style=style
         )
     ]
-    if len(shown) < len(alerts):
-        lines.append(f"  ... {len(alerts) - len(shown)} more (alerts -a lists all)")
+    if len(alerts) < total:
+        lines.append(f"  ... {total - len(alerts)} more ({more})")
     return lines
 
 
@@ -173,7 +178,7 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
         return True, (
             f"{where}: all finite ({len(traces)} kernel outputs in {len(executions)} executions, mode {mode_name(mode)})."
         )
-    alerts, first = ordered_alerts(run)
+    alerts, first, _ = ordered_alerts(run, limit=1)
     text = (
         f"{where}: {bad_traces} of {len(traces)} kernel outputs in {len(executions)} executions hold NaN or Inf"
         + (f" ({bad_executions} function calls returned non-finite values)" if bad_executions else "")
