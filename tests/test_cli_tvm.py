@@ -220,3 +220,16 @@ def test_run_rejects_bad_arguments(script, tmp_path):
     assert mode.returncode == 2 and "unknown tensor_debug_mode 'LOUD'" in mode.stderr
     blind = cli("run", "-f", "has_inf_or_nan", "--tensor_debug_mode", "SHAPE", script)
     assert blind.returncode == 2 and "needs NaN/Inf counts" in blind.stderr
+
+
+def test_run_reports_a_failing_script(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("import sys\nprint('args', sys.argv[1:])\nraise RuntimeError('the model diverged')\n")
+    result = cli("run", "--dump_dir", tmp_path / "d", script, "--lr", "7")
+    assert result.returncode == 1
+    assert result.stdout == "args ['--lr', '7']\n"
+    assert "RuntimeError: the model diverged" in result.stderr
+    assert "fails.py raised an exception (above) after 0 VM calls (0 stops)" in result.stderr
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\nsys.exit(3)\n")
+    assert cli("run", "--dump_dir", tmp_path / "e", exits).returncode == 3

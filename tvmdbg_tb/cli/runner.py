@@ -15,6 +15,7 @@ import os
 import runpy
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Sequence
 
@@ -54,6 +55,7 @@ class BreakController:
         self.stdout = stdout or sys.stdout
         self.calls = 0
         self.stops: list[int] = []  # Execution.index of each stop
+        self._lock = threading.Lock()  # one thread at a time decides and stops
         self._reader: DebugDataReader | None = None
         self._set(times=None if tensor_filter else 1, tensor_filter=tensor_filter, no_break=False)
         self.quitting = False
@@ -67,13 +69,13 @@ class BreakController:
 
     def on_call(self, execution: pb.Execution, traces: Sequence[pb.GraphExecutionTrace]) -> None:
         """The instrumentation's listener: called after each top-level VM call."""
-        if self.quitting:
-            raise QuitProgram()
-        self.calls += 1
-        reason = self._reason(execution, traces)
-        if reason is None:
-            return
-        self._stop(execution, reason)
+        with self._lock:
+            if self.quitting:
+                raise QuitProgram()
+            self.calls += 1
+            reason = self._reason(execution, traces)
+            if reason is not None:
+                self._stop(execution, reason)
 
     def _reason(self, execution: pb.Execution, traces: Sequence[pb.GraphExecutionTrace]) -> str | None:
         if self.no_break:
