@@ -20,6 +20,14 @@ import sys
 import time
 
 import numpy as np
+import tvm
+from sklearn.datasets import load_digits
+from tvm import relax
+from tvm.relax.training import SetupTrainer, Trainer
+from tvm.relax.training.loss import Loss
+from tvm.relax.training.optimizer import SGD
+
+import tvmdbg
 
 NUM_FEATURES, NUM_HIDDEN, NUM_CLASSES = 64, 32, 10
 BUGGY_LR = 7.0  # large steps blow the logits up until a softmax probability underflows to 0
@@ -68,8 +76,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def load_data(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Digits as (train_x, train_y one-hot, test_x, test_labels); pixels scaled to [0, 1]."""
-    from sklearn.datasets import load_digits
-
     digits = load_digits()
     x = (digits.data / 16.0).astype("float32")
     labels = digits.target.astype("int64")
@@ -100,8 +106,6 @@ def initial_params(seed: int) -> list[np.ndarray]:
 def build_backbone(n: int):
     """The MLP as a Relax module: backbone(x, w0, b0, w1, b1) -> logits, one op per line, for
     batches of n examples (relax.training's AppendLoss needs static shapes)."""
-    from tvm import relax
-
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((n, NUM_FEATURES), "float32"))
     w0 = relax.Var("w0", relax.TensorType((NUM_FEATURES, NUM_HIDDEN), "float32"))
@@ -119,33 +123,29 @@ def build_backbone(n: int):
     return bb.get().with_attrs({"param_num": 4, "state_num": 0})
 
 
-def make_loss(fix: bool):
-    """The cross-entropy loss, naive (the bug) or stable (--fix), as a relax.training.Loss."""
-    from tvm import relax
-    from tvm.relax.training.loss import Loss
+class CrossEntropyLoss(Loss):
+    """-mean(sum(labels * log_probs)): with log(softmax) (naive, the bug) or log_softmax (fix)."""
 
-    class CrossEntropy(Loss):
-        def __init__(self) -> None:
-            super().__init__("stable_cross_entropy" if fix else "naive_cross_entropy", 1)
+    def __init__(self, fix: bool) -> None:
+        super().__init__("stable_cross_entropy" if fix else "naive_cross_entropy", 1)
+        self.fix = fix
 
-        def __call__(self, predictions, targets):
-            bb = relax.BlockBuilder()
-            logits = relax.Var("logits", predictions)
-            labels = relax.Var("labels", targets)
-            with bb.function(self._loss_name, [logits, labels]):
-                with bb.dataflow():
-                    if fix:
-                        log_probs = bb.emit(relax.op.nn.log_softmax(logits))  # the fix: never log(0)
-                    else:
-                        probs = bb.emit(relax.op.nn.softmax(logits))
-                        log_probs = bb.emit(relax.op.log(probs))  # the bug: log(0) = -inf once a prob underflows
-                    picked = bb.emit(relax.op.multiply(labels, log_probs))
-                    per_example = bb.emit(relax.op.sum(picked, axis=[1]))
-                    loss = bb.emit_output(relax.op.negative(relax.op.mean(per_example)))
-                bb.emit_func_output(loss)
-            return bb.get()[self._loss_name]
-
-    return CrossEntropy()
+    def __call__(self, predictions, targets):
+        bb = relax.BlockBuilder()
+        logits = relax.Var("logits", predictions)
+        labels = relax.Var("labels", targets)
+        with bb.function(self._loss_name, [logits, labels]):
+            with bb.dataflow():
+                if self.fix:
+                    log_probs = bb.emit(relax.op.nn.log_softmax(logits))  # the fix: never log(0)
+                else:
+                    probs = bb.emit(relax.op.nn.softmax(logits))
+                    log_probs = bb.emit(relax.op.log(probs))  # the bug: log(0) = -inf once a prob underflows
+                picked = bb.emit(relax.op.multiply(labels, log_probs))
+                per_example = bb.emit(relax.op.sum(picked, axis=[1]))
+                loss = bb.emit_output(relax.op.negative(relax.op.mean(per_example)))
+            bb.emit_func_output(loss)
+        return bb.get()[self._loss_name]
 
 
 def predict(trainer, x: np.ndarray, batch: int) -> np.ndarray:
@@ -162,24 +162,15 @@ def predict(trainer, x: np.ndarray, batch: int) -> np.ndarray:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    if args.debug:
-        import tvmdbg
-
+    if args.debug:  # the one line that turns the debugger on
         tvmdbg.enable_dump_debug_info(
-            args.dump_dir,
-            tensor_debug_mode=args.dump_tensor_debug_mode,
-            circular_buffer_size=args.circular_buffer_size,
+            args.dump_dir, tensor_debug_mode=args.dump_tensor_debug_mode, circular_buffer_size=args.circular_buffer_size
         )
-    import tvm
-    from tvm import relax
-    from tvm.relax.training import SetupTrainer, Trainer
-    from tvm.relax.training.optimizer import SGD
-
     train_x, train_y, test_x, test_labels = load_data(args.seed)
     batch = len(train_x)
     backbone = build_backbone(batch)
     setup = SetupTrainer(
-        make_loss(args.fix),
+        CrossEntropyLoss(args.fix),
         SGD(args.lr),
         [relax.TensorType((batch, NUM_CLASSES), "float32")] * 2,
         legalize=False,  # let tvm.compile legalize, so the compiled ops still know their Relax origin
