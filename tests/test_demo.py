@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tvmdbg_tb.analysis import alerts
+from tvmdbg_tb import analysis
 from tvmdbg_tb.events.reader import NONFINITE, DebugDataReader
 from tvmdbg_tb.events.summaries import describe
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -91,50 +91,57 @@ def test_naive_loss_goes_nan_within_a_few_steps(nan_demo):
     assert accuracies[-1] < 0.2  # chance level once the parameters are NaN
 
 
+def first_origin_alert(run) -> dict:
+    """The first origin alert as the TVM Debugger tab and `tvmdbg alerts` show it."""
+    answer = analysis.alerts(run)
+    first = answer["first_origin_index"]
+    assert first is not None, f"no origin alert among {answer['num_alerts']} alerts"
+    alert = answer["alerts"][first]
+    assert alert["origin"]
+    return alert
+
+
+def in_example(location: dict | None) -> tuple[Path, int] | None:
+    return location and (Path(location["file_path"]).resolve(), location["line"])
+
+
 def test_first_origin_alert_is_the_log_at_its_source_line(nan_demo):
     fuse, _, run = nan_demo
-    monitor = alerts.monitor(run)
-    first = monitor.first_origin_index()
-    assert first is not None, "no origin alert in the NaN run"
-    positions, origins = monitor.page(first, first + 1)
-    assert origins[0]
-    trace = run.trace(int(positions[0]))
-    op = run.op(trace.op_id)
-    assert run.graph(op.graph_id).name == "backbone_loss_adjoint"
-
-    log_ops = [o for o in op.original_ops if o.op_type == "relax.log"]
-    assert log_ops, f"origin op {op.op_name} ({op.kernel}) holds {[o.op_type for o in op.original_ops]}"
+    alert = first_origin_alert(run)
+    assert run.graph(alert["graph_id"]).name == "backbone_loss_adjoint"
+    op_types = [o["op_type"] for o in alert["original_ops"]]
     if fuse == "--no-fuse":
-        assert [o.op_type for o in op.original_ops] == ["relax.log"]
-    path, line = user_line(run, log_ops[0].code_location)
-    assert Path(path).resolve() == EXAMPLE and line == LOG_LINE
-    # What a click on the alert shows: the op's own location is that line too.
-    path, line = user_line(run, op.code_location)
-    assert Path(path).resolve() == EXAMPLE and line == LOG_LINE
+        assert op_types == ["relax.log"], alert["kernel"]
+    log_ops = [o for o in alert["original_ops"] if o["op_type"] == "relax.log"]
+    assert len(log_ops) == 1, f"origin kernel {alert['kernel']} holds {op_types}"
+    assert in_example(log_ops[0]["location"]) == (EXAMPLE, LOG_LINE)
+    # A click on the alert shows the op's own location: that line too.
+    assert in_example(alert["location"]) == (EXAMPLE, LOG_LINE)
+    assert alert["neg_inf_count"] > 0  # log(0) = -inf
 
-    # The first non-finite value of the whole run, found without the alerts module, is this one.
+    # Cross-check without the alerts module: the run's first non-finite value is this one.
     digests = run.trace_digests()
-    assert int(np.flatnonzero(digests["flags"] & NONFINITE)[0]) == int(positions[0])
+    assert int(np.flatnonzero(digests["flags"] & NONFINITE)[0]) == alert["trace_position"]
 
 
 def test_origin_inputs_are_finite_and_show_the_underflow(nan_demo):
     """The log's input (the softmax output) is finite, but some probabilities are exactly 0."""
     _, _, run = nan_demo
-    monitor = alerts.monitor(run)
-    positions, _ = monitor.page(monitor.first_origin_index(), monitor.first_origin_index() + 1)
-    trace = run.trace(int(positions[0]))
-    op = run.op(trace.op_id)
-    zeros = 0
+    alert = first_origin_alert(run)
+    op = run.op(alert["op_id"])
     produced = [i for i in op.inputs if i.kind == pb.OpInput.OP_OUTPUT]
     assert produced, f"{op.op_name} has no input produced by a traced op"
+    digests = run.trace_digests()
+    zeros = 0
     for inp in produced:
         same_execution = [
-            run.trace(int(i))
+            i
             for i in run.op_trace_indices(inp.producer_op_id, inp.producer_output_slot)
-            if run.trace_digests()[i]["execution_index"] == trace.execution_index
+            if digests[i]["execution_index"] == alert["execution_index"]
         ]
         assert len(same_execution) == 1
-        health = describe(same_execution[0].tensor_debug_mode, list(same_execution[0].debug_values))
+        trace = run.trace(int(same_execution[0]))
+        health = describe(trace.tensor_debug_mode, list(trace.debug_values))
         assert health["nan"] == health["neg_inf"] == health["pos_inf"] == 0
         zeros += health["zero"]
     assert zeros > 0
@@ -147,6 +154,6 @@ def test_fixed_loss_has_no_nonfinite_values_and_trains(fixed_demo):
     assert accuracies[-1] >= FIX_MIN_ACCURACY
     assert not (run.trace_digests()["flags"] & NONFINITE).any()
     assert not (run.execution_digests()["flags"] & NONFINITE).any()
-    assert alerts.monitor(run).num_alerts() == 0
-    assert run.find_ops("relax.log_softmax")
+    assert analysis.alerts(run)["num_alerts"] == 0
+    assert run.find_ops("relax.nn.log_softmax")
     assert not run.find_ops("relax.log")
