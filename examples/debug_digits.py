@@ -57,8 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--dump_tensor_debug_mode",
         default="FULL_HEALTH",
-        help="tensor summary mode of the dump: NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH, SHAPE or "
-        "FULL_TENSOR (default %(default)s)",
+        choices=tvmdbg.MODE_NAMES,
+        help="what the dump keeps of each kernel output (default %(default)s)",
     )
     parser.add_argument(
         "--circular_buffer_size",

@@ -19,6 +19,8 @@ import time
 
 import numpy as np
 
+import tvmdbg
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -32,7 +34,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--debug", action="store_true", help="dump debug info with tvmdbg.enable_dump_debug_info")
     parser.add_argument("--dump_dir", default="/tmp/tvmdbg_logdir", help="where --debug dumps (default %(default)s)")
     parser.add_argument(
-        "--dump_tensor_debug_mode", default="FULL_HEALTH", help="tensor summary mode of the dump (default %(default)s)"
+        "--dump_tensor_debug_mode",
+        default="FULL_HEALTH",
+        choices=tvmdbg.MODE_NAMES,
+        help="what the dump keeps of each kernel output (default %(default)s)",
     )
     parser.add_argument(
         "--circular_buffer_size",
@@ -85,8 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     torch = import_torch()
     started = time.perf_counter()
     if args.debug:
-        import tvmdbg
-
         tvmdbg.enable_dump_debug_info(
             args.dump_dir,
             tensor_debug_mode=args.dump_tensor_debug_mode,
@@ -116,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     ran = time.perf_counter()
     difference = float(np.abs(output - expected).max())
     print(f"imported and compiled in {compiled - started:.1f} s ({'fused' if args.fuse else 'unfused'})")
-    print(f"ran a batch of {args.batch} in {(ran - compiled) * 1e3:.1f} ms; classes (untrained weights) {output.argmax(axis=1)}")
+    print(
+        f"ran a batch of {args.batch} in {(ran - compiled) * 1e3:.1f} ms; classes (untrained weights) {output.argmax(axis=1)}"
+    )
     print(f"max |TVM - PyTorch| = {difference:.2e}")
     if args.debug:
         print(f"debug dump in {args.dump_dir}: tensorboard --logdir {args.dump_dir}")

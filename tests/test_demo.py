@@ -10,6 +10,7 @@ after 50 steps).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -105,6 +106,12 @@ def in_example(location: dict | None) -> tuple[Path, int] | None:
     return location and (Path(location["file_path"]).resolve(), location["line"])
 
 
+def in_example_file(location: dict | None, example: Path) -> int | None:
+    """The line of a location when it is in example."""
+    found = in_example(location)
+    return found[1] if found and found[0] == example else None
+
+
 def test_first_origin_alert_is_the_log_at_its_source_line(nan_demo):
     fuse, _, run = nan_demo
     alert = first_origin_alert(run)
@@ -157,3 +164,27 @@ def test_fixed_loss_has_no_nonfinite_values_and_trains(fixed_demo):
     assert analysis.alerts(run)["num_alerts"] == 0
     assert run.find_ops("relax.nn.log_softmax")
     assert not run.find_ops("relax.log")
+
+
+TORCH_EXAMPLE = ROOT / "examples" / "debug_torch_inference.py"
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+@pytest.mark.skipif(HAS_TORCH, reason="torch is installed")
+def test_torch_example_without_torch_says_how_to_install():
+    done = subprocess.run([sys.executable, str(TORCH_EXAMPLE)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "needs PyTorch" in done.stderr and "pip install torch" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch (an optional extra) is not installed")
+def test_torch_example_ops_point_at_forward(tmp_path):
+    cmd = [sys.executable, str(TORCH_EXAMPLE), "--debug", "--dump_dir", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = read_run(tmp_path)
+    forward = {n for n, line in enumerate(TORCH_EXAMPLE.read_text().splitlines(), 1) if "torch." in line}
+    lines = {in_example_file(analysis.location(run, op.code_location), TORCH_EXAMPLE) for op in run.ops()}
+    assert lines and lines <= forward, (lines, forward)
+    assert analysis.alerts(run)["num_alerts"] == 0
