@@ -1,0 +1,173 @@
+/** Execution timeline: the top-level VM function calls in order, paged, with alert markers;
+ * a click shows the call's details and the kernels it ran. */
+import type { ExecutionData, ExecutionDigest, TraceData } from "../api";
+import { h, setChildren } from "../dom";
+import { formatClock, formatCount, formatDuration, formatLocation, formatShape, healthOf } from "../format";
+import type { Store } from "../store";
+import { healthPill } from "./pill";
+
+const PAGE = 100;
+
+export class TimelinePanel {
+  readonly el: HTMLElement;
+  private readonly strip: HTMLElement;
+  private readonly nav: HTMLElement;
+  private readonly details: HTMLElement;
+  private begin = 0;
+  private digests: ExecutionDigest[] = [];
+  private total = 0;
+  /** Follow the newest page while the run grows, until the user pages back. */
+  private followTail = true;
+  private seq = 0;
+
+  constructor(private readonly store: Store) {
+    this.strip = h("div", { class: "timeline-strip" });
+    this.nav = h("div", { class: "timeline-nav" });
+    this.details = h("div", { class: "execution-details" });
+    this.el = h(
+      "section",
+      { class: "panel timeline-panel", "data-panel": "timeline" },
+      h("header", { class: "panel-head" }, h("h2", null, "Execution timeline"), this.nav),
+      this.strip,
+      this.details,
+    );
+    store.on("run", () => {
+      this.begin = 0;
+      this.followTail = true;
+      this.digests = [];
+      setChildren(this.details);
+      void this.load();
+    });
+    store.on("runs", () => {
+      if ((this.store.runInfo?.num_executions ?? 0) !== this.total) void this.load();
+    });
+    store.on("trace", () => this.syncToTrace());
+    store.on("execution", () => void this.showExecution());
+  }
+
+  private async load(): Promise<void> {
+    const run = this.store.run;
+    const total = this.store.runInfo?.num_executions ?? 0;
+    this.total = total;
+    if (run === null) return this.render();
+    if (this.followTail) this.begin = Math.max(0, Math.floor(Math.max(0, total - 1) / PAGE) * PAGE);
+    try {
+      const page = await this.store.api.executionDigests(run, this.begin, this.begin + PAGE);
+      if (this.store.run !== run) return;
+      this.digests = page.execution_digests;
+      this.total = page.num_digests;
+    } catch (err) {
+      this.store.reportError(err);
+    }
+    this.render();
+  }
+
+  private page(begin: number): void {
+    this.begin = Math.max(0, Math.min(begin, Math.max(0, this.total - 1)));
+    this.begin -= this.begin % PAGE;
+    this.followTail = this.begin + PAGE >= this.total;
+    void this.load();
+  }
+
+  private syncToTrace(): void {
+    const t = this.store.trace;
+    if (!t) return this.render();
+    const d = this.digests.find((x) => x.index === t.execution_index);
+    if (d) {
+      if (this.store.executionPosition !== d.position) this.store.selectExecution(d.position);
+      else this.render();
+    }
+  }
+
+  private render(): void {
+    const last = Math.min(this.total, this.begin + PAGE);
+    setChildren(
+      this.nav,
+      h("button", { class: "small-btn", disabled: this.begin === 0, onclick: () => this.page(this.begin - PAGE), title: "older calls" }, "‹"),
+      h("span", { class: "muted small" }, this.total ? `${formatCount(this.begin)}–${formatCount(last - 1)} of ${formatCount(this.total)} calls` : "no calls yet"),
+      h("button", { class: "small-btn", disabled: last >= this.total, onclick: () => this.page(this.begin + PAGE), title: "newer calls" }, "›"),
+    );
+    const maxDur = Math.max(1, ...this.digests.map((d) => d.duration_us ?? 0));
+    setChildren(
+      this.strip,
+      this.digests.map((d) =>
+        h(
+          "button",
+          {
+            class: `tl-item${d.nonfinite ? " nonfinite" : ""}${d.has_error ? " errored" : ""}${d.position === this.store.executionPosition ? " selected" : ""}`,
+            title: `#${d.index} ${d.function_name} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
+            "data-index": String(d.index),
+            onclick: () => this.store.selectExecution(d.position),
+          },
+          h("span", { class: "tl-bar", style: { height: `${Math.max(12, Math.round((40 * (d.duration_us ?? 0)) / maxDur))}%` } }),
+          h("span", { class: "tl-label" }, d.function_name),
+          d.nonfinite ? h("span", { class: "tl-marker", "aria-label": "alert" }, "!") : null,
+        ),
+      ),
+      this.digests.length ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
+    );
+  }
+
+  private async showExecution(): Promise<void> {
+    this.render();
+    const run = this.store.run;
+    const pos = this.store.executionPosition;
+    if (run === null || pos === null) return;
+    const seq = ++this.seq;
+    try {
+      const [data, kernels] = await Promise.all([this.store.api.executionData(run, pos, pos + 1), this.kernelsOf(run, pos)]);
+      if (seq !== this.seq) return;
+      const ex = data.executions[0];
+      if (ex) this.renderDetails(ex, kernels);
+    } catch (err) {
+      if (seq === this.seq) this.store.reportError(err);
+    }
+  }
+
+  private async kernelsOf(run: string, pos: number): Promise<{ rows: TraceData[]; total: number }> {
+    const d = this.digests.find((x) => x.position === pos);
+    if (!d) return { rows: [], total: 0 };
+    const page = await this.store.api.traces(run, 0, 200, d.index);
+    return { rows: page.graph_executions, total: page.num_digests };
+  }
+
+  private renderDetails(ex: ExecutionData, kernels: { rows: TraceData[]; total: number }): void {
+    const summaries = (label: string, list: ExecutionData["inputs"]) =>
+      h(
+        "div",
+        { class: "io" },
+        h("span", { class: "muted" }, label),
+        list.length
+          ? list.map((s, i) => h("span", { class: "io-item" }, `${i}: ${s.dtype} ${formatShape(s.shape)} `, Object.keys(s.summary).length ? healthPill(healthOf({ nan: 0, neg_inf: 0, pos_inf: 0, summary: s.summary }), true) : null))
+          : h("span", { class: "muted" }, " none"),
+      );
+    setChildren(
+      this.details,
+      h(
+        "div",
+        { class: "exec-head" },
+        h("b", null, `#${ex.index} ${ex.function_name}`),
+        h("span", { class: "muted" }, ` · ${formatClock(ex.wall_time)} · ${formatDuration(ex.duration_us)} · ${formatCount(ex.num_traces)} kernels · ${ex.tensor_debug_mode} · called at ${formatLocation(ex.location)}`),
+      ),
+      ex.error ? h("div", { class: "error-box" }, `raised: ${ex.error}`) : null,
+      summaries("inputs", ex.inputs),
+      summaries("outputs", ex.outputs),
+      h(
+        "div",
+        { class: "exec-kernels" },
+        kernels.rows.map((t) =>
+          h(
+            "button",
+            {
+              class: `kchip${t.nonfinite ? " nonfinite" : ""}${t.position === this.store.tracePosition ? " selected" : ""}`,
+              title: `${t.kernel} · ${formatDuration(t.duration_us)}`,
+              onclick: () => void this.store.selectTrace(t.position),
+            },
+            t.op_name,
+          ),
+        ),
+        kernels.total > kernels.rows.length ? h("span", { class: "muted small" }, ` … ${formatCount(kernels.total - kernels.rows.length)} more`) : null,
+      ),
+    );
+  }
+}
