@@ -1,0 +1,27 @@
+"""Runs the dashboard's own unit tests (vitest: paging, virtual scroll mapping, formatting,
+state) and type check, so that the project's single pytest command covers them."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+FRONTEND = Path(__file__).resolve().parent.parent / "tvmdbg_tb_frontend"
+
+
+def test_frontend_unit_tests_pass():
+    if shutil.which("npm") is None:
+        pytest.skip("npm (Node.js) is not installed: the dashboard's unit tests need it")
+    if not (FRONTEND / "node_modules").is_dir():
+        pytest.skip("the dashboard's node modules are not installed: run bash scripts/setup.sh")
+    proc = subprocess.run(
+        ["npm", "test", "--silent"],
+        cwd=FRONTEND,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"npm test failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+    assert "Tests" in proc.stdout and "passed" in proc.stdout, proc.stdout[-2000:]
+    assert " failed" not in proc.stdout, proc.stdout[-4000:]
