@@ -75,9 +75,15 @@ export class ScrollMap {
     const r = Math.min(Math.max(0, Math.floor(row)), Math.max(0, this.rowCount - 1));
     let top = r * this.rowHeight;
     if (align === "center") top -= (this.viewportHeight - this.rowHeight) / 2;
-    top = Math.min(Math.max(0, top), this.maxContentTop);
-    if (!this.scaled || this.maxContentTop === 0) return top;
-    return (top / this.maxContentTop) * this.maxScrollTop;
+    return this.scrollTopForContent(top);
+  }
+
+  /** scrollTop that shows content pixel `top` at the viewport's top (the inverse of
+   * contentTopFor): keeps the same rows in view when the viewport or row count changes. */
+  scrollTopForContent(top: number): number {
+    const t = Math.min(Math.max(0, top), this.maxContentTop);
+    if (!this.scaled || this.maxContentTop === 0) return t;
+    return (t / this.maxContentTop) * this.maxScrollTop;
   }
 
   /** True when `row` is entirely inside the viewport at this scrollTop. */

@@ -66,3 +66,16 @@ describe("ScrollMap", () => {
     expect(() => new ScrollMap(5, 0, 500)).toThrow();
   });
 });
+
+describe("ScrollMap across a resize", () => {
+  it("keeps the same content in view when the viewport shrinks at scale", () => {
+    const before = new ScrollMap(1_600_000, 26, 358, 4_000_000);
+    const scrollTop = before.scrollTopFor(1_599_989, "center");
+    const top = before.contentTopFor(scrollTop);
+    const after = new ScrollMap(1_600_000, 26, 316, 4_000_000);
+    const restored = after.scrollTopForContent(top);
+    expect(Math.abs(after.contentTopFor(restored) - top)).toBeLessThan(1e-3);
+    // without the restore, the same scrollTop would show rows far away
+    expect(Math.abs(after.contentTopFor(scrollTop) - top)).toBeGreaterThan(100);
+  });
+});

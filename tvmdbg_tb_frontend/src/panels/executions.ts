@@ -102,6 +102,7 @@ export class ExecutionsPanel {
     setChildren(this.filterInfo);
     this.pager.reset(this.store.runInfo?.num_traces ?? 0);
     this.scroller.scrollTop = 0;
+    this.map = new ScrollMap(0, ROW_HEIGHT, 0);
     this.relayout();
     const run = this.store.run;
     if (run === null) return;
@@ -168,6 +169,7 @@ export class ExecutionsPanel {
     }
     this.pager.reset(total);
     this.scroller.scrollTop = 0;
+    this.map = new ScrollMap(0, ROW_HEIGHT, 0);
     this.relayout();
   }
 
@@ -217,10 +219,15 @@ export class ExecutionsPanel {
     return null;
   }
 
+  /** Rebuilds the scroll mapping after the row count or the viewport changed, keeping the rows
+   * in view where they were (at scale, the same scrollTop would show other rows). */
   private relayout(): void {
+    const contentTop = this.map.contentTopFor(this.scroller.scrollTop);
     this.map = new ScrollMap(this.total, ROW_HEIGHT, this.scroller.clientHeight);
     // The sticky window takes one viewport of the scroll height; the spacer adds the rest.
     this.spacer.style.height = `${Math.max(0, this.map.spacerHeight - this.scroller.clientHeight)}px`;
+    const scrollTop = this.map.scrollTopForContent(contentTop);
+    if (Math.abs(scrollTop - this.scroller.scrollTop) >= 1) this.scroller.scrollTop = scrollTop;
     this.countEl.textContent = this.filterOp ? `${this.total.toLocaleString("en-US")} executions of ${this.filterOp.op_name}` : `${this.total.toLocaleString("en-US")} kernel executions`;
     this.render();
   }

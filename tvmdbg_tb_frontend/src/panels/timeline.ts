@@ -35,7 +35,7 @@ export class TimelinePanel {
       this.begin = 0;
       this.followTail = true;
       this.digests = [];
-      setChildren(this.details);
+      setChildren(this.details, h("div", { class: "muted small" }, "Click a call to see its inputs, outputs and the kernels it ran."));
       void this.load();
     });
     store.on("runs", () => {
