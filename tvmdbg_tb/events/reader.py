@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from tvmdbg_tb.events import layout, records
+from tvmdbg_tb.events import layout, records, vectorized
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -56,7 +56,7 @@ EXECUTION_DIGEST = np.dtype(
     ]
 )
 
-_READ_CHUNK = 64 << 20
+_READ_CHUNK = 16 << 20
 
 Observer = Callable[["RunReader", str, int, bool], None]
 """Called as observer(run, stream, start, reset) after new digests [start:] were indexed
@@ -86,6 +86,16 @@ class _Rows:
         self._data[self.size : need] = np.array(rows, dtype=self._data.dtype)
         self.size = need
 
+    def append_array(self, rows: np.ndarray, expected: int = 0) -> None:
+        """Appends rows; when growing, reserves `expected` rows if that is more than doubling."""
+        need = self.size + len(rows)
+        if need > len(self._data):
+            grown = np.zeros(max(need, expected, 2 * len(self._data) if expected < need else 0), dtype=self._data.dtype)
+            grown[: self.size] = self._data[: self.size]
+            self._data = grown
+        self._data[self.size : need] = rows
+        self.size = need
+
     def clear(self) -> None:
         self.size = 0
 
@@ -101,57 +111,70 @@ class _RecordFileReader:
         self.fd: int | None = None
         self.inode: tuple[int, int] | None = None
         self.offset = 0
+        self.size = 0
         self._reported: set[int] = set()
 
     def poll(self) -> tuple[bool, list[tuple[int, bytes]], list[records.Corruption]]:
         """(reset, [(offset, serialized event)], corruptions) for what is new in the file."""
+        reset, out, bad = False, [], []
+        for batch_reset, batch, batch_bad in self.poll_batches():
+            reset |= batch_reset
+            bad.extend(batch_bad)
+            buf, offsets, starts, lengths = batch
+            out.extend(
+                (offset, buf[start : start + length])
+                for offset, start, length in zip(offsets.tolist(), starts.tolist(), lengths.tolist())
+            )
+        return reset, out, bad
+
+    def poll_batches(self):
+        """Yields (reset, (buf, file offsets, data starts, data lengths), corruptions) per chunk
+        of what is new in the file, so a large file is indexed one bounded chunk at a time.
+        The read position advances before each yield."""
         reset = False
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return False, [], []
+            return
         identity = (st.st_dev, st.st_ino)
         if identity != self.inode or st.st_size < self.offset:
             reset = self.inode is not None
             self._reopen(identity)
-        out: list[tuple[int, bytes]] = []
-        bad: list[records.Corruption] = []
         while True:
             size = os.fstat(self.fd).st_size
+            self.size = size
             if size <= self.offset:
                 break
             want = min(size - self.offset, _READ_CHUNK)
             buf = os.pread(self.fd, want, self.offset)
-            consumed = 0
-            for item in records.scan(buf, self.offset, self.path):
-                if isinstance(item, records.Corruption):
-                    if item.offset not in self._reported:
-                        self._reported.add(item.offset)
-                        bad.append(item)
-                    if item.length < 0:
-                        break
-                    consumed = item.offset + item.length - self.offset
-                else:
-                    offset, start, length = item
-                    out.append((offset, buf[start : start + length]))
-                    consumed = start + length + records.FOOTER_SIZE
+            offsets, starts, lengths, found, consumed = vectorized.scan(buf, self.offset, self.path)
+            bad = []
+            for item in found:
+                if item.offset not in self._reported:
+                    self._reported.add(item.offset)
+                    bad.append(item)
             if consumed == 0:
-                if len(buf) >= records.HEADER_SIZE and want == _READ_CHUNK:
-                    # A record larger than a chunk: read exactly it next time round.
+                if len(buf) >= records.HEADER_SIZE and want == _READ_CHUNK and not found:
+                    # A record larger than a chunk: read exactly it.
                     need = records.HEADER_SIZE + int.from_bytes(buf[:8], "little") + records.FOOTER_SIZE
                     big = os.pread(self.fd, need, self.offset)
                     if len(big) == need:
                         items = list(records.scan(big, self.offset, self.path))
                         if items and not isinstance(items[0], records.Corruption):
                             offset, start, length = items[0]
-                            out.append((offset, big[start : start + length]))
                             self.offset += need
+                            one = np.array([offset], dtype=np.int64)
+                            yield reset, (big, one, np.array([start]), np.array([length])), bad
+                            reset = False
                             continue
+                if bad:
+                    yield reset, (buf, offsets, starts, lengths), bad
                 break
             self.offset += consumed
+            yield reset, (buf, offsets, starts, lengths), bad
+            reset = False
             if want < _READ_CHUNK:
                 break
-        return reset, out, bad
 
     def _reopen(self, identity: tuple[int, int]) -> None:
         if self.fd is not None:
@@ -190,6 +213,7 @@ class RunReader:
         self._observers: list[Observer] = []
         self.corruptions: list[records.Corruption] = []
         self.metadata: pb.DebugMetadata | None = None
+        self.metadata_wall_time: float | None = None
         self._source_files: list[pb.SourceFile] = []
         self._frames: dict[int, pb.StackFrame] = {}
         self._graphs: dict[int, pb.DebuggedGraph] = {}
@@ -216,27 +240,81 @@ class RunReader:
         with self._lock:
             counts = {}
             for stream in layout.STREAMS:
+                if stream == layout.GRAPH_EXECUTION_TRACES:
+                    counts[stream] = self._update_traces()
+                    continue
                 reset, items, bad = self._files[stream].poll()
                 self.corruptions.extend(bad)
+                items = self._decodable(stream, items)
                 counts[stream] = len(items)
                 getattr(self, "_ingest_" + stream)(items, reset)
             return counts
 
+    def _decodable(self, stream: str, items: list[tuple[int, bytes]]) -> list[tuple[int, pb.DebugEvent]]:
+        """Parses each record; one that protobuf rejects (its CRC was fine: a writer bug or a
+        foreign file) becomes a Corruption and is skipped, never stopping the others."""
+        out = []
+        for offset, data in items:
+            try:
+                out.append((offset, pb.DebugEvent.FromString(data)))
+            except Exception as error:
+                self._undecodable(stream, offset, len(data), error)
+        return out
+
+    def _undecodable(self, stream: str, offset: int, length: int, error: Exception) -> None:
+        path = self._files[stream].path
+        self.corruptions.append(
+            records.Corruption(
+                path, offset, length + records.HEADER_SIZE + records.FOOTER_SIZE, f"undecodable record: {error}"
+            )
+        )
+
+    def _update_traces(self) -> int:
+        """Indexes new trace records chunk by chunk, mostly vectorised (see vectorized.py)."""
+        reader = self._files[layout.GRAPH_EXECUTION_TRACES]
+        start, any_reset, new = self._traces.size, False, 0
+        for reset, (buf, offsets, starts, lengths), bad in reader.poll_batches():
+            self.corruptions.extend(bad)
+            if reset:
+                self._traces.clear()
+                start, any_reset = 0, True
+            if not len(offsets):
+                continue
+            columns = vectorized.trace_digests(vectorized.padded(buf), starts, lengths)
+            rows = np.zeros(len(offsets), dtype=TRACE_DIGEST)
+            for name in TRACE_DIGEST.names:
+                rows[name] = offsets if name == "offset" else columns[name]
+            keep = np.ones(len(rows), dtype=bool)
+            for i in np.flatnonzero(~columns["ok"]).tolist():
+                data = buf[int(starts[i]) : int(starts[i] + lengths[i])]
+                try:
+                    rows[i] = self._trace_row(int(offsets[i]), pb.DebugEvent.FromString(data))
+                except Exception as error:
+                    self._undecodable(layout.GRAPH_EXECUTION_TRACES, int(offsets[i]), len(data), error)
+                    keep[i] = False
+            rows = rows[keep]
+            # Reserve for the whole file at once (records so far scaled by the bytes left).
+            expected = int((self._traces.size + len(rows)) * reader.size / max(reader.offset, 1) * 1.01) + 1024
+            self._traces.append_array(rows, expected)
+            new += len(rows)
+        self._notify(layout.GRAPH_EXECUTION_TRACES, start, any_reset)
+        return new
+
     def _ingest_metadata(self, items, reset) -> None:
-        for _, data in items[:1] if self.metadata is None else ():
-            self.metadata = pb.DebugEvent.FromString(data).debug_metadata
+        for _, event in items[:1] if self.metadata is None else ():
+            self.metadata = event.debug_metadata
+            self.metadata_wall_time = event.wall_time
 
     def _ingest_source_files(self, items, reset) -> None:
-        self._source_files.extend(pb.DebugEvent.FromString(data).source_file for _, data in items)
+        self._source_files.extend(event.source_file for _, event in items)
 
     def _ingest_stack_frames(self, items, reset) -> None:
-        for _, data in items:
-            frame = pb.DebugEvent.FromString(data).stack_frame
+        for _, event in items:
+            frame = event.stack_frame
             self._frames[frame.id] = frame
 
     def _ingest_graphs(self, items, reset) -> None:
-        for _, data in items:
-            event = pb.DebugEvent.FromString(data)
+        for _, event in items:
             if event.HasField("debugged_graph"):
                 self._graphs[event.debugged_graph.graph_id] = event.debugged_graph
             elif event.HasField("graph_op_creation"):
@@ -252,9 +330,7 @@ class RunReader:
             self._executions.clear()
         start = self._executions.size
         rows = []
-        parse = pb.DebugEvent.FromString
-        for offset, data in items:
-            event = parse(data)
+        for offset, event in items:
             execution = event.execution
             name = execution.function_name
             fid = self._function_ids.get(name)
@@ -283,40 +359,34 @@ class RunReader:
         self._executions.extend(rows)
         self._notify(layout.EXECUTION, start, reset)
 
-    def _ingest_graph_execution_traces(self, items, reset) -> None:
-        if reset:
-            self._traces.clear()
-        start = self._traces.size
-        rows = []
-        parse = pb.DebugEvent.FromString
-        for offset, data in items:
-            event = parse(data)
-            t = event.graph_execution_trace
+    @staticmethod
+    def _trace_row(offset: int, event: pb.DebugEvent) -> tuple:
+        """The digest row of one trace parsed by protobuf (the vectorised path's fallback)."""
+        t = event.graph_execution_trace
+        try:
             counts = nonfinite_counts(t.tensor_debug_mode, t.debug_values)
-            if counts is None and t.tensor_debug_mode == pb.FULL_TENSOR and t.HasField("tensor_value"):
-                counts = _value_nonfinite_counts(t.tensor_value)
-            flags = HAS_ERROR if t.error else 0
-            if counts is None:
-                counts = (-1, -1, -1)
-            else:
-                flags |= HEALTH_KNOWN
-                if any(counts):
-                    flags |= NONFINITE
-            rows.append(
-                (
-                    t.index,
-                    t.op_id,
-                    t.execution_index,
-                    event.wall_time,
-                    offset,
-                    *counts,
-                    t.duration_us,
-                    t.output_slot,
-                    flags,
-                )
-            )
-        self._traces.extend(rows)
-        self._notify(layout.GRAPH_EXECUTION_TRACES, start, reset)
+        except (ValueError, OverflowError):  # a NaN or huge count: the summary says nothing
+            counts = None
+        if counts is None and t.tensor_debug_mode == pb.FULL_TENSOR and t.HasField("tensor_value"):
+            counts = _value_nonfinite_counts(t.tensor_value)
+        flags = HAS_ERROR if t.error else 0
+        if counts is None:
+            counts = (-1, -1, -1)
+        else:
+            flags |= HEALTH_KNOWN
+            if any(counts):
+                flags |= NONFINITE
+        return (
+            t.index,
+            t.op_id,
+            t.execution_index,
+            event.wall_time,
+            offset,
+            *counts,
+            t.duration_us,
+            t.output_slot,
+            flags,
+        )
 
     def _notify(self, stream: str, start: int, reset: bool) -> None:
         rows = self._executions if stream == layout.EXECUTION else self._traces

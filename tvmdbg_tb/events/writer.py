@@ -18,6 +18,7 @@ import atexit
 import linecache
 import os
 import socket
+import struct
 import sys
 import threading
 import time
@@ -34,6 +35,33 @@ DEFAULT_RING_BYTES = 256 << 20
 _EAGER_WRITE_BYTES = 8 << 20
 # Source files larger than this are not copied into the dump.
 _MAX_SOURCE_BYTES = 8 << 20
+
+
+# Raw protobuf pieces of the trace fast path (see write_serialized_traces).
+_WALL_TIME = struct.Struct("<Bd")  # DebugEvent.wall_time: field 1, fixed64
+_TRACE_TAG = bytes([9 << 3 | 2])  # DebugEvent.graph_execution_trace: field 9, length-delimited
+_INDEX_FIELD = struct.Struct("<Bq")  # GraphExecutionTrace.index: field 13, sfixed64
+_INDEX_TAG = 13 << 3 | 1
+_SMALL_VARINTS = [bytes([n]) if n < 128 else bytes([n & 0x7F | 0x80, n >> 7]) for n in range(1 << 14)]
+
+
+def _varint(n: int) -> bytes:
+    if n < 1 << 14:
+        return _SMALL_VARINTS[n]
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _envelope_prefix(wall_time: float, step: int) -> bytes:
+    """The leading fields of a serialized DebugEvent: wall_time and, if set, step."""
+    prefix = _WALL_TIME.pack(1 << 3 | 1, wall_time)
+    if step:
+        prefix += bytes([2 << 3]) + _varint(step & 0xFFFFFFFFFFFFFFFF)
+    return prefix
 
 
 def package_version(name: str) -> str:
@@ -132,6 +160,7 @@ class DebugEventsWriter:
         }
         self._failed: str | None = None
         self._closed = False
+        self._files_closed = False
         self._next_execution = 0
         self._next_trace = 0
         self._source_files: dict[str, int] = {}
@@ -219,19 +248,28 @@ class DebugEventsWriter:
     def write_graph_execution_traces(
         self, traces: Sequence[pb.GraphExecutionTrace], wall_time: float | None = None, step: int = 0
     ) -> None:
-        """Queues a batch of traces (one lock round trip for all of them)."""
-        if self._failed or self._closed or not traces:
+        """Queues a batch of traces (their `index` is assigned here)."""
+        self.write_serialized_traces([t.SerializeToString() for t in traces], wall_time, step)
+
+    def write_serialized_traces(self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0) -> None:
+        """Queues a batch of serialized GraphExecutionTrace messages (without `index`).
+
+        The hot path of the instrumentation: a call site's static fields can be serialized
+        once and reused; the envelope and the index are appended here as raw protobuf fields
+        (a later field wins, and concatenated messages merge), with one lock round trip per batch.
+        """
+        if self._failed or self._closed or not payloads:
             return
         try:
-            wall_time = wall_time or time.time()
-            chunks = []
+            prefix = _envelope_prefix(wall_time or time.time(), step) + _TRACE_TAG
             with self._lock:
                 first = self._next_trace
-                self._next_trace += len(traces)
-            for i, trace in enumerate(traces):
-                trace.index = first + i
-                event = pb.DebugEvent(wall_time=wall_time, step=step, graph_execution_trace=trace)
-                chunks.append(records.encode(event.SerializeToString()))
+                self._next_trace += len(payloads)
+            encode, index_field, varint = records.encode, _INDEX_FIELD.pack, _varint
+            chunks = [
+                encode(prefix + varint(len(p) + _INDEX_FIELD.size) + p + index_field(_INDEX_TAG, first + i))
+                for i, p in enumerate(payloads)
+            ]
             self._queue(layout.GRAPH_EXECUTION_TRACES, chunks)
         except Exception as error:
             self._fail(f"could not encode traces: {error!r}")
@@ -286,24 +324,29 @@ class DebugEventsWriter:
     def flush(self, fsync: bool = False) -> None:
         """Writes everything queued so far (and fsyncs if asked). Never raises."""
         with self._io_lock:
-            with self._lock:
-                pending = {s: chunks for s, chunks in self._pending.items() if chunks}
-                self._pending = {s: [] for s in layout.STREAMS}
-                self._pending_bytes = 0
-            if self._failed:
-                return
-            try:
-                for stream, chunks in pending.items():
-                    self._files[stream].append(chunks)
-                for stream in layout.STREAMS:
-                    record_file = self._files[stream]
-                    record_file.handle.flush()
-                    if fsync:
-                        os.fsync(record_file.handle.fileno())
-                    if record_file.ring and self._over_twice_the_bound(record_file):
-                        record_file.compact(self.circular_buffer_size, self._byte_bound())
-            except Exception as error:
-                self._fail(f"writing to {self.run_dir} failed: {error!r}")
+            if not self._files_closed:
+                self._write_pending(fsync)
+
+    def _write_pending(self, fsync: bool) -> None:
+        """Moves queued records to the files, compacting ring files past twice their bound.
+        Caller holds _io_lock."""
+        with self._lock:
+            pending = {s: chunks for s, chunks in self._pending.items() if chunks}
+            self._pending = {s: [] for s in layout.STREAMS}
+            self._pending_bytes = 0
+        if self._failed:
+            return
+        try:
+            for stream, chunks in pending.items():
+                self._files[stream].append(chunks)
+            for record_file in self._files.values():
+                record_file.handle.flush()
+                if fsync:
+                    os.fsync(record_file.handle.fileno())
+                if record_file.ring and self._over_twice_the_bound(record_file):
+                    record_file.compact(self.circular_buffer_size, self._byte_bound())
+        except Exception as error:
+            self._fail(f"writing to {self.run_dir} failed: {error!r}")
 
     def _byte_bound(self) -> int:
         return self.circular_buffer_bytes if self.circular_buffer_bytes > 0 else sys.maxsize
@@ -320,19 +363,22 @@ class DebugEventsWriter:
         """Flushes, trims ring files to exactly their bounds, fsyncs and closes. Idempotent."""
         if self._closed:
             return
+        self._closed = True  # later writes are dropped; what was queued is written below
         self._stop.set()
-        self.flush()
-        self._closed = True
+        if self._flusher is not threading.current_thread():
+            self._flusher.join(timeout=10)
         with self._io_lock:
+            self._write_pending(fsync=False)
             try:
                 for record_file in self._files.values():
                     if record_file.ring and not self._failed:
                         record_file.compact(self.circular_buffer_size, self._byte_bound())
-                    record_file.handle.flush()
-                    os.fsync(record_file.handle.fileno())
+                    if not self._failed:
+                        os.fsync(record_file.handle.fileno())
             except Exception as error:
                 self._fail(f"closing {self.run_dir} failed: {error!r}")
             finally:
+                self._files_closed = True
                 for record_file in self._files.values():
                     try:
                         record_file.handle.close()

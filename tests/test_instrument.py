@@ -1,0 +1,176 @@
+"""Instrumentation on real compiled models: planted NaN/Inf found at the right kernel, original
+op and user line for every frontend, with and without fusion."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import tvm
+from models import FAULTS, FRONTENDS, planted
+from tvm import relax
+
+import tvmdbg
+from tvmdbg_tb.events.reader import NONFINITE
+from tvmdbg_tb.instrument import api
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+CASES = [(frontend, fault, fuse) for frontend in FRONTENDS for fault in FAULTS for fuse in (False, True)]
+
+
+@pytest.fixture(scope="module")
+def planted_dump(tmp_path_factory):
+    """Every planted model compiled and run once under FULL_HEALTH; execution index per case."""
+    logdir = tmp_path_factory.mktemp("planted")
+    seen: list[pb.Execution] = []
+    api.add_execution_listener(lambda execution, traces: seen.append(execution))
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        index, outputs, models = {}, {}, {}
+        for case in CASES:
+            model = planted(*case)
+            _, result = model.run()
+            index[case] = seen[-1].index
+            outputs[case] = result.numpy()
+            models[case] = model
+    finally:
+        tvmdbg.disable_dump_debug_info()
+        api._LISTENERS.clear()
+    reader = tvmdbg.DebugDataReader(logdir)
+    reader.update()
+    yield reader.run(), index, outputs, models
+    reader.close()
+
+
+def _first_nonfinite(run, execution_index):
+    rows = run.execution_trace_indices(execution_index)
+    digests = run.trace_digests()[rows]
+    bad = rows[(digests["flags"] & NONFINITE) != 0]
+    return run.trace(int(bad[0])) if len(bad) else None
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_planted_fault_found_at_origin(planted_dump, case):
+    run, index, outputs, models = planted_dump
+    model = models[case]
+    trace = _first_nonfinite(run, index[case])
+    assert trace is not None, "no non-finite kernel output found"
+    op = run.op(trace.op_id)
+    fused = case[2]
+    types = [o.op_type for o in op.original_ops]
+    assert model.fault_op_type in types
+    if not fused:
+        assert types == [model.fault_op_type]
+        frame = run.user_frame(op.code_location)
+        assert (frame.file_path, frame.line) == (model.fault_file, model.fault_line)
+    else:
+        assert len(types) > 1, "fusion should fold several ops into the kernel"
+    original = op.original_ops[types.index(model.fault_op_type)]
+    frame = run.user_frame(original.code_location)
+    assert (os.path.realpath(frame.file_path), frame.line) == (os.path.realpath(model.fault_file), model.fault_line)
+    source = run.source_file(run.stack_frame(frame.id).file_index)
+    assert source.lines[frame.line - 1].strip()  # the file itself is in the dump
+    # The inputs' health explains the fault: the kernel's inputs (or their producers) hold
+    # zeros / negatives that log, sqrt or division turn into NaN/Inf.
+    fields = tvmdbg_fields(trace)
+    assert fields["nan"] + fields["neg_inf"] + fields["pos_inf"] > 0
+    if not fused:
+        producer = next(i for i in op.inputs if i.kind == pb.OpInput.OP_OUTPUT)
+        rows = run.execution_trace_indices(index[case])
+        producer_trace = next(run.trace(int(r)) for r in rows if run.trace(int(r)).op_id == producer.producer_op_id)
+        produced = tvmdbg_fields(producer_trace)
+        assert produced["zero"] >= 1 and produced["negative"] >= 1
+        assert produced["nan"] == produced["neg_inf"] == produced["pos_inf"] == 0
+
+
+def tvmdbg_fields(trace):
+    from tvmdbg_tb.events.summaries import describe
+
+    return describe(trace.tensor_debug_mode, trace.debug_values)
+
+
+@pytest.mark.parametrize("fuse", [False, True])
+def test_nan_hidden_by_maximum_is_caught_at_origin(planted_dump, fuse):
+    run, index, outputs, models = planted_dump
+    case = ("blockbuilder", "sqrt", fuse)
+    assert np.isfinite(outputs[case]).all(), "maximum(x, 0) should hide the NaN from the output"
+    execution = run.execution(next(i for i in range(run.num_executions()) if run.execution(i).index == index[case]))
+    assert execution.outputs[0].debug_values[6] == 0  # the output has no NaN
+    trace = _first_nonfinite(run, index[case])
+    assert trace is not None
+    assert "relax.sqrt" in [o.op_type for o in run.op(trace.op_id).original_ops]
+
+
+def test_graph_records_describe_sites(planted_dump):
+    run, index, _, _ = planted_dump
+    graphs = run.graphs()
+    assert len(graphs) == len(CASES)
+    assert all(g.source_mapped and g.instrumentation for g in graphs)
+    for graph in graphs:
+        ops = run.ops(graph.graph_id)
+        ids = [op.op_id for op in ops]
+        assert len(set(ids)) == len(ids)
+        assert [op.position for op in ops] == list(range(len(ops)))
+        for op in ops:
+            assert op.outputs and op.outputs[0].dtype == "float32" and list(op.outputs[0].shape) == [1, 8]
+            for item in op.inputs:
+                if item.kind == pb.OpInput.OP_OUTPUT:
+                    assert item.producer_op_id in ids and item.producer_op_id < op.op_id
+                elif item.kind == pb.OpInput.PARAM:
+                    assert graph.param_names[item.param_index] == item.name
+    # Unfused: one kernel per op, the `add`-like kernels may be shared by several sites.
+    unfused = [g for g in graphs if len(run.ops(g.graph_id)) == 6]
+    assert unfused
+
+
+def test_executions_record_calls(planted_dump):
+    run, index, outputs, models = planted_dump
+    assert run.num_executions() == len(CASES)
+    execution = run.execution(0)
+    assert execution.function_name == "main"
+    assert len(execution.inputs) == 3 and len(execution.outputs) == 1
+    assert execution.duration_us > 0
+    frame = run.user_frame(execution.code_location)
+    assert frame.file_path.endswith("models.py") and frame.function == "run"
+    assert execution.num_traces == len(run.execution_trace_indices(execution.index))
+    for i in run.execution_trace_indices(execution.index):
+        assert run.trace(int(i)).duration_us >= 0
+
+
+def test_failing_kernel_is_recorded_and_error_unchanged(tmp_path):
+    bb = relax.BlockBuilder()
+    n = tvm.tirx.Var("n", "int64") if hasattr(tvm, "tirx") else tvm.tir.Var("n", "int64")
+    x = relax.Var("x", relax.TensorType((n,), "float32"))
+    y = relax.Var("y", relax.TensorType((n,), "float32"))
+    with bb.function("main", [x, y]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.exp(x))
+            out = bb.emit_output(relax.op.add(a, y))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    ex = tvm.compile(mod, "llvm")
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    args = (tvm.runtime.tensor(np.ones(3, "float32")), tvm.runtime.tensor(np.ones(4, "float32")))
+    with pytest.raises(Exception) as plain:
+        vm["main"](*args)
+    tvmdbg.enable_dump_debug_info(tmp_path, circular_buffer_size=-1)
+    try:
+        ex = tvm.compile(mod, "llvm")
+        vm = relax.VirtualMachine(ex, tvm.cpu())
+        with pytest.raises(type(plain.value)) as traced:
+            vm["main"](*args)
+        assert str(traced.value) == str(plain.value)
+        ok = vm["main"](*(tvm.runtime.tensor(np.ones(4, "float32")) for _ in range(2)))  # VM still usable
+        np.testing.assert_allclose(ok.numpy(), np.e + 1, rtol=1e-6)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    with tvmdbg.DebugDataReader(tmp_path) as reader:
+        reader.update()
+        run = reader.run()
+        failed = run.execution(0)
+        assert failed.error
+        errors = [run.trace(int(i)) for i in run.execution_trace_indices(failed.index)]
+        errors = [t for t in errors if t.error]
+        assert len(errors) == 1 and errors[0].error.split(":")[0] in str(type(plain.value).__name__) + errors[0].error
+        assert not run.execution(1).error

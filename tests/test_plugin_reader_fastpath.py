@@ -1,0 +1,78 @@
+"""The vectorised trace indexing gives exactly the rows protobuf parsing gives."""
+
+import numpy as np
+
+from tvmdbg_tb.events import layout, vectorized
+from tvmdbg_tb.events.reader import TRACE_DIGEST, DebugDataReader, RunReader
+from tvmdbg_tb.events.writer import DebugEventsWriter
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+
+def random_traces(rng, n):
+    out = []
+    for _ in range(n):
+        mode = int(
+            rng.choice([pb.NO_TENSOR, pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.SHAPE, pb.FULL_TENSOR])
+        )
+        t = pb.GraphExecutionTrace(
+            op_id=int(rng.integers(0, 1 << int(rng.integers(1, 40)))),
+            output_slot=int(rng.choice([0, 1, 3, -1])),
+            execution_index=int(rng.integers(0, 1 << int(rng.integers(1, 50)))),
+            op_name="lv" * int(rng.integers(0, 80)),
+            kernel="k",
+            graph_id=int(rng.integers(0, 5)),
+            tensor_debug_mode=mode,
+            device="cpu:0",
+            error="boom" if rng.random() < 0.1 else "",
+            dtype="float32",
+            shape=[int(d) for d in rng.integers(0, 300, size=int(rng.integers(0, 4)))],
+        )
+        if rng.random() < 0.8:
+            t.duration_us = float(rng.random() * 1000) if rng.random() < 0.9 else float("nan")
+        nvalues = {pb.CURT_HEALTH: 1, pb.CONCISE_HEALTH: 4, pb.FULL_HEALTH: 10, pb.SHAPE: 5}.get(mode, 0)
+        if rng.random() < 0.1:
+            nvalues = int(rng.integers(0, 12))  # a short or long list
+        values = [float(v) for v in rng.integers(0, 3, size=nvalues) * rng.integers(0, 1 << 33)]
+        if values and rng.random() < 0.05:
+            values[-1] = float("nan")
+        t.debug_values.extend(values)
+        if mode == pb.FULL_TENSOR and rng.random() < 0.7:
+            value = rng.standard_normal(6).astype("float32")
+            value[int(rng.integers(0, 6))] = np.nan if rng.random() < 0.5 else 1.0
+            t.tensor_value.dtype = "float32"
+            t.tensor_value.shape.append(6)
+            t.tensor_value.content = value.tobytes()
+        out.append(t)
+    return out
+
+
+def test_vectorised_rows_equal_protobuf_rows(tmp_path):
+    rng = np.random.default_rng(7)
+    w = DebugEventsWriter(tmp_path, run_name="r", circular_buffer_size=-1)
+    for _ in range(5):
+        w.write_graph_execution_traces(random_traces(rng, 400), wall_time=float(rng.random() * 1e9))
+    w.close()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    run = reader.run("r")
+    got = run.trace_digests()
+    assert len(got) == 2000 and run.corruptions == []
+    with open(tmp_path / "r" / layout.file_name(layout.GRAPH_EXECUTION_TRACES), "rb") as f:
+        buf = f.read()
+    offsets, starts, lengths, bad, consumed = vectorized.scan(buf, 0, "x")
+    assert consumed == len(buf) and not bad
+    expected = np.array(
+        [
+            RunReader._trace_row(int(o), pb.DebugEvent.FromString(buf[s : s + n]))
+            for o, s, n in zip(offsets, starts, lengths)
+        ],
+        dtype=TRACE_DIGEST,
+    )
+    for name in TRACE_DIGEST.names:
+        if name == "duration_us":
+            np.testing.assert_array_equal(np.isnan(got[name]), np.isnan(expected[name]))
+            np.testing.assert_array_equal(np.nan_to_num(got[name]), np.nan_to_num(expected[name]))
+        else:
+            np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    columns = vectorized.trace_digests(vectorized.padded(buf), starts, lengths)
+    assert columns["ok"].mean() > 0.7  # most records take the fast path

@@ -1,0 +1,219 @@
+"""The public instrumentation API (re-exported as tvmdbg.*).
+
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH")
+    ...compile and run Relax models...
+    tvmdbg.disable_dump_debug_info()
+
+Hooks for tools built on top (the CLI, notebooks):
+
+- add_execution_listener(fn): fn(execution: pb.Execution, traces: list[pb.GraphExecutionTrace])
+  is called on the calling thread after every top-level VM call while a session is active
+  (after the call's records were queued to the dump). A listener may block (e.g. to pause
+  the program at a breakpoint); an exception it raises is reported as a warning only.
+- enable_check_numerics() / disable_check_numerics(): raise CheckNumericsError when a
+  kernel's output first holds NaN or Inf (with or without a dump). Kernels after it in the
+  same VM call are skipped and the error is raised when the call returns.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import warnings
+from collections.abc import Callable, Collection
+
+from tvmdbg_tb.events.summaries import mode_value
+from tvmdbg_tb.events.writer import DebugEventsWriter
+from tvmdbg_tb.instrument import capture, vm_tracer
+from tvmdbg_tb.instrument.check_numerics import CheckNumerics, CheckNumericsError
+from tvmdbg_tb.instrument.session import Session, WriterSink
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+__all__ = [
+    "CheckNumericsError",
+    "add_execution_listener",
+    "disable_check_numerics",
+    "disable_dump_debug_info",
+    "enable_check_numerics",
+    "enable_dump_debug_info",
+    "remove_execution_listener",
+]
+
+ExecutionListener = Callable[[pb.Execution, list[pb.GraphExecutionTrace]], None]
+
+_LOCK = threading.RLock()
+_LISTENERS: list[ExecutionListener] = []
+
+
+class _ListenerSink:
+    """Delivers executions to the registered listeners; a failing listener only warns."""
+
+    wants_nonfinite = False
+
+    def on_graph(self, graph, ops) -> None:
+        return None
+
+    def on_kernel(self, call) -> None:
+        return None
+
+    def on_execution(self, execution, traces) -> None:
+        for listener in list(_LISTENERS):
+            try:
+                listener(execution, traces)
+            except Exception as error:
+                warnings.warn(
+                    f"tvmdbg: execution listener {listener!r} failed: {error!r}", RuntimeWarning, stacklevel=2
+                )
+
+    def close(self) -> None:
+        return None
+
+
+class _State:
+    session: Session | None = None
+    dump_args: tuple | None = None
+    writer: DebugEventsWriter | None = None
+    check: CheckNumerics | None = None
+
+
+_STATE = _State()
+
+
+def _normalise_dtypes(tensor_dtypes):
+    if tensor_dtypes is None or callable(tensor_dtypes):
+        return tensor_dtypes
+    if isinstance(tensor_dtypes, str):
+        return (tensor_dtypes,)
+    try:
+        return tuple(sorted(str(getattr(d, "name", d)) for d in tensor_dtypes))
+    except TypeError as error:
+        raise TypeError(f"tensor_dtypes must be dtype names or a callable, got {tensor_dtypes!r}") from error
+
+
+def _activate(session: Session | None) -> None:
+    old = _STATE.session
+    if old is not None and old is not session:
+        vm_tracer.detach_all()
+    _STATE.session = session
+    vm_tracer.ACTIVE.session = session
+    capture.STATE.on_executable = (lambda executable, info: session.register_executable(info)) if session else None
+    capture.STATE.recording = session is not None
+    if session is None:
+        capture.REGISTRY.clear()
+
+
+def _new_session() -> Session | None:
+    """A session for the current writer (new ids) with the current sinks; None if idle."""
+    if _STATE.writer is None and _STATE.check is None:
+        return None
+    if _STATE.dump_args is not None:
+        _, mode, _, op_regex, tensor_dtypes = _STATE.dump_args
+    else:
+        mode, op_regex, tensor_dtypes = pb.NO_TENSOR, None, None
+    session = Session(mode, op_regex, tensor_dtypes, _STATE.writer)
+    if _STATE.writer is not None:
+        session.add_sink(WriterSink(_STATE.writer))
+    if _STATE.check is not None:
+        session.add_sink(_STATE.check)
+    session.add_sink(_ListenerSink())
+    return session
+
+
+def enable_dump_debug_info(
+    logdir: str | os.PathLike,
+    tensor_debug_mode: str = "NO_TENSOR",
+    circular_buffer_size: int = 1000,
+    op_regex: str | None = None,
+    tensor_dtypes: Collection[str] | Callable[[str], bool] | None = None,
+) -> DebugEventsWriter:
+    """Records every Relax compile and VM run of this process under logdir; returns the writer.
+
+    tensor_debug_mode: NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH, SHAPE or
+        FULL_TENSOR (layouts in protos/tvmdbg/debug_event.proto).
+    circular_buffer_size: executions and traces kept (each); <= 0 keeps everything.
+    op_regex: only kernels whose op name, kernel symbol or original op type/var matches
+        (re.search) are traced.
+    tensor_dtypes: only outputs of these dtypes ("float32", ...) or for which the callable
+        returns True are traced.
+    Calling it again with the same arguments returns the same writer; with different ones
+    it raises ValueError (call disable_dump_debug_info() first).
+    """
+    mode = mode_value(tensor_debug_mode)
+    if isinstance(circular_buffer_size, bool) or not isinstance(circular_buffer_size, int):
+        raise TypeError(f"circular_buffer_size must be an int, got {circular_buffer_size!r}")
+    if op_regex is not None:
+        if not isinstance(op_regex, str):
+            raise TypeError(f"op_regex must be a string, got {op_regex!r}")
+        try:
+            re.compile(op_regex)
+        except re.error as error:
+            raise ValueError(f"op_regex {op_regex!r} is not a valid regular expression: {error}") from error
+    if not isinstance(logdir, (str, os.PathLike)) or not os.fspath(logdir):
+        raise ValueError(f"logdir must be a non-empty path, got {logdir!r}")
+    args = (os.path.abspath(os.fspath(logdir)), mode, circular_buffer_size, op_regex, _normalise_dtypes(tensor_dtypes))
+    with _LOCK:
+        if _STATE.writer is not None:
+            if args == _STATE.dump_args:
+                return _STATE.writer
+            raise ValueError(
+                "tvmdbg dumping is already enabled with different arguments "
+                f"({_STATE.dump_args!r}); call tvmdbg.disable_dump_debug_info() first"
+            )
+        capture.install()
+        vm_tracer.install()
+        _STATE.writer = DebugEventsWriter(args[0], tensor_debug_mode=mode, circular_buffer_size=circular_buffer_size)
+        _STATE.dump_args = args
+        _activate(_new_session())
+        return _STATE.writer
+
+
+def disable_dump_debug_info() -> None:
+    """Stops recording, flushes and closes the dump. A no-op when not enabled."""
+    with _LOCK:
+        writer = _STATE.writer
+        if writer is None:
+            return
+        _STATE.writer = None
+        _STATE.dump_args = None
+        _activate(_new_session())
+        writer.close()
+
+
+def enable_check_numerics() -> None:
+    """Raises CheckNumericsError at the first kernel output holding NaN or Inf (see module doc)."""
+    with _LOCK:
+        if _STATE.check is not None:
+            return
+        capture.install()
+        vm_tracer.install()
+        _STATE.check = CheckNumerics()
+        if _STATE.session is not None:
+            _STATE.session.add_sink(_STATE.check)  # same run: keep the session and its ids
+        else:
+            _activate(_new_session())
+
+
+def disable_check_numerics() -> None:
+    with _LOCK:
+        if _STATE.check is None:
+            return
+        check, _STATE.check = _STATE.check, None
+        if _STATE.writer is not None:
+            _STATE.session.remove_sink(check)
+        else:
+            _activate(None)
+
+
+def add_execution_listener(listener: ExecutionListener) -> None:
+    """Calls listener(execution, traces) after every traced top-level VM call."""
+    if not callable(listener):
+        raise TypeError(f"listener must be callable, got {listener!r}")
+    with _LOCK:
+        _LISTENERS.append(listener)
+
+
+def remove_execution_listener(listener: ExecutionListener) -> None:
+    with _LOCK:
+        if listener in _LISTENERS:
+            _LISTENERS.remove(listener)

@@ -1,0 +1,194 @@
+"""Compile-time capture: where the user created each Relax op, and what each build produced.
+
+- relax.BlockBuilder.emit/emit_output are wrapped to remember the user's stack for every var
+  they bind (this covers nn.Module export, hand-written BlockBuilder code and the torch
+  importer, where the fx node's own stack trace is preferred).
+- relax.build (which tvm.compile calls) is wrapped to run the pipeline under a
+  PassContext with one more pass instrument that keeps the three module snapshots
+  graphs.py needs, then to describe the executable and attach that description to it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import uuid
+import weakref
+
+import tvm
+from tvm import relax
+
+from tvmdbg_tb.instrument import frames as frames_mod
+from tvmdbg_tb.instrument import graphs
+from tvmdbg_tb.instrument.frames import Frame
+
+_TORCH_FRONTEND = "relax" + "/frontend/torch"
+
+
+class EmitRegistry:
+    """User stacks of the vars bound by BlockBuilder.emit while recording is on."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        # hash(var) is the object's address: keep the var alive so the key stays unique.
+        self._by_var: dict[int, tuple[object, list[Frame], int]] = {}
+
+    def record(self, var, skip: int) -> None:
+        frames, user_index = frames_mod.capture(skip + 1)
+        torch_frames = _torch_node_frames()
+        if torch_frames:
+            frames = frames[: user_index + 1] + torch_frames if user_index >= 0 else torch_frames
+            user_index = frames_mod.user_index(frames)
+        with self._lock:
+            self._by_var[hash(var)] = (var, frames, user_index)
+
+    def lookup(self, var) -> tuple[list[Frame], int] | None:
+        entry = self._by_var.get(hash(var))
+        if entry is None or not entry[0].same_as(var):
+            return None
+        return entry[1], entry[2]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_var.clear()
+
+
+def _torch_node_frames() -> list[Frame]:
+    """When called under the torch importer: the stack the fx node being converted recorded."""
+    if "torch" not in sys.modules:
+        return []
+    frame = sys._getframe(2)
+    while frame is not None:
+        if _TORCH_FRONTEND in frame.f_code.co_filename.replace("\\", "/"):
+            node = frame.f_locals.get("node")
+            meta = getattr(node, "meta", None)
+            if isinstance(meta, dict) and meta.get("stack_trace"):
+                return frames_mod.parse_traceback(meta["stack_trace"])
+        frame = frame.f_back
+    return []
+
+
+REGISTRY = EmitRegistry()
+
+
+class _State:
+    recording = False
+    on_executable = None  # callable(executable, ExecutableInfo) set by the session
+
+
+STATE = _State()
+_INSTALLED = False
+_ORIGINALS: dict[str, object] = {}
+
+
+@tvm.instrument.pass_instrument
+class _Snapshots:
+    """Keeps the module after FuseOps and before the first of ToNonDataflow/CallTIRRewrite."""
+
+    def __init__(self):
+        self.fused = None
+        self.sites = None
+        self.final = None
+
+    def run_before_pass(self, mod, info):
+        if self.sites is None and info.name in ("ToNonDataflow", "RemovePurityChecking", "CallTIRRewrite"):
+            self.sites = mod
+
+    def run_after_pass(self, mod, info):
+        if info.name == "FuseOps":
+            self.fused = mod
+
+
+def _wrap_emit(original):
+    def emit(self, *args, **kwargs):
+        var = original(self, *args, **kwargs)
+        if STATE.recording:
+            try:
+                REGISTRY.record(var, skip=1)
+            except Exception:  # capture is best effort; never break the user's model
+                pass
+        return var
+
+    emit.__wrapped__ = original
+    emit.__doc__ = original.__doc__
+    return emit
+
+
+def _wrap_build(original):
+    def build(mod, *args, **kwargs):
+        if not STATE.recording or STATE.on_executable is None:
+            return original(mod, *args, **kwargs)
+        frames, user_index = frames_mod.capture(1)
+        snapshots = _Snapshots()
+        current = tvm.transform.PassContext.current()
+        context = tvm.transform.PassContext(
+            opt_level=current.opt_level,
+            required_pass=list(current.required_pass),
+            disabled_pass=list(current.disabled_pass),
+            instruments=[*current.instruments, snapshots],
+            config=dict(current.config),
+        )
+        with context:
+            executable = original(mod, *args, **kwargs)
+        target = args[0] if args else kwargs.get("target")
+        info = describe(mod, snapshots, str(target or ""), frames, user_index)
+        attach(executable, info)
+        STATE.on_executable(executable, info)
+        return executable
+
+    build.__wrapped__ = original
+    build.__doc__ = original.__doc__
+    return build
+
+
+def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> graphs.ExecutableInfo:
+    """The ExecutableInfo of one build; never raises (a failure becomes a note)."""
+    executable_id = uuid.uuid4().hex[:12]
+    try:
+        origins, by_name = graphs.collect_origins(mod, REGISTRY.lookup)
+        fused = graphs.fused_members(snapshots.fused)
+        sites_mod = snapshots.sites if snapshots.sites is not None else mod
+        functions = graphs.extract_functions(sites_mod, origins, by_name, fused)
+        note = "" if snapshots.sites is not None else "pipeline without CallTIRRewrite: sites from the input module"
+        return graphs.ExecutableInfo(executable_id, functions, target, True, note, frames, user_index)
+    except Exception as error:  # a module shape we do not understand: trace without mapping
+        note = f"source mapping failed: {error!r}"
+        return graphs.ExecutableInfo(executable_id, {}, target, False, note, frames, user_index)
+
+
+# Executable -> its description (Executables are plain Python objects, weakly referenced).
+_INFOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def attach(executable, info: graphs.ExecutableInfo) -> None:
+    try:
+        _INFOS[executable] = info
+    except TypeError:
+        pass
+
+
+def info_of(rt_mod) -> graphs.ExecutableInfo | None:
+    """The description of an executable if it was compiled while tvmdbg was enabled."""
+    try:
+        return _INFOS.get(rt_mod)
+    except TypeError:
+        return None
+
+
+def install() -> None:
+    """Wraps the TVM entry points once; they do nothing extra while recording is off."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    bb = relax.BlockBuilder
+    for name in ("emit", "emit_output"):
+        _ORIGINALS[name] = getattr(bb, name)
+        setattr(bb, name, _wrap_emit(getattr(bb, name)))
+    from tvm.relax import vm_build
+
+    original_build = vm_build.build
+    _ORIGINALS["build"] = original_build
+    wrapped = _wrap_build(original_build)
+    vm_build.build = wrapped
+    relax.build = wrapped
+    _INSTALLED = True

@@ -1,0 +1,335 @@
+"""What a compiled Relax module contains: its functions, kernel call sites, and for each
+site the original Relax ops fused into it with the user's source location.
+
+Three views of the module feed this (see capture.py): the module given to the build (original
+ops, their vars and where the user created them), the module after FuseOps (which ops each
+fused function holds, bindings keep their Var identity) and the module just before the
+call_tir calls are lowered (the kernel call sites in the order the VM runs them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import tvm
+from tvm import relax
+
+from tvmdbg_tb.instrument.frames import Frame
+
+Spec = tuple[str, tuple[int, ...], str]  # dtype, shape (-1 symbolic), shape as printed
+
+# Ops whose call is a kernel site; the value is the call_type recorded for it.
+_DPS_OPS = {
+    "relax.call_tir": "call_tir",
+    "relax.call_tir_with_grad": "call_tir",
+    "relax.call_tir_inplace": "call_tir_inplace",
+    "relax.call_dps_packed": "call_dps_packed",
+}
+_PACKED_OPS = {"relax.call_pure_packed", "relax.call_packed"}
+
+
+@dataclass
+class Origin:
+    """One original Relax op: its type, the var bound to it and where it was created."""
+
+    op_type: str
+    var_name: str
+    frames: list[Frame] = field(default_factory=list)
+    user_index: int = -1
+
+
+@dataclass
+class InputInfo:
+    kind: int  # pb.OpInput.Kind
+    name: str
+    spec: Spec | None
+    producer_position: int = -1
+    producer_slot: int = 0
+    param_index: int = -1
+
+
+@dataclass
+class SiteInfo:
+    """One kernel call site of a Relax function."""
+
+    position: int
+    name: str
+    kernel: str
+    call_type: str
+    inputs: list[InputInfo]
+    outputs: list[Spec]
+    output_names: list[str]
+    origins: list[Origin]
+    num_inputs: int  # runtime args before the outputs (DPS calls)
+    inplace_indices: tuple[int, ...] = ()
+
+    @property
+    def returns_value(self) -> bool:
+        return self.call_type == "call_packed"
+
+
+@dataclass
+class FunctionInfo:
+    name: str
+    param_names: list[str]
+    params: list[Spec | None]
+    sites: list[SiteInfo]
+
+
+@dataclass
+class ExecutableInfo:
+    """The debugger's picture of one compiled executable."""
+
+    executable_id: str
+    functions: dict[str, FunctionInfo]
+    target: str = ""
+    source_mapped: bool = True
+    note: str = ""
+    frames: list[Frame] = field(default_factory=list)
+    user_index: int = -1
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _name(node) -> str:
+    for attr in ("name_hint", "global_symbol", "name"):
+        value = getattr(node, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(node).__name__
+
+
+def _dim(value) -> int:
+    return int(value.value) if hasattr(value, "value") and isinstance(value.value, int) else -1
+
+
+def tensor_specs(ty) -> list[Spec]:
+    """The tensor specs of a Relax type (a tuple type gives one per field, flattened)."""
+    if isinstance(ty, relax.TupleType):
+        out: list[Spec] = []
+        for field_ty in ty.fields:
+            out.extend(tensor_specs(field_ty))
+        return out
+    if isinstance(ty, relax.TensorType):
+        dtype = str(ty.dtype) if ty.dtype is not None else ""
+        shape = ty.shape
+        if isinstance(shape, relax.ShapeExpr):
+            dims = tuple(_dim(v) for v in shape.values)
+            printed = "(" + ", ".join(str(v) for v in shape.values) + ("," if len(dims) == 1 else "") + ")"
+            return [(dtype, dims, printed)]
+        ndim = int(ty.ndim)
+        return [(dtype, tuple([-1] * max(ndim, 0)), "")]
+    return []
+
+
+def _spec(expr) -> Spec | None:
+    specs = tensor_specs(getattr(expr, "ty", None))
+    return specs[0] if len(specs) == 1 else None
+
+
+def _bindings(expr):
+    """All bindings of a function body, in textual order (If branches included)."""
+    if isinstance(expr, relax.SeqExpr):
+        for block in expr.blocks:
+            for binding in block.bindings:
+                yield binding
+                yield from _bindings(binding.value)
+        yield from _bindings(expr.body)
+    elif isinstance(expr, relax.If):
+        yield from _bindings(expr.true_branch)
+        yield from _bindings(expr.false_branch)
+
+
+def _relax_functions(mod, primitive: bool):
+    for gvar, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            attrs = func.attrs
+            is_primitive = bool(attrs is not None and "Primitive" in attrs and int(attrs["Primitive"]))
+            if is_primitive == primitive:
+                yield _name(gvar), func
+
+
+def _op_name(value) -> str | None:
+    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+        return value.op.name
+    return None
+
+
+# -- origins -------------------------------------------------------------------------------
+
+OriginLookup = Callable[[object], "tuple[list[Frame], int] | None"]
+
+
+def collect_origins(mod, emitted: OriginLookup) -> tuple[dict[int, Origin], dict[str, list[Origin]]]:
+    """Original ops of mod by var identity (and by var name as a fallback)."""
+    by_var: dict[int, Origin] = {}
+    by_name: dict[str, list[Origin]] = {}
+    for fname, func in _relax_functions(mod, primitive=False):
+        for binding in _bindings(func.body):
+            var, value = binding.var, binding.value
+            if isinstance(value, relax.Var):
+                source = by_var.get(hash(value))
+                if source is not None:
+                    by_var[hash(var)] = source
+                    by_name.setdefault(var.name, []).append(source)
+                continue
+            op_type = _op_name(value)
+            if op_type is None:
+                if isinstance(value, relax.Call):
+                    op_type = "call:" + _name(value.op)
+                else:
+                    continue
+            elif op_type in _DPS_OPS or op_type in _PACKED_OPS:
+                op_type = f"{op_type}:{_name(value.args[0])}"
+            found = emitted(var)
+            if found is not None:
+                frames, user_index = found
+            else:
+                frames, user_index = _span_frames(value, fname)
+            origin = Origin(op_type, var.name, frames, user_index)
+            by_var[hash(var)] = origin
+            by_name.setdefault(var.name, []).append(origin)
+    return by_var, by_name
+
+
+def _span_frames(value, function_name: str) -> tuple[list[Frame], int]:
+    """TVMScript attaches a span (file, line) to each call: a one-frame location."""
+    span = getattr(value, "span", None)
+    source = getattr(span, "source_name", None) if span is not None else None
+    path = getattr(source, "name", None) if source is not None else None
+    if not path or not int(span.line):
+        return [], -1
+    return [(str(path), int(span.line), function_name)], 0
+
+
+# -- sites ---------------------------------------------------------------------------------
+
+
+def fused_members(fuse_snapshot) -> dict[str, list[object]]:
+    """For each fused (Primitive) function after FuseOps: the vars of its bindings, in order."""
+    if fuse_snapshot is None:
+        return {}
+    return {
+        name: [binding.var for binding in _bindings(func.body)]
+        for name, func in _relax_functions(fuse_snapshot, primitive=True)
+    }
+
+
+def extract_functions(
+    sites_mod,
+    origins: dict[int, Origin],
+    origins_by_name: dict[str, list[Origin]],
+    fused: dict[str, list[object]],
+) -> dict[str, FunctionInfo]:
+    """Kernel call sites of every (non-primitive) Relax function of sites_mod."""
+    functions = {}
+    for fname, func in _relax_functions(sites_mod, primitive=False):
+        functions[fname] = _function_info(fname, func, origins, origins_by_name, fused)
+    return functions
+
+
+def _origin_of(var, origins, origins_by_name) -> Origin | None:
+    origin = origins.get(hash(var))
+    if origin is None:
+        named = origins_by_name.get(var.name, [])
+        if len(named) == 1:
+            origin = named[0]
+    return origin
+
+
+def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo:
+    params = list(func.params)
+    param_index = {hash(p): i for i, p in enumerate(params)}
+    produced: dict[int, tuple[int, int]] = {}  # var -> (site position, output slot)
+    aliases: dict[int, object] = {}
+    sites: list[SiteInfo] = []
+    used_names: set[str] = set()
+
+    def resolve(expr) -> InputInfo:
+        slot_of = None
+        while isinstance(expr, relax.Var) and hash(expr) in aliases:
+            expr = aliases[hash(expr)]
+        if isinstance(expr, relax.TupleGetItem):
+            slot_of = int(expr.index)
+            base = expr.tuple_value
+            while isinstance(base, relax.Var) and hash(base) in aliases:
+                base = aliases[hash(base)]
+            if isinstance(base, relax.Var) and hash(base) in produced:
+                position, _ = produced[hash(base)]
+                return InputInfo(1, f"{base.name}[{slot_of}]", _spec(expr), position, slot_of)
+        if isinstance(expr, relax.Var):
+            if hash(expr) in produced:
+                position, slot = produced[hash(expr)]
+                return InputInfo(1, expr.name, _spec(expr), position, slot)
+            if hash(expr) in param_index:
+                return InputInfo(2, expr.name, _spec(expr), param_index=param_index[hash(expr)])
+            return InputInfo(0, expr.name, _spec(expr))
+        if isinstance(expr, tvm.ir.expr.Constant):
+            return InputInfo(3, "const", _spec(expr))
+        return InputInfo(0, type(expr).__name__, _spec(expr))
+
+    for binding in _bindings(func.body):
+        var, value = binding.var, binding.value
+        if isinstance(value, (relax.Var, relax.TupleGetItem)):
+            aliases[hash(var)] = value
+            continue
+        op = _op_name(value)
+        site = None
+        if op in _DPS_OPS:
+            callee = value.args[0]
+            args = value.args[1]
+            arg_list = list(args.fields) if isinstance(args, relax.Tuple) else [args]
+            outputs = tensor_specs(value.ty_args[0]) if len(value.ty_args) else tensor_specs(var.ty)
+            inplace: tuple[int, ...] = ()
+            if op == "relax.call_tir_inplace":
+                inplace = tuple(int(i) for i in value.attrs.inplace_indices)
+            site = (_name(callee), _DPS_OPS[op], arg_list, outputs, inplace)
+        elif op in _PACKED_OPS or (isinstance(value, relax.Call) and isinstance(value.op, relax.ExternFunc)):
+            callee = value.args[0] if op in _PACKED_OPS else value.op
+            symbol = _name(callee)
+            if not symbol.startswith("vm."):
+                arg_list = list(value.args[1:] if op in _PACKED_OPS else value.args)
+                site = (symbol, "call_packed", arg_list, tensor_specs(var.ty), ())
+        if site is None:
+            continue
+        kernel, call_type, arg_list, outputs, inplace = site
+        position = len(sites)
+        name = var.name if var.name not in used_names else f"{var.name}_{position}"
+        used_names.add(name)
+        members = fused.get(kernel)
+        if members is not None:
+            found = [_origin_of(v, origins, origins_by_name) for v in members]
+            site_origins = [o for o in found if o is not None]
+        else:
+            origin = _origin_of(var, origins, origins_by_name)
+            site_origins = [origin] if origin is not None else []
+        # Drop repeats (an alias resolves to the op it names).
+        unique: list[Origin] = []
+        for origin in site_origins:
+            if all(origin is not seen for seen in unique):
+                unique.append(origin)
+        output_names = [name] if len(outputs) == 1 else [f"{name}[{i}]" for i in range(len(outputs))]
+        sites.append(
+            SiteInfo(
+                position=position,
+                name=name,
+                kernel=kernel,
+                call_type=call_type,
+                inputs=[resolve(a) for a in arg_list],
+                outputs=outputs,
+                output_names=output_names,
+                origins=unique,
+                num_inputs=len(arg_list),
+                inplace_indices=inplace,
+            )
+        )
+        # A tuple-producing site is referenced through TupleGetItem (see resolve).
+        produced[hash(var)] = (position, 0)
+    return FunctionInfo(
+        name=fname,
+        param_names=[p.name for p in params],
+        params=[_spec(p) for p in params],
+        sites=sites,
+    )

@@ -1,0 +1,374 @@
+"""A debugging session: what to record (mode, filters) and where events go (sinks).
+
+The session turns compile-time descriptions (graphs.ExecutableInfo) into run-scoped ids and
+records, and hands every finished VM call to its sinks: the dump writer, the numerics check
+and user listeners are all sinks, so none of them is wired into the tracing code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+import time
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
+
+from tvmdbg_tb.events.writer import DebugEventsWriter
+from tvmdbg_tb.instrument import graphs
+from tvmdbg_tb.instrument.frames import Frame
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+UNMAPPED_NOTE = (
+    "compiled before tvmdbg was enabled (or loaded from a library): kernels are traced "
+    "from the VM, without Relax op or source mapping"
+)
+
+
+class Sink(Protocol):
+    """Where a session's events go. Every method must be fast and must not raise."""
+
+    def on_graph(self, graph: pb.DebuggedGraph, ops: list[pb.GraphOpCreation]) -> None: ...
+
+    def on_kernel(self, call: KernelCall) -> BaseException | None:
+        """Called inside the VM callback, while the kernel's tensors are valid. Returning an
+        exception stops the call: remaining kernels are skipped and it is raised to the user."""
+
+    def on_execution(self, execution: pb.Execution, traces: list[pb.GraphExecutionTrace]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class KernelCall:
+    """One kernel that just ran, as sinks see it (its tensors are valid only during on_kernel)."""
+
+    __slots__ = ("site", "args", "outputs", "nonfinite", "function_name", "traces")
+
+    def __init__(self, site, args, outputs, nonfinite, function_name, traces):
+        self.site: RuntimeSite = site
+        self.args: tuple = args
+        self.outputs: list[Any] = outputs
+        self.nonfinite: list[bool] = nonfinite
+        self.function_name: str = function_name
+        self.traces: list[pb.GraphExecutionTrace] = traces
+
+    def inputs(self) -> list[Any]:
+        if self.site.out_positions is None:
+            return list(self.args)
+        outs = set(self.site.out_positions)
+        return [a for i, a in enumerate(self.args) if i not in outs]
+
+
+class RuntimeSite:
+    """A kernel call site with its run-scoped ids and where its outputs are in the call."""
+
+    __slots__ = ("op_id", "graph_id", "name", "kernel", "out_positions", "slots", "info")
+
+    def __init__(self, op_id, graph_id, name, kernel, out_positions, slots, info):
+        self.op_id: int = op_id
+        self.graph_id: int = graph_id
+        self.name: str = name
+        self.kernel: str = kernel
+        # Indices of the outputs among the call's args; None: the call returns its output.
+        self.out_positions: tuple[int, ...] | None = out_positions
+        self.slots: tuple[int, ...] = slots  # output slots that pass the session's filters
+        self.info: graphs.SiteInfo | None = info
+
+    def outputs(self, args: tuple, ret: Any) -> list[Any]:
+        if self.out_positions is None:
+            from tvmdbg_tb.instrument.summary import flatten
+
+            return flatten(ret)
+        n = len(args)
+        return [args[i] for i in self.out_positions if i < n]
+
+
+class RuntimeFunction:
+    """A Relax function of one executable: its graph id and kernel sites by symbol."""
+
+    def __init__(self, name: str, graph_id: int, sites: list[RuntimeSite], mapped: bool):
+        self.name = name
+        self.graph_id = graph_id
+        self.sites = sites
+        self.mapped = mapped
+        self.by_symbol: dict[str, list[RuntimeSite]] = {}
+        for site in sites:
+            self.by_symbol.setdefault(site.kernel, []).append(site)
+        self.lock = threading.Lock()
+
+
+class Program:
+    """One executable as seen by one session."""
+
+    def __init__(self, executable_id: str, info: graphs.ExecutableInfo | None):
+        self.executable_id = executable_id
+        self.info = info
+        self.functions: dict[str, RuntimeFunction] = {}
+        self.lock = threading.Lock()
+
+    @property
+    def mapped(self) -> bool:
+        return self.info is not None and self.info.source_mapped
+
+
+def _dtype_filter(tensor_dtypes) -> Callable[[str], bool] | None:
+    if tensor_dtypes is None:
+        return None
+    if callable(tensor_dtypes):
+        return lambda dtype: bool(tensor_dtypes(dtype))
+    if isinstance(tensor_dtypes, str):
+        tensor_dtypes = [tensor_dtypes]
+    wanted = {str(getattr(d, "name", d)) for d in tensor_dtypes}
+    return lambda dtype: dtype in wanted
+
+
+class Session:
+    """What is recorded (mode, filters) and where it goes (sinks)."""
+
+    def __init__(
+        self,
+        mode: int,
+        op_regex: str | None = None,
+        tensor_dtypes: Collection[str] | Callable[[str], bool] | None = None,
+        writer: DebugEventsWriter | None = None,
+    ):
+        self.mode = mode
+        self.op_regex = re.compile(op_regex) if op_regex else None
+        self.dtype_ok = _dtype_filter(tensor_dtypes)
+        self.writer = writer
+        self.sinks: list[Sink] = []
+        self.want_nonfinite = False  # some sink needs per-output finiteness
+        self._ids = threading.Lock()
+        self._graph_ids = itertools.count()
+        self._op_ids = itertools.count()
+        self._execution_ids = itertools.count()
+        self._programs: dict[str, Program] = {}
+        self._lock = threading.Lock()
+
+    # -- sinks -----------------------------------------------------------------------------
+
+    def add_sink(self, sink: Sink) -> None:
+        self.sinks = [*self.sinks, sink]
+        self.want_nonfinite = any(getattr(s, "wants_nonfinite", False) for s in self.sinks)
+
+    def remove_sink(self, sink: Sink) -> None:
+        self.sinks = [s for s in self.sinks if s is not sink]
+        self.want_nonfinite = any(getattr(s, "wants_nonfinite", False) for s in self.sinks)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            try:
+                sink.close()
+            except Exception:
+                pass
+
+    # -- ids and locations -----------------------------------------------------------------
+
+    def next_execution_index(self) -> int:
+        if self.writer is not None:
+            return self.writer.allocate_execution_index()
+        return next(self._execution_ids)
+
+    def code_location(self, frames: list[Frame], user_index: int) -> pb.CodeLocation:
+        if self.writer is None or not frames:
+            return pb.CodeLocation(user_frame_index=-1 if not frames else user_index)
+        return self.writer.code_location(frames, user_index)
+
+    # -- programs --------------------------------------------------------------------------
+
+    def program(self, info: graphs.ExecutableInfo | None, vm: Any) -> Program:
+        """The session's view of an executable (registering its graphs on first use)."""
+        key = info.executable_id if info is not None else f"vm-{id(vm):x}"
+        program = self._programs.get(key)
+        if program is not None:
+            return program
+        with self._lock:
+            program = self._programs.get(key)
+            if program is None:
+                program = Program(key, info)
+                if info is not None and info.source_mapped:
+                    for function in info.functions.values():
+                        program.functions[function.name] = self._register_function(program, function)
+                self._programs[key] = program
+        return program
+
+    def register_executable(self, info: graphs.ExecutableInfo) -> None:
+        self.program(info, None)
+
+    def _passes_filters(self, name: str, kernel: str, origins, dtype: str) -> bool:
+        if self.op_regex is not None:
+            names = [name, kernel, *(o.op_type for o in origins), *(o.var_name for o in origins)]
+            if not any(self.op_regex.search(n) for n in names):
+                return False
+        return self.dtype_ok is None or self.dtype_ok(dtype)
+
+    def _spec(self, spec: graphs.Spec | None) -> pb.TensorSpec:
+        if spec is None:
+            return pb.TensorSpec()
+        return pb.TensorSpec(dtype=spec[0], shape=spec[1], shape_expr=spec[2])
+
+    def _graph(self, program: Program, name: str, params, param_names, mapped: bool) -> pb.DebuggedGraph:
+        info = program.info
+        graph = pb.DebuggedGraph(
+            graph_id=next(self._graph_ids),
+            name=name,
+            executable_id=program.executable_id,
+            source_mapped=mapped,
+            instrumentation="vm_instrument",
+            param_names=param_names,
+            params=[self._spec(p) for p in params],
+            target=info.target if info is not None else "",
+            note=(info.note if info is not None and info.note else "") if mapped else UNMAPPED_NOTE,
+        )
+        if info is not None:
+            graph.code_location.CopyFrom(self.code_location(info.frames, info.user_index))
+        return graph
+
+    def _register_function(self, program: Program, function: graphs.FunctionInfo) -> RuntimeFunction:
+        graph = self._graph(program, function.name, function.params, function.param_names, True)
+        ops, sites = [], []
+        for site in function.sites:
+            op_id = next(self._op_ids)
+            op = pb.GraphOpCreation(
+                op_id=op_id,
+                graph_id=graph.graph_id,
+                op_name=site.name,
+                kernel=site.kernel,
+                call_type=site.call_type,
+                outputs=[self._spec(s) for s in site.outputs],
+                output_names=site.output_names,
+                device="cpu:0",
+                position=site.position,
+            )
+            for origin in site.origins:
+                op.original_ops.add(
+                    op_type=origin.op_type,
+                    var_name=origin.var_name,
+                    code_location=self.code_location(origin.frames, origin.user_index),
+                )
+            for original in op.original_ops:
+                if original.code_location.stack_frame_ids:
+                    op.code_location.CopyFrom(original.code_location)
+                    break
+            for item in site.inputs:
+                entry = op.inputs.add(kind=item.kind, name=item.name, spec=self._spec(item.spec))
+                if item.kind == pb.OpInput.OP_OUTPUT:
+                    entry.producer_op_id = -1  # filled below, once all ids exist
+                    entry.producer_output_slot = item.producer_slot
+                elif item.kind == pb.OpInput.PARAM:
+                    entry.param_index = item.param_index
+            ops.append(op)
+            slots = tuple(
+                i
+                for i, s in enumerate(site.outputs)
+                if self._passes_filters(site.name, site.kernel, site.origins, s[0])
+            )
+            sites.append(RuntimeSite(op_id, graph.graph_id, site.name, site.kernel, _out_positions(site), slots, site))
+        for op, site in zip(ops, function.sites):
+            for entry, item in zip(op.inputs, site.inputs):
+                if item.kind == pb.OpInput.OP_OUTPUT:
+                    entry.producer_op_id = ops[item.producer_position].op_id
+        self._emit_graph(graph, ops)
+        return RuntimeFunction(function.name, graph.graph_id, sites, mapped=True)
+
+    def _emit_graph(self, graph: pb.DebuggedGraph | None, ops: list[pb.GraphOpCreation]) -> None:
+        for sink in self.sinks:
+            sink.on_graph(graph, ops)
+
+    def function(self, program: Program, name: str) -> RuntimeFunction:
+        """A function of program; unmapped ones get a graph on first call."""
+        function = program.functions.get(name)
+        if function is not None:
+            return function
+        with program.lock:
+            function = program.functions.get(name)
+            if function is None:
+                graph = self._graph(program, name, [], [], False)
+                self._emit_graph(graph, [])
+                function = RuntimeFunction(name, graph.graph_id, [], mapped=False)
+                program.functions[name] = function
+        return function
+
+    def dynamic_site(self, function: RuntimeFunction, symbol: str, args: tuple, fresh: set[int]) -> RuntimeSite:
+        """A kernel site of an unmapped function, described from its first call."""
+        from tvmdbg_tb.instrument.summary import is_tensor
+
+        with function.lock:
+            occurrence = len(function.by_symbol.get(symbol, ()))
+            tensors = [i for i, a in enumerate(args) if is_tensor(a)]
+            outs = tuple(i for i in tensors if hash(args[i]) in fresh) or tuple(tensors[-1:])
+            name = symbol if occurrence == 0 else f"{symbol}_{occurrence}"
+            op_id = next(self._op_ids)
+            op = pb.GraphOpCreation(
+                op_id=op_id,
+                graph_id=function.graph_id,
+                op_name=name,
+                kernel=symbol,
+                call_type="call_tir" if outs else "call_packed",
+                device="cpu:0",
+                position=len(function.sites),
+            )
+            for i, arg in enumerate(args):
+                if is_tensor(arg):
+                    spec = pb.TensorSpec(dtype=str(arg.dtype), shape=[int(d) for d in arg.shape])
+                    if i in outs:
+                        op.outputs.append(spec)
+                        op.output_names.append(f"{name}:{len(op.output_names)}")
+                    else:
+                        op.inputs.add(kind=pb.OpInput.OTHER, name=f"arg{i}", spec=spec)
+            slots = tuple(k for k, i in enumerate(outs) if self._passes_filters(name, symbol, (), str(args[i].dtype)))
+            site = RuntimeSite(op_id, function.graph_id, name, symbol, outs, slots, None)
+            function.sites.append(site)
+            function.by_symbol.setdefault(symbol, []).append(site)
+        self._emit_graph(None, [op])
+        return site
+
+    # -- executions ------------------------------------------------------------------------
+
+    def kernel_done(self, call: KernelCall) -> BaseException | None:
+        stop = None
+        for sink in self.sinks:
+            error = sink.on_kernel(call)
+            if error is not None and stop is None:
+                stop = error
+        return stop
+
+    def execution_done(self, execution: pb.Execution, traces: list[pb.GraphExecutionTrace]) -> None:
+        for sink in self.sinks:
+            try:
+                sink.on_execution(execution, traces)
+            except Exception:
+                pass
+
+
+def _out_positions(site: graphs.SiteInfo) -> tuple[int, ...] | None:
+    if site.returns_value:
+        return None
+    if site.inplace_indices:
+        appended = iter(range(site.num_inputs, site.num_inputs + len(site.inplace_indices)))
+        return tuple(i if i >= 0 else next(appended) for i in site.inplace_indices)
+    return tuple(range(site.num_inputs, site.num_inputs + len(site.outputs)))
+
+
+class WriterSink:
+    """Writes graphs, executions and traces to a DebugEventsWriter."""
+
+    def __init__(self, writer: DebugEventsWriter):
+        self.writer = writer
+
+    def on_graph(self, graph: pb.DebuggedGraph | None, ops: list[pb.GraphOpCreation]) -> None:
+        if graph is not None:
+            self.writer.write_graph(graph)
+        for op in ops:
+            self.writer.write_graph_op_creation(op)
+
+    def on_kernel(self, call: KernelCall) -> None:
+        return None
+
+    def on_execution(self, execution: pb.Execution, traces: list[pb.GraphExecutionTrace]) -> None:
+        now = time.time()
+        self.writer.write_graph_execution_traces(traces, wall_time=now)
+        self.writer.write_execution(execution, wall_time=now)
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,117 @@
+"""Tensor summaries in each TensorDebugMode, computed with numpy on zero-copy views.
+
+The layouts are those of debug_event.proto (decoded by tvmdbg_tb.events.summaries).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tvmdbg_tb.events.summaries import dtype_code, is_float_dtype
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+# FULL_TENSOR keeps at most this many bytes of one tensor (the rest is marked truncated).
+MAX_TENSOR_BYTES = 64 << 20
+
+
+def is_tensor(value: Any) -> bool:
+    """True for a TVM runtime tensor (duck-typed: dtype, shape and dlpack)."""
+    return hasattr(value, "__dlpack__") and hasattr(value, "dtype") and hasattr(value, "shape")
+
+
+def as_numpy(value: Any) -> np.ndarray | None:
+    """A zero-copy numpy view of a CPU tensor (or the array itself); None if impossible."""
+    if isinstance(value, np.ndarray):
+        return value
+    try:
+        return np.from_dlpack(value)
+    except Exception:  # dtypes numpy cannot view (bfloat16, float8), non-CPU tensors
+        return None
+
+
+def flatten(value: Any) -> list[Any]:
+    """The leaves of a (possibly nested) tuple of runtime values."""
+    if is_tensor(value) or isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, (list, tuple)) or (
+        hasattr(value, "__len__") and hasattr(value, "__getitem__") and type(value).__name__ == "Array"
+    ):
+        out: list[Any] = []
+        for item in value:
+            out.extend(flatten(item))
+        return out
+    return [value]
+
+
+def health(array: np.ndarray, float_kind: bool) -> tuple[int, int, int, int, int, int]:
+    """(neg_inf, pos_inf, nan, negative, zero, positive); the last three count finite elements."""
+    if array.dtype == np.bool_:
+        positive = int(np.count_nonzero(array))
+        return 0, 0, 0, 0, array.size - positive, positive
+    if float_kind:
+        nan = int(np.count_nonzero(np.isnan(array)))
+        pos_inf = int(np.count_nonzero(array == np.inf))
+        neg_inf = int(np.count_nonzero(array == -np.inf))
+        negative = int(np.count_nonzero(array < 0)) - neg_inf
+        positive = int(np.count_nonzero(array > 0)) - pos_inf
+        zero = int(np.count_nonzero(array == 0))
+        return neg_inf, pos_inf, nan, negative, zero, positive
+    negative = 0 if array.dtype.kind == "u" else int(np.count_nonzero(array < 0))
+    zero = int(np.count_nonzero(array == 0))
+    return 0, 0, 0, negative, zero, array.size - negative - zero
+
+
+def has_nonfinite(array: np.ndarray) -> bool:
+    return array.dtype.kind in "fc" and not bool(np.isfinite(array).all())
+
+
+def debug_values(mode: int, value: Any, dtype: str, shape: tuple[int, ...], device_id: int = 0) -> list[float]:
+    """The debug_values of one tensor in mode (see the proto for each layout)."""
+    if mode in (pb.NO_TENSOR, pb.FULL_TENSOR):
+        return []
+    size = 1
+    for dim in shape:
+        size *= int(dim)
+    if mode == pb.SHAPE:
+        return [dtype_code(dtype), len(shape), size, *shape]
+    array = as_numpy(value)
+    if array is None:
+        return []  # health unknown: say nothing rather than something wrong
+    float_kind = is_float_dtype(dtype)
+    if mode == pb.CURT_HEALTH:
+        return [1.0 if float_kind and has_nonfinite(array) else 0.0]
+    neg_inf, pos_inf, nan, negative, zero, positive = health(array, float_kind)
+    if mode == pb.CONCISE_HEALTH:
+        return [size, neg_inf, pos_inf, nan]
+    return [device_id, dtype_code(dtype), len(shape), size, neg_inf, pos_inf, nan, negative, zero, positive]
+
+
+def tensor_value(value: Any, dtype: str, shape: tuple[int, ...]) -> pb.TensorValue:
+    """FULL_TENSOR: the raw little-endian row-major bytes (copied), at most MAX_TENSOR_BYTES."""
+    array = as_numpy(value)
+    if array is None:
+        try:
+            array = value.numpy()
+        except Exception:
+            return pb.TensorValue(dtype=dtype, shape=shape, truncated=True)
+    data = np.ascontiguousarray(array).reshape(-1)
+    truncated = data.nbytes > MAX_TENSOR_BYTES
+    if truncated:
+        data = data[: MAX_TENSOR_BYTES // max(1, data.itemsize)]
+    if data.dtype.byteorder == ">":
+        data = data.astype(data.dtype.newbyteorder("<"))
+    return pb.TensorValue(dtype=dtype, shape=shape, content=data.tobytes(), truncated=truncated)
+
+
+def tensor_summary(mode: int, value: Any) -> pb.TensorSummary:
+    """A TensorSummary of one runtime value (opaque values get an empty summary)."""
+    if not (is_tensor(value) or isinstance(value, np.ndarray)):
+        return pb.TensorSummary(dtype=type(value).__name__)
+    dtype = str(value.dtype)
+    shape = tuple(int(d) for d in value.shape)
+    summary = pb.TensorSummary(dtype=dtype, shape=shape, debug_values=debug_values(mode, value, dtype, shape))
+    if mode == pb.FULL_TENSOR:
+        summary.tensor_value.CopyFrom(tensor_value(value, dtype, shape))
+    return summary

@@ -1,0 +1,415 @@
+"""Kernel-level tracing of Relax VM calls through the VM's per-call instrument.
+
+Every top-level call (vm["f"](...), invoke_stateful, time_evaluator runs) becomes one
+Execution; every kernel call site it runs becomes GraphExecutionTraces (one per traced
+output). Tensors handed to the instrument are valid only during the callback, so summaries
+are computed there, on zero-copy numpy views.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import warnings
+import weakref
+from typing import Any
+
+from tvm import relax
+
+from tvmdbg_tb.instrument import capture
+from tvmdbg_tb.instrument import frames as frames_mod
+from tvmdbg_tb.instrument.session import KernelCall, RuntimeFunction, RuntimeSite, Session
+from tvmdbg_tb.instrument.summary import (
+    as_numpy,
+    debug_values,
+    flatten,
+    has_nonfinite,
+    is_tensor,
+    tensor_summary,
+    tensor_value,
+)
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+SKIP_RUN = 1
+_perf = time.perf_counter
+
+
+class _Holder:
+    session: Session | None = None
+
+
+ACTIVE = _Holder()
+
+
+class _Activation:
+    """One Relax function being run (a top-level call or a nested closure call)."""
+
+    __slots__ = ("function", "counts")
+
+    def __init__(self, function: RuntimeFunction):
+        self.function = function
+        self.counts: dict[str, int] = {}
+
+
+class _Call:
+    """State of one top-level VM call on one thread."""
+
+    __slots__ = ("index", "function", "stack", "pending", "traces", "start", "stop", "fresh", "implicit")
+
+    def __init__(self, index: int, function: RuntimeFunction, implicit: bool):
+        self.index = index
+        self.function = function
+        self.stack = [_Activation(function)]
+        self.pending: list[tuple[RuntimeSite | None, str, float, bool]] = []
+        self.traces: list[pb.GraphExecutionTrace] = []
+        self.start = _perf()
+        self.stop: BaseException | None = None
+        self.fresh: set[int] = set()  # tensors allocated and not yet written (unmapped functions)
+        self.implicit = implicit
+
+
+class Tracer:
+    """Traces one VirtualMachine for one session."""
+
+    def __init__(self, session: Session, vm: Any):
+        self.session = session
+        self.mode = session.mode
+        info = getattr(vm, "_tvmdbg_info", None)
+        self.program = session.program(info, vm)
+        self.function_names = frozenset(info.functions) if info is not None and info.source_mapped else frozenset()
+        self._local = threading.local()
+        vm._set_instrument(self._instrument)
+
+    # -- top-level calls -------------------------------------------------------------------
+
+    def call(self, function_name: str, invoke, args: tuple, inputs: tuple, get_outputs=None) -> Any:
+        local = self._local
+        if getattr(local, "call", None) is not None or getattr(local, "implicit", None) is not None:
+            return invoke(*args)  # a call made while another is traced (e.g. from a listener)
+        frames, user_index = frames_mod.capture(2)
+        call = self._begin(function_name, implicit=False)
+        local.call = call
+        try:
+            result = invoke(*args)
+        except BaseException as error:
+            local.call = None
+            self._safely(self._finish, call, inputs, None, error, frames, user_index)
+            raise
+        local.call = None
+        outputs = get_outputs() if get_outputs is not None else result
+        self._safely(self._finish, call, inputs, outputs, None, frames, user_index)
+        if call.stop is not None:
+            raise call.stop
+        return result
+
+    def timed(self, function_name: str, evaluator, args: tuple) -> Any:
+        """Runs a time_evaluator: each repetition of the function becomes an Execution."""
+        local = self._local
+        if getattr(local, "call", None) is not None:
+            return evaluator(*args)
+        frames, user_index = frames_mod.capture(2)
+        local.implicit = (function_name, frames, user_index)
+        try:
+            return evaluator(*args)
+        finally:
+            call = getattr(local, "call", None)
+            local.call = None
+            local.implicit = None
+            if call is not None:
+                self._safely(self._finish, call, (), None, None, frames, user_index)
+
+    def _begin(self, function_name: str, implicit: bool) -> _Call:
+        function = self.session.function(self.program, function_name)
+        return _Call(self.session.next_execution_index(), function, implicit)
+
+    def _safely(self, fn, *args) -> None:
+        try:
+            fn(*args)
+        except Exception as error:  # a debugger bug must not change the user's program
+            warnings.warn(f"tvmdbg: could not record a VM call: {error!r}", RuntimeWarning, stacklevel=3)
+
+    def _finish(self, call: _Call, inputs, outputs, error, frames, user_index) -> None:
+        duration = (_perf() - call.start) * 1e6
+        mode = self.mode
+        if error is not None:
+            self._record_failure(call, error)
+        execution = pb.Execution(
+            index=call.index,
+            function_name=call.function.name,
+            graph_id=call.function.graph_id,
+            tensor_debug_mode=mode,
+            duration_us=duration,
+            num_traces=len(call.traces),
+            executable_id=self.program.executable_id,
+        )
+        for value in inputs:
+            execution.inputs.append(tensor_summary(mode, value))
+        if outputs is not None:
+            for value in flatten(outputs):
+                execution.outputs.append(tensor_summary(mode, value))
+        if error is not None:
+            execution.error = _message(error)
+        elif call.stop is not None:
+            execution.error = _message(call.stop)
+        execution.code_location.CopyFrom(self.session.code_location(frames, user_index))
+        self.session.execution_done(execution, call.traces)
+
+    def _record_failure(self, call: _Call, error: BaseException) -> None:
+        """The call that raised is the one that saw BEFORE but no AFTER."""
+        if not call.pending:
+            return
+        site, symbol, _, _ = call.pending[-1]
+        call.pending.clear()
+        trace = pb.GraphExecutionTrace(
+            op_id=site.op_id if site is not None else -1,
+            execution_index=call.index,
+            op_name=site.name if site is not None else symbol,
+            kernel=symbol,
+            graph_id=site.graph_id if site is not None else call.function.graph_id,
+            tensor_debug_mode=self.mode,
+            device="cpu:0",
+            duration_us=math.nan,
+            error=_message(error),
+        )
+        call.traces.append(trace)
+
+    # -- the VM instrument -----------------------------------------------------------------
+
+    def _instrument(self, func, symbol, before, ret, *args):
+        call = getattr(self._local, "call", None)
+        if call is None:
+            implicit = getattr(self._local, "implicit", None)
+            if implicit is None:
+                return 0
+            call = self._local.call = self._begin(implicit[0], implicit=True)
+        try:
+            if before:
+                return self._before(call, str(symbol), args)
+            self._after(call, ret, args)
+        except Exception as error:  # never let a debugger bug reach the VM
+            warnings.warn(f"tvmdbg: tracing a kernel failed: {error!r}", RuntimeWarning, stacklevel=2)
+        return 0
+
+    def _before(self, call: _Call, symbol: str, args: tuple) -> int:
+        if symbol in self.function_names:
+            call.stack.append(_Activation(self.session.function(self.program, symbol)))
+            call.pending.append((None, symbol, 0.0, True))
+            return 0
+        site = self._site(call, symbol, args)
+        if site is not None and call.stop is not None:
+            return SKIP_RUN  # a sink asked to stop: the error is raised when the call returns
+        call.pending.append((site, symbol, _perf(), False))
+        return 0
+
+    def _site(self, call: _Call, symbol: str, args: tuple) -> RuntimeSite | None:
+        activation = call.stack[-1]
+        function = activation.function
+        if function.mapped:
+            sites = function.by_symbol.get(symbol)
+            if sites is None:
+                return None
+            k = activation.counts.get(symbol, 0)
+            if k >= len(sites):
+                if not (call.implicit and len(call.stack) == 1):
+                    return None
+                call = self._next_repetition(call)  # time_evaluator: the function ran again
+                activation = call.stack[-1]
+                k = 0
+            activation.counts[symbol] = k + 1
+            return sites[k]
+        if symbol.startswith("vm."):
+            return None
+        k = activation.counts.get(symbol, 0)
+        activation.counts[symbol] = k + 1
+        sites = function.by_symbol.get(symbol, ())
+        if k < len(sites):
+            return sites[k]
+        return self.session.dynamic_site(function, symbol, args, call.fresh)
+
+    def _next_repetition(self, call: _Call) -> _Call:
+        implicit = self._local.implicit
+        self._safely(self._finish, call, (), None, None, implicit[1], implicit[2])
+        fresh = self._begin(implicit[0], implicit=True)
+        self._local.call = fresh
+        return fresh
+
+    def _after(self, call: _Call, ret, args: tuple) -> None:
+        call = self._local.call  # may have moved on to the next repetition
+        if not call.pending:
+            return
+        site, symbol, start, nested = call.pending.pop()
+        if nested:
+            if len(call.stack) > 1:
+                call.stack.pop()
+            return
+        if site is None:
+            if symbol == "vm.builtin.alloc_tensor" and not call.stack[-1].function.mapped:
+                call.fresh.add(hash(ret))
+            return
+        duration = (_perf() - start) * 1e6
+        outputs = site.outputs(args, ret)
+        if call.fresh:
+            for value in outputs:
+                call.fresh.discard(hash(value))
+        mode = self.mode
+        traces = []
+        for slot in site.slots:
+            if slot >= len(outputs):
+                continue
+            value = outputs[slot]
+            if not is_tensor(value):
+                continue
+            dtype = str(value.dtype)
+            shape = tuple(value.shape)
+            trace = pb.GraphExecutionTrace(
+                op_id=site.op_id,
+                output_slot=slot,
+                execution_index=call.index,
+                op_name=site.name,
+                kernel=site.kernel,
+                graph_id=site.graph_id,
+                tensor_debug_mode=mode,
+                debug_values=debug_values(mode, value, dtype, shape),
+                device="cpu:0",
+                duration_us=duration,
+                dtype=dtype,
+                shape=shape,
+            )
+            if mode == pb.FULL_TENSOR:
+                trace.tensor_value.CopyFrom(tensor_value(value, dtype, shape))
+            traces.append(trace)
+        call.traces.extend(traces)
+        if self.session.want_nonfinite:
+            nonfinite = [_nonfinite(v) for v in outputs]
+            kernel = KernelCall(site, args, outputs, nonfinite, call.function.name, traces)
+            stop = self.session.kernel_done(kernel)
+            if stop is not None and call.stop is None:
+                call.stop = stop
+
+
+def _nonfinite(value) -> bool:
+    if not is_tensor(value):
+        return False
+    array = as_numpy(value)
+    return array is not None and has_nonfinite(array)
+
+
+def _message(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+# -- wrapping the VirtualMachine class -----------------------------------------------------
+
+_VMS: weakref.WeakSet = weakref.WeakSet()
+
+
+def tracer_of(vm) -> Tracer | None:
+    """The vm's tracer for the active session (created on first use); None when inactive."""
+    session = ACTIVE.session
+    if session is None:
+        return None
+    tracer = vm.__dict__.get("_tvmdbg_tracer")
+    if tracer is None or tracer.session is not session:
+        tracer = Tracer(session, vm)
+        vm.__dict__["_tvmdbg_tracer"] = tracer
+        _VMS.add(vm)
+    return tracer
+
+
+def detach_all() -> None:
+    """Removes the instrument from every traced VM (the session ended)."""
+    for vm in list(_VMS):
+        vm.__dict__.pop("_tvmdbg_tracer", None)
+        try:
+            vm._set_instrument(None)
+        except Exception:
+            pass
+    _VMS.clear()
+
+
+class TracedFunction:
+    """What vm["f"] returns while tvmdbg is enabled: the VM function, traced."""
+
+    __slots__ = ("_tracer", "_name", "_function")
+
+    def __init__(self, tracer: Tracer, name: str, function):
+        self._tracer = tracer
+        self._name = name
+        self._function = function
+
+    def __call__(self, *args):
+        return self._tracer.call(self._name, self._function, args, args)
+
+    def __getattr__(self, name):
+        return getattr(self._function, name)
+
+
+_INSTALLED = False
+
+
+def install() -> None:
+    """Wraps relax.VirtualMachine once; the wrappers pass straight through while inactive."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    vm_class = relax.VirtualMachine
+    original_init = vm_class.__init__
+    original_getitem = vm_class.__getitem__
+    original_set_input = vm_class.set_input
+    original_invoke_stateful = vm_class.invoke_stateful
+    original_time_evaluator = vm_class.time_evaluator
+
+    def __init__(self, rt_mod, *args, **kwargs):
+        original_init(self, rt_mod, *args, **kwargs)
+        self._tvmdbg_info = capture.info_of(rt_mod)
+
+    def __getitem__(self, key):
+        function = original_getitem(self, key)
+        tracer = tracer_of(self)
+        return function if tracer is None else TracedFunction(tracer, key, function)
+
+    def set_input(self, func_name, *args, **kwargs):
+        original_set_input(self, func_name, *args, **kwargs)
+        self.__dict__.setdefault("_tvmdbg_inputs", {})[func_name] = args
+
+    def invoke_stateful(self, func_name):
+        tracer = tracer_of(self)
+        if tracer is None:
+            return original_invoke_stateful(self, func_name)
+        inputs = self.__dict__.get("_tvmdbg_inputs", {}).get(func_name, ())
+        return tracer.call(
+            func_name,
+            lambda: original_invoke_stateful(self, func_name),
+            (),
+            inputs,
+            get_outputs=lambda: self.get_outputs(func_name),
+        )
+
+    def time_evaluator(self, func_name, dev, *args, **kwargs):
+        evaluator = original_time_evaluator(self, func_name, dev, *args, **kwargs)
+        vm = self
+
+        def timed(*call_args):
+            tracer = tracer_of(vm)
+            if tracer is None:
+                return evaluator(*call_args)
+            name = func_name
+            if func_name == "invoke_stateful" and call_args:
+                name = str(call_args[0])
+            return tracer.timed(name, evaluator, call_args)
+
+        return timed
+
+    for name, wrapper, original in (
+        ("__init__", __init__, original_init),
+        ("__getitem__", __getitem__, original_getitem),
+        ("set_input", set_input, original_set_input),
+        ("invoke_stateful", invoke_stateful, original_invoke_stateful),
+        ("time_evaluator", time_evaluator, original_time_evaluator),
+    ):
+        wrapper.__wrapped__ = original
+        wrapper.__doc__ = original.__doc__
+        setattr(vm_class, name, wrapper)
+    _INSTALLED = True
