@@ -5,7 +5,7 @@
  */
 import type { Api, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
 
-export type StoreEvent = "runs" | "run" | "trace" | "op" | "frame" | "execution" | "error" | "live";
+export type StoreEvent = "runs" | "run" | "trace" | "op" | "frame" | "execution" | "error" | "alerts";
 
 export interface ShownFrame {
   file_path: string;
@@ -28,6 +28,8 @@ export class Store {
   /** Selected top-level execution (position in execution/digests). */
   executionPosition: number | null = null;
   errors: { when: number; message: string }[] = [];
+  /** Execution indices with a NaN/Inf alert (among the alerts loaded), for timeline markers. */
+  alertExecutions = new Set<number>();
 
   private seq = 0;
   private execTraces = new Map<string, Promise<Map<number, TraceData>>>();
@@ -100,6 +102,7 @@ export class Store {
     this.run = run;
     this.seq += 1;
     this.execTraces.clear();
+    this.alertExecutions = new Set();
     this.tracePosition = null;
     this.trace = null;
     this.op = null;

@@ -37,6 +37,8 @@ export class AlertsPanel {
       const page = await this.store.api.alerts(run, 0, Math.min(info.num_alerts, MAX_LISTED));
       if (this.store.run !== run) return;
       this.page = page;
+      this.store.alertExecutions = new Set(page.alerts.map((a) => a.execution_index));
+      this.store.emit("alerts");
     } catch (err) {
       this.loadedFor = "";
       this.store.reportError(err);

@@ -42,6 +42,7 @@ export class TimelinePanel {
       if ((this.store.runInfo?.num_executions ?? 0) !== this.total) void this.load();
     });
     store.on("trace", () => this.syncToTrace());
+    store.on("alerts", () => this.render());
     store.on("execution", () => void this.showExecution());
   }
 
@@ -90,20 +91,21 @@ export class TimelinePanel {
     const maxDur = Math.max(1, ...this.digests.map((d) => d.duration_us ?? 0));
     setChildren(
       this.strip,
-      this.digests.map((d) =>
-        h(
+      this.digests.map((d) => {
+        const alerted = this.store.alertExecutions.has(d.index);
+        return h(
           "button",
           {
-            class: `tl-item${d.nonfinite ? " nonfinite" : ""}${d.has_error ? " errored" : ""}${d.position === this.store.executionPosition ? " selected" : ""}`,
-            title: `#${d.index} ${d.function_name} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
+            class: `tl-item${d.nonfinite ? " nonfinite" : ""}${alerted ? " alerted" : ""}${d.has_error ? " errored" : ""}${d.position === this.store.executionPosition ? " selected" : ""}`,
+            title: `#${d.index} ${d.function_name} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${alerted ? " · NaN/∞ inside" : ""}${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
             "data-index": String(d.index),
             onclick: () => this.store.selectExecution(d.position),
           },
           h("span", { class: "tl-bar", style: { height: `${Math.max(12, Math.round((40 * (d.duration_us ?? 0)) / maxDur))}%` } }),
           h("span", { class: "tl-label" }, d.function_name),
-          d.nonfinite ? h("span", { class: "tl-marker", "aria-label": "alert" }, "!") : null,
-        ),
-      ),
+          alerted || d.nonfinite || d.has_error ? h("span", { class: "tl-marker", "aria-label": "alert" }, "!") : null,
+        );
+      }),
       this.digests.length ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
     );
   }
