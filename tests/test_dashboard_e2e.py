@@ -229,7 +229,10 @@ def test_alert_click_lands_on_origin_op_line_and_health(dump, tensorboard, brows
     frame.locator(".run-select").select_option(run)
     alert = frame.locator("[data-testid=first-origin-alert]:not([disabled])")
     alert.wait_for()
-    assert "NaN" in alert.inner_text()
+    alerts = tensorboard.api(f"alerts?run={run}")["alerts"]
+    for kind, field in (("nan", "nan_count"), ("neg-inf", "neg_inf_count"), ("pos-inf", "pos_inf_count")):
+        shown = alert.locator(f"[data-kind={kind}]").inner_text()
+        assert shown.endswith(f" {sum(1 for a in alerts if a[field] != 0)}"), (kind, shown)
     alert.click()
 
     # The op: selected in the details, in the executions list and in the graph.
@@ -291,7 +294,9 @@ def test_alert_click_lands_on_origin_op_line_and_health(dump, tensorboard, brows
     frame.locator("[data-tab=profile]").click()
     frame.locator(".profile-table tbody tr").first.wait_for()
     frame.locator(".profile-table th[data-sort=calls]").click()
-    calls = [int(c.replace(",", "")) for c in frame.locator(".profile-table tbody tr td:nth-child(3)").all_inner_texts()]
+    calls = [
+        int(c.replace(",", "")) for c in frame.locator(".profile-table tbody tr td:nth-child(3)").all_inner_texts()
+    ]
     assert calls == sorted(calls, reverse=True) and len(calls) >= 5
     frame.locator("[data-panel=profile]").screenshot(path=str(shots / "profile.png"))
 
@@ -327,8 +332,7 @@ def test_fused_kernel_expands_and_filter_and_goto(dump, tensorboard, browser, tm
     rows = frame.locator(".executions-panel .vlist-row[data-row]")
     assert set(rows.evaluate_all("els => els.map(e => e.dataset.opName)")) == {name}
     frame.locator(".filter-input").fill("")
-    total = tensorboard.api(f"runs")["runs"]
-    total = next(r["num_traces"] for r in total if r["run"] == run)
+    total = next(r["num_traces"] for r in tensorboard.api("runs")["runs"] if r["run"] == run)
     frame.locator(".goto-input").fill(str(total - 1))
     frame.locator(".goto-input").press("Enter")
     frame.locator(f".vlist-row.selected[data-row='{total - 1}']").wait_for()
@@ -407,7 +411,9 @@ def test_empty_logdir_explains_then_goes_live(tmp_path, tmp_path_factory):
         tvmdbg.enable_dump_debug_info(str(logdir / "live"), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
         try:
             nn_planted("log", fuse=False).run()
-            tvmdbg.enable_dump_debug_info(str(logdir / "live"), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1).flush()
+            tvmdbg.enable_dump_debug_info(
+                str(logdir / "live"), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1
+            ).flush()
             live = frame.locator("[data-testid=live-state][data-live=true]")
             live.wait_for(timeout=30_000)
             assert "live" in live.inner_text()
@@ -415,6 +421,12 @@ def test_empty_logdir_explains_then_goes_live(tmp_path, tmp_path_factory):
         finally:
             tvmdbg.disable_dump_debug_info()
         assert b.errors == []
+        # TensorBoard goes away: the dashboard says so instead of freezing silently.
+        tb.close()
+        frame.locator("[data-testid=backend-error]").filter(has_text="cannot reach TensorBoard").wait_for(
+            timeout=15_000
+        )
     finally:
         b.close()
-        tb.close()
+        if tb.proc.poll() is None:
+            tb.close()

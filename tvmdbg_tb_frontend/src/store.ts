@@ -3,9 +3,14 @@
  * Panels read it and listen for changes; every async answer is checked against a sequence
  * number so that a slow answer for an older selection never overwrites a newer one.
  */
-import type { Api, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
+import type { Api, GraphInfo, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
 
 export type StoreEvent = "runs" | "run" | "trace" | "op" | "frame" | "execution" | "error" | "alerts";
+
+/** graph_execution/data's page limit. */
+const TRACE_PAGE = 1000;
+/** Kernels of one call whose health the graph and op views colour (a bound on requests). */
+const MAX_EXECUTION_TRACES = 50_000;
 
 export interface ShownFrame {
   file_path: string;
@@ -33,6 +38,7 @@ export class Store {
 
   private seq = 0;
   private execTraces = new Map<string, Promise<Map<number, TraceData>>>();
+  private graphInfos = new Map<string, Promise<GraphInfo>>();
   private listeners = new Map<StoreEvent, Set<() => void>>();
 
   constructor(readonly api: Api) {}
@@ -71,7 +77,7 @@ export class Store {
     this.emit("error");
   }
 
-  /** Slot-0 traces of every op in one execution (its first 1000 kernels), by op id: the
+  /** Slot-0 traces of every op in one execution (up to MAX_EXECUTION_TRACES), by op id: the
    * health of a selected op's inputs and consumers in the same call. Cached per execution. */
   executionTraces(executionIndex: number): Promise<Map<number, TraceData>> {
     const run = this.run;
@@ -79,13 +85,33 @@ export class Store {
     const key = `${run}|${executionIndex}`;
     let p = this.execTraces.get(key);
     if (!p) {
-      p = this.api.traces(run, 0, 1000, executionIndex).then((page) => {
+      p = (async () => {
+        const first = await this.api.traces(run, 0, TRACE_PAGE, executionIndex);
+        const pages = [first];
+        const total = Math.min(first.num_digests, MAX_EXECUTION_TRACES);
+        const rest: Promise<typeof first>[] = [];
+        for (let b = TRACE_PAGE; b < total; b += TRACE_PAGE) rest.push(this.api.traces(run, b, Math.min(total, b + TRACE_PAGE), executionIndex));
+        pages.push(...(await Promise.all(rest)));
         const m = new Map<number, TraceData>();
-        for (const t of page.graph_executions) if (t.output_slot === 0 && !m.has(t.op_id)) m.set(t.op_id, t);
+        for (const page of pages) for (const t of page.graph_executions) if (t.output_slot === 0 && !m.has(t.op_id)) m.set(t.op_id, t);
         return m;
-      });
+      })();
       p.catch(() => this.execTraces.delete(key));
       this.execTraces.set(key, p);
+    }
+    return p;
+  }
+
+  /** A compiled function's whole graph, fetched once per run (graphs never change). */
+  graphInfo(graphId: number): Promise<GraphInfo> {
+    const run = this.run;
+    if (run === null) return Promise.reject(new Error("no run selected"));
+    const key = `${run}|${graphId}`;
+    let p = this.graphInfos.get(key);
+    if (!p) {
+      p = this.api.graphInfo(run, graphId);
+      p.catch(() => this.graphInfos.delete(key));
+      this.graphInfos.set(key, p);
     }
     return p;
   }
@@ -102,6 +128,7 @@ export class Store {
     this.run = run;
     this.seq += 1;
     this.execTraces.clear();
+    this.graphInfos.clear();
     this.alertExecutions = new Set();
     this.tracePosition = null;
     this.trace = null;

@@ -84,9 +84,9 @@ export class AlertsPanel {
         h(
           "div",
           { class: "alert-kinds" },
-          h("span", { class: "kind kind-nan", "data-kind": "nan" }, `NaN ${formatCount(nan)}`),
-          h("span", { class: "kind kind-neg-inf", "data-kind": "neg-inf" }, `-∞ ${formatCount(neg)}`),
-          h("span", { class: "kind kind-pos-inf", "data-kind": "pos-inf" }, `+∞ ${formatCount(pos)}`),
+          h("span", { class: "kind kind-nan", "data-kind": "nan", title: "alerts whose output holds NaN" }, `NaN ${formatCount(nan)}`),
+          h("span", { class: "kind kind-neg-inf", "data-kind": "neg-inf", title: "alerts whose output holds -∞" }, `-∞ ${formatCount(neg)}`),
+          h("span", { class: "kind kind-pos-inf", "data-kind": "pos-inf", title: "alerts whose output holds +∞" }, `+∞ ${formatCount(pos)}`),
         ),
         first
           ? h("div", { class: "alert-first" }, "First origin: ", h("b", null, first.op_name), ` (${first.kernel}) at ${formatLocation(first.location)}`)

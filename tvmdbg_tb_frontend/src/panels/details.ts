@@ -287,9 +287,11 @@ class HistoryView implements View {
         ? h(
             "div",
             { class: "compare" },
-            h("b", null, "Compared with the previous execution: "),
-            h("div", null, `execution ${traces[selIdx - 1].execution_index}: `, healthPill(healthOf(traces[selIdx - 1]))),
-            h("div", null, `execution ${traces[selIdx].execution_index}: `, healthPill(healthOf(traces[selIdx]))),
+            h("div", { class: "compare-title" }, "This execution compared with the previous one"),
+            h("span", { class: "muted" }, `previous (${traces[selIdx - 1].execution_index})`),
+            healthPill(healthOf(traces[selIdx - 1])),
+            h("span", { class: "muted" }, `selected (${traces[selIdx].execution_index})`),
+            healthPill(healthOf(traces[selIdx])),
           )
         : null;
     setChildren(

@@ -108,7 +108,7 @@ export class ExecutionsPanel {
     if (run === null) return;
     try {
       const graphs: GraphSummary[] = (await this.store.api.graphs(run)).graphs;
-      const infos = await Promise.all(graphs.map((g) => this.store.api.graphInfo(run, g.graph_id)));
+      const infos = await Promise.all(graphs.map((g) => this.store.graphInfo(g.graph_id)));
       if (this.store.run === run) this.ops = infos.flatMap((g) => g.ops);
     } catch (err) {
       this.store.reportError(err);

@@ -21,6 +21,9 @@ const PARAM_H = 24;
 const WHOLE_GRAPH_LIMIT = 60;
 const NEIGHBORHOOD_OPS = 48;
 const NEIGHBORHOOD_DEPTH = 4;
+/** Never lay out more than this many ops at once ("whole graph" on a huge graph shows the
+ * nearest ones): dagre's cost grows faster than linearly. */
+const MAX_LAYOUT_OPS = 400;
 
 interface NodeBox {
   id: string;
@@ -35,7 +38,6 @@ export class GraphPanel {
   private readonly title: HTMLElement;
   private readonly canvas: HTMLElement;
   private readonly legend: HTMLElement;
-  private graphs = new Map<string, Promise<GraphInfo>>();
   private expanded = new Set<number>();
   private view = { x: 0, y: 0, w: 100, h: 100 };
   private svgEl: SVGSVGElement | null = null;
@@ -63,22 +65,10 @@ export class GraphPanel {
       this.legend,
     );
     store.on("run", () => {
-      this.graphs.clear();
       this.expanded.clear();
       void this.render();
     });
     store.on("op", () => void this.render());
-  }
-
-  private graph(run: string, graphId: number): Promise<GraphInfo> {
-    const key = `${run}|${graphId}`;
-    let p = this.graphs.get(key);
-    if (!p) {
-      p = this.store.api.graphInfo(run, graphId);
-      p.catch(() => this.graphs.delete(key));
-      this.graphs.set(key, p);
-    }
-    return p;
   }
 
   private async render(): Promise<void> {
@@ -93,7 +83,7 @@ export class GraphPanel {
     try {
       const trace = this.store.trace && this.store.trace.op_id === op.op_id ? this.store.trace : null;
       const [graph, health] = await Promise.all([
-        this.graph(run, op.graph_id),
+        this.store.graphInfo(op.graph_id),
         trace ? this.store.executionTraces(trace.execution_index) : Promise.resolve(new Map<number, TraceData>()),
       ]);
       if (seq !== this.seq) return;
@@ -108,10 +98,12 @@ export class GraphPanel {
 
   private draw(graph: GraphInfo, selected: Op, health: Map<number, TraceData>): void {
     const byId = new Map(graph.ops.map((o) => [o.op_id, o]));
-    const whole = this.wholeGraph || graph.ops.length <= WHOLE_GRAPH_LIMIT;
+    const whole = graph.ops.length <= WHOLE_GRAPH_LIMIT || (this.wholeGraph && graph.ops.length <= MAX_LAYOUT_OPS);
     const hood = whole
       ? { ops: graph.ops.map((o) => o.op_id), frontier: new Set<number>() }
-      : neighborhood(selected.op_id, graph.edges, NEIGHBORHOOD_DEPTH, NEIGHBORHOOD_OPS);
+      : this.wholeGraph
+        ? neighborhood(selected.op_id, graph.edges, Infinity, MAX_LAYOUT_OPS)
+        : neighborhood(selected.op_id, graph.edges, NEIGHBORHOOD_DEPTH, NEIGHBORHOOD_OPS);
     const shown = new Set(hood.ops);
     const inputs = new Set(graph.edges.filter((e) => e.dst_op_id === selected.op_id && e.src_op_id !== null).map((e) => e.src_op_id!));
     const consumers = new Set(graph.edges.filter((e) => e.src_op_id === selected.op_id).map((e) => e.dst_op_id));
@@ -184,7 +176,7 @@ export class GraphPanel {
     const sel = g.node(`op${selected.op_id}`) as NodeBox;
     const cw = Math.max(200, this.canvas.clientWidth || 600);
     const ch = Math.max(150, this.canvas.clientHeight || 400);
-    const scale = Math.min(1.2, Math.max(0.5, Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20))));
+    const scale = Math.min(1.2, Math.max(0.75, Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20))));
     this.view = { w: cw / scale, h: ch / scale, x: sel.x - cw / scale / 2, y: sel.y - ch / scale / 2 };
     this.applyView();
     this.enablePanZoom(root);
