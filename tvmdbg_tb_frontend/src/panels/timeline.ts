@@ -41,7 +41,7 @@ export class TimelinePanel {
     store.on("runs", () => {
       if ((this.store.runInfo?.num_executions ?? 0) !== this.total) void this.load();
     });
-    store.on("trace", () => this.syncToTrace());
+    store.on("trace", () => void this.syncToTrace());
     store.on("alerts", () => this.render());
     store.on("execution", () => void this.showExecution());
   }
@@ -70,10 +70,24 @@ export class TimelinePanel {
     void this.load();
   }
 
-  private syncToTrace(): void {
+  /** Shows the call a selected kernel execution ran in, paging the timeline to it. */
+  private async syncToTrace(): Promise<void> {
     const t = this.store.trace;
     if (!t) return this.render();
-    const d = this.digests.find((x) => x.index === t.execution_index);
+    let d = this.digests.find((x) => x.index === t.execution_index);
+    if (!d && this.digests.length) {
+      // Kept executions have consecutive indices (the circular buffer drops the oldest), so
+      // the position is the index minus the offset seen on this page; checked after loading.
+      const offset = this.digests[0].index - this.digests[0].position;
+      const position = t.execution_index - offset;
+      if (position >= 0 && position < this.total) {
+        this.begin = position - (position % PAGE);
+        this.followTail = this.begin + PAGE >= this.total;
+        await this.load();
+        if (this.store.trace !== t) return;
+        d = this.digests.find((x) => x.index === t.execution_index);
+      }
+    }
     if (d) {
       if (this.store.executionPosition !== d.position) this.store.selectExecution(d.position);
       else this.render();
@@ -108,6 +122,7 @@ export class TimelinePanel {
       }),
       this.digests.length ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
     );
+    this.strip.querySelector(".tl-item.selected")?.scrollIntoView({ block: "nearest", inline: "nearest" });
   }
 
   private async showExecution(): Promise<void> {
