@@ -1,4 +1,5 @@
-import { describe, expect, it } from "vitest";
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
 import {
   defaultSlice,
   formatDuration,
@@ -17,17 +18,17 @@ import {
 
 describe("format", () => {
   it("decodes the backend's non-finite spellings", () => {
-    expect(toNumber("NaN")).toBeNaN();
-    expect(toNumber("Infinity")).toBe(Infinity);
-    expect(toNumber("-Infinity")).toBe(-Infinity);
-    expect(toNumber(2.5)).toBe(2.5);
-    expect(toNumber(null)).toBeNaN();
+    assert.ok(Number.isNaN(toNumber("NaN")));
+    assert.equal(toNumber("Infinity"), Infinity);
+    assert.equal(toNumber("-Infinity"), -Infinity);
+    assert.equal(toNumber(2.5), 2.5);
+    assert.ok(Number.isNaN(toNumber(null)));
   });
 
   it("reads FULL_HEALTH summaries into a pill in a fixed order", () => {
     const h = healthOf({ nan: 3, neg_inf: 0, pos_inf: 1, summary: { nan: 3, neg_inf: 0, pos_inf: 1, negative: 4, zero: 0, positive: 2, size: 10 } });
-    expect(isNonFinite(h)).toBe(true);
-    expect(pillSegments(h).map((s) => [s.kind, s.count])).toEqual([
+    assert.equal(isNonFinite(h), true);
+    assert.deepEqual(pillSegments(h).map((s) => [s.kind, s.count]), [
       ["nan", 3],
       ["neg-inf", 0],
       ["pos-inf", 1],
@@ -35,32 +36,32 @@ describe("format", () => {
       ["zero", 0],
       ["positive", 2],
     ]);
-    expect(healthText(h)).toBe("NaN 3 · -∞ 0 · +∞ 1 · neg 4 · zero 0 · pos 2");
+    assert.equal(healthText(h), "NaN 3 · -∞ 0 · +∞ 1 · neg 4 · zero 0 · pos 2");
   });
 
   it("falls back to digest counts and marks CURT_HEALTH's unknown counts", () => {
     const h = healthOf({ nan: -1, neg_inf: -1, pos_inf: -1, summary: {} });
-    expect(isNonFinite(h)).toBe(true);
-    expect(pillSegments(h).length).toBe(3);
-    expect(healthText(h)).toBe("NaN ? · -∞ ? · +∞ ?");
-    expect(isNonFinite(healthOf({ nan: 0, neg_inf: 0, pos_inf: 0 }))).toBe(false);
+    assert.equal(isNonFinite(h), true);
+    assert.equal(pillSegments(h).length, 3);
+    assert.equal(healthText(h), "NaN ? · -∞ ? · +∞ ?");
+    assert.equal(isNonFinite(healthOf({ nan: 0, neg_inf: 0, pos_inf: 0 })), false);
   });
 
   it("formats durations, shapes and values", () => {
-    expect(formatDuration(null)).toBe("—");
-    expect(formatDuration(0.25)).toBe("250 ns");
-    expect(formatDuration(3.14159)).toBe("3.14 µs");
-    expect(formatDuration(1234)).toBe("1.23 ms");
-    expect(formatDuration(2_500_000)).toBe("2.50 s");
-    expect(formatShape([4, 8])).toBe("(4, 8)");
-    expect(formatShape([7])).toBe("(7,)");
-    expect(formatShape([])).toBe("()");
-    expect(formatShape([-1, 64])).toBe("(?, 64)");
-    expect(formatValue("NaN")).toBe("NaN");
-    expect(formatValue("-Infinity")).toBe("-Inf");
-    expect(formatValue(1e-7)).toBe("1.0000e-7");
-    expect(formatValue(0.1 + 0.2)).toBe("0.3");
-    expect(formatValue(42)).toBe("42");
+    assert.equal(formatDuration(null), "—");
+    assert.equal(formatDuration(0.25), "250 ns");
+    assert.equal(formatDuration(3.14159), "3.14 µs");
+    assert.equal(formatDuration(1234), "1.23 ms");
+    assert.equal(formatDuration(2_500_000), "2.50 s");
+    assert.equal(formatShape([4, 8]), "(4, 8)");
+    assert.equal(formatShape([7]), "(7,)");
+    assert.equal(formatShape([]), "()");
+    assert.equal(formatShape([-1, 64]), "(?, 64)");
+    assert.equal(formatValue("NaN"), "NaN");
+    assert.equal(formatValue("-Infinity"), "-Inf");
+    assert.equal(formatValue(1e-7), "1.0000e-7");
+    assert.equal(formatValue(0.1 + 0.2), "0.3");
+    assert.equal(formatValue(42), "42");
   });
 
   it("puts the user's frames first, innermost first", () => {
@@ -69,9 +70,9 @@ describe("format", () => {
       { id: 2, file_path: "/home/u/model.py", file_index: 1, line: 12, function: "forward" },
       { id: 3, file_path: "/venv/lib/python3.11/site-packages/tvm/relax/block_builder.py", file_index: 2, line: 300, function: "emit" },
     ];
-    expect(isUserFrame(frames[2])).toBe(false);
-    expect(isUserFrame({ file_path: "<string>" })).toBe(false);
-    expect(orderFrames(frames).map((r) => [r.frame.id, r.user, r.depth])).toEqual([
+    assert.equal(isUserFrame(frames[2]), false);
+    assert.equal(isUserFrame({ file_path: "<string>" }), false);
+    assert.deepEqual(orderFrames(frames).map((r) => [r.frame.id, r.user, r.depth]), [
       [2, true, 1],
       [1, true, 0],
       [3, false, 2],
@@ -85,22 +86,22 @@ describe("format", () => {
       { name: "lv1", t: 10 },
       { name: "lv3", t: 3 },
     ];
-    expect(sortRows(rows, "t", true).map((r) => r.name)).toEqual(["lv1", "lv10", "lv3", "lv2"]);
-    expect(sortRows(rows, "t", false).map((r) => r.name)).toEqual(["lv10", "lv3", "lv1", "lv2"]);
-    expect(sortRows(rows, "name", false).map((r) => r.name)).toEqual(["lv1", "lv2", "lv3", "lv10"]);
+    assert.deepEqual(sortRows(rows, "t", true).map((r) => r.name), ["lv1", "lv10", "lv3", "lv2"]);
+    assert.deepEqual(sortRows(rows, "t", false).map((r) => r.name), ["lv10", "lv3", "lv1", "lv2"]);
+    assert.deepEqual(sortRows(rows, "name", false).map((r) => r.name), ["lv1", "lv2", "lv3", "lv10"]);
   });
 
   it("parses 'go to index' input and rejects what is out of range", () => {
-    expect(parseIndex("1,234,567", 2_000_000)).toBe(1_234_567);
-    expect(parseIndex(" 0 ", 1)).toBe(0);
-    expect(parseIndex("5", 5)).toBeNull();
-    expect(parseIndex("-1", 5)).toBeNull();
-    expect(parseIndex("abc", 5)).toBeNull();
-    expect(parseIndex("", 5)).toBeNull();
+    assert.equal(parseIndex("1,234,567", 2_000_000), 1_234_567);
+    assert.equal(parseIndex(" 0 ", 1), 0);
+    assert.equal(parseIndex("5", 5), null);
+    assert.equal(parseIndex("-1", 5), null);
+    assert.equal(parseIndex("abc", 5), null);
+    assert.equal(parseIndex("", 5), null);
   });
 
   it("chooses a default slice that leaves at most two dimensions", () => {
-    expect(defaultSlice([3, 4])).toBe("");
-    expect(defaultSlice([2, 3, 4, 5])).toBe("0,0");
+    assert.equal(defaultSlice([3, 4]), "");
+    assert.equal(defaultSlice([2, 3, 4, 5]), "0,0");
   });
 });

@@ -1,4 +1,5 @@
-import { describe, expect, it } from "vitest";
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
 import type { Edge } from "../src/api";
 import { neighborhood } from "../src/neighborhood";
 
@@ -17,21 +18,21 @@ describe("neighborhood", () => {
 
   it("walks both ways from the centre, nearest first, within depth", () => {
     const n = neighborhood(5000, chain, 2, 100);
-    expect(n.ops).toEqual([5000, 4999, 5001, 4998, 5002]);
-    expect([...n.frontier].sort()).toEqual([4998, 5002]);
+    assert.deepEqual(n.ops, [5000, 4999, 5001, 4998, 5002]);
+    assert.deepEqual([...n.frontier].sort(), [4998, 5002]);
   });
 
   it("caps the number of ops however large the graph", () => {
     const star = Array.from({ length: 5000 }, (_, i) => edge(0, i + 1));
     const n = neighborhood(0, star, 3, 40);
-    expect(n.ops.length).toBe(40);
-    expect(n.ops[0]).toBe(0);
-    expect(n.frontier.has(0)).toBe(true);
+    assert.equal(n.ops.length, 40);
+    assert.equal(n.ops[0], 0);
+    assert.equal(n.frontier.has(0), true);
   });
 
   it("ignores edges from parameters and shows a whole small graph without frontier", () => {
     const n = neighborhood(1, [edge(null, 0), edge(0, 1), edge(1, 2)], 5, 50);
-    expect(n.ops.sort()).toEqual([0, 1, 2]);
-    expect(n.frontier.size).toBe(0);
+    assert.deepEqual(n.ops.sort(), [0, 1, 2]);
+    assert.equal(n.frontier.size, 0);
   });
 });

@@ -1,4 +1,5 @@
-import { describe, expect, it } from "vitest";
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
 import { Pager } from "../src/pager";
 
 function recorder() {
@@ -15,22 +16,22 @@ describe("Pager", () => {
     const { calls, fetcher } = recorder();
     const p = new Pager(fetcher, 100, 8, 250);
     await p.ensure(90, 120);
-    expect(calls).toEqual([
+    assert.deepEqual(calls, [
       [0, 100],
       [100, 200],
     ]);
-    expect(p.get(95)).toBe(95);
-    expect(p.get(150)).toBe(150);
-    expect(p.get(210)).toBeUndefined();
+    assert.equal(p.get(95), 95);
+    assert.equal(p.get(150), 150);
+    assert.equal(p.get(210), undefined);
     await p.ensure(240, 10_000);
-    expect(calls[2]).toEqual([200, 250]);
+    assert.deepEqual(calls[2], [200, 250]);
   });
 
   it("asks once for a page requested twice while in flight", async () => {
     const { calls, fetcher } = recorder();
     const p = new Pager(fetcher, 50, 8, 1000);
     await Promise.all([p.ensure(0, 10), p.ensure(5, 20), p.ensure(0, 50)]);
-    expect(calls).toEqual([[0, 50]]);
+    assert.deepEqual(calls, [[0, 50]]);
   });
 
   it("keeps at most maxPages, dropping the least recently used", async () => {
@@ -41,7 +42,7 @@ describe("Pager", () => {
     await p.ensure(20, 30);
     p.get(0); // page 0 is now the most recent
     await p.ensure(30, 40);
-    expect(p.cachedPages().sort()).toEqual([0, 2, 3]);
+    assert.deepEqual(p.cachedPages().sort(), [0, 2, 3]);
   });
 
   it("drops answers that arrive after a reset", async () => {
@@ -60,7 +61,7 @@ describe("Pager", () => {
     p.reset(100);
     release();
     await pending;
-    expect(p.get(0)).toBeUndefined();
+    assert.equal(p.get(0), undefined);
   });
 
   it("refetches the partial last page when a live list grows", async () => {
@@ -69,14 +70,14 @@ describe("Pager", () => {
     await p.ensure(0, 150);
     p.grow(180);
     await p.ensure(0, 180);
-    expect(calls).toEqual([
+    assert.deepEqual(calls, [
       [0, 100],
       [100, 150],
       [100, 180],
     ]);
-    expect(p.get(170)).toBe(170);
+    assert.equal(p.get(170), 170);
     p.grow(10); // shrank: the circular buffer moved on, start over
-    expect(p.cachedPages()).toEqual([]);
+    assert.deepEqual(p.cachedPages(), []);
   });
 
   it("reports a failed load and lets a later call retry", async () => {
@@ -85,11 +86,11 @@ describe("Pager", () => {
       if (fail) throw new Error("HTTP 500");
       return Array.from({ length: e - b }, (_, i) => b + i);
     }, 10, 8, 30);
-    await expect(p.ensure(0, 5)).rejects.toThrow("HTTP 500");
-    expect(p.error?.message).toBe("HTTP 500");
+    await assert.rejects(p.ensure(0, 5), { message: /HTTP 500/ });
+    assert.equal(p.error?.message, "HTTP 500");
     fail = false;
     await p.ensure(0, 5);
-    expect(p.error).toBeNull();
-    expect(p.get(3)).toBe(3);
+    assert.equal(p.error, null);
+    assert.equal(p.get(3), 3);
   });
 });

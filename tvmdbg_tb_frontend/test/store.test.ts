@@ -1,4 +1,5 @@
-import { describe, expect, it } from "vitest";
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
 import type { Api, OpInfo, TraceData } from "../src/api";
 import { Store } from "../src/store";
 
@@ -29,7 +30,7 @@ describe("Store", () => {
     const s = new Store(api);
     s.run = "r";
     const done = s.selectTrace(7);
-    expect(s.tracePosition).toBe(7);
+    assert.equal(s.tracePosition, 7);
     pending.shift()!.resolve({ graph_executions: [trace(7, 3)] });
     await Promise.resolve();
     await Promise.resolve();
@@ -41,9 +42,9 @@ describe("Store", () => {
     ];
     pending.shift()!.resolve({ stack_frames: frames });
     await done;
-    expect(s.trace?.position).toBe(7);
-    expect(s.op?.op_id).toBe(3);
-    expect(s.frame).toEqual(frames[1]);
+    assert.equal(s.trace?.position, 7);
+    assert.equal(s.op?.op_id, 3);
+    assert.deepEqual(s.frame, frames[1]);
   });
 
   it("ignores a slow answer for an older selection", async () => {
@@ -59,10 +60,10 @@ describe("Store", () => {
     await new Promise((r) => setTimeout(r, 0));
     pending.find((p) => p.route === "opInfo")!.resolve(op(5, []));
     await Promise.all([first, second]);
-    expect(s.tracePosition).toBe(2);
-    expect(s.trace?.op_id).toBe(5);
-    expect(s.op?.op_id).toBe(5);
-    expect(pending.filter((p) => p.route === "opInfo").length).toBe(1);
+    assert.equal(s.tracePosition, 2);
+    assert.equal(s.trace?.op_id, 5);
+    assert.equal(s.op?.op_id, 5);
+    assert.equal(pending.filter((p) => p.route === "opInfo").length, 1);
   });
 
   it("shows errors instead of swallowing them", async () => {
@@ -72,19 +73,19 @@ describe("Store", () => {
     let seen = 0;
     s.on("error", () => seen++);
     await s.selectTrace(99);
-    expect(seen).toBe(1);
-    expect(s.errors[0].message).toContain("no trace at position 99");
+    assert.equal(seen, 1);
+    assert.ok(s.errors[0].message.includes("no trace at position 99"));
   });
 
   it("keeps the selected run while runs refresh, and falls back when it disappears", () => {
     const s = new Store({} as Api);
     const run = (name: string) => ({ run: name }) as never;
     s.setRuns([run("a"), run("b")]);
-    expect(s.run).toBe("b");
+    assert.equal(s.run, "b");
     s.selectRun("a");
     s.setRuns([run("a"), run("b"), run("c")]);
-    expect(s.run).toBe("a");
+    assert.equal(s.run, "a");
     s.setRuns([run("c")]);
-    expect(s.run).toBe("c");
+    assert.equal(s.run, "c");
   });
 });
