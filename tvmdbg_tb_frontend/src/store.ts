@@ -117,7 +117,10 @@ export class Store {
   }
 
   setRuns(runs: RunInfo[]): void {
+    const before = this.runInfo?.num_traces;
     this.runs = runs;
+    // A live run's latest call may have gained kernels since its traces were cached.
+    if (before !== undefined && before !== this.runInfo?.num_traces) this.execTraces.clear();
     const previous = this.run;
     if (this.run === null || !runs.some((r) => r.run === this.run)) this.run = runs.length ? runs[runs.length - 1].run : null;
     this.emit("runs");
