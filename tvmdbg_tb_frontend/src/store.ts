@@ -30,8 +30,10 @@ export class Store {
   frames: StackFrame[] = [];
   /** The frame whose file the source panel shows. */
   frame: ShownFrame | null = null;
-  /** Selected top-level execution (position in execution/digests). */
+  /** Selected top-level execution: its position in execution/digests when selected and its
+   * monotonic index (what identifies it while a circular buffer shifts positions). */
   executionPosition: number | null = null;
+  executionIndex: number | null = null;
   errors: { when: number; message: string }[] = [];
   /** Execution indices with a NaN/Inf alert (among the alerts loaded), for timeline markers. */
   alertExecutions = new Set<number>();
@@ -139,23 +141,34 @@ export class Store {
     this.frames = [];
     this.frame = null;
     this.executionPosition = null;
+    this.executionIndex = null;
     this.emit("run");
     this.emit("trace");
     this.emit("op");
     this.emit("frame");
   }
 
-  /** Selects the kernel execution at `position`, then loads its op, creation stack and source. */
-  async selectTrace(position: number): Promise<void> {
+  /**
+   * Selects the kernel execution at `position`, then loads its op, creation stack and source.
+   * `index` is the trace's monotonic index when known: a circular buffer shifts positions, so
+   * the answer is checked against it (and the position corrected once) rather than trusted.
+   */
+  async selectTrace(position: number, index?: number): Promise<void> {
     const run = this.run;
     if (run === null) return;
     const seq = ++this.seq;
     this.tracePosition = position;
     this.emit("trace");
     try {
-      const page = await this.api.traces(run, position, position + 1);
+      let trace = await this.traceAt(run, position);
+      if (index !== undefined && trace?.index !== index && trace) {
+        const corrected = position + (index - trace.index);
+        trace = corrected >= 0 ? await this.traceAt(run, corrected) : undefined;
+        if (seq !== this.seq) return;
+        if (trace?.index !== index) throw new Error(`kernel execution #${index} is no longer in the dump (the circular buffer dropped it)`);
+        this.tracePosition = corrected;
+      }
       if (seq !== this.seq) return;
-      const trace = page.graph_executions[0];
       if (!trace) throw new Error(`no kernel execution at position ${position}`);
       this.trace = trace;
       this.emit("trace");
@@ -163,6 +176,10 @@ export class Store {
     } catch (err) {
       if (seq === this.seq) this.reportError(err);
     }
+  }
+
+  private async traceAt(run: string, position: number): Promise<TraceData | undefined> {
+    return (await this.api.traces(run, position, position + 1)).graph_executions[0];
   }
 
   /** Selects an op without a particular execution (e.g. from the graph or profile). */
@@ -200,8 +217,9 @@ export class Store {
     this.emit("frame");
   }
 
-  selectExecution(position: number): void {
+  selectExecution(position: number, index: number): void {
     this.executionPosition = position;
+    this.executionIndex = index;
     this.emit("execution");
   }
 }

@@ -89,3 +89,27 @@ describe("Store", () => {
     assert.equal(s.run, "c");
   });
 });
+
+describe("Store with a circular buffer", () => {
+  const rows = (start: number) => ({
+    traces: async (_run: string, begin: number) => ({ graph_executions: [{ ...trace(begin, 1), index: start + begin }] }),
+    opInfo: async () => op(1, []),
+  });
+
+  it("corrects a position that shifted since the list was read, by the trace's index", async () => {
+    const s = new Store(rows(10) as unknown as Api); // position p now holds trace #10+p
+    s.run = "r";
+    await s.selectTrace(5, 12); // the list said #12 was at 5; it is now at 2
+    assert.equal(s.trace?.index, 12);
+    assert.equal(s.tracePosition, 2);
+    assert.deepEqual(s.errors, []);
+  });
+
+  it("says so when the trace was dropped instead of showing another one", async () => {
+    const s = new Store(rows(100) as unknown as Api); // #12 is long gone
+    s.run = "r";
+    await s.selectTrace(5, 12);
+    assert.equal(s.trace, null);
+    assert.ok(s.errors[0].message.includes("no longer in the dump"));
+  });
+});

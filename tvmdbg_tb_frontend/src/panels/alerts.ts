@@ -30,8 +30,9 @@ export class AlertsPanel {
       this.loadedFor = "";
       return this.render();
     }
+    // A live run can drop old alerts (circular buffer) without changing their count: reload.
     const key = `${run}|${info.num_alerts}`;
-    if (key === this.loadedFor) return;
+    if (key === this.loadedFor && !info.live) return;
     this.loadedFor = key;
     try {
       const page = await this.store.api.alerts(run, 0, Math.min(info.num_alerts, MAX_LISTED));
@@ -53,7 +54,7 @@ export class AlertsPanel {
       this.store.reportError(new Error(`the execution of ${alert.op_name} for this alert is no longer in the dump (circular buffer)`));
       return;
     }
-    await this.store.selectTrace(pos);
+    await this.store.selectTrace(pos, alert.trace_index);
   }
 
   private render(): void {

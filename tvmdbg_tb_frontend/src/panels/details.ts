@@ -310,7 +310,7 @@ class HistoryView implements View {
             const changed = prev && healthText(healthOf(prev)) !== healthText(healthOf(t));
             return h(
               "tr",
-              { class: `${t.position === selected ? "selected" : ""}${t.nonfinite ? " nonfinite" : ""}`, onclick: () => void this.store.selectTrace(t.position) },
+              { class: `${t.position === selected ? "selected" : ""}${t.nonfinite ? " nonfinite" : ""}`, onclick: () => void this.store.selectTrace(t.position, t.index) },
               h("td", null, String(t.execution_index)),
               h("td", null, formatShape(t.shape)),
               h("td", null, formatDuration(t.duration_us)),

@@ -28,6 +28,8 @@ export class ExecutionsPanel {
   private map = new ScrollMap(0, ROW_HEIGHT, 0);
   private ops: Op[] = [];
   private frame = 0;
+  /** Monotonic index of the oldest trace kept, to notice a circular buffer moving on. */
+  private firstIndex: number | null = null;
 
   constructor(private readonly store: Store) {
     this.pager = this.makePager();
@@ -64,6 +66,7 @@ export class ExecutionsPanel {
       h("span", { class: "c-kernel" }, "kernel"),
       h("span", { class: "c-exec" }, "exec"),
       h("span", { class: "c-dtype" }, "dtype"),
+      h("span", { class: "c-rank" }, "rank"),
       h("span", { class: "c-shape" }, "shape"),
       h("span", { class: "c-health" }, "health"),
     );
@@ -99,6 +102,7 @@ export class ExecutionsPanel {
     this.filterOp = null;
     this.filterInput.value = "";
     this.ops = [];
+    this.firstIndex = null;
     setChildren(this.filterInfo);
     this.pager.reset(this.store.runInfo?.num_traces ?? 0);
     this.scroller.scrollTop = 0;
@@ -115,13 +119,26 @@ export class ExecutionsPanel {
     }
   }
 
-  private onRunsUpdate(): void {
+  private async onRunsUpdate(): Promise<void> {
     if (this.filterOp) return; // an op's trace count is refreshed with its filter
-    const total = this.store.runInfo?.num_traces ?? 0;
+    const info = this.store.runInfo;
+    const run = this.store.run;
+    const total = info?.num_traces ?? 0;
+    if (info?.live && run !== null && total > 0 && (info.circular_buffer_size ?? 0) > 0) {
+      // A full circular buffer drops the oldest traces: positions shift while the count stays.
+      try {
+        const head = (await this.store.api.traces(run, 0, 1)).graph_executions[0];
+        if (this.store.run !== run) return;
+        if (head && this.firstIndex !== null && head.index !== this.firstIndex) this.pager.reset(total);
+        this.firstIndex = head?.index ?? null;
+      } catch (err) {
+        this.store.reportError(err);
+      }
+    }
     if (total !== this.pager.total) {
       this.pager.grow(total);
       this.relayout();
-    }
+    } else this.render();
   }
 
   private async updateFilter(): Promise<void> {
@@ -181,7 +198,7 @@ export class ExecutionsPanel {
     this.scrollToRow(row);
     await this.pager.ensure(row, row + 1).catch((err) => this.store.reportError(err));
     const trace = this.pager.get(row);
-    if (trace) void this.store.selectTrace(trace.position);
+    if (trace) void this.store.selectTrace(trace.position, trace.index);
   }
 
   private scrollToRow(row: number): void {
@@ -253,7 +270,8 @@ export class ExecutionsPanel {
         rows.push(h("div", { class: "vlist-row loading", style: { top: `${top}px` } }, h("span", { class: "c-idx" }, String(i)), h("span", { class: "muted" }, "loading…")));
         continue;
       }
-      const selected = t.position === this.store.tracePosition;
+      // By monotonic index once the selection is loaded: positions shift in a circular buffer.
+      const selected = this.store.trace ? t.index === this.store.trace.index : t.position === this.store.tracePosition;
       const health = healthOf(t);
       rows.push(
         h(
@@ -264,14 +282,15 @@ export class ExecutionsPanel {
             "data-row": String(i),
             "data-position": String(t.position),
             "data-op-name": t.op_name,
-            onclick: () => void this.store.selectTrace(t.position),
+            onclick: () => void this.store.selectTrace(t.position, t.index),
           },
           h("span", { class: "c-idx" }, String(i)),
           h("span", { class: "c-op", title: t.op_name }, t.op_name, t.output_slot ? h("span", { class: "muted" }, `:${t.output_slot}`) : null),
           h("span", { class: "c-kernel", title: t.kernel }, t.kernel),
           h("span", { class: "c-exec muted" }, String(t.execution_index)),
           h("span", { class: "c-dtype" }, t.dtype),
-          h("span", { class: "c-shape", title: `rank ${t.shape.length}` }, formatShape(t.shape)),
+          h("span", { class: "c-rank" }, String(t.shape.length)),
+          h("span", { class: "c-shape", title: formatShape(t.shape) }, formatShape(t.shape)),
           h("span", { class: "c-health" }, t.has_error ? h("span", { class: "error-text", title: t.error }, "error") : healthPill(health, true)),
         ),
       );

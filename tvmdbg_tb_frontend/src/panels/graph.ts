@@ -192,7 +192,7 @@ export class GraphPanel {
       "data-op-name": op.op_name,
     });
     grp.addEventListener("click", () => {
-      if (trace) void this.store.selectTrace(trace.position);
+      if (trace) void this.store.selectTrace(trace.position, trace.index);
       else void this.store.selectOp(op.op_id);
     });
     grp.appendChild(svg("rect", { class: "node-box", width: n.width, height: n.height, rx: 5 }));

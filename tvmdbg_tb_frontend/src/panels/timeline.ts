@@ -39,7 +39,8 @@ export class TimelinePanel {
       void this.load();
     });
     store.on("runs", () => {
-      if ((this.store.runInfo?.num_executions ?? 0) !== this.total) void this.load();
+      // A live run may also shift positions (circular buffer) without changing the count.
+      if ((this.store.runInfo?.num_executions ?? 0) !== this.total || this.store.runInfo?.live) void this.load();
     });
     store.on("trace", () => void this.syncToTrace());
     store.on("alerts", () => this.render());
@@ -89,7 +90,7 @@ export class TimelinePanel {
       }
     }
     if (d) {
-      if (this.store.executionPosition !== d.position) this.store.selectExecution(d.position);
+      if (this.store.executionIndex !== d.index) this.store.selectExecution(d.position, d.index);
       else this.render();
     }
   }
@@ -110,10 +111,10 @@ export class TimelinePanel {
         return h(
           "button",
           {
-            class: `tl-item${d.nonfinite ? " nonfinite" : ""}${alerted ? " alerted" : ""}${d.has_error ? " errored" : ""}${d.position === this.store.executionPosition ? " selected" : ""}`,
+            class: `tl-item${d.nonfinite ? " nonfinite" : ""}${alerted ? " alerted" : ""}${d.has_error ? " errored" : ""}${d.index === this.store.executionIndex ? " selected" : ""}`,
             title: `#${d.index} ${d.function_name} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${alerted ? " · NaN/∞ inside" : ""}${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
             "data-index": String(d.index),
-            onclick: () => this.store.selectExecution(d.position),
+            onclick: () => this.store.selectExecution(d.position, d.index),
           },
           h("span", { class: "tl-bar", style: { height: `${Math.max(12, Math.round((40 * (d.duration_us ?? 0)) / maxDur))}%` } }),
           h("span", { class: "tl-label" }, d.function_name),
@@ -129,23 +130,30 @@ export class TimelinePanel {
     this.render();
     const run = this.store.run;
     const pos = this.store.executionPosition;
-    if (run === null || pos === null) return;
+    const index = this.store.executionIndex;
+    if (run === null || pos === null || index === null) return;
     const seq = ++this.seq;
     try {
-      const [data, kernels] = await Promise.all([this.store.api.executionData(run, pos, pos + 1), this.kernelsOf(run, pos)]);
+      const [ex, kernels] = await Promise.all([this.executionAt(run, pos, index), this.store.api.traces(run, 0, 200, index)]);
       if (seq !== this.seq) return;
-      const ex = data.executions[0];
-      if (ex) this.renderDetails(ex, kernels);
+      this.renderDetails(ex, { rows: kernels.graph_executions, total: kernels.num_digests });
     } catch (err) {
-      if (seq === this.seq) this.store.reportError(err);
+      if (seq !== this.seq) return;
+      setChildren(this.details, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
+      this.store.reportError(err);
     }
   }
 
-  private async kernelsOf(run: string, pos: number): Promise<{ rows: TraceData[]; total: number }> {
-    const d = this.digests.find((x) => x.position === pos);
-    if (!d) return { rows: [], total: 0 };
-    const page = await this.store.api.traces(run, 0, 200, d.index);
-    return { rows: page.graph_executions, total: page.num_digests };
+  /** The execution with monotonic `index`, looked up at `position` and corrected once when a
+   * circular buffer has shifted positions since. */
+  private async executionAt(run: string, position: number, index: number): Promise<ExecutionData> {
+    let ex: ExecutionData | undefined = (await this.store.api.executionData(run, position, position + 1)).executions[0];
+    if (ex && ex.index !== index) {
+      const corrected = position + (index - ex.index);
+      ex = corrected >= 0 ? (await this.store.api.executionData(run, corrected, corrected + 1)).executions[0] : undefined;
+    }
+    if (!ex || ex.index !== index) throw new Error(`call #${index} is no longer in the dump (the circular buffer dropped it)`);
+    return ex;
   }
 
   private renderDetails(ex: ExecutionData, kernels: { rows: TraceData[]; total: number }): void {
@@ -178,7 +186,7 @@ export class TimelinePanel {
             {
               class: `kchip${t.nonfinite ? " nonfinite" : ""}${t.position === this.store.tracePosition ? " selected" : ""}`,
               title: `${t.kernel} · ${formatDuration(t.duration_us)}`,
-              onclick: () => void this.store.selectTrace(t.position),
+              onclick: () => void this.store.selectTrace(t.position, t.index),
             },
             t.op_name,
           ),
