@@ -59,6 +59,7 @@ export class HeaderBar {
     const problems: string[] = [...(this.status?.problems ?? [])];
     if (this.status?.reader.error) problems.push(`reader: ${this.status.reader.error}`);
     const rs = this.status?.runs.find((r) => r.run === current);
+    if (rs?.error) problems.push(`reading ${rs.run}: ${rs.error}`);
     if (rs && rs.num_corruptions > 0) {
       const c = rs.corruptions[0];
       problems.push(`${rs.num_corruptions} corrupt record${rs.num_corruptions === 1 ? "" : "s"} skipped${c ? ` (first: ${c.path} at byte ${c.offset}: ${c.message || c.reason})` : ""}`);
