@@ -314,7 +314,9 @@ export class Api {
     }
     if (!response.ok) {
       const message =
-        body && typeof body === "object" && "error" in body ? String((body as { error: unknown }).error) : text.slice(0, 300) || "no answer";
+        body && typeof body === "object" && "error" in body
+          ? String((body as { error: unknown }).error)
+          : text.slice(0, 300) || "no answer";
       throw new ApiError(route, response.status, message);
     }
     if (body === undefined) throw new ApiError(route, response.status, "the answer is not JSON");

@@ -145,7 +145,9 @@ export function orderFrames(frames: StackFrame[]): { frame: StackFrame; user: bo
  */
 export function defaultSlice(shape: number[]): string {
   if (shape.length <= 2) return "";
-  return Array(shape.length - 2).fill("0").join(",");
+  return Array(shape.length - 2)
+    .fill("0")
+    .join(",");
 }
 
 /** Wall time (s since the epoch) as a local HH:MM:SS.mmm. */

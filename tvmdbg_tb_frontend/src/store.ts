@@ -92,7 +92,8 @@ export class Store {
         const pages = [first];
         const total = Math.min(first.num_digests, MAX_EXECUTION_TRACES);
         const rest: Promise<typeof first>[] = [];
-        for (let b = TRACE_PAGE; b < total; b += TRACE_PAGE) rest.push(this.api.traces(run, b, Math.min(total, b + TRACE_PAGE), executionIndex));
+        for (let b = TRACE_PAGE; b < total; b += TRACE_PAGE)
+          rest.push(this.api.traces(run, b, Math.min(total, b + TRACE_PAGE), executionIndex));
         pages.push(...(await Promise.all(rest)));
         const m = new Map<number, TraceData>();
         for (const page of pages) for (const t of page.graph_executions) if (t.output_slot === 0 && !m.has(t.op_id)) m.set(t.op_id, t);
@@ -205,9 +206,7 @@ export class Store {
     }
     this.emit("op");
     const loc = this.op!.location;
-    const userFrame = loc
-      ? (this.frames.find((f) => f.file_path === loc.file_path && f.line === loc.line) ?? null)
-      : null;
+    const userFrame = loc ? (this.frames.find((f) => f.file_path === loc.file_path && f.line === loc.line) ?? null) : null;
     this.frame = userFrame ?? (this.frames.length ? this.frames[this.frames.length - 1] : null);
     this.emit("frame");
   }

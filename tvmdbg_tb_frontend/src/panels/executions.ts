@@ -57,7 +57,12 @@ export class ExecutionsPanel {
     );
     this.spacer = h("div", { class: "vlist-spacer" });
     this.windowEl = h("div", { class: "vlist-window" });
-    this.scroller = h("div", { class: "vlist", tabindex: "0", onscroll: () => this.schedule(), onkeydown: (e: KeyboardEvent) => this.onKey(e) }, this.windowEl, this.spacer);
+    this.scroller = h(
+      "div",
+      { class: "vlist", tabindex: "0", onscroll: () => this.schedule(), onkeydown: (e: KeyboardEvent) => this.onKey(e) },
+      this.windowEl,
+      this.spacer,
+    );
     const header = h(
       "div",
       { class: "vlist-row vlist-head" },
@@ -73,7 +78,15 @@ export class ExecutionsPanel {
     this.el = h(
       "section",
       { class: "panel executions-panel", "data-panel": "graph-executions" },
-      h("header", { class: "panel-head" }, h("h2", null, "Graph executions"), this.countEl, h("span", { class: "spacer" }), this.filterInput, goto),
+      h(
+        "header",
+        { class: "panel-head" },
+        h("h2", null, "Graph executions"),
+        this.countEl,
+        h("span", { class: "spacer" }),
+        this.filterInput,
+        goto,
+      ),
       this.filterInfo,
       header,
       this.scroller,
@@ -245,7 +258,9 @@ export class ExecutionsPanel {
     this.spacer.style.height = `${Math.max(0, this.map.spacerHeight - this.scroller.clientHeight)}px`;
     const scrollTop = this.map.scrollTopForContent(contentTop);
     if (Math.abs(scrollTop - this.scroller.scrollTop) >= 1) this.scroller.scrollTop = scrollTop;
-    this.countEl.textContent = this.filterOp ? `${this.total.toLocaleString("en-US")} executions of ${this.filterOp.op_name}` : `${this.total.toLocaleString("en-US")} kernel executions`;
+    this.countEl.textContent = this.filterOp
+      ? `${this.total.toLocaleString("en-US")} executions of ${this.filterOp.op_name}`
+      : `${this.total.toLocaleString("en-US")} kernel executions`;
     this.render();
   }
 
@@ -267,7 +282,14 @@ export class ExecutionsPanel {
       const top = w.offsetPx + (i - w.first) * ROW_HEIGHT;
       if (!t) {
         missing = true;
-        rows.push(h("div", { class: "vlist-row loading", style: { top: `${top}px` } }, h("span", { class: "c-idx" }, String(i)), h("span", { class: "muted" }, "loading…")));
+        rows.push(
+          h(
+            "div",
+            { class: "vlist-row loading", style: { top: `${top}px` } },
+            h("span", { class: "c-idx" }, String(i)),
+            h("span", { class: "muted" }, "loading…"),
+          ),
+        );
         continue;
       }
       // By monotonic index once the selection is loaded: positions shift in a circular buffer.
@@ -285,18 +307,31 @@ export class ExecutionsPanel {
             onclick: () => void this.store.selectTrace(t.position, t.index),
           },
           h("span", { class: "c-idx" }, String(i)),
-          h("span", { class: "c-op", title: t.op_name }, t.op_name, t.output_slot ? h("span", { class: "muted" }, `:${t.output_slot}`) : null),
+          h(
+            "span",
+            { class: "c-op", title: t.op_name },
+            t.op_name,
+            t.output_slot ? h("span", { class: "muted" }, `:${t.output_slot}`) : null,
+          ),
           h("span", { class: "c-kernel", title: t.kernel }, t.kernel),
           h("span", { class: "c-exec muted" }, String(t.execution_index)),
           h("span", { class: "c-dtype" }, t.dtype),
           h("span", { class: "c-rank" }, String(t.shape.length)),
           h("span", { class: "c-shape", title: formatShape(t.shape) }, formatShape(t.shape)),
-          h("span", { class: "c-health" }, t.has_error ? h("span", { class: "error-text", title: t.error }, "error") : healthPill(health, true)),
+          h(
+            "span",
+            { class: "c-health" },
+            t.has_error ? h("span", { class: "error-text", title: t.error }, "error") : healthPill(health, true),
+          ),
         ),
       );
     }
     setChildren(this.windowEl, rows);
-    if (this.total === 0) setChildren(this.windowEl, h("div", { class: "empty" }, this.filterOp ? "This op has no recorded executions." : "No kernel executions recorded yet."));
+    if (this.total === 0)
+      setChildren(
+        this.windowEl,
+        h("div", { class: "empty" }, this.filterOp ? "This op has no recorded executions." : "No kernel executions recorded yet."),
+      );
     if (missing) {
       const run = this.store.run;
       this.pager

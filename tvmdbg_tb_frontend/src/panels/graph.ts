@@ -40,6 +40,8 @@ export class GraphPanel {
   private readonly legend: HTMLElement;
   private expanded = new Set<number>();
   private view = { x: 0, y: 0, w: 100, h: 100 };
+  /** The view that centres the selected op, restored by the "centre" button after panning. */
+  private home = { x: 0, y: 0, w: 100, h: 100 };
   private svgEl: SVGSVGElement | null = null;
   private seq = 0;
   private wholeGraph = false;
@@ -56,11 +58,30 @@ export class GraphPanel {
       h("span", { class: "lg lg-bad" }, "non-finite"),
       h("span", { class: "lg lg-ok" }, "finite"),
     );
-    const whole = h("label", { class: "small" }, h("input", { type: "checkbox", onchange: (e: Event) => { this.wholeGraph = (e.target as HTMLInputElement).checked; void this.render(); } }), " whole graph");
+    const whole = h(
+      "label",
+      { class: "small" },
+      h("input", {
+        type: "checkbox",
+        onchange: (e: Event) => {
+          this.wholeGraph = (e.target as HTMLInputElement).checked;
+          void this.render();
+        },
+      }),
+      " whole graph",
+    );
     this.el = h(
       "section",
       { class: "panel graph-panel", "data-panel": "graph" },
-      h("header", { class: "panel-head" }, h("h2", null, "Graph structure"), this.title, h("span", { class: "spacer" }), whole, h("button", { class: "small-btn", onclick: () => this.centre(), title: "centre on the selected op" }, "centre")),
+      h(
+        "header",
+        { class: "panel-head" },
+        h("h2", null, "Graph structure"),
+        this.title,
+        h("span", { class: "spacer" }),
+        whole,
+        h("button", { class: "small-btn", onclick: () => this.centre(), title: "centre on the selected op" }, "centre"),
+      ),
       this.canvas,
       this.legend,
     );
@@ -120,7 +141,13 @@ export class GraphPanel {
     for (const e of graph.edges) {
       if (!shown.has(e.dst_op_id)) continue;
       if (e.src_op_id !== null) {
-        if (shown.has(e.src_op_id)) g.setEdge(`op${e.src_op_id}`, `op${e.dst_op_id}`, { name: e.name }, `${e.src_op_id}.${e.src_output_slot}-${e.dst_op_id}.${e.dst_input_slot}`);
+        if (shown.has(e.src_op_id))
+          g.setEdge(
+            `op${e.src_op_id}`,
+            `op${e.dst_op_id}`,
+            { name: e.name },
+            `${e.src_op_id}.${e.src_output_slot}-${e.dst_op_id}.${e.dst_input_slot}`,
+          );
         continue;
       }
       if (e.kind !== "PARAM") continue;
@@ -136,7 +163,15 @@ export class GraphPanel {
     const size = g.graph() as { width?: number; height?: number };
 
     const root = svg("svg", { class: "graph-svg", role: "img", "aria-label": "graph structure" });
-    const defs = svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow-head" })));
+    const defs = svg(
+      "defs",
+      {},
+      svg(
+        "marker",
+        { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+        svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow-head" }),
+      ),
+    );
     root.appendChild(defs);
     const edgesG = svg("g", { class: "edges" });
     for (const ed of g.edges()) {
@@ -178,13 +213,28 @@ export class GraphPanel {
     const ch = Math.max(150, this.canvas.clientHeight || 400);
     const scale = Math.min(1.2, Math.max(0.75, Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20))));
     this.view = { w: cw / scale, h: ch / scale, x: sel.x - cw / scale / 2, y: sel.y - ch / scale / 2 };
+    this.home = { ...this.view };
     this.applyView();
     this.enablePanZoom(root);
-    const note = whole ? null : h("div", { class: "graph-note small muted" }, `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}; click a node to move there`);
+    const note = whole
+      ? null
+      : h(
+          "div",
+          { class: "graph-note small muted" },
+          `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}; click a node to move there`,
+        );
     setChildren(this.canvas, root, note);
   }
 
-  private opNode(op: Op, n: NodeBox, role: string, state: string, hl: Health | null, frontier: boolean, trace: TraceData | undefined): SVGElement {
+  private opNode(
+    op: Op,
+    n: NodeBox,
+    role: string,
+    state: string,
+    hl: Health | null,
+    frontier: boolean,
+    trace: TraceData | undefined,
+  ): SVGElement {
     const grp = svg("g", {
       class: `node op-node${role ? ` role-${role}` : ""} health-${state}`,
       transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})`,
@@ -233,7 +283,10 @@ export class GraphPanel {
       if (open) {
         op.original_ops.forEach((o, i) => {
           const row = svg("text", { x: 12, y: NODE_H + 10 + i * ORIG_ROW_H, class: `orig-op${o.location ? " has-loc" : ""}` });
-          row.textContent = truncate(`${o.var_name} = ${o.op_type.replace(/^relax\./, "")}  ${o.location ? formatLocation(o.location) : ""}`, 30);
+          row.textContent = truncate(
+            `${o.var_name} = ${o.op_type.replace(/^relax\./, "")}  ${o.location ? formatLocation(o.location) : ""}`,
+            30,
+          );
           if (o.location) {
             const loc = o.location;
             row.addEventListener("click", (e) => {
@@ -258,7 +311,8 @@ export class GraphPanel {
   }
 
   private centre(): void {
-    void this.render();
+    this.view = { ...this.home };
+    this.applyView();
   }
 
   private enablePanZoom(root: SVGSVGElement): void {
