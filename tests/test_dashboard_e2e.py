@@ -269,6 +269,9 @@ def test_alert_click_lands_on_origin_op_line_and_health(dump, tensorboard, brows
     input_node = frame.locator(f".graph-panel .op-node[data-op-id='{producer}']")
     assert "role-input" in input_node.get_attribute("class")
     assert "health-ok" in input_node.get_attribute("class")
+    # The function's parameters x, y, w, coloured by the call's recorded input health (finite).
+    frame.locator(".graph-panel .param-node.health-ok").nth(2).wait_for()
+    assert frame.locator(".graph-panel .param-node.health-bad").count() == 0
 
     # The alert is in the second call: the timeline marks it (though maximum() hid the NaN from
     # the call's output), the first call is clean, and the second is the one selected.

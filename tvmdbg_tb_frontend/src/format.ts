@@ -36,6 +36,11 @@ export function healthOf(t: Pick<TraceData, "nan" | "neg_inf" | "pos_inf"> & { s
   };
 }
 
+/** The health of a tensor summary (an execution's input or output), from its named fields. */
+export function summaryHealth(s: { summary: Record<string, unknown> }): Health {
+  return healthOf({ nan: 0, neg_inf: 0, pos_inf: 0, summary: s.summary });
+}
+
 export function isNonFinite(h: Health): boolean {
   return h.nan !== 0 || h.negInf !== 0 || h.posInf !== 0;
 }

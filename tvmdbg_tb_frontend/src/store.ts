@@ -3,7 +3,7 @@
  * Panels read it and listen for changes; every async answer is checked against a sequence
  * number so that a slow answer for an older selection never overwrites a newer one.
  */
-import type { Api, GraphInfo, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
+import type { Api, ExecutionData, GraphInfo, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
 
 export type StoreEvent = "runs" | "run" | "trace" | "op" | "frame" | "execution" | "error" | "alerts";
 
@@ -41,6 +41,7 @@ export class Store {
   private seq = 0;
   private execTraces = new Map<string, Promise<Map<number, TraceData>>>();
   private graphInfos = new Map<string, Promise<GraphInfo>>();
+  private executions = new Map<string, Promise<ExecutionData | null>>();
   private listeners = new Map<StoreEvent, Set<() => void>>();
 
   constructor(readonly api: Api) {}
@@ -105,6 +106,30 @@ export class Store {
     return p;
   }
 
+  /**
+   * The top-level call with monotonic `index` (its inputs' summaries give the health of the
+   * function's parameters), or null when it is no longer in the dump. Kept calls have
+   * consecutive indices, so its position is `index` minus the oldest kept call's index.
+   */
+  executionByIndex(index: number): Promise<ExecutionData | null> {
+    const run = this.run;
+    if (run === null) return Promise.resolve(null);
+    const key = `${run}|${index}`;
+    let p = this.executions.get(key);
+    if (!p) {
+      p = (async () => {
+        const oldest = (await this.api.executionDigests(run, 0, 1)).execution_digests[0];
+        const position = oldest ? index - oldest.index : -1;
+        if (position < 0) return null;
+        const ex = (await this.api.executionData(run, position, position + 1)).executions[0];
+        return ex && ex.index === index ? ex : null;
+      })();
+      p.catch(() => this.executions.delete(key));
+      this.executions.set(key, p);
+    }
+    return p;
+  }
+
   /** A compiled function's whole graph, fetched once per run (graphs never change). */
   graphInfo(graphId: number): Promise<GraphInfo> {
     const run = this.run;
@@ -135,6 +160,7 @@ export class Store {
     this.seq += 1;
     this.execTraces.clear();
     this.graphInfos.clear();
+    this.executions.clear();
     this.alertExecutions = new Set();
     this.tracePosition = null;
     this.trace = null;

@@ -1,6 +1,6 @@
 /** The tabbed lower panel: the selected op (inputs, consumers, fused ops), its tensor values
  * (FULL_TENSOR), its history over executions, and the per-op profile table. */
-import type { Profile, ProfileRow, TensorValue, TraceData } from "../api";
+import type { ExecutionData, Profile, ProfileRow, TensorValue, TraceData } from "../api";
 import { h, setChildren } from "../dom";
 import {
   defaultSlice,
@@ -13,6 +13,7 @@ import {
   healthText,
   isNonFiniteValue,
   sortRows,
+  summaryHealth,
 } from "../format";
 import type { Store } from "../store";
 import { healthPill } from "./pill";
@@ -92,8 +93,11 @@ class OpView implements View {
     if (!op) return setChildren(this.el, h("div", { class: "empty" }, "No op selected."));
     const trace = t && t.op_id === op.op_id ? t : null;
     const seq = ++this.seq;
+    let call: ExecutionData | null = null;
     try {
-      this.health = trace ? await this.store.executionTraces(trace.execution_index) : new Map();
+      [this.health, call] = trace
+        ? await Promise.all([this.store.executionTraces(trace.execution_index), this.store.executionByIndex(trace.execution_index)])
+        : [new Map(), null];
     } catch (err) {
       this.health = new Map();
       this.store.reportError(err);
@@ -102,6 +106,12 @@ class OpView implements View {
     const pillOf = (opId: number | null) => {
       const x = opId === null ? undefined : this.health.get(opId);
       return x ? healthPill(healthOf(x), true) : h("span", { class: "muted small" }, trace ? "not traced" : "—");
+    };
+    const paramPill = (paramIndex: number | null) => {
+      const summary = paramIndex === null ? undefined : call?.inputs[paramIndex];
+      return summary && Object.keys(summary.summary).length
+        ? healthPill(summaryHealth(summary), true)
+        : h("span", { class: "muted small" }, trace ? "not recorded" : "—");
     };
     setChildren(
       this.el,
@@ -186,7 +196,7 @@ class OpView implements View {
                     )
                   : h("span", { class: "muted" }, inp.kind.toLowerCase()),
               ),
-              h("td", { class: "input-health" }, pillOf(inp.producer_op_id)),
+              h("td", { class: "input-health" }, inp.kind === "PARAM" ? paramPill(inp.param_index) : pillOf(inp.producer_op_id)),
             ),
           ),
         ),

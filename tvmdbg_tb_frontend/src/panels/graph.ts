@@ -6,9 +6,9 @@
  * fused kernel expands into the original Relax ops folded into it.
  */
 import dagre from "@dagrejs/dagre";
-import type { GraphInfo, Op, TraceData } from "../api";
+import type { ExecutionData, GraphInfo, Op, TraceData } from "../api";
 import { h, setChildren, svg } from "../dom";
-import { type Health, formatLocation, healthOf, healthText, isNonFinite, pillSegments } from "../format";
+import { type Health, formatLocation, healthOf, healthText, isNonFinite, pillSegments, summaryHealth } from "../format";
 import { neighborhood } from "../neighborhood";
 import type { Store } from "../store";
 
@@ -103,13 +103,14 @@ export class GraphPanel {
     }
     try {
       const trace = this.store.trace && this.store.trace.op_id === op.op_id ? this.store.trace : null;
-      const [graph, health] = await Promise.all([
+      const [graph, health, call] = await Promise.all([
         this.store.graphInfo(op.graph_id),
         trace ? this.store.executionTraces(trace.execution_index) : Promise.resolve(new Map<number, TraceData>()),
+        trace ? this.store.executionByIndex(trace.execution_index) : Promise.resolve(null),
       ]);
       if (seq !== this.seq) return;
       this.title.textContent = `${graph.name} · ${graph.ops.length} kernels${trace ? ` · execution ${trace.execution_index}` : ""}`;
-      this.draw(graph, op, health);
+      this.draw(graph, op, health, call);
     } catch (err) {
       if (seq !== this.seq) return;
       setChildren(this.canvas, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
@@ -117,7 +118,7 @@ export class GraphPanel {
     }
   }
 
-  private draw(graph: GraphInfo, selected: Op, health: Map<number, TraceData>): void {
+  private draw(graph: GraphInfo, selected: Op, health: Map<number, TraceData>, call: ExecutionData | null): void {
     const byId = new Map(graph.ops.map((o) => [o.op_id, o]));
     const whole = graph.ops.length <= WHOLE_GRAPH_LIMIT || (this.wholeGraph && graph.ops.length <= MAX_LAYOUT_OPS);
     const hood = whole
@@ -137,7 +138,7 @@ export class GraphPanel {
       const extra = this.expanded.has(id) ? op.original_ops.length * ORIG_ROW_H + 6 : 0;
       g.setNode(`op${id}`, { width: NODE_W, height: NODE_H + extra });
     }
-    const paramNodes = new Map<string, { label: string; title: string }>();
+    const paramNodes = new Map<string, { label: string; title: string; health: Health | null }>();
     for (const e of graph.edges) {
       if (!shown.has(e.dst_op_id)) continue;
       if (e.src_op_id !== null) {
@@ -154,7 +155,10 @@ export class GraphPanel {
       const pid = `param${e.param_index}`;
       if (!paramNodes.has(pid)) {
         const p = graph.params.find((x) => x.index === e.param_index);
-        paramNodes.set(pid, { label: e.name || `param ${e.param_index}`, title: p ? `${p.name}: ${p.dtype} ${p.shape_expr}` : e.name });
+        const summary = e.param_index === null ? undefined : call?.inputs[e.param_index];
+        const hl = summary && Object.keys(summary.summary).length ? summaryHealth(summary) : null;
+        const title = `${p ? `${p.name}: ${p.dtype} ${p.shape_expr}` : e.name}${hl ? `\n${healthText(hl)}` : ""}`;
+        paramNodes.set(pid, { label: e.name || `param ${e.param_index}`, title, health: hl });
         g.setNode(pid, { width: PARAM_W, height: PARAM_H });
       }
       g.setEdge(pid, `op${e.dst_op_id}`, { name: e.name }, `${pid}-${e.dst_op_id}.${e.dst_input_slot}`);
@@ -187,7 +191,12 @@ export class GraphPanel {
     const nodesG = svg("g", { class: "nodes" });
     for (const [pid, p] of paramNodes) {
       const n = g.node(pid) as NodeBox;
-      const grp = svg("g", { class: "node param-node", transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})` });
+      const state = !p.health ? "unknown" : isNonFinite(p.health) ? "bad" : "ok";
+      const grp = svg("g", {
+        class: `node param-node health-${state}`,
+        transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})`,
+        "data-param": pid,
+      });
       grp.appendChild(svg("rect", { width: n.width, height: n.height, rx: 12 }));
       const text = svg("text", { x: n.width / 2, y: 16, "text-anchor": "middle" });
       text.textContent = truncate(p.label, 16);

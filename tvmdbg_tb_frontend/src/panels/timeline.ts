@@ -2,7 +2,7 @@
  * a click shows the call's details and the kernels it ran. */
 import type { ExecutionData, ExecutionDigest, TraceData } from "../api";
 import { h, setChildren } from "../dom";
-import { formatClock, formatCount, formatDuration, formatLocation, formatShape, healthOf } from "../format";
+import { formatClock, formatCount, formatDuration, formatLocation, formatShape, summaryHealth } from "../format";
 import type { Store } from "../store";
 import { healthPill } from "./pill";
 
@@ -180,7 +180,7 @@ export class TimelinePanel {
                 "span",
                 { class: "io-item" },
                 `${i}: ${s.dtype} ${formatShape(s.shape)} `,
-                Object.keys(s.summary).length ? healthPill(healthOf({ nan: 0, neg_inf: 0, pos_inf: 0, summary: s.summary }), true) : null,
+                Object.keys(s.summary).length ? healthPill(summaryHealth(s), true) : null,
               ),
             )
           : h("span", { class: "muted" }, " none"),
