@@ -28,6 +28,7 @@ export class ExecutionsPanel {
   private map = new ScrollMap(0, ROW_HEIGHT, 0);
   private ops: Op[] = [];
   private frame = 0;
+  private opsLoadedFor = -1;
   /** Monotonic index of the oldest trace kept, to notice a circular buffer moving on. */
   private firstIndex: number | null = null;
 
@@ -115,38 +116,54 @@ export class ExecutionsPanel {
     this.filterOp = null;
     this.filterInput.value = "";
     this.ops = [];
+    this.opsLoadedFor = -1;
     this.firstIndex = null;
     setChildren(this.filterInfo);
     this.pager.reset(this.store.runInfo?.num_traces ?? 0);
     this.scroller.scrollTop = 0;
     this.map = new ScrollMap(0, ROW_HEIGHT, 0);
     this.relayout();
+    await this.loadOps();
+  }
+
+  /** The ops of every compiled function of the run, for the filter (again when a live program
+   * compiles more). */
+  private async loadOps(): Promise<void> {
     const run = this.store.run;
-    if (run === null) return;
+    const numOps = this.store.runInfo?.num_ops ?? 0;
+    if (run === null || numOps === this.opsLoadedFor) return;
+    this.opsLoadedFor = numOps;
     try {
       const graphs: GraphSummary[] = (await this.store.api.graphs(run)).graphs;
       const infos = await Promise.all(graphs.map((g) => this.store.graphInfo(g.graph_id)));
       if (this.store.run === run) this.ops = infos.flatMap((g) => g.ops);
     } catch (err) {
+      this.opsLoadedFor = -1;
       this.store.reportError(err);
     }
   }
 
   private async onRunsUpdate(): Promise<void> {
-    if (this.filterOp) return; // an op's trace count is refreshed with its filter
     const info = this.store.runInfo;
     const run = this.store.run;
-    const total = info?.num_traces ?? 0;
-    if (info?.live && run !== null && total > 0 && (info.circular_buffer_size ?? 0) > 0) {
-      // A full circular buffer drops the oldest traces: positions shift while the count stays.
-      try {
+    if (!info || run === null) return;
+    void this.loadOps();
+    let total = info.num_traces;
+    try {
+      if (this.filterOp) {
+        if (!info.live) return this.render();
+        const op = this.filterOp;
+        total = (await this.store.api.opTraces(run, op.op_id, 0, 0)).num_traces;
+        if (this.store.run !== run || this.filterOp !== op) return;
+      } else if (info.live && total > 0 && (info.circular_buffer_size ?? 0) > 0) {
+        // A full circular buffer drops the oldest traces: positions shift while the count stays.
         const head = (await this.store.api.traces(run, 0, 1)).graph_executions[0];
         if (this.store.run !== run) return;
         if (head && this.firstIndex !== null && head.index !== this.firstIndex) this.pager.reset(total);
         this.firstIndex = head?.index ?? null;
-      } catch (err) {
-        this.store.reportError(err);
       }
+    } catch (err) {
+      this.store.reportError(err);
     }
     if (total !== this.pager.total) {
       this.pager.grow(total);
