@@ -276,6 +276,7 @@ def test_alert_click_lands_on_origin_op_line_and_health(dump, tensorboard, brows
     # The alert is in the second call: the timeline marks it (though maximum() hid the NaN from
     # the call's output), the first call is clean, and the second is the one selected.
     items = frame.locator(".timeline-panel .tl-item")
+    frame.locator(".timeline-panel .tl-item.selected").wait_for()
     assert items.count() == 3
     assert "alerted" not in items.nth(0).get_attribute("class")
     assert "alerted" in items.nth(1).get_attribute("class")
