@@ -76,3 +76,55 @@ def test_vectorised_rows_equal_protobuf_rows(tmp_path):
             np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
     columns = vectorized.trace_digests(vectorized.padded(buf), starts, lengths)
     assert columns["ok"].mean() > 0.7  # most records take the fast path
+
+
+def _write(tmp_path, n):
+    from eventgen import trace
+
+    w = DebugEventsWriter(tmp_path, run_name="r", circular_buffer_size=-1)
+    w.write_graph_execution_traces([trace(i % 5, i // 5, nan=i % 3) for i in range(n)])
+    w.close()
+    return str(tmp_path / "r" / layout.file_name(layout.GRAPH_EXECUTION_TRACES))
+
+
+def test_damaged_length_fields_across_small_chunks(tmp_path, monkeypatch):
+    from tvmdbg_tb.events import reader as reader_module
+    from tvmdbg_tb.events import records
+
+    monkeypatch.setattr(reader_module, "_READ_CHUNK", 1000)  # many chunks, records cut at their ends
+    path = _write(tmp_path, 300)
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    items = list(records.scan(bytes(data), 0, path))
+    damaged = {40, 41, 200}
+    for i in damaged:
+        data[items[i][0] + 3] ^= 0x55  # the length field (its CRC no longer matches)
+    with open(path, "wb") as f:
+        f.write(data)
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    run = reader.run("r")
+    assert [int(i) for i in run.trace_digests()["index"]] == [i for i in range(300) if i not in damaged]
+    assert sorted(c.offset for c in run.corruptions) == [items[40][0], items[200][0]]  # 40-41: one stretch
+    assert all(c.reason == "bad length CRC" for c in run.corruptions)
+    assert list(run.trace_digests()["nan"][:5]) == [0, 1, 2, 0, 1]
+
+
+def test_live_growth_in_odd_pieces_loses_nothing(tmp_path):
+    path = _write(tmp_path, 200)
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[:7])
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    rng = np.random.default_rng(3)
+    cut = 7
+    while cut < len(data):
+        step = int(rng.integers(1, 700))
+        with open(path, "ab") as f:
+            f.write(data[cut : cut + step])
+        cut += step
+        reader.update()
+    run = reader.run("r")
+    assert [int(i) for i in run.trace_digests()["index"]] == list(range(200)) and run.corruptions == []

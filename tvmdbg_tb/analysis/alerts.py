@@ -7,8 +7,9 @@ execution's non-finite traces, function parameters in the execution's input summ
 input whose health was never recorded (a builtin's result) counts as finite only if nothing
 earlier in the execution was non-finite.
 
-Memory stays small: per alert a trace position and a flag (numpy), plus the non-finite
-outputs of the last few executions (producers and consumers run in the same execution).
+Memory stays small: per alert a trace position and a flag (numpy), plus the packed keys of
+the non-finite outputs of the last few executions (producers and consumers run in the same
+execution). Work is vectorised per op, so a run that went NaN everywhere still loads fast.
 """
 
 from __future__ import annotations
@@ -22,30 +23,28 @@ import numpy as np
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.views import location
 from tvmdbg_tb.events import layout
-from tvmdbg_tb.events.reader import NONFINITE, RunReader
+from tvmdbg_tb.events.reader import NONFINITE, GrowingArray, RunReader
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 ALERT_TYPE = "InfNanAlert"
 _RECENT_EXECUTIONS = 64
+_BLOCK = 1 << 18  # non-finite traces handled at once
+# A non-finite output's key: execution index << 28 | op (20 bits, dense ids) << 8 | slot (8 bits).
+_E_SHIFT = 28
+_OP_MASK = (1 << 20) - 1
 
 
-class _Growable:
-    def __init__(self, dtype):
-        self.data = np.zeros(256, dtype=dtype)
-        self.size = 0
+def _pack(execution: np.ndarray, op, slot) -> np.ndarray:
+    slot = np.clip(slot, 0, 255).astype(np.int64)
+    return (np.maximum(execution, 0).astype(np.int64) << _E_SHIFT) | (np.asarray(op, dtype=np.int64) << 8) | slot
 
-    def append(self, values: np.ndarray) -> None:
-        need = self.size + len(values)
-        if need > len(self.data):
-            grown = np.zeros(max(need, 2 * len(self.data)), dtype=self.data.dtype)
-            grown[: self.size] = self.data[: self.size]
-            self.data = grown
-        self.data[self.size : need] = values
-        self.size = need
 
-    def view(self) -> np.ndarray:
-        return self.data[: self.size]
+def _contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    if not len(sorted_keys):
+        return np.zeros(len(keys), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys
 
 
 class AlertMonitor:
@@ -53,14 +52,15 @@ class AlertMonitor:
 
     def __init__(self, run: RunReader):
         self._lock = threading.RLock()
+        self._dense: dict[int, int] = {}  # op_id -> small int for packed keys
         self._clear()
         self._op_inputs: dict[int, tuple[list[tuple[int, int]], list[int], bool]] = {}
         run.add_observer(self)
 
     def _clear(self) -> None:
-        self._positions = _Growable(np.int64)
-        self._origin = _Growable(np.bool_)
-        self._bad: OrderedDict[int, set[tuple[int, int]]] = OrderedDict()  # execution -> bad (op, slot)
+        self._positions = GrowingArray(np.int64)
+        self._origin = GrowingArray(np.bool_)
+        self._carry = np.zeros(0, dtype=np.int64)  # packed keys of recent non-finite outputs, sorted
         self._bad_params: OrderedDict[int, frozenset[int] | None] = OrderedDict()
         self._pending: dict[int, list[tuple[int, bool, tuple[int, ...]]]] = {}
 
@@ -112,40 +112,60 @@ class AlertMonitor:
             self._bad_params.popitem(last=False)
         return result
 
+    def _dense_id(self, op_id: int) -> int:
+        dense = self._dense.get(op_id)
+        if dense is None:
+            dense = self._dense[op_id] = len(self._dense) & _OP_MASK
+        return dense
+
     def _add(self, run: RunReader, start: int) -> None:
+        """Adds the non-finite traces from position start on, in blocks (bounded memory)."""
         digests = run.trace_digests()
         new = np.flatnonzero(digests["flags"][start:] & NONFINITE) + start
-        if not len(new):
-            return
-        rows = digests[new]
-        origin = np.zeros(len(new), dtype=np.bool_)
+        for block in range(0, len(new), _BLOCK):
+            self._add_block(run, digests, new[block : block + _BLOCK])
+
+    def _add_block(self, run: RunReader, digests: np.ndarray, new: np.ndarray) -> None:
+        """Origins of one block of non-finite traces, vectorised per op: the key of an output
+        (execution, op, slot) is packed in an int64 and looked up in the sorted keys of this
+        block and of the last few executions."""
+        e = digests["execution_index"][new]
+        ops, op_rows = np.unique(digests["op_id"][new], return_inverse=True)
+        dense = np.array([self._dense_id(o) for o in ops.tolist()], dtype=np.int64)
+        keys = _pack(e, dense[op_rows], digests["output_slot"][new])
+        _, first_of_execution, execution_rows = np.unique(e, return_index=True, return_inverse=True)
+        earlier = (np.arange(len(new)) != first_of_execution[execution_rows]) | np.isin(e, self._carry >> _E_SHIFT)
+        known = np.union1d(self._carry, keys)
+        origin = np.ones(len(new), dtype=np.bool_)
         first_alert = self._positions.size
-        for i, (e, op_id, slot) in enumerate(
-            zip(rows["execution_index"].tolist(), rows["op_id"].tolist(), rows["output_slot"].tolist())
-        ):
-            bad = self._bad.get(e)
-            earlier = bad is not None
-            if bad is None:
-                bad = self._bad[e] = set()
-                while len(self._bad) > _RECENT_EXECUTIONS:
-                    self._bad.popitem(last=False)
+        by_op = np.argsort(op_rows, kind="stable")  # rows grouped by op, in trace order
+        bounds = np.concatenate(([0], np.cumsum(np.bincount(op_rows, minlength=len(ops)))))
+        for k, op_id in enumerate(ops.tolist()):
+            rows = by_op[bounds[k] : bounds[k + 1]]
             producers, params, unknown = self._inputs_of(run, op_id)
-            producer_bad = any(p in bad for p in producers)
-            unknown_earlier = unknown and earlier
-            bad.add((op_id, slot))
-            if producer_bad or unknown_earlier:
+            bad = np.zeros(len(rows), dtype=bool)
+            for producer, slot in producers:
+                bad |= _contains(known, _pack(e[rows], self._dense_id(producer), slot))
+            if unknown:
+                bad |= earlier[rows]
+            origin[rows] = ~bad
+            if not params:
                 continue
-            if params:
-                bad_params = self._params_bad(run, e)
+            candidates = rows[~bad]
+            for execution in np.unique(e[candidates]).tolist():
+                same = candidates[e[candidates] == execution]
+                bad_params = self._params_bad(run, execution)
                 if bad_params is None:  # the execution record comes after its traces
-                    self._pending.setdefault(e, []).append((first_alert + i, earlier, tuple(params)))
-                    origin[i] = not earlier
-                    continue
-                if any(p in bad_params for p in params):
-                    continue
-            origin[i] = True
-        self._positions.append(new)
-        self._origin.append(origin)
+                    origin[same] = ~earlier[same]
+                    self._pending.setdefault(execution, []).extend(
+                        (first_alert + r, bool(earlier[r]), tuple(params)) for r in same.tolist()
+                    )
+                elif any(p in bad_params for p in params):
+                    origin[same] = False
+        newest = int(e.max())
+        self._carry = known[(known >> _E_SHIFT) >= newest - _RECENT_EXECUTIONS]
+        self._positions.append_array(new)
+        self._origin.append_array(origin)
 
     def _resolve_pending(self, run: RunReader) -> None:
         for e in list(self._pending):
@@ -154,7 +174,7 @@ class AlertMonitor:
                 continue
             for alert, _earlier, params in self._pending.pop(e):
                 if any(p in bad_params for p in params):
-                    self._origin.data[alert] = False
+                    self._origin.view()[alert] = False
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -202,10 +222,13 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
                 op = run.op(op_id)
             except KeyError:
                 op = None
-            static = op is not None and len(op.outputs) > 0 and all(d >= 0 for d in op.outputs[0].shape)
             per_op[op_id] = {
                 "op": op,
-                "size": int(np.prod(op.outputs[0].shape, dtype=np.int64)) if static else None,
+                # Output sizes known at compile time (None: symbolic, ask the record).
+                "sizes": [
+                    int(np.prod(spec.shape, dtype=np.int64)) if all(d >= 0 for d in spec.shape) else None
+                    for spec in (op.outputs if op else ())
+                ],
                 "location": location(run, op.code_location) if op else None,
                 "original_ops": [
                     {"op_type": o.op_type, "var_name": o.var_name, "location": location(run, o.code_location)}
@@ -213,16 +236,12 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
                 ],
             }
         info = per_op[op_id]
-        op, size = info["op"], info["size"]
-        slot = columns["output_slot"][i]
-        if op is None or size is None or slot != 0:  # names or size only the record has
+        op, slot = info["op"], columns["output_slot"][i]
+        size = info["sizes"][slot] if 0 <= slot < len(info["sizes"]) else None
+        if op is None or size is None:  # names or size only the record has
             trace = run.trace(position)
-            size = describe(trace.tensor_debug_mode, list(trace.debug_values)).get("size")
-            names = (trace.op_name, trace.kernel, int(trace.graph_id))
-        else:
-            names = (op.op_name, op.kernel, int(op.graph_id))
-        if op is not None:
-            names = (op.op_name, op.kernel, int(op.graph_id))
+            size = describe(trace.tensor_debug_mode, list(trace.debug_values)).get("size", size)
+        names = (op.op_name, op.kernel, int(op.graph_id)) if op else (trace.op_name, trace.kernel, int(trace.graph_id))
         e = columns["execution_index"][i]
         out.append(
             {

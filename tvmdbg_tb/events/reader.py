@@ -68,29 +68,22 @@ class StaleRecordError(LookupError):
     """A record asked for by index is no longer in the dump (dropped by the circular buffer)."""
 
 
-class _Rows:
-    """A growable numpy structured array (amortised O(1) append of row blocks)."""
+class GrowingArray:
+    """A numpy array (structured or not) that grows by appended blocks, amortised O(1)."""
 
     def __init__(self, dtype: np.dtype):
         self._data = np.zeros(1024, dtype=dtype)
         self.size = 0
 
     def extend(self, rows: list[tuple]) -> None:
-        if not rows:
-            return
-        need = self.size + len(rows)
-        if need > len(self._data):
-            grown = np.zeros(max(need, 2 * len(self._data)), dtype=self._data.dtype)
-            grown[: self.size] = self._data[: self.size]
-            self._data = grown
-        self._data[self.size : need] = np.array(rows, dtype=self._data.dtype)
-        self.size = need
+        if rows:
+            self.append_array(np.array(rows, dtype=self._data.dtype))
 
     def append_array(self, rows: np.ndarray, expected: int = 0) -> None:
-        """Appends rows; when growing, reserves `expected` rows if that is more than doubling."""
+        """Appends rows; when growing, to `expected` rows if that is enough, else doubling."""
         need = self.size + len(rows)
         if need > len(self._data):
-            grown = np.zeros(max(need, expected, 2 * len(self._data) if expected < need else 0), dtype=self._data.dtype)
+            grown = np.zeros(expected if expected >= need else max(need, 2 * len(self._data)), dtype=self._data.dtype)
             grown[: self.size] = self._data[: self.size]
             self._data = grown
         self._data[self.size : need] = rows
@@ -120,7 +113,7 @@ class _RecordFileReader:
         for batch_reset, batch, batch_bad in self.poll_batches():
             reset |= batch_reset
             bad.extend(batch_bad)
-            buf, offsets, starts, lengths = batch
+            buf, offsets, starts, lengths, _ = batch
             out.extend(
                 (offset, buf[start : start + length])
                 for offset, start, length in zip(offsets.tolist(), starts.tolist(), lengths.tolist())
@@ -128,7 +121,8 @@ class _RecordFileReader:
         return reset, out, bad
 
     def poll_batches(self):
-        """Yields (reset, (buf, file offsets, data starts, data lengths), corruptions) per chunk
+        """Yields (reset, (buf, file offsets, data starts, data lengths, buf padded or None),
+        corruptions) per chunk
         of what is new in the file, so a large file is indexed one bounded chunk at a time.
         The read position advances before each yield."""
         reset = False
@@ -147,7 +141,8 @@ class _RecordFileReader:
                 break
             want = min(size - self.offset, _READ_CHUNK)
             buf = os.pread(self.fd, want, self.offset)
-            offsets, starts, lengths, found, consumed = vectorized.scan(buf, self.offset, self.path)
+            padded = vectorized.padded(buf)  # shared by the scan and the digest decoding
+            offsets, starts, lengths, found, consumed = vectorized.scan(buf, self.offset, self.path, padded)
             bad = []
             for item in found:
                 if item.offset not in self._reported:
@@ -164,14 +159,14 @@ class _RecordFileReader:
                             offset, start, length = items[0]
                             self.offset += need
                             one = np.array([offset], dtype=np.int64)
-                            yield reset, (big, one, np.array([start]), np.array([length])), bad
+                            yield reset, (big, one, np.array([start]), np.array([length]), None), bad
                             reset = False
                             continue
                 if bad:
-                    yield reset, (buf, offsets, starts, lengths), bad
+                    yield reset, (buf, offsets, starts, lengths, padded), bad
                 break
             self.offset += consumed
-            yield reset, (buf, offsets, starts, lengths), bad
+            yield reset, (buf, offsets, starts, lengths, padded), bad
             reset = False
             if want < _READ_CHUNK:
                 break
@@ -214,6 +209,8 @@ class RunReader:
         self.corruptions: list[records.Corruption] = []
         self.metadata: pb.DebugMetadata | None = None
         self.metadata_wall_time: float | None = None
+        # Why the last update() of this run failed (set by DebugDataReader.update), or None.
+        self.error: str | None = None
         self._source_files: list[pb.SourceFile] = []
         self._frames: dict[int, pb.StackFrame] = {}
         self._graphs: dict[int, pb.DebuggedGraph] = {}
@@ -222,8 +219,8 @@ class RunReader:
         self._consumers: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
         self.function_names: list[str] = []
         self._function_ids: dict[str, int] = {}
-        self._executions = _Rows(EXECUTION_DIGEST)
-        self._traces = _Rows(TRACE_DIGEST)
+        self._executions = GrowingArray(EXECUTION_DIGEST)
+        self._traces = GrowingArray(TRACE_DIGEST)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -273,14 +270,14 @@ class RunReader:
         """Indexes new trace records chunk by chunk, mostly vectorised (see vectorized.py)."""
         reader = self._files[layout.GRAPH_EXECUTION_TRACES]
         start, any_reset, new = self._traces.size, False, 0
-        for reset, (buf, offsets, starts, lengths), bad in reader.poll_batches():
+        for reset, (buf, offsets, starts, lengths, padded), bad in reader.poll_batches():
             self.corruptions.extend(bad)
             if reset:
                 self._traces.clear()
                 start, any_reset = 0, True
             if not len(offsets):
                 continue
-            columns = vectorized.trace_digests(vectorized.padded(buf), starts, lengths)
+            columns = vectorized.trace_digests(vectorized.padded(buf) if padded is None else padded, starts, lengths)
             rows = np.zeros(len(offsets), dtype=TRACE_DIGEST)
             for name in TRACE_DIGEST.names:
                 rows[name] = offsets if name == "offset" else columns[name]
@@ -459,29 +456,38 @@ class RunReader:
         """(consumer op_id, its input slot, producer output slot) for each use of op's outputs."""
         return list(self._consumers.get(op_id, ()))
 
+    # The digest queries take the lock: a reader sees a state in which observers (alerts) have
+    # already seen the same rows, never rows still being indexed.
+
     def num_executions(self) -> int:
-        return self._executions.size
+        with self._lock:
+            return self._executions.size
 
     def execution_digests(self) -> np.ndarray:
         """One EXECUTION_DIGEST row per execution in the dump, oldest first (a view)."""
-        return self._executions.view()
+        with self._lock:
+            return self._executions.view()
 
     def execution(self, i: int) -> pb.Execution:
         """The full i-th execution in the dump (0 = oldest still kept)."""
-        row = self._row(self._executions, i, "execution")
-        return self._files[layout.EXECUTION].read_at(int(row["offset"])).execution
+        with self._lock:  # the row and the file generation it points into, together
+            row = self._row(self._executions, i, "execution")
+            return self._files[layout.EXECUTION].read_at(int(row["offset"])).execution
 
     def num_traces(self) -> int:
-        return self._traces.size
+        with self._lock:
+            return self._traces.size
 
     def trace_digests(self) -> np.ndarray:
         """One TRACE_DIGEST row per graph execution trace, oldest first (a view)."""
-        return self._traces.view()
+        with self._lock:
+            return self._traces.view()
 
     def trace(self, i: int) -> pb.GraphExecutionTrace:
         """The full i-th graph execution trace in the dump (0 = oldest still kept)."""
-        row = self._row(self._traces, i, "graph execution trace")
-        return self._files[layout.GRAPH_EXECUTION_TRACES].read_at(int(row["offset"])).graph_execution_trace
+        with self._lock:  # the row and the file generation it points into, together
+            row = self._row(self._traces, i, "graph execution trace")
+            return self._files[layout.GRAPH_EXECUTION_TRACES].read_at(int(row["offset"])).graph_execution_trace
 
     def traces(self, indices: Iterable[int]) -> list[pb.GraphExecutionTrace]:
         return [self.trace(int(i)) for i in indices]
@@ -498,7 +504,7 @@ class RunReader:
         """Positions of the traces recorded during one execution (by Execution.index)."""
         return np.flatnonzero(self._traces.view()["execution_index"] == execution_index)
 
-    def _row(self, rows: _Rows, i: int, what: str):
+    def _row(self, rows: GrowingArray, i: int, what: str):
         with self._lock:
             if not 0 <= i < rows.size:
                 raise IndexError(f"{what} {i} out of range [0, {rows.size}) in run {self.name!r}")
@@ -531,7 +537,15 @@ class DebugDataReader:
                 if name not in self._runs:
                     self._runs[name] = RunReader(name, os.path.normpath(os.path.join(self.logdir, name)))
             runs = list(self._runs.values())
-        return {run.name: run.update() for run in runs}
+        counts = {}
+        for run in runs:
+            try:
+                counts[run.name] = run.update()
+                run.error = None
+            except Exception as error:  # e.g. a file turned unreadable: keep the other runs going
+                run.error = f"{type(error).__name__}: {error}"
+                counts[run.name] = {}
+        return counts
 
     def runs(self) -> list[str]:
         with self._lock:

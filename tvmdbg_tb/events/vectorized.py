@@ -54,32 +54,33 @@ def _u32_at(b: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return view[pos]
 
 
-def scan(buf: bytes, base_offset: int, path: str):
+def scan(buf: bytes, base_offset: int, path: str, b: np.ndarray | None = None):
     """Like records.scan over buf, returning arrays: (file offsets, data starts, data lengths,
     corruptions, bytes consumed).
 
     One tight loop follows the length fields and takes each record's data CRC32C (C); the
     CRCs are then compared, and the length fields' CRCs computed and compared, for all
     records at once. From the first record that fails (damage, or a record cut by the end of
-    buf) on, records.scan decides.
+    buf) on, records.scan decides. b: buf already padded (see `padded`), if at hand.
     """
-    crc = google_crc32c.value
     n = len(buf)
     pos = 0
     positions: list[int] = []
-    crcs: list[int] = []
-    add_position, add_crc = positions.append, crcs.append
+    add_position = positions.append
+    overhead = records.HEADER_SIZE + records.FOOTER_SIZE
     while n - pos >= records.HEADER_SIZE:
-        stop = pos + records.HEADER_SIZE + _U64(buf, pos)[0] + records.FOOTER_SIZE
+        stop = pos + overhead + _U64(buf, pos)[0]
         if stop > n:
             break
         add_position(pos)
-        add_crc(crc(buf[pos + records.HEADER_SIZE : stop - records.FOOTER_SIZE]))
         pos = stop
+    # The data CRCs, iterated in C (no Python bytecode per record).
     starts = np.array(positions, dtype=np.int64)
     stops = np.append(starts[1:], pos)
+    data = map(slice, (starts + records.HEADER_SIZE).tolist(), (stops - records.FOOTER_SIZE).tolist())
+    crcs = list(map(google_crc32c.value, map(buf.__getitem__, data)))
     if len(starts):
-        b = padded(buf)
+        b = padded(buf) if b is None else b
         good = _masked(np.array(crcs, dtype=np.uint32)) == _u32_at(b, stops - records.FOOTER_SIZE)
         good &= _header_crcs_ok(b, starts)
         if not good.all():
@@ -141,10 +142,14 @@ def _varint(b: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     return value, used, bad
 
 
-def _doubles(b: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """The little-endian doubles at byte positions pos (an unaligned strided view, no copy of b)."""
-    view = np.ndarray(shape=(len(b) - 7,), dtype="<f8", buffer=b, strides=(1,))
+def _fixed(b: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
+    """The 8-byte little-endian values at byte positions pos (an unaligned strided view of b)."""
+    view = np.ndarray(shape=(len(b) - 7,), dtype=dtype, buffer=b, strides=(1,))
     return view[pos]
+
+
+def _doubles(b: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    return _fixed(b, pos, "<f8")
 
 
 def _walk(b: np.ndarray, cur: np.ndarray, end: np.ndarray, ok: np.ndarray, fields: dict) -> None:
@@ -159,11 +164,18 @@ def _walk(b: np.ndarray, cur: np.ndarray, end: np.ndarray, ok: np.ndarray, field
     while len(active):
         c = cur[active]
         first = b[c]
-        if first[0] < 0x80 and (first == first[0]).all():
-            # The common case: every record has the same one-byte tag at this step.
-            nxt, bad = _uniform_field(b, c + 1, int(first[0]), active, fields)
-        else:
+        counts = np.bincount(first, minlength=256)
+        tags = np.flatnonzero(counts)
+        if tags[-1] >= 0x80:  # a multi-byte tag (field number >= 16): the general step
             nxt, bad = _mixed_field(b, c, end[active], active, fields)
+        elif len(tags) == 1:  # the common case: every record is at the same field
+            nxt, bad = _uniform_field(b, c + 1, int(tags[0]), active, fields)
+        else:  # a few groups (fields left out when zero): one uniform step per group
+            nxt = np.empty(len(c), dtype=np.int64)
+            bad = np.empty(len(c), dtype=bool)
+            for tag in tags.tolist():
+                group = np.flatnonzero(first == tag)
+                nxt[group], bad[group] = _uniform_field(b, c[group] + 1, tag, active[group], fields)
         bad |= (nxt < 0) | (nxt > end[active])
         ok[active[bad]] = False
         cur[active] = nxt
@@ -283,6 +295,9 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
         ok[rows[dv_len[rows] > 0]] = False  # repeated packed runs concatenate: protobuf's job
         dv_start[rows], dv_len[rows] = start, length
 
+    def on_index(rows, pos):
+        cols["index"][rows] = _fixed(b, pos, "<i8")
+
     def on_duration(rows, pos):
         duration[rows] = _doubles(b, pos)
 
@@ -306,7 +321,7 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
             9: (2, on_value),
             11: (1, on_duration),
             12: (2, on_error),
-            13: (0, setter("index")),
+            13: (1, on_index),  # sfixed64
         },
     )
     mode = cols["mode"]
@@ -317,9 +332,11 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
     for mode_value, need, (i_nan, i_neg, i_pos) in ((4, 10, (6, 4, 5)), (3, 4, (3, 1, 2))):
         rows = np.flatnonzero(ok & (mode == mode_value) & (dv_len >= 8 * need))
         if len(rows):
-            got = np.stack([_doubles(b, dv_start[rows] + 8 * i) for i in (i_nan, i_neg, i_pos)], axis=1)
             # describe() converts every value of the layout to int: a NaN anywhere means no counts.
-            every = np.stack([_doubles(b, dv_start[rows] + 8 * i) for i in range(need)], axis=1)
+            every = np.ndarray(shape=(len(b) - 8 * need + 1, need), dtype="<f8", buffer=b, strides=(1, 8))[
+                dv_start[rows]
+            ]
+            got = every[:, [i_nan, i_neg, i_pos]]
             fine = np.isfinite(every).all(axis=1) & (np.abs(got) < 2.0**62).all(axis=1)
             ok[rows[~fine]] = False
             rows, got = rows[fine], got[fine]

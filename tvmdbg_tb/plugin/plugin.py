@@ -23,7 +23,7 @@ from werkzeug import wrappers
 from tvmdbg_tb import analysis
 from tvmdbg_tb.analysis.tensor_value import DEFAULT_MAX_ELEMENTS, MAX_ELEMENTS, SliceError
 from tvmdbg_tb.events import layout
-from tvmdbg_tb.events.reader import DebugDataReader, RunReader, StaleRecordError
+from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.plugin.loader import PLUGIN_NAME
 
 logger = logging.getLogger("tvmdbg.plugin")
@@ -63,7 +63,7 @@ def _json_route(handler: Callable[[TvmDebuggerPlugin, wrappers.Request], object]
             return http_util.Respond(request, handler(self, request), _JSON)
         except BadRequest as error:
             return http_util.Respond(request, {"error": str(error)}, _JSON, code=400)
-        except (NotFound, KeyError, IndexError, StaleRecordError, LookupError) as error:
+        except LookupError as error:  # NotFound, and the reader's KeyError/IndexError/StaleRecordError
             message = error.args[0] if isinstance(error, KeyError) and error.args else str(error)
             return http_util.Respond(request, {"error": str(message)}, _JSON, code=404)
         except Exception as error:  # a bug of ours: say so without a traceback, log it
@@ -125,6 +125,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         self._last_poll: float | None = None
         self._reader_error: str | None = None
         self._reported_corruptions: dict[str, int] = {}
+        self._reported_errors: dict[str, str | None] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if start_reader and self._reader is not None:
@@ -144,8 +145,10 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                 analysis.monitor(self._reader.run(name))
             self._reader_error = None
         except Exception as error:
-            self._reader_error = f"{type(error).__name__}: {error}"
-            logger.exception("tvmdbg: reading %s failed; retrying", self._logdir)
+            message = f"{type(error).__name__}: {error}"
+            if message != self._reader_error:  # log each new failure once, not every poll
+                logger.exception("tvmdbg: reading %s failed; retrying", self._logdir)
+            self._reader_error = message
         self._report_corruptions()
         self._polls += 1
         self._last_poll = time.time()
@@ -153,6 +156,9 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
     def _report_corruptions(self) -> None:
         for name in self._reader.runs():
             run = self._reader.run(name)
+            if run.error and run.error != self._reported_errors.get(name):
+                logger.warning("tvmdbg: reading run %s failed (retrying): %s", name, run.error)
+            self._reported_errors[name] = run.error
             seen = self._reported_corruptions.get(name, 0)
             for corruption in run.corruptions[seen:]:
                 logger.warning("tvmdbg: %s", corruption)
@@ -174,6 +180,9 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         """True once any run exists under the logdir (TensorBoard does not poll this again)."""
         if self._active or not self._logdir:
             return self._active
+        if self._reader is not None and self._reader.runs():
+            self._active = True
+            return True
         now = time.time()
         if now - self._active_checked > 2.0:
             self._active_checked = now
@@ -316,6 +325,8 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         for run in runs:
             updated = analysis.views.last_update_time(run)
             corruptions = list(run.corruptions)
+            if run.error:
+                problems.append(f"run {run.name}: reading failed: {run.error}")
             if corruptions:
                 problems.append(f"run {run.name}: {len(corruptions)} damaged record(s) skipped")
             out_runs.append(
@@ -325,6 +336,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                     "num_traces": run.num_traces(),
                     "last_update_time": updated,
                     "live": updated is not None and time.time() - updated < analysis.views.LIVE_SECONDS,
+                    "error": run.error,
                     "num_corruptions": len(corruptions),
                     "corruptions": [
                         {"path": c.path, "offset": c.offset, "length": c.length, "reason": c.reason, "message": str(c)}
