@@ -397,6 +397,11 @@ class RunReader:
 
     # -- queries ---------------------------------------------------------------------------
 
+    @property
+    def lock(self) -> threading.RLock:
+        """Hold it to see one state across several queries (updates wait meanwhile)."""
+        return self._lock
+
     def source_files(self) -> list[pb.SourceFile]:
         return list(self._source_files)
 
