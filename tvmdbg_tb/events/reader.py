@@ -96,6 +96,15 @@ class GrowingArray:
         return self._data[: self.size]
 
 
+def _records_of(batch) -> list[tuple[int, bytes]]:
+    """[(file offset, serialized event)] of a batch from poll_batches."""
+    buf, offsets, starts, lengths, _ = batch
+    return [
+        (offset, buf[start : start + length])
+        for offset, start, length in zip(offsets.tolist(), starts.tolist(), lengths.tolist())
+    ]
+
+
 class _RecordFileReader:
     """Follows one record file: new records since the last poll, resets on replacement."""
 
@@ -113,18 +122,13 @@ class _RecordFileReader:
         for batch_reset, batch, batch_bad in self.poll_batches():
             reset |= batch_reset
             bad.extend(batch_bad)
-            buf, offsets, starts, lengths, _ = batch
-            out.extend(
-                (offset, buf[start : start + length])
-                for offset, start, length in zip(offsets.tolist(), starts.tolist(), lengths.tolist())
-            )
+            out.extend(_records_of(batch))
         return reset, out, bad
 
     def poll_batches(self):
         """Yields (reset, (buf, file offsets, data starts, data lengths, buf padded or None),
-        corruptions) per chunk
-        of what is new in the file, so a large file is indexed one bounded chunk at a time.
-        The read position advances before each yield."""
+        corruptions) per chunk of what is new in the file, so that a large file is indexed one
+        bounded chunk at a time. The read position advances before each yield."""
         reset = False
         try:
             st = os.stat(self.path)
@@ -240,11 +244,12 @@ class RunReader:
                 if stream == layout.GRAPH_EXECUTION_TRACES:
                     counts[stream] = self._update_traces()
                     continue
-                reset, items, bad = self._files[stream].poll()
-                self.corruptions.extend(bad)
-                items = self._decodable(stream, items)
-                counts[stream] = len(items)
-                getattr(self, "_ingest_" + stream)(items, reset)
+                counts[stream] = 0
+                for reset, batch, bad in self._files[stream].poll_batches():  # bounded memory
+                    self.corruptions.extend(bad)
+                    items = self._decodable(stream, _records_of(batch))
+                    counts[stream] += len(items)
+                    getattr(self, "_ingest_" + stream)(items, reset)
             return counts
 
     def _decodable(self, stream: str, items: list[tuple[int, bytes]]) -> list[tuple[int, pb.DebugEvent]]:
