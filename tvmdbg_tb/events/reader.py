@@ -56,7 +56,7 @@ EXECUTION_DIGEST = np.dtype(
     ]
 )
 
-_READ_CHUNK = 16 << 20
+_READ_CHUNK = 4 << 20  # bytes indexed at once: bounds the transient memory of indexing
 
 Observer = Callable[["RunReader", str, int, bool], None]
 """Called as observer(run, stream, start, reset) after new digests [start:] were indexed
