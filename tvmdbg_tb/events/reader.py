@@ -208,7 +208,8 @@ class RunReader:
         self.name = name
         self.path = path
         self._files = {s: _RecordFileReader(os.path.join(path, layout.file_name(s))) for s in layout.STREAMS}
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # guards the indexes; held per chunk while updating
+        self._update_lock = threading.Lock()  # one update at a time
         self._observers: list[Observer] = []
         self.corruptions: list[records.Corruption] = []
         self.metadata: pb.DebugMetadata | None = None
@@ -237,19 +238,28 @@ class RunReader:
                     observer(self, stream, 0, True)
 
     def update(self) -> dict[str, int]:
-        """Reads what was appended since the last update; returns new records per stream."""
-        with self._lock:
+        """Reads what was appended since the last update; returns new records per stream.
+
+        The run lock is held per chunk, not for the whole update: while a large dump is
+        indexed, queries answer from the chunks indexed so far (with their alerts)."""
+        with self._update_lock:
             counts = {}
             for stream in layout.STREAMS:
                 if stream == layout.GRAPH_EXECUTION_TRACES:
                     counts[stream] = self._update_traces()
                     continue
                 counts[stream] = 0
-                for reset, batch, bad in self._files[stream].poll_batches():  # bounded memory
-                    self.corruptions.extend(bad)
-                    items = self._decodable(stream, _records_of(batch))
-                    counts[stream] += len(items)
-                    getattr(self, "_ingest_" + stream)(items, reset)
+                batches = self._files[stream].poll_batches()  # bounded memory
+                while True:
+                    with self._lock:
+                        item = next(batches, None)
+                        if item is None:
+                            break
+                        reset, batch, bad = item
+                        self.corruptions.extend(bad)
+                        items = self._decodable(stream, _records_of(batch))
+                        counts[stream] += len(items)
+                        getattr(self, "_ingest_" + stream)(items, reset)
             return counts
 
     def _decodable(self, stream: str, items: list[tuple[int, bytes]]) -> list[tuple[int, pb.DebugEvent]]:
@@ -264,43 +274,57 @@ class RunReader:
         return out
 
     def _undecodable(self, stream: str, offset: int, length: int, error: Exception) -> None:
-        path = self._files[stream].path
-        self.corruptions.append(
-            records.Corruption(
-                path, offset, length + records.HEADER_SIZE + records.FOOTER_SIZE, f"undecodable record: {error}"
-            )
-        )
+        self.corruptions.append(self._corruption(stream, offset, length, error))
+
+    def _corruption(self, stream: str, offset: int, length: int, error: Exception) -> records.Corruption:
+        size = length + records.HEADER_SIZE + records.FOOTER_SIZE
+        return records.Corruption(self._files[stream].path, offset, size, f"undecodable record: {error}")
 
     def _update_traces(self) -> int:
-        """Indexes new trace records chunk by chunk, mostly vectorised (see vectorized.py)."""
+        """Indexes new trace records chunk by chunk, mostly vectorised (see vectorized.py).
+        A chunk is decoded outside the run lock and published (rows, then observers) under it."""
         reader = self._files[layout.GRAPH_EXECUTION_TRACES]
-        start, any_reset, new = self._traces.size, False, 0
-        for reset, (buf, offsets, starts, lengths, padded), bad in reader.poll_batches():
-            self.corruptions.extend(bad)
-            if reset:
-                self._traces.clear()
-                start, any_reset = 0, True
+        batches = reader.poll_batches()
+        new = 0
+        while True:
+            with self._lock:  # a reset reopens the file: old rows must go at the same time
+                item = next(batches, None)
+                if item is None:
+                    return new
+                reset, (buf, offsets, starts, lengths, padded), bad = item
+                self.corruptions.extend(bad)
+                if reset:
+                    self._traces.clear()
+                    self._notify(layout.GRAPH_EXECUTION_TRACES, 0, True)
             if not len(offsets):
                 continue
-            columns = vectorized.trace_digests(vectorized.padded(buf) if padded is None else padded, starts, lengths)
-            rows = np.zeros(len(offsets), dtype=TRACE_DIGEST)
-            for name in TRACE_DIGEST.names:
-                rows[name] = offsets if name == "offset" else columns[name]
-            keep = np.ones(len(rows), dtype=bool)
-            for i in np.flatnonzero(~columns["ok"]).tolist():
-                data = buf[int(starts[i]) : int(starts[i] + lengths[i])]
-                try:
-                    rows[i] = self._trace_row(int(offsets[i]), pb.DebugEvent.FromString(data))
-                except Exception as error:
-                    self._undecodable(layout.GRAPH_EXECUTION_TRACES, int(offsets[i]), len(data), error)
-                    keep[i] = False
-            rows = rows[keep]
+            rows, damaged = self._trace_rows(buf, offsets, starts, lengths, padded)
             # Reserve for the whole file at once (records so far scaled by the bytes left).
             expected = int((self._traces.size + len(rows)) * reader.size / max(reader.offset, 1) * 1.01) + 1024
-            self._traces.append_array(rows, expected)
+            with self._lock:
+                self.corruptions.extend(damaged)
+                start = self._traces.size
+                self._traces.append_array(rows, expected)
+                self._notify(layout.GRAPH_EXECUTION_TRACES, start, False)
             new += len(rows)
-        self._notify(layout.GRAPH_EXECUTION_TRACES, start, any_reset)
-        return new
+
+    def _trace_rows(self, buf, offsets, starts, lengths, padded) -> tuple[np.ndarray, list[records.Corruption]]:
+        """TRACE_DIGEST rows of one chunk (vectorised, protobuf for the odd record), and the
+        records protobuf could not decode either."""
+        columns = vectorized.trace_digests(vectorized.padded(buf) if padded is None else padded, starts, lengths)
+        rows = np.zeros(len(offsets), dtype=TRACE_DIGEST)
+        for name in TRACE_DIGEST.names:
+            rows[name] = offsets if name == "offset" else columns[name]
+        keep = np.ones(len(rows), dtype=bool)
+        damaged = []
+        for i in np.flatnonzero(~columns["ok"]).tolist():
+            data = buf[int(starts[i]) : int(starts[i] + lengths[i])]
+            try:
+                rows[i] = self._trace_row(int(offsets[i]), pb.DebugEvent.FromString(data))
+            except Exception as error:
+                damaged.append(self._corruption(layout.GRAPH_EXECUTION_TRACES, int(offsets[i]), len(data), error))
+                keep[i] = False
+        return rows[keep], damaged
 
     def _ingest_metadata(self, items, reset) -> None:
         for _, event in items[:1] if self.metadata is None else ():
