@@ -73,6 +73,7 @@ def test_runs_and_status(server):
     assert a["last_update_time"] <= time.time() and isinstance(a["live"], bool)
     status = server.json("status")
     assert status["problems"] == [] and status["reader"]["polls"] >= 1 and status["reader"]["error"] is None
+    assert status["runs"][0]["indexing"] is False and status["runs"][0]["error"] is None
     assert {r["run"] for r in status["runs"]} == {"run_a", "run_t"}
     assert server.json("status", run="run_t")["runs"][0]["num_traces"] == 1
 
@@ -630,6 +631,7 @@ def test_queries_answer_while_a_large_dump_is_indexed(tmp_path, monkeypatch):
         alerts = monitor.num_alerts()
         assert alerts >= 3 * (seen // 4) + max(0, seen % 4 - 1), (seen, alerts)
         partial += 0 < seen < 4000
+        assert run.updating or not indexing.is_alive() or seen == 4000
         body = analysis.alerts(run, 0, 5)
         assert all(a["op_name"] in ("lv1", "lv2", "lv3") for a in body["alerts"])
     indexing.join()

@@ -427,6 +427,11 @@ class RunReader:
     # -- queries ---------------------------------------------------------------------------
 
     @property
+    def updating(self) -> bool:
+        """True while an update() is reading new records (e.g. the first indexing of a dump)."""
+        return self._update_lock.locked()
+
+    @property
     def lock(self) -> threading.RLock:
         """Hold it to see one state across several queries (updates wait meanwhile)."""
         return self._lock

@@ -336,6 +336,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                     "num_traces": run.num_traces(),
                     "last_update_time": updated,
                     "live": updated is not None and time.time() - updated < analysis.views.LIVE_SECONDS,
+                    "indexing": run.updating,
                     "error": run.error,
                     "num_corruptions": len(corruptions),
                     "corruptions": [
