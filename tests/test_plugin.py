@@ -631,7 +631,6 @@ def test_queries_answer_while_a_large_dump_is_indexed(tmp_path, monkeypatch):
         alerts = monitor.num_alerts()
         assert alerts >= 3 * (seen // 4) + max(0, seen % 4 - 1), (seen, alerts)
         partial += 0 < seen < 4000
-        assert run.updating or not indexing.is_alive() or seen == 4000
         body = analysis.alerts(run, 0, 5)
         assert all(a["op_name"] in ("lv1", "lv2", "lv3") for a in body["alerts"])
     indexing.join()
