@@ -153,3 +153,180 @@ def chain(n: int = 200, size: int = 16, fuse: bool = False):
             out = bb.emit_output(value)
         bb.emit_func_output(out)
     return compile_module(bb.get(), fuse), [np.linspace(-1, 1, size, dtype="float32")]
+
+
+def mixed_dtypes(fuse: bool = False):
+    """Outputs of several dtypes (float32, int64, bool, int32, float16) with NaN, +/-Inf,
+    negatives and zeros in the float ones; returns (executable, inputs)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((2, 4), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            logs = bb.emit(relax.op.log(x))
+            arg = bb.emit(relax.op.argmax(x, axis=1))
+            positive = bb.emit(relax.op.greater(x, relax.const(0.0, "float32")))
+            ints = bb.emit(relax.op.astype(x, "int32"))
+            halves = bb.emit(relax.op.astype(logs, "float16"))
+            out = bb.emit_output(relax.Tuple([logs, arg, positive, ints, halves]))
+        bb.emit_func_output(out)
+    data = np.array([[0.0, -1.0, 2.0, 3.5], [np.inf, -np.inf, 1.0, -2.5]], dtype="float32")
+    return compile_module(bb.get(), fuse), [data]
+
+
+class NaiveCrossEntropy:
+    """-sum(y * log(softmax(logits))): log(0) once softmax saturates, NaN soon after."""
+
+    def __init__(self):
+        from tvm.relax.training.loss import Loss
+
+        self._loss = type("NaiveCrossEntropyLoss", (Loss,), {})("naive_cross_entropy", 1, "sum")
+        self.log_line = -1
+
+    @property
+    def num_backbone_outputs(self) -> int:
+        return 1
+
+    def __call__(self, predictions, targets):
+        bb = relax.BlockBuilder()
+        logits = relax.Var("predictions", predictions)
+        labels = relax.Var("targets", targets)
+        with bb.function("naive_cross_entropy", [logits, labels]):
+            with bb.dataflow():
+                probs = bb.emit(relax.op.nn.softmax(logits))
+                logs, self.log_line = bb.emit(relax.op.log(probs)), _line()
+                picked = bb.emit(relax.op.multiply(labels, logs))
+                loss = bb.emit_output(relax.op.negative(relax.op.sum(picked)))
+            bb.emit_func_output(loss)
+        return bb.get()["naive_cross_entropy"]
+
+
+@dataclass
+class Training:
+    trainer: object
+    inputs: np.ndarray
+    targets: np.ndarray
+    loss: NaiveCrossEntropy
+
+
+def digits_training(lr: float = 7.0, fuse: bool = False, batch: int = 64, seed: int = 0) -> Training:
+    """A 64->32->10 MLP on sklearn's digits with tvm.relax.training and SGD(lr); at lr 7 the
+    loss goes NaN after a few steps (log of a saturated softmax)."""
+    from sklearn.datasets import load_digits
+    from tvm.relax.training import SetupTrainer, Trainer
+    from tvm.relax.training.optimizer import SGD
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((batch, 64), "float32"))
+    params = [
+        relax.Var("w1", relax.TensorType((64, 32), "float32")),
+        relax.Var("b1", relax.TensorType((32,), "float32")),
+        relax.Var("w2", relax.TensorType((32, 10), "float32")),
+        relax.Var("b2", relax.TensorType((10,), "float32")),
+    ]
+    w1, b1, w2, b2 = params
+    with bb.function("backbone", [x, *params]):
+        with bb.dataflow():
+            hidden = bb.emit(relax.op.nn.relu(relax.op.add(relax.op.matmul(x, w1), b1)))
+            logits = bb.emit_output(relax.op.add(relax.op.matmul(hidden, w2), b2))
+        bb.emit_func_output(logits)
+    backbone = bb.get().with_attrs({"param_num": 4, "state_num": 0})
+    loss = NaiveCrossEntropy()
+    setup = SetupTrainer(
+        loss, SGD(lr), [relax.TensorType((batch, 10), "float32"), relax.TensorType((batch, 10), "float32")]
+    )
+    train_mod = setup(backbone)
+    executable = compile_module(train_mod, fuse)
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    trainer = Trainer(train_mod, vm, tvm.cpu(), False)
+    rng = np.random.default_rng(seed)
+    trainer.load_params(
+        [
+            rng.normal(0, 0.1, (64, 32)).astype("float32"),
+            np.zeros(32, "float32"),
+            rng.normal(0, 0.1, (32, 10)).astype("float32"),
+            np.zeros(10, "float32"),
+        ]
+    )
+    digits = load_digits()
+    data = (digits.data[:batch] / 16.0).astype("float32")
+    targets = np.eye(10, dtype="float32")[digits.target[:batch]]
+    return Training(trainer, data, targets, loss)
+
+
+def _params(rng, shapes):
+    return [relax.Var(name, relax.TensorType(shape, "float32")) for name, shape in shapes], [
+        (rng.standard_normal(shape) * 0.1).astype("float32") for _, shape in shapes
+    ]
+
+
+def small_cnn(fuse: bool = True, seed: int = 0):
+    """conv-relu-pool-conv-relu-pool-dense on a 1x3x32x32 image; returns (executable, inputs)."""
+    rng = np.random.default_rng(seed)
+    params, values = _params(rng, [("c1", (8, 3, 3, 3)), ("c2", (16, 8, 3, 3)), ("w", (16 * 8 * 8, 10)), ("b", (10,))])
+    c1, c2, w, b = params
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 3, 32, 32), "float32"))
+    op = relax.op
+    with bb.function("main", [x, *params]):
+        with bb.dataflow():
+            h = bb.emit(op.nn.relu(op.nn.conv2d(x, c1, padding=1)))
+            h = bb.emit(op.nn.max_pool2d(h, pool_size=2, strides=2))
+            h = bb.emit(op.nn.relu(op.nn.conv2d(h, c2, padding=1)))
+            h = bb.emit(op.nn.max_pool2d(h, pool_size=2, strides=2))
+            h = bb.emit(op.reshape(h, (1, 16 * 8 * 8)))
+            out = bb.emit_output(op.add(op.matmul(h, w), b))
+        bb.emit_func_output(out)
+    image = rng.standard_normal((1, 3, 32, 32)).astype("float32")
+    return compile_module(bb.get(), fuse), [image, *values]
+
+
+def transformer_block(fuse: bool = True, tokens: int = 16, dim: int = 64, seed: int = 0):
+    """Pre-norm single-head attention + GELU MLP with residuals; returns (executable, inputs)."""
+    rng = np.random.default_rng(seed)
+    params, values = _params(
+        rng,
+        [
+            ("g1", (dim,)),
+            ("be1", (dim,)),
+            ("wq", (dim, dim)),
+            ("wk", (dim, dim)),
+            ("wv", (dim, dim)),
+            ("wo", (dim, dim)),
+            ("g2", (dim,)),
+            ("be2", (dim,)),
+            ("w1", (dim, 2 * dim)),
+            ("w2", (2 * dim, dim)),
+        ],
+    )
+    g1, be1, wq, wk, wv, wo, g2, be2, w1, w2 = params
+    values[0][:] = 1.0
+    values[6][:] = 1.0
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((tokens, dim), "float32"))
+    op = relax.op
+    with bb.function("main", [x, *params]):
+        with bb.dataflow():
+            h = bb.emit(op.nn.layer_norm(x, g1, be1, axes=[-1]))
+            q = bb.emit(op.matmul(h, wq))
+            k = bb.emit(op.matmul(h, wk))
+            v = bb.emit(op.matmul(h, wv))
+            scores = bb.emit(op.multiply(op.matmul(q, op.permute_dims(k)), relax.const(dim**-0.5, "float32")))
+            attention = bb.emit(op.matmul(op.nn.softmax(scores, axis=-1), v))
+            x1 = bb.emit(op.add(x, op.matmul(attention, wo)))
+            h2 = bb.emit(op.nn.layer_norm(x1, g2, be2, axes=[-1]))
+            mlp = bb.emit(op.matmul(op.nn.gelu(op.matmul(h2, w1)), w2))
+            out = bb.emit_output(op.add(x1, mlp))
+        bb.emit_func_output(out)
+    data = rng.standard_normal((tokens, dim)).astype("float32")
+    return compile_module(bb.get(), fuse), [data, *values]
+
+
+def big_elementwise(size: int = 1 << 20):
+    """One kernel with a size-element float32 output (the 1M-element FULL_HEALTH case)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((size,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.add(x, relax.const(1.0, "float32")))
+        bb.emit_func_output(out)
+    return compile_module(bb.get(), False), [np.linspace(-1, 1, size, dtype="float32")]

@@ -57,3 +57,22 @@ MODULES = {
     "sqrt": (PlantedSqrt, "# planted: sqrt"),
     "div": (PlantedDiv, "# planted: div"),
 }
+
+
+@I.ir_module
+class TwoFunctions:
+    """main calls helper: kernels of both are traced, each under its own graph."""
+
+    @R.function
+    def helper(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        y = R.exp(x)
+        z = R.add(y, x)
+        return z
+
+    @R.function
+    def main(x: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+        cls = TwoFunctions
+        a = R.add(x, x)
+        b = cls.helper(a)
+        c = R.multiply(b, a)
+        return c

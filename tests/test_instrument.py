@@ -20,7 +20,7 @@ CASES = [(frontend, fault, fuse) for frontend in FRONTENDS for fault in FAULTS f
 
 
 @pytest.fixture(scope="module")
-def planted_dump(tmp_path_factory):
+def planted_dump(tmp_path_factory, trace_path):
     """Every planted model compiled and run once under FULL_HEALTH; execution index per case."""
     logdir = tmp_path_factory.mktemp("planted")
     seen: list[pb.Execution] = []
@@ -102,11 +102,12 @@ def test_nan_hidden_by_maximum_is_caught_at_origin(planted_dump, fuse):
     assert "relax.sqrt" in [o.op_type for o in run.op(trace.op_id).original_ops]
 
 
-def test_graph_records_describe_sites(planted_dump):
+def test_graph_records_describe_sites(planted_dump, trace_path):
     run, index, _, _ = planted_dump
     graphs = run.graphs()
     assert len(graphs) == len(CASES)
     assert all(g.source_mapped and g.instrumentation for g in graphs)
+    assert {g.instrumentation for g in graphs} == {"compiled" if trace_path == "compiled" else "vm_instrument"}
     for graph in graphs:
         ops = run.ops(graph.graph_id)
         ids = [op.op_id for op in ops]
@@ -134,8 +135,8 @@ def test_executions_record_calls(planted_dump):
     frame = run.user_frame(execution.code_location)
     assert frame.file_path.endswith("models.py") and frame.function == "run"
     assert execution.num_traces == len(run.execution_trace_indices(execution.index))
-    for i in run.execution_trace_indices(execution.index):
-        assert run.trace(int(i)).duration_us >= 0
+    durations = [run.trace(int(i)).duration_us for i in run.execution_trace_indices(execution.index)]
+    assert all(0 < d < execution.duration_us for d in durations)
 
 
 def test_failing_kernel_is_recorded_and_error_unchanged(tmp_path):

@@ -28,6 +28,7 @@ from importlib import metadata as _metadata
 
 from tvmdbg_tb.events import layout, records
 from tvmdbg_tb.events.summaries import mode_value
+from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 DEFAULT_RING_BYTES = 256 << 20
@@ -37,23 +38,12 @@ _EAGER_WRITE_BYTES = 8 << 20
 _MAX_SOURCE_BYTES = 8 << 20
 
 
-# Raw protobuf pieces of the trace fast path (see write_serialized_traces).
+# Raw protobuf pieces of the trace fast path (see write_graph_execution_trace_payloads).
 _WALL_TIME = struct.Struct("<Bd")  # DebugEvent.wall_time: field 1, fixed64
 _TRACE_TAG = bytes([9 << 3 | 2])  # DebugEvent.graph_execution_trace: field 9, length-delimited
 _INDEX_FIELD = struct.Struct("<Bq")  # GraphExecutionTrace.index: field 13, sfixed64
 _INDEX_TAG = 13 << 3 | 1
-_SMALL_VARINTS = [bytes([n]) if n < 128 else bytes([n & 0x7F | 0x80, n >> 7]) for n in range(1 << 14)]
-
-
-def _varint(n: int) -> bytes:
-    if n < 1 << 14:
-        return _SMALL_VARINTS[n]
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+_varint = varint  # the instrumentation's fast tracer imports it from here
 
 
 def _envelope_prefix(wall_time: float, step: int) -> bytes:
@@ -249,9 +239,11 @@ class DebugEventsWriter:
         self, traces: Sequence[pb.GraphExecutionTrace], wall_time: float | None = None, step: int = 0
     ) -> None:
         """Queues a batch of traces (their `index` is assigned here)."""
-        self.write_serialized_traces([t.SerializeToString() for t in traces], wall_time, step)
+        self.write_graph_execution_trace_payloads([t.SerializeToString() for t in traces], wall_time, step)
 
-    def write_serialized_traces(self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0) -> None:
+    def write_graph_execution_trace_payloads(
+        self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
+    ) -> None:
         """Queues a batch of serialized GraphExecutionTrace messages (without `index`).
 
         The hot path of the instrumentation: a call site's static fields can be serialized
@@ -265,7 +257,7 @@ class DebugEventsWriter:
             with self._lock:
                 first = self._next_trace
                 self._next_trace += len(payloads)
-            encode, index_field, varint = records.encode, _INDEX_FIELD.pack, _varint
+            encode, index_field = records.encode, _INDEX_FIELD.pack
             chunks = [
                 encode(prefix + varint(len(p) + _INDEX_FIELD.size) + p + index_field(_INDEX_TAG, first + i))
                 for i, p in enumerate(payloads)

@@ -58,6 +58,9 @@ class _ListenerSink:
         return None
 
     def on_execution(self, execution, traces) -> None:
+        if not _LISTENERS:
+            return
+        traces = list(traces)
         for listener in list(_LISTENERS):
             try:
                 listener(execution, traces)
@@ -99,8 +102,19 @@ def _activate(session: Session | None) -> None:
     vm_tracer.ACTIVE.session = session
     capture.STATE.on_executable = (lambda executable, info: session.register_executable(info)) if session else None
     capture.STATE.recording = session is not None
+    capture.STATE.compile_health = _compile_health(session)
     if session is None:
         capture.REGISTRY.clear()
+
+
+def _compile_health(session: Session | None) -> bool | None:
+    """How builds are instrumented: None (the VM instrument traces them), False (timestamps
+    only: NO_TENSOR) or True (summary kernels)."""
+    from tvmdbg_tb.instrument.fast_tracer import FAST_MODES, supported_platform
+
+    if session is None or session.want_nonfinite or session.mode not in FAST_MODES or not supported_platform():
+        return None
+    return session.mode != pb.NO_TENSOR
 
 
 def _new_session() -> Session | None:
@@ -190,6 +204,8 @@ def enable_check_numerics() -> None:
         _STATE.check = CheckNumerics()
         if _STATE.session is not None:
             _STATE.session.add_sink(_STATE.check)  # same run: keep the session and its ids
+            vm_tracer.detach_all()  # check-numerics needs the per-kernel VM instrument
+            capture.STATE.compile_health = _compile_health(_STATE.session)
         else:
             _activate(_new_session())
 
@@ -201,6 +217,8 @@ def disable_check_numerics() -> None:
         check, _STATE.check = _STATE.check, None
         if _STATE.writer is not None:
             _STATE.session.remove_sink(check)
+            vm_tracer.detach_all()
+            capture.STATE.compile_health = _compile_health(_STATE.session)
         else:
             _activate(None)
 

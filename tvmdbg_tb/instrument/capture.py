@@ -31,26 +31,45 @@ class EmitRegistry:
     def __init__(self):
         self._lock = threading.Lock()
         # hash(var) is the object's address: keep the var alive so the key stays unique.
-        self._by_var: dict[int, tuple[object, list[Frame], int]] = {}
+        self._by_var: dict[int, tuple[object, graphs.Emitted]] = {}
+        self._by_name: dict[str, list[graphs.Emitted]] = {}
 
-    def record(self, var, skip: int) -> None:
+    def record(self, var, expr, skip: int) -> None:
         frames, user_index = frames_mod.capture(skip + 1)
         torch_frames = _torch_node_frames()
         if torch_frames:
             frames = frames[: user_index + 1] + torch_frames if user_index >= 0 else torch_frames
             user_index = frames_mod.user_index(frames)
+        entry = graphs.Emitted(graphs.op_type_of(expr), frames, user_index)
         with self._lock:
-            self._by_var[hash(var)] = (var, frames, user_index)
+            self._by_var[hash(var)] = (var, entry)
+            self._by_name.setdefault(var.name, []).append(entry)
 
-    def lookup(self, var) -> tuple[list[Frame], int] | None:
-        entry = self._by_var.get(hash(var))
-        if entry is None or not entry[0].same_as(var):
+    def lookup(self, var) -> graphs.Emitted | None:
+        """The entry of this very var (identity)."""
+        found = self._by_var.get(hash(var))
+        if found is None or not found[0].same_as(var):
             return None
-        return entry[1], entry[2]
+        return found[1]
+
+    def find(self, name: str, op_type: str) -> graphs.Emitted | None:
+        """The entry of a var with this name and op, for vars that passes re-created (e.g.
+        tvm.relax.training's AppendLoss/Gradient/LegalizeOps); None when ambiguous (entries
+        pointing at different user lines)."""
+        matches = [e for e in self._by_name.get(name, ()) if graphs.same_op(e.op_type, op_type)]
+        if not matches:
+            return None
+        lines = {_user_line(e) for e in matches}
+        return matches[-1] if len(lines) == 1 else None
 
     def clear(self) -> None:
         with self._lock:
             self._by_var.clear()
+            self._by_name.clear()
+
+
+def _user_line(entry: graphs.Emitted):
+    return entry.frames[entry.user_index][:2] if entry.user_index >= 0 else None
 
 
 def _torch_node_frames() -> list[Frame]:
@@ -74,6 +93,14 @@ REGISTRY = EmitRegistry()
 class _State:
     recording = False
     on_executable = None  # callable(executable, ExecutableInfo) set by the session
+    # None: no compile-time instrumentation; False: timestamps only; True: with health.
+    compile_health: bool | None = None
+
+
+class _Build(threading.local):
+    """The build in progress on this thread (relax.build -> _vmcodegen)."""
+
+    pending = None
 
 
 STATE = _State()
@@ -100,11 +127,11 @@ class _Snapshots:
 
 
 def _wrap_emit(original):
-    def emit(self, *args, **kwargs):
-        var = original(self, *args, **kwargs)
+    def emit(self, expr, *args, **kwargs):
+        var = original(self, expr, *args, **kwargs)
         if STATE.recording:
             try:
-                REGISTRY.record(var, skip=1)
+                REGISTRY.record(var, expr, skip=1)
             except Exception:  # capture is best effort; never break the user's model
                 pass
         return var
@@ -112,6 +139,48 @@ def _wrap_emit(original):
     emit.__wrapped__ = original
     emit.__doc__ = original.__doc__
     return emit
+
+
+_BUILD = _Build()
+
+
+class _PendingBuild:
+    def __init__(self, mod, snapshots, target, frames, user_index, health):
+        self.mod = mod
+        self.snapshots = snapshots
+        self.target = target
+        self.frames = frames
+        self.user_index = user_index
+        self.health = health
+        self.info: graphs.ExecutableInfo | None = None
+
+    def describe(self) -> graphs.ExecutableInfo:
+        if self.info is None:
+            self.info = describe(self.mod, self.snapshots, self.target, self.frames, self.user_index)
+        return self.info
+
+
+def _wrap_codegen(original):
+    """Instruments the lowered module right before VM codegen (see compiled.py)."""
+
+    def vmcodegen(builder, mod, *args, **kwargs):
+        pending = _BUILD.pending
+        if pending is not None and pending.health is not None:
+            info = pending.describe()
+            from tvmdbg_tb.instrument import compiled
+
+            if compiled.plan_supported(info):
+                try:
+                    mod, functions = compiled.instrument(mod, info, pending.health)
+                    info.compiled = {name: f.fid for name, f in functions.items()}
+                    info.compiled_health = pending.health
+                except Exception as error:  # unsupported shape of module: the VM instrument traces it
+                    info.compiled = {}
+                    info.note = (info.note + "; " if info.note else "") + f"traced by the VM instrument ({error})"
+        return original(builder, mod, *args, **kwargs)
+
+    vmcodegen.__wrapped__ = original
+    return vmcodegen
 
 
 def _wrap_build(original):
@@ -128,10 +197,15 @@ def _wrap_build(original):
             instruments=[*current.instruments, snapshots],
             config=dict(current.config),
         )
-        with context:
-            executable = original(mod, *args, **kwargs)
         target = args[0] if args else kwargs.get("target")
-        info = describe(mod, snapshots, str(target or ""), frames, user_index)
+        pending = _PendingBuild(mod, snapshots, str(target or ""), frames, user_index, STATE.compile_health)
+        outer, _BUILD.pending = _BUILD.pending, pending
+        try:
+            with context:
+                executable = original(mod, *args, **kwargs)
+        finally:
+            _BUILD.pending = outer
+        info = pending.describe()
         attach(executable, info)
         STATE.on_executable(executable, info)
         return executable
@@ -145,7 +219,7 @@ def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> gra
     """The ExecutableInfo of one build; never raises (a failure becomes a note)."""
     executable_id = uuid.uuid4().hex[:12]
     try:
-        origins, by_name = graphs.collect_origins(mod, REGISTRY.lookup)
+        origins, by_name = graphs.collect_origins(mod, REGISTRY)
         fused = graphs.fused_members(snapshots.fused)
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
         functions = graphs.extract_functions(sites_mod, origins, by_name, fused)
@@ -191,4 +265,5 @@ def install() -> None:
     wrapped = _wrap_build(original_build)
     vm_build.build = wrapped
     relax.build = wrapped
+    vm_build._vmcodegen = _wrap_codegen(vm_build._vmcodegen)
     _INSTALLED = True

@@ -9,8 +9,9 @@ call_tir calls are lowered (the kernel call sites in the order the VM runs them)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import tvm
 from tvm import relax
@@ -37,6 +38,15 @@ class Origin:
     var_name: str
     frames: list[Frame] = field(default_factory=list)
     user_index: int = -1
+
+
+@dataclass
+class Emitted:
+    """What BlockBuilder.emit saw for one var: its op and the user's stack."""
+
+    op_type: str
+    frames: list[Frame]
+    user_index: int
 
 
 @dataclass
@@ -88,6 +98,10 @@ class ExecutableInfo:
     note: str = ""
     frames: list[Frame] = field(default_factory=list)
     user_index: int = -1
+    # Compile-time instrumentation (compiled.py), by function name; empty when the VM
+    # instrument traces this executable.
+    compiled: dict = field(default_factory=dict)
+    compiled_health: bool = False
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -159,14 +173,46 @@ def _op_name(value) -> str | None:
 
 # -- origins -------------------------------------------------------------------------------
 
-OriginLookup = Callable[[object], "tuple[list[Frame], int] | None"]
+
+def op_type_of(value) -> str:
+    """ "relax.log" for a call of an op; "relax.call_tir:<kernel>" and "call:<function>" for
+    calls of functions; "" for anything else."""
+    op_type = _op_name(value)
+    if op_type is None:
+        return "call:" + _name(value.op) if isinstance(value, relax.Call) else ""
+    if op_type in _DPS_OPS or op_type in _PACKED_OPS:
+        return f"{op_type}:{_name(value.args[0])}"
+    return op_type
 
 
-def collect_origins(mod, emitted: OriginLookup) -> tuple[dict[int, Origin], dict[str, list[Origin]]]:
+_KERNEL_SUFFIX = re.compile(r"\d+$")
+
+
+def _base_op(op_type: str) -> str:
+    """The bare op of an op type: "relax.nn.softmax" -> "softmax",
+    "relax.call_tir:tir_log1" -> "log"."""
+    name = op_type.split(":", 1)[1] if ":" in op_type else op_type.rsplit(".", 1)[-1]
+    name = _KERNEL_SUFFIX.sub("", name)
+    return name[4:] if name.startswith("tir_") else name
+
+
+def same_op(user_op_type: str, op_type: str) -> bool:
+    """Whether an op the user emitted is the one behind op_type (possibly legalized)."""
+    return user_op_type == op_type or (bool(user_op_type) and _base_op(user_op_type) == _base_op(op_type))
+
+
+class OriginSource(Protocol):
+    def lookup(self, var) -> Emitted | None: ...
+
+    def find(self, name: str, op_type: str) -> Emitted | None: ...
+
+
+def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict[str, list[Origin]]]:
     """Original ops of mod by var identity (and by var name as a fallback)."""
     by_var: dict[int, Origin] = {}
     by_name: dict[str, list[Origin]] = {}
     for fname, func in _relax_functions(mod, primitive=False):
+        function_origins: list[tuple[int, object, Origin]] = []
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
             if isinstance(value, relax.Var):
@@ -175,23 +221,48 @@ def collect_origins(mod, emitted: OriginLookup) -> tuple[dict[int, Origin], dict
                     by_var[hash(var)] = source
                     by_name.setdefault(var.name, []).append(source)
                 continue
-            op_type = _op_name(value)
-            if op_type is None:
-                if isinstance(value, relax.Call):
-                    op_type = "call:" + _name(value.op)
-                else:
-                    continue
-            elif op_type in _DPS_OPS or op_type in _PACKED_OPS:
-                op_type = f"{op_type}:{_name(value.args[0])}"
-            found = emitted(var)
-            if found is not None:
-                frames, user_index = found
-            else:
+            op_type = op_type_of(value)
+            if not op_type:
+                continue
+            entry = emitted.lookup(var)
+            if entry is None:
                 frames, user_index = _span_frames(value, fname)
+                if not frames:
+                    entry = emitted.find(var.name, op_type)
+            if entry is not None:
+                frames, user_index = entry.frames, entry.user_index
+                op_type = entry.op_type or op_type  # the op the user wrote, before legalization
             origin = Origin(op_type, var.name, frames, user_index)
             by_var[hash(var)] = origin
             by_name.setdefault(var.name, []).append(origin)
+            function_origins.append((hash(var), value, origin))
+        _inherit_from_consumers(function_origins)
     return by_var, by_name
+
+
+def _call_operands(value) -> list:
+    if isinstance(value, relax.Call):
+        operands = []
+        for arg in value.args:
+            operands.extend(arg.fields if isinstance(arg, relax.Tuple) else [arg])
+        return operands
+    return []
+
+
+def _inherit_from_consumers(function_origins: list[tuple[int, object, Origin]]) -> None:
+    """Ops the user did not emit themselves (the inner calls of a nested expression given to
+    one BlockBuilder.emit, ops re-created by passes) take the location of their first
+    consumer that has one: the line that wrote the expression."""
+    inherited: dict[int, Origin] = {}
+    for key, value, origin in reversed(function_origins):
+        if not origin.frames:
+            source = inherited.get(key)
+            if source is not None:
+                origin.frames, origin.user_index = source.frames, source.user_index
+        if origin.frames:
+            for operand in _call_operands(value):
+                if isinstance(operand, relax.Var):
+                    inherited[hash(operand)] = origin
 
 
 def _span_frames(value, function_name: str) -> tuple[list[Frame], int]:

@@ -11,7 +11,7 @@ import itertools
 import re
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from tvmdbg_tb.events.writer import DebugEventsWriter
@@ -57,6 +57,29 @@ class KernelCall:
             return list(self.args)
         outs = set(self.site.out_positions)
         return [a for i, a in enumerate(self.args) if i not in outs]
+
+
+class TraceBatch(Sequence):
+    """The traces of one execution: messages, or serialized payloads (the fast path) that
+    are parsed only if a sink asks for messages."""
+
+    def __init__(self, messages: list[pb.GraphExecutionTrace] | None = None, payloads: list[bytes] | None = None):
+        self._messages = messages
+        self.payloads = payloads
+
+    def _parsed(self) -> list[pb.GraphExecutionTrace]:
+        if self._messages is None:
+            self._messages = [pb.GraphExecutionTrace.FromString(p) for p in self.payloads or ()]
+        return self._messages
+
+    def __len__(self) -> int:
+        return len(self.payloads) if self._messages is None else len(self._messages)
+
+    def __getitem__(self, i):
+        return self._parsed()[i]
+
+    def __iter__(self):
+        return iter(self._parsed())
 
 
 class RuntimeSite:
@@ -144,6 +167,7 @@ class Session:
         self._execution_ids = itertools.count()
         self._programs: dict[str, Program] = {}
         self._lock = threading.Lock()
+        self._locations: dict[tuple, pb.CodeLocation] = {}
 
     # -- sinks -----------------------------------------------------------------------------
 
@@ -165,14 +189,19 @@ class Session:
     # -- ids and locations -----------------------------------------------------------------
 
     def next_execution_index(self) -> int:
-        if self.writer is not None:
-            return self.writer.allocate_execution_index()
-        return next(self._execution_ids)
+        return next(self._execution_ids)  # atomic under the GIL; the writer only stores it
 
     def code_location(self, frames: list[Frame], user_index: int) -> pb.CodeLocation:
+        """The CodeLocation of a stack (cached: a loop calls the VM from the same stack)."""
         if self.writer is None or not frames:
             return pb.CodeLocation(user_frame_index=-1 if not frames else user_index)
-        return self.writer.code_location(frames, user_index)
+        key = (tuple(frames), user_index)
+        location = self._locations.get(key)
+        if location is None:
+            location = self.writer.code_location(frames, user_index)
+            if len(self._locations) < 100_000:
+                self._locations[key] = location
+        return location
 
     # -- programs --------------------------------------------------------------------------
 
@@ -214,7 +243,7 @@ class Session:
             name=name,
             executable_id=program.executable_id,
             source_mapped=mapped,
-            instrumentation="vm_instrument",
+            instrumentation="compiled" if info is not None and info.compiled else "vm_instrument",
             param_names=param_names,
             params=[self._spec(p) for p in params],
             target=info.target if info is not None else "",
@@ -365,9 +394,13 @@ class WriterSink:
     def on_kernel(self, call: KernelCall) -> None:
         return None
 
-    def on_execution(self, execution: pb.Execution, traces: list[pb.GraphExecutionTrace]) -> None:
+    def on_execution(self, execution: pb.Execution, traces: Sequence[pb.GraphExecutionTrace]) -> None:
         now = time.time()
-        self.writer.write_graph_execution_traces(traces, wall_time=now)
+        payloads = getattr(traces, "payloads", None)
+        if payloads is not None:
+            self.writer.write_graph_execution_trace_payloads(payloads, wall_time=now)
+        else:
+            self.writer.write_graph_execution_traces(list(traces), wall_time=now)
         self.writer.write_execution(execution, wall_time=now)
 
     def close(self) -> None:

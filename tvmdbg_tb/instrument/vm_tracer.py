@@ -19,7 +19,7 @@ from tvm import relax
 
 from tvmdbg_tb.instrument import capture
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument.session import KernelCall, RuntimeFunction, RuntimeSite, Session
+from tvmdbg_tb.instrument.session import KernelCall, RuntimeFunction, RuntimeSite, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import (
     as_numpy,
     debug_values,
@@ -130,17 +130,21 @@ class Tracer:
             warnings.warn(f"tvmdbg: could not record a VM call: {error!r}", RuntimeWarning, stacklevel=3)
 
     def _finish(self, call: _Call, inputs, outputs, error, frames, user_index) -> None:
-        duration = (_perf() - call.start) * 1e6
-        mode = self.mode
         if error is not None:
             self._record_failure(call, error)
+        self._emit(call, TraceBatch(messages=call.traces), inputs, outputs, error, frames, user_index)
+
+    def _emit(self, call, traces: TraceBatch, inputs, outputs, error, frames, user_index) -> None:
+        """Builds the call's Execution and hands it with its traces to the session's sinks."""
+        duration = (_perf() - call.start) * 1e6
+        mode = self.mode
         execution = pb.Execution(
             index=call.index,
             function_name=call.function.name,
             graph_id=call.function.graph_id,
             tensor_debug_mode=mode,
             duration_us=duration,
-            num_traces=len(call.traces),
+            num_traces=len(traces),
             executable_id=self.program.executable_id,
         )
         for value in inputs:
@@ -150,10 +154,10 @@ class Tracer:
                 execution.outputs.append(tensor_summary(mode, value))
         if error is not None:
             execution.error = _message(error)
-        elif call.stop is not None:
+        elif getattr(call, "stop", None) is not None:
             execution.error = _message(call.stop)
         execution.code_location.CopyFrom(self.session.code_location(frames, user_index))
-        self.session.execution_done(execution, call.traces)
+        self.session.execution_done(execution, traces)
 
     def _record_failure(self, call: _Call, error: BaseException) -> None:
         """The call that raised is the one that saw BEFORE but no AFTER."""
@@ -197,6 +201,7 @@ class Tracer:
             call.pending.append((None, symbol, 0.0, True))
             return 0
         site = self._site(call, symbol, args)
+        call = self._local.call  # a time_evaluator repetition may have started a new call
         if site is not None and call.stop is not None:
             return SKIP_RUN  # a sink asked to stop: the error is raised when the call returns
         call.pending.append((site, symbol, _perf(), False))
@@ -312,7 +317,9 @@ def tracer_of(vm) -> Tracer | None:
         return None
     tracer = vm.__dict__.get("_tvmdbg_tracer")
     if tracer is None or tracer.session is not session:
-        tracer = Tracer(session, vm)
+        from tvmdbg_tb.instrument.fast_tracer import CompiledTracer, usable
+
+        tracer = CompiledTracer(session, vm) if usable(session, vm) else Tracer(session, vm)
         vm.__dict__["_tvmdbg_tracer"] = tracer
         _VMS.add(vm)
     return tracer
@@ -320,6 +327,9 @@ def tracer_of(vm) -> Tracer | None:
 
 def detach_all() -> None:
     """Removes the instrument from every traced VM (the session ended)."""
+    from tvmdbg_tb.instrument.fast_tracer import flush_implicit
+
+    flush_implicit()
     for vm in list(_VMS):
         vm.__dict__.pop("_tvmdbg_tracer", None)
         try:

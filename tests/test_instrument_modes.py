@@ -1,0 +1,97 @@
+"""Every tensor debug mode checked against numpy on the same tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from models import mixed_dtypes
+from tvm import relax
+
+import tvmdbg
+from tvmdbg_tb.events.summaries import MODE_NAMES, dtype_code
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+
+def _run_in_mode(logdir, mode):
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=-1)
+    try:
+        executable, inputs = mixed_dtypes()
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    reader = tvmdbg.DebugDataReader(logdir)
+    reader.update()
+    run = reader.run()
+    return run, [run.trace(i) for i in range(run.num_traces())], inputs
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory, trace_path):
+    return {mode: _run_in_mode(tmp_path_factory.mktemp(mode), mode) for mode in MODE_NAMES}
+
+
+def _values(tensor_value: pb.TensorValue) -> np.ndarray:
+    return np.frombuffer(tensor_value.content, dtype=tensor_value.dtype).reshape(tuple(tensor_value.shape))
+
+
+def _expected(mode: str, array: np.ndarray) -> list[float]:
+    size, rank = array.size, array.ndim
+    is_float = array.dtype.kind == "f"
+    nan = int(np.isnan(array).sum()) if is_float else 0
+    pos_inf = int(np.isposinf(array).sum()) if is_float else 0
+    neg_inf = int(np.isneginf(array).sum()) if is_float else 0
+    finite = array[np.isfinite(array)] if is_float else array.astype("int64")
+    negative, zero, positive = int((finite < 0).sum()), int((finite == 0).sum()), int((finite > 0).sum())
+    code = dtype_code(str(array.dtype))
+    if mode == "CURT_HEALTH":
+        return [1.0 if nan + pos_inf + neg_inf else 0.0]
+    if mode == "CONCISE_HEALTH":
+        return [size, neg_inf, pos_inf, nan]
+    if mode == "FULL_HEALTH":
+        return [0, code, rank, size, neg_inf, pos_inf, nan, negative, zero, positive]
+    if mode == "SHAPE":
+        return [code, rank, size, *array.shape]
+    return []
+
+
+def test_full_tensor_values_match_numpy(dumps):
+    run, traces, inputs = dumps["FULL_TENSOR"]
+    by_name = {t.op_name: _values(t.tensor_value) for t in traces}
+    x = inputs[0]
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(by_name["lv"], np.log(x), rtol=1e-6)
+        np.testing.assert_array_equal(by_name["lv1"], np.argmax(x, axis=1))
+        np.testing.assert_array_equal(by_name["lv2"], x > 0)
+        np.testing.assert_allclose(by_name["lv4"], np.log(x).astype("float16"), rtol=1e-3)
+    assert {str(v.dtype) for v in by_name.values()} == {"float32", "int64", "bool", "int32", "float16"}
+
+
+@pytest.mark.parametrize("mode", [m for m in MODE_NAMES if m != "FULL_TENSOR"])
+def test_mode_values_match_numpy(dumps, mode):
+    _, full, inputs = dumps["FULL_TENSOR"]
+    reference = {t.op_name: _values(t.tensor_value) for t in full}
+    run, traces, _ = dumps[mode]
+    assert sorted(t.op_name for t in traces) == sorted(reference)
+    for trace in traces:
+        array = reference[trace.op_name]
+        assert trace.tensor_debug_mode == pb.TensorDebugMode.Value(mode)
+        assert list(trace.debug_values) == _expected(mode, array), (trace.op_name, array)
+        assert trace.dtype == str(array.dtype) and list(trace.shape) == list(array.shape)
+    execution = run.execution(0)
+    assert list(execution.inputs[0].debug_values) == _expected(mode, inputs[0])
+    assert len(execution.outputs) == 5
+    for summary in execution.outputs:
+        assert list(summary.debug_values) == _expected(mode, reference_by_dtype(reference, summary.dtype))
+
+
+def reference_by_dtype(reference, dtype):
+    return next(v for v in reference.values() if str(v.dtype) == dtype)
+
+
+def test_nonfinite_digests_follow_the_mode(dumps):
+    run, traces, _ = dumps["FULL_HEALTH"]
+    digests = run.trace_digests()
+    log_row = [i for i, t in enumerate(traces) if t.op_name == "lv"][0]
+    assert (digests["nan"][log_row], digests["neg_inf"][log_row], digests["pos_inf"][log_row]) == (3, 1, 1)

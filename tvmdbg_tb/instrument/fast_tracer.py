@@ -1,0 +1,318 @@
+"""Tracing executables instrumented at compile time (compiled.py): no per-kernel Python.
+
+Per top-level call, Python does three things: hands out the stats buffer when the function
+asks for it ("tvmdbg.stats"), reads it once when the call returns, and turns its rows into
+trace payloads: each op's constant fields are serialized once per session and only the
+execution index, the summary values, the runtime shape and the duration are appended
+(protobuf merges repeated fields, so concatenated messages parse as one).
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import struct
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import tvm
+
+from tvmdbg_tb.events.summaries import dtype_code
+from tvmdbg_tb.events.writer import _varint
+from tvmdbg_tb.instrument import compiled
+from tvmdbg_tb.instrument import frames as frames_mod
+from tvmdbg_tb.instrument.session import RuntimeFunction, Session, TraceBatch
+from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+FAST_MODES = {pb.NO_TENSOR, pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.SHAPE}
+_perf = time.perf_counter
+_F64 = struct.Struct("<d")
+
+
+# Tests switch this off to exercise the VM-instrument path on the same models.
+ENABLED = True
+
+
+def supported_platform() -> bool:
+    """The timestamps come from the x86 time-stamp counter."""
+    return ENABLED and platform.machine().lower() in ("x86_64", "amd64")
+
+
+def usable(session: Session, vm: Any) -> bool:
+    """Whether vm's executable was instrumented at compile time in a way this session can use."""
+    info = getattr(vm, "_tvmdbg_info", None)
+    if info is None or not info.compiled or session.want_nonfinite or session.mode not in FAST_MODES:
+        return False
+    return session.mode == pb.NO_TENSOR or info.compiled_health
+
+
+class _FastCall:
+    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit")
+
+    def __init__(self, tracer: CompiledTracer, function: RuntimeFunction, implicit: bool):
+        self.tracer = tracer
+        self.index = tracer.session.next_execution_index()
+        self.function = function
+        self.buffers: list[tuple[int, Any, np.ndarray]] = []
+        self.start = _perf()
+        self.implicit = implicit
+
+
+class _Local(threading.local):
+    call: _FastCall | None = None
+    implicit: tuple | None = None  # (tracer, function name, frames, user_index) in time_evaluator
+
+    def __init__(self):
+        self.pool: dict[int, list[tuple[Any, np.ndarray]]] = {}
+
+
+_LOCAL = _Local()
+
+
+def _buffer(fid: int) -> tuple[Any, np.ndarray]:
+    free = _LOCAL.pool.setdefault(fid, [])
+    if free:
+        return free.pop()
+    rows = len(compiled.FUNCTIONS[fid].rows) + 1
+    tensor = tvm.runtime.tensor(np.zeros((rows, compiled.ROW_WIDTH), "float64"))
+    return tensor, np.from_dlpack(tensor)
+
+
+def _release(fid: int, tensor, array) -> None:
+    _LOCAL.pool.setdefault(fid, []).append((tensor, array))
+
+
+def _stats(fid) -> Any:
+    """ "tvmdbg.stats": the buffer an instrumented function writes its rows to."""
+    fid = int(fid)
+    call = _LOCAL.call
+    if _LOCAL.implicit is not None:
+        call = _LOCAL.implicit[0]._implicit_call(fid)
+    tensor, array = _buffer(fid)
+    array[:, 0] = 0.0
+    if call is None:  # an untraced call (tvmdbg disabled, or a raw module call)
+        _release(fid, tensor, array)
+    else:
+        call.buffers.append((fid, tensor, array))
+    return tensor
+
+
+tvm.register_global_func(compiled.STATS_FUNC, _stats, override=True)
+
+
+def flush_implicit() -> None:
+    """Ends this thread's pending time_evaluator repetition (the session is ending)."""
+    call = _LOCAL.call
+    if call is not None and call.implicit:
+        _LOCAL.call = None
+        call.tracer._finish_fast(call, (), None, None, [], -1)
+
+
+_CYCLES_PER_US: list[float] = []
+
+
+def cycles_per_us() -> float:
+    """Time-stamp counter rate, measured once against perf_counter."""
+    if not _CYCLES_PER_US:
+        name, prim = compiled._tick_func()
+        tick = tvm.compile(tvm.IRModule({name: prim}), "llvm")[name]
+        stats = tvm.runtime.tensor(np.zeros((2, compiled.ROW_WIDTH), "float64"))
+        view = np.from_dlpack(stats)
+        tick(stats, 0)
+        start = _perf()
+        while _perf() - start < 0.02:
+            pass
+        tick(stats, 1)
+        elapsed = _perf() - start
+        _CYCLES_PER_US.append(max((view[1, 0] - view[0, 0]) / (elapsed * 1e6), 1e-9))
+    return _CYCLES_PER_US[0]
+
+
+class CompiledTracer(Tracer):
+    """Traces a VM whose executable carries the summary kernels (no VM instrument)."""
+
+    def __init__(self, session: Session, vm: Any):
+        self.session = session
+        self.mode = session.mode
+        info = vm._tvmdbg_info
+        self.program = session.program(info, vm)
+        self.function_names = frozenset(info.functions)
+        self._local = threading.local()
+        self._fids = info.compiled  # function name -> fid
+        self._statics: dict[int, list[bytes]] = {}
+        self._rate = cycles_per_us()
+        vm._set_instrument(None)
+
+    def call(self, function_name: str, invoke, args: tuple, inputs: tuple, get_outputs=None) -> Any:
+        if _LOCAL.call is not None or _LOCAL.implicit is not None:
+            return invoke(*args)
+        frames, user_index = frames_mod.capture(2)
+        call = _FastCall(self, self.session.function(self.program, function_name), implicit=False)
+        _LOCAL.call = call
+        try:
+            result = invoke(*args)
+        except BaseException as error:
+            _LOCAL.call = None
+            self._safely(self._finish_fast, call, inputs, None, error, frames, user_index)
+            raise
+        _LOCAL.call = None
+        outputs = get_outputs() if get_outputs is not None else result
+        self._safely(self._finish_fast, call, inputs, outputs, None, frames, user_index)
+        return result
+
+    def timed(self, function_name: str, evaluator, args: tuple) -> Any:
+        if _LOCAL.call is not None:
+            return evaluator(*args)
+        frames, user_index = frames_mod.capture(2)
+        _LOCAL.implicit = (self, function_name, frames, user_index)
+        try:
+            return evaluator(*args)
+        finally:
+            _LOCAL.implicit = None
+            call, _LOCAL.call = _LOCAL.call, None
+            if call is not None:
+                self._safely(self._finish_fast, call, (), None, None, frames, user_index)
+
+    def _implicit_call(self, fid: int) -> _FastCall | None:
+        """time_evaluator runs: each entry of the timed function starts a new Execution."""
+        _, name, frames, user_index = _LOCAL.implicit
+        current = _LOCAL.call
+        if self._fids.get(name) != fid:
+            return current  # a nested function: part of the current repetition
+        if current is not None:
+            _LOCAL.call = None
+            self._safely(self._finish_fast, current, (), None, None, frames, user_index)
+        call = _FastCall(self, self.session.function(self.program, name), implicit=True)
+        _LOCAL.call = call
+        return call
+
+    # -- rows -> traces --------------------------------------------------------------------
+
+    def _static(self, fid: int) -> tuple[list[bytes], list[bool]]:
+        """Serialized constant fields of each row's trace (per session: ids are per run),
+        and whether the row's shape is only known at run time."""
+        cached = self._statics.get(fid)
+        if cached is None:
+            function = compiled.FUNCTIONS[fid]
+            runtime = self.session.function(self.program, function.name)
+            statics, dynamic = [], []
+            for row in function.rows:
+                site = runtime.sites[row.site.position]
+                spec = row.site.outputs[row.slot] if row.slot < len(row.site.outputs) else ("", (), "")
+                trace = pb.GraphExecutionTrace(
+                    op_id=site.op_id,
+                    output_slot=row.slot,
+                    op_name=site.name,
+                    kernel=site.kernel,
+                    graph_id=site.graph_id,
+                    tensor_debug_mode=self.mode,
+                    device="cpu:0",
+                    dtype=spec[0],
+                )
+                runtime_shape = row.health and any(d < 0 for d in spec[1])
+                if not runtime_shape:
+                    trace.shape.extend(spec[1])
+                statics.append(trace.SerializeToString() if row.slot in site.slots else b"")
+                dynamic.append(runtime_shape)
+            cached = self._statics[fid] = (statics, dynamic)
+        return cached
+
+    def _payloads(self, call: _FastCall) -> list[bytes]:
+        """One payload per executed row (plain Python on .tolist(): rows are few and small)."""
+        mode = self.mode
+        index = b"\x18" + _varint(call.index)
+        rate = self._rate
+        pack = _F64.pack
+        payloads: list[bytes] = []
+        stamps: list[float] = []
+        for fid, _, array in call.buffers:
+            statics, dynamic = self._static(fid)
+            infos = compiled.FUNCTIONS[fid].rows
+            rows = array.tolist()
+            previous = rows[0][0]
+            for i, row in enumerate(rows[1:]):
+                cycles = row[0]
+                if not cycles:
+                    continue
+                duration = (cycles - previous) / rate
+                previous = cycles
+                static = statics[i]
+                if not static:
+                    continue
+                tail = b"\x59" + pack(duration)
+                if mode != pb.NO_TENSOR and infos[i].health:
+                    tail = _debug_values(mode, row, infos[i].dtype) + tail
+                if dynamic[i]:
+                    dims = b"".join([_varint(int(d)) for d in row[8 : 8 + int(row[7])]])
+                    tail = b"\x7a" + _varint(len(dims)) + dims + tail
+                payloads.append(static + index + tail)
+                stamps.append(cycles)
+        if len(call.buffers) > 1:  # nested function calls: order by time
+            payloads = [payloads[i] for i in sorted(range(len(payloads)), key=stamps.__getitem__)]
+        return payloads
+
+    def _finish_fast(self, call: _FastCall, inputs, outputs, error, frames, user_index) -> None:
+        try:
+            payloads = self._payloads(call)
+            if error is not None:
+                payloads.append(self._failure(call, error))
+        finally:
+            for fid, tensor, array in call.buffers:
+                _release(fid, tensor, array)
+        self._emit(call, TraceBatch(payloads=payloads), inputs, outputs, error, frames, user_index)
+
+    def _failure(self, call: _FastCall, error: BaseException) -> bytes:
+        """The first row not written in the innermost buffer: the kernel that did not finish
+        (or, for a builtin check that raised, the kernel that was next)."""
+        trace = pb.GraphExecutionTrace(
+            op_id=-1,
+            execution_index=call.index,
+            graph_id=call.function.graph_id,
+            tensor_debug_mode=self.mode,
+            device="cpu:0",
+            duration_us=math.nan,
+            error=_message(error),
+        )
+        for fid, _, array in reversed(call.buffers):
+            unwritten = np.flatnonzero(array[1:, 0] == 0)
+            if len(unwritten):
+                row = compiled.FUNCTIONS[fid].rows[int(unwritten[0])]
+                site = self.session.function(self.program, compiled.FUNCTIONS[fid].name).sites[row.site.position]
+                trace.op_id, trace.op_name, trace.kernel, trace.graph_id = (
+                    site.op_id,
+                    site.name,
+                    site.kernel,
+                    site.graph_id,
+                )
+                trace.output_slot = row.slot
+                break
+        return trace.SerializeToString()
+
+
+_CURT = struct.Struct("<d")
+_CONCISE = struct.Struct("<4d")
+_FULL = struct.Struct("<10d")
+_CODES: dict[str, int] = {}
+
+
+def _debug_values(mode: int, row: list[float], dtype: str) -> bytes:
+    """The debug_values field (tag, length, packed doubles) of one row in mode."""
+    size, lt, gt, eq, neg_inf, pos_inf, rank = row[1:8]
+    nan = size - lt - gt - eq
+    if mode == pb.FULL_HEALTH:
+        code = _CODES.get(dtype)
+        if code is None:
+            code = _CODES[dtype] = dtype_code(dtype)
+        return b"\x42\x50" + _FULL.pack(0.0, code, rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf)
+    if mode == pb.CURT_HEALTH:
+        return b"\x42\x08" + _CURT.pack(1.0 if neg_inf + pos_inf + nan > 0 else 0.0)
+    if mode == pb.CONCISE_HEALTH:
+        return b"\x42\x20" + _CONCISE.pack(size, neg_inf, pos_inf, nan)
+    if mode == pb.SHAPE:
+        r = int(rank)
+        data = struct.pack(f"<{3 + r}d", dtype_code(dtype), r, size, *row[8 : 8 + r])
+        return b"\x42" + _varint(len(data)) + data
+    return b""
