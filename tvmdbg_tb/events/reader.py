@@ -569,12 +569,19 @@ class DebugDataReader:
         self._runs: dict[str, RunReader] = {}
         self._lock = threading.Lock()
 
-    def update(self) -> dict[str, dict[str, int]]:
-        """Reads what is new in every run; returns {run: {stream: new records}}."""
+    def discover(self) -> list[str]:
+        """Finds new run directories without reading them (so observers can be added before
+        the first read); returns the names of all runs."""
         with self._lock:
             for name in layout.find_run_dirs(self.logdir):
                 if name not in self._runs:
                     self._runs[name] = RunReader(name, os.path.normpath(os.path.join(self.logdir, name)))
+            return sorted(self._runs)
+
+    def update(self) -> dict[str, dict[str, int]]:
+        """Reads what is new in every run; returns {run: {stream: new records}}."""
+        self.discover()
+        with self._lock:
             runs = list(self._runs.values())
         counts = {}
         for run in runs:

@@ -140,9 +140,9 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         if self._reader is None:
             return
         try:
-            self._reader.update()
-            for name in self._reader.runs():
+            for name in self._reader.discover():  # alerts are computed as each chunk is read
                 analysis.monitor(self._reader.run(name))
+            self._reader.update()
             self._reader_error = None
         except Exception as error:
             message = f"{type(error).__name__}: {error}"
