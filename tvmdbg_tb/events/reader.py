@@ -224,6 +224,7 @@ class RunReader:
         self._consumers: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
         self.function_names: list[str] = []
         self._function_ids: dict[str, int] = {}
+        self._function_ids_raw: dict[bytes, int] = {}  # the same, by the name's UTF-8 bytes
         self._executions = GrowingArray(EXECUTION_DIGEST)
         self._traces = GrowingArray(TRACE_DIGEST)
 
@@ -245,8 +246,8 @@ class RunReader:
         with self._update_lock:
             counts = {}
             for stream in layout.STREAMS:
-                if stream == layout.GRAPH_EXECUTION_TRACES:
-                    counts[stream] = self._update_traces()
+                if stream in (layout.EXECUTION, layout.GRAPH_EXECUTION_TRACES):
+                    counts[stream] = self._update_digests(stream)
                     continue
                 counts[stream] = 0
                 batches = self._files[stream].poll_batches()  # bounded memory
@@ -280,10 +281,14 @@ class RunReader:
         size = length + records.HEADER_SIZE + records.FOOTER_SIZE
         return records.Corruption(self._files[stream].path, offset, size, f"undecodable record: {error}")
 
-    def _update_traces(self) -> int:
-        """Indexes new trace records chunk by chunk, mostly vectorised (see vectorized.py).
-        A chunk is decoded outside the run lock and published (rows, then observers) under it."""
-        reader = self._files[layout.GRAPH_EXECUTION_TRACES]
+    def _update_digests(self, stream: str) -> int:
+        """Indexes new execution or trace records chunk by chunk, mostly vectorised (see
+        vectorized.py). A chunk is decoded outside the run lock and published (rows, then
+        observers) under it."""
+        reader = self._files[stream]
+        table, rows_of = (
+            (self._executions, self._execution_rows) if stream == layout.EXECUTION else (self._traces, self._trace_rows)
+        )
         batches = reader.poll_batches()
         new = 0
         while True:
@@ -294,24 +299,64 @@ class RunReader:
                 reset, (buf, offsets, starts, lengths, padded), bad = item
                 self.corruptions.extend(bad)
                 if reset:
-                    self._traces.clear()
-                    self._notify(layout.GRAPH_EXECUTION_TRACES, 0, True)
+                    table.clear()
+                    self._notify(stream, 0, True)
             if not len(offsets):
                 continue
-            rows, damaged = self._trace_rows(buf, offsets, starts, lengths, padded)
+            rows, damaged = rows_of(buf, offsets, starts, lengths, vectorized.padded(buf) if padded is None else padded)
             # Reserve for the whole file at once (records so far scaled by the bytes left).
-            expected = int((self._traces.size + len(rows)) * reader.size / max(reader.offset, 1) * 1.01) + 1024
+            expected = int((table.size + len(rows)) * reader.size / max(reader.offset, 1) * 1.01) + 1024
             with self._lock:
                 self.corruptions.extend(damaged)
-                start = self._traces.size
-                self._traces.append_array(rows, expected)
-                self._notify(layout.GRAPH_EXECUTION_TRACES, start, False)
+                start = table.size
+                table.append_array(rows, expected)
+                self._notify(stream, start, False)
             new += len(rows)
+
+    def _execution_rows(self, buf, offsets, starts, lengths, padded) -> tuple[np.ndarray, list[records.Corruption]]:
+        """EXECUTION_DIGEST rows of one chunk (vectorised, protobuf for the odd record)."""
+        columns = vectorized.execution_digests(padded, starts, lengths)
+        rows = np.zeros(len(offsets), dtype=EXECUTION_DIGEST)
+        for name in ("index", "graph_id", "wall_time", "num_traces", "duration_us", "flags"):
+            rows[name] = columns[name]
+        rows["offset"] = offsets
+        ok = columns["ok"]
+        function = rows["function"]
+        ids = self._function_ids_raw
+        for i, start, length in zip(
+            np.flatnonzero(ok).tolist(), columns["name_start"][ok].tolist(), columns["name_len"][ok].tolist()
+        ):
+            raw = buf[start : start + length]
+            fid = ids.get(raw)
+            if fid is None:
+                try:
+                    fid = ids[raw] = self._function_id(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    ok[i] = False  # protobuf will reject it and say so
+                    continue
+            function[i] = fid
+        keep = np.ones(len(rows), dtype=bool)
+        damaged = []
+        for i in np.flatnonzero(~ok).tolist():
+            data = buf[int(starts[i]) : int(starts[i] + lengths[i])]
+            try:
+                rows[i] = self._execution_row(int(offsets[i]), pb.DebugEvent.FromString(data))
+            except Exception as error:
+                damaged.append(self._corruption(layout.EXECUTION, int(offsets[i]), len(data), error))
+                keep[i] = False
+        return rows[keep], damaged
+
+    def _function_id(self, name: str) -> int:
+        fid = self._function_ids.get(name)
+        if fid is None:
+            fid = self._function_ids[name] = len(self.function_names)
+            self.function_names.append(name)
+        return fid
 
     def _trace_rows(self, buf, offsets, starts, lengths, padded) -> tuple[np.ndarray, list[records.Corruption]]:
         """TRACE_DIGEST rows of one chunk (vectorised, protobuf for the odd record), and the
         records protobuf could not decode either."""
-        columns = vectorized.trace_digests(vectorized.padded(buf) if padded is None else padded, starts, lengths)
+        columns = vectorized.trace_digests(padded, starts, lengths)
         rows = np.zeros(len(offsets), dtype=TRACE_DIGEST)
         for name in TRACE_DIGEST.names:
             rows[name] = offsets if name == "offset" else columns[name]
@@ -351,39 +396,30 @@ class RunReader:
                     if inp.kind == pb.OpInput.OP_OUTPUT:
                         self._consumers[inp.producer_op_id].append((op.op_id, slot, inp.producer_output_slot))
 
-    def _ingest_execution(self, items, reset) -> None:
-        if reset:
-            self._executions.clear()
-        start = self._executions.size
-        rows = []
-        for offset, event in items:
-            execution = event.execution
-            name = execution.function_name
-            fid = self._function_ids.get(name)
-            if fid is None:
-                fid = self._function_ids[name] = len(self.function_names)
-                self.function_names.append(name)
-            flags = HAS_ERROR if execution.error else 0
-            for summary in execution.outputs:
+    def _execution_row(self, offset: int, event: pb.DebugEvent) -> tuple:
+        """The digest row of one execution parsed by protobuf (the vectorised path's fallback)."""
+        execution = event.execution
+        flags = HAS_ERROR if execution.error else 0
+        for summary in execution.outputs:
+            try:
                 counts = nonfinite_counts(execution.tensor_debug_mode, summary.debug_values)
-                if counts is not None:
-                    flags |= HEALTH_KNOWN
-                    if any(counts):
-                        flags |= NONFINITE
-            rows.append(
-                (
-                    execution.index,
-                    execution.graph_id,
-                    event.wall_time,
-                    offset,
-                    execution.num_traces,
-                    execution.duration_us,
-                    fid,
-                    flags,
-                )
-            )
-        self._executions.extend(rows)
-        self._notify(layout.EXECUTION, start, reset)
+            except (ValueError, OverflowError):  # a NaN or huge count: the summary says nothing
+                counts = None
+            if counts is not None:
+                flags |= HEALTH_KNOWN
+                if any(counts):
+                    flags |= NONFINITE
+        fid = self._function_id(execution.function_name)
+        return (
+            execution.index,
+            execution.graph_id,
+            event.wall_time,
+            offset,
+            execution.num_traces,
+            execution.duration_us,
+            fid,
+            flags,
+        )
 
     @staticmethod
     def _trace_row(offset: int, event: pb.DebugEvent) -> tuple:
