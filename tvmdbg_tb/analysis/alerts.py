@@ -271,6 +271,11 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
 def alerts(run: RunReader, begin: int = 0, end: int = -1, alert_type: str | None = None) -> dict:
     """The `alerts` route's answer: alerts [begin:end] (end=-1: all) in execution order."""
     m = monitor(run)
+    with run.lock:  # alert positions and the digests they index, from one state
+        return _alerts(run, m, begin, end, alert_type)
+
+
+def _alerts(run: RunReader, m: AlertMonitor, begin: int, end: int, alert_type: str | None) -> dict:
     total = m.num_alerts()
     matches = alert_type in (None, "", ALERT_TYPE)
     n = total if matches else 0
