@@ -636,3 +636,26 @@ def test_queries_answer_while_a_large_dump_is_indexed(tmp_path, monkeypatch):
     indexing.join()
     assert run.num_traces() == 4000 and monitor.num_alerts() == 3000
     assert partial > 0, "no answer came while the dump was being indexed"
+
+
+def test_no_origin_claimed_where_the_circular_buffer_dropped_the_producer(tmp_path):
+    """With a ring of 6 traces, the oldest kept execution lost lv0 and lv1: lv2's NaN input
+    came from lv1, whose trace is gone, so lv2 is not called the origin; in the next
+    execution, complete, lv1 is."""
+    from plugin_dumps import write_execution
+
+    w = DebugEventsWriter(tmp_path, run_name="ring", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=6)
+    write_graph(w)
+    write_execution(w, nan_from=1)
+    write_execution(w, nan_from=1)
+    w.close()
+    s = Server(tmp_path)
+    alerts = s.json("alerts", run="ring")
+    assert [(a["op_name"], a["execution_index"], a["origin"]) for a in alerts["alerts"]] == [
+        ("lv2", 0, False),
+        ("lv3", 0, False),
+        ("lv1", 1, True),
+        ("lv2", 1, False),
+        ("lv3", 1, False),
+    ]
+    assert alerts["first_origin_index"] == 2
