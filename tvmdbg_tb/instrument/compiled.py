@@ -10,13 +10,14 @@ symbolic shape). The buffer is handed out by one packed call at function entry
 VM call of native code.
 
 Row layout (ROW_WIDTH doubles): [cycles, size, lt0, gt0, eq0, neg_inf, pos_inf, rank,
-dim_0..dim_7]. Row 0 is the function-entry timestamp; an unwritten row (cycles == 0) is a
-kernel that did not run (it raised, or a branch skipped it).
+dim_0..dim_7]. Row 0 is the timestamp taken before the first kernel; rows 1..K belong to
+the K kernel outputs in call order; in health modes, rows after them summarise the tensor
+parameters (written before the first kernel). An unwritten row (cycles == 0) is a kernel
+that did not run (it raised, or a branch skipped it).
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 import tvm
@@ -60,7 +61,10 @@ class CompiledFunction:
     name: str
     rows: list[RowInfo]  # row i + 1 (row 0 is the entry timestamp)
     health: bool
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    # Buffer rows summarising each parameter / each (flattened) returned value, or None.
+    nrows: int = 0
+    param_rows: list[int | None] = field(default_factory=list)
+    output_rows: list[int | None] = field(default_factory=list)
 
 
 _FIDS = iter(range(1, 1 << 62))
@@ -208,74 +212,88 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
         isinstance(b.value, relax.If) for blk in body.blocks for b in blk.bindings
     ):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
-    sites = function_info.sites
     rows: list[RowInfo] = []
     plan: list[tuple[graphs.SiteInfo, list[int]]] = []
-    for site in sites:
+    for site in function_info.sites:
         positions = _output_positions(site)
         plan.append((site, positions))
-        for slot, _ in enumerate(positions):
+        for slot in range(len(positions)):
             dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
             rows.append(RowInfo(site, slot, dtype, health and dtype in HEALTH_DTYPES))
-    nrows = len(rows) + 1
+    params = [p for p in func.params if health and _summarisable(p)]
+    nrows = 1 + len(rows) + len(params)
     fid = next(_FIDS)
     stats_ty = relax.TensorType((nrows, ROW_WIDTH), "float64")
     stats = relax.Var("tvmdbg_stats", stats_ty)
-    stats_call = relax.Call(
-        relax.ExternFunc(STATS_FUNC), [relax.prim_value(tvm.tirx.IntImm("int64", fid))], ty_args=[stats_ty]
-    )
     tick_name, tick = _tick_func()
     new_funcs.setdefault(tick_name, tick)
+
+    def summary(value, row: int, wanted: bool) -> relax.VarBinding:
+        """A health kernel on value writing `row`, or a bare timestamp."""
+        if wanted and _summarisable(value):
+            name, prim = _summary_func(str(value.ty.dtype), int(value.ty.ndim), True)
+            new_funcs.setdefault(name, prim)
+            return _binding(relax.GlobalVar(name), [value, stats, _row(row)])
+        return _binding(relax.GlobalVar(tick_name), [stats, _row(row)])
+
+    # Before the first kernel (after the VM checked the arguments): get the buffer, summarise
+    # the tensor parameters, stamp the start.
+    prologue = [
+        relax.VarBinding(stats, relax.Call(relax.ExternFunc(STATS_FUNC), [_row(fid)], ty_args=[stats_ty])),
+        *[summary(p, 1 + len(rows) + j, True) for j, p in enumerate(params)],
+        summary(None, 0, False),
+    ]
+    output_rows: dict[int, int] = {hash(p): 1 + len(rows) + j for j, p in enumerate(params)}
     blocks = []
-    next_site = 0
-    row = 1
-    first = True
+    next_site, row = 0, 1
     for block in body.blocks:
         bindings = []
-        if first:
-            bindings.append(relax.VarBinding(stats, stats_call))
-            bindings.append(
-                _binding(relax.GlobalVar(tick_name), [stats, relax.prim_value(tvm.tirx.IntImm("int64", 0))])
-            )
-            first = False
         for binding in block.bindings:
+            is_site = next_site < len(plan) and _callee_name(binding.value) == plan[next_site][0].kernel
+            if is_site and prologue:
+                bindings.extend(prologue)
+                prologue = []
             bindings.append(binding)
-            if next_site < len(plan) and _callee_name(binding.value) == plan[next_site][0].kernel:
-                site, positions = plan[next_site]
-                args = list(binding.value.args)
-                for position in positions:
-                    info = rows[row - 1]
-                    out = args[position] if position < len(args) else None
-                    ty = getattr(out, "ty", None)
-                    if (
-                        out is None
-                        or not isinstance(ty, relax.TensorType)
-                        or int(ty.ndim) < 0
-                        or int(ty.ndim) > MAX_RANK
-                    ):
-                        bindings.append(_binding(relax.GlobalVar(tick_name), [stats, _row(row)]))
-                        info.health = False
-                    else:
-                        dtype = str(ty.dtype)
-                        kind = info.health and dtype in HEALTH_DTYPES
-                        info.health = kind
-                        name, prim = (
-                            _summary_func(dtype if kind else "float32", int(ty.ndim), kind) if kind else (None, None)
-                        )
-                        if kind:
-                            new_funcs.setdefault(name, prim)
-                            bindings.append(_binding(relax.GlobalVar(name), [out, stats, _row(row)]))
-                        else:
-                            bindings.append(_binding(relax.GlobalVar(tick_name), [stats, _row(row)]))
-                    row += 1
-                next_site += 1
+            if not is_site:
+                continue
+            args = list(binding.value.args)
+            for position in plan[next_site][1]:
+                info = rows[row - 1]
+                out = args[position] if position < len(args) else None
+                info.health = info.health and out is not None and _summarisable(out)
+                bindings.append(summary(out, row, info.health))
+                if out is not None:
+                    output_rows.setdefault(hash(out), row)
+                row += 1
+            next_site += 1
         blocks.append(relax.BindingBlock(bindings))
     if next_site != len(plan):
         raise ValueError(f"{function_info.name}: found {next_site} of {len(plan)} kernel call sites")
     new_body = relax.SeqExpr(blocks, body.body)
     new_func = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs, func.span)
-    compiled = CompiledFunction(fid, executable_id, function_info.name, rows, health)
+    compiled = CompiledFunction(fid, executable_id, function_info.name, rows, health, nrows)
+    compiled.param_rows = [output_rows.get(hash(p)) for p in func.params]
+    compiled.output_rows = [output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in _leaves(body.body)]
     return new_func, compiled
+
+
+def _summarisable(value) -> bool:
+    ty = getattr(value, "ty", None)
+    return (
+        isinstance(ty, relax.TensorType)
+        and ty.dtype is not None
+        and str(ty.dtype) in HEALTH_DTYPES
+        and 0 <= int(ty.ndim) <= MAX_RANK
+    )
+
+
+def _leaves(expr) -> list:
+    if isinstance(expr, relax.Tuple):
+        out = []
+        for item in expr.fields:
+            out.extend(_leaves(item))
+        return out
+    return [expr]
 
 
 def _row(row: int):

@@ -24,6 +24,7 @@ from tvmdbg_tb.events.writer import _varint
 from tvmdbg_tb.instrument import compiled
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument.session import RuntimeFunction, Session, TraceBatch
+from tvmdbg_tb.instrument.summary import flatten, is_tensor
 from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -76,7 +77,7 @@ def _buffer(fid: int) -> tuple[Any, np.ndarray]:
     free = _LOCAL.pool.setdefault(fid, [])
     if free:
         return free.pop()
-    rows = len(compiled.FUNCTIONS[fid].rows) + 1
+    rows = compiled.FUNCTIONS[fid].nrows
     tensor = tvm.runtime.tensor(np.zeros((rows, compiled.ROW_WIDTH), "float64"))
     return tensor, np.from_dlpack(tensor)
 
@@ -231,7 +232,7 @@ class CompiledTracer(Tracer):
         for fid, _, array in call.buffers:
             statics, dynamic = self._static(fid)
             infos = compiled.FUNCTIONS[fid].rows
-            rows = array.tolist()
+            rows = array[: len(infos) + 1].tolist()
             previous = rows[0][0]
             for i, row in enumerate(rows[1:]):
                 cycles = row[0]
@@ -262,7 +263,39 @@ class CompiledTracer(Tracer):
         finally:
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
-        self._emit(call, TraceBatch(payloads=payloads), inputs, outputs, error, frames, user_index)
+        summaries = self._row_summaries(call, inputs, outputs)
+        self._emit(call, TraceBatch(payloads=payloads), inputs, outputs, error, frames, user_index, summaries)
+
+    def _row_summaries(self, call: _FastCall, inputs, outputs):
+        """Execution input/output summaries read from the buffer's parameter and kernel rows
+        (health modes), instead of numpy passes over the tensors."""
+        if self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH) or not call.buffers:
+            return None
+        fid, _, array = call.buffers[0]
+        function = compiled.FUNCTIONS[fid]
+        if function.name != call.function.name:
+            return None
+        mode = self.mode
+
+        def from_rows(values, row_ids):
+            out = []
+            for k, value in enumerate(values):
+                row = row_ids[k] if k < len(row_ids) else None
+                if row is None or not array[row, 0] or not is_tensor(value):
+                    out.append(None)
+                    continue
+                dtype = str(value.dtype)
+                out.append(
+                    pb.TensorSummary(
+                        dtype=dtype,
+                        shape=tuple(value.shape),
+                        debug_values=_values_list(mode, array[row].tolist(), dtype),
+                    )
+                )
+            return out
+
+        leaves = flatten(outputs) if outputs is not None else []
+        return from_rows(inputs, function.param_rows), from_rows(leaves, function.output_rows)
 
     def _failure(self, call: _FastCall, error: BaseException) -> bytes:
         """The first row not written in the innermost buffer: the kernel that did not finish
@@ -296,6 +329,16 @@ _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")
 _FULL = struct.Struct("<10d")
 _CODES: dict[str, int] = {}
+
+
+def _values_list(mode: int, row: list[float], dtype: str) -> list[float]:
+    size, lt, gt, eq, neg_inf, pos_inf, rank = row[1:8]
+    nan = size - lt - gt - eq
+    if mode == pb.FULL_HEALTH:
+        return [0.0, dtype_code(dtype), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
+    if mode == pb.CURT_HEALTH:
+        return [1.0 if neg_inf + pos_inf + nan > 0 else 0.0]
+    return [size, neg_inf, pos_inf, nan]
 
 
 def _debug_values(mode: int, row: list[float], dtype: str) -> bytes:
