@@ -69,20 +69,24 @@ def _workloads():
 _tracing = [False]
 
 
+_clock = [time.perf_counter]
+
+
 def _paired(base, traced, calls: int, seconds: float) -> tuple[float, float, float]:
     """Medians of alternating calls (base, traced) and the median ratio of the pairs."""
     for _ in range(3):
         base()
         traced()
     a, b = [], []
+    clock = _clock[0]
     deadline = time.perf_counter() + seconds
     while len(a) < calls or (time.perf_counter() < deadline and len(a) < 20 * calls):
-        start = time.perf_counter()
+        start = clock()
         base()
-        middle = time.perf_counter()
+        middle = clock()
         traced()
         a.append(middle - start)
-        b.append(time.perf_counter() - middle)
+        b.append(clock() - middle)
     ratio = statistics.median(y / x for x, y in zip(a, b))
     return statistics.median(a) * 1e6, statistics.median(b) * 1e6, ratio
 
@@ -119,16 +123,28 @@ def measure(name: str, calls: int, seconds: float) -> list[tuple]:
     return rows
 
 
-def numpy_read_us(size: int = 1 << 20) -> float:
-    import numpy as np
-
-    data = np.linspace(-1, 1, size, dtype="float32")
+def _median_us(fn, n: int = 200) -> float:
+    clock = _clock[0]
     samples = []
-    for _ in range(200):
-        start = time.perf_counter()
-        data.sum()
-        samples.append(time.perf_counter() - start)
+    for _ in range(n):
+        start = clock()
+        fn()
+        samples.append(clock() - start)
     return statistics.median(samples) * 1e6
+
+
+def health_vs_read(size: int = 1 << 20) -> tuple[float, float]:
+    """The FULL_HEALTH summary kernel alone on a 1M float32 tensor, and a numpy read of it."""
+    import numpy as np
+    import tvm
+
+    from tvmdbg_tb.instrument import compiled
+
+    kernel = tvm.get_global_func(compiled.kernel("float32", 1, True))
+    data = np.linspace(-1, 1, size, dtype="float32")
+    tensor = tvm.runtime.tensor(data)
+    stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
+    return _median_us(lambda: kernel(tensor, stats, 0)), _median_us(data.sum)
 
 
 def main() -> None:
@@ -136,11 +152,20 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
     parser.add_argument("--threads", type=int, default=0, help="TVM_NUM_THREADS (0: TVM's default)")
     parser.add_argument("--workloads", default="chain200,big1M,train_step,cnn,transformer")
+    parser.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time (use with --threads 1)"
+    )
     options = parser.parse_args()
     if options.threads:
         os.environ["TVM_NUM_THREADS"] = str(options.threads)
+    if options.clock == "cpu":
+        _clock[0] = time.thread_time
     calls, seconds = (20, 0.3) if options.quick else (100, 2.0)
-    print(f"tvmdbg overhead: median of >= {calls} alternating (uninstrumented, traced) call pairs")
+    threads = options.threads or "default"
+    print(
+        f"tvmdbg overhead: median of >= {calls} alternating (uninstrumented, traced) call pairs; "
+        f"clock={options.clock}, TVM_NUM_THREADS={threads}"
+    )
     print(f"{'workload':<12} {'mode':<15} {'base_us':>10} {'traced_us':>10} {'ratio':>7} {'added_us/kernel':>16}")
     for name in options.workloads.split(","):
         for workload, mode, base_us, traced_us, ratio, per_kernel in measure(name, calls, seconds):
@@ -148,7 +173,11 @@ def main() -> None:
                 f"{workload:<12} {mode:<15} {base_us:>10.1f} {traced_us:>10.1f} {ratio:>7.3f} {per_kernel:>16.2f}",
                 flush=True,
             )
-    print(f"numpy read of 1M float32 (sum): {numpy_read_us():.1f} us")
+    kernel_us, read_us = health_vs_read()
+    print(
+        f"FULL_HEALTH summary kernel on a 1M float32 tensor: {kernel_us:.1f} us; numpy read (sum) of it: "
+        f"{read_us:.1f} us; ratio {kernel_us / read_us:.2f}"
+    )
 
 
 if __name__ == "__main__":
