@@ -285,7 +285,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     # Before the first kernel (after the VM checked the arguments): get the buffer, summarise
     # the tensor parameters, stamp the start.
     prologue = [
-        relax.VarBinding(stats, relax.Call(relax.ExternFunc(STATS_FUNC), [_row(fid)], ty_args=[stats_ty])),
+        relax.VarBinding(stats, relax.Call(relax.ExternFunc(STATS_FUNC), [_row(fid), _row(nrows)], ty_args=[stats_ty])),
         *[summary(p, 1 + len(rows) + j, True) for j, p in enumerate(params)],
         summary(None, 0, False),
     ]

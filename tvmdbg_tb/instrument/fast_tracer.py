@@ -73,12 +73,11 @@ class _Local(threading.local):
 _LOCAL = _Local()
 
 
-def _buffer(fid: int) -> tuple[Any, np.ndarray]:
+def _buffer(fid: int, nrows: int) -> tuple[Any, np.ndarray]:
     free = _LOCAL.pool.setdefault(fid, [])
     if free:
         return free.pop()
-    rows = compiled.FUNCTIONS[fid].nrows
-    tensor = tvm.runtime.tensor(np.zeros((rows, compiled.ROW_WIDTH), "float64"))
+    tensor = tvm.runtime.tensor(np.zeros((nrows, compiled.ROW_WIDTH), "float64"))
     return tensor, np.from_dlpack(tensor)
 
 
@@ -86,19 +85,25 @@ def _release(fid: int, tensor, array) -> None:
     _LOCAL.pool.setdefault(fid, []).append((tensor, array))
 
 
-def _stats(fid) -> Any:
-    """ "tvmdbg.stats": the buffer an instrumented function writes its rows to."""
-    fid = int(fid)
-    call = _LOCAL.call
-    if _LOCAL.implicit is not None:
-        call = _LOCAL.implicit[0]._implicit_call(fid)
-    tensor, array = _buffer(fid)
-    array[:, 0] = 0.0
-    if call is None:  # an untraced call (tvmdbg disabled, or a raw module call)
-        _release(fid, tensor, array)
-    else:
-        call.buffers.append((fid, tensor, array))
-    return tensor
+def _stats(fid, nrows) -> Any:
+    """The "tvmdbg.stats" packed function: the buffer (nrows rows) an instrumented function
+    writes its rows to. It must never raise and must return nrows rows: kernels write there."""
+    fid, nrows = int(fid), int(nrows)
+    try:
+        call = _LOCAL.call
+        if _LOCAL.implicit is not None:
+            call = _LOCAL.implicit[0]._implicit_call(fid)
+        if fid not in compiled.FUNCTIONS:
+            call = None  # compiled in another process: nothing maps the rows
+        tensor, array = _buffer(fid, nrows)
+        array[:, 0] = 0.0
+        if call is None:  # an untraced call (tvmdbg disabled, or a raw module call)
+            _release(fid, tensor, array)
+        else:
+            call.buffers.append((fid, tensor, array))
+        return tensor
+    except Exception:
+        return tvm.runtime.tensor(np.zeros((nrows, compiled.ROW_WIDTH), "float64"))
 
 
 tvm.register_global_func(compiled.STATS_FUNC, _stats, override=True)
