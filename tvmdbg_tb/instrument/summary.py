@@ -105,28 +105,8 @@ def tensor_value(value: Any, dtype: str, shape: tuple[int, ...]) -> pb.TensorVal
     return pb.TensorValue(dtype=dtype, shape=shape, content=data.tobytes(), truncated=truncated)
 
 
-_STATIC_SUMMARIES: dict[tuple[int, int], tuple[Any, pb.TensorSummary]] = {}
-
-
 def tensor_summary(mode: int, value: Any) -> pb.TensorSummary:
-    """A TensorSummary of one runtime value (opaque values get an empty summary).
-
-    In modes that depend only on dtype and shape, the summary of a tensor object is cached
-    (weights are passed again on every call)."""
-    if mode in (pb.NO_TENSOR, pb.SHAPE):
-        key = (id(value), mode)
-        cached = _STATIC_SUMMARIES.get(key)
-        if cached is not None and cached[0] is value:
-            return cached[1]
-        summary = _tensor_summary(mode, value)
-        if len(_STATIC_SUMMARIES) > 4096:
-            _STATIC_SUMMARIES.clear()
-        _STATIC_SUMMARIES[key] = (value, summary)
-        return summary
-    return _tensor_summary(mode, value)
-
-
-def _tensor_summary(mode: int, value: Any) -> pb.TensorSummary:
+    """A TensorSummary of one runtime value (opaque values get an empty summary)."""
     if not (is_tensor(value) or isinstance(value, np.ndarray)):
         return pb.TensorSummary(dtype=type(value).__name__)
     dtype = str(value.dtype)
