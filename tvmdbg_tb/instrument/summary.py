@@ -16,8 +16,19 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 MAX_TENSOR_BYTES = 64 << 20
 
 
+_TENSOR_TYPES: tuple[type, ...] = ()
+try:
+    import tvm
+
+    _TENSOR_TYPES = (tvm.runtime.Tensor,)
+except (ImportError, AttributeError):  # pragma: no cover - the instrumentation needs TVM anyway
+    pass
+
+
 def is_tensor(value: Any) -> bool:
-    """True for a TVM runtime tensor (duck-typed: dtype, shape and dlpack)."""
+    """True for a TVM runtime tensor (or anything with dtype, shape and dlpack)."""
+    if isinstance(value, _TENSOR_TYPES):
+        return True
     return hasattr(value, "__dlpack__") and hasattr(value, "dtype") and hasattr(value, "shape")
 
 
@@ -110,7 +121,9 @@ def tensor_summary(mode: int, value: Any) -> pb.TensorSummary:
     if not (is_tensor(value) or isinstance(value, np.ndarray)):
         return pb.TensorSummary(dtype=type(value).__name__)
     dtype = str(value.dtype)
-    shape = tuple(int(d) for d in value.shape)
+    shape = tuple(value.shape)
+    if mode == pb.NO_TENSOR:
+        return pb.TensorSummary(dtype=dtype, shape=shape)
     summary = pb.TensorSummary(dtype=dtype, shape=shape, debug_values=debug_values(mode, value, dtype, shape))
     if mode == pb.FULL_TENSOR:
         summary.tensor_value.CopyFrom(tensor_value(value, dtype, shape))
