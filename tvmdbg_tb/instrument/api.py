@@ -4,6 +4,16 @@
     ...compile and run Relax models...
     tvmdbg.disable_dump_debug_info()
 
+How kernels are traced (DebuggedGraph.instrumentation says which):
+
+- "compiled" (the fast path, NO_TENSOR/CURT_HEALTH/CONCISE_HEALTH/FULL_HEALTH/SHAPE on x86):
+  Relax functions built after enable get a small native summary kernel after each kernel
+  call site (see compiled.py); Python reads one buffer per VM call. Such an executable
+  calls tvmdbg's packed functions, so run it in a process where tvmdbg is imported and
+  compile deployment artifacts without tvmdbg enabled.
+- "vm_instrument" (the fallback: FULL_TENSOR, check-numerics, control flow, executables
+  compiled before enable or loaded from a library): a Python callback on every VM call.
+
 Hooks for tools built on top (the CLI, notebooks):
 
 - add_execution_listener(fn): fn(execution: pb.Execution, traces: list[pb.GraphExecutionTrace])
