@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+import trace_paths
 import tvm
 from models import FAULTS, FRONTENDS, planted
 from tvm import relax
@@ -17,6 +18,12 @@ from tvmdbg_tb.instrument import api
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 CASES = [(frontend, fault, fuse) for frontend in FRONTENDS for fault in FAULTS for fuse in (False, True)]
+
+
+@pytest.fixture(scope="module", params=trace_paths.PATHS)
+def trace_path(request):
+    with trace_paths.using(request.param):
+        yield request.param
 
 
 @pytest.fixture(scope="module")
