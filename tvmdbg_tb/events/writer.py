@@ -257,6 +257,14 @@ class DebugEventsWriter:
         except Exception as error:
             self._fail(f"could not encode traces: {error!r}")
 
+    def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
+        """Queues an Execution given serialized (the instrumentation's fast path)."""
+        head = b"\x09" + _F64.pack(wall_time or time.time()) + (b"\x10" + _varint(step) if step else b"")
+        try:
+            self._queue(layout.EXECUTION, [records.encode(head + b"\x42" + _varint(len(payload)) + payload)])
+        except Exception as error:
+            self._fail(f"could not encode an execution: {error!r}")
+
     def write_graph_execution_trace_payloads(
         self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
     ) -> None:

@@ -37,7 +37,7 @@ from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.instrument import capture, vm_tracer
 from tvmdbg_tb.instrument.check_numerics import CheckNumerics, CheckNumericsError
-from tvmdbg_tb.instrument.session import Session, WriterSink
+from tvmdbg_tb.instrument.session import Session, WriterSink, execution_message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 __all__ = [
@@ -71,6 +71,7 @@ class _ListenerSink:
         if not _LISTENERS:
             return
         traces = list(traces)
+        execution = execution_message(execution)
         for listener in list(_LISTENERS):
             try:
                 listener(execution, traces)

@@ -66,6 +66,9 @@ class CompiledFunction:
     nrows: int = 0
     param_rows: list[int | None] = field(default_factory=list)
     output_rows: list[int | None] = field(default_factory=list)
+    # (dtype, shape) of each parameter / returned value when fully static, else None.
+    param_specs: list[tuple[str, tuple[int, ...]] | None] = field(default_factory=list)
+    output_specs: list[tuple[str, tuple[int, ...]] | None] = field(default_factory=list)
 
 
 _FIDS = iter(range(1, 1 << 62))
@@ -320,7 +323,16 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     compiled = CompiledFunction(fid, executable_id, function_info.name, rows, health, nrows)
     compiled.param_rows = [output_rows.get(hash(p)) for p in func.params]
     compiled.output_rows = [output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in _leaves(body.body)]
+    compiled.param_specs = [_static_spec(p) for p in func.params]
+    compiled.output_specs = [_static_spec(v) for v in _leaves(body.body)]
     return new_func, compiled
+
+
+def _static_spec(value) -> tuple[str, tuple[int, ...]] | None:
+    specs = graphs.tensor_specs(getattr(value, "ty", None))
+    if len(specs) != 1 or any(d < 0 for d in specs[0][1]) or not specs[0][0]:
+        return None
+    return specs[0][0], specs[0][1]
 
 
 def _summarisable(value) -> bool:

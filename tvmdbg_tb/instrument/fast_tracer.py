@@ -23,7 +23,7 @@ from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.writer import _varint
 from tvmdbg_tb.instrument import compiled
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument.session import RuntimeFunction, Session, TraceBatch
+from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import flatten, is_tensor
 from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -147,7 +147,9 @@ class CompiledTracer(Tracer):
         self.function_names = frozenset(info.functions)
         self._local = threading.local()
         self._fids = info.compiled  # function name -> fid
-        self._statics: dict[int, list[bytes]] = {}
+        self._statics: dict[int, tuple[list[bytes], list[bool]]] = {}
+        self._execution_statics: dict[tuple[str, int], bytes | None] = {}
+        self._locations: dict[tuple, bytes] = {}
         self._rate = cycles_per_us()
         vm._set_instrument(None)
 
@@ -267,8 +269,73 @@ class CompiledTracer(Tracer):
         finally:
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
+        if error is None and not call.implicit:
+            static = self._static_execution(call, len(inputs), outputs)
+            if static is not None:  # the common case in NO_TENSOR and SHAPE: no message built
+                location = self._location_bytes(frames, user_index)
+                payload = b"".join(
+                    (
+                        static,
+                        b"\x08",
+                        _varint(call.index),
+                        b"\x39",
+                        _F64.pack((_perf() - call.start) * 1e6),
+                        b"\x42",
+                        _varint(len(location)),
+                        location,
+                        b"\x48",
+                        _varint(len(payloads)),
+                    )
+                )
+                self.session.execution_done(ExecutionPayload(payload), TraceBatch(payloads=payloads))
+                return
         summaries = self._row_summaries(call, inputs, outputs)
         self._emit(call, TraceBatch(payloads=payloads), inputs, outputs, error, frames, user_index, summaries)
+
+    def _static_execution(self, call: _FastCall, num_inputs: int, outputs) -> bytes | None:
+        """The serialized constant part of this function's Execution, when inputs and outputs
+        are fully static and the mode needs no more than their dtype and shape."""
+        if self.mode not in (pb.NO_TENSOR, pb.SHAPE):
+            return None
+        name = call.function.name
+        key = (name, num_inputs)
+        if key in self._execution_statics:
+            return self._execution_statics[key]
+        static = None
+        fid = self._fids.get(name)
+        function = compiled.FUNCTIONS.get(fid) if fid is not None else None
+        leaves = flatten(outputs) if outputs is not None else []
+        if (
+            function is not None
+            and len(function.param_specs) == num_inputs
+            and len(function.output_specs) == len(leaves)
+            and all(function.param_specs)
+            and all(function.output_specs)
+        ):
+            execution = pb.Execution(
+                function_name=name,
+                graph_id=call.function.graph_id,
+                tensor_debug_mode=self.mode,
+                executable_id=self.program.executable_id,
+            )
+            for target, specs in ((execution.inputs, function.param_specs), (execution.outputs, function.output_specs)):
+                for dtype, shape in specs:
+                    summary = target.add(dtype=dtype, shape=shape)
+                    if self.mode == pb.SHAPE:
+                        size = int(np.prod(shape)) if shape else 1
+                        summary.debug_values.extend([dtype_code(dtype), len(shape), size, *shape])
+            static = execution.SerializeToString()
+        self._execution_statics[key] = static
+        return static
+
+    def _location_bytes(self, frames, user_index) -> bytes:
+        key = (tuple(frames), user_index)
+        found = self._locations.get(key)
+        if found is None:
+            found = self.session.code_location(frames, user_index).SerializeToString()
+            if len(self._locations) < 10_000:
+                self._locations[key] = found
+        return found
 
     def _row_summaries(self, call: _FastCall, inputs, outputs):
         """Execution input/output summaries read from the buffer's parameter and kernel rows
