@@ -238,7 +238,20 @@ class CompiledTracer(Tracer):
         for fid, _, array in call.buffers:
             statics, dynamic = self._static(fid)
             infos = compiled.FUNCTIONS[fid].rows
-            rows = array[: len(infos) + 1].tolist()
+            count = len(infos) + 1
+            if mode == pb.NO_TENSOR and not any(dynamic):
+                # Only the timestamps are needed: convert one column, not whole rows.
+                stamp_column = array[:count, 0].tolist()
+                previous = stamp_column[0]
+                for i, cycles in enumerate(stamp_column[1:]):
+                    if cycles:
+                        static = statics[i]
+                        if static:
+                            payloads.append(static + index + b"\x59" + pack((cycles - previous) / rate))
+                            stamps.append(cycles)
+                        previous = cycles
+                continue
+            rows = array[:count].tolist()
             previous = rows[0][0]
             for i, row in enumerate(rows[1:]):
                 cycles = row[0]
