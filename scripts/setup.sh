@@ -19,3 +19,9 @@ fi
 if [ -f tvmdbg_tb_frontend/package.json ]; then
     bash tvmdbg_tb_frontend/build.sh
 fi
+# The dashboard's browser tests drive Debian's Chromium (playwright cannot download a browser
+# here). Installed only when missing and only as root (CI); elsewhere those tests skip.
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== installing chromium for the dashboard's browser tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi

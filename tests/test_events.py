@@ -176,10 +176,12 @@ def test_circular_buffer_keeps_exactly_the_last_n(tmp_path, n):
 
 
 def test_circular_buffer_byte_bound(tmp_path):
-    size = len(records.encode(pb.DebugEvent(wall_time=1.0, graph_execution_trace=trace(1, 1)).SerializeToString()))
+    one = trace(1, 1)
+    one.index = 1  # fixed width: every record below has this size
+    size = len(records.encode(pb.DebugEvent(wall_time=1.0, graph_execution_trace=one).SerializeToString()))
     w = DebugEventsWriter(tmp_path, circular_buffer_size=1000, circular_buffer_bytes=10 * size + size // 2)
     index = w.allocate_execution_index()
-    w.write_graph_execution_traces([trace(op, index) for op in range(100)])
+    w.write_graph_execution_traces([trace(1, index) for _ in range(100)])
     w.close()
     reader = DebugDataReader(tmp_path)
     reader.update()

@@ -10,20 +10,31 @@ the CLI and the TensorBoard plugin.
 from __future__ import annotations
 
 import importlib
+from importlib import metadata as _metadata
 from typing import Any
 
-from tvmdbg_tb.events.reader import DebugDataReader, RunReader, StaleRecordError
-from tvmdbg_tb.events.summaries import MODE_NAMES
-from tvmdbg_tb.events.writer import DebugEventsWriter, package_version
+try:
+    __version__ = _metadata.version("tvmdbg")
+except _metadata.PackageNotFoundError:
+    __version__ = "unknown"
 
-__version__ = package_version("tvmdbg")
-
-# Public names that live in modules importing TVM: name -> module.
+# Every public name is imported on first use: importing tvmdbg_tb (which TensorBoard does to
+# load the plugin's entry point, tvmdbg_tb.plugin.loader) must not import numpy, protobuf or
+# TVM, so that a broken install can never take TensorBoard down. Name -> module.
+_ON_FIRST_USE = {
+    "DebugDataReader": "tvmdbg_tb.events.reader",
+    "RunReader": "tvmdbg_tb.events.reader",
+    "StaleRecordError": "tvmdbg_tb.events.reader",
+    "MODE_NAMES": "tvmdbg_tb.events.summaries",
+    "DebugEventsWriter": "tvmdbg_tb.events.writer",
+}
+# Names that live in modules importing TVM.
 _LAZY = {
     "enable_dump_debug_info": "tvmdbg_tb.instrument.api",
     "disable_dump_debug_info": "tvmdbg_tb.instrument.api",
     "enable_check_numerics": "tvmdbg_tb.instrument.api",
     "disable_check_numerics": "tvmdbg_tb.instrument.api",
+    "register_tensor_filter": "tvmdbg_tb.cli.filters",  # no TVM, but only `tvmdbg run` needs it
 }
 
 __all__ = [
@@ -37,6 +48,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name in _ON_FIRST_USE:
+        return getattr(importlib.import_module(_ON_FIRST_USE[name]), name)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tvmdbg' has no attribute {name!r}")

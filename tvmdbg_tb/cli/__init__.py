@@ -1,10 +1,10 @@
-"""The `tvmdbg` command line."""
+"""The `tvmdbg` command line: an interactive analyzer over dumps, one-shot reports for scripts
+and CI (alerts, check, profile), and `tvmdbg run` to stop a live program at a chosen VM call."""
 
 from __future__ import annotations
 
-import sys
-
 
 def main(argv: list[str] | None = None) -> int:
-    print("tvmdbg: the command line is not implemented yet", file=sys.stderr)
-    return 2
+    from tvmdbg_tb.cli.main import main as _main
+
+    return _main(argv)

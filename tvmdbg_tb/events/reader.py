@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from tvmdbg_tb.events import layout, records
+from tvmdbg_tb.events import layout, records, vectorized
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -56,7 +56,7 @@ EXECUTION_DIGEST = np.dtype(
     ]
 )
 
-_READ_CHUNK = 64 << 20
+_READ_CHUNK = 4 << 20  # bytes indexed at once: bounds the transient memory of indexing
 
 Observer = Callable[["RunReader", str, int, bool], None]
 """Called as observer(run, stream, start, reset) after new digests [start:] were indexed
@@ -68,22 +68,25 @@ class StaleRecordError(LookupError):
     """A record asked for by index is no longer in the dump (dropped by the circular buffer)."""
 
 
-class _Rows:
-    """A growable numpy structured array (amortised O(1) append of row blocks)."""
+class GrowingArray:
+    """A numpy array (structured or not) that grows by appended blocks, amortised O(1)."""
 
     def __init__(self, dtype: np.dtype):
         self._data = np.zeros(1024, dtype=dtype)
         self.size = 0
 
     def extend(self, rows: list[tuple]) -> None:
-        if not rows:
-            return
+        if rows:
+            self.append_array(np.array(rows, dtype=self._data.dtype))
+
+    def append_array(self, rows: np.ndarray, expected: int = 0) -> None:
+        """Appends rows; when growing, to `expected` rows if that is enough, else doubling."""
         need = self.size + len(rows)
         if need > len(self._data):
-            grown = np.zeros(max(need, 2 * len(self._data)), dtype=self._data.dtype)
+            grown = np.zeros(expected if expected >= need else max(need, 2 * len(self._data)), dtype=self._data.dtype)
             grown[: self.size] = self._data[: self.size]
             self._data = grown
-        self._data[self.size : need] = np.array(rows, dtype=self._data.dtype)
+        self._data[self.size : need] = rows
         self.size = need
 
     def clear(self) -> None:
@@ -91,6 +94,15 @@ class _Rows:
 
     def view(self) -> np.ndarray:
         return self._data[: self.size]
+
+
+def _records_of(batch) -> list[tuple[int, bytes]]:
+    """[(file offset, serialized event)] of a batch from poll_batches."""
+    buf, offsets, starts, lengths, _ = batch
+    return [
+        (offset, buf[start : start + length])
+        for offset, start, length in zip(offsets.tolist(), starts.tolist(), lengths.tolist())
+    ]
 
 
 class _RecordFileReader:
@@ -101,57 +113,67 @@ class _RecordFileReader:
         self.fd: int | None = None
         self.inode: tuple[int, int] | None = None
         self.offset = 0
+        self.size = 0
         self._reported: set[int] = set()
 
     def poll(self) -> tuple[bool, list[tuple[int, bytes]], list[records.Corruption]]:
         """(reset, [(offset, serialized event)], corruptions) for what is new in the file."""
+        reset, out, bad = False, [], []
+        for batch_reset, batch, batch_bad in self.poll_batches():
+            reset |= batch_reset
+            bad.extend(batch_bad)
+            out.extend(_records_of(batch))
+        return reset, out, bad
+
+    def poll_batches(self):
+        """Yields (reset, (buf, file offsets, data starts, data lengths, buf padded or None),
+        corruptions) per chunk of what is new in the file, so that a large file is indexed one
+        bounded chunk at a time. The read position advances before each yield."""
         reset = False
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return False, [], []
+            return
         identity = (st.st_dev, st.st_ino)
         if identity != self.inode or st.st_size < self.offset:
             reset = self.inode is not None
             self._reopen(identity)
-        out: list[tuple[int, bytes]] = []
-        bad: list[records.Corruption] = []
         while True:
             size = os.fstat(self.fd).st_size
+            self.size = size
             if size <= self.offset:
                 break
             want = min(size - self.offset, _READ_CHUNK)
             buf = os.pread(self.fd, want, self.offset)
-            consumed = 0
-            for item in records.scan(buf, self.offset, self.path):
-                if isinstance(item, records.Corruption):
-                    if item.offset not in self._reported:
-                        self._reported.add(item.offset)
-                        bad.append(item)
-                    if item.length < 0:
-                        break
-                    consumed = item.offset + item.length - self.offset
-                else:
-                    offset, start, length = item
-                    out.append((offset, buf[start : start + length]))
-                    consumed = start + length + records.FOOTER_SIZE
+            padded = vectorized.padded(buf)  # shared by the scan and the digest decoding
+            offsets, starts, lengths, found, consumed = vectorized.scan(buf, self.offset, self.path, padded)
+            bad = []
+            for item in found:
+                if item.offset not in self._reported:
+                    self._reported.add(item.offset)
+                    bad.append(item)
             if consumed == 0:
-                if len(buf) >= records.HEADER_SIZE and want == _READ_CHUNK:
-                    # A record larger than a chunk: read exactly it next time round.
+                if len(buf) >= records.HEADER_SIZE and want == _READ_CHUNK and not found:
+                    # A record larger than a chunk: read exactly it.
                     need = records.HEADER_SIZE + int.from_bytes(buf[:8], "little") + records.FOOTER_SIZE
                     big = os.pread(self.fd, need, self.offset)
                     if len(big) == need:
                         items = list(records.scan(big, self.offset, self.path))
                         if items and not isinstance(items[0], records.Corruption):
                             offset, start, length = items[0]
-                            out.append((offset, big[start : start + length]))
                             self.offset += need
+                            one = np.array([offset], dtype=np.int64)
+                            yield reset, (big, one, np.array([start]), np.array([length]), None), bad
+                            reset = False
                             continue
+                if bad:
+                    yield reset, (buf, offsets, starts, lengths, padded), bad
                 break
             self.offset += consumed
+            yield reset, (buf, offsets, starts, lengths, padded), bad
+            reset = False
             if want < _READ_CHUNK:
                 break
-        return reset, out, bad
 
     def _reopen(self, identity: tuple[int, int]) -> None:
         if self.fd is not None:
@@ -186,10 +208,14 @@ class RunReader:
         self.name = name
         self.path = path
         self._files = {s: _RecordFileReader(os.path.join(path, layout.file_name(s))) for s in layout.STREAMS}
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # guards the indexes; held per chunk while updating
+        self._update_lock = threading.Lock()  # one update at a time
         self._observers: list[Observer] = []
         self.corruptions: list[records.Corruption] = []
         self.metadata: pb.DebugMetadata | None = None
+        self.metadata_wall_time: float | None = None
+        # Why the last update() of this run failed (set by DebugDataReader.update), or None.
+        self.error: str | None = None
         self._source_files: list[pb.SourceFile] = []
         self._frames: dict[int, pb.StackFrame] = {}
         self._graphs: dict[int, pb.DebuggedGraph] = {}
@@ -198,8 +224,9 @@ class RunReader:
         self._consumers: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
         self.function_names: list[str] = []
         self._function_ids: dict[str, int] = {}
-        self._executions = _Rows(EXECUTION_DIGEST)
-        self._traces = _Rows(TRACE_DIGEST)
+        self._function_ids_raw: dict[bytes, int] = {}  # the same, by the name's UTF-8 bytes
+        self._executions = GrowingArray(EXECUTION_DIGEST)
+        self._traces = GrowingArray(TRACE_DIGEST)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -212,31 +239,153 @@ class RunReader:
                     observer(self, stream, 0, True)
 
     def update(self) -> dict[str, int]:
-        """Reads what was appended since the last update; returns new records per stream."""
-        with self._lock:
+        """Reads what was appended since the last update; returns new records per stream.
+
+        The run lock is held per chunk, not for the whole update: while a large dump is
+        indexed, queries answer from the chunks indexed so far (with their alerts)."""
+        with self._update_lock:
             counts = {}
             for stream in layout.STREAMS:
-                reset, items, bad = self._files[stream].poll()
-                self.corruptions.extend(bad)
-                counts[stream] = len(items)
-                getattr(self, "_ingest_" + stream)(items, reset)
+                if stream in (layout.EXECUTION, layout.GRAPH_EXECUTION_TRACES):
+                    counts[stream] = self._update_digests(stream)
+                    continue
+                counts[stream] = 0
+                batches = self._files[stream].poll_batches()  # bounded memory
+                while True:
+                    with self._lock:
+                        item = next(batches, None)
+                        if item is None:
+                            break
+                        reset, batch, bad = item
+                        self.corruptions.extend(bad)
+                        items = self._decodable(stream, _records_of(batch))
+                        counts[stream] += len(items)
+                        getattr(self, "_ingest_" + stream)(items, reset)
             return counts
 
+    def _decodable(self, stream: str, items: list[tuple[int, bytes]]) -> list[tuple[int, pb.DebugEvent]]:
+        """Parses each record; one that protobuf rejects (its CRC was fine: a writer bug or a
+        foreign file) becomes a Corruption and is skipped, never stopping the others."""
+        out = []
+        for offset, data in items:
+            try:
+                out.append((offset, pb.DebugEvent.FromString(data)))
+            except Exception as error:
+                self._undecodable(stream, offset, len(data), error)
+        return out
+
+    def _undecodable(self, stream: str, offset: int, length: int, error: Exception) -> None:
+        self.corruptions.append(self._corruption(stream, offset, length, error))
+
+    def _corruption(self, stream: str, offset: int, length: int, error: Exception) -> records.Corruption:
+        size = length + records.HEADER_SIZE + records.FOOTER_SIZE
+        return records.Corruption(self._files[stream].path, offset, size, f"undecodable record: {error}")
+
+    def _update_digests(self, stream: str) -> int:
+        """Indexes new execution or trace records chunk by chunk, mostly vectorised (see
+        vectorized.py). A chunk is decoded outside the run lock and published (rows, then
+        observers) under it."""
+        reader = self._files[stream]
+        table, rows_of = (
+            (self._executions, self._execution_rows) if stream == layout.EXECUTION else (self._traces, self._trace_rows)
+        )
+        batches = reader.poll_batches()
+        new = 0
+        while True:
+            with self._lock:  # a reset reopens the file: old rows must go at the same time
+                item = next(batches, None)
+                if item is None:
+                    return new
+                reset, (buf, offsets, starts, lengths, padded), bad = item
+                self.corruptions.extend(bad)
+                if reset:
+                    table.clear()
+                    self._notify(stream, 0, True)
+            if not len(offsets):
+                continue
+            rows, damaged = rows_of(buf, offsets, starts, lengths, vectorized.padded(buf) if padded is None else padded)
+            # Reserve for the whole file at once (records so far scaled by the bytes left).
+            expected = int((table.size + len(rows)) * reader.size / max(reader.offset, 1) * 1.01) + 1024
+            with self._lock:
+                self.corruptions.extend(damaged)
+                start = table.size
+                table.append_array(rows, expected)
+                self._notify(stream, start, False)
+            new += len(rows)
+
+    def _execution_rows(self, buf, offsets, starts, lengths, padded) -> tuple[np.ndarray, list[records.Corruption]]:
+        """EXECUTION_DIGEST rows of one chunk (vectorised, protobuf for the odd record)."""
+        columns = vectorized.execution_digests(padded, starts, lengths)
+        rows = np.zeros(len(offsets), dtype=EXECUTION_DIGEST)
+        for name in ("index", "graph_id", "wall_time", "num_traces", "duration_us", "flags"):
+            rows[name] = columns[name]
+        rows["offset"] = offsets
+        ok = columns["ok"]
+        function = rows["function"]
+        ids = self._function_ids_raw
+        for i, start, length in zip(
+            np.flatnonzero(ok).tolist(), columns["name_start"][ok].tolist(), columns["name_len"][ok].tolist()
+        ):
+            raw = buf[start : start + length]
+            fid = ids.get(raw)
+            if fid is None:
+                try:
+                    fid = ids[raw] = self._function_id(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    ok[i] = False  # protobuf will reject it and say so
+                    continue
+            function[i] = fid
+        keep = np.ones(len(rows), dtype=bool)
+        damaged = []
+        for i in np.flatnonzero(~ok).tolist():
+            data = buf[int(starts[i]) : int(starts[i] + lengths[i])]
+            try:
+                rows[i] = self._execution_row(int(offsets[i]), pb.DebugEvent.FromString(data))
+            except Exception as error:
+                damaged.append(self._corruption(layout.EXECUTION, int(offsets[i]), len(data), error))
+                keep[i] = False
+        return rows[keep], damaged
+
+    def _function_id(self, name: str) -> int:
+        fid = self._function_ids.get(name)
+        if fid is None:
+            fid = self._function_ids[name] = len(self.function_names)
+            self.function_names.append(name)
+        return fid
+
+    def _trace_rows(self, buf, offsets, starts, lengths, padded) -> tuple[np.ndarray, list[records.Corruption]]:
+        """TRACE_DIGEST rows of one chunk (vectorised, protobuf for the odd record), and the
+        records protobuf could not decode either."""
+        columns = vectorized.trace_digests(padded, starts, lengths)
+        rows = np.zeros(len(offsets), dtype=TRACE_DIGEST)
+        for name in TRACE_DIGEST.names:
+            rows[name] = offsets if name == "offset" else columns[name]
+        keep = np.ones(len(rows), dtype=bool)
+        damaged = []
+        for i in np.flatnonzero(~columns["ok"]).tolist():
+            data = buf[int(starts[i]) : int(starts[i] + lengths[i])]
+            try:
+                rows[i] = self._trace_row(int(offsets[i]), pb.DebugEvent.FromString(data))
+            except Exception as error:
+                damaged.append(self._corruption(layout.GRAPH_EXECUTION_TRACES, int(offsets[i]), len(data), error))
+                keep[i] = False
+        return rows[keep], damaged
+
     def _ingest_metadata(self, items, reset) -> None:
-        for _, data in items[:1] if self.metadata is None else ():
-            self.metadata = pb.DebugEvent.FromString(data).debug_metadata
+        for _, event in items[:1] if self.metadata is None else ():
+            self.metadata = event.debug_metadata
+            self.metadata_wall_time = event.wall_time
 
     def _ingest_source_files(self, items, reset) -> None:
-        self._source_files.extend(pb.DebugEvent.FromString(data).source_file for _, data in items)
+        self._source_files.extend(event.source_file for _, event in items)
 
     def _ingest_stack_frames(self, items, reset) -> None:
-        for _, data in items:
-            frame = pb.DebugEvent.FromString(data).stack_frame
+        for _, event in items:
+            frame = event.stack_frame
             self._frames[frame.id] = frame
 
     def _ingest_graphs(self, items, reset) -> None:
-        for _, data in items:
-            event = pb.DebugEvent.FromString(data)
+        for _, event in items:
             if event.HasField("debugged_graph"):
                 self._graphs[event.debugged_graph.graph_id] = event.debugged_graph
             elif event.HasField("graph_op_creation"):
@@ -247,76 +396,59 @@ class RunReader:
                     if inp.kind == pb.OpInput.OP_OUTPUT:
                         self._consumers[inp.producer_op_id].append((op.op_id, slot, inp.producer_output_slot))
 
-    def _ingest_execution(self, items, reset) -> None:
-        if reset:
-            self._executions.clear()
-        start = self._executions.size
-        rows = []
-        parse = pb.DebugEvent.FromString
-        for offset, data in items:
-            event = parse(data)
-            execution = event.execution
-            name = execution.function_name
-            fid = self._function_ids.get(name)
-            if fid is None:
-                fid = self._function_ids[name] = len(self.function_names)
-                self.function_names.append(name)
-            flags = HAS_ERROR if execution.error else 0
-            for summary in execution.outputs:
+    def _execution_row(self, offset: int, event: pb.DebugEvent) -> tuple:
+        """The digest row of one execution parsed by protobuf (the vectorised path's fallback)."""
+        execution = event.execution
+        flags = HAS_ERROR if execution.error else 0
+        for summary in execution.outputs:
+            try:
                 counts = nonfinite_counts(execution.tensor_debug_mode, summary.debug_values)
-                if counts is not None:
-                    flags |= HEALTH_KNOWN
-                    if any(counts):
-                        flags |= NONFINITE
-            rows.append(
-                (
-                    execution.index,
-                    execution.graph_id,
-                    event.wall_time,
-                    offset,
-                    execution.num_traces,
-                    execution.duration_us,
-                    fid,
-                    flags,
-                )
-            )
-        self._executions.extend(rows)
-        self._notify(layout.EXECUTION, start, reset)
-
-    def _ingest_graph_execution_traces(self, items, reset) -> None:
-        if reset:
-            self._traces.clear()
-        start = self._traces.size
-        rows = []
-        parse = pb.DebugEvent.FromString
-        for offset, data in items:
-            event = parse(data)
-            t = event.graph_execution_trace
-            counts = nonfinite_counts(t.tensor_debug_mode, t.debug_values)
-            if counts is None and t.tensor_debug_mode == pb.FULL_TENSOR and t.HasField("tensor_value"):
-                counts = _value_nonfinite_counts(t.tensor_value)
-            flags = HAS_ERROR if t.error else 0
-            if counts is None:
-                counts = (-1, -1, -1)
-            else:
+            except (ValueError, OverflowError):  # a NaN or huge count: the summary says nothing
+                counts = None
+            if counts is not None:
                 flags |= HEALTH_KNOWN
                 if any(counts):
                     flags |= NONFINITE
-            rows.append(
-                (
-                    t.index,
-                    t.op_id,
-                    t.execution_index,
-                    event.wall_time,
-                    offset,
-                    *counts,
-                    t.duration_us,
-                    t.output_slot,
-                    flags,
-                )
-            )
-        self._traces.extend(rows)
-        self._notify(layout.GRAPH_EXECUTION_TRACES, start, reset)
+        fid = self._function_id(execution.function_name)
+        return (
+            execution.index,
+            execution.graph_id,
+            event.wall_time,
+            offset,
+            execution.num_traces,
+            execution.duration_us,
+            fid,
+            flags,
+        )
+
+    @staticmethod
+    def _trace_row(offset: int, event: pb.DebugEvent) -> tuple:
+        """The digest row of one trace parsed by protobuf (the vectorised path's fallback)."""
+        t = event.graph_execution_trace
+        try:
+            counts = nonfinite_counts(t.tensor_debug_mode, t.debug_values)
+        except (ValueError, OverflowError):  # a NaN or huge count: the summary says nothing
+            counts = None
+        if counts is None and t.tensor_debug_mode == pb.FULL_TENSOR and t.HasField("tensor_value"):
+            counts = _value_nonfinite_counts(t.tensor_value)
+        flags = HAS_ERROR if t.error else 0
+        if counts is None:
+            counts = (-1, -1, -1)
+        else:
+            flags |= HEALTH_KNOWN
+            if any(counts):
+                flags |= NONFINITE
+        return (
+            t.index,
+            t.op_id,
+            t.execution_index,
+            event.wall_time,
+            offset,
+            *counts,
+            t.duration_us,
+            t.output_slot,
+            flags,
+        )
 
     def _notify(self, stream: str, start: int, reset: bool) -> None:
         rows = self._executions if stream == layout.EXECUTION else self._traces
@@ -329,6 +461,16 @@ class RunReader:
             f.close()
 
     # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def updating(self) -> bool:
+        """True while an update() is reading new records (e.g. the first indexing of a dump)."""
+        return self._update_lock.locked()
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Hold it to see one state across several queries (updates wait meanwhile)."""
+        return self._lock
 
     def source_files(self) -> list[pb.SourceFile]:
         return list(self._source_files)
@@ -389,29 +531,38 @@ class RunReader:
         """(consumer op_id, its input slot, producer output slot) for each use of op's outputs."""
         return list(self._consumers.get(op_id, ()))
 
+    # The digest queries take the lock: a reader sees a state in which observers (alerts) have
+    # already seen the same rows, never rows still being indexed.
+
     def num_executions(self) -> int:
-        return self._executions.size
+        with self._lock:
+            return self._executions.size
 
     def execution_digests(self) -> np.ndarray:
         """One EXECUTION_DIGEST row per execution in the dump, oldest first (a view)."""
-        return self._executions.view()
+        with self._lock:
+            return self._executions.view()
 
     def execution(self, i: int) -> pb.Execution:
         """The full i-th execution in the dump (0 = oldest still kept)."""
-        row = self._row(self._executions, i, "execution")
-        return self._files[layout.EXECUTION].read_at(int(row["offset"])).execution
+        with self._lock:  # the row and the file generation it points into, together
+            row = self._row(self._executions, i, "execution")
+            return self._files[layout.EXECUTION].read_at(int(row["offset"])).execution
 
     def num_traces(self) -> int:
-        return self._traces.size
+        with self._lock:
+            return self._traces.size
 
     def trace_digests(self) -> np.ndarray:
         """One TRACE_DIGEST row per graph execution trace, oldest first (a view)."""
-        return self._traces.view()
+        with self._lock:
+            return self._traces.view()
 
     def trace(self, i: int) -> pb.GraphExecutionTrace:
         """The full i-th graph execution trace in the dump (0 = oldest still kept)."""
-        row = self._row(self._traces, i, "graph execution trace")
-        return self._files[layout.GRAPH_EXECUTION_TRACES].read_at(int(row["offset"])).graph_execution_trace
+        with self._lock:  # the row and the file generation it points into, together
+            row = self._row(self._traces, i, "graph execution trace")
+            return self._files[layout.GRAPH_EXECUTION_TRACES].read_at(int(row["offset"])).graph_execution_trace
 
     def traces(self, indices: Iterable[int]) -> list[pb.GraphExecutionTrace]:
         return [self.trace(int(i)) for i in indices]
@@ -428,7 +579,7 @@ class RunReader:
         """Positions of the traces recorded during one execution (by Execution.index)."""
         return np.flatnonzero(self._traces.view()["execution_index"] == execution_index)
 
-    def _row(self, rows: _Rows, i: int, what: str):
+    def _row(self, rows: GrowingArray, i: int, what: str):
         with self._lock:
             if not 0 <= i < rows.size:
                 raise IndexError(f"{what} {i} out of range [0, {rows.size}) in run {self.name!r}")
@@ -454,14 +605,29 @@ class DebugDataReader:
         self._runs: dict[str, RunReader] = {}
         self._lock = threading.Lock()
 
-    def update(self) -> dict[str, dict[str, int]]:
-        """Reads what is new in every run; returns {run: {stream: new records}}."""
+    def discover(self) -> list[str]:
+        """Finds new run directories without reading them (so observers can be added before
+        the first read); returns the names of all runs."""
         with self._lock:
             for name in layout.find_run_dirs(self.logdir):
                 if name not in self._runs:
                     self._runs[name] = RunReader(name, os.path.normpath(os.path.join(self.logdir, name)))
+            return sorted(self._runs)
+
+    def update(self) -> dict[str, dict[str, int]]:
+        """Reads what is new in every run; returns {run: {stream: new records}}."""
+        self.discover()
+        with self._lock:
             runs = list(self._runs.values())
-        return {run.name: run.update() for run in runs}
+        counts = {}
+        for run in runs:
+            try:
+                counts[run.name] = run.update()
+                run.error = None
+            except Exception as error:  # e.g. a file turned unreadable: keep the other runs going
+                run.error = f"{type(error).__name__}: {error}"
+                counts[run.name] = {}
+        return counts
 
     def runs(self) -> list[str]:
         with self._lock:

@@ -27,10 +27,20 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+# Record headers by data length: a header depends on the length only, and most records of a
+# stream have one of a few lengths, so this saves a CRC per record.
+_HEADERS: dict[int, bytes] = {}
+
+
 def encode(data: bytes) -> bytes:
     """Frames one serialized message as a record."""
-    header = _U64.pack(len(data))
-    return header + _U32.pack(masked_crc32c(header)) + data + _U32.pack(masked_crc32c(data))
+    header = _HEADERS.get(len(data))
+    if header is None:
+        length = _U64.pack(len(data))
+        header = length + _U32.pack(masked_crc32c(length))
+        if len(_HEADERS) < 65536:
+            _HEADERS[len(data)] = header
+    return header + data + _U32.pack(masked_crc32c(data))
 
 
 @dataclass(frozen=True)

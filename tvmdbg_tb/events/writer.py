@@ -28,6 +28,7 @@ from importlib import metadata as _metadata
 
 from tvmdbg_tb.events import layout, records
 from tvmdbg_tb.events.summaries import mode_value
+from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 DEFAULT_RING_BYTES = 256 << 20
@@ -37,24 +38,20 @@ _EAGER_WRITE_BYTES = 8 << 20
 _MAX_SOURCE_BYTES = 8 << 20
 
 
-_F64 = struct.Struct("<d")
-_U32 = struct.Struct("<I")
-_MASK_DELTA = 0xA282EAD8
-# TFRecord header (length + its CRC) by record length: it depends on the length only.
-_RECORD_HEADERS: dict[int, bytes] = {}
-_SMALL_VARINTS = [bytes((v,)) for v in range(128)] + [bytes(((v & 0x7F) | 0x80, v >> 7)) for v in range(128, 1 << 14)]
+# Raw protobuf pieces of the trace fast path (see write_graph_execution_trace_payloads).
+_WALL_TIME = struct.Struct("<Bd")  # DebugEvent.wall_time: field 1, fixed64
+_TRACE_TAG = bytes([9 << 3 | 2])  # DebugEvent.graph_execution_trace: field 9, length-delimited
+_INDEX_FIELD = struct.Struct("<Bq")  # GraphExecutionTrace.index: field 13, sfixed64
+_INDEX_TAG = 13 << 3 | 1
+_varint = varint  # the instrumentation's fast tracer imports it from here
 
 
-def _varint(value: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative int."""
-    if value < 16384:
-        return _SMALL_VARINTS[value]
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+def _envelope_prefix(wall_time: float, step: int) -> bytes:
+    """The leading fields of a serialized DebugEvent: wall_time and, if set, step."""
+    prefix = _WALL_TIME.pack(1 << 3 | 1, wall_time)
+    if step:
+        prefix += bytes([2 << 3]) + _varint(step & 0xFFFFFFFFFFFFFFFF)
+    return prefix
 
 
 def package_version(name: str) -> str:
@@ -153,6 +150,7 @@ class DebugEventsWriter:
         }
         self._failed: str | None = None
         self._closed = False
+        self._files_closed = False
         self._next_execution = 0
         self._next_trace = 0
         self._source_files: dict[str, int] = {}
@@ -240,22 +238,8 @@ class DebugEventsWriter:
     def write_graph_execution_traces(
         self, traces: Sequence[pb.GraphExecutionTrace], wall_time: float | None = None, step: int = 0
     ) -> None:
-        """Queues a batch of traces (one lock round trip for all of them)."""
-        if self._failed or self._closed or not traces:
-            return
-        try:
-            wall_time = wall_time or time.time()
-            chunks = []
-            with self._lock:
-                first = self._next_trace
-                self._next_trace += len(traces)
-            for i, trace in enumerate(traces):
-                trace.index = first + i
-                event = pb.DebugEvent(wall_time=wall_time, step=step, graph_execution_trace=trace)
-                chunks.append(records.encode(event.SerializeToString()))
-            self._queue(layout.GRAPH_EXECUTION_TRACES, chunks)
-        except Exception as error:
-            self._fail(f"could not encode traces: {error!r}")
+        """Queues a batch of traces (their `index` is assigned here)."""
+        self.write_graph_execution_trace_payloads([t.SerializeToString() for t in traces], wall_time, step)
 
     def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
         """Queues an Execution given serialized (the instrumentation's fast path)."""
@@ -268,30 +252,24 @@ class DebugEventsWriter:
     def write_graph_execution_trace_payloads(
         self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
     ) -> None:
-        """Queues traces given as serialized GraphExecutionTrace messages without `index`
-        (the writer appends it). The instrumentation's fast path: it serializes each op's
-        constant fields once and appends only what changes per execution."""
+        """Queues a batch of serialized GraphExecutionTrace messages (without `index`).
+
+        The hot path of the instrumentation: a call site's static fields can be serialized
+        once and reused; the envelope and the index are appended here as raw protobuf fields
+        (a later field wins, and concatenated messages merge), with one lock round trip per batch.
+        """
         if self._failed or self._closed or not payloads:
             return
         try:
+            prefix = _envelope_prefix(wall_time or time.time(), step) + _TRACE_TAG
             with self._lock:
                 first = self._next_trace
                 self._next_trace += len(payloads)
-            head = b"\x09" + _F64.pack(wall_time or time.time())
-            if step:
-                head += b"\x10" + _varint(step)
-            chunks = []
-            headers = _RECORD_HEADERS
-            crc, pack32, mask = records._crc, _U32.pack, _MASK_DELTA
-            for i, payload in enumerate(payloads):
-                trace = payload + b"\x68" + _varint(first + i)  # field 13: index
-                event = head + b"\x4a" + _varint(len(trace)) + trace  # field 9: the trace
-                size = len(event)
-                header = headers.get(size)
-                if header is None:
-                    header = headers.setdefault(size, records.encode(bytes(size))[: records.HEADER_SIZE])
-                value = crc(event)
-                chunks.append(header + event + pack32((((value >> 15) | (value << 17)) + mask) & 0xFFFFFFFF))
+            encode, index_field = records.encode, _INDEX_FIELD.pack
+            chunks = [
+                encode(prefix + varint(len(p) + _INDEX_FIELD.size) + p + index_field(_INDEX_TAG, first + i))
+                for i, p in enumerate(payloads)
+            ]
             self._queue(layout.GRAPH_EXECUTION_TRACES, chunks)
         except Exception as error:
             self._fail(f"could not encode traces: {error!r}")
@@ -346,24 +324,29 @@ class DebugEventsWriter:
     def flush(self, fsync: bool = False) -> None:
         """Writes everything queued so far (and fsyncs if asked). Never raises."""
         with self._io_lock:
-            with self._lock:
-                pending = {s: chunks for s, chunks in self._pending.items() if chunks}
-                self._pending = {s: [] for s in layout.STREAMS}
-                self._pending_bytes = 0
-            if self._failed:
-                return
-            try:
-                for stream, chunks in pending.items():
-                    self._files[stream].append(chunks)
-                for stream in layout.STREAMS:
-                    record_file = self._files[stream]
-                    record_file.handle.flush()
-                    if fsync:
-                        os.fsync(record_file.handle.fileno())
-                    if record_file.ring and self._over_twice_the_bound(record_file):
-                        record_file.compact(self.circular_buffer_size, self._byte_bound())
-            except Exception as error:
-                self._fail(f"writing to {self.run_dir} failed: {error!r}")
+            if not self._files_closed:
+                self._write_pending(fsync)
+
+    def _write_pending(self, fsync: bool) -> None:
+        """Moves queued records to the files, compacting ring files past twice their bound.
+        Caller holds _io_lock."""
+        with self._lock:
+            pending = {s: chunks for s, chunks in self._pending.items() if chunks}
+            self._pending = {s: [] for s in layout.STREAMS}
+            self._pending_bytes = 0
+        if self._failed:
+            return
+        try:
+            for stream, chunks in pending.items():
+                self._files[stream].append(chunks)
+            for record_file in self._files.values():
+                record_file.handle.flush()
+                if fsync:
+                    os.fsync(record_file.handle.fileno())
+                if record_file.ring and self._over_twice_the_bound(record_file):
+                    record_file.compact(self.circular_buffer_size, self._byte_bound())
+        except Exception as error:
+            self._fail(f"writing to {self.run_dir} failed: {error!r}")
 
     def _byte_bound(self) -> int:
         return self.circular_buffer_bytes if self.circular_buffer_bytes > 0 else sys.maxsize
@@ -380,19 +363,22 @@ class DebugEventsWriter:
         """Flushes, trims ring files to exactly their bounds, fsyncs and closes. Idempotent."""
         if self._closed:
             return
+        self._closed = True  # later writes are dropped; what was queued is written below
         self._stop.set()
-        self.flush()
-        self._closed = True
+        if self._flusher is not threading.current_thread():
+            self._flusher.join(timeout=10)
         with self._io_lock:
+            self._write_pending(fsync=False)
             try:
                 for record_file in self._files.values():
                     if record_file.ring and not self._failed:
                         record_file.compact(self.circular_buffer_size, self._byte_bound())
-                    record_file.handle.flush()
-                    os.fsync(record_file.handle.fileno())
+                    if not self._failed:
+                        os.fsync(record_file.handle.fileno())
             except Exception as error:
                 self._fail(f"closing {self.run_dir} failed: {error!r}")
             finally:
+                self._files_closed = True
                 for record_file in self._files.values():
                     try:
                         record_file.handle.close()

@@ -1,0 +1,52 @@
+"""What the plugin routes and the CLI show, computed from a RunReader: one implementation so
+`tvmdbg alerts --json` and the `alerts` route print the same objects.
+
+Pure functions of a RunReader (no HTTP, no TVM). Everything returned is plain JSON-ready
+Python (dicts, lists, str, int, float, None); floats may be NaN/Inf, which `dumps` encodes
+as the strings "NaN"/"Infinity"/"-Infinity" as TensorBoard does.
+"""
+
+from tvmdbg_tb.analysis.alerts import AlertMonitor, alerts, monitor
+from tvmdbg_tb.analysis.jsonable import dumps
+from tvmdbg_tb.analysis.profile import profile
+from tvmdbg_tb.analysis.tensor_value import SliceError, tensor_value
+from tvmdbg_tb.analysis.views import (
+    execution_data,
+    execution_digests,
+    graph_info,
+    graphs_list,
+    location,
+    op_info,
+    op_json,
+    resolve_op,
+    run_info,
+    source_file,
+    source_files_list,
+    stack_frames,
+    trace_data,
+    trace_digests,
+)
+
+__all__ = [
+    "AlertMonitor",
+    "SliceError",
+    "alerts",
+    "dumps",
+    "execution_data",
+    "execution_digests",
+    "graph_info",
+    "graphs_list",
+    "location",
+    "monitor",
+    "op_info",
+    "op_json",
+    "profile",
+    "resolve_op",
+    "run_info",
+    "source_file",
+    "source_files_list",
+    "stack_frames",
+    "tensor_value",
+    "trace_data",
+    "trace_digests",
+]

@@ -1,0 +1,105 @@
+"""The per-op time table TVM's old debug executor printed: op, kernel, calls, total and mean
+time, % of total, shape. Computed from the trace digest columns with numpy (no record parsed
+except one per op whose compiled shape is symbolic), and cached until new traces arrive."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from tvmdbg_tb.events.reader import RunReader
+
+_cache: OrderedDict[tuple, dict] = OrderedDict()
+_cache_lock = threading.Lock()
+_CACHE_SIZE = 16
+
+
+def profile(run: RunReader, graph_id: int | None = None, execution_index: int | None = None) -> dict:
+    """{"total_us", "num_executions", "num_traces", "rows": [...]}, rows by total time, descending.
+
+    Each kernel call counts once (its output slot 0 trace); traces without a measured time are
+    left out of the times but still counted as calls.
+    """
+    digests = run.trace_digests()
+    n = len(digests)
+    key = (id(run), n, int(digests["index"][0]) if n else -1, len(run.ops()), graph_id, execution_index)
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    result = _compute(run, digests, graph_id, execution_index)
+    with _cache_lock:
+        _cache[key] = result
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return result
+
+
+def _compute(run: RunReader, digests: np.ndarray, graph_id: int | None, execution_index: int | None) -> dict:
+    mask = digests["output_slot"] == 0
+    if execution_index is not None:
+        mask &= digests["execution_index"] == execution_index
+    ids = digests["op_id"][mask]
+    if graph_id is not None:
+        mask[mask] = np.isin(ids, np.array([op.op_id for op in run.ops(graph_id)], dtype=np.int64))
+        ids = digests["op_id"][mask]
+    durations = digests["duration_us"][mask].astype(np.float64)
+    if len(ids) and ids.min() >= 0 and ids.max() < 1 << 22:  # op ids are small: count directly
+        inverse = ids
+        all_calls = np.bincount(ids)
+        op_ids = np.flatnonzero(all_calls)
+        calls = all_calls[op_ids]
+        size = len(all_calls)
+    else:
+        op_ids, inverse, calls = np.unique(ids, return_inverse=True, return_counts=True)
+        size = len(op_ids)
+    measured = ~np.isnan(durations)
+    totals = np.bincount(inverse[measured], weights=durations[measured], minlength=size)
+    timed_calls = np.bincount(inverse[measured], minlength=size)
+    if size != len(op_ids):
+        totals, timed_calls = totals[op_ids], timed_calls[op_ids]
+    total_us = float(totals.sum())
+    table = []
+    for k in np.argsort(-totals, kind="stable"):
+        op_id = int(op_ids[k])
+        try:
+            op = run.op(op_id)
+        except KeyError:
+            op = None
+        dtype, shape = _output_shape(run, op, op_id)
+        table.append(
+            {
+                "op_id": op_id,
+                "op_name": op.op_name if op else None,
+                "kernel": op.kernel if op else None,
+                "graph_id": int(op.graph_id) if op else None,
+                "calls": int(calls[k]),
+                "total_us": float(totals[k]),
+                "mean_us": float(totals[k] / timed_calls[k]) if timed_calls[k] else None,
+                "percent": float(100.0 * totals[k] / total_us) if total_us > 0 else 0.0,
+                "dtype": dtype,
+                "shape": shape,
+            }
+        )
+    return {
+        "total_us": total_us,
+        "num_executions": int(len(np.unique(digests["execution_index"][mask]))),
+        "num_traces": int(len(ids)),
+        "rows": table,
+    }
+
+
+def _output_shape(run: RunReader, op, op_id: int) -> tuple[str, list[int]]:
+    """Output 0's dtype and shape as compiled; a symbolic shape is taken from the latest trace."""
+    if op is not None and op.outputs:
+        spec = op.outputs[0]
+        shape = [int(d) for d in spec.shape]
+        if all(d >= 0 for d in shape):
+            return spec.dtype, shape
+    positions = run.op_trace_indices(op_id, 0)
+    if len(positions):
+        trace = run.trace(int(positions[-1]))
+        return trace.dtype, [int(d) for d in trace.shape]
+    return (op.outputs[0].dtype if op is not None and op.outputs else ""), []

@@ -1,0 +1,85 @@
+"""FULL_TENSOR values with numpy-style basic slicing and a bound on the elements returned."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from tvmdbg_tb.events.reader import RunReader
+
+DEFAULT_MAX_ELEMENTS = 10_000
+MAX_ELEMENTS = 1_000_000
+_PART = re.compile(r"^\s*(-?\d+)?\s*(?::\s*(-?\d+)?\s*(?::\s*(-?\d+)?\s*)?)?$")
+
+
+class SliceError(ValueError):
+    """A slice that does not parse or does not fit the tensor (the client's mistake)."""
+
+
+def parse_slice(text: str) -> tuple:
+    """ "0:4, ::2, ..., -1" -> (slice(0, 4), slice(None, None, 2), Ellipsis, -1)."""
+    text = (text or "").strip().strip("[]")
+    if not text:
+        return ()
+    if len(text) > 1000:
+        raise SliceError("slice too long")
+    out: list = []
+    for part in text.split(","):
+        if part.strip() == "...":
+            if Ellipsis in out:
+                raise SliceError("at most one '...' in a slice")
+            out.append(Ellipsis)
+            continue
+        m = _PART.match(part)
+        if not m or not part.strip():
+            raise SliceError(f"bad slice part {part.strip()!r}: use integers, start:stop:step or ...")
+        if ":" not in part:
+            out.append(int(m.group(1)))
+            continue
+        start, stop, step = (int(g) if g is not None else None for g in m.groups())
+        if step == 0:
+            raise SliceError("slice step cannot be zero")
+        out.append(slice(start, stop, step))
+    return tuple(out)
+
+
+def tensor_value(run: RunReader, position: int, slice_text: str = "", max_elements: int = DEFAULT_MAX_ELEMENTS) -> dict:
+    """The stored value of trace `position`, sliced. Raises IndexError/LookupError when there is
+    no such trace or no stored value, SliceError for a bad slice or too many elements."""
+    trace = run.trace(position)
+    if not trace.HasField("tensor_value"):
+        raise LookupError(
+            f"trace {position} holds no tensor value (run the model with tensor_debug_mode='FULL_TENSOR')"
+        )
+    value = trace.tensor_value
+    try:
+        dtype = np.dtype(value.dtype)
+    except TypeError:
+        raise LookupError(f"tensor dtype {value.dtype!r} cannot be shown") from None
+    flat = np.frombuffer(value.content, dtype=dtype.newbyteorder("<"), count=len(value.content) // dtype.itemsize)
+    shape = [int(d) for d in value.shape]
+    whole = int(np.prod(shape, dtype=np.int64)) == flat.size
+    array = flat.reshape(shape) if whole else flat  # a truncated value: its first elements, flat
+    index = parse_slice(slice_text)
+    try:
+        selected = array[index]
+    except (IndexError, TypeError, ValueError) as error:
+        raise SliceError(f"slice {slice_text!r} does not fit shape {list(array.shape)}: {error}") from None
+    selected = np.asarray(selected)
+    if selected.size > max_elements:
+        raise SliceError(f"the slice selects {selected.size} elements, more than max_elements={max_elements}")
+    values = selected.astype(np.float64).tolist() if dtype.kind == "f" else selected.tolist()
+    return {
+        "trace_position": int(position),
+        "trace_index": int(trace.index),
+        "op_name": trace.op_name,
+        "output_slot": int(trace.output_slot),
+        "dtype": value.dtype,
+        "shape": shape,
+        "slice": slice_text or "",
+        "sliced_shape": list(selected.shape),
+        "values": values,
+        "truncated": bool(value.truncated or not whole),
+        "num_elements": int(selected.size),
+    }

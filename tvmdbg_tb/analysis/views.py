@@ -1,0 +1,367 @@
+"""JSON views of a run's records (the row and object shapes of docs/routes.md).
+
+Light rows come from the reader's numpy digests; full rows parse one record each by offset.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from tvmdbg_tb.analysis.jsonable import num
+from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader
+from tvmdbg_tb.events.summaries import describe, mode_name
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+LIVE_SECONDS = 30.0
+_INPUT_KINDS = {v: k for k, v in pb.OpInput.Kind.items()}
+
+
+def location(run: RunReader, loc: pb.CodeLocation | None) -> dict | None:
+    """The user's frame of a code location as {"file_path", "line", "function"}, or None."""
+    if loc is None:
+        return None
+    frame = run.user_frame(loc)
+    if frame is None:
+        return None
+    return {"file_path": frame.file_path, "line": int(frame.line), "function": frame.function}
+
+
+def _spec(spec: pb.TensorSpec) -> dict:
+    return {"dtype": spec.dtype, "shape": [int(d) for d in spec.shape], "shape_expr": spec.shape_expr}
+
+
+def _summary(mode: int, summary: pb.TensorSummary) -> dict:
+    values = list(summary.debug_values)
+    return {
+        "dtype": summary.dtype,
+        "shape": [int(d) for d in summary.shape],
+        "debug_values": values,
+        "summary": describe(mode, values),
+        "has_value": summary.HasField("tensor_value"),
+    }
+
+
+def _nonfinite(flags: int) -> bool | None:
+    return bool(flags & NONFINITE) if flags & HEALTH_KNOWN else None
+
+
+# -- runs ----------------------------------------------------------------------------------
+
+
+def last_update_time(run: RunReader) -> float | None:
+    """Newest modification time of the run's record files."""
+    newest = None
+    try:
+        entries = list(os.scandir(run.path))
+    except OSError:
+        return None
+    for entry in entries:
+        if entry.name.startswith("tvmdbg."):
+            try:
+                mtime = entry.stat().st_mtime
+            except OSError:
+                continue
+            newest = mtime if newest is None else max(newest, mtime)
+    return newest
+
+
+def run_info(run: RunReader) -> dict:
+    """One entry of the `runs` route."""
+    from tvmdbg_tb.analysis.alerts import monitor
+
+    meta = run.metadata
+    alerts = monitor(run)
+    updated = last_update_time(run)
+    return {
+        "run": run.name,
+        "run_id": meta.run_id if meta else None,
+        "host_name": meta.host_name if meta else None,
+        "pid": int(meta.pid) if meta else None,
+        "tvm_version": meta.tvm_version if meta else None,
+        "tvmdbg_version": meta.tvmdbg_version if meta else None,
+        "tensor_debug_mode": mode_name(meta.tensor_debug_mode) if meta else None,
+        "circular_buffer_size": int(meta.circular_buffer_size) if meta else None,
+        "argv": list(meta.argv) if meta else [],
+        "start_time": run.metadata_wall_time if meta else None,
+        "num_executions": run.num_executions(),
+        "num_traces": run.num_traces(),
+        "num_graphs": len(run.graphs()),
+        "num_ops": len(run.ops()),
+        "num_alerts": alerts.num_alerts(),
+        "first_origin_alert": alerts.first_origin_index(),
+        "num_corruptions": len(run.corruptions),
+        "last_update_time": updated,
+        "live": updated is not None and time.time() - updated < LIVE_SECONDS,
+    }
+
+
+# -- executions ----------------------------------------------------------------------------
+
+
+def execution_digests(run: RunReader, begin: int, end: int) -> list[dict]:
+    rows = run.execution_digests()[begin:end]
+    names = run.function_names
+    return [
+        {
+            "position": begin + i,
+            "index": int(r["index"]),
+            "function_name": names[int(r["function"])],
+            "graph_id": int(r["graph_id"]),
+            "wall_time": float(r["wall_time"]),
+            "duration_us": num(r["duration_us"]),
+            "num_traces": int(r["num_traces"]),
+            "has_error": bool(r["flags"] & HAS_ERROR),
+            "nonfinite": _nonfinite(int(r["flags"])),
+        }
+        for i, r in enumerate(rows)
+    ]
+
+
+def execution_data(run: RunReader, begin: int, end: int) -> list[dict]:
+    out = []
+    rows = execution_digests(run, begin, end)
+    trace_exec = run.trace_digests()["execution_index"]
+    wanted = np.array([r["index"] for r in rows], dtype=np.int64)
+    hits = np.flatnonzero(np.isin(trace_exec, wanted)) if len(wanted) else np.zeros(0, np.int64)
+    first_trace: dict[int, int] = {}
+    for pos, e_index in zip(hits.tolist(), trace_exec[hits].tolist()):
+        first_trace.setdefault(e_index, pos)
+    for row in rows:
+        e = run.execution(row["position"])
+        row.update(
+            {
+                "executable_id": e.executable_id,
+                "tensor_debug_mode": mode_name(e.tensor_debug_mode),
+                "error": e.error,
+                "inputs": [_summary(e.tensor_debug_mode, s) for s in e.inputs],
+                "outputs": [_summary(e.tensor_debug_mode, s) for s in e.outputs],
+                "location": location(run, e.code_location),
+                "stack_frame_ids": [int(i) for i in e.code_location.stack_frame_ids],
+                "first_trace_position": first_trace.get(int(e.index)),
+            }
+        )
+        out.append(row)
+    return out
+
+
+# -- traces --------------------------------------------------------------------------------
+
+
+def trace_digests(run: RunReader, positions: np.ndarray) -> list[dict]:
+    """Digest rows of the traces at the given positions."""
+    positions = np.asarray(positions, dtype=np.int64)
+    digests = run.trace_digests()[positions]
+    c = {name: digests[name].tolist() for name in digests.dtype.names}
+    ops: dict[int, tuple] = {}
+    out = []
+    for i, position in enumerate(positions.tolist()):
+        op_id = c["op_id"][i]
+        if op_id not in ops:
+            try:
+                op = run.op(op_id)
+                ops[op_id] = (op.op_name, op.kernel, int(op.graph_id))
+            except KeyError:
+                ops[op_id] = (None, None, None)
+        op_name, kernel, graph_id = ops[op_id]
+        flags = c["flags"][i]
+        out.append(
+            {
+                "position": position,
+                "index": c["index"][i],
+                "op_id": op_id,
+                "op_name": op_name,
+                "kernel": kernel,
+                "graph_id": graph_id,
+                "output_slot": c["output_slot"][i],
+                "execution_index": c["execution_index"][i],
+                "wall_time": c["wall_time"][i],
+                "duration_us": num(c["duration_us"][i]),
+                "nan": c["nan"][i],
+                "neg_inf": c["neg_inf"][i],
+                "pos_inf": c["pos_inf"][i],
+                "nonfinite": _nonfinite(flags),
+                "has_error": bool(flags & HAS_ERROR),
+            }
+        )
+    return out
+
+
+def trace_data(run: RunReader, positions: np.ndarray) -> list[dict]:
+    """Full rows (digest + decoded summary) of the traces at the given positions."""
+    out = trace_digests(run, positions)
+    for row in out:
+        t = run.trace(row["position"])
+        values = list(t.debug_values)
+        if row["op_name"] is None:
+            row.update(op_name=t.op_name, kernel=t.kernel, graph_id=int(t.graph_id))
+        row.update(
+            {
+                "tensor_debug_mode": mode_name(t.tensor_debug_mode),
+                "debug_values": values,
+                "summary": describe(t.tensor_debug_mode, values),
+                "dtype": t.dtype,
+                "shape": [int(d) for d in t.shape],
+                "device": t.device,
+                "error": t.error,
+                "has_value": t.HasField("tensor_value"),
+            }
+        )
+    return out
+
+
+# -- graphs and ops ------------------------------------------------------------------------
+
+
+def _original_ops(run: RunReader, op: pb.GraphOpCreation) -> list[dict]:
+    return [
+        {"op_type": o.op_type, "var_name": o.var_name, "location": location(run, o.code_location)}
+        for o in op.original_ops
+    ]
+
+
+def op_json(run: RunReader, op: pb.GraphOpCreation) -> dict:
+    return {
+        "op_id": int(op.op_id),
+        "graph_id": int(op.graph_id),
+        "op_name": op.op_name,
+        "kernel": op.kernel,
+        "call_type": op.call_type,
+        "position": int(op.position),
+        "device": op.device,
+        "location": location(run, op.code_location),
+        "stack_frame_ids": [int(i) for i in op.code_location.stack_frame_ids],
+        "original_ops": _original_ops(run, op),
+        "outputs": [
+            {"name": op.output_names[i] if i < len(op.output_names) else "", **_spec(s)}
+            for i, s in enumerate(op.outputs)
+        ],
+    }
+
+
+def _graph_json(run: RunReader, graph: pb.DebuggedGraph) -> dict:
+    return {
+        "graph_id": int(graph.graph_id),
+        "name": graph.name,
+        "executable_id": graph.executable_id,
+        "source_mapped": graph.source_mapped,
+        "instrumentation": graph.instrumentation,
+        "target": graph.target,
+        "note": graph.note,
+        "location": location(run, graph.code_location),
+    }
+
+
+def graphs_list(run: RunReader) -> list[dict]:
+    return [{**_graph_json(run, g), "num_ops": len(run.ops(g.graph_id))} for g in run.graphs()]
+
+
+def graph_info(run: RunReader, graph_id: int) -> dict:
+    """The whole graph of one compiled function (raises KeyError for an unknown graph)."""
+    graph = run.graph(graph_id)
+    ops = run.ops(graph_id)
+    edges = []
+    for op in ops:
+        for slot, inp in enumerate(op.inputs):
+            is_op = inp.kind == pb.OpInput.OP_OUTPUT
+            edges.append(
+                {
+                    "src_op_id": int(inp.producer_op_id) if is_op else None,
+                    "src_output_slot": int(inp.producer_output_slot) if is_op else 0,
+                    "dst_op_id": int(op.op_id),
+                    "dst_input_slot": slot,
+                    "kind": _INPUT_KINDS.get(inp.kind, "OTHER"),
+                    "name": inp.name,
+                    "param_index": int(inp.param_index) if inp.kind == pb.OpInput.PARAM else None,
+                }
+            )
+    params = [
+        {"index": i, "name": graph.param_names[i] if i < len(graph.param_names) else "", **_spec(s)}
+        for i, s in enumerate(graph.params)
+    ]
+    return {**_graph_json(run, graph), "params": params, "ops": [op_json(run, op) for op in ops], "edges": edges}
+
+
+def resolve_op(run: RunReader, op_id: int | None, graph_id: int | None, op_name: str | None) -> pb.GraphOpCreation:
+    """The op named by id, or by (graph_id, op_name); KeyError when there is none."""
+    if op_id is not None:
+        return run.op(op_id)
+    for op in run.ops(graph_id):
+        if op.op_name == op_name:
+            return op
+    raise KeyError(f"no op {op_name!r} in graph {graph_id} of run {run.name!r}")
+
+
+def _op_name(run: RunReader, op_id: int) -> str | None:
+    try:
+        return run.op(op_id).op_name
+    except KeyError:
+        return None
+
+
+def op_info(run: RunReader, op: pb.GraphOpCreation) -> dict:
+    """One op with its inputs' producers, consumers and latest summaries."""
+    inputs = []
+    for slot, inp in enumerate(op.inputs):
+        is_op = inp.kind == pb.OpInput.OP_OUTPUT
+        inputs.append(
+            {
+                "slot": slot,
+                "kind": _INPUT_KINDS.get(inp.kind, "OTHER"),
+                "name": inp.name,
+                **_spec(inp.spec),
+                "producer_op_id": int(inp.producer_op_id) if is_op else None,
+                "producer_op_name": _op_name(run, inp.producer_op_id) if is_op else None,
+                "producer_output_slot": int(inp.producer_output_slot) if is_op else None,
+                "param_index": int(inp.param_index) if inp.kind == pb.OpInput.PARAM else None,
+            }
+        )
+    consumers = [
+        {"op_id": c, "op_name": _op_name(run, c), "input_slot": s, "output_slot": o}
+        for c, s, o in run.consumers(op.op_id)
+    ]
+    positions = run.op_trace_indices(op.op_id)
+    slots = run.trace_digests()["output_slot"][positions]
+    latest = [int(positions[np.flatnonzero(slots == s)[-1]]) for s in np.unique(slots)]
+    return {
+        **op_json(run, op),
+        "inputs": inputs,
+        "consumers": consumers,
+        "num_traces": int(len(positions)),
+        "latest": trace_data(run, np.array(latest, dtype=np.int64)),
+    }
+
+
+# -- source --------------------------------------------------------------------------------
+
+
+def source_files_list(run: RunReader) -> list[dict]:
+    return [
+        {"index": i, "host_name": f.host_name, "file_path": f.file_path, "num_lines": len(f.lines)}
+        for i, f in enumerate(run.source_files())
+    ]
+
+
+def source_file(run: RunReader, index: int) -> dict:
+    """A recorded source file by index (KeyError when there is none)."""
+    f = run.source_file(index)
+    return {"index": index, "host_name": f.host_name, "file_path": f.file_path, "lines": list(f.lines)}
+
+
+def stack_frames(run: RunReader, ids: list[int]) -> list[dict]:
+    """The frames with the given ids (KeyError on an unknown id)."""
+    out = []
+    for i in ids:
+        f = run.stack_frame(i)
+        out.append(
+            {
+                "id": int(f.id),
+                "file_path": f.file_path,
+                "file_index": int(f.file_index),
+                "line": int(f.line),
+                "function": f.function,
+            }
+        )
+    return out

@@ -1,0 +1,1037 @@
+"""The interactive analyzer: tfdbg's CLI commands over one run of a tvmdbg dump.
+
+Each command parses its arguments with argparse (so `help CMD` and errors read like the
+one-shot subcommands) and returns its output as lines; the shell around it adds readline
+history and completion, `> file` redirection, and re-reads the dump before every command so a
+live program's new records show up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cmd
+import math
+import os
+import re
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from tvmdbg_tb.analysis.tensor_value import SliceError, parse_slice
+from tvmdbg_tb.cli import filters, render
+from tvmdbg_tb.cli.render import Style
+from tvmdbg_tb.cli.session import CliError, OpNames
+from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader, StaleRecordError
+from tvmdbg_tb.events.summaries import mode_name
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+PROMPT = "tvmdbg> "
+_KINDS = {v: k.lower().replace("_", " ") for k, v in pb.OpInput.Kind.items()}
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse for one analyzer command: errors become CliError instead of exiting."""
+
+    def __init__(self, prog: str, description: str, epilog: str | None = None):
+        super().__init__(
+            prog=prog,
+            description=description,
+            epilog=epilog,
+            add_help=False,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    def error(self, message: str):
+        raise CliError(f"{self.prog}: {message}\nusage: {self.format_usage().split(':', 1)[1].strip()}")
+
+    def exit(self, status=0, message=None):
+        raise CliError(message or f"{self.prog}: bad arguments")
+
+
+def split_command(line: str) -> tuple[list[str], str | None, bool]:
+    """Words of a command line (brackets and quotes keep spaces) and a `> file` or `>> file`
+    redirection: (words, file or None, append)."""
+    words: list[str] = []
+    word, depth, quote, started = "", 0, None, False
+    for ch in line:
+        if quote:
+            if ch == quote:
+                quote = None
+            else:
+                word += ch
+            continue
+        if ch in "\"'" and depth == 0:
+            quote, started = ch, True
+            continue
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        if ch.isspace() and depth == 0:
+            if word or started:
+                words.append(word)
+            word, started = "", False
+            continue
+        word += ch
+    if quote:
+        raise CliError(f"unclosed quote {quote} in: {line}")
+    if word or started:
+        words.append(word)
+    target, append = None, False
+    for i, w in enumerate(words):
+        if w.startswith(">"):
+            append = w.startswith(">>")
+            rest = w[2:] if append else w[1:]
+            tail = words[i + 1 :]
+            if rest:
+                target, tail = rest, tail
+            elif tail:
+                target, tail = tail[0], tail[1:]
+            else:
+                raise CliError("redirection `>` needs a file name")
+            if tail:
+                raise CliError(f"unexpected words after the redirection: {' '.join(tail)}")
+            words = words[:i]
+            break
+    return words, target, append
+
+
+class Command:
+    """One analyzer command: its parser and the function producing its lines."""
+
+    def __init__(self, name: str, summary: str, parser: CommandParser, run: Callable, aliases=()):
+        self.name, self.summary, self.parser, self.run, self.aliases = name, summary, parser, run, tuple(aliases)
+
+
+class Analyzer(cmd.Cmd):
+    """`tvmdbg analyze`: commands over one run."""
+
+    prompt = PROMPT
+
+    def __init__(self, run: RunReader, stdin=None, stdout=None, controller=None):
+        super().__init__(stdin=stdin, stdout=stdout)
+        self.run = run
+        self.names = OpNames(run)
+        self.controller = controller  # set by `tvmdbg run`: adds the `run` command
+        interactive = _isatty(self.stdin) and _isatty(self.stdout)
+        self.use_rawinput = interactive and stdin is None
+        self.echo = not _isatty(self.stdin)
+        if self.echo:
+            self.prompt = ""  # a piped session prints each command after the prompt instead
+        self.style = Style.for_stream(self.stdout)
+        self.commands: dict[str, Command] = {}
+        self._build_commands()
+
+    # -- the shell -------------------------------------------------------------------------
+
+    def preloop(self) -> None:
+        if self.use_rawinput:
+            try:
+                import readline
+            except ImportError:
+                return
+            readline.set_completer_delims(" \t\n")
+            path = _history_path()
+            if path:
+                try:
+                    readline.read_history_file(path)
+                except OSError:
+                    pass
+                readline.set_history_length(1000)
+
+    def postloop(self) -> None:
+        if self.use_rawinput:
+            path = _history_path()
+            try:
+                import readline
+
+                if path:
+                    readline.write_history_file(path)
+            except (ImportError, OSError):
+                pass
+
+    def cmdloop(self, intro: str | None = None) -> None:
+        while True:
+            try:
+                super().cmdloop(intro)
+                return
+            except KeyboardInterrupt:
+                self.stdout.write("^C (type quit to leave)\n")
+                intro = ""
+
+    def precmd(self, line: str) -> str:
+        if self.echo and line and line != "EOF":
+            self.stdout.write(PROMPT + line.rstrip("\n") + "\n")
+        return line
+
+    def emptyline(self) -> bool:
+        return False
+
+    def onecmd(self, line: str) -> bool:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            return False
+        if line == "EOF":
+            if self.use_rawinput:
+                self.stdout.write("\n")
+            return self._quit()
+        try:
+            words, target, append = split_command(line)
+        except CliError as error:
+            self._write([f"error: {error}"], self.stdout, self.style)
+            return False
+        if not words:
+            return False
+        name = words[0]
+        command = self._command(name)
+        if command is None:
+            self._write([f"error: unknown command {name!r}; type `help` for the list"], self.stdout, self.style)
+            return False
+        stream, style = self.stdout, self.style
+        if target:
+            try:
+                stream = open(os.path.expanduser(target), "a" if append else "w")
+            except OSError as error:
+                self._write([f"error: cannot write {target}: {error.strerror}"], self.stdout, self.style)
+                return False
+            style = Style(False)
+        stop = False
+        try:
+            self.run.update()
+            args = words[1:]
+            if "-h" in args or "--help" in args:
+                lines = command.parser.format_help().rstrip("\n").split("\n")
+            else:
+                result = command.run(command.parser.parse_args(args), style)
+                if isinstance(result, _Stop):
+                    stop, lines = True, result.lines
+                else:
+                    lines = result
+            self._write(lines, stream, style)
+            if target:
+                self._write([f"(output written to {target})"], self.stdout, self.style)
+        except (CliError, SliceError, ValueError, KeyError, IndexError, StaleRecordError, re.error) as error:
+            message = error.args[0] if isinstance(error, KeyError) and error.args else error
+            self._write([f"error: {message}"], self.stdout, self.style)
+        finally:
+            if target:
+                stream.close()
+        return stop
+
+    def _write(self, lines: list[str], stream, style: Style) -> None:
+        stream.write("".join(line + "\n" for line in lines))
+        stream.flush()
+
+    def _command(self, name: str) -> Command | None:
+        for command in self.commands.values():
+            if name == command.name or name in command.aliases:
+                return command
+        return None
+
+    def _quit(self) -> bool:
+        if self.controller is not None:
+            self.controller.on_quit()
+        return True
+
+    # -- completion ------------------------------------------------------------------------
+
+    def completenames(self, text: str, *ignored) -> list[str]:
+        names = [c.name for c in self.commands.values()] + [a for c in self.commands.values() for a in c.aliases]
+        return sorted(n + " " for n in names if n.startswith(text))
+
+    def completedefault(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
+        words = line.split()
+        first = words[0] if words else ""
+        if first == "help":
+            return self.completenames(text)
+        if first == "ps":
+            files = [f.file_path for f in self.run.source_files()]
+            files += [os.path.basename(f) for f in files]
+            return sorted({f for f in files if f.startswith(text)})
+        if first in ("lt", "le", "profile", "alerts") or text.startswith("-"):
+            return []
+        head, sep, _ = text.partition(":")
+        if sep:
+            return []
+        return [n for n in self.names.names() if n.startswith(head)]
+
+    def complete_help(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
+        return self.completenames(text)
+
+    # -- commands --------------------------------------------------------------------------
+
+    def _add(self, name: str, summary: str, description: str, epilog: str | None, run: Callable, aliases=()):
+        parser = CommandParser(name, f"{summary}\n\n{description}".strip(), epilog)
+        self.commands[name] = Command(name, summary, parser, run, aliases)
+        return parser
+
+    def _build_commands(self) -> None:
+        p = self._add(
+            "lt",
+            "List the kernel outputs recorded (graph execution traces).",
+            "One row per traced kernel output: its trace index, the execution (top-level VM call)\n"
+            "it ran in, its time since the first trace, op:slot, kernel, dtype, shape, health\n"
+            "and kernel time.",
+            "examples:\n  lt\n  lt -f has_inf_or_nan\n  lt -n '^lv1' -t matmul -s duration -r\n  lt -e 3 > exec3.txt",
+            self.cmd_lt,
+        )
+        p.add_argument("-n", "--op_name_filter", metavar="REGEX", help="only ops whose name matches REGEX")
+        p.add_argument("-t", "--kernel_filter", metavar="REGEX", help="only kernels whose name matches REGEX")
+        p.add_argument("-e", "--execution", type=int, metavar="INDEX", help="only traces of this execution")
+        p.add_argument(
+            "-f", "--tensor_filter", metavar="FILTER", help="only outputs passing a tensor filter (has_inf_or_nan, ...)"
+        )
+        p.add_argument(
+            "-s",
+            "--sort_by",
+            choices=("time", "size", "name", "duration"),
+            default="time",
+            help="order of rows (default: time)",
+        )
+        p.add_argument("-r", "--reverse", action="store_true", help="reverse the order")
+        p.add_argument("-l", "--limit", type=int, default=200, help="rows to show, 0 for all (default: 200)")
+
+        p = self._add(
+            "pt",
+            "Print one kernel output: its summary, or its values in FULL_TENSOR mode.",
+            "TENSOR is OP[:SLOT][SLICE], e.g. lv3, lv3:1, lv3[0, :4] or '#12:0[..., -1]'. The\n"
+            "latest execution of the op is shown unless -e or -i picks another.",
+            "examples:\n  pt lv3\n  pt lv3[:2, 0:8] -e 2\n  pt lv3 -r '[-inf,-1],[1,inf]'\n  pt lv3 -a > values.txt\n"
+            "  pt lv3 -w lv3.npy",
+            self.cmd_pt,
+        )
+        p.add_argument("tensor", nargs="?", metavar="TENSOR", help="OP[:SLOT][SLICE]")
+        p.add_argument("-e", "--execution", type=int, metavar="INDEX", help="the output in this execution")
+        p.add_argument("-i", "--trace", type=int, metavar="INDEX", help="the trace with this index (see lt)")
+        p.add_argument("-r", "--ranges", metavar="RANGES", help="highlight values in ranges, e.g. [-inf,-1],[1,inf]")
+        p.add_argument("-a", "--all", action="store_true", help="print every value, however large")
+        p.add_argument("-w", "--write", metavar="FILE.npy", help="save the values (after slicing) with numpy.save")
+
+        p = self._add(
+            "ni",
+            "Show one op: its kernel, the Relax ops fused into it, inputs, outputs, where it was created.",
+            "",
+            "examples:\n  ni lv3\n  ni -t fused_matmul_add_relu",
+            self.cmd_ni,
+        )
+        p.add_argument("op", metavar="OP")
+        p.add_argument("-t", "--traceback", action="store_true", help="print the whole creation stack")
+
+        for name, what in (("li", "inputs"), ("lo", "consumers")):
+            p = self._add(
+                name,
+                f"List the {what} of an op{' (which ops or parameters feed it)' if name == 'li' else ' (ops using its outputs)'}.",
+                "",
+                f"examples:\n  {name} lv3\n  {name} -r lv3\n  {name} -r -d 2 lv3",
+                self.cmd_li if name == "li" else self.cmd_lo,
+            )
+            p.add_argument("op", metavar="OP")
+            p.add_argument("-r", "--recursive", action="store_true", help=f"follow {what} of {what}")
+            p.add_argument("-d", "--depth", type=int, default=20, help="how deep to recurse with -r (default: 20)")
+
+        p = self._add(
+            "ps",
+            "Print a source file with the ops created on each line.",
+            "FILE is the index shown by `ls`, a path, or the end of a path (e.g. model.py).",
+            "examples:\n  ps model.py\n  ps 0 -b 40",
+            self.cmd_ps,
+        )
+        p.add_argument("file", metavar="FILE")
+        p.add_argument("-b", "--begin", type=int, default=1, help="first line to print (default: 1)")
+
+        self._add("ls", "List the source files recorded in the dump.", "", None, self.cmd_ls)
+
+        p = self._add(
+            "le",
+            "List executions: the top-level VM function calls.",
+            "",
+            "examples:\n  le\n  le -f backbone",
+            self.cmd_le,
+        )
+        p.add_argument("-f", "--function", metavar="REGEX", help="only functions matching REGEX")
+        p.add_argument("-l", "--limit", type=int, default=200, help="rows to show, 0 for all (default: 200)")
+
+        p = self._add(
+            "alerts",
+            "List NaN/Inf alerts, the first op that produced a non-finite value first.",
+            "An origin alert is one whose op had finite inputs: it made the bad value rather than\npassing one on.",
+            "examples:\n  alerts\n  alerts -a",
+            self.cmd_alerts,
+        )
+        p.add_argument("-a", "--all", action="store_true", help="list every alert, not only the first 50")
+
+        p = self._add(
+            "profile",
+            "Per-op time table, as TVM's old debug executor printed it.",
+            "",
+            "examples:\n  profile\n  profile -l 10",
+            self.cmd_profile,
+        )
+        p.add_argument("-l", "--limit", type=int, default=0, help="rows to show, 0 for all (default: 0)")
+
+        self._add("ri", "Show run information: who wrote the dump, how, and what it holds.", "", None, self.cmd_ri)
+
+        p = self._add("help", "List commands, or show one command's help.", "", None, self.cmd_help, aliases=("h",))
+        p.add_argument("command", nargs="?")
+
+        self._add("quit", "Leave the analyzer.", "", None, self.cmd_quit, aliases=("exit", "q"))
+
+        if self.controller is not None:
+            p = self._add(
+                "run",
+                "Continue the program.",
+                "Without options, runs until the end of the next top-level VM call and stops again.",
+                "examples:\n  run\n  run -t 10\n  run -f has_inf_or_nan",
+                self.cmd_run,
+                aliases=("r",),
+            )
+            group = p.add_mutually_exclusive_group()
+            group.add_argument("-t", "--times", type=int, metavar="N", help="stop after N more VM calls")
+            group.add_argument(
+                "-f", "--tensor_filter", metavar="FILTER", help="stop after the next call with an output passing FILTER"
+            )
+            group.add_argument("--no_break", action="store_true", help="run to the end without stopping")
+
+    # -- lt --------------------------------------------------------------------------------
+
+    def cmd_lt(self, args, style: Style) -> list[str]:
+        run = self.run
+        digests = run.trace_digests()
+        total = len(digests)
+        mask = np.ones(total, dtype=bool)
+        described = []
+        if args.op_name_filter or args.kernel_filter:
+            name_re = re.compile(args.op_name_filter) if args.op_name_filter else None
+            kernel_re = re.compile(args.kernel_filter) if args.kernel_filter else None
+            keep = [
+                op.op_id
+                for op in run.ops()
+                if (name_re is None or name_re.search(self.names.name(op.op_id)) or name_re.search(op.op_name))
+                and (kernel_re is None or kernel_re.search(op.kernel))
+            ]
+            mask &= np.isin(digests["op_id"], np.array(keep, dtype=np.int64))
+            if args.op_name_filter:
+                described.append(f"op name ~ {args.op_name_filter}")
+            if args.kernel_filter:
+                described.append(f"kernel ~ {args.kernel_filter}")
+        if args.execution is not None:
+            mask &= digests["execution_index"] == args.execution
+            described.append(f"execution {args.execution}")
+        positions = np.flatnonzero(mask)
+        cache: dict[int, pb.GraphExecutionTrace] = {}
+        if args.tensor_filter:
+            fn = _filter(args.tensor_filter)
+            if fn is filters.has_inf_or_nan:
+                positions = positions[(digests["flags"][positions] & NONFINITE) != 0]
+            else:
+                kept = []
+                for p in positions.tolist():
+                    trace = cache[p] = run.trace(p)
+                    if _apply(fn, trace):
+                        kept.append(p)
+                positions = np.array(kept, dtype=np.int64)
+            described.append(f"filter {args.tensor_filter}")
+
+        if args.sort_by == "duration":
+            positions = positions[np.argsort(-np.nan_to_num(digests["duration_us"][positions], nan=-1), kind="stable")]
+        elif args.sort_by == "name":
+            names = [self.names.name(int(i)) for i in digests["op_id"][positions]]
+            positions = positions[sorted(range(len(positions)), key=lambda k: names[k])]
+        elif args.sort_by == "size":
+            sizes = []
+            static = self._static_sizes()
+            for p, op_id, slot in zip(
+                positions.tolist(), digests["op_id"][positions].tolist(), digests["output_slot"][positions].tolist()
+            ):
+                size = static.get((op_id, slot))
+                if size is None:  # a symbolic shape: the trace knows the concrete one
+                    trace = cache[p] = cache.get(p) or run.trace(p)
+                    size = math.prod(trace.shape) if trace.dtype else 0
+                sizes.append(size)
+            positions = positions[np.argsort(-np.array(sizes, dtype=np.int64), kind="stable")]
+        if args.reverse:
+            positions = positions[::-1]
+        shown = positions if args.limit <= 0 else positions[: args.limit]
+
+        where = f" ({'; '.join(described)})" if described else ""
+        head = (
+            f"{len(positions)} of {total} kernel outputs{where}, by {args.sort_by}{' reversed' if args.reverse else ''}"
+        )
+        if len(positions) == 0:
+            return [head + "."]
+        t0 = float(digests["wall_time"][0]) if total else 0.0
+        rows = []
+        for p in shown.tolist():
+            trace = cache.get(p) or run.trace(p)
+            d = digests[p]
+            rows.append(
+                [
+                    int(d["index"]),
+                    int(d["execution_index"]),
+                    f"{(float(d['wall_time']) - t0) * 1e3:,.3f}",
+                    f"{self.names.name(trace.op_id)}:{trace.output_slot}",
+                    trace.kernel,
+                    trace.dtype or "-",
+                    render.shape_text(trace.shape) if trace.dtype else "-",
+                    self._trace_health(d, style),
+                    render.micros(trace.duration_us),
+                ]
+            )
+        lines = [head + ":"]
+        lines += render.table(
+            ["#", "exec", "t (ms)", "tensor", "kernel", "dtype", "shape", "health", "time (us)"],
+            rows,
+            right=(0, 1, 2, 8),
+            style=style,
+        )
+        if len(shown) < len(positions):
+            lines.append(f"... {len(positions) - len(shown)} more (use -l 0 to list all)")
+        return lines
+
+    def _static_sizes(self) -> dict[tuple[int, int], int]:
+        """Element counts of op outputs whose compiled shape is concrete."""
+        sizes = {}
+        for op in self.run.ops():
+            for slot, spec in enumerate(op.outputs):
+                if spec.dtype and all(d >= 0 for d in spec.shape):
+                    sizes[(op.op_id, slot)] = math.prod(spec.shape)
+        return sizes
+
+    @staticmethod
+    def _trace_health(digest, style: Style) -> str:
+        """Health of a trace from its digest row (which also covers FULL_TENSOR values)."""
+        flags = int(digest["flags"])
+        if flags & HAS_ERROR:
+            return style("error", "red")
+        if not flags & HEALTH_KNOWN:
+            return "-"
+        return render.counts_text((int(digest["nan"]), int(digest["neg_inf"]), int(digest["pos_inf"])), style)
+
+    # -- pt --------------------------------------------------------------------------------
+
+    _TENSOR = re.compile(r"^(?P<op>[^\[]+?)(?::(?P<slot>\d+))?(?P<slice>\[.*\])?$")
+
+    def cmd_pt(self, args, style: Style) -> list[str]:
+        run = self.run
+        index = None
+        if args.trace is not None:
+            trace = run.trace(self._trace_position(args.trace))
+            if args.tensor:
+                match = self._TENSOR.match(args.tensor.strip())
+                index = parse_slice(match.group("slice")) if match and match.group("slice") else None
+        else:
+            if not args.tensor:
+                raise CliError("pt: name a tensor (OP[:SLOT][SLICE]) or a trace (-i INDEX)")
+            match = self._TENSOR.match(args.tensor.strip())
+            if match is None:
+                raise CliError(f"pt: cannot read {args.tensor!r}; write OP[:SLOT][SLICE], e.g. lv3:0[0, :4]")
+            op = self.names.resolve(match.group("op"))
+            slot = int(match.group("slot") or 0)
+            if match.group("slice"):
+                index = parse_slice(match.group("slice"))
+            positions = run.op_trace_indices(op.op_id, slot)
+            if args.execution is not None:
+                executions = run.trace_digests()["execution_index"][positions]
+                positions = positions[executions == args.execution]
+            if len(positions) == 0:
+                kept = len(run.op_trace_indices(op.op_id))
+                where = f" in execution {args.execution}" if args.execution is not None else ""
+                if kept and args.execution is None:
+                    raise CliError(f"op {self.names.name(op.op_id)} has no output slot {slot}")
+                raise CliError(f"no trace of {self.names.name(op.op_id)}:{slot}{where} in the dump")
+            trace = run.trace(int(positions[-1]))
+
+        name = f"{self.names.name(trace.op_id)}:{trace.output_slot}"
+        mode = trace.tensor_debug_mode
+        lines = [
+            style(f"Tensor {name}", "bold")
+            + f"  (kernel {trace.kernel}, execution {trace.execution_index}, trace {trace.index})",
+        ]
+        facts = [
+            ("dtype", trace.dtype or "-"),
+            ("shape", render.shape_text(trace.shape) if trace.dtype else "-"),
+            ("mode", mode_name(mode)),
+            ("kernel time (us)", render.micros(trace.duration_us)),
+        ]
+        if trace.device:
+            facts.append(("device", trace.device))
+        lines.append("  " + "  ".join(f"{k}: {v}" for k, v in facts))
+        if trace.error:
+            lines.append(style(f"  the kernel raised: {trace.error}", "red"))
+        fields = render.summary_fields(mode, trace.debug_values)
+        if fields:
+            lines.append("  summary: " + "  ".join(f"{k}={v}" for k, v in fields))
+            health = render.health_text(mode, trace.debug_values, style)
+            if health not in ("-", "finite"):
+                lines.append(f"  non-finite: {health}")
+        kept = len(run.op_trace_indices(trace.op_id, trace.output_slot))
+        if kept > 1:
+            lines.append(f"  ({kept} executions of this output in the dump; pick another with -e EXECUTION)")
+
+        if mode != pb.FULL_TENSOR or not trace.HasField("tensor_value"):
+            if index is not None or args.write or args.ranges or args.all:
+                lines.append(
+                    f"  values were not recorded (mode {mode_name(mode)}); "
+                    "record them with tensor_debug_mode='FULL_TENSOR'"
+                )
+            return lines
+        array = render.decode_tensor(trace.tensor_value)
+        if trace.tensor_value.truncated:
+            lines.append(f"  only the first {array.size} values were kept (the dump truncates large tensors)")
+        if index is not None:
+            try:
+                array = np.asarray(array[index])
+            except (IndexError, TypeError, ValueError) as error:
+                raise CliError(f"pt: {error} (shape {render.shape_text(array.shape)})") from None
+            lines.append(f"  slice {args.tensor[args.tensor.index('[') :]} -> shape {render.shape_text(array.shape)}")
+        stats = render.numeric_summary(array)
+        lines.append("  values: " + "  ".join(f"{k}={v}" for k, v in stats))
+        ranges = render.parse_ranges(args.ranges) if args.ranges else ()
+        if ranges:
+            hits = int(render.in_ranges(array, ranges).sum())
+            spans = ", ".join(f"[{lo:g}, {hi:g}]" for lo, hi in ranges)
+            marker = "highlighted" if style.color else "marked *"
+            lines.append(f"  {hits} of {array.size} values in {spans} ({marker})")
+        lines += render.format_array(array, full=args.all, ranges=ranges, style=style).split("\n")
+        if args.write:
+            path = os.path.expanduser(args.write)
+            try:
+                np.save(path, array)
+            except OSError as error:
+                raise CliError(f"pt: cannot write {path}: {error.strerror}") from None
+            lines.append(f"saved {render.shape_text(array.shape)} {array.dtype} to {path}")
+        return lines
+
+    def _trace_position(self, index: int) -> int:
+        indices = self.run.trace_digests()["index"]
+        pos = int(np.searchsorted(indices, index))
+        if pos < len(indices) and indices[pos] == index:
+            return pos
+        hits = np.flatnonzero(indices == index)
+        if len(hits):
+            return int(hits[0])
+        if len(indices) and index < indices[0]:
+            raise CliError(f"trace {index} is no longer in the dump (the circular buffer dropped it)")
+        raise CliError(f"no trace {index} in the dump")
+
+    # -- ni --------------------------------------------------------------------------------
+
+    def cmd_ni(self, args, style: Style) -> list[str]:
+        run = self.run
+        op = self.names.resolve(args.op)
+        try:
+            graph = run.graph(op.graph_id)
+        except KeyError:
+            graph = None
+        graph_name = graph.name if graph is not None else f"graph{op.graph_id}"
+        count = len(run.ops(op.graph_id))
+        lines = [style(f"Op {self.names.name(op.op_id)}", "bold") + f"  (op #{op.op_id} in function {graph_name})"]
+        facts = [
+            ("kernel", op.kernel),
+            ("call", op.call_type or "-"),
+            ("device", op.device or "-"),
+            ("position", f"{op.position + 1} of {count} kernel calls in {graph_name}"),
+            ("created at", render.location_text(run.user_frame(op.code_location))),
+        ]
+        if graph is not None:
+            facts.append(("instrumented", graph.instrumentation or "-"))
+            if not graph.source_mapped:
+                facts.append(("source map", "none" + (f" ({graph.note})" if graph.note else "")))
+        width = max(len(k) for k, _ in facts)
+        lines += [f"  {k.ljust(width)}  {v}" for k, v in facts]
+        if op.original_ops:
+            lines.append(f"Relax ops fused into it ({len(op.original_ops)}):")
+            rows = [
+                [o.var_name or "-", o.op_type, render.location_text(run.user_frame(o.code_location))]
+                for o in op.original_ops
+            ]
+            lines += ["  " + r for r in render.table(["var", "op", "created at"], rows, style=style)]
+        lines.append(f"Inputs ({len(op.inputs)}):")
+        if op.inputs:
+            rows = [[i, *self._input_source(inp), render.spec_text(inp.spec)] for i, inp in enumerate(op.inputs)]
+            lines += ["  " + r for r in render.table(["slot", "name", "from", "spec"], rows, style=style)]
+        lines.append(f"Outputs ({len(op.outputs)}):")
+        digests = run.trace_digests()
+        rows = []
+        for slot, spec in enumerate(op.outputs):
+            positions = run.op_trace_indices(op.op_id, slot)
+            latest = "-"
+            if len(positions):
+                latest = self._trace_health(digests[positions[-1]], style)
+            name = op.output_names[slot] if slot < len(op.output_names) else ""
+            rows.append([slot, name or "-", render.spec_text(spec), len(positions), latest])
+        if rows:
+            lines += [
+                "  " + r
+                for r in render.table(
+                    ["slot", "name", "spec", "traces", "latest health"], rows, right=(0, 3), style=style
+                )
+            ]
+        consumers = run.consumers(op.op_id)
+        if consumers:
+            used = ", ".join(f"{self.names.name(c)} (input {s})" for c, s, _ in consumers)
+            lines.append(f"Consumers: {used}")
+        if args.traceback:
+            lines.append("Creation stack (outermost first, > marks the user's frame):")
+            lines += self._stack_lines(op.code_location) or ["  (no stack recorded)"]
+            for o in op.original_ops:
+                if list(o.code_location.stack_frame_ids) not in ([], list(op.code_location.stack_frame_ids)):
+                    lines.append(f"Creation stack of {o.var_name or o.op_type} ({o.op_type}):")
+                    lines += self._stack_lines(o.code_location)
+        return lines
+
+    def _input_source(self, inp: pb.OpInput) -> list[str]:
+        if inp.kind == pb.OpInput.OP_OUTPUT:
+            return [inp.name or "-", f"{self.names.name(inp.producer_op_id)}:{inp.producer_output_slot}"]
+        if inp.kind == pb.OpInput.PARAM:
+            return [inp.name or "-", f"parameter {inp.param_index}"]
+        return [inp.name or "-", _KINDS.get(inp.kind, "other")]
+
+    def _stack_lines(self, location: pb.CodeLocation) -> list[str]:
+        lines = []
+        ids = list(location.stack_frame_ids)
+        for i, frame_id in enumerate(ids):
+            try:
+                frame = self.run.stack_frame(frame_id)
+            except KeyError:
+                lines.append(f"    (frame {frame_id} missing)")
+                continue
+            mark = ">" if i == location.user_frame_index else " "
+            lines.append(f"  {mark} {frame.file_path}:{frame.line} in {frame.function}")
+            text = self._source_line(frame)
+            if text is not None:
+                lines.append(f"      {text.strip()}")
+        return lines
+
+    def _source_line(self, frame: pb.StackFrame) -> str | None:
+        if frame.file_index < 0:
+            return None
+        try:
+            source = self.run.source_file(frame.file_index)
+        except KeyError:
+            return None
+        if 1 <= frame.line <= len(source.lines):
+            return source.lines[frame.line - 1]
+        return None
+
+    # -- li / lo ---------------------------------------------------------------------------
+
+    def cmd_li(self, args, style: Style) -> list[str]:
+        op = self.names.resolve(args.op)
+        depth = args.depth if args.recursive else 1
+        lines = [f"Inputs of {self.names.name(op.op_id)} ({op.kernel}):"]
+        self._tree(op, depth, 1, lines, set(), inputs=True)
+        return lines if len(lines) > 1 else lines + ["  (none)"]
+
+    def cmd_lo(self, args, style: Style) -> list[str]:
+        op = self.names.resolve(args.op)
+        depth = args.depth if args.recursive else 1
+        lines = [f"Consumers of {self.names.name(op.op_id)} ({op.kernel}):"]
+        self._tree(op, depth, 1, lines, set(), inputs=False)
+        return lines if len(lines) > 1 else lines + ["  (none: its outputs leave the function)"]
+
+    def _tree(self, op: pb.GraphOpCreation, max_depth: int, level: int, lines: list[str], seen: set, inputs: bool):
+        indent = "  " + "|  " * (level - 1) + "|- "
+        if inputs:
+            edges = []
+            for slot, inp in enumerate(op.inputs):
+                if inp.kind == pb.OpInput.OP_OUTPUT:
+                    try:
+                        child = self.run.op(inp.producer_op_id)
+                    except KeyError:
+                        child = None
+                    label = f"{self.names.name(inp.producer_op_id)}:{inp.producer_output_slot}"
+                    extra = f" [{child.kernel}]" if child is not None else ""
+                    edges.append((f"(input {slot}) {label}{extra}", child))
+                else:
+                    source = self._input_source(inp)[1]
+                    spec = render.spec_text(inp.spec)
+                    label = f"(input {slot}) {inp.name or '-'}: {source}" + (f" {spec}" if spec != "-" else "")
+                    edges.append((label, None))
+        else:
+            edges = []
+            for consumer, slot, out_slot in self.run.consumers(op.op_id):
+                try:
+                    child = self.run.op(consumer)
+                except KeyError:
+                    child = None
+                extra = f" [{child.kernel}]" if child is not None else ""
+                edges.append((f"(output {out_slot} -> input {slot}) {self.names.name(consumer)}{extra}", child))
+        for label, child in edges:
+            lines.append(f"{indent}({level}) {label}")
+            if child is None or level >= max_depth:
+                continue
+            if child.op_id in seen:
+                lines.append("  " + "|  " * level + "|- (already shown above)")
+                continue
+            seen.add(child.op_id)
+            self._tree(child, max_depth, level + 1, lines, seen, inputs)
+
+    # -- ps / ls ---------------------------------------------------------------------------
+
+    def _ops_by_line(self) -> dict[int, dict[int, list[str]]]:
+        """{file_index: {line: [annotations]}} of the ops (and Relax ops) created there."""
+        out: dict[int, dict[int, list[str]]] = {}
+
+        def add(location: pb.CodeLocation, text: str) -> None:
+            for frame in self.run.frames(location):
+                if frame.file_index >= 0:
+                    notes = out.setdefault(frame.file_index, {}).setdefault(frame.line, [])
+                    if text not in notes:
+                        notes.append(text)
+
+        for op in self.run.ops():
+            name = self.names.name(op.op_id)
+            if op.original_ops:
+                for o in op.original_ops:
+                    add(o.code_location, f"{name} [{op.kernel}] {o.op_type}" + (f" {o.var_name}" if o.var_name else ""))
+            else:
+                add(op.code_location, f"{name} [{op.kernel}]")
+        return out
+
+    def cmd_ps(self, args, style: Style) -> list[str]:
+        files = self.run.source_files()
+        index = self._find_file(args.file, files)
+        source = files[index]
+        annotations = self._ops_by_line().get(index, {})
+        lines = [
+            style(f"Source {source.file_path}", "bold")
+            + f"  ({len(source.lines)} lines, {len(annotations)} with ops; * marks them)"
+        ]
+        width = len(str(len(source.lines)))
+        begin = max(1, args.begin)
+        for number in range(begin, len(source.lines) + 1):
+            text = source.lines[number - 1]
+            notes = annotations.get(number)
+            mark = "*" if notes else " "
+            lines.append(f"{mark} {str(number).rjust(width)}  {text}")
+            if notes:
+                pad = " " * (width + 4)
+                lines += [f"{pad}{style('^ ' + n, 'cyan')}" for n in notes]
+        return lines
+
+    def _find_file(self, text: str, files: list[pb.SourceFile]) -> int:
+        if not files:
+            raise CliError("no source files in this dump")
+        if text.isdigit():
+            index = int(text)
+            if index < len(files):
+                return index
+            raise CliError(f"no source file {index}; `ls` lists {len(files)}")
+        exact = [i for i, f in enumerate(files) if f.file_path == text or f.file_path == os.path.abspath(text)]
+        if exact:
+            return exact[0]
+        tail = [i for i, f in enumerate(files) if f.file_path.endswith(os.sep + text) or f.file_path.endswith(text)]
+        if len(tail) == 1:
+            return tail[0]
+        if tail:
+            listed = ", ".join(f"{i}: {files[i].file_path}" for i in tail[:8])
+            raise CliError(f"{text!r} matches {len(tail)} files ({listed}); give the index")
+        raise CliError(f"no source file {text!r} in the dump; `ls` lists them")
+
+    def cmd_ls(self, args, style: Style) -> list[str]:
+        files = self.run.source_files()
+        if not files:
+            return ["No source files in this dump."]
+        by_line = self._ops_by_line()
+        rows = []
+        for i, f in enumerate(files):
+            ops = {n.split(" ")[0] for notes in by_line.get(i, {}).values() for n in notes}
+            rows.append([i, f.file_path, len(f.lines), len(ops)])
+        return [f"{len(files)} source files:"] + render.table(
+            ["#", "file", "lines", "ops created"], rows, right=(0, 2, 3), style=style
+        )
+
+    # -- le --------------------------------------------------------------------------------
+
+    def cmd_le(self, args, style: Style) -> list[str]:
+        run = self.run
+        digests = run.execution_digests()
+        names = run.function_names
+        positions = list(range(len(digests)))
+        if args.function:
+            pattern = re.compile(args.function)
+            positions = [p for p in positions if pattern.search(names[int(digests["function"][p])])]
+        shown = positions if args.limit <= 0 else positions[: args.limit]
+        head = f"{len(positions)} of {len(digests)} executions (top-level VM calls)"
+        if not positions:
+            return [head + "."]
+        t0 = float(digests["wall_time"][0])
+        traces = run.trace_digests()
+        bad_exec, bad_count = np.unique(
+            traces["execution_index"][(traces["flags"] & NONFINITE) != 0], return_counts=True
+        )
+        bad_by_exec = dict(zip(bad_exec.tolist(), bad_count.tolist()))
+        rows = []
+        for p in shown:
+            d = digests[p]
+            flags = int(d["flags"])
+            if flags & HAS_ERROR:
+                health = style("error", "red")
+            elif flags & NONFINITE:
+                health = style("inf/nan out", "red")
+            else:
+                health = "finite out" if flags & 2 else "-"
+            bad = bad_by_exec.get(int(d["index"]), 0)
+            rows.append(
+                [
+                    int(d["index"]),
+                    f"{(float(d['wall_time']) - t0) * 1e3:,.3f}",
+                    names[int(d["function"])],
+                    int(d["num_traces"]),
+                    bad,
+                    health,
+                    render.micros(float(d["duration_us"])),
+                ]
+            )
+        lines = [head + ":"]
+        lines += render.table(
+            ["exec", "t (ms)", "function", "traces", "inf/nan traces", "outputs", "time (us)"],
+            rows,
+            right=(0, 1, 3, 4, 6),
+            style=style,
+        )
+        if len(shown) < len(positions):
+            lines.append(f"... {len(positions) - len(shown)} more (use -l 0 to list all)")
+        return lines
+
+    # -- alerts / profile ------------------------------------------------------------------
+
+    def cmd_alerts(self, args, style: Style) -> list[str]:
+        from tvmdbg_tb.cli import reports
+
+        return reports.alert_lines(self.run, self.names, limit=0 if args.all else 50, style=style)
+
+    def cmd_profile(self, args, style: Style) -> list[str]:
+        from tvmdbg_tb.cli import reports
+
+        return reports.profile_lines(self.run, self.names, limit=args.limit, style=style)
+
+    # -- ri --------------------------------------------------------------------------------
+
+    def cmd_ri(self, args, style: Style) -> list[str]:
+        run = self.run
+        meta = run.metadata
+        lines = [style(f"Run {run.name}", "bold"), f"  directory      {run.path}"]
+        if meta is not None:
+            if run.metadata_wall_time:
+                started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.metadata_wall_time))
+                lines.append(f"  started        {started}")
+            lines += [
+                f"  written by     tvmdbg {meta.tvmdbg_version}, TVM {meta.tvm_version}, on {meta.host_name} (pid {meta.pid})",
+                f"  command        {' '.join(meta.argv) or '-'}",
+                f"  tensor mode    {mode_name(meta.tensor_debug_mode)}",
+                "  ring buffer    "
+                + (
+                    f"keeps the last {meta.circular_buffer_size} executions and traces"
+                    if meta.circular_buffer_size > 0
+                    else "keeps everything"
+                ),
+            ]
+        ex = run.execution_digests()
+        tr = run.trace_digests()
+        if len(ex):
+            counts: dict[str, int] = {}
+            for f in ex["function"].tolist():
+                counts[run.function_names[f]] = counts.get(run.function_names[f], 0) + 1
+            calls = ", ".join(f"{n} x{c}" for n, c in counts.items())
+            span = float(ex["wall_time"][-1] - ex["wall_time"][0])
+            first = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(ex["wall_time"][0])))
+            lines.append(f"  executions     {len(ex)} ({calls}); first at {first}, span {span:.3f} s")
+        else:
+            lines.append("  executions     0")
+        bad = int(np.count_nonzero(tr["flags"] & NONFINITE)) if len(tr) else 0
+        errors = int(np.count_nonzero(tr["flags"] & HAS_ERROR)) if len(tr) else 0
+        lines.append(f"  traces         {len(tr)} kernel outputs, {bad} with NaN/Inf, {errors} kernel errors")
+        if len(tr) and len(ex) and tr["execution_index"][0] > ex["index"][0]:
+            lines.append("                 (older traces were dropped by the circular buffer)")
+        graphs = run.graphs()
+        lines.append(f"  functions      {len(graphs)} compiled")
+        for g in graphs:
+            n = len(run.ops(g.graph_id))
+            mapped = "source-mapped" if g.source_mapped else "no source map"
+            loc = render.location_text(run.user_frame(g.code_location))
+            lines.append(
+                f"    #{g.graph_id} {g.name}: {n} kernel calls, {g.instrumentation or '-'}, {mapped}, {g.target or '-'}; compiled at {loc}"
+            )
+        lines.append(f"  source files   {len(run.source_files())}")
+        if run.corruptions:
+            lines.append(style(f"  corruptions    {len(run.corruptions)} damaged records skipped:", "red"))
+            lines += [f"    {c.path}@{c.offset}: {c.reason}" for c in run.corruptions[:10]]
+        else:
+            lines.append("  corruptions    none")
+        return lines
+
+    # -- help / quit / run -----------------------------------------------------------------
+
+    def cmd_help(self, args, style: Style) -> list[str]:
+        if args.command:
+            command = self._command(args.command)
+            if command is None:
+                raise CliError(f"unknown command {args.command!r}")
+            return command.parser.format_help().rstrip("\n").split("\n")
+        width = max(len(n) for n in self.commands)
+        lines = ["Commands (`help CMD` or `CMD -h` for details):"]
+        for c in self.commands.values():
+            alias = f" (also {', '.join(c.aliases)})" if c.aliases else ""
+            lines.append(f"  {c.name.ljust(width)}  {c.summary}{alias}")
+        lines += [
+            "",
+            "Ops are named as `lt` shows them (lv3, main/lv3) or by id (#12). Any command's output",
+            "can be saved with `> FILE` (or appended with `>> FILE`), e.g. `pt lv3 -a > lv3.txt`.",
+        ]
+        return lines
+
+    def cmd_quit(self, args, style: Style):
+        self._quit()
+        return _Stop([])
+
+    def cmd_run(self, args, style: Style):
+        if args.tensor_filter:
+            _filter(args.tensor_filter)
+        message = self.controller.resume(times=args.times, tensor_filter=args.tensor_filter, no_break=args.no_break)
+        return _Stop([message])
+
+
+class _Stop:
+    """The result of a command that ends the loop."""
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+
+
+def _filter(name: str) -> filters.TensorFilter:
+    try:
+        return filters.get_tensor_filter(name)
+    except KeyError as error:
+        raise CliError(error.args[0]) from None
+
+
+def _apply(fn: filters.TensorFilter, trace: pb.GraphExecutionTrace) -> bool:
+    try:
+        return filters.passes(fn, trace)
+    except Exception as error:  # a user's filter must not end the session
+        raise CliError(f"tensor filter raised {error!r} on trace {trace.index}") from None
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _history_path() -> str | None:
+    path = os.environ.get("TVMDBG_HISTORY", "~/.tvmdbg_history")
+    return os.path.expanduser(path) if path else None
+
+
+def run_commands(analyzer: Analyzer, commands: list[str]) -> bool:
+    """Runs commands as if typed, each echoed after the prompt (for `tvmdbg analyze -x CMD`);
+    True if one of them ended the session."""
+    for line in commands:
+        analyzer.stdout.write(PROMPT + line + "\n")
+        if analyzer.onecmd(line):
+            return True
+    return False

@@ -1,0 +1,72 @@
+"""The subcommands that read a dump: analyze, alerts, check, profile."""
+
+from __future__ import annotations
+
+import sys
+
+from tvmdbg_tb.cli import reports
+from tvmdbg_tb.cli.analyzer import Analyzer, run_commands
+from tvmdbg_tb.cli.render import Style
+from tvmdbg_tb.cli.session import OpNames, open_logdir, pick_run
+
+
+def analyze(args) -> int:
+    reader = open_logdir(args.logdir)
+    run = pick_run(reader, args.run, notes=sys.stderr)
+    analyzer = Analyzer(run)
+    if args.execute:
+        run_commands(analyzer, args.execute)
+        return 0
+    intro = (
+        f"tvmdbg analyzer: run {run.name}, {run.num_executions()} executions, {run.num_traces()} kernel outputs. "
+        "Type help for commands, quit to leave."
+    )
+    analyzer.cmdloop(intro)
+    return 0
+
+
+def alerts(args) -> int:
+    reader = open_logdir(args.logdir)
+    run = pick_run(reader, args.run, notes=sys.stderr)
+    if args.json:
+        print(reports.alerts_json(run))
+        return 0
+    style = Style.for_stream(sys.stdout)
+    lines = reports.alert_lines(run, OpNames(run), limit=args.limit, style=style, more="-l 0 lists all")
+    print("\n".join(lines))
+    return 0
+
+
+def profile(args) -> int:
+    reader = open_logdir(args.logdir)
+    run = pick_run(reader, args.run, notes=sys.stderr)
+    if args.json:
+        print(reports.profile_json(run))
+        return 0
+    print("\n".join(reports.profile_lines(run, OpNames(run), limit=args.limit, style=Style.for_stream(sys.stdout))))
+    return 0
+
+
+def check(args) -> int:
+    """0 when every run is finite, 1 when one holds NaN/Inf, 2 when one cannot be checked."""
+    reader = open_logdir(args.logdir)
+    names = [pick_run(reader, args.run).name] if args.run else reader.runs()
+    status = 0
+    for name in names:
+        run = reader.run(name)
+        clean, text = reports.check(run, OpNames(run), args.logdir)
+        if run.corruptions:
+            print(
+                f"tvmdbg check: warning: {len(run.corruptions)} damaged records in {run.name} were skipped",
+                file=sys.stderr,
+            )
+        if clean is None:
+            print(text, file=sys.stderr)
+            status = 1 if status == 1 else 2
+        elif clean:
+            if not args.quiet:
+                print(text)
+        else:
+            print(text)
+            status = 1
+    return status

@@ -1,0 +1,229 @@
+"""`tvmdbg`: the command line. Subcommands parse here and call the module that does the work.
+
+Nothing imported at startup touches TVM: only `tvmdbg run` (which runs a TVM program) does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+
+from tvmdbg_tb.cli.session import CliError
+
+DESCRIPTION = """\
+tvmdbg: a debugger for Apache TVM models, in the terminal.
+
+A program records a dump with one line,
+    tvmdbg.enable_dump_debug_info(LOGDIR, tensor_debug_mode="FULL_HEALTH")
+and these commands read it: find the first kernel that produced a NaN or Inf, the
+Relax ops fused into it, its inputs and the line of Python that created it."""
+
+EPILOG = """\
+examples:
+  tvmdbg analyze /tmp/logdir                 interactive analyzer (lt, pt, ni, alerts, ...)
+  tvmdbg alerts /tmp/logdir                  NaN/Inf alerts, the first origin first
+  tvmdbg check /tmp/logdir && echo clean     exit status 1 when a NaN/Inf was recorded
+  tvmdbg profile /tmp/logdir                 per-op kernel time table
+  tvmdbg run -f has_inf_or_nan train.py      run a script, stop at the first VM call with NaN/Inf
+
+`tvmdbg COMMAND --help` describes each command."""
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+def _add_logdir(parser: argparse.ArgumentParser, all_runs: bool = False) -> None:
+    parser.add_argument("logdir", metavar="LOGDIR", help="the directory given to enable_dump_debug_info")
+    parser.add_argument(
+        "--run",
+        metavar="NAME",
+        help="the run (one process's dump, a subdirectory) to read; default: "
+        + ("every run" if all_runs else "the only or newest run"),
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tvmdbg_tb import __version__
+
+    parser = argparse.ArgumentParser(prog="tvmdbg", description=DESCRIPTION, epilog=EPILOG, formatter_class=_formatter)
+    parser.add_argument("--version", action="version", version=f"tvmdbg {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+
+    p = sub.add_parser(
+        "analyze",
+        help="open the interactive analyzer on a dump",
+        description=textwrap.dedent(
+            """\
+            Open an interactive prompt over one run of a dump, with tfdbg's commands:
+              lt       list kernel outputs (traces); -n/-t filter by op/kernel, -f by tensor filter
+              pt       print a kernel output: summary, or values (FULL_TENSOR) with numpy slicing
+              ni       op info: kernel, Relax ops fused into it, inputs, outputs, source line
+              li / lo  inputs / consumers of an op, -r recursively
+              ps / ls  a source file annotated with its ops / the list of source files
+              le       list executions (top-level VM calls)
+              alerts   NaN/Inf alerts, the first origin first
+              profile  per-op time table
+              ri       run info
+              help     help on any command
+            History and tab completion (commands, op names) work in a terminal; `> FILE` saves
+            a command's output. Standard input may also be a pipe of commands."""
+        ),
+        epilog=textwrap.dedent(
+            """\
+            examples:
+              tvmdbg analyze /tmp/logdir
+              tvmdbg analyze /tmp/logdir --run 20260101-120000_host_pid42
+              tvmdbg analyze /tmp/logdir -x alerts -x 'ni lv3' -x 'pt lv3'
+              echo 'lt -f has_inf_or_nan' | tvmdbg analyze /tmp/logdir"""
+        ),
+        formatter_class=_formatter,
+    )
+    _add_logdir(p)
+    p.add_argument(
+        "-x",
+        "--execute",
+        metavar="CMD",
+        action="append",
+        default=[],
+        help="run CMD (an analyzer command) and exit instead of prompting; may repeat",
+    )
+
+    p = sub.add_parser(
+        "alerts",
+        help="list NaN/Inf alerts, the first origin first",
+        description=textwrap.dedent(
+            """\
+            List the NaN/Inf alerts of a run: each kernel output holding a NaN, +Inf or -Inf,
+            with its op, kernel, counts, execution and the user's source line. An origin alert
+            is one whose op had finite inputs (it made the bad value); the first origin alert is
+            listed first: it is where to look."""
+        ),
+        epilog=textwrap.dedent(
+            """\
+            examples:
+              tvmdbg alerts /tmp/logdir
+              tvmdbg alerts /tmp/logdir --json | python -m json.tool"""
+        ),
+        formatter_class=_formatter,
+    )
+    _add_logdir(p)
+    p.add_argument("--json", action="store_true", help="print the alert objects of the plugin's `alerts` route")
+    p.add_argument("-l", "--limit", type=int, default=0, help="alerts to print, 0 for all (default: 0)")
+
+    p = sub.add_parser(
+        "check",
+        help="exit with status 1 if any NaN/Inf was recorded (a CI assertion)",
+        description=textwrap.dedent(
+            """\
+            Check that no NaN or Inf was recorded. Exit status 0 when every recorded output is
+            finite; 1, with a one-paragraph diagnosis naming the first kernel that produced a
+            non-finite value, its Relax ops and source line, when one is not; 2 when the dump
+            cannot be read. Needs a dump written in a health mode (CURT_HEALTH, CONCISE_HEALTH,
+            FULL_HEALTH) or FULL_TENSOR."""
+        ),
+        epilog=textwrap.dedent(
+            """\
+            examples:
+              python train.py && tvmdbg check /tmp/logdir
+              tvmdbg check /tmp/logdir --run 20260101-120000_host_pid42 --quiet"""
+        ),
+        formatter_class=_formatter,
+    )
+    _add_logdir(p, all_runs=True)
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+
+    p = sub.add_parser(
+        "profile",
+        help="per-op kernel time table",
+        description=textwrap.dedent(
+            """\
+            Print the per-op time table, as TVM's old debug executor did: for each kernel call
+            site, its kernel, total time, share of the total, output shape, inputs and outputs,
+            slowest first."""
+        ),
+        epilog="examples:\n  tvmdbg profile /tmp/logdir\n  tvmdbg profile /tmp/logdir -l 20",
+        formatter_class=_formatter,
+    )
+    _add_logdir(p)
+    p.add_argument("-l", "--limit", type=int, default=0, help="rows to print, 0 for all (default: 0)")
+    p.add_argument("--json", action="store_true", help="print the table as the plugin's `profile` route does")
+
+    p = sub.add_parser(
+        "run",
+        help="run a Python script under tvmdbg and stop at a chosen VM call",
+        description=textwrap.dedent(
+            """\
+            Run SCRIPT with tvmdbg's dump enabled. After each top-level VM function call
+            (vm["main"](...), ...), its kernel outputs are checked against a tensor filter; at
+            the first call with a match the program pauses and the analyzer opens on the live
+            dump. There, `run` continues to the next call, `run -t N` for N calls, `run -f
+            FILTER` until the next match, `run --no_break` to the end; `quit` ends the program.
+            Without -f, the program stops after its first VM call.
+
+            Filters: has_inf_or_nan (built in), or any fn(trace, value) -> bool the script
+            registers with tvmdbg.register_tensor_filter(NAME, fn)."""
+        ),
+        epilog=textwrap.dedent(
+            """\
+            examples:
+              tvmdbg run -f has_inf_or_nan train.py --lr 7
+              tvmdbg run --dump_dir /tmp/logdir --tensor_debug_mode FULL_TENSOR model.py
+              tvmdbg run -f too_large -x 'alerts' -x 'run -f too_large' script.py"""
+        ),
+        formatter_class=_formatter,
+    )
+    p.add_argument(
+        "-f", "--tensor_filter", metavar="FILTER", help="stop at the first VM call with an output passing it"
+    )
+    p.add_argument("--dump_dir", metavar="DIR", help="where the dump goes (default: a new temporary directory)")
+    p.add_argument(
+        "--tensor_debug_mode",
+        metavar="MODE",
+        default="FULL_HEALTH",
+        help="NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH (default), SHAPE or FULL_TENSOR",
+    )
+    p.add_argument(
+        "--circular_buffer_size",
+        type=int,
+        default=-1,
+        metavar="N",
+        help="executions and traces kept, <= 0 for all (default: -1)",
+    )
+    p.add_argument(
+        "-x",
+        "--execute",
+        metavar="CMD",
+        action="append",
+        default=[],
+        help="at each stop, run these analyzer commands instead of prompting (the last should be run or quit)",
+    )
+    p.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        if args.command == "run":
+            from tvmdbg_tb.cli import runner
+
+            return runner.main(args)
+        from tvmdbg_tb.cli import commands
+
+        return getattr(commands, args.command)(args)
+    except CliError as error:
+        print(f"tvmdbg {args.command}: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # `tvmdbg ... | head`: the reader left; say nothing more.
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130

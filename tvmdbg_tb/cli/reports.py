@@ -1,0 +1,242 @@
+"""Text views of the shared analysis (tvmdbg_tb.analysis): alerts, the profile table and the
+`check` diagnosis. The numbers come from the same functions the plugin's routes call; this
+module only lays them out for a terminal."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tvmdbg_tb import analysis
+from tvmdbg_tb.cli import render
+from tvmdbg_tb.cli.filters import HEALTH_MODES
+from tvmdbg_tb.cli.render import Style
+from tvmdbg_tb.cli.session import OpNames
+from tvmdbg_tb.events.reader import NONFINITE, RunReader
+from tvmdbg_tb.events.summaries import mode_name
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+
+def _where(loc: dict | None) -> str:
+    if not loc:
+        return "-"
+    return f"{loc['file_path']}:{loc['line']}" + (f" ({loc['function']})" if loc.get("function") else "")
+
+
+def _counts(alert: dict) -> str:
+    parts = []
+    for key, label in (("nan_count", "NaN"), ("neg_inf_count", "-Inf"), ("pos_inf_count", "+Inf")):
+        if alert[key] > 0:
+            parts.append(f"{alert[key]} {label}")
+    if not parts:
+        return "NaN or Inf"  # CURT_HEALTH knows only "some"
+    return ", ".join(parts) + (f" of {alert['size']}" if alert.get("size") else "")
+
+
+def ordered_alerts(run: RunReader, limit: int = 0) -> tuple[list[dict], int | None, int]:
+    """(alerts, index of the first origin alert in execution order, number of alerts): the
+    first origin alert, then the first `limit` others in execution order (0: all). Only the
+    alerts returned are read from the dump."""
+    head = analysis.alerts(run, 0, 0)
+    total, first = head["num_alerts"], head["first_origin_index"]
+    end = total if limit <= 0 else min(limit, total)
+    page = analysis.alerts(run, 0, end)["alerts"]
+    if first is None:
+        return page, None, total
+    origin = page[first] if first < end else analysis.alerts(run, first, first + 1)["alerts"][0]
+    return [origin] + [a for i, a in enumerate(page) if i != first], first, total
+
+
+def alert_lines(
+    run: RunReader, names: OpNames, limit: int = 0, style: Style | None = None, more: str = "alerts -a lists all"
+) -> list[str]:
+    style = style or Style()
+    alerts, first, total = ordered_alerts(run, limit)
+    if not alerts:
+        mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
+        if mode not in HEALTH_MODES:
+            return [f"No alerts: mode {mode_name(mode)} records no NaN/Inf counts (use FULL_HEALTH)."]
+        return [f"No NaN/Inf alerts in {run.num_traces()} kernel outputs."]
+    lines = []
+    head = alerts[0]
+    name = f"{names.name(head['op_id'])}:{head['output_slot']}"
+    if first is not None:
+        lines.append(
+            style(f"{total} NaN/Inf alerts.", "red")
+            + f" The first origin (an op whose inputs were finite) is {name}, kernel {head['kernel']}, "
+            f"in execution {head['execution_index']}:"
+        )
+        lines.append(f"  {_counts(head)}; created at {_where(head['location'])}")
+        for o in head["original_ops"]:
+            lines.append(f"  fused Relax op {o['op_type']} {o['var_name']} at {_where(o['location'])}")
+        lines.append(f"  next: ni {name.split(':')[0]}   li {name.split(':')[0]}   pt {name} -i {head['trace_index']}")
+    else:
+        lines.append(
+            style(f"{total} NaN/Inf alerts", "red")
+            + " and no origin among them: every one had a non-finite input (bad parameters?)."
+        )
+    rows = []
+    for a in alerts:
+        rows.append(
+            [
+                "yes" if a["origin"] else "",
+                a["execution_index"],
+                a["trace_index"],
+                f"{names.name(a['op_id'])}:{a['output_slot']}",
+                a["kernel"],
+                _counts(a),
+                _where(a["location"]),
+            ]
+        )
+    lines.append("Alerts (first origin first, then in execution order):")
+    lines += [
+        "  " + r
+        for r in render.table(
+            ["origin", "exec", "trace", "tensor", "kernel", "non-finite", "created at"], rows, right=(1, 2), style=style
+        )
+    ]
+    if len(alerts) < total:
+        lines.append(f"  ... {total - len(alerts)} more ({more})")
+    return lines
+
+
+def alerts_json(run: RunReader) -> str:
+    """The plugin `alerts` route's answer for the whole run, as the route encodes it."""
+    return analysis.dumps(analysis.alerts(run), indent=2)
+
+
+# -- profile -------------------------------------------------------------------------------
+
+
+def profile_lines(run: RunReader, names: OpNames, limit: int = 0, style: Style | None = None) -> list[str]:
+    style = style or Style()
+    table = analysis.profile(run)
+    rows_in = table["rows"]
+    if not rows_in:
+        return ["No kernel executions recorded: nothing to profile."]
+    timed = any(r["mean_us"] is not None for r in rows_in)
+    shown = rows_in if limit <= 0 else rows_in[:limit]
+    rows = []
+    for r in shown:
+        try:
+            op = run.op(r["op_id"])
+            n_in, n_out = len(op.inputs), len(op.outputs)
+        except KeyError:
+            n_in = n_out = "-"
+        shape = render.shape_text(r["shape"]) if r["dtype"] else "-"
+        rows.append(
+            [
+                names.name(r["op_id"]),
+                r["kernel"] or "-",
+                r["calls"],
+                f"{r['total_us']:,.1f}",
+                render.micros(r["mean_us"]) if r["mean_us"] is not None else "-",
+                f"{r['percent']:.2f}",
+                f"{r['dtype']} {shape}" if r["dtype"] else "-",
+                n_in,
+                n_out,
+            ]
+        )
+    lines = [
+        f"{len(rows_in)} ops, {table['num_traces']} kernel calls in {table['num_executions']} executions, "
+        f"{table['total_us']:,.1f} us of kernel time"
+    ]
+    if not timed:
+        lines.append("(kernel times were not measured in this dump)")
+    lines += render.table(
+        ["node", "kernel", "calls", "time (us)", "mean (us)", "time (%)", "shape", "inputs", "outputs"],
+        rows,
+        right=(2, 3, 4, 5, 7, 8),
+        style=style,
+    )
+    if len(shown) < len(rows_in):
+        lines.append(f"... {len(rows_in) - len(shown)} more ops (-l 0 lists all)")
+    lines.append(f"total: {table['total_us']:,.1f} us")
+    return lines
+
+
+def profile_json(run: RunReader) -> str:
+    return analysis.dumps(analysis.profile(run), indent=2)
+
+
+# -- check ---------------------------------------------------------------------------------
+
+
+def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str]:
+    """(clean?, one paragraph). clean is None when the dump cannot say (no health recorded)."""
+    mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
+    traces = run.trace_digests()
+    executions = run.execution_digests()
+    bad_traces = int(np.count_nonzero(traces["flags"] & NONFINITE))
+    bad_executions = int(np.count_nonzero(executions["flags"] & NONFINITE))
+    where = f"run {run.name}" if run.name != "." else logdir
+    if mode not in HEALTH_MODES:
+        return None, (
+            f"{where}: cannot check, the dump was written in mode {mode_name(mode)}, which records no "
+            "NaN/Inf counts; record it with tensor_debug_mode='FULL_HEALTH' (or CURT_HEALTH, the cheapest)."
+        )
+    if not bad_traces and not bad_executions:
+        return True, (
+            f"{where}: all finite ({len(traces)} kernel outputs in {len(executions)} executions, mode {mode_name(mode)})."
+        )
+    alerts, first, _ = ordered_alerts(run, limit=1)
+    text = (
+        f"{where}: {bad_traces} of {len(traces)} kernel outputs in {len(executions)} executions hold NaN or Inf"
+        + (f" ({bad_executions} function calls returned non-finite values)" if bad_executions else "")
+        + "."
+    )
+    if alerts:
+        a = alerts[0]
+        name = names.name(a["op_id"])
+        fused = ", ".join(f"{o['op_type']} {o['var_name']}".strip() for o in a["original_ops"])
+        text += (
+            f" The first {'origin' if first is not None else 'alert'} is op {name} "
+            f"(kernel {a['kernel']}{'; Relax ops ' + fused if fused else ''}) in execution {a['execution_index']}: "
+            f"{_counts(a)}"
+        )
+        inputs = _input_health(run, names, a)
+        if inputs:
+            text += f", from inputs {inputs}"
+        text += f"; it was created at {_where(a['location'])}."
+        if first is None:
+            text += (
+                " No op made the first bad value inside the traced kernels: it came in through the function's inputs."
+            )
+        text += f" Look closer with: tvmdbg analyze {logdir}" + (f" --run {run.name}" if run.name != "." else "")
+        text += f" -x 'ni {name}' -x 'li {name}'"
+    return False, text
+
+
+def _input_health(run: RunReader, names: OpNames, alert: dict) -> str:
+    """The health of each input of the alert's op in the same execution, as one phrase."""
+    try:
+        op = run.op(alert["op_id"])
+    except KeyError:
+        return ""
+    digests = run.trace_digests()
+    same = run.execution_trace_indices(alert["execution_index"])
+    parts = []
+    for inp in op.inputs:
+        label = inp.name or "?"
+        if inp.kind == pb.OpInput.OP_OUTPUT:
+            hits = same[
+                (digests["op_id"][same] == inp.producer_op_id)
+                & (digests["output_slot"][same] == inp.producer_output_slot)
+            ]
+            label = f"{names.name(inp.producer_op_id)}:{inp.producer_output_slot}"
+            if len(hits):
+                trace = run.trace(int(hits[-1]))
+                parts.append(f"{label} {render.health_text(trace.tensor_debug_mode, trace.debug_values)}")
+            else:
+                parts.append(f"{label} (not recorded)")
+        elif inp.kind == pb.OpInput.PARAM:
+            health = "-"
+            hits = np.flatnonzero(run.execution_digests()["index"] == alert["execution_index"])
+            if len(hits):
+                execution = run.execution(int(hits[-1]))
+                if inp.param_index < len(execution.inputs):
+                    summary = execution.inputs[inp.param_index]
+                    health = render.health_text(execution.tensor_debug_mode, summary.debug_values)
+            parts.append(f"{label} (parameter {inp.param_index}) {health}")
+        elif inp.kind == pb.OpInput.CONSTANT:
+            parts.append(f"{label} (constant)")
+    return ", ".join(parts)

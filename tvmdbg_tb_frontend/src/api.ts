@@ -1,0 +1,376 @@
+/** Typed access to the plugin's JSON routes (docs/routes.md). Relative URLs only: the iframe's
+ * base is /data/plugin/tvmdbg/, which also works under --path_prefix. */
+
+export type Num = number | "NaN" | "Infinity" | "-Infinity";
+
+export interface Location {
+  file_path: string;
+  line: number;
+  function: string;
+}
+
+export interface RunInfo {
+  run: string;
+  run_id: string | null;
+  host_name: string | null;
+  pid: number | null;
+  tvm_version: string | null;
+  tensor_debug_mode: string | null;
+  circular_buffer_size: number | null;
+  argv: string[] | null;
+  start_time: number | null;
+  num_executions: number;
+  num_traces: number;
+  num_graphs: number;
+  num_ops: number;
+  num_alerts: number;
+  first_origin_alert: number | null;
+  num_corruptions: number;
+  last_update_time: number | null;
+  live: boolean;
+}
+
+export interface Corruption {
+  path: string;
+  offset: number;
+  length: number;
+  reason: string;
+  message: string;
+}
+
+export interface Status {
+  logdir: string;
+  now: number;
+  reader: { running: boolean; last_poll_time: number | null; poll_interval_s: number; polls: number; error: string | null };
+  runs: {
+    run: string;
+    num_executions: number;
+    num_traces: number;
+    live: boolean;
+    /** Why the last read of this run failed (the reader retries). */
+    error?: string | null;
+    num_corruptions: number;
+    corruptions: Corruption[];
+  }[];
+  problems: string[];
+}
+
+export interface OriginalOp {
+  op_type: string;
+  var_name: string;
+  location: Location | null;
+}
+
+export interface Alert {
+  alert_type: string;
+  op_id: number;
+  op_name: string;
+  kernel: string;
+  graph_id: number;
+  output_slot: number;
+  nan_count: number;
+  neg_inf_count: number;
+  pos_inf_count: number;
+  size: number | null;
+  wall_time: number;
+  execution_index: number;
+  trace_index: number;
+  execution_position: number | null;
+  trace_position: number | null;
+  origin: boolean;
+  location: Location | null;
+  original_ops: OriginalOp[];
+}
+
+export interface AlertsPage {
+  begin: number;
+  end: number;
+  num_alerts: number;
+  alerts_breakdown: Record<string, number>;
+  first_origin_index: number | null;
+  alerts: Alert[];
+}
+
+export interface Summary {
+  dtype: string;
+  shape: number[];
+  debug_values: Num[];
+  summary: Record<string, unknown>;
+  has_value: boolean;
+}
+
+export interface ExecutionDigest {
+  position: number;
+  index: number;
+  function_name: string;
+  graph_id: number;
+  wall_time: number;
+  duration_us: number | null;
+  num_traces: number;
+  has_error: boolean;
+  nonfinite: boolean | null;
+}
+
+export interface ExecutionData extends ExecutionDigest {
+  executable_id: string;
+  tensor_debug_mode: string;
+  error: string;
+  inputs: Summary[];
+  outputs: Summary[];
+  location: Location | null;
+  stack_frame_ids: number[];
+  first_trace_position: number | null;
+}
+
+export interface TraceData {
+  position: number;
+  index: number;
+  op_id: number;
+  op_name: string;
+  kernel: string;
+  graph_id: number;
+  output_slot: number;
+  execution_index: number;
+  wall_time: number;
+  duration_us: number | null;
+  nan: number;
+  neg_inf: number;
+  pos_inf: number;
+  nonfinite: boolean | null;
+  has_error: boolean;
+  tensor_debug_mode: string;
+  debug_values: Num[];
+  summary: Record<string, unknown>;
+  dtype: string;
+  shape: number[];
+  device: string;
+  error: string;
+  has_value: boolean;
+}
+
+export interface TensorSpec {
+  name: string;
+  dtype: string;
+  shape: number[];
+  shape_expr: string;
+}
+
+export interface Op {
+  op_id: number;
+  graph_id: number;
+  op_name: string;
+  kernel: string;
+  call_type: string;
+  position: number;
+  device: string;
+  location: Location | null;
+  stack_frame_ids: number[];
+  original_ops: OriginalOp[];
+  outputs: TensorSpec[];
+}
+
+export interface Edge {
+  src_op_id: number | null;
+  src_output_slot: number;
+  dst_op_id: number;
+  dst_input_slot: number;
+  kind: "OP_OUTPUT" | "PARAM" | "CONSTANT" | "OTHER";
+  name: string;
+  param_index: number | null;
+}
+
+export interface GraphSummary {
+  graph_id: number;
+  name: string;
+  executable_id: string;
+  source_mapped: boolean;
+  instrumentation: string;
+  target: string;
+  note: string;
+  num_ops: number;
+  location: Location | null;
+}
+
+export interface GraphInfo extends Omit<GraphSummary, "num_ops"> {
+  params: { index: number; name: string; dtype: string; shape: number[]; shape_expr: string }[];
+  ops: Op[];
+  edges: Edge[];
+}
+
+export interface OpInfo extends Op {
+  inputs: {
+    slot: number;
+    kind: string;
+    name: string;
+    dtype: string;
+    shape: number[];
+    shape_expr: string;
+    producer_op_id: number | null;
+    producer_op_name: string | null;
+    producer_output_slot: number | null;
+    param_index: number | null;
+  }[];
+  consumers: { op_id: number; op_name: string; input_slot: number; output_slot: number }[];
+  num_traces: number;
+  latest: TraceData[];
+}
+
+export interface StackFrame {
+  id: number;
+  file_path: string;
+  file_index: number;
+  line: number;
+  function: string;
+}
+
+export interface SourceFile {
+  index: number;
+  host_name: string;
+  file_path: string;
+  lines: string[];
+}
+
+export interface TensorValue {
+  trace_position: number;
+  trace_index: number;
+  op_name: string;
+  output_slot: number;
+  dtype: string;
+  shape: number[];
+  slice: string;
+  sliced_shape: number[];
+  values: unknown;
+  truncated: boolean;
+  num_elements: number;
+}
+
+export interface ProfileRow {
+  op_id: number;
+  op_name: string;
+  kernel: string;
+  graph_id: number;
+  calls: number;
+  total_us: number;
+  mean_us: number;
+  percent: number;
+  dtype: string;
+  shape: number[];
+}
+
+export interface Profile {
+  total_us: number;
+  num_executions: number;
+  num_traces: number;
+  rows: ProfileRow[];
+}
+
+export interface Paged {
+  begin: number;
+  end: number;
+  num_digests: number;
+}
+
+/** An answer other than 2xx, with the backend's own message when it sent one. */
+export class ApiError extends Error {
+  constructor(
+    readonly route: string,
+    readonly status: number,
+    message: string,
+  ) {
+    super(`${route}: ${status ? `HTTP ${status}: ` : ""}${message}`);
+    this.name = "ApiError";
+  }
+}
+
+export type FetchLike = (url: string) => Promise<{ ok: boolean; status: number; text(): Promise<string> }>;
+
+/** Builds "route?k=v&..." with every value URI-encoded and undefined values left out. */
+export function routeUrl(route: string, params: Record<string, string | number | boolean | undefined | null> = {}): string {
+  const parts: string[] = [];
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === null) continue;
+    parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`);
+  }
+  return parts.length ? `${route}?${parts.join("&")}` : route;
+}
+
+export class Api {
+  constructor(private readonly fetchImpl: FetchLike = (url) => fetch(url)) {}
+
+  async get<T>(route: string, params: Record<string, string | number | boolean | undefined | null> = {}): Promise<T> {
+    const url = routeUrl(route, params);
+    let response;
+    try {
+      response = await this.fetchImpl(url);
+    } catch (err) {
+      throw new ApiError(route, 0, `cannot reach TensorBoard (${err instanceof Error ? err.message : String(err)})`);
+    }
+    const text = await response.text();
+    let body: unknown = undefined;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      body = undefined;
+    }
+    if (!response.ok) {
+      const message =
+        body && typeof body === "object" && "error" in body
+          ? String((body as { error: unknown }).error)
+          : text.slice(0, 300) || "no answer";
+      throw new ApiError(route, response.status, message);
+    }
+    if (body === undefined) throw new ApiError(route, response.status, "the answer is not JSON");
+    return body as T;
+  }
+
+  runs() {
+    return this.get<{ runs: RunInfo[] }>("runs");
+  }
+  status(run?: string) {
+    return this.get<Status>("status", { run });
+  }
+  alerts(run: string, begin: number, end: number) {
+    return this.get<AlertsPage>("alerts", { run, begin, end });
+  }
+  executionDigests(run: string, begin: number, end: number) {
+    return this.get<Paged & { execution_digests: ExecutionDigest[] }>("execution/digests", { run, begin, end });
+  }
+  executionData(run: string, begin: number, end: number) {
+    return this.get<Paged & { executions: ExecutionData[] }>("execution/data", { run, begin, end });
+  }
+  traces(run: string, begin: number, end: number, executionIndex?: number) {
+    return this.get<Paged & { graph_executions: TraceData[] }>("graph_execution/data", {
+      run,
+      begin,
+      end,
+      execution_index: executionIndex,
+    });
+  }
+  opTraces(run: string, opId: number, begin: number, end: number, outputSlot?: number) {
+    return this.get<{ op_id: number; op_name: string; begin: number; end: number; num_traces: number; traces: TraceData[] }>(
+      "graph_execution/op_traces",
+      { run, op_id: opId, begin, end, output_slot: outputSlot },
+    );
+  }
+  graphs(run: string) {
+    return this.get<{ graphs: GraphSummary[] }>("graphs/list", { run });
+  }
+  graphInfo(run: string, graphId: number) {
+    return this.get<GraphInfo>("graphs/graph_info", { run, graph_id: graphId });
+  }
+  opInfo(run: string, opId: number) {
+    return this.get<OpInfo>("graphs/op_info", { run, op_id: opId });
+  }
+  sourceFile(run: string, index: number) {
+    return this.get<SourceFile>("source_files/file", { run, index });
+  }
+  stackFrames(run: string, ids: number[]) {
+    return this.get<{ stack_frames: StackFrame[] }>("stack_frames/stack_frames", { run, stack_frame_ids: ids.join(",") });
+  }
+  tensorValue(run: string, tracePosition: number, slice: string, maxElements = 10000) {
+    return this.get<TensorValue>("tensor/value", { run, trace: tracePosition, slice: slice || undefined, max_elements: maxElements });
+  }
+  profile(run: string, graphId?: number) {
+    return this.get<Profile>("profile", { run, graph_id: graphId });
+  }
+}

@@ -1,0 +1,97 @@
+/** The "TVM Debugger" dashboard. TensorBoard's plugin_entry.html imports this module and calls
+ * render(); the page's base is /data/plugin/tvmdbg/, so every data URL here is relative. */
+import styles from "./styles.css";
+import { Api } from "./api";
+import { h, setChildren } from "./dom";
+import { AlertsPanel } from "./panels/alerts";
+import { DetailsPanel } from "./panels/details";
+import { ExecutionsPanel } from "./panels/executions";
+import { GraphPanel } from "./panels/graph";
+import { HeaderBar } from "./panels/header";
+import { SourcePanel, StackPanel } from "./panels/source";
+import { TimelinePanel } from "./panels/timeline";
+import { Store } from "./store";
+import { followDarkMode } from "./theme";
+
+/** How often the runs list (and so the live state and growing counts) is refreshed. */
+export const POLL_INTERVAL_MS = 3000;
+
+export function render(root: HTMLElement = document.body): Store {
+  const style = document.createElement("style");
+  style.textContent = styles;
+  document.head.appendChild(style);
+  followDarkMode(document.body);
+
+  const store = new Store(new Api());
+  const header = new HeaderBar(store);
+  const empty = h("div", { class: "empty-logdir", hidden: true });
+  const alerts = new AlertsPanel(store);
+  const timeline = new TimelinePanel(store);
+  const executions = new ExecutionsPanel(store);
+  const graph = new GraphPanel(store);
+  const details = new DetailsPanel(store);
+  const stack = new StackPanel(store);
+  const source = new SourcePanel(store);
+  const main = h(
+    "main",
+    { class: "layout" },
+    h("aside", { class: "side" }, alerts.el),
+    h("div", { class: "area-timeline" }, timeline.el),
+    h("div", { class: "area-list" }, executions.el),
+    h("div", { class: "area-graph" }, graph.el),
+    h("div", { class: "area-details" }, details.el),
+    h("div", { class: "area-code" }, stack.el, source.el),
+  );
+  setChildren(root, h("div", { class: "app" }, header.el, empty, main));
+
+  let polling = false;
+  const poll = async () => {
+    if (polling) return;
+    polling = true;
+    try {
+      const [runs, status] = await Promise.all([store.api.runs(), store.api.status().catch(() => null)]);
+      header.status = status;
+      header.lastPoll = Date.now();
+      const none = runs.runs.length === 0;
+      empty.hidden = !none;
+      main.hidden = none;
+      if (none) showInstructions(empty, status?.logdir ?? "", status?.problems ?? []);
+      store.setRuns(runs.runs);
+      header.render();
+      document.body.dataset.ready = "true";
+    } catch (err) {
+      store.reportError(err);
+    } finally {
+      polling = false;
+    }
+  };
+  void poll();
+  setInterval(() => void poll(), POLL_INTERVAL_MS);
+  return store;
+}
+
+function showInstructions(el: HTMLElement, logdir: string, problems: string[]): void {
+  const dir = logdir || "/tmp/tvmdbg_logdir";
+  setChildren(
+    el,
+    h("h2", null, "No tvmdbg data in this logdir yet"),
+    h("p", null, "Add one line near the top of your TVM script, run it, and this page fills in by itself (it checks every few seconds):"),
+    h(
+      "pre",
+      { class: "snippet" },
+      `import tvmdbg\ntvmdbg.enable_dump_debug_info("${dir}", tensor_debug_mode="FULL_HEALTH",\n                              circular_buffer_size=-1)`,
+    ),
+    h(
+      "p",
+      { class: "muted" },
+      `This TensorBoard reads ${dir}; runs written there (one sub-directory per process) appear here while the program runs.`,
+    ),
+    problems.length
+      ? h(
+          "div",
+          { class: "problems" },
+          problems.map((p) => h("div", { class: "problem" }, "⚠ ", p)),
+        )
+      : null,
+  );
+}

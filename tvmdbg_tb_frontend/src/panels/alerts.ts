@@ -1,0 +1,154 @@
+/** Alerts: NaN/∞ counts per kind, the list of non-finite outputs, and the one click that
+ * matters: jump to the first origin alert (the first op that made a non-finite value). */
+import type { Alert, AlertsPage } from "../api";
+import { h, setChildren } from "../dom";
+import { formatCount, formatLocation } from "../format";
+import type { Store } from "../store";
+
+/** At most this many alerts are listed (and counted by kind); the total is always shown. */
+const MAX_LISTED = 2000;
+
+export class AlertsPanel {
+  readonly el: HTMLElement;
+  private readonly body: HTMLElement;
+  private page: AlertsPage | null = null;
+  private loadedFor = "";
+
+  constructor(private readonly store: Store) {
+    this.body = h("div", { class: "panel-body" });
+    this.el = h(
+      "section",
+      { class: "panel alerts-panel", "data-panel": "alerts" },
+      h("header", { class: "panel-head" }, h("h2", null, "Alerts")),
+      this.body,
+    );
+    store.on("run", () => void this.load());
+    store.on("runs", () => void this.load());
+    store.on("trace", () => this.render());
+  }
+
+  private async load(): Promise<void> {
+    const info = this.store.runInfo;
+    const run = this.store.run;
+    if (!info || run === null) {
+      this.page = null;
+      this.loadedFor = "";
+      return this.render();
+    }
+    // A live run can drop old alerts (circular buffer) without changing their count: reload.
+    const key = `${run}|${info.num_alerts}`;
+    if (key === this.loadedFor && !info.live) return;
+    this.loadedFor = key;
+    try {
+      const page = await this.store.api.alerts(run, 0, Math.min(info.num_alerts, MAX_LISTED));
+      if (this.store.run !== run) return;
+      this.page = page;
+      this.store.alertExecutions = new Set(page.alerts.map((a) => a.execution_index));
+      this.store.emit("alerts");
+    } catch (err) {
+      this.loadedFor = "";
+      this.store.reportError(err);
+    }
+    this.render();
+  }
+
+  /** Selects the alert's kernel execution (the list, graph, stack and source follow). */
+  async goToAlert(alert: Alert): Promise<void> {
+    const pos = alert.trace_position;
+    if (pos === null) {
+      this.store.reportError(new Error(`the execution of ${alert.op_name} for this alert is no longer in the dump (circular buffer)`));
+      return;
+    }
+    await this.store.selectTrace(pos, alert.trace_index);
+  }
+
+  private render(): void {
+    const page = this.page;
+    if (!page || page.num_alerts === 0) {
+      setChildren(this.body, h("div", { class: "no-alerts" }, h("span", { class: "ok-dot" }), page ? "No NaN or ∞ recorded." : "—"));
+      return;
+    }
+    const listed = page.alerts;
+    const nan = listed.filter((a) => a.nan_count !== 0).length;
+    const neg = listed.filter((a) => a.neg_inf_count !== 0).length;
+    const pos = listed.filter((a) => a.pos_inf_count !== 0).length;
+    const origins = listed.filter((a) => a.origin);
+    const first = page.first_origin_index !== null ? listed[page.first_origin_index - page.begin] : undefined;
+    const partial = listed.length < page.num_alerts ? ` (kinds counted over the first ${formatCount(listed.length)})` : "";
+    setChildren(
+      this.body,
+      h(
+        "button",
+        {
+          class: "alert-summary",
+          "data-testid": "first-origin-alert",
+          title: "Go to the first kernel that produced a non-finite value",
+          disabled: !first,
+          onclick: () => first && void this.goToAlert(first),
+        },
+        h(
+          "div",
+          { class: "alert-total" },
+          h("span", { class: "alert-icon" }, "⚠"),
+          `${formatCount(page.num_alerts)} NaN/∞ alert${page.num_alerts === 1 ? "" : "s"}`,
+        ),
+        h(
+          "div",
+          { class: "alert-kinds" },
+          h("span", { class: "kind kind-nan", "data-kind": "nan", title: "alerts whose output holds NaN" }, `NaN ${formatCount(nan)}`),
+          h(
+            "span",
+            { class: "kind kind-neg-inf", "data-kind": "neg-inf", title: "alerts whose output holds -∞" },
+            `-∞ ${formatCount(neg)}`,
+          ),
+          h(
+            "span",
+            { class: "kind kind-pos-inf", "data-kind": "pos-inf", title: "alerts whose output holds +∞" },
+            `+∞ ${formatCount(pos)}`,
+          ),
+        ),
+        first
+          ? h(
+              "div",
+              { class: "alert-first" },
+              "First origin: ",
+              h("b", null, first.op_name),
+              ` (${first.kernel}) at ${formatLocation(first.location)}`,
+            )
+          : h("div", { class: "muted" }, "no origin found among the listed alerts"),
+        partial ? h("div", { class: "muted small" }, partial) : null,
+      ),
+      h(
+        "div",
+        { class: "muted small" },
+        `${formatCount(origins.length)} origin alert${origins.length === 1 ? "" : "s"}; the others passed a bad value on.`,
+      ),
+      h(
+        "ol",
+        { class: "alert-list" },
+        listed.slice(0, 200).map((a) =>
+          h(
+            "li",
+            {
+              class: `alert-item${a.origin ? " origin" : ""}${a.trace_position === this.store.tracePosition ? " selected" : ""}`,
+              onclick: () => void this.goToAlert(a),
+              title: `execution ${a.execution_index}, trace ${a.trace_index}`,
+            },
+            h("span", { class: "alert-op" }, a.op_name, a.output_slot ? `:${a.output_slot}` : ""),
+            a.origin ? h("span", { class: "badge origin-badge" }, "origin") : null,
+            h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, countsText(a)),
+          ),
+        ),
+        listed.length > 200 ? h("li", { class: "muted small" }, `… ${formatCount(page.num_alerts - 200)} more`) : null,
+      ),
+    );
+  }
+}
+
+function countsText(a: Alert): string {
+  const parts: string[] = [];
+  if (a.nan_count) parts.push(`NaN ${formatCount(a.nan_count)}`);
+  if (a.neg_inf_count) parts.push(`-∞ ${formatCount(a.neg_inf_count)}`);
+  if (a.pos_inf_count) parts.push(`+∞ ${formatCount(a.pos_inf_count)}`);
+  return parts.join(", ");
+}

@@ -1,0 +1,533 @@
+/** The tabbed lower panel: the selected op (inputs, consumers, fused ops), its tensor values
+ * (FULL_TENSOR), its history over executions, and the per-op profile table. */
+import type { ExecutionData, Profile, ProfileRow, TensorValue, TraceData } from "../api";
+import { h, setChildren } from "../dom";
+import {
+  defaultSlice,
+  formatCount,
+  formatDuration,
+  formatLocation,
+  formatShape,
+  formatValue,
+  healthOf,
+  healthText,
+  isNonFiniteValue,
+  sortRows,
+  summaryHealth,
+} from "../format";
+import type { Store } from "../store";
+import { healthPill } from "./pill";
+
+type Tab = "op" | "tensor" | "history" | "profile";
+
+export class DetailsPanel {
+  readonly el: HTMLElement;
+  private readonly tabs: HTMLElement;
+  private readonly body: HTMLElement;
+  private readonly op: OpView;
+  private readonly tensor: TensorView;
+  private readonly history: HistoryView;
+  private readonly profile: ProfileView;
+
+  constructor(store: Store) {
+    this.op = new OpView(store);
+    this.tensor = new TensorView(store);
+    this.history = new HistoryView(store);
+    this.profile = new ProfileView(store);
+    this.tabs = h("nav", { class: "tabs", role: "tablist" });
+    this.body = h("div", { class: "panel-body details-body" });
+    this.el = h("section", { class: "panel details-panel", "data-panel": "details" }, this.tabs, this.body);
+    this.show("op");
+  }
+
+  show(tab: Tab): void {
+    const names: [Tab, string][] = [
+      ["op", "Op"],
+      ["tensor", "Tensor"],
+      ["history", "Op history"],
+      ["profile", "Profile"],
+    ];
+    setChildren(
+      this.tabs,
+      names.map(([t, label]) =>
+        h(
+          "button",
+          {
+            role: "tab",
+            class: `tab${t === tab ? " active" : ""}`,
+            "aria-selected": String(t === tab),
+            "data-tab": t,
+            onclick: () => this.show(t),
+          },
+          label,
+        ),
+      ),
+    );
+    const view = { op: this.op, tensor: this.tensor, history: this.history, profile: this.profile }[tab];
+    setChildren(this.body, view.el);
+    this.el.dataset.panel = tab === "op" ? "details" : tab;
+    view.activate();
+  }
+}
+
+interface View {
+  el: HTMLElement;
+  activate(): void;
+}
+
+class OpView implements View {
+  readonly el = h("div", { class: "op-view" });
+  constructor(private readonly store: Store) {
+    store.on("op", () => this.render());
+    store.on("trace", () => this.render());
+    store.on("run", () => this.render());
+  }
+  private health = new Map<number, TraceData>();
+  private seq = 0;
+  activate(): void {
+    this.render();
+  }
+  private async render(): Promise<void> {
+    const op = this.store.op;
+    const t = this.store.trace;
+    if (!op) return setChildren(this.el, h("div", { class: "empty" }, "No op selected."));
+    const trace = t && t.op_id === op.op_id ? t : null;
+    const seq = ++this.seq;
+    let call: ExecutionData | null = null;
+    try {
+      [this.health, call] = trace
+        ? await Promise.all([this.store.executionTraces(trace.execution_index), this.store.executionByIndex(trace.execution_index)])
+        : [new Map(), null];
+    } catch (err) {
+      this.health = new Map();
+      this.store.reportError(err);
+    }
+    if (seq !== this.seq) return;
+    const pillOf = (opId: number | null) => {
+      const x = opId === null ? undefined : this.health.get(opId);
+      return x ? healthPill(healthOf(x), true) : h("span", { class: "muted small" }, trace ? "not traced" : "—");
+    };
+    const paramPill = (paramIndex: number | null) => {
+      const summary = paramIndex === null ? undefined : call?.inputs[paramIndex];
+      return summary && Object.keys(summary.summary).length
+        ? healthPill(summaryHealth(summary), true)
+        : h("span", { class: "muted small" }, trace ? "not recorded" : "—");
+    };
+    setChildren(
+      this.el,
+      h(
+        "div",
+        { class: "op-title" },
+        h("b", { class: "selected-op-name", "data-testid": "selected-op" }, op.op_name),
+        h("span", { class: "muted" }, ` = ${op.kernel}  ·  ${op.call_type}  ·  ${op.device || "cpu"}  ·  ${formatLocation(op.location)}`),
+      ),
+      trace
+        ? h(
+            "div",
+            { class: "op-trace" },
+            h(
+              "span",
+              { class: "muted" },
+              `execution ${trace.execution_index} · output ${trace.output_slot} · ${trace.dtype} ${formatShape(trace.shape)} · ${formatDuration(trace.duration_us)} `,
+            ),
+            trace.has_error
+              ? h("div", { class: "error-box" }, trace.error)
+              : h("span", { "data-testid": "selected-health" }, healthPill(healthOf(trace))),
+          )
+        : null,
+      op.original_ops.length
+        ? h(
+            "div",
+            { class: "orig-ops" },
+            h(
+              "div",
+              { class: "muted small" },
+              op.original_ops.length > 1 ? `Fused kernel: ${op.original_ops.length} original Relax ops` : "Original Relax op",
+            ),
+            h(
+              "ol",
+              null,
+              op.original_ops.map((o) =>
+                h(
+                  "li",
+                  {
+                    class: o.location ? "clickable" : "",
+                    onclick: () =>
+                      o.location &&
+                      this.store.showFrame({
+                        file_path: o.location.file_path,
+                        file_index: -1,
+                        line: o.location.line,
+                        function: o.location.function,
+                      }),
+                  },
+                  h("code", null, `${o.var_name} = ${o.op_type}`),
+                  h("span", { class: "muted small" }, `  ${formatLocation(o.location)}`),
+                ),
+              ),
+            ),
+          )
+        : h("div", { class: "muted small" }, "No Relax op mapping for this kernel."),
+      h(
+        "table",
+        { class: "io-table" },
+        h(
+          "thead",
+          null,
+          h("tr", null, h("th", null, "input"), h("th", null, "tensor"), h("th", null, "from"), h("th", null, "health here")),
+        ),
+        h(
+          "tbody",
+          null,
+          op.inputs.map((inp) =>
+            h(
+              "tr",
+              null,
+              h("td", null, String(inp.slot)),
+              h("td", null, `${inp.name} ${inp.dtype} ${inp.shape_expr || formatShape(inp.shape)}`),
+              h(
+                "td",
+                null,
+                inp.producer_op_id !== null
+                  ? h(
+                      "a",
+                      { href: "#", onclick: (e: Event) => (e.preventDefault(), void this.store.selectOp(inp.producer_op_id!)) },
+                      inp.producer_op_name ?? `op ${inp.producer_op_id}`,
+                    )
+                  : h("span", { class: "muted" }, inp.kind.toLowerCase()),
+              ),
+              h("td", { class: "input-health" }, inp.kind === "PARAM" ? paramPill(inp.param_index) : pillOf(inp.producer_op_id)),
+            ),
+          ),
+        ),
+      ),
+      h(
+        "div",
+        { class: "consumers small" },
+        h("span", { class: "muted" }, "consumers: "),
+        op.consumers.length
+          ? op.consumers.map((c) =>
+              h(
+                "a",
+                { href: "#", class: "consumer-link", onclick: (e: Event) => (e.preventDefault(), void this.store.selectOp(c.op_id)) },
+                c.op_name,
+                " ",
+                pillOf(c.op_id),
+                " ",
+              ),
+            )
+          : h("span", { class: "muted" }, "none (a function output)"),
+      ),
+    );
+  }
+}
+
+class TensorView implements View {
+  readonly el = h("div", { class: "tensor-view" });
+  private sliceInput = h("input", { type: "text", class: "slice-input", placeholder: "slice, e.g. 0:4,::2", "aria-label": "slice" });
+  private out = h("div", { class: "tensor-out" });
+  private forPosition: number | null = null;
+  constructor(private readonly store: Store) {
+    store.on("trace", () => {
+      if (this.el.isConnected) this.activate();
+    });
+  }
+  activate(): void {
+    const t = this.store.trace;
+    if (!t) return setChildren(this.el, h("div", { class: "empty" }, "Select a kernel execution."));
+    if (!t.has_value) {
+      setChildren(
+        this.el,
+        h(
+          "div",
+          { class: "empty" },
+          `No tensor value stored for this execution (mode ${t.tensor_debug_mode}). Values are kept with tensor_debug_mode="FULL_TENSOR".`,
+        ),
+      );
+      this.forPosition = null;
+      return;
+    }
+    if (this.forPosition !== t.position) {
+      this.forPosition = t.position;
+      this.sliceInput.value = defaultSlice(t.shape);
+    }
+    const form = h(
+      "form",
+      {
+        class: "slice-form",
+        onsubmit: (e: Event) => {
+          e.preventDefault();
+          void this.load(t);
+        },
+      },
+      h("span", null, `${t.op_name}:${t.output_slot} ${t.dtype} ${formatShape(t.shape)}  [`),
+      this.sliceInput,
+      h("span", null, "]"),
+      h("button", { type: "submit" }, "Show"),
+    );
+    setChildren(this.el, form, this.out);
+    void this.load(t);
+  }
+  private async load(t: TraceData): Promise<void> {
+    const run = this.store.run;
+    if (run === null) return;
+    try {
+      const v = await this.store.api.tensorValue(run, t.position, this.sliceInput.value.trim());
+      setChildren(this.out, renderTensor(v));
+    } catch (err) {
+      setChildren(this.out, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
+    }
+  }
+}
+
+/** A sliced tensor as a table (scalars, vectors, matrices; higher ranks as a list of matrices). */
+export function renderTensor(v: TensorValue): HTMLElement {
+  const cell = (x: unknown) => h("td", { class: isNonFiniteValue(x) ? "nonfinite-value" : "" }, formatValue(x));
+  const matrix = (m: unknown): HTMLElement => {
+    if (!Array.isArray(m)) return h("table", { class: "tensor-table" }, h("tbody", null, h("tr", null, cell(m))));
+    const rows = m.length && Array.isArray(m[0]) ? (m as unknown[][]) : [m as unknown[]];
+    const width = rows.reduce((a, r) => Math.max(a, r.length), 0);
+    return h(
+      "table",
+      { class: "tensor-table" },
+      h(
+        "thead",
+        null,
+        h(
+          "tr",
+          null,
+          h("th", null, ""),
+          Array.from({ length: width }, (_, j) => h("th", null, String(j))),
+        ),
+      ),
+      h(
+        "tbody",
+        null,
+        rows.map((r, i) => h("tr", null, h("th", null, String(i)), r.map(cell))),
+      ),
+    );
+  };
+  const blocks: HTMLElement[] = [];
+  const walk = (x: unknown, prefix: number[]) => {
+    if (Array.isArray(x) && x.length && Array.isArray(x[0]) && Array.isArray((x[0] as unknown[])[0])) {
+      (x as unknown[]).forEach((y, i) => walk(y, [...prefix, i]));
+    } else {
+      blocks.push(
+        h(
+          "div",
+          { class: "tensor-block" },
+          prefix.length ? h("div", { class: "muted small" }, `[${prefix.join(", ")}, :, :]`) : null,
+          matrix(x),
+        ),
+      );
+    }
+  };
+  walk(v.values, []);
+  return h(
+    "div",
+    null,
+    h(
+      "div",
+      { class: "muted small" },
+      `slice [${v.slice || ":"}] → ${formatShape(v.sliced_shape)}, ${formatCount(v.num_elements)} elements${v.truncated ? " (the writer kept only the first elements)" : ""}`,
+    ),
+    blocks,
+  );
+}
+
+class HistoryView implements View {
+  readonly el = h("div", { class: "history-view" });
+  private seq = 0;
+  constructor(private readonly store: Store) {
+    store.on("op", () => {
+      if (this.el.isConnected) this.activate();
+    });
+  }
+  async activate(): Promise<void> {
+    const run = this.store.run;
+    const op = this.store.op;
+    if (run === null || !op) return setChildren(this.el, h("div", { class: "empty" }, "No op selected."));
+    const seq = ++this.seq;
+    const slot = this.store.trace?.op_id === op.op_id ? this.store.trace.output_slot : 0;
+    try {
+      const head = await this.store.api.opTraces(run, op.op_id, 0, 0, slot);
+      const begin = Math.max(0, head.num_traces - 500);
+      const page = await this.store.api.opTraces(run, op.op_id, begin, head.num_traces, slot);
+      if (seq !== this.seq) return;
+      this.render(page.traces, page.num_traces, begin);
+    } catch (err) {
+      if (seq === this.seq) setChildren(this.el, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
+    }
+  }
+  private render(traces: TraceData[], total: number, begin: number): void {
+    const op = this.store.op!;
+    const selected = this.store.tracePosition;
+    const rows = [...traces].reverse();
+    const selIdx = traces.findIndex((t) => t.position === selected);
+    const compare =
+      selIdx > 0
+        ? h(
+            "div",
+            { class: "compare" },
+            h("div", { class: "compare-title" }, "This execution compared with the previous one"),
+            h("span", { class: "muted" }, `previous (${traces[selIdx - 1].execution_index})`),
+            healthPill(healthOf(traces[selIdx - 1])),
+            h("span", { class: "muted" }, `selected (${traces[selIdx].execution_index})`),
+            healthPill(healthOf(traces[selIdx])),
+          )
+        : null;
+    setChildren(
+      this.el,
+      h(
+        "div",
+        { class: "muted small" },
+        `${op.op_name}: ${formatCount(total)} executions${begin > 0 ? ` (the latest ${traces.length} shown)` : ""}, newest first`,
+      ),
+      compare,
+      h(
+        "table",
+        { class: "history-table" },
+        h(
+          "thead",
+          null,
+          h(
+            "tr",
+            null,
+            h("th", null, "execution"),
+            h("th", null, "shape"),
+            h("th", null, "time"),
+            h("th", null, "health"),
+            h("th", null, "change"),
+          ),
+        ),
+        h(
+          "tbody",
+          null,
+          rows.map((t, i) => {
+            const prev = rows[i + 1];
+            const changed = prev && healthText(healthOf(prev)) !== healthText(healthOf(t));
+            return h(
+              "tr",
+              {
+                class: `${t.position === selected ? "selected" : ""}${t.nonfinite ? " nonfinite" : ""}`,
+                onclick: () => void this.store.selectTrace(t.position, t.index),
+              },
+              h("td", null, String(t.execution_index)),
+              h("td", null, formatShape(t.shape)),
+              h("td", null, formatDuration(t.duration_us)),
+              h("td", null, healthPill(healthOf(t), true), " ", h("span", { class: "muted small" }, healthText(healthOf(t)))),
+              h(
+                "td",
+                { class: "small" },
+                prev ? (changed ? h("span", { class: "changed" }, "changed") : h("span", { class: "muted" }, "same")) : "",
+              ),
+            );
+          }),
+        ),
+      ),
+    );
+  }
+}
+
+type SortKey = keyof ProfileRow;
+
+class ProfileView implements View {
+  readonly el = h("div", { class: "profile-view" });
+  private data: Profile | null = null;
+  private key: SortKey = "total_us";
+  private desc = true;
+  private loadedFor = "";
+  constructor(private readonly store: Store) {
+    store.on("run", () => {
+      this.loadedFor = "";
+      this.data = null;
+    });
+  }
+  async activate(): Promise<void> {
+    const run = this.store.run;
+    if (run === null) return setChildren(this.el, h("div", { class: "empty" }, "No run."));
+    const key = `${run}|${this.store.runInfo?.num_traces}`;
+    if (key !== this.loadedFor) {
+      try {
+        this.data = await this.store.api.profile(run);
+        this.loadedFor = key;
+      } catch (err) {
+        return setChildren(this.el, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
+      }
+    }
+    this.render();
+  }
+  private render(): void {
+    const p = this.data;
+    if (!p) return;
+    const cols: [SortKey, string][] = [
+      ["op_name", "op"],
+      ["kernel", "kernel"],
+      ["calls", "calls"],
+      ["total_us", "total"],
+      ["mean_us", "mean"],
+      ["percent", "%"],
+      ["dtype", "dtype"],
+    ];
+    const rows = sortRows(p.rows, this.key, this.desc);
+    setChildren(
+      this.el,
+      h(
+        "div",
+        { class: "muted small" },
+        `${formatDuration(p.total_us)} in ${formatCount(p.num_traces)} kernel executions over ${formatCount(p.num_executions)} calls`,
+      ),
+      h(
+        "table",
+        { class: "profile-table" },
+        h(
+          "thead",
+          null,
+          h(
+            "tr",
+            null,
+            cols.map(([k, label]) =>
+              h(
+                "th",
+                {
+                  class: `sortable${k === this.key ? (this.desc ? " desc" : " asc") : ""}`,
+                  "data-sort": k,
+                  onclick: () => {
+                    this.desc = k === this.key ? !this.desc : typeof p.rows[0]?.[k] === "number";
+                    this.key = k;
+                    this.render();
+                  },
+                },
+                label,
+              ),
+            ),
+            h("th", null, "shape"),
+          ),
+        ),
+        h(
+          "tbody",
+          null,
+          rows.map((r) =>
+            h(
+              "tr",
+              { onclick: () => void this.store.selectOp(r.op_id) },
+              h("td", null, r.op_name),
+              h("td", { class: "muted" }, r.kernel),
+              h("td", { class: "num" }, formatCount(r.calls)),
+              h("td", { class: "num" }, formatDuration(r.total_us)),
+              h("td", { class: "num" }, formatDuration(r.mean_us)),
+              h(
+                "td",
+                { class: "num" },
+                h("span", { class: "pct-bar", style: { width: `${Math.min(100, r.percent)}%` } }),
+                `${r.percent.toFixed(1)}`,
+              ),
+              h("td", null, r.dtype),
+              h("td", null, formatShape(r.shape)),
+            ),
+          ),
+        ),
+      ),
+    );
+  }
+}

@@ -1,0 +1,360 @@
+/**
+ * Graph structure: the compiled function's kernels as nodes and tensors as edges, laid out with
+ * dagre. Only the selected op's neighbourhood is laid out (lazy layout keeps large graphs
+ * responsive; frontier nodes say more is hidden); the selected op is centred, its inputs and
+ * consumers highlighted and every node coloured by its health in the selected execution. A
+ * fused kernel expands into the original Relax ops folded into it.
+ */
+import dagre from "@dagrejs/dagre";
+import type { ExecutionData, GraphInfo, Op, TraceData } from "../api";
+import { h, setChildren, svg } from "../dom";
+import { type Health, formatLocation, healthOf, healthText, isNonFinite, pillSegments, summaryHealth } from "../format";
+import { neighborhood } from "../neighborhood";
+import type { Store } from "../store";
+
+const NODE_W = 184;
+const NODE_H = 46;
+const ORIG_ROW_H = 17;
+const PARAM_W = 110;
+const PARAM_H = 24;
+/** Graphs up to this many ops are drawn whole; larger ones around the selection. */
+const WHOLE_GRAPH_LIMIT = 60;
+const NEIGHBORHOOD_OPS = 48;
+const NEIGHBORHOOD_DEPTH = 4;
+/** Never lay out more than this many ops at once ("whole graph" on a huge graph shows the
+ * nearest ones): dagre's cost grows faster than linearly. */
+const MAX_LAYOUT_OPS = 400;
+
+interface NodeBox {
+  id: string;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+}
+
+export class GraphPanel {
+  readonly el: HTMLElement;
+  private readonly title: HTMLElement;
+  private readonly canvas: HTMLElement;
+  private readonly legend: HTMLElement;
+  private expanded = new Set<number>();
+  private view = { x: 0, y: 0, w: 100, h: 100 };
+  /** The view that centres the selected op, restored by the "centre" button after panning. */
+  private home = { x: 0, y: 0, w: 100, h: 100 };
+  private svgEl: SVGSVGElement | null = null;
+  private seq = 0;
+  private wholeGraph = false;
+
+  constructor(private readonly store: Store) {
+    this.title = h("span", { class: "muted" });
+    this.canvas = h("div", { class: "graph-canvas" });
+    this.legend = h(
+      "div",
+      { class: "graph-legend small" },
+      h("span", { class: "lg lg-selected" }, "selected"),
+      h("span", { class: "lg lg-input" }, "input"),
+      h("span", { class: "lg lg-consumer" }, "consumer"),
+      h("span", { class: "lg lg-bad" }, "non-finite"),
+      h("span", { class: "lg lg-ok" }, "finite"),
+    );
+    const whole = h(
+      "label",
+      { class: "small" },
+      h("input", {
+        type: "checkbox",
+        onchange: (e: Event) => {
+          this.wholeGraph = (e.target as HTMLInputElement).checked;
+          void this.render();
+        },
+      }),
+      " whole graph",
+    );
+    this.el = h(
+      "section",
+      { class: "panel graph-panel", "data-panel": "graph" },
+      h(
+        "header",
+        { class: "panel-head" },
+        h("h2", null, "Graph structure"),
+        this.title,
+        h("span", { class: "spacer" }),
+        whole,
+        h("button", { class: "small-btn", onclick: () => this.centre(), title: "centre on the selected op" }, "centre"),
+      ),
+      this.canvas,
+      this.legend,
+    );
+    store.on("run", () => {
+      this.expanded.clear();
+      void this.render();
+    });
+    store.on("op", () => void this.render());
+  }
+
+  private async render(): Promise<void> {
+    const seq = ++this.seq;
+    const run = this.store.run;
+    const op = this.store.op;
+    if (run === null || !op) {
+      this.title.textContent = "";
+      this.svgEl = null;
+      return setChildren(this.canvas, h("div", { class: "empty" }, "Select a kernel execution or an alert to see its op in the graph."));
+    }
+    try {
+      const trace = this.store.trace && this.store.trace.op_id === op.op_id ? this.store.trace : null;
+      const [graph, health, call] = await Promise.all([
+        this.store.graphInfo(op.graph_id),
+        trace ? this.store.executionTraces(trace.execution_index) : Promise.resolve(new Map<number, TraceData>()),
+        trace ? this.store.executionByIndex(trace.execution_index) : Promise.resolve(null),
+      ]);
+      if (seq !== this.seq) return;
+      this.title.textContent = `${graph.name} · ${graph.ops.length} kernels${trace ? ` · execution ${trace.execution_index}` : ""}`;
+      this.draw(graph, op, health, call);
+    } catch (err) {
+      if (seq !== this.seq) return;
+      setChildren(this.canvas, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
+      this.store.reportError(err);
+    }
+  }
+
+  private draw(graph: GraphInfo, selected: Op, health: Map<number, TraceData>, call: ExecutionData | null): void {
+    const byId = new Map(graph.ops.map((o) => [o.op_id, o]));
+    const whole = graph.ops.length <= WHOLE_GRAPH_LIMIT || (this.wholeGraph && graph.ops.length <= MAX_LAYOUT_OPS);
+    const hood = whole
+      ? { ops: graph.ops.map((o) => o.op_id), frontier: new Set<number>() }
+      : this.wholeGraph
+        ? neighborhood(selected.op_id, graph.edges, Infinity, MAX_LAYOUT_OPS)
+        : neighborhood(selected.op_id, graph.edges, NEIGHBORHOOD_DEPTH, NEIGHBORHOOD_OPS);
+    const shown = new Set(hood.ops);
+    const inputs = new Set(graph.edges.filter((e) => e.dst_op_id === selected.op_id && e.src_op_id !== null).map((e) => e.src_op_id!));
+    const consumers = new Set(graph.edges.filter((e) => e.src_op_id === selected.op_id).map((e) => e.dst_op_id));
+
+    const g = new dagre.graphlib.Graph({ multigraph: true });
+    g.setGraph({ rankdir: "TB", nodesep: 24, ranksep: 36, marginx: 16, marginy: 16 });
+    g.setDefaultEdgeLabel(() => ({}));
+    for (const id of shown) {
+      const op = byId.get(id)!;
+      const extra = this.expanded.has(id) ? op.original_ops.length * ORIG_ROW_H + 6 : 0;
+      g.setNode(`op${id}`, { width: NODE_W, height: NODE_H + extra });
+    }
+    const paramNodes = new Map<string, { label: string; title: string; health: Health | null }>();
+    for (const e of graph.edges) {
+      if (!shown.has(e.dst_op_id)) continue;
+      if (e.src_op_id !== null) {
+        if (shown.has(e.src_op_id))
+          g.setEdge(
+            `op${e.src_op_id}`,
+            `op${e.dst_op_id}`,
+            { name: e.name },
+            `${e.src_op_id}.${e.src_output_slot}-${e.dst_op_id}.${e.dst_input_slot}`,
+          );
+        continue;
+      }
+      if (e.kind !== "PARAM") continue;
+      const pid = `param${e.param_index}`;
+      if (!paramNodes.has(pid)) {
+        const p = graph.params.find((x) => x.index === e.param_index);
+        const summary = e.param_index === null ? undefined : call?.inputs[e.param_index];
+        const hl = summary && Object.keys(summary.summary).length ? summaryHealth(summary) : null;
+        const title = `${p ? `${p.name}: ${p.dtype} ${p.shape_expr}` : e.name}${hl ? `\n${healthText(hl)}` : ""}`;
+        paramNodes.set(pid, { label: e.name || `param ${e.param_index}`, title, health: hl });
+        g.setNode(pid, { width: PARAM_W, height: PARAM_H });
+      }
+      g.setEdge(pid, `op${e.dst_op_id}`, { name: e.name }, `${pid}-${e.dst_op_id}.${e.dst_input_slot}`);
+    }
+    dagre.layout(g);
+    const size = g.graph() as { width?: number; height?: number };
+
+    const root = svg("svg", { class: "graph-svg", role: "img", "aria-label": "graph structure" });
+    const defs = svg(
+      "defs",
+      {},
+      svg(
+        "marker",
+        { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+        svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow-head" }),
+      ),
+    );
+    root.appendChild(defs);
+    const edgesG = svg("g", { class: "edges" });
+    for (const ed of g.edges()) {
+      const pts = (g.edge(ed) as { points: { x: number; y: number }[] }).points;
+      const d = pts.map((p, i) => `${i ? "L" : "M"} ${p.x.toFixed(1)} ${p.y.toFixed(1)}`).join(" ");
+      const touches = ed.v === `op${selected.op_id}` ? "out" : ed.w === `op${selected.op_id}` ? "in" : "";
+      const label = (g.edge(ed) as { name?: string }).name ?? "";
+      const title = svg("title");
+      title.textContent = label;
+      edgesG.appendChild(svg("path", { d, class: `edge${touches ? ` edge-${touches}` : ""}`, "marker-end": "url(#arrow)" }, title));
+    }
+    root.appendChild(edgesG);
+    const nodesG = svg("g", { class: "nodes" });
+    for (const [pid, p] of paramNodes) {
+      const n = g.node(pid) as NodeBox;
+      const state = !p.health ? "unknown" : isNonFinite(p.health) ? "bad" : "ok";
+      const grp = svg("g", {
+        class: `node param-node health-${state}`,
+        transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})`,
+        "data-param": pid,
+      });
+      grp.appendChild(svg("rect", { width: n.width, height: n.height, rx: 12 }));
+      const text = svg("text", { x: n.width / 2, y: 16, "text-anchor": "middle" });
+      text.textContent = truncate(p.label, 16);
+      grp.appendChild(text);
+      const title = svg("title");
+      title.textContent = p.title;
+      grp.appendChild(title);
+      nodesG.appendChild(grp);
+    }
+    for (const id of shown) {
+      const op = byId.get(id)!;
+      const n = g.node(`op${id}`) as NodeBox;
+      const trace = health.get(id);
+      const hl = trace ? healthOf(trace) : null;
+      const role = id === selected.op_id ? "selected" : inputs.has(id) ? "input" : consumers.has(id) ? "consumer" : "";
+      const state = !hl ? "unknown" : isNonFinite(hl) ? "bad" : "ok";
+      nodesG.appendChild(this.opNode(op, n, role, state, hl, hood.frontier.has(id), trace));
+    }
+    root.appendChild(nodesG);
+    this.svgEl = root;
+    const sel = g.node(`op${selected.op_id}`) as NodeBox;
+    const cw = Math.max(200, this.canvas.clientWidth || 600);
+    const ch = Math.max(150, this.canvas.clientHeight || 400);
+    const scale = Math.min(1.2, Math.max(0.75, Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20))));
+    this.view = { w: cw / scale, h: ch / scale, x: sel.x - cw / scale / 2, y: sel.y - ch / scale / 2 };
+    this.home = { ...this.view };
+    this.applyView();
+    this.enablePanZoom(root);
+    const note = whole
+      ? null
+      : h(
+          "div",
+          { class: "graph-note small muted" },
+          `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}; click a node to move there`,
+        );
+    setChildren(this.canvas, root, note);
+  }
+
+  private opNode(
+    op: Op,
+    n: NodeBox,
+    role: string,
+    state: string,
+    hl: Health | null,
+    frontier: boolean,
+    trace: TraceData | undefined,
+  ): SVGElement {
+    const grp = svg("g", {
+      class: `node op-node${role ? ` role-${role}` : ""} health-${state}`,
+      transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})`,
+      "data-op-id": String(op.op_id),
+      "data-op-name": op.op_name,
+    });
+    grp.addEventListener("click", () => {
+      if (trace) void this.store.selectTrace(trace.position, trace.index);
+      else void this.store.selectOp(op.op_id);
+    });
+    grp.appendChild(svg("rect", { class: "node-box", width: n.width, height: n.height, rx: 5 }));
+    const name = svg("text", { x: 8, y: 16, class: "node-name" });
+    name.textContent = truncate(op.op_name, 22);
+    grp.appendChild(name);
+    const kernel = svg("text", { x: 8, y: 30, class: "node-kernel" });
+    kernel.textContent = truncate(op.kernel, 28);
+    grp.appendChild(kernel);
+    if (hl) {
+      const segs = pillSegments(hl).filter((s) => s.count > 0);
+      const total = segs.reduce((a, s) => a + s.count, 0) || 1;
+      let x = 8;
+      const width = n.width - 16;
+      for (const s of segs) {
+        const w = (s.count / total) * width;
+        grp.appendChild(svg("rect", { x, y: 36, width: Math.max(w, 1.5), height: 5, class: `gseg seg-${s.kind}` }));
+        x += w;
+      }
+    }
+    const title = svg("title");
+    title.textContent = `${op.op_name} = ${op.kernel} (${op.call_type})${hl ? `\n${healthText(hl)}` : ""}${op.original_ops.length ? `\nops: ${op.original_ops.map((o) => o.op_type).join(", ")}` : ""}`;
+    grp.appendChild(title);
+    if (op.original_ops.length > 1) {
+      const open = this.expanded.has(op.op_id);
+      const toggle = svg("text", { x: n.width - 8, y: 16, "text-anchor": "end", class: "node-toggle", "data-expand": String(op.op_id) });
+      toggle.textContent = open ? "−" : `+${op.original_ops.length}`;
+      toggle.addEventListener("click", (e) => {
+        e.stopPropagation();
+        if (open) this.expanded.delete(op.op_id);
+        else this.expanded.add(op.op_id);
+        void this.render();
+      });
+      const tt = svg("title");
+      tt.textContent = open ? "collapse" : `expand into its ${op.original_ops.length} original ops`;
+      toggle.appendChild(tt);
+      grp.appendChild(toggle);
+      if (open) {
+        op.original_ops.forEach((o, i) => {
+          const row = svg("text", { x: 12, y: NODE_H + 10 + i * ORIG_ROW_H, class: `orig-op${o.location ? " has-loc" : ""}` });
+          row.textContent = truncate(
+            `${o.var_name} = ${o.op_type.replace(/^relax\./, "")}  ${o.location ? formatLocation(o.location) : ""}`,
+            30,
+          );
+          if (o.location) {
+            const loc = o.location;
+            row.addEventListener("click", (e) => {
+              e.stopPropagation();
+              this.store.showFrame({ file_path: loc.file_path, file_index: -1, line: loc.line, function: loc.function });
+            });
+          }
+          grp.appendChild(row);
+        });
+      }
+    }
+    if (frontier) {
+      const more = svg("text", { x: n.width - 8, y: n.height - 6, "text-anchor": "end", class: "node-more" });
+      more.textContent = "…";
+      grp.appendChild(more);
+    }
+    return grp;
+  }
+
+  private applyView(): void {
+    this.svgEl?.setAttribute("viewBox", `${this.view.x} ${this.view.y} ${this.view.w} ${this.view.h}`);
+  }
+
+  private centre(): void {
+    this.view = { ...this.home };
+    this.applyView();
+  }
+
+  private enablePanZoom(root: SVGSVGElement): void {
+    let drag: { x: number; y: number; vx: number; vy: number } | null = null;
+    root.addEventListener("pointerdown", (e) => {
+      if ((e.target as Element).closest(".op-node")) return;
+      drag = { x: e.clientX, y: e.clientY, vx: this.view.x, vy: this.view.y };
+      root.setPointerCapture(e.pointerId);
+    });
+    root.addEventListener("pointermove", (e) => {
+      if (!drag) return;
+      const k = this.view.w / (root.clientWidth || 1);
+      this.view.x = drag.vx - (e.clientX - drag.x) * k;
+      this.view.y = drag.vy - (e.clientY - drag.y) * k;
+      this.applyView();
+    });
+    root.addEventListener("pointerup", () => (drag = null));
+    root.addEventListener(
+      "wheel",
+      (e) => {
+        e.preventDefault();
+        const f = Math.exp(e.deltaY * 0.0015);
+        const r = root.getBoundingClientRect();
+        const px = this.view.x + ((e.clientX - r.left) / (r.width || 1)) * this.view.w;
+        const py = this.view.y + ((e.clientY - r.top) / (r.height || 1)) * this.view.h;
+        this.view = { x: px - (px - this.view.x) * f, y: py - (py - this.view.y) * f, w: this.view.w * f, h: this.view.h * f };
+        this.applyView();
+      },
+      { passive: false },
+    );
+  }
+}
+
+function truncate(s: string, n: number): string {
+  return s.length > n ? `${s.slice(0, n - 1)}…` : s;
+}

@@ -1,0 +1,40 @@
+/** The health pill: NaN / -∞ / +∞ / - / 0 / + counts as coloured segments, alarming for non-finite. */
+import { h } from "../dom";
+import { type Health, healthText, isNonFinite, pillSegments, formatCount } from "../format";
+
+export function healthPill(health: Health, compact = false): HTMLElement {
+  const segments = pillSegments(health);
+  const known = segments.filter((s) => s.count > 0);
+  const total = known.reduce((a, s) => a + s.count, 0);
+  const bad = isNonFinite(health);
+  const bar = h(
+    "span",
+    { class: "pill-bar" },
+    known.map((s) => h("span", { class: `seg seg-${s.kind}`, style: { flexGrow: String(total ? s.count / total : 0) } })),
+  );
+  return h(
+    "span",
+    { class: `health-pill${bad ? " bad" : ""}${compact ? " compact" : ""}`, title: healthText(health), "data-health": healthText(health) },
+    bar,
+    compact
+      ? bad
+        ? h("span", { class: "pill-label" }, nonFiniteLabel(health))
+        : null
+      : h(
+          "span",
+          { class: "pill-counts" },
+          segments.map((s) =>
+            h("span", { class: `cnt cnt-${s.kind}${s.count ? "" : " zero-count"}` }, `${s.label} ${formatCount(s.count)}`),
+          ),
+        ),
+  );
+}
+
+/** "NaN 3" or "NaN 3, +∞ 1": the non-finite part only. */
+export function nonFiniteLabel(health: Health): string {
+  const parts: string[] = [];
+  if (health.nan) parts.push(`NaN ${formatCount(health.nan)}`);
+  if (health.negInf) parts.push(`-∞ ${formatCount(health.negInf)}`);
+  if (health.posInf) parts.push(`+∞ ${formatCount(health.posInf)}`);
+  return parts.join(", ");
+}

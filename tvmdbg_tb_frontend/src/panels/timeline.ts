@@ -1,0 +1,223 @@
+/** Execution timeline: the top-level VM function calls in order, paged, with alert markers;
+ * a click shows the call's details and the kernels it ran. */
+import type { ExecutionData, ExecutionDigest, TraceData } from "../api";
+import { h, setChildren } from "../dom";
+import { formatClock, formatCount, formatDuration, formatLocation, formatShape, summaryHealth } from "../format";
+import type { Store } from "../store";
+import { healthPill } from "./pill";
+
+const PAGE = 100;
+
+export class TimelinePanel {
+  readonly el: HTMLElement;
+  private readonly strip: HTMLElement;
+  private readonly nav: HTMLElement;
+  private readonly details: HTMLElement;
+  private begin = 0;
+  private digests: ExecutionDigest[] = [];
+  private total = 0;
+  /** Follow the newest page while the run grows, until the user pages back. */
+  private followTail = true;
+  private seq = 0;
+
+  constructor(private readonly store: Store) {
+    this.strip = h("div", { class: "timeline-strip" });
+    this.nav = h("div", { class: "timeline-nav" });
+    this.details = h("div", { class: "execution-details" });
+    this.el = h(
+      "section",
+      { class: "panel timeline-panel", "data-panel": "timeline" },
+      h("header", { class: "panel-head" }, h("h2", null, "Execution timeline"), this.nav),
+      this.strip,
+      this.details,
+    );
+    store.on("run", () => {
+      this.begin = 0;
+      this.followTail = true;
+      this.digests = [];
+      setChildren(this.details, h("div", { class: "muted small" }, "Click a call to see its inputs, outputs and the kernels it ran."));
+      void this.load();
+    });
+    store.on("runs", () => {
+      // A live run may also shift positions (circular buffer) without changing the count.
+      if ((this.store.runInfo?.num_executions ?? 0) !== this.total || this.store.runInfo?.live) void this.load();
+    });
+    store.on("trace", () => void this.syncToTrace());
+    store.on("alerts", () => this.render());
+    store.on("execution", () => void this.showExecution());
+  }
+
+  private async load(): Promise<void> {
+    const run = this.store.run;
+    const total = this.store.runInfo?.num_executions ?? 0;
+    this.total = total;
+    if (run === null) return this.render();
+    if (this.followTail) this.begin = Math.max(0, Math.floor(Math.max(0, total - 1) / PAGE) * PAGE);
+    try {
+      const page = await this.store.api.executionDigests(run, this.begin, this.begin + PAGE);
+      if (this.store.run !== run) return;
+      this.digests = page.execution_digests;
+      this.total = page.num_digests;
+    } catch (err) {
+      this.store.reportError(err);
+    }
+    this.render();
+  }
+
+  private page(begin: number): void {
+    this.begin = Math.max(0, Math.min(begin, Math.max(0, this.total - 1)));
+    this.begin -= this.begin % PAGE;
+    this.followTail = this.begin + PAGE >= this.total;
+    void this.load();
+  }
+
+  /** Shows the call a selected kernel execution ran in, paging the timeline to it. */
+  private async syncToTrace(): Promise<void> {
+    const t = this.store.trace;
+    if (!t) return this.render();
+    let d = this.digests.find((x) => x.index === t.execution_index);
+    if (!d && this.digests.length) {
+      // Kept executions have consecutive indices (the circular buffer drops the oldest), so
+      // the position is the index minus the offset seen on this page; checked after loading.
+      const offset = this.digests[0].index - this.digests[0].position;
+      const position = t.execution_index - offset;
+      if (position >= 0 && position < this.total) {
+        this.begin = position - (position % PAGE);
+        this.followTail = this.begin + PAGE >= this.total;
+        await this.load();
+        if (this.store.trace !== t) return;
+        d = this.digests.find((x) => x.index === t.execution_index);
+      }
+    }
+    if (d) {
+      if (this.store.executionIndex !== d.index) this.store.selectExecution(d.position, d.index);
+      else this.render();
+    }
+  }
+
+  private render(): void {
+    const last = Math.min(this.total, this.begin + PAGE);
+    setChildren(
+      this.nav,
+      h(
+        "button",
+        { class: "small-btn", disabled: this.begin === 0, onclick: () => this.page(this.begin - PAGE), title: "older calls" },
+        "‹",
+      ),
+      h(
+        "span",
+        { class: "muted small" },
+        this.total ? `${formatCount(this.begin)}–${formatCount(last - 1)} of ${formatCount(this.total)} calls` : "no calls yet",
+      ),
+      h(
+        "button",
+        { class: "small-btn", disabled: last >= this.total, onclick: () => this.page(this.begin + PAGE), title: "newer calls" },
+        "›",
+      ),
+    );
+    const maxDur = Math.max(1, ...this.digests.map((d) => d.duration_us ?? 0));
+    setChildren(
+      this.strip,
+      this.digests.map((d) => {
+        const alerted = this.store.alertExecutions.has(d.index);
+        return h(
+          "button",
+          {
+            class: `tl-item${d.nonfinite ? " nonfinite" : ""}${alerted ? " alerted" : ""}${d.has_error ? " errored" : ""}${d.index === this.store.executionIndex ? " selected" : ""}`,
+            title: `#${d.index} ${d.function_name} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${alerted ? " · NaN/∞ inside" : ""}${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
+            "data-index": String(d.index),
+            onclick: () => this.store.selectExecution(d.position, d.index),
+          },
+          h("span", { class: "tl-bar", style: { height: `${Math.max(12, Math.round((40 * (d.duration_us ?? 0)) / maxDur))}%` } }),
+          h("span", { class: "tl-label" }, d.function_name),
+          alerted || d.nonfinite || d.has_error ? h("span", { class: "tl-marker", "aria-label": "alert" }, "!") : null,
+        );
+      }),
+      this.digests.length ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
+    );
+    this.strip.querySelector(".tl-item.selected")?.scrollIntoView({ block: "nearest", inline: "nearest" });
+  }
+
+  private async showExecution(): Promise<void> {
+    this.render();
+    const run = this.store.run;
+    const pos = this.store.executionPosition;
+    const index = this.store.executionIndex;
+    if (run === null || pos === null || index === null) return;
+    const seq = ++this.seq;
+    try {
+      const [ex, kernels] = await Promise.all([this.executionAt(run, pos, index), this.store.api.traces(run, 0, 200, index)]);
+      if (seq !== this.seq) return;
+      this.renderDetails(ex, { rows: kernels.graph_executions, total: kernels.num_digests });
+    } catch (err) {
+      if (seq !== this.seq) return;
+      setChildren(this.details, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
+      this.store.reportError(err);
+    }
+  }
+
+  /** The execution with monotonic `index`, looked up at `position` and corrected once when a
+   * circular buffer has shifted positions since. */
+  private async executionAt(run: string, position: number, index: number): Promise<ExecutionData> {
+    let ex: ExecutionData | undefined = (await this.store.api.executionData(run, position, position + 1)).executions[0];
+    if (ex && ex.index !== index) {
+      const corrected = position + (index - ex.index);
+      ex = corrected >= 0 ? (await this.store.api.executionData(run, corrected, corrected + 1)).executions[0] : undefined;
+    }
+    if (!ex || ex.index !== index) throw new Error(`call #${index} is no longer in the dump (the circular buffer dropped it)`);
+    return ex;
+  }
+
+  private renderDetails(ex: ExecutionData, kernels: { rows: TraceData[]; total: number }): void {
+    const summaries = (label: string, list: ExecutionData["inputs"]) =>
+      h(
+        "div",
+        { class: "io" },
+        h("span", { class: "muted" }, label),
+        list.length
+          ? list.map((s, i) =>
+              h(
+                "span",
+                { class: "io-item" },
+                `${i}: ${s.dtype} ${formatShape(s.shape)} `,
+                Object.keys(s.summary).length ? healthPill(summaryHealth(s), true) : null,
+              ),
+            )
+          : h("span", { class: "muted" }, " none"),
+      );
+    setChildren(
+      this.details,
+      h(
+        "div",
+        { class: "exec-head" },
+        h("b", null, `#${ex.index} ${ex.function_name}`),
+        h(
+          "span",
+          { class: "muted" },
+          ` · ${formatClock(ex.wall_time)} · ${formatDuration(ex.duration_us)} · ${formatCount(ex.num_traces)} kernels · ${ex.tensor_debug_mode} · called at ${formatLocation(ex.location)}`,
+        ),
+      ),
+      ex.error ? h("div", { class: "error-box" }, `raised: ${ex.error}`) : null,
+      summaries("inputs", ex.inputs),
+      summaries("outputs", ex.outputs),
+      h(
+        "div",
+        { class: "exec-kernels" },
+        kernels.rows.map((t) =>
+          h(
+            "button",
+            {
+              class: `kchip${t.nonfinite ? " nonfinite" : ""}${t.position === this.store.tracePosition ? " selected" : ""}`,
+              title: `${t.kernel} · ${formatDuration(t.duration_us)}`,
+              onclick: () => void this.store.selectTrace(t.position, t.index),
+            },
+            t.op_name,
+          ),
+        ),
+        kernels.total > kernels.rows.length
+          ? h("span", { class: "muted small" }, ` … ${formatCount(kernels.total - kernels.rows.length)} more`)
+          : null,
+      ),
+    );
+  }
+}

@@ -1,0 +1,250 @@
+/**
+ * The dashboard's state: the run, and what is selected (a kernel execution, its op, a frame).
+ * Panels read it and listen for changes; every async answer is checked against a sequence
+ * number so that a slow answer for an older selection never overwrites a newer one.
+ */
+import type { Api, ExecutionData, GraphInfo, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
+
+export type StoreEvent = "runs" | "run" | "trace" | "op" | "frame" | "execution" | "error" | "alerts";
+
+/** graph_execution/data's page limit. */
+const TRACE_PAGE = 1000;
+/** Kernels of one call whose health the graph and op views colour (a bound on requests). */
+const MAX_EXECUTION_TRACES = 50_000;
+
+export interface ShownFrame {
+  file_path: string;
+  file_index: number;
+  line: number;
+  function: string;
+}
+
+export class Store {
+  runs: RunInfo[] = [];
+  run: string | null = null;
+  /** Position of the selected kernel execution (graph execution trace) in the dump. */
+  tracePosition: number | null = null;
+  trace: TraceData | null = null;
+  op: OpInfo | null = null;
+  /** Frames of the selected op's creation stack, outermost first, as recorded. */
+  frames: StackFrame[] = [];
+  /** The frame whose file the source panel shows. */
+  frame: ShownFrame | null = null;
+  /** Selected top-level execution: its position in execution/digests when selected and its
+   * monotonic index (what identifies it while a circular buffer shifts positions). */
+  executionPosition: number | null = null;
+  executionIndex: number | null = null;
+  errors: { when: number; message: string }[] = [];
+  /** Execution indices with a NaN/Inf alert (among the alerts loaded), for timeline markers. */
+  alertExecutions = new Set<number>();
+
+  private seq = 0;
+  private execTraces = new Map<string, Promise<Map<number, TraceData>>>();
+  private graphInfos = new Map<string, Promise<GraphInfo>>();
+  private executions = new Map<string, Promise<ExecutionData | null>>();
+  private listeners = new Map<StoreEvent, Set<() => void>>();
+
+  constructor(readonly api: Api) {}
+
+  on(event: StoreEvent, fn: () => void): () => void {
+    let set = this.listeners.get(event);
+    if (!set) this.listeners.set(event, (set = new Set()));
+    set.add(fn);
+    return () => set!.delete(fn);
+  }
+
+  emit(event: StoreEvent): void {
+    for (const fn of [...(this.listeners.get(event) ?? [])]) {
+      try {
+        fn();
+      } catch (err) {
+        if (event !== "error") this.reportError(err);
+        else console.warn(err);
+      }
+    }
+  }
+
+  get runInfo(): RunInfo | null {
+    return this.runs.find((r) => r.run === this.run) ?? null;
+  }
+
+  /** Shows an error in the error bar (backend errors are shown, never swallowed). */
+  reportError(err: unknown): void {
+    const message = err instanceof Error ? err.message : String(err);
+    this.errors = [...this.errors.filter((e) => e.message !== message), { when: Date.now(), message }].slice(-5);
+    this.emit("error");
+  }
+
+  dismissErrors(): void {
+    this.errors = [];
+    this.emit("error");
+  }
+
+  /** Slot-0 traces of every op in one execution (up to MAX_EXECUTION_TRACES), by op id: the
+   * health of a selected op's inputs and consumers in the same call. Cached per execution. */
+  executionTraces(executionIndex: number): Promise<Map<number, TraceData>> {
+    const run = this.run;
+    if (run === null) return Promise.resolve(new Map());
+    const key = `${run}|${executionIndex}`;
+    let p = this.execTraces.get(key);
+    if (!p) {
+      p = (async () => {
+        const first = await this.api.traces(run, 0, TRACE_PAGE, executionIndex);
+        const pages = [first];
+        const total = Math.min(first.num_digests, MAX_EXECUTION_TRACES);
+        const rest: Promise<typeof first>[] = [];
+        for (let b = TRACE_PAGE; b < total; b += TRACE_PAGE)
+          rest.push(this.api.traces(run, b, Math.min(total, b + TRACE_PAGE), executionIndex));
+        pages.push(...(await Promise.all(rest)));
+        const m = new Map<number, TraceData>();
+        for (const page of pages) for (const t of page.graph_executions) if (t.output_slot === 0 && !m.has(t.op_id)) m.set(t.op_id, t);
+        return m;
+      })();
+      p.catch(() => this.execTraces.delete(key));
+      this.execTraces.set(key, p);
+    }
+    return p;
+  }
+
+  /**
+   * The top-level call with monotonic `index` (its inputs' summaries give the health of the
+   * function's parameters), or null when it is no longer in the dump. Kept calls have
+   * consecutive indices, so its position is `index` minus the oldest kept call's index.
+   */
+  executionByIndex(index: number): Promise<ExecutionData | null> {
+    const run = this.run;
+    if (run === null) return Promise.resolve(null);
+    const key = `${run}|${index}`;
+    let p = this.executions.get(key);
+    if (!p) {
+      p = (async () => {
+        const oldest = (await this.api.executionDigests(run, 0, 1)).execution_digests[0];
+        const position = oldest ? index - oldest.index : -1;
+        if (position < 0) return null;
+        const ex = (await this.api.executionData(run, position, position + 1)).executions[0];
+        return ex && ex.index === index ? ex : null;
+      })();
+      p.catch(() => this.executions.delete(key));
+      this.executions.set(key, p);
+    }
+    return p;
+  }
+
+  /** A compiled function's whole graph, fetched once per run (graphs never change). */
+  graphInfo(graphId: number): Promise<GraphInfo> {
+    const run = this.run;
+    if (run === null) return Promise.reject(new Error("no run selected"));
+    const key = `${run}|${graphId}`;
+    let p = this.graphInfos.get(key);
+    if (!p) {
+      p = this.api.graphInfo(run, graphId);
+      p.catch(() => this.graphInfos.delete(key));
+      this.graphInfos.set(key, p);
+    }
+    return p;
+  }
+
+  setRuns(runs: RunInfo[]): void {
+    const before = this.runInfo?.num_traces;
+    this.runs = runs;
+    // A live run's latest call may have gained kernels since its traces were cached.
+    if (before !== undefined && before !== this.runInfo?.num_traces) this.execTraces.clear();
+    const previous = this.run;
+    if (this.run === null || !runs.some((r) => r.run === this.run)) this.run = runs.length ? runs[runs.length - 1].run : null;
+    this.emit("runs");
+    if (this.run !== previous) this.selectRun(this.run);
+  }
+
+  selectRun(run: string | null): void {
+    this.run = run;
+    this.seq += 1;
+    this.execTraces.clear();
+    this.graphInfos.clear();
+    this.executions.clear();
+    this.alertExecutions = new Set();
+    this.tracePosition = null;
+    this.trace = null;
+    this.op = null;
+    this.frames = [];
+    this.frame = null;
+    this.executionPosition = null;
+    this.executionIndex = null;
+    this.emit("run");
+    this.emit("trace");
+    this.emit("op");
+    this.emit("frame");
+  }
+
+  /**
+   * Selects the kernel execution at `position`, then loads its op, creation stack and source.
+   * `index` is the trace's monotonic index when known: a circular buffer shifts positions, so
+   * the answer is checked against it (and the position corrected once) rather than trusted.
+   */
+  async selectTrace(position: number, index?: number): Promise<void> {
+    const run = this.run;
+    if (run === null) return;
+    const seq = ++this.seq;
+    this.tracePosition = position;
+    this.emit("trace");
+    try {
+      let trace = await this.traceAt(run, position);
+      if (index !== undefined && trace?.index !== index && trace) {
+        const corrected = position + (index - trace.index);
+        trace = corrected >= 0 ? await this.traceAt(run, corrected) : undefined;
+        if (seq !== this.seq) return;
+        if (trace?.index !== index) throw new Error(`kernel execution #${index} is no longer in the dump (the circular buffer dropped it)`);
+        this.tracePosition = corrected;
+      }
+      if (seq !== this.seq) return;
+      if (!trace) throw new Error(`no kernel execution at position ${position}`);
+      this.trace = trace;
+      this.emit("trace");
+      await this.loadOp(seq, run, trace.op_id);
+    } catch (err) {
+      if (seq === this.seq) this.reportError(err);
+    }
+  }
+
+  private async traceAt(run: string, position: number): Promise<TraceData | undefined> {
+    return (await this.api.traces(run, position, position + 1)).graph_executions[0];
+  }
+
+  /** Selects an op without a particular execution (e.g. from the graph or profile). */
+  async selectOp(opId: number): Promise<void> {
+    const run = this.run;
+    if (run === null) return;
+    const seq = ++this.seq;
+    try {
+      await this.loadOp(seq, run, opId);
+    } catch (err) {
+      if (seq === this.seq) this.reportError(err);
+    }
+  }
+
+  private async loadOp(seq: number, run: string, opId: number): Promise<void> {
+    if (this.op?.op_id !== opId) {
+      const op = await this.api.opInfo(run, opId);
+      if (seq !== this.seq) return;
+      this.op = op;
+      const frames = op.stack_frame_ids.length ? (await this.api.stackFrames(run, op.stack_frame_ids)).stack_frames : [];
+      if (seq !== this.seq) return;
+      this.frames = frames;
+    }
+    this.emit("op");
+    const loc = this.op!.location;
+    const userFrame = loc ? (this.frames.find((f) => f.file_path === loc.file_path && f.line === loc.line) ?? null) : null;
+    this.frame = userFrame ?? (this.frames.length ? this.frames[this.frames.length - 1] : null);
+    this.emit("frame");
+  }
+
+  showFrame(frame: ShownFrame): void {
+    this.frame = frame;
+    this.emit("frame");
+  }
+
+  selectExecution(position: number, index: number): void {
+    this.executionPosition = position;
+    this.executionIndex = index;
+    this.emit("execution");
+  }
+}

@@ -1,0 +1,129 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { Api, OpInfo, TraceData } from "../src/api";
+import { Store } from "../src/store";
+
+function trace(position: number, opId: number): TraceData {
+  return {
+    position,
+    index: position,
+    op_id: opId,
+    op_name: `lv${opId}`,
+    kernel: "k",
+    graph_id: 0,
+    output_slot: 0,
+    execution_index: 0,
+  } as TraceData;
+}
+
+function op(opId: number, frameIds: number[]): OpInfo {
+  return {
+    op_id: opId,
+    op_name: `lv${opId}`,
+    stack_frame_ids: frameIds,
+    location: { file_path: "/u/model.py", line: 12, function: "forward" },
+  } as unknown as OpInfo;
+}
+
+/** An Api double whose answers the test releases in any order. */
+function controllable() {
+  const pending: { route: string; args: unknown[]; resolve: (v: unknown) => void }[] = [];
+  const call =
+    (route: string) =>
+    (...args: unknown[]) =>
+      new Promise((resolve) => pending.push({ route, args, resolve }));
+  const api = { traces: call("traces"), opInfo: call("opInfo"), stackFrames: call("stackFrames") } as unknown as Api;
+  return { api, pending };
+}
+
+describe("Store", () => {
+  it("selects a trace, then its op, its stack and the user's frame", async () => {
+    const { api, pending } = controllable();
+    const s = new Store(api);
+    s.run = "r";
+    const done = s.selectTrace(7);
+    assert.equal(s.tracePosition, 7);
+    pending.shift()!.resolve({ graph_executions: [trace(7, 3)] });
+    await Promise.resolve();
+    await Promise.resolve();
+    pending.shift()!.resolve(op(3, [10, 11]));
+    await new Promise((r) => setTimeout(r, 0));
+    const frames = [
+      { id: 10, file_path: "/u/train.py", file_index: 0, line: 80, function: "<module>" },
+      { id: 11, file_path: "/u/model.py", file_index: 1, line: 12, function: "forward" },
+    ];
+    pending.shift()!.resolve({ stack_frames: frames });
+    await done;
+    assert.equal(s.trace?.position, 7);
+    assert.equal(s.op?.op_id, 3);
+    assert.deepEqual(s.frame, frames[1]);
+  });
+
+  it("ignores a slow answer for an older selection", async () => {
+    const { api, pending } = controllable();
+    const s = new Store(api);
+    s.run = "r";
+    const first = s.selectTrace(1);
+    const second = s.selectTrace(2);
+    const [a, b] = pending.splice(0, 2);
+    b.resolve({ graph_executions: [trace(2, 5)] });
+    await new Promise((r) => setTimeout(r, 0));
+    a.resolve({ graph_executions: [trace(1, 4)] }); // arrives late
+    await new Promise((r) => setTimeout(r, 0));
+    pending.find((p) => p.route === "opInfo")!.resolve(op(5, []));
+    await Promise.all([first, second]);
+    assert.equal(s.tracePosition, 2);
+    assert.equal(s.trace?.op_id, 5);
+    assert.equal(s.op?.op_id, 5);
+    assert.equal(pending.filter((p) => p.route === "opInfo").length, 1);
+  });
+
+  it("shows errors instead of swallowing them", async () => {
+    const api = {
+      traces: async () => Promise.reject(new Error("graph_execution/data: HTTP 404: no trace at position 99")),
+    } as unknown as Api;
+    const s = new Store(api);
+    s.run = "r";
+    let seen = 0;
+    s.on("error", () => seen++);
+    await s.selectTrace(99);
+    assert.equal(seen, 1);
+    assert.ok(s.errors[0].message.includes("no trace at position 99"));
+  });
+
+  it("keeps the selected run while runs refresh, and falls back when it disappears", () => {
+    const s = new Store({} as Api);
+    const run = (name: string) => ({ run: name }) as never;
+    s.setRuns([run("a"), run("b")]);
+    assert.equal(s.run, "b");
+    s.selectRun("a");
+    s.setRuns([run("a"), run("b"), run("c")]);
+    assert.equal(s.run, "a");
+    s.setRuns([run("c")]);
+    assert.equal(s.run, "c");
+  });
+});
+
+describe("Store with a circular buffer", () => {
+  const rows = (start: number) => ({
+    traces: async (_run: string, begin: number) => ({ graph_executions: [{ ...trace(begin, 1), index: start + begin }] }),
+    opInfo: async () => op(1, []),
+  });
+
+  it("corrects a position that shifted since the list was read, by the trace's index", async () => {
+    const s = new Store(rows(10) as unknown as Api); // position p now holds trace #10+p
+    s.run = "r";
+    await s.selectTrace(5, 12); // the list said #12 was at 5; it is now at 2
+    assert.equal(s.trace?.index, 12);
+    assert.equal(s.tracePosition, 2);
+    assert.deepEqual(s.errors, []);
+  });
+
+  it("says so when the trace was dropped instead of showing another one", async () => {
+    const s = new Store(rows(100) as unknown as Api); // #12 is long gone
+    s.run = "r";
+    await s.selectTrace(5, 12);
+    assert.equal(s.trace, null);
+    assert.ok(s.errors[0].message.includes("no longer in the dump"));
+  });
+});
