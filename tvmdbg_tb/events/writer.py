@@ -241,6 +241,14 @@ class DebugEventsWriter:
         """Queues a batch of traces (their `index` is assigned here)."""
         self.write_graph_execution_trace_payloads([t.SerializeToString() for t in traces], wall_time, step)
 
+    def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
+        """Queues an Execution given serialized (the instrumentation's fast path)."""
+        head = b"\x09" + _F64.pack(wall_time or time.time()) + (b"\x10" + _varint(step) if step else b"")
+        try:
+            self._queue(layout.EXECUTION, [records.encode(head + b"\x42" + _varint(len(payload)) + payload)])
+        except Exception as error:
+            self._fail(f"could not encode an execution: {error!r}")
+
     def write_graph_execution_trace_payloads(
         self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
     ) -> None:

@@ -16,8 +16,19 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 MAX_TENSOR_BYTES = 64 << 20
 
 
+_TENSOR_TYPES: tuple[type, ...] = ()
+try:
+    import tvm
+
+    _TENSOR_TYPES = (tvm.runtime.Tensor,)
+except (ImportError, AttributeError):  # pragma: no cover - the instrumentation needs TVM anyway
+    pass
+
+
 def is_tensor(value: Any) -> bool:
-    """True for a TVM runtime tensor (duck-typed: dtype, shape and dlpack)."""
+    """True for a TVM runtime tensor (or anything with dtype, shape and dlpack)."""
+    if isinstance(value, _TENSOR_TYPES):
+        return True
     return hasattr(value, "__dlpack__") and hasattr(value, "dtype") and hasattr(value, "shape")
 
 
@@ -105,32 +116,14 @@ def tensor_value(value: Any, dtype: str, shape: tuple[int, ...]) -> pb.TensorVal
     return pb.TensorValue(dtype=dtype, shape=shape, content=data.tobytes(), truncated=truncated)
 
 
-_STATIC_SUMMARIES: dict[tuple[int, int], tuple[Any, pb.TensorSummary]] = {}
-
-
 def tensor_summary(mode: int, value: Any) -> pb.TensorSummary:
-    """A TensorSummary of one runtime value (opaque values get an empty summary).
-
-    In modes that depend only on dtype and shape, the summary of a tensor object is cached
-    (weights are passed again on every call)."""
-    if mode in (pb.NO_TENSOR, pb.SHAPE):
-        key = (id(value), mode)
-        cached = _STATIC_SUMMARIES.get(key)
-        if cached is not None and cached[0] is value:
-            return cached[1]
-        summary = _tensor_summary(mode, value)
-        if len(_STATIC_SUMMARIES) > 4096:
-            _STATIC_SUMMARIES.clear()
-        _STATIC_SUMMARIES[key] = (value, summary)
-        return summary
-    return _tensor_summary(mode, value)
-
-
-def _tensor_summary(mode: int, value: Any) -> pb.TensorSummary:
+    """A TensorSummary of one runtime value (opaque values get an empty summary)."""
     if not (is_tensor(value) or isinstance(value, np.ndarray)):
         return pb.TensorSummary(dtype=type(value).__name__)
     dtype = str(value.dtype)
-    shape = tuple(int(d) for d in value.shape)
+    shape = tuple(value.shape)
+    if mode == pb.NO_TENSOR:
+        return pb.TensorSummary(dtype=dtype, shape=shape)
     summary = pb.TensorSummary(dtype=dtype, shape=shape, debug_values=debug_values(mode, value, dtype, shape))
     if mode == pb.FULL_TENSOR:
         summary.tensor_value.CopyFrom(tensor_value(value, dtype, shape))
