@@ -387,6 +387,9 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             if isinstance(base, relax.Var) and hash(base) in produced:
                 position, _ = produced[hash(base)]
                 return InputInfo(1, f"{base.name}[{slot_of}]", _spec(expr), position, slot_of)
+            if isinstance(base, relax.Var) and hash(base) in param_index:
+                # An item of a tuple parameter: its health is that of the parameter's tuple.
+                return InputInfo(2, f"{base.name}[{slot_of}]", _spec(expr), param_index=param_index[hash(base)])
         if isinstance(expr, relax.Var):
             if hash(expr) in produced:
                 position, slot = produced[hash(expr)]
