@@ -41,6 +41,7 @@ _MAX_SOURCE_BYTES = 8 << 20
 # Raw protobuf pieces of the trace fast path (see write_graph_execution_trace_payloads).
 _WALL_TIME = struct.Struct("<Bd")  # DebugEvent.wall_time: field 1, fixed64
 _TRACE_TAG = bytes([9 << 3 | 2])  # DebugEvent.graph_execution_trace: field 9, length-delimited
+_EXECUTION_TAG = bytes([8 << 3 | 2])  # DebugEvent.execution: field 8, length-delimited
 _INDEX_FIELD = struct.Struct("<Bq")  # GraphExecutionTrace.index: field 13, sfixed64
 _INDEX_TAG = 13 << 3 | 1
 _varint = varint  # the instrumentation's fast tracer imports it from here
@@ -243,9 +244,11 @@ class DebugEventsWriter:
 
     def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
         """Queues an Execution given serialized (the instrumentation's fast path)."""
-        head = b"\x09" + _F64.pack(wall_time or time.time()) + (b"\x10" + _varint(step) if step else b"")
+        if self._failed or self._closed:
+            return
         try:
-            self._queue(layout.EXECUTION, [records.encode(head + b"\x42" + _varint(len(payload)) + payload)])
+            prefix = _envelope_prefix(wall_time or time.time(), step) + _EXECUTION_TAG
+            self._queue(layout.EXECUTION, [records.encode(prefix + varint(len(payload)) + payload)])
         except Exception as error:
             self._fail(f"could not encode an execution: {error!r}")
 
