@@ -322,9 +322,11 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     new_func = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs, func.span)
     compiled = CompiledFunction(fid, executable_id, function_info.name, rows, health, nrows)
     compiled.param_rows = [output_rows.get(hash(p)) for p in func.params]
-    compiled.output_rows = [output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in _leaves(body.body)]
+    values = {hash(b.var): b.value for blk in body.blocks for b in blk.bindings}
+    leaves = _leaves(body.body, values)
+    compiled.output_rows = [output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in leaves]
     compiled.param_specs = [_static_spec(p) for p in func.params]
-    compiled.output_specs = [_static_spec(v) for v in _leaves(body.body)]
+    compiled.output_specs = [_static_spec(v) for v in leaves]
     return new_func, compiled
 
 
@@ -345,11 +347,17 @@ def _summarisable(value) -> bool:
     )
 
 
-def _leaves(expr) -> list:
+def _leaves(expr, values: dict) -> list:
+    """The returned values, flattened like the runtime tuple (lowered tuples are built by
+    vm.builtin.make_tuple)."""
+    if isinstance(expr, relax.Var) and hash(expr) in values:
+        value = values[hash(expr)]
+        if _callee_name(value) == "vm.builtin.make_tuple":
+            expr = relax.Tuple(list(value.args))
     if isinstance(expr, relax.Tuple):
         out = []
         for item in expr.fields:
-            out.extend(_leaves(item))
+            out.extend(_leaves(item, values))
         return out
     return [expr]
 

@@ -282,8 +282,9 @@ class CompiledTracer(Tracer):
         finally:
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
+        leaves = flatten(outputs) if outputs is not None else None
         if error is None and not call.implicit:
-            static = self._static_execution(call, len(inputs), outputs)
+            static = self._static_execution(call, len(inputs), leaves)
             if static is not None:  # the common case in NO_TENSOR and SHAPE: no message built
                 location = self._location_bytes(frames, user_index)
                 payload = b"".join(
@@ -302,10 +303,10 @@ class CompiledTracer(Tracer):
                 )
                 self.session.execution_done(ExecutionPayload(payload), TraceBatch(payloads=payloads))
                 return
-        summaries = self._row_summaries(call, inputs, outputs)
-        self._emit(call, TraceBatch(payloads=payloads), inputs, outputs, error, frames, user_index, summaries)
+        summaries = self._row_summaries(call, inputs, leaves)
+        self._emit(call, TraceBatch(payloads=payloads), inputs, leaves, error, frames, user_index, summaries)
 
-    def _static_execution(self, call: _FastCall, num_inputs: int, outputs) -> bytes | None:
+    def _static_execution(self, call: _FastCall, num_inputs: int, leaves) -> bytes | None:
         """The serialized constant part of this function's Execution, when inputs and outputs
         are fully static and the mode needs no more than their dtype and shape."""
         if self.mode not in (pb.NO_TENSOR, pb.SHAPE):
@@ -317,7 +318,7 @@ class CompiledTracer(Tracer):
         static = None
         fid = self._fids.get(name)
         function = compiled.FUNCTIONS.get(fid) if fid is not None else None
-        leaves = flatten(outputs) if outputs is not None else []
+        leaves = leaves or []
         if (
             function is not None
             and len(function.param_specs) == num_inputs
@@ -350,7 +351,7 @@ class CompiledTracer(Tracer):
                 self._locations[key] = found
         return found
 
-    def _row_summaries(self, call: _FastCall, inputs, outputs):
+    def _row_summaries(self, call: _FastCall, inputs, leaves):
         """Execution input/output summaries read from the buffer's parameter and kernel rows
         (health modes), instead of numpy passes over the tensors."""
         if self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH) or not call.buffers:
@@ -378,8 +379,7 @@ class CompiledTracer(Tracer):
                 )
             return out
 
-        leaves = flatten(outputs) if outputs is not None else []
-        return from_rows(inputs, function.param_rows), from_rows(leaves, function.output_rows)
+        return from_rows(inputs, function.param_rows), from_rows(leaves or [], function.output_rows)
 
     def _failure(self, call: _FastCall, error: BaseException) -> bytes:
         """The first row not written in the innermost buffer: the kernel that did not finish
