@@ -436,20 +436,14 @@ class Analyzer(cmd.Cmd):
         if args.sort_by == "duration":
             positions = positions[np.argsort(-np.nan_to_num(digests["duration_us"][positions], nan=-1), kind="stable")]
         elif args.sort_by == "name":
-            names = [self.names.name(int(i)) for i in digests["op_id"][positions]]
-            positions = positions[sorted(range(len(positions)), key=lambda k: names[k])]
+            # Rank the few distinct ops by name, then sort the rows by rank (stable: by time within).
+            op_ids, inverse = np.unique(digests["op_id"][positions], return_inverse=True)
+            names = [self.names.name(int(i)) for i in op_ids.tolist()]
+            rank = np.empty(len(names), dtype=np.int64)
+            rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+            positions = positions[np.argsort(rank[inverse], kind="stable")]
         elif args.sort_by == "size":
-            sizes = []
-            static = self._static_sizes()
-            for p, op_id, slot in zip(
-                positions.tolist(), digests["op_id"][positions].tolist(), digests["output_slot"][positions].tolist()
-            ):
-                size = static.get((op_id, slot))
-                if size is None:  # a symbolic shape: the trace knows the concrete one
-                    trace = cache[p] = cache.get(p) or run.trace(p)
-                    size = math.prod(trace.shape) if trace.dtype else 0
-                sizes.append(size)
-            positions = positions[np.argsort(-np.array(sizes, dtype=np.int64), kind="stable")]
+            positions = positions[np.argsort(-self._sizes(positions, cache), kind="stable")]
         if args.reverse:
             positions = positions[::-1]
         shown = positions if args.limit <= 0 else positions[: args.limit]
@@ -489,13 +483,23 @@ class Analyzer(cmd.Cmd):
             lines.append(f"... {len(positions) - len(shown)} more (use -l 0 to list all)")
         return lines
 
-    def _static_sizes(self) -> dict[tuple[int, int], int]:
-        """Element counts of op outputs whose compiled shape is concrete."""
-        sizes = {}
+    def _sizes(self, positions: np.ndarray, cache: dict) -> np.ndarray:
+        """Element counts of the traces at positions: from the op's compiled shape when it is
+        concrete, else from the trace itself (symbolic shapes)."""
+        digests = self.run.trace_digests()
+        op_ids, slots = digests["op_id"][positions], digests["output_slot"][positions]
+        static = {}
         for op in self.run.ops():
             for slot, spec in enumerate(op.outputs):
                 if spec.dtype and all(d >= 0 for d in spec.shape):
-                    sizes[(op.op_id, slot)] = math.prod(spec.shape)
+                    static[(op.op_id, slot)] = math.prod(spec.shape)
+        keys, inverse = np.unique(op_ids * (1 << 20) + slots, return_inverse=True)  # slots are small
+        per_key = np.array([static.get((k >> 20, k & 0xFFFFF), -1) for k in keys.tolist()], dtype=np.int64)
+        sizes = per_key[inverse]
+        for i in np.flatnonzero(sizes < 0).tolist():
+            p = int(positions[i])
+            trace = cache[p] = cache.get(p) or self.run.trace(p)
+            sizes[i] = math.prod(trace.shape) if trace.dtype else 0
         return sizes
 
     @staticmethod
