@@ -240,6 +240,8 @@ def session(dumps):
         "pt nosuch",
         "ni logadd",
         "ni -t logadd",
+        "ni logadd -e 1",
+        "ni logadd -e 9",
         "li -r relu_out",
         "lo mm_out",
         "lo -r mm_out",
@@ -254,6 +256,13 @@ def session(dumps):
     result = tvmdbg("analyze", dumps["nan"], stdin="\n".join(commands) + "\n")
     assert result.returncode == 0, result.stderr
     return transcript(result.stdout)
+
+
+def test_intro_points_at_the_first_origin(dumps):
+    out = tvmdbg("analyze", dumps["nan"], stdin="").stdout
+    assert out.startswith(
+        "tvmdbg analyzer: run run, 4 executions, 12 kernel outputs, 4 NaN/Inf alerts; the first origin is logadd"
+    )
 
 
 def test_ri_describes_the_run(session):
@@ -317,10 +326,13 @@ def test_ni_shows_kernel_fused_ops_inputs_and_stack(session, dumps):
     assert f"created at    {model}:6 (forward)" in out
     assert re.search(rf"y\s+relax.log\s+{re.escape(model)}:6 \(forward\)", out)
     assert re.search(rf"z\s+relax.add\s+{re.escape(model)}:7 \(forward\)", out)
-    assert re.search(r"0\s+x\s+mm_out:0\s+float32 \(2, 4\)", out)
-    assert re.search(r"1\s+b\s+parameter 2", out)
+    assert "Inputs (2), health in execution 3:" in out
+    assert cells(out.split("Inputs (2)")[1].splitlines()[2]) == ["0", "x", "mm_out:0", "float32 (2, 4)", "finite"]
+    assert cells(out.split("Inputs (2)")[1].splitlines()[3]) == ["1", "b", "parameter 2", "-", "finite"]
     assert "Consumers: relu_out (input 0)" in out
     assert re.search(r"0\s+logadd\s+float32 \(2, 4\)\s+4\s+nan:6 -inf:2", out)
+    assert re.search(r"0\s+logadd\s+float32 \(2, 4\)\s+4\s+finite", session["ni logadd -e 1"])
+    assert session["ni logadd -e 9"].strip() == "error: op logadd has no trace in execution 9"
     stack = session["ni -t logadd"]
     assert f"  > {model}:6 in forward\n      y = np.log(x)" in stack
     assert f"    {model}:12 in <module>\n      forward(1, 2, 3)" in stack

@@ -99,6 +99,7 @@ def test_analyzer_on_a_real_dump(dumps):
         "le",
         "alerts",
         "ni -t lv",
+        "ni lv -e 2",
         "li lv",
         "lo -r lv",
         "pt lv -e 2",
@@ -125,7 +126,12 @@ def test_analyzer_on_a_real_dump(dumps):
     info = out["ni -t lv"]
     assert "kernel        fused_subtract_tir_log_multiply" in info
     assert re.search(rf"relax.log\s+{re.escape(models.__file__)}:{FAULT_LINE} \(blockbuilder_planted\)", info)
-    assert re.search(r"0\s+x\s+parameter 0\s+float32 \(1, 8\)", info)
+    assert re.search(r"0\s+x\s+parameter 0\s+float32 \(1, 8\)\s+finite", info)
+    # At the NaN call: finite inputs, a non-finite output: this kernel made the bad value.
+    at_nan = out["ni lv -e 2"]
+    assert re.search(r"0\s+x\s+parameter 0\s+float32 \(1, 8\)\s+finite", at_nan)
+    assert re.search(r"1\s+y\s+parameter 1\s+float32 \(1, 8\)\s+finite", at_nan)
+    assert re.search(r"0\s+lv\s+float32 \(1, 8\)\s+5\s+nan:2 -inf:1", at_nan)
     assert "bad, line = bb.emit(_fault_expr(fault, h, x)), _line()" in info  # the creation stack shows the line
     assert "Consumers: gv (input 0)" in info
     assert re.search(r"\(input 1\) y: parameter 1", out["li lv"])

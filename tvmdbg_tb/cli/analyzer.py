@@ -317,6 +317,9 @@ class Analyzer(cmd.Cmd):
         )
         p.add_argument("op", metavar="OP")
         p.add_argument("-t", "--traceback", action="store_true", help="print the whole creation stack")
+        p.add_argument(
+            "-e", "--execution", type=int, metavar="INDEX", help="show health in this execution (default: the latest)"
+        )
 
         for name, what in (("li", "inputs"), ("lo", "consumers")):
             p = self._add(
@@ -651,26 +654,40 @@ class Analyzer(cmd.Cmd):
                 for o in op.original_ops
             ]
             lines += ["  " + r for r in render.table(["var", "op", "created at"], rows, style=style)]
-        lines.append(f"Inputs ({len(op.inputs)}):")
-        if op.inputs:
-            rows = [[i, *self._input_source(inp), render.spec_text(inp.spec)] for i, inp in enumerate(op.inputs)]
-            lines += ["  " + r for r in render.table(["slot", "name", "from", "spec"], rows, style=style)]
-        lines.append(f"Outputs ({len(op.outputs)}):")
+        from tvmdbg_tb.cli import reports
+
         digests = run.trace_digests()
+        traced = run.op_trace_indices(op.op_id)
+        execution = args.execution
+        if execution is None and len(traced):
+            execution = int(digests["execution_index"][traced[-1]])
+        elif execution is not None and not np.any(digests["execution_index"][traced] == execution):
+            raise CliError(f"op {self.names.name(op.op_id)} has no trace in execution {execution}")
+        when = f"in execution {execution}" if execution is not None else "(never traced)"
+        lines.append(f"Inputs ({len(op.inputs)}), health {when}:")
+        if op.inputs:
+            healths = (
+                reports.input_health(run, op, execution, style) if execution is not None else ["-"] * len(op.inputs)
+            )
+            rows = [
+                [i, *self._input_source(inp), render.spec_text(inp.spec), health]
+                for i, (inp, health) in enumerate(zip(op.inputs, healths))
+            ]
+            lines += ["  " + r for r in render.table(["slot", "name", "from", "spec", "health"], rows, style=style)]
+        lines.append(f"Outputs ({len(op.outputs)}), health {when}:")
         rows = []
         for slot, spec in enumerate(op.outputs):
             positions = run.op_trace_indices(op.op_id, slot)
-            latest = "-"
-            if len(positions):
-                latest = self._trace_health(digests[positions[-1]], style)
+            health = "-"
+            here = positions[digests["execution_index"][positions] == execution] if execution is not None else []
+            if len(here):
+                health = self._trace_health(digests[here[-1]], style)
             name = op.output_names[slot] if slot < len(op.output_names) else ""
-            rows.append([slot, name or "-", render.spec_text(spec), len(positions), latest])
+            rows.append([slot, name or "-", render.spec_text(spec), len(positions), health])
         if rows:
             lines += [
                 "  " + r
-                for r in render.table(
-                    ["slot", "name", "spec", "traces", "latest health"], rows, right=(0, 3), style=style
-                )
+                for r in render.table(["slot", "name", "spec", "traces", "health"], rows, right=(0, 3), style=style)
             ]
         consumers = run.consumers(op.op_id)
         if consumers:

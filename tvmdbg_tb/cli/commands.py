@@ -17,10 +17,12 @@ def analyze(args) -> int:
     if args.execute:
         run_commands(analyzer, args.execute)
         return 0
-    intro = (
-        f"tvmdbg analyzer: run {run.name}, {run.num_executions()} executions, {run.num_traces()} kernel outputs. "
-        "Type help for commands, quit to leave."
-    )
+    intro = f"tvmdbg analyzer: run {run.name}, {run.num_executions()} executions, {run.num_traces()} kernel outputs"
+    alerts, first, total = reports.ordered_alerts(run, limit=1)
+    if total:
+        where = f"; the first origin is {analyzer.names.name(alerts[0]['op_id'])}" if first is not None else ""
+        intro += f", {total} NaN/Inf alerts{where} (type alerts)"
+    intro += ". Type help for commands, quit to leave."
     analyzer.cmdloop(intro)
     return 0
 

@@ -11,7 +11,7 @@ from tvmdbg_tb.cli import render
 from tvmdbg_tb.cli.filters import HEALTH_MODES
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import OpNames
-from tvmdbg_tb.events.reader import NONFINITE, RunReader
+from tvmdbg_tb.events.reader import HEALTH_KNOWN, NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -206,37 +206,54 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
     return False, text
 
 
+def input_health(run: RunReader, op: pb.GraphOpCreation, execution_index: int, style: Style | None = None) -> list[str]:
+    """The health of each input of op in one execution: "finite", "nan:3", "not recorded"
+    (a producer's output was not traced), "-" (unknown: a constant or a builtin's result)."""
+    style = style or Style()
+    digests = run.trace_digests()
+    same = run.execution_trace_indices(execution_index)
+    execution = None
+    out = []
+    for inp in op.inputs:
+        if inp.kind == pb.OpInput.OP_OUTPUT:
+            hits = same[
+                (digests["op_id"][same] == inp.producer_op_id)
+                & (digests["output_slot"][same] == inp.producer_output_slot)
+            ]
+            if not len(hits):
+                out.append("not recorded")
+                continue
+            row = digests[int(hits[-1])]
+            if not row["flags"] & HEALTH_KNOWN:
+                out.append("-")
+            else:
+                out.append(render.counts_text((int(row["nan"]), int(row["neg_inf"]), int(row["pos_inf"])), style))
+        elif inp.kind == pb.OpInput.PARAM:
+            if execution is None:
+                hits = np.flatnonzero(run.execution_digests()["index"] == execution_index)
+                execution = run.execution(int(hits[-1])) if len(hits) else pb.Execution()
+            health = "-"
+            if inp.param_index < len(execution.inputs):
+                summary = execution.inputs[inp.param_index]
+                health = render.health_text(execution.tensor_debug_mode, summary.debug_values, style)
+            out.append(health)
+        else:
+            out.append("-")
+    return out
+
+
 def _input_health(run: RunReader, names: OpNames, alert: dict) -> str:
     """The health of each input of the alert's op in the same execution, as one phrase."""
     try:
         op = run.op(alert["op_id"])
     except KeyError:
         return ""
-    digests = run.trace_digests()
-    same = run.execution_trace_indices(alert["execution_index"])
     parts = []
-    for inp in op.inputs:
-        label = inp.name or "?"
+    for inp, health in zip(op.inputs, input_health(run, op, alert["execution_index"])):
         if inp.kind == pb.OpInput.OP_OUTPUT:
-            hits = same[
-                (digests["op_id"][same] == inp.producer_op_id)
-                & (digests["output_slot"][same] == inp.producer_output_slot)
-            ]
-            label = f"{names.name(inp.producer_op_id)}:{inp.producer_output_slot}"
-            if len(hits):
-                trace = run.trace(int(hits[-1]))
-                parts.append(f"{label} {render.health_text(trace.tensor_debug_mode, trace.debug_values)}")
-            else:
-                parts.append(f"{label} (not recorded)")
+            parts.append(f"{names.name(inp.producer_op_id)}:{inp.producer_output_slot} {health}")
         elif inp.kind == pb.OpInput.PARAM:
-            health = "-"
-            hits = np.flatnonzero(run.execution_digests()["index"] == alert["execution_index"])
-            if len(hits):
-                execution = run.execution(int(hits[-1]))
-                if inp.param_index < len(execution.inputs):
-                    summary = execution.inputs[inp.param_index]
-                    health = render.health_text(execution.tensor_debug_mode, summary.debug_values)
-            parts.append(f"{label} (parameter {inp.param_index}) {health}")
+            parts.append(f"{inp.name or '?'} (parameter {inp.param_index}) {health}")
         elif inp.kind == pb.OpInput.CONSTANT:
-            parts.append(f"{label} (constant)")
+            parts.append(f"{inp.name or '?'} (constant)")
     return ", ".join(parts)
