@@ -131,6 +131,9 @@ class Analyzer(cmd.Cmd):
                 import readline
             except ImportError:
                 return
+            self._old_completer = readline.get_completer()
+            readline.set_completer(self.complete)
+            readline.parse_and_bind(f"{self.completekey}: complete")
             readline.set_completer_delims(" \t\n")
             path = _history_path()
             if path:
@@ -146,19 +149,38 @@ class Analyzer(cmd.Cmd):
             try:
                 import readline
 
+                readline.set_completer(self._old_completer)
                 if path:
                     readline.write_history_file(path)
             except (ImportError, OSError):
                 pass
 
     def cmdloop(self, intro: str | None = None) -> None:
-        while True:
+        """cmd's loop, where Ctrl-C abandons the line being typed instead of the session."""
+        self.preloop()
+        try:
+            if intro:
+                self.stdout.write(intro + "\n")
+            stop = False
+            while not stop:
+                try:
+                    line = self._read_line()
+                    stop = self.onecmd(self.precmd(line))
+                except KeyboardInterrupt:
+                    self.stdout.write("^C (type quit to leave)\n")
+        finally:
+            self.postloop()
+
+    def _read_line(self) -> str:
+        if self.use_rawinput:
             try:
-                super().cmdloop(intro)
-                return
-            except KeyboardInterrupt:
-                self.stdout.write("^C (type quit to leave)\n")
-                intro = ""
+                return input(self.prompt)
+            except EOFError:
+                return "EOF"
+        self.stdout.write(self.prompt)
+        self.stdout.flush()
+        line = self.stdin.readline()
+        return line.rstrip("\r\n") if line else "EOF"
 
     def precmd(self, line: str) -> str:
         if self.echo and line and line != "EOF":
