@@ -170,7 +170,20 @@ def test_check_alerts_profile_on_real_dumps(dumps):
 def test_run_stops_at_the_call_that_goes_nan(script, tmp_path):
     dump = tmp_path / "dump"
     result = cli(
-        "run", "-f", "has_inf_or_nan", "--dump_dir", dump, "-x", "le", "-x", "run -f has_inf_or_nan", script, "-", 2
+        "run",
+        "-f",
+        "has_inf_or_nan",
+        "--dump_dir",
+        dump,
+        "-x",
+        "le",
+        "-x",
+        "ni -t lv",
+        "-x",
+        "run -f has_inf_or_nan",
+        script,
+        "-",
+        2,
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -187,6 +200,10 @@ def test_run_stops_at_the_call_that_goes_nan(script, tmp_path):
     live = transcript(out)["le"].strip().splitlines()
     assert live[0] == "3 of 3 executions (top-level VM calls):"
     assert live[-1].split()[:5] == ["2", live[-1].split()[1], "main", "2", "1"]
+    # The creation stack starts at the script: the frames of `tvmdbg run` launching it are hidden.
+    stack = transcript(out)["ni -t lv"]
+    assert "frames of the tvmdbg launcher hidden)" in stack and "runpy" not in stack
+    assert re.search(r"train.py:\d+ in <module>\n +planted = models.blockbuilder_planted", stack)
     assert "the script's enable_dump_debug_info call uses the dump tvmdbg run started" in result.stderr
     assert "finished after 5 VM calls (1 stops)" in result.stderr
     # The dump holds the whole run, readable afterwards.

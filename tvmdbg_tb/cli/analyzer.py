@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import cmd
+import json
 import math
 import os
 import re
@@ -734,7 +735,19 @@ class Analyzer(cmd.Cmd):
     def _stack_lines(self, location: pb.CodeLocation) -> list[str]:
         lines = []
         ids = list(location.stack_frame_ids)
+        # The frames of `tvmdbg run` starting the script (up to runpy) are not the user's story.
+        frames = [self._frame_or_none(i) for i in ids]
+        runner = next((i for i, f in enumerate(frames) if f is not None and f.file_path.endswith(_RUNNER_FILE)), None)
+        launcher = 0
+        if runner is not None:
+            launcher = runner + 1
+            while launcher < len(frames) and _is_launcher(frames[launcher]):
+                launcher += 1
+        if launcher:
+            lines.append(f"    ({launcher} frames of the tvmdbg launcher hidden)")
         for i, frame_id in enumerate(ids):
+            if i < launcher:
+                continue
             try:
                 frame = self.run.stack_frame(frame_id)
             except KeyError:
@@ -746,6 +759,12 @@ class Analyzer(cmd.Cmd):
             if text is not None:
                 lines.append(f"      {text.strip()}")
         return lines
+
+    def _frame_or_none(self, frame_id: int) -> pb.StackFrame | None:
+        try:
+            return self.run.stack_frame(frame_id)
+        except KeyError:
+            return None
 
     def _source_line(self, frame: pb.StackFrame) -> str | None:
         if frame.file_index < 0:
@@ -996,7 +1015,7 @@ class Analyzer(cmd.Cmd):
             mapped = "source-mapped" if g.source_mapped else "no source map"
             loc = render.location_text(run.user_frame(g.code_location))
             lines.append(
-                f"    #{g.graph_id} {g.name}: {n} kernel calls, {g.instrumentation or '-'}, {mapped}, {g.target or '-'}; compiled at {loc}"
+                f"    #{g.graph_id} {g.name}: {n} kernel calls, {g.instrumentation or '-'}, {mapped}, {_target_text(g.target)}; compiled at {loc}"
             )
         lines.append(f"  source files   {len(run.source_files())}")
         if run.corruptions:
@@ -1056,6 +1075,27 @@ def _apply(fn: filters.TensorFilter, trace: pb.GraphExecutionTrace) -> bool:
         return filters.passes(fn, trace)
     except Exception as error:  # a user's filter must not end the session
         raise CliError(f"tensor filter raised {error!r} on trace {trace.index}") from None
+
+
+# Where `tvmdbg run` calls the script (the path's tail, so dumps from other installs match too).
+_RUNNER_FILE = os.path.join("tvmdbg_tb", "cli", "runner.py")
+
+
+def _is_launcher(frame: pb.StackFrame | None) -> bool:
+    """A frame between `tvmdbg run` and the script: runpy's."""
+    return frame is not None and (frame.file_path.startswith("<frozen runpy") or frame.file_path.endswith("runpy.py"))
+
+
+def _target_text(target: str) -> str:
+    """A compile target for reading: TVM's JSON form shortened to kind and triple."""
+    if not target.startswith("{"):
+        return target or "-"
+    try:
+        fields = json.loads(target)
+    except ValueError:
+        return target
+    extra = fields.get("mtriple") or fields.get("arch") or ""
+    return f"{fields.get('kind', '?')}" + (f" ({extra})" if extra else "")
 
 
 def _isatty(stream) -> bool:
