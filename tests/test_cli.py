@@ -20,7 +20,9 @@ import pytest
 
 from tvmdbg_tb import analysis
 from tvmdbg_tb.cli import filters
+from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.runner import BreakController
+from tvmdbg_tb.cli.shell import run_commands
 from tvmdbg_tb.events.reader import DebugDataReader
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -437,7 +439,6 @@ def test_pt_values_slicing_ranges_and_save(dumps, tmp_path):
 
 
 def test_user_tensor_filter_in_lt(dumps, capsys):
-    from tvmdbg_tb.cli.analyzer import Analyzer, run_commands
 
     filters.register_tensor_filter("test_wide", lambda trace, value: trace.duration_us >= 20)
     reader = DebugDataReader(dumps["nan"])
@@ -669,8 +670,6 @@ def test_break_controller_stops_at_the_first_nan_call_and_resumes(dumps, tmp_pat
 
 def test_analyzer_reads_new_records_before_each_command(tmp_path):
     import io
-
-    from tvmdbg_tb.cli.analyzer import Analyzer, run_commands
 
     w = DebugEventsWriter(tmp_path, run_name="live", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main"))

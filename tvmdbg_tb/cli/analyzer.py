@@ -1,21 +1,18 @@
 """The interactive analyzer: tfdbg's CLI commands over one run of a tvmdbg dump.
 
 Each command parses its arguments with argparse (so `help CMD` and errors read like the
-one-shot subcommands) and returns its output as lines; the shell around it adds readline
-history and completion, `> file` redirection, and re-reads the dump before every command so a
-live program's new records show up.
+one-shot subcommands) and returns its output as lines; the Shell around it (shell.py) adds
+history, completion and `> file`. The dump is re-read before every command, so a live
+program's new records show up.
 """
 
 from __future__ import annotations
 
-import argparse
-import cmd
 import json
 import math
 import os
 import re
 import time
-from collections.abc import Callable
 
 import numpy as np
 
@@ -23,274 +20,47 @@ from tvmdbg_tb.analysis.tensor_value import SliceError, parse_slice
 from tvmdbg_tb.cli import filters, render
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import CliError, OpNames
+from tvmdbg_tb.cli.shell import Shell, Stop
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader, StaleRecordError
 from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
-PROMPT = "tvmdbg> "
 _KINDS = {v: k.lower().replace("_", " ") for k, v in pb.OpInput.Kind.items()}
 
 
-class CommandParser(argparse.ArgumentParser):
-    """argparse for one analyzer command: errors become CliError instead of exiting."""
+class Analyzer(Shell):
+    """`tvmdbg analyze`: tfdbg's commands over one run."""
 
-    def __init__(self, prog: str, description: str, epilog: str | None = None):
-        super().__init__(
-            prog=prog,
-            description=description,
-            epilog=epilog,
-            add_help=False,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-
-    def error(self, message: str):
-        raise CliError(f"{self.prog}: {message}\nusage: {self.format_usage().split(':', 1)[1].strip()}")
-
-    def exit(self, status=0, message=None):
-        raise CliError(message or f"{self.prog}: bad arguments")
-
-
-def split_command(line: str) -> tuple[list[str], str | None, bool]:
-    """Words of a command line (brackets and quotes keep spaces) and a `> file` or `>> file`
-    redirection: (words, file or None, append)."""
-    words: list[str] = []
-    word, depth, quote, started = "", 0, None, False
-    for ch in line:
-        if quote:
-            if ch == quote:
-                quote = None
-            else:
-                word += ch
-            continue
-        if ch in "\"'" and depth == 0:
-            quote, started = ch, True
-            continue
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth = max(0, depth - 1)
-        if ch.isspace() and depth == 0:
-            if word or started:
-                words.append(word)
-            word, started = "", False
-            continue
-        word += ch
-    if quote:
-        raise CliError(f"unclosed quote {quote} in: {line}")
-    if word or started:
-        words.append(word)
-    target, append = None, False
-    for i, w in enumerate(words):
-        if w.startswith(">"):
-            append = w.startswith(">>")
-            rest = w[2:] if append else w[1:]
-            tail = words[i + 1 :]
-            if rest:
-                target, tail = rest, tail
-            elif tail:
-                target, tail = tail[0], tail[1:]
-            else:
-                raise CliError("redirection `>` needs a file name")
-            if tail:
-                raise CliError(f"unexpected words after the redirection: {' '.join(tail)}")
-            words = words[:i]
-            break
-    return words, target, append
-
-
-class Command:
-    """One analyzer command: its parser and the function producing its lines."""
-
-    def __init__(self, name: str, summary: str, parser: CommandParser, run: Callable, aliases=()):
-        self.name, self.summary, self.parser, self.run, self.aliases = name, summary, parser, run, tuple(aliases)
-
-
-class Analyzer(cmd.Cmd):
-    """`tvmdbg analyze`: commands over one run."""
-
-    prompt = PROMPT
+    user_errors = (*Shell.user_errors, SliceError, StaleRecordError, re.error)
+    help_notes = ("Ops are named as `lt` shows them (lv3, main/lv3) or by id (#12).",)
 
     def __init__(self, run: RunReader, stdin=None, stdout=None, controller=None):
         super().__init__(stdin=stdin, stdout=stdout)
         self.run = run
         self.names = OpNames(run)
         self.controller = controller  # set by `tvmdbg run`: adds the `run` command
-        interactive = _isatty(self.stdin) and _isatty(self.stdout)
-        self.use_rawinput = interactive and stdin is None
-        self.echo = not _isatty(self.stdin)
-        if self.echo:
-            self.prompt = ""  # a piped session prints each command after the prompt instead
-        self.style = Style.for_stream(self.stdout)
-        self.commands: dict[str, Command] = {}
         self._build_commands()
 
-    # -- the shell -------------------------------------------------------------------------
+    def before_command(self) -> None:
+        self.run.update()  # a live program's new records show up in the next command
 
-    def preloop(self) -> None:
-        if self.use_rawinput:
-            try:
-                import readline
-            except ImportError:
-                return
-            self._old_completer = readline.get_completer()
-            readline.set_completer(self.complete)
-            readline.parse_and_bind(f"{self.completekey}: complete")
-            readline.set_completer_delims(" \t\n")
-            path = _history_path()
-            if path:
-                try:
-                    readline.read_history_file(path)
-                except OSError:
-                    pass
-                readline.set_history_length(1000)
-
-    def postloop(self) -> None:
-        if self.use_rawinput:
-            path = _history_path()
-            try:
-                import readline
-
-                readline.set_completer(self._old_completer)
-                if path:
-                    readline.write_history_file(path)
-            except (ImportError, OSError):
-                pass
-
-    def cmdloop(self, intro: str | None = None) -> None:
-        """cmd's loop, where Ctrl-C abandons the line being typed instead of the session."""
-        self.preloop()
-        try:
-            if intro:
-                self.stdout.write(intro + "\n")
-            stop = False
-            while not stop:
-                try:
-                    line = self._read_line()
-                    stop = self.onecmd(self.precmd(line))
-                except KeyboardInterrupt:
-                    self.stdout.write("^C (type quit to leave)\n")
-        finally:
-            self.postloop()
-
-    def _read_line(self) -> str:
-        if self.use_rawinput:
-            try:
-                return input(self.prompt)
-            except EOFError:
-                return "EOF"
-        self.stdout.write(self.prompt)
-        self.stdout.flush()
-        line = self.stdin.readline()
-        return line.rstrip("\r\n") if line else "EOF"
-
-    def precmd(self, line: str) -> str:
-        if self.echo and line and line != "EOF":
-            self.stdout.write(PROMPT + line.rstrip("\n") + "\n")
-        return line
-
-    def emptyline(self) -> bool:
-        return False
-
-    def onecmd(self, line: str) -> bool:
-        line = line.strip()
-        if not line or line.startswith("#"):
-            return False
-        if line == "EOF":
-            if self.use_rawinput:
-                self.stdout.write("\n")
-            return self._quit()
-        try:
-            words, target, append = split_command(line)
-        except CliError as error:
-            self._write([f"error: {error}"], self.stdout, self.style)
-            return False
-        if not words:
-            return False
-        name = words[0]
-        command = self._command(name)
-        if command is None:
-            self._write([f"error: unknown command {name!r}; type `help` for the list"], self.stdout, self.style)
-            return False
-        stream, style = self.stdout, self.style
-        if target:
-            try:
-                stream = open(os.path.expanduser(target), "a" if append else "w")
-            except OSError as error:
-                self._write([f"error: cannot write {target}: {error.strerror}"], self.stdout, self.style)
-                return False
-            style = Style(False)
-        stop = False
-        try:
-            self.run.update()
-            args = words[1:]
-            if "-h" in args or "--help" in args:
-                lines = command.parser.format_help().rstrip("\n").split("\n")
-            else:
-                result = command.run(command.parser.parse_args(args), style)
-                if isinstance(result, _Stop):
-                    stop, lines = True, result.lines
-                else:
-                    lines = result
-            self._write(lines, stream, style)
-            if target:
-                self._write([f"(output written to {target})"], self.stdout, self.style)
-        except (CliError, SliceError, ValueError, KeyError, IndexError, StaleRecordError, re.error) as error:
-            message = error.args[0] if isinstance(error, KeyError) and error.args else error
-            self._write([f"error: {message}"], self.stdout, self.style)
-        finally:
-            if target:
-                stream.close()
-        return stop
-
-    def _write(self, lines: list[str], stream, style: Style) -> None:
-        stream.write("".join(line + "\n" for line in lines))
-        stream.flush()
-
-    def _command(self, name: str) -> Command | None:
-        for command in self.commands.values():
-            if name == command.name or name in command.aliases:
-                return command
-        return None
-
-    def _quit(self) -> bool:
+    def on_quit(self) -> None:
         if self.controller is not None:
             self.controller.on_quit()
-        return True
 
-    # -- completion ------------------------------------------------------------------------
-
-    def completenames(self, text: str, *ignored) -> list[str]:
-        names = [c.name for c in self.commands.values()] + [a for c in self.commands.values() for a in c.aliases]
-        return sorted(n + " " for n in names if n.startswith(text))
-
-    def completedefault(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
-        words = line.split()
-        first = words[0] if words else ""
-        if first == "help":
-            return self.completenames(text)
-        if first == "ps":
+    def complete_argument(self, command: str, text: str) -> list[str]:
+        if command == "ps":
             files = [f.file_path for f in self.run.source_files()]
             files += [os.path.basename(f) for f in files]
             return sorted({f for f in files if f.startswith(text)})
-        if first in ("lt", "le", "profile", "alerts") or text.startswith("-"):
+        if command in ("lt", "le", "profile", "alerts", "ri", "ls", "run") or text.startswith("-") or ":" in text:
             return []
-        head, sep, _ = text.partition(":")
-        if sep:
-            return []
-        return [n for n in self.names.names() if n.startswith(head)]
-
-    def complete_help(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
-        return self.completenames(text)
+        return [n for n in self.names.names() if n.startswith(text)]
 
     # -- commands --------------------------------------------------------------------------
 
-    def _add(self, name: str, summary: str, description: str, epilog: str | None, run: Callable, aliases=()):
-        parser = CommandParser(name, f"{summary}\n\n{description}".strip(), epilog)
-        self.commands[name] = Command(name, summary, parser, run, aliases)
-        return parser
-
     def _build_commands(self) -> None:
-        p = self._add(
+        p = self.add(
             "lt",
             "List the kernel outputs recorded (graph execution traces).",
             "One row per traced kernel output: its trace index, the execution (top-level VM call)\n"
@@ -315,7 +85,7 @@ class Analyzer(cmd.Cmd):
         p.add_argument("-r", "--reverse", action="store_true", help="reverse the order")
         p.add_argument("-l", "--limit", type=int, default=200, help="rows to show, 0 for all (default: 200)")
 
-        p = self._add(
+        p = self.add(
             "pt",
             "Print one kernel output: its summary, or its values in FULL_TENSOR mode.",
             "TENSOR is OP[:SLOT][SLICE], e.g. lv3, lv3:1, lv3[0, :4] or '#12:0[..., -1]'. The\n"
@@ -331,7 +101,7 @@ class Analyzer(cmd.Cmd):
         p.add_argument("-a", "--all", action="store_true", help="print every value, however large")
         p.add_argument("-w", "--write", metavar="FILE.npy", help="save the values (after slicing) with numpy.save")
 
-        p = self._add(
+        p = self.add(
             "ni",
             "Show one op: its kernel, the Relax ops fused into it, inputs, outputs, where it was created.",
             "",
@@ -345,7 +115,7 @@ class Analyzer(cmd.Cmd):
         )
 
         for name, what in (("li", "inputs"), ("lo", "consumers")):
-            p = self._add(
+            p = self.add(
                 name,
                 f"List the {what} of an op{' (which ops or parameters feed it)' if name == 'li' else ' (ops using its outputs)'}.",
                 "",
@@ -356,7 +126,7 @@ class Analyzer(cmd.Cmd):
             p.add_argument("-r", "--recursive", action="store_true", help=f"follow {what} of {what}")
             p.add_argument("-d", "--depth", type=int, default=20, help="how deep to recurse with -r (default: 20)")
 
-        p = self._add(
+        p = self.add(
             "ps",
             "Print a source file with the ops created on each line.",
             "FILE is the index shown by `ls`, a path, or the end of a path (e.g. model.py).",
@@ -366,9 +136,9 @@ class Analyzer(cmd.Cmd):
         p.add_argument("file", metavar="FILE")
         p.add_argument("-b", "--begin", type=int, default=1, help="first line to print (default: 1)")
 
-        self._add("ls", "List the source files recorded in the dump.", "", None, self.cmd_ls)
+        self.add("ls", "List the source files recorded in the dump.", "", None, self.cmd_ls)
 
-        p = self._add(
+        p = self.add(
             "le",
             "List executions: the top-level VM function calls.",
             "",
@@ -378,7 +148,7 @@ class Analyzer(cmd.Cmd):
         p.add_argument("-f", "--function", metavar="REGEX", help="only functions matching REGEX")
         p.add_argument("-l", "--limit", type=int, default=200, help="rows to show, 0 for all (default: 200)")
 
-        p = self._add(
+        p = self.add(
             "alerts",
             "List NaN/Inf alerts, the first op that produced a non-finite value first.",
             "An origin alert is one whose op had finite inputs: it made the bad value rather than\npassing one on.",
@@ -387,7 +157,7 @@ class Analyzer(cmd.Cmd):
         )
         p.add_argument("-a", "--all", action="store_true", help="list every alert, not only the first 50")
 
-        p = self._add(
+        p = self.add(
             "profile",
             "Per-op time table, as TVM's old debug executor printed it.",
             "",
@@ -396,15 +166,12 @@ class Analyzer(cmd.Cmd):
         )
         p.add_argument("-l", "--limit", type=int, default=0, help="rows to show, 0 for all (default: 0)")
 
-        self._add("ri", "Show run information: who wrote the dump, how, and what it holds.", "", None, self.cmd_ri)
+        self.add("ri", "Show run information: who wrote the dump, how, and what it holds.", "", None, self.cmd_ri)
 
-        p = self._add("help", "List commands, or show one command's help.", "", None, self.cmd_help, aliases=("h",))
-        p.add_argument("command", nargs="?")
-
-        self._add("quit", "Leave the analyzer.", "", None, self.cmd_quit, aliases=("exit", "q"))
+        self.add_help_and_quit("Leave the analyzer." if self.controller is None else "End the program and leave.")
 
         if self.controller is not None:
-            p = self._add(
+            p = self.add(
                 "run",
                 "Continue the program.",
                 "Without options, runs until the end of the next top-level VM call and stops again.",
@@ -1027,40 +794,11 @@ class Analyzer(cmd.Cmd):
 
     # -- help / quit / run -----------------------------------------------------------------
 
-    def cmd_help(self, args, style: Style) -> list[str]:
-        if args.command:
-            command = self._command(args.command)
-            if command is None:
-                raise CliError(f"unknown command {args.command!r}")
-            return command.parser.format_help().rstrip("\n").split("\n")
-        width = max(len(n) for n in self.commands)
-        lines = ["Commands (`help CMD` or `CMD -h` for details):"]
-        for c in self.commands.values():
-            alias = f" (also {', '.join(c.aliases)})" if c.aliases else ""
-            lines.append(f"  {c.name.ljust(width)}  {c.summary}{alias}")
-        lines += [
-            "",
-            "Ops are named as `lt` shows them (lv3, main/lv3) or by id (#12). Any command's output",
-            "can be saved with `> FILE` (or appended with `>> FILE`), e.g. `pt lv3 -a > lv3.txt`.",
-        ]
-        return lines
-
-    def cmd_quit(self, args, style: Style):
-        self._quit()
-        return _Stop([])
-
     def cmd_run(self, args, style: Style):
         if args.tensor_filter:
             _filter(args.tensor_filter)
         message = self.controller.resume(times=args.times, tensor_filter=args.tensor_filter, no_break=args.no_break)
-        return _Stop([message])
-
-
-class _Stop:
-    """The result of a command that ends the loop."""
-
-    def __init__(self, lines: list[str]):
-        self.lines = lines
+        return Stop([message])
 
 
 def _filter(name: str) -> filters.TensorFilter:
@@ -1096,25 +834,3 @@ def _target_text(target: str) -> str:
         return target
     extra = fields.get("mtriple") or fields.get("arch") or ""
     return f"{fields.get('kind', '?')}" + (f" ({extra})" if extra else "")
-
-
-def _isatty(stream) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-def _history_path() -> str | None:
-    path = os.environ.get("TVMDBG_HISTORY", "~/.tvmdbg_history")
-    return os.path.expanduser(path) if path else None
-
-
-def run_commands(analyzer: Analyzer, commands: list[str]) -> bool:
-    """Runs commands as if typed, each echoed after the prompt (for `tvmdbg analyze -x CMD`);
-    True if one of them ended the session."""
-    for line in commands:
-        analyzer.stdout.write(PROMPT + line + "\n")
-        if analyzer.onecmd(line):
-            return True
-    return False

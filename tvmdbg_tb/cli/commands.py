@@ -5,9 +5,10 @@ from __future__ import annotations
 import sys
 
 from tvmdbg_tb.cli import reports
-from tvmdbg_tb.cli.analyzer import Analyzer, run_commands
+from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import OpNames, open_logdir, pick_run
+from tvmdbg_tb.cli.shell import run_commands
 
 
 def analyze(args) -> int:

@@ -20,8 +20,9 @@ import traceback
 from collections.abc import Sequence
 
 from tvmdbg_tb.cli import filters
-from tvmdbg_tb.cli.analyzer import Analyzer, run_commands
+from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.session import CliError
+from tvmdbg_tb.cli.shell import run_commands
 from tvmdbg_tb.events.reader import DebugDataReader
 from tvmdbg_tb.events.summaries import mode_name, mode_value
 from tvmdbg_tb.proto import debug_event_pb2 as pb
