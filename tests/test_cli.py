@@ -755,3 +755,42 @@ def test_limits_and_plain_text_in_pipes(dumps):
         timeout=60,
     )
     assert piped.stdout == "tvmdbg> lt -l 0\n" and "Traceback" not in piped.stderr
+
+
+def test_empty_dump_and_a_kernel_that_raised(tmp_path):
+    empty = tmp_path / "empty"
+    DebugEventsWriter(empty, run_name="e", tensor_debug_mode="FULL_HEALTH").close()
+    out = transcript(
+        tvmdbg("analyze", empty, "-x", "lt", "-x", "le", "-x", "alerts", "-x", "profile", "-x", "ps x").stdout
+    )
+    assert out == {
+        "lt": "0 of 0 kernel outputs, by time.\n",
+        "le": "0 of 0 executions (top-level VM calls).\n",
+        "alerts": "No NaN/Inf alerts in 0 kernel outputs.\n",
+        "profile": "No kernel executions recorded: nothing to profile.\n",
+        "ps x": "error: no source files in this dump\n",
+    }
+    check = tvmdbg("check", empty)
+    assert check.returncode == 0 and "nothing to check, no VM call was recorded" in check.stdout
+
+    failed = tmp_path / "failed"
+    w = DebugEventsWriter(failed, run_name="f", tensor_debug_mode="FULL_HEALTH")
+    w.write_graph(pb.DebuggedGraph(graph_id=0, name="main"))
+    w.write_graph_op_creation(pb.GraphOpCreation(op_id=0, graph_id=0, op_name="shaped", kernel="reshape"))
+    index = w.allocate_execution_index()
+    error = "InternalError: cannot reshape (4,) to (5,)"
+    w.write_graph_execution_traces(
+        [
+            pb.GraphExecutionTrace(
+                op_id=0, execution_index=index, kernel="reshape", tensor_debug_mode=pb.FULL_HEALTH, error=error
+            )
+        ]
+    )
+    w.write_execution(pb.Execution(index=index, function_name="main", error=error, num_traces=1))
+    w.close()
+    out = transcript(tvmdbg("analyze", failed, "-x", "lt", "-x", "le", "-x", "pt shaped").stdout)
+    assert rows_of(out["lt"])[0][3:] == ["shaped:0", "reshape", "-", "-", "error", "0.0"]
+    assert rows_of(out["le"])[0][5] == "error"
+    assert f"the kernel raised: {error}" in out["pt shaped"]
+    check = tvmdbg("check", failed)
+    assert check.returncode == 0 and "1 kernel call raised an error (see lt)." in check.stdout

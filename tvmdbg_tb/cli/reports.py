@@ -11,7 +11,7 @@ from tvmdbg_tb.cli import render
 from tvmdbg_tb.cli.filters import HEALTH_MODES
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import OpNames
-from tvmdbg_tb.events.reader import HEALTH_KNOWN, NONFINITE, RunReader
+from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -174,9 +174,17 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
             f"{where}: cannot check, the dump was written in mode {mode_name(mode)}, which records no "
             "NaN/Inf counts; record it with tensor_debug_mode='FULL_HEALTH' (or CURT_HEALTH, the cheapest)."
         )
+    errors = int(np.count_nonzero(traces["flags"] & HAS_ERROR))
+    raised = f" {errors} kernel call{'s' if errors > 1 else ''} raised an error (see lt)." if errors else ""
     if not bad_traces and not bad_executions:
+        if not len(traces) and not len(executions):
+            return True, (
+                f"{where}: nothing to check, no VM call was recorded (did the program run a VM function after "
+                "enable_dump_debug_info?)."
+            )
         return True, (
-            f"{where}: all finite ({len(traces)} kernel outputs in {len(executions)} executions, mode {mode_name(mode)})."
+            f"{where}: all finite ({len(traces)} kernel outputs in {len(executions)} executions, "
+            f"mode {mode_name(mode)}).{raised}"
         )
     alerts, first, _ = ordered_alerts(run, limit=1)
     text = (
@@ -203,7 +211,7 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
             )
         text += f" Look closer with: tvmdbg analyze {logdir}" + (f" --run {run.name}" if run.name != "." else "")
         text += f" -x 'ni {name}' -x 'li {name}'"
-    return False, text
+    return False, text + raised
 
 
 def input_health(run: RunReader, op: pb.GraphOpCreation, execution_index: int, style: Style | None = None) -> list[str]:
