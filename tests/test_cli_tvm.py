@@ -256,3 +256,33 @@ def test_run_reports_a_failing_script(tmp_path):
     exits = tmp_path / "exits.py"
     exits.write_text("import sys\nsys.exit(3)\n")
     assert cli("run", "--dump_dir", tmp_path / "e", exits).returncode == 3
+
+
+def test_run_full_tensor_values_of_the_nan_call(script, tmp_path):
+    import numpy as np
+
+    saved = tmp_path / "lv.npy"
+    result = cli(
+        "run",
+        "-f",
+        "has_inf_or_nan",
+        "--tensor_debug_mode",
+        "FULL_TENSOR",
+        "--dump_dir",
+        tmp_path / "d",
+        "-x",
+        f"pt lv[0, :4] -w {saved}",
+        "-x",
+        "run --no_break",
+        script,
+        "-",
+        2,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "stopped after VM call 3 (main, execution 2)" in result.stdout  # found from the values themselves
+    x, y, _ = models.INPUTS
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = (np.log(x - y) * np.float32(2))[0, :4]  # the planted kernel: 2 * log(x - y)
+    np.testing.assert_array_equal(np.load(saved), expected)
+    shown = transcript(result.stdout)[f"pt lv[0, :4] -w {saved}"]
+    assert "mode: FULL_TENSOR" in shown and "values: size=4  nan=1  -inf=1  +inf=0" in shown
