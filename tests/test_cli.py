@@ -581,6 +581,16 @@ def test_alerts_subcommand_text_and_json(dumps):
     first = got["alerts"][got["first_origin_index"]]
     assert (first["op_name"], first["origin"], first["location"]["line"]) == ("logadd", True, 6)
     assert [a["origin"] for a in got["alerts"]] == [True, False, True, False]
+    # written a page at a time: the same answer whatever the page size; -l keeps the first N
+    import io
+
+    from tvmdbg_tb.cli import reports
+
+    paged = io.StringIO()
+    reports.write_alerts_json(reader.run(), paged, page=3)
+    assert json.loads(paged.getvalue()) == got
+    first_two = json.loads(tvmdbg("alerts", dumps["nan"], "--json", "-l", "2").stdout)
+    assert first_two == json.loads(analysis.dumps(analysis.alerts(reader.run(), 0, 2)))
 
 
 def test_profile_subcommand(dumps):

@@ -32,7 +32,7 @@ def alerts(args) -> int:
     reader = open_logdir(args.logdir)
     run = pick_run(reader, args.run, notes=sys.stderr)
     if args.json:
-        print(reports.alerts_json(run))
+        reports.write_alerts_json(run, sys.stdout, limit=args.limit)
         return 0
     style = Style.for_stream(sys.stdout)
     lines = reports.alert_lines(run, OpNames(run), limit=args.limit, style=style, more="-l 0 lists all")

@@ -99,9 +99,18 @@ def alert_lines(
     return lines
 
 
-def alerts_json(run: RunReader) -> str:
-    """The plugin `alerts` route's answer for the whole run, as the route encodes it."""
-    return analysis.dumps(analysis.alerts(run), indent=2)
+def write_alerts_json(run: RunReader, out, limit: int = 0, page: int = 1000) -> None:
+    """Writes the plugin `alerts` route's answer for alerts [0:limit] (0: all) as the route
+    encodes it, a page of alerts at a time so memory stays flat when a run has many."""
+    head = analysis.alerts(run, 0, 0)
+    end = head["num_alerts"] if limit <= 0 else min(limit, head["num_alerts"])
+    fields = {k: v for k, v in head.items() if k != "alerts"}
+    fields = analysis.dumps({**fields, "end": end, "alerts": []})  # the alerts last, streamed
+    out.write(fields[: -len("[]}")] + "[")
+    for begin in range(0, end, page):
+        objects = analysis.alerts(run, begin, min(begin + page, end))["alerts"]
+        out.write((", " if begin else "") + ", ".join(analysis.dumps(a) for a in objects))
+    out.write("]}\n")
 
 
 # -- profile -------------------------------------------------------------------------------
