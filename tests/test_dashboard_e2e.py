@@ -269,10 +269,14 @@ def test_alert_click_lands_on_origin_op_line_and_health(dump, tensorboard, brows
     input_node = frame.locator(f".graph-panel .op-node[data-op-id='{producer}']")
     assert "role-input" in input_node.get_attribute("class")
     assert "health-ok" in input_node.get_attribute("class")
+    # The function's parameters x, y, w, coloured by the call's recorded input health (finite).
+    frame.locator(".graph-panel .param-node.health-ok").nth(2).wait_for()
+    assert frame.locator(".graph-panel .param-node.health-bad").count() == 0
 
     # The alert is in the second call: the timeline marks it (though maximum() hid the NaN from
     # the call's output), the first call is clean, and the second is the one selected.
     items = frame.locator(".timeline-panel .tl-item")
+    frame.locator(".timeline-panel .tl-item.selected").wait_for()
     assert items.count() == 3
     assert "alerted" not in items.nth(0).get_attribute("class")
     assert "alerted" in items.nth(1).get_attribute("class")
@@ -430,3 +434,27 @@ def test_empty_logdir_explains_then_goes_live(tmp_path, tmp_path_factory):
         b.close()
         if tb.proc.poll() is None:
             tb.close()
+
+
+def test_corrupt_record_is_reported_not_hidden(dump, tensorboard, browser):
+    """A damaged record in a run's traces shows up as a warning in the dashboard (the reader
+    skips it and goes on), instead of a silently shorter list."""
+    source = dump["logdir"] / "health"
+    run_dir = next(p for p in source.iterdir() if p.is_dir())
+    damaged = dump["logdir"] / "zz_damaged" / run_dir.name
+    shutil.copytree(run_dir, damaged)
+    traces = damaged / "tvmdbg.graph_execution_traces"
+    data = bytearray(traces.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside some record's payload: its CRC no longer matches
+    traces.write_bytes(bytes(data))
+    name = f"zz_damaged/{run_dir.name}"
+    deadline = time.time() + 60
+    while not any(r["run"] == name and r["num_corruptions"] > 0 for r in tensorboard.api("status")["runs"]):
+        assert time.time() < deadline, "the plugin never reported the damaged record"
+        time.sleep(0.5)
+    frame = browser.open_dashboard(tensorboard)
+    frame.locator(".run-select").select_option(name)
+    problem = frame.locator(".problems .problem").filter(has_text="corrupt record")
+    problem.wait_for()
+    assert "tvmdbg.graph_execution_traces" in problem.inner_text()
+    assert browser.errors == []

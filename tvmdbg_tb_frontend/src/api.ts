@@ -42,7 +42,16 @@ export interface Status {
   logdir: string;
   now: number;
   reader: { running: boolean; last_poll_time: number | null; poll_interval_s: number; polls: number; error: string | null };
-  runs: { run: string; num_executions: number; num_traces: number; live: boolean; num_corruptions: number; corruptions: Corruption[] }[];
+  runs: {
+    run: string;
+    num_executions: number;
+    num_traces: number;
+    live: boolean;
+    /** Why the last read of this run failed (the reader retries). */
+    error?: string | null;
+    num_corruptions: number;
+    corruptions: Corruption[];
+  }[];
   problems: string[];
 }
 
@@ -305,7 +314,9 @@ export class Api {
     }
     if (!response.ok) {
       const message =
-        body && typeof body === "object" && "error" in body ? String((body as { error: unknown }).error) : text.slice(0, 300) || "no answer";
+        body && typeof body === "object" && "error" in body
+          ? String((body as { error: unknown }).error)
+          : text.slice(0, 300) || "no answer";
       throw new ApiError(route, response.status, message);
     }
     if (body === undefined) throw new ApiError(route, response.status, "the answer is not JSON");

@@ -36,6 +36,11 @@ export function healthOf(t: Pick<TraceData, "nan" | "neg_inf" | "pos_inf"> & { s
   };
 }
 
+/** The health of a tensor summary (an execution's input or output), from its named fields. */
+export function summaryHealth(s: { summary: Record<string, unknown> }): Health {
+  return healthOf({ nan: 0, neg_inf: 0, pos_inf: 0, summary: s.summary });
+}
+
 export function isNonFinite(h: Health): boolean {
   return h.nan !== 0 || h.negInf !== 0 || h.posInf !== 0;
 }
@@ -145,7 +150,9 @@ export function orderFrames(frames: StackFrame[]): { frame: StackFrame; user: bo
  */
 export function defaultSlice(shape: number[]): string {
   if (shape.length <= 2) return "";
-  return Array(shape.length - 2).fill("0").join(",");
+  return Array(shape.length - 2)
+    .fill("0")
+    .join(",");
 }
 
 /** Wall time (s since the epoch) as a local HH:MM:SS.mmm. */

@@ -76,8 +76,22 @@ function showInstructions(el: HTMLElement, logdir: string, problems: string[]): 
     el,
     h("h2", null, "No tvmdbg data in this logdir yet"),
     h("p", null, "Add one line near the top of your TVM script, run it, and this page fills in by itself (it checks every few seconds):"),
-    h("pre", { class: "snippet" }, `import tvmdbg\ntvmdbg.enable_dump_debug_info("${dir}", tensor_debug_mode="FULL_HEALTH",\n                              circular_buffer_size=-1)`),
-    h("p", { class: "muted" }, `This TensorBoard reads ${dir}; runs written there (one sub-directory per process) appear here while the program runs.`),
-    problems.length ? h("div", { class: "problems" }, problems.map((p) => h("div", { class: "problem" }, "⚠ ", p))) : null,
+    h(
+      "pre",
+      { class: "snippet" },
+      `import tvmdbg\ntvmdbg.enable_dump_debug_info("${dir}", tensor_debug_mode="FULL_HEALTH",\n                              circular_buffer_size=-1)`,
+    ),
+    h(
+      "p",
+      { class: "muted" },
+      `This TensorBoard reads ${dir}; runs written there (one sub-directory per process) appear here while the program runs.`,
+    ),
+    problems.length
+      ? h(
+          "div",
+          { class: "problems" },
+          problems.map((p) => h("div", { class: "problem" }, "⚠ ", p)),
+        )
+      : null,
   );
 }

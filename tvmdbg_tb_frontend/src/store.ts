@@ -3,7 +3,7 @@
  * Panels read it and listen for changes; every async answer is checked against a sequence
  * number so that a slow answer for an older selection never overwrites a newer one.
  */
-import type { Api, GraphInfo, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
+import type { Api, ExecutionData, GraphInfo, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
 
 export type StoreEvent = "runs" | "run" | "trace" | "op" | "frame" | "execution" | "error" | "alerts";
 
@@ -41,6 +41,7 @@ export class Store {
   private seq = 0;
   private execTraces = new Map<string, Promise<Map<number, TraceData>>>();
   private graphInfos = new Map<string, Promise<GraphInfo>>();
+  private executions = new Map<string, Promise<ExecutionData | null>>();
   private listeners = new Map<StoreEvent, Set<() => void>>();
 
   constructor(readonly api: Api) {}
@@ -92,7 +93,8 @@ export class Store {
         const pages = [first];
         const total = Math.min(first.num_digests, MAX_EXECUTION_TRACES);
         const rest: Promise<typeof first>[] = [];
-        for (let b = TRACE_PAGE; b < total; b += TRACE_PAGE) rest.push(this.api.traces(run, b, Math.min(total, b + TRACE_PAGE), executionIndex));
+        for (let b = TRACE_PAGE; b < total; b += TRACE_PAGE)
+          rest.push(this.api.traces(run, b, Math.min(total, b + TRACE_PAGE), executionIndex));
         pages.push(...(await Promise.all(rest)));
         const m = new Map<number, TraceData>();
         for (const page of pages) for (const t of page.graph_executions) if (t.output_slot === 0 && !m.has(t.op_id)) m.set(t.op_id, t);
@@ -100,6 +102,30 @@ export class Store {
       })();
       p.catch(() => this.execTraces.delete(key));
       this.execTraces.set(key, p);
+    }
+    return p;
+  }
+
+  /**
+   * The top-level call with monotonic `index` (its inputs' summaries give the health of the
+   * function's parameters), or null when it is no longer in the dump. Kept calls have
+   * consecutive indices, so its position is `index` minus the oldest kept call's index.
+   */
+  executionByIndex(index: number): Promise<ExecutionData | null> {
+    const run = this.run;
+    if (run === null) return Promise.resolve(null);
+    const key = `${run}|${index}`;
+    let p = this.executions.get(key);
+    if (!p) {
+      p = (async () => {
+        const oldest = (await this.api.executionDigests(run, 0, 1)).execution_digests[0];
+        const position = oldest ? index - oldest.index : -1;
+        if (position < 0) return null;
+        const ex = (await this.api.executionData(run, position, position + 1)).executions[0];
+        return ex && ex.index === index ? ex : null;
+      })();
+      p.catch(() => this.executions.delete(key));
+      this.executions.set(key, p);
     }
     return p;
   }
@@ -134,6 +160,7 @@ export class Store {
     this.seq += 1;
     this.execTraces.clear();
     this.graphInfos.clear();
+    this.executions.clear();
     this.alertExecutions = new Set();
     this.tracePosition = null;
     this.trace = null;
@@ -205,9 +232,7 @@ export class Store {
     }
     this.emit("op");
     const loc = this.op!.location;
-    const userFrame = loc
-      ? (this.frames.find((f) => f.file_path === loc.file_path && f.line === loc.line) ?? null)
-      : null;
+    const userFrame = loc ? (this.frames.find((f) => f.file_path === loc.file_path && f.line === loc.line) ?? null) : null;
     this.frame = userFrame ?? (this.frames.length ? this.frames[this.frames.length - 1] : null);
     this.emit("frame");
   }

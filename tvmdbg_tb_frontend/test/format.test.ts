@@ -26,16 +26,24 @@ describe("format", () => {
   });
 
   it("reads FULL_HEALTH summaries into a pill in a fixed order", () => {
-    const h = healthOf({ nan: 3, neg_inf: 0, pos_inf: 1, summary: { nan: 3, neg_inf: 0, pos_inf: 1, negative: 4, zero: 0, positive: 2, size: 10 } });
+    const h = healthOf({
+      nan: 3,
+      neg_inf: 0,
+      pos_inf: 1,
+      summary: { nan: 3, neg_inf: 0, pos_inf: 1, negative: 4, zero: 0, positive: 2, size: 10 },
+    });
     assert.equal(isNonFinite(h), true);
-    assert.deepEqual(pillSegments(h).map((s) => [s.kind, s.count]), [
-      ["nan", 3],
-      ["neg-inf", 0],
-      ["pos-inf", 1],
-      ["negative", 4],
-      ["zero", 0],
-      ["positive", 2],
-    ]);
+    assert.deepEqual(
+      pillSegments(h).map((s) => [s.kind, s.count]),
+      [
+        ["nan", 3],
+        ["neg-inf", 0],
+        ["pos-inf", 1],
+        ["negative", 4],
+        ["zero", 0],
+        ["positive", 2],
+      ],
+    );
     assert.equal(healthText(h), "NaN 3 · -∞ 0 · +∞ 1 · neg 4 · zero 0 · pos 2");
   });
 
@@ -72,11 +80,14 @@ describe("format", () => {
     ];
     assert.equal(isUserFrame(frames[2]), false);
     assert.equal(isUserFrame({ file_path: "<string>" }), false);
-    assert.deepEqual(orderFrames(frames).map((r) => [r.frame.id, r.user, r.depth]), [
-      [2, true, 1],
-      [1, true, 0],
-      [3, false, 2],
-    ]);
+    assert.deepEqual(
+      orderFrames(frames).map((r) => [r.frame.id, r.user, r.depth]),
+      [
+        [2, true, 1],
+        [1, true, 0],
+        [3, false, 2],
+      ],
+    );
   });
 
   it("sorts numbers numerically with NaN last, strings naturally, stably", () => {
@@ -86,9 +97,18 @@ describe("format", () => {
       { name: "lv1", t: 10 },
       { name: "lv3", t: 3 },
     ];
-    assert.deepEqual(sortRows(rows, "t", true).map((r) => r.name), ["lv1", "lv10", "lv3", "lv2"]);
-    assert.deepEqual(sortRows(rows, "t", false).map((r) => r.name), ["lv10", "lv3", "lv1", "lv2"]);
-    assert.deepEqual(sortRows(rows, "name", false).map((r) => r.name), ["lv1", "lv2", "lv3", "lv10"]);
+    assert.deepEqual(
+      sortRows(rows, "t", true).map((r) => r.name),
+      ["lv1", "lv10", "lv3", "lv2"],
+    );
+    assert.deepEqual(
+      sortRows(rows, "t", false).map((r) => r.name),
+      ["lv10", "lv3", "lv1", "lv2"],
+    );
+    assert.deepEqual(
+      sortRows(rows, "name", false).map((r) => r.name),
+      ["lv1", "lv2", "lv3", "lv10"],
+    );
   });
 
   it("parses 'go to index' input and rejects what is out of range", () => {

@@ -82,10 +82,15 @@ describe("Pager", () => {
 
   it("reports a failed load and lets a later call retry", async () => {
     let fail = true;
-    const p = new Pager<number>(async (b, e) => {
-      if (fail) throw new Error("HTTP 500");
-      return Array.from({ length: e - b }, (_, i) => b + i);
-    }, 10, 8, 30);
+    const p = new Pager<number>(
+      async (b, e) => {
+        if (fail) throw new Error("HTTP 500");
+        return Array.from({ length: e - b }, (_, i) => b + i);
+      },
+      10,
+      8,
+      30,
+    );
     await assert.rejects(p.ensure(0, 5), { message: /HTTP 500/ });
     assert.equal(p.error?.message, "HTTP 500");
     fail = false;

@@ -4,7 +4,16 @@ import type { Api, OpInfo, TraceData } from "../src/api";
 import { Store } from "../src/store";
 
 function trace(position: number, opId: number): TraceData {
-  return { position, index: position, op_id: opId, op_name: `lv${opId}`, kernel: "k", graph_id: 0, output_slot: 0, execution_index: 0 } as TraceData;
+  return {
+    position,
+    index: position,
+    op_id: opId,
+    op_name: `lv${opId}`,
+    kernel: "k",
+    graph_id: 0,
+    output_slot: 0,
+    execution_index: 0,
+  } as TraceData;
 }
 
 function op(opId: number, frameIds: number[]): OpInfo {
@@ -19,7 +28,10 @@ function op(opId: number, frameIds: number[]): OpInfo {
 /** An Api double whose answers the test releases in any order. */
 function controllable() {
   const pending: { route: string; args: unknown[]; resolve: (v: unknown) => void }[] = [];
-  const call = (route: string) => (...args: unknown[]) => new Promise((resolve) => pending.push({ route, args, resolve }));
+  const call =
+    (route: string) =>
+    (...args: unknown[]) =>
+      new Promise((resolve) => pending.push({ route, args, resolve }));
   const api = { traces: call("traces"), opInfo: call("opInfo"), stackFrames: call("stackFrames") } as unknown as Api;
   return { api, pending };
 }
@@ -67,7 +79,9 @@ describe("Store", () => {
   });
 
   it("shows errors instead of swallowing them", async () => {
-    const api = { traces: async () => Promise.reject(new Error("graph_execution/data: HTTP 404: no trace at position 99")) } as unknown as Api;
+    const api = {
+      traces: async () => Promise.reject(new Error("graph_execution/data: HTTP 404: no trace at position 99")),
+    } as unknown as Api;
     const s = new Store(api);
     s.run = "r";
     let seen = 0;

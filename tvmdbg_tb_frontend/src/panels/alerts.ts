@@ -16,7 +16,12 @@ export class AlertsPanel {
 
   constructor(private readonly store: Store) {
     this.body = h("div", { class: "panel-body" });
-    this.el = h("section", { class: "panel alerts-panel", "data-panel": "alerts" }, h("header", { class: "panel-head" }, h("h2", null, "Alerts")), this.body);
+    this.el = h(
+      "section",
+      { class: "panel alerts-panel", "data-panel": "alerts" },
+      h("header", { class: "panel-head" }, h("h2", null, "Alerts")),
+      this.body,
+    );
     store.on("run", () => void this.load());
     store.on("runs", () => void this.load());
     store.on("trace", () => this.render());
@@ -81,20 +86,43 @@ export class AlertsPanel {
           disabled: !first,
           onclick: () => first && void this.goToAlert(first),
         },
-        h("div", { class: "alert-total" }, h("span", { class: "alert-icon" }, "⚠"), `${formatCount(page.num_alerts)} NaN/∞ alert${page.num_alerts === 1 ? "" : "s"}`),
+        h(
+          "div",
+          { class: "alert-total" },
+          h("span", { class: "alert-icon" }, "⚠"),
+          `${formatCount(page.num_alerts)} NaN/∞ alert${page.num_alerts === 1 ? "" : "s"}`,
+        ),
         h(
           "div",
           { class: "alert-kinds" },
           h("span", { class: "kind kind-nan", "data-kind": "nan", title: "alerts whose output holds NaN" }, `NaN ${formatCount(nan)}`),
-          h("span", { class: "kind kind-neg-inf", "data-kind": "neg-inf", title: "alerts whose output holds -∞" }, `-∞ ${formatCount(neg)}`),
-          h("span", { class: "kind kind-pos-inf", "data-kind": "pos-inf", title: "alerts whose output holds +∞" }, `+∞ ${formatCount(pos)}`),
+          h(
+            "span",
+            { class: "kind kind-neg-inf", "data-kind": "neg-inf", title: "alerts whose output holds -∞" },
+            `-∞ ${formatCount(neg)}`,
+          ),
+          h(
+            "span",
+            { class: "kind kind-pos-inf", "data-kind": "pos-inf", title: "alerts whose output holds +∞" },
+            `+∞ ${formatCount(pos)}`,
+          ),
         ),
         first
-          ? h("div", { class: "alert-first" }, "First origin: ", h("b", null, first.op_name), ` (${first.kernel}) at ${formatLocation(first.location)}`)
+          ? h(
+              "div",
+              { class: "alert-first" },
+              "First origin: ",
+              h("b", null, first.op_name),
+              ` (${first.kernel}) at ${formatLocation(first.location)}`,
+            )
           : h("div", { class: "muted" }, "no origin found among the listed alerts"),
         partial ? h("div", { class: "muted small" }, partial) : null,
       ),
-      h("div", { class: "muted small" }, `${formatCount(origins.length)} origin alert${origins.length === 1 ? "" : "s"}; the others passed a bad value on.`),
+      h(
+        "div",
+        { class: "muted small" },
+        `${formatCount(origins.length)} origin alert${origins.length === 1 ? "" : "s"}; the others passed a bad value on.`,
+      ),
       h(
         "ol",
         { class: "alert-list" },

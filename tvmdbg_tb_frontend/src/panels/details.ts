@@ -1,6 +1,6 @@
 /** The tabbed lower panel: the selected op (inputs, consumers, fused ops), its tensor values
  * (FULL_TENSOR), its history over executions, and the per-op profile table. */
-import type { Profile, ProfileRow, TensorValue, TraceData } from "../api";
+import type { ExecutionData, Profile, ProfileRow, TensorValue, TraceData } from "../api";
 import { h, setChildren } from "../dom";
 import {
   defaultSlice,
@@ -13,6 +13,7 @@ import {
   healthText,
   isNonFiniteValue,
   sortRows,
+  summaryHealth,
 } from "../format";
 import type { Store } from "../store";
 import { healthPill } from "./pill";
@@ -48,7 +49,19 @@ export class DetailsPanel {
     ];
     setChildren(
       this.tabs,
-      names.map(([t, label]) => h("button", { role: "tab", class: `tab${t === tab ? " active" : ""}`, "aria-selected": String(t === tab), "data-tab": t, onclick: () => this.show(t) }, label)),
+      names.map(([t, label]) =>
+        h(
+          "button",
+          {
+            role: "tab",
+            class: `tab${t === tab ? " active" : ""}`,
+            "aria-selected": String(t === tab),
+            "data-tab": t,
+            onclick: () => this.show(t),
+          },
+          label,
+        ),
+      ),
     );
     const view = { op: this.op, tensor: this.tensor, history: this.history, profile: this.profile }[tab];
     setChildren(this.body, view.el);
@@ -80,8 +93,11 @@ class OpView implements View {
     if (!op) return setChildren(this.el, h("div", { class: "empty" }, "No op selected."));
     const trace = t && t.op_id === op.op_id ? t : null;
     const seq = ++this.seq;
+    let call: ExecutionData | null = null;
     try {
-      this.health = trace ? await this.store.executionTraces(trace.execution_index) : new Map();
+      [this.health, call] = trace
+        ? await Promise.all([this.store.executionTraces(trace.execution_index), this.store.executionByIndex(trace.execution_index)])
+        : [new Map(), null];
     } catch (err) {
       this.health = new Map();
       this.store.reportError(err);
@@ -90,6 +106,12 @@ class OpView implements View {
     const pillOf = (opId: number | null) => {
       const x = opId === null ? undefined : this.health.get(opId);
       return x ? healthPill(healthOf(x), true) : h("span", { class: "muted small" }, trace ? "not traced" : "—");
+    };
+    const paramPill = (paramIndex: number | null) => {
+      const summary = paramIndex === null ? undefined : call?.inputs[paramIndex];
+      return summary && Object.keys(summary.summary).length
+        ? healthPill(summaryHealth(summary), true)
+        : h("span", { class: "muted small" }, trace ? "not recorded" : "—");
     };
     setChildren(
       this.el,
@@ -103,15 +125,25 @@ class OpView implements View {
         ? h(
             "div",
             { class: "op-trace" },
-            h("span", { class: "muted" }, `execution ${trace.execution_index} · output ${trace.output_slot} · ${trace.dtype} ${formatShape(trace.shape)} · ${formatDuration(trace.duration_us)} `),
-            trace.has_error ? h("div", { class: "error-box" }, trace.error) : h("span", { "data-testid": "selected-health" }, healthPill(healthOf(trace))),
+            h(
+              "span",
+              { class: "muted" },
+              `execution ${trace.execution_index} · output ${trace.output_slot} · ${trace.dtype} ${formatShape(trace.shape)} · ${formatDuration(trace.duration_us)} `,
+            ),
+            trace.has_error
+              ? h("div", { class: "error-box" }, trace.error)
+              : h("span", { "data-testid": "selected-health" }, healthPill(healthOf(trace))),
           )
         : null,
       op.original_ops.length
         ? h(
             "div",
             { class: "orig-ops" },
-            h("div", { class: "muted small" }, op.original_ops.length > 1 ? `Fused kernel: ${op.original_ops.length} original Relax ops` : "Original Relax op"),
+            h(
+              "div",
+              { class: "muted small" },
+              op.original_ops.length > 1 ? `Fused kernel: ${op.original_ops.length} original Relax ops` : "Original Relax op",
+            ),
             h(
               "ol",
               null,
@@ -120,7 +152,14 @@ class OpView implements View {
                   "li",
                   {
                     class: o.location ? "clickable" : "",
-                    onclick: () => o.location && this.store.showFrame({ file_path: o.location.file_path, file_index: -1, line: o.location.line, function: o.location.function }),
+                    onclick: () =>
+                      o.location &&
+                      this.store.showFrame({
+                        file_path: o.location.file_path,
+                        file_index: -1,
+                        line: o.location.line,
+                        function: o.location.function,
+                      }),
                   },
                   h("code", null, `${o.var_name} = ${o.op_type}`),
                   h("span", { class: "muted small" }, `  ${formatLocation(o.location)}`),
@@ -132,7 +171,11 @@ class OpView implements View {
       h(
         "table",
         { class: "io-table" },
-        h("thead", null, h("tr", null, h("th", null, "input"), h("th", null, "tensor"), h("th", null, "from"), h("th", null, "health here"))),
+        h(
+          "thead",
+          null,
+          h("tr", null, h("th", null, "input"), h("th", null, "tensor"), h("th", null, "from"), h("th", null, "health here")),
+        ),
         h(
           "tbody",
           null,
@@ -146,10 +189,14 @@ class OpView implements View {
                 "td",
                 null,
                 inp.producer_op_id !== null
-                  ? h("a", { href: "#", onclick: (e: Event) => (e.preventDefault(), void this.store.selectOp(inp.producer_op_id!)) }, inp.producer_op_name ?? `op ${inp.producer_op_id}`)
+                  ? h(
+                      "a",
+                      { href: "#", onclick: (e: Event) => (e.preventDefault(), void this.store.selectOp(inp.producer_op_id!)) },
+                      inp.producer_op_name ?? `op ${inp.producer_op_id}`,
+                    )
                   : h("span", { class: "muted" }, inp.kind.toLowerCase()),
               ),
-              h("td", { class: "input-health" }, pillOf(inp.producer_op_id)),
+              h("td", { class: "input-health" }, inp.kind === "PARAM" ? paramPill(inp.param_index) : pillOf(inp.producer_op_id)),
             ),
           ),
         ),
@@ -160,7 +207,14 @@ class OpView implements View {
         h("span", { class: "muted" }, "consumers: "),
         op.consumers.length
           ? op.consumers.map((c) =>
-              h("a", { href: "#", class: "consumer-link", onclick: (e: Event) => (e.preventDefault(), void this.store.selectOp(c.op_id)) }, c.op_name, " ", pillOf(c.op_id), " "),
+              h(
+                "a",
+                { href: "#", class: "consumer-link", onclick: (e: Event) => (e.preventDefault(), void this.store.selectOp(c.op_id)) },
+                c.op_name,
+                " ",
+                pillOf(c.op_id),
+                " ",
+              ),
             )
           : h("span", { class: "muted" }, "none (a function output)"),
       ),
@@ -184,7 +238,11 @@ class TensorView implements View {
     if (!t.has_value) {
       setChildren(
         this.el,
-        h("div", { class: "empty" }, `No tensor value stored for this execution (mode ${t.tensor_debug_mode}). Values are kept with tensor_debug_mode="FULL_TENSOR".`),
+        h(
+          "div",
+          { class: "empty" },
+          `No tensor value stored for this execution (mode ${t.tensor_debug_mode}). Values are kept with tensor_debug_mode="FULL_TENSOR".`,
+        ),
       );
       this.forPosition = null;
       return;
@@ -232,8 +290,21 @@ export function renderTensor(v: TensorValue): HTMLElement {
     return h(
       "table",
       { class: "tensor-table" },
-      h("thead", null, h("tr", null, h("th", null, ""), Array.from({ length: width }, (_, j) => h("th", null, String(j))))),
-      h("tbody", null, rows.map((r, i) => h("tr", null, h("th", null, String(i)), r.map(cell)))),
+      h(
+        "thead",
+        null,
+        h(
+          "tr",
+          null,
+          h("th", null, ""),
+          Array.from({ length: width }, (_, j) => h("th", null, String(j))),
+        ),
+      ),
+      h(
+        "tbody",
+        null,
+        rows.map((r, i) => h("tr", null, h("th", null, String(i)), r.map(cell))),
+      ),
     );
   };
   const blocks: HTMLElement[] = [];
@@ -241,14 +312,25 @@ export function renderTensor(v: TensorValue): HTMLElement {
     if (Array.isArray(x) && x.length && Array.isArray(x[0]) && Array.isArray((x[0] as unknown[])[0])) {
       (x as unknown[]).forEach((y, i) => walk(y, [...prefix, i]));
     } else {
-      blocks.push(h("div", { class: "tensor-block" }, prefix.length ? h("div", { class: "muted small" }, `[${prefix.join(", ")}, :, :]`) : null, matrix(x)));
+      blocks.push(
+        h(
+          "div",
+          { class: "tensor-block" },
+          prefix.length ? h("div", { class: "muted small" }, `[${prefix.join(", ")}, :, :]`) : null,
+          matrix(x),
+        ),
+      );
     }
   };
   walk(v.values, []);
   return h(
     "div",
     null,
-    h("div", { class: "muted small" }, `slice [${v.slice || ":"}] → ${formatShape(v.sliced_shape)}, ${formatCount(v.num_elements)} elements${v.truncated ? " (the writer kept only the first elements)" : ""}`),
+    h(
+      "div",
+      { class: "muted small" },
+      `slice [${v.slice || ":"}] → ${formatShape(v.sliced_shape)}, ${formatCount(v.num_elements)} elements${v.truncated ? " (the writer kept only the first elements)" : ""}`,
+    ),
     blocks,
   );
 }
@@ -296,12 +378,28 @@ class HistoryView implements View {
         : null;
     setChildren(
       this.el,
-      h("div", { class: "muted small" }, `${op.op_name}: ${formatCount(total)} executions${begin > 0 ? ` (the latest ${traces.length} shown)` : ""}, newest first`),
+      h(
+        "div",
+        { class: "muted small" },
+        `${op.op_name}: ${formatCount(total)} executions${begin > 0 ? ` (the latest ${traces.length} shown)` : ""}, newest first`,
+      ),
       compare,
       h(
         "table",
         { class: "history-table" },
-        h("thead", null, h("tr", null, h("th", null, "execution"), h("th", null, "shape"), h("th", null, "time"), h("th", null, "health"), h("th", null, "change"))),
+        h(
+          "thead",
+          null,
+          h(
+            "tr",
+            null,
+            h("th", null, "execution"),
+            h("th", null, "shape"),
+            h("th", null, "time"),
+            h("th", null, "health"),
+            h("th", null, "change"),
+          ),
+        ),
         h(
           "tbody",
           null,
@@ -310,12 +408,19 @@ class HistoryView implements View {
             const changed = prev && healthText(healthOf(prev)) !== healthText(healthOf(t));
             return h(
               "tr",
-              { class: `${t.position === selected ? "selected" : ""}${t.nonfinite ? " nonfinite" : ""}`, onclick: () => void this.store.selectTrace(t.position, t.index) },
+              {
+                class: `${t.position === selected ? "selected" : ""}${t.nonfinite ? " nonfinite" : ""}`,
+                onclick: () => void this.store.selectTrace(t.position, t.index),
+              },
               h("td", null, String(t.execution_index)),
               h("td", null, formatShape(t.shape)),
               h("td", null, formatDuration(t.duration_us)),
               h("td", null, healthPill(healthOf(t), true), " ", h("span", { class: "muted small" }, healthText(healthOf(t)))),
-              h("td", { class: "small" }, prev ? (changed ? h("span", { class: "changed" }, "changed") : h("span", { class: "muted" }, "same")) : ""),
+              h(
+                "td",
+                { class: "small" },
+                prev ? (changed ? h("span", { class: "changed" }, "changed") : h("span", { class: "muted" }, "same")) : "",
+              ),
             );
           }),
         ),
@@ -367,7 +472,11 @@ class ProfileView implements View {
     const rows = sortRows(p.rows, this.key, this.desc);
     setChildren(
       this.el,
-      h("div", { class: "muted small" }, `${formatDuration(p.total_us)} in ${formatCount(p.num_traces)} kernel executions over ${formatCount(p.num_executions)} calls`),
+      h(
+        "div",
+        { class: "muted small" },
+        `${formatDuration(p.total_us)} in ${formatCount(p.num_traces)} kernel executions over ${formatCount(p.num_executions)} calls`,
+      ),
       h(
         "table",
         { class: "profile-table" },
@@ -407,7 +516,12 @@ class ProfileView implements View {
               h("td", { class: "num" }, formatCount(r.calls)),
               h("td", { class: "num" }, formatDuration(r.total_us)),
               h("td", { class: "num" }, formatDuration(r.mean_us)),
-              h("td", { class: "num" }, h("span", { class: "pct-bar", style: { width: `${Math.min(100, r.percent)}%` } }), `${r.percent.toFixed(1)}`),
+              h(
+                "td",
+                { class: "num" },
+                h("span", { class: "pct-bar", style: { width: `${Math.min(100, r.percent)}%` } }),
+                `${r.percent.toFixed(1)}`,
+              ),
               h("td", null, r.dtype),
               h("td", null, formatShape(r.shape)),
             ),

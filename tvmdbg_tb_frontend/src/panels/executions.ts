@@ -28,6 +28,7 @@ export class ExecutionsPanel {
   private map = new ScrollMap(0, ROW_HEIGHT, 0);
   private ops: Op[] = [];
   private frame = 0;
+  private opsLoadedFor = -1;
   /** Monotonic index of the oldest trace kept, to notice a circular buffer moving on. */
   private firstIndex: number | null = null;
 
@@ -57,7 +58,12 @@ export class ExecutionsPanel {
     );
     this.spacer = h("div", { class: "vlist-spacer" });
     this.windowEl = h("div", { class: "vlist-window" });
-    this.scroller = h("div", { class: "vlist", tabindex: "0", onscroll: () => this.schedule(), onkeydown: (e: KeyboardEvent) => this.onKey(e) }, this.windowEl, this.spacer);
+    this.scroller = h(
+      "div",
+      { class: "vlist", tabindex: "0", onscroll: () => this.schedule(), onkeydown: (e: KeyboardEvent) => this.onKey(e) },
+      this.windowEl,
+      this.spacer,
+    );
     const header = h(
       "div",
       { class: "vlist-row vlist-head" },
@@ -73,7 +79,15 @@ export class ExecutionsPanel {
     this.el = h(
       "section",
       { class: "panel executions-panel", "data-panel": "graph-executions" },
-      h("header", { class: "panel-head" }, h("h2", null, "Graph executions"), this.countEl, h("span", { class: "spacer" }), this.filterInput, goto),
+      h(
+        "header",
+        { class: "panel-head" },
+        h("h2", null, "Graph executions"),
+        this.countEl,
+        h("span", { class: "spacer" }),
+        this.filterInput,
+        goto,
+      ),
       this.filterInfo,
       header,
       this.scroller,
@@ -102,38 +116,54 @@ export class ExecutionsPanel {
     this.filterOp = null;
     this.filterInput.value = "";
     this.ops = [];
+    this.opsLoadedFor = -1;
     this.firstIndex = null;
     setChildren(this.filterInfo);
     this.pager.reset(this.store.runInfo?.num_traces ?? 0);
     this.scroller.scrollTop = 0;
     this.map = new ScrollMap(0, ROW_HEIGHT, 0);
     this.relayout();
+    await this.loadOps();
+  }
+
+  /** The ops of every compiled function of the run, for the filter (again when a live program
+   * compiles more). */
+  private async loadOps(): Promise<void> {
     const run = this.store.run;
-    if (run === null) return;
+    const numOps = this.store.runInfo?.num_ops ?? 0;
+    if (run === null || numOps === this.opsLoadedFor) return;
+    this.opsLoadedFor = numOps;
     try {
       const graphs: GraphSummary[] = (await this.store.api.graphs(run)).graphs;
       const infos = await Promise.all(graphs.map((g) => this.store.graphInfo(g.graph_id)));
       if (this.store.run === run) this.ops = infos.flatMap((g) => g.ops);
     } catch (err) {
+      this.opsLoadedFor = -1;
       this.store.reportError(err);
     }
   }
 
   private async onRunsUpdate(): Promise<void> {
-    if (this.filterOp) return; // an op's trace count is refreshed with its filter
     const info = this.store.runInfo;
     const run = this.store.run;
-    const total = info?.num_traces ?? 0;
-    if (info?.live && run !== null && total > 0 && (info.circular_buffer_size ?? 0) > 0) {
-      // A full circular buffer drops the oldest traces: positions shift while the count stays.
-      try {
+    if (!info || run === null) return;
+    void this.loadOps();
+    let total = info.num_traces;
+    try {
+      if (this.filterOp) {
+        if (!info.live) return this.render();
+        const op = this.filterOp;
+        total = (await this.store.api.opTraces(run, op.op_id, 0, 0)).num_traces;
+        if (this.store.run !== run || this.filterOp !== op) return;
+      } else if (info.live && total > 0 && (info.circular_buffer_size ?? 0) > 0) {
+        // A full circular buffer drops the oldest traces: positions shift while the count stays.
         const head = (await this.store.api.traces(run, 0, 1)).graph_executions[0];
         if (this.store.run !== run) return;
         if (head && this.firstIndex !== null && head.index !== this.firstIndex) this.pager.reset(total);
         this.firstIndex = head?.index ?? null;
-      } catch (err) {
-        this.store.reportError(err);
       }
+    } catch (err) {
+      this.store.reportError(err);
     }
     if (total !== this.pager.total) {
       this.pager.grow(total);
@@ -245,7 +275,9 @@ export class ExecutionsPanel {
     this.spacer.style.height = `${Math.max(0, this.map.spacerHeight - this.scroller.clientHeight)}px`;
     const scrollTop = this.map.scrollTopForContent(contentTop);
     if (Math.abs(scrollTop - this.scroller.scrollTop) >= 1) this.scroller.scrollTop = scrollTop;
-    this.countEl.textContent = this.filterOp ? `${this.total.toLocaleString("en-US")} executions of ${this.filterOp.op_name}` : `${this.total.toLocaleString("en-US")} kernel executions`;
+    this.countEl.textContent = this.filterOp
+      ? `${this.total.toLocaleString("en-US")} executions of ${this.filterOp.op_name}`
+      : `${this.total.toLocaleString("en-US")} kernel executions`;
     this.render();
   }
 
@@ -267,7 +299,14 @@ export class ExecutionsPanel {
       const top = w.offsetPx + (i - w.first) * ROW_HEIGHT;
       if (!t) {
         missing = true;
-        rows.push(h("div", { class: "vlist-row loading", style: { top: `${top}px` } }, h("span", { class: "c-idx" }, String(i)), h("span", { class: "muted" }, "loading…")));
+        rows.push(
+          h(
+            "div",
+            { class: "vlist-row loading", style: { top: `${top}px` } },
+            h("span", { class: "c-idx" }, String(i)),
+            h("span", { class: "muted" }, "loading…"),
+          ),
+        );
         continue;
       }
       // By monotonic index once the selection is loaded: positions shift in a circular buffer.
@@ -285,18 +324,31 @@ export class ExecutionsPanel {
             onclick: () => void this.store.selectTrace(t.position, t.index),
           },
           h("span", { class: "c-idx" }, String(i)),
-          h("span", { class: "c-op", title: t.op_name }, t.op_name, t.output_slot ? h("span", { class: "muted" }, `:${t.output_slot}`) : null),
+          h(
+            "span",
+            { class: "c-op", title: t.op_name },
+            t.op_name,
+            t.output_slot ? h("span", { class: "muted" }, `:${t.output_slot}`) : null,
+          ),
           h("span", { class: "c-kernel", title: t.kernel }, t.kernel),
           h("span", { class: "c-exec muted" }, String(t.execution_index)),
           h("span", { class: "c-dtype" }, t.dtype),
           h("span", { class: "c-rank" }, String(t.shape.length)),
           h("span", { class: "c-shape", title: formatShape(t.shape) }, formatShape(t.shape)),
-          h("span", { class: "c-health" }, t.has_error ? h("span", { class: "error-text", title: t.error }, "error") : healthPill(health, true)),
+          h(
+            "span",
+            { class: "c-health" },
+            t.has_error ? h("span", { class: "error-text", title: t.error }, "error") : healthPill(health, true),
+          ),
         ),
       );
     }
     setChildren(this.windowEl, rows);
-    if (this.total === 0) setChildren(this.windowEl, h("div", { class: "empty" }, this.filterOp ? "This op has no recorded executions." : "No kernel executions recorded yet."));
+    if (this.total === 0)
+      setChildren(
+        this.windowEl,
+        h("div", { class: "empty" }, this.filterOp ? "This op has no recorded executions." : "No kernel executions recorded yet."),
+      );
     if (missing) {
       const run = this.store.run;
       this.pager

@@ -6,9 +6,9 @@
  * fused kernel expands into the original Relax ops folded into it.
  */
 import dagre from "@dagrejs/dagre";
-import type { GraphInfo, Op, TraceData } from "../api";
+import type { ExecutionData, GraphInfo, Op, TraceData } from "../api";
 import { h, setChildren, svg } from "../dom";
-import { type Health, formatLocation, healthOf, healthText, isNonFinite, pillSegments } from "../format";
+import { type Health, formatLocation, healthOf, healthText, isNonFinite, pillSegments, summaryHealth } from "../format";
 import { neighborhood } from "../neighborhood";
 import type { Store } from "../store";
 
@@ -40,6 +40,8 @@ export class GraphPanel {
   private readonly legend: HTMLElement;
   private expanded = new Set<number>();
   private view = { x: 0, y: 0, w: 100, h: 100 };
+  /** The view that centres the selected op, restored by the "centre" button after panning. */
+  private home = { x: 0, y: 0, w: 100, h: 100 };
   private svgEl: SVGSVGElement | null = null;
   private seq = 0;
   private wholeGraph = false;
@@ -56,11 +58,30 @@ export class GraphPanel {
       h("span", { class: "lg lg-bad" }, "non-finite"),
       h("span", { class: "lg lg-ok" }, "finite"),
     );
-    const whole = h("label", { class: "small" }, h("input", { type: "checkbox", onchange: (e: Event) => { this.wholeGraph = (e.target as HTMLInputElement).checked; void this.render(); } }), " whole graph");
+    const whole = h(
+      "label",
+      { class: "small" },
+      h("input", {
+        type: "checkbox",
+        onchange: (e: Event) => {
+          this.wholeGraph = (e.target as HTMLInputElement).checked;
+          void this.render();
+        },
+      }),
+      " whole graph",
+    );
     this.el = h(
       "section",
       { class: "panel graph-panel", "data-panel": "graph" },
-      h("header", { class: "panel-head" }, h("h2", null, "Graph structure"), this.title, h("span", { class: "spacer" }), whole, h("button", { class: "small-btn", onclick: () => this.centre(), title: "centre on the selected op" }, "centre")),
+      h(
+        "header",
+        { class: "panel-head" },
+        h("h2", null, "Graph structure"),
+        this.title,
+        h("span", { class: "spacer" }),
+        whole,
+        h("button", { class: "small-btn", onclick: () => this.centre(), title: "centre on the selected op" }, "centre"),
+      ),
       this.canvas,
       this.legend,
     );
@@ -82,13 +103,14 @@ export class GraphPanel {
     }
     try {
       const trace = this.store.trace && this.store.trace.op_id === op.op_id ? this.store.trace : null;
-      const [graph, health] = await Promise.all([
+      const [graph, health, call] = await Promise.all([
         this.store.graphInfo(op.graph_id),
         trace ? this.store.executionTraces(trace.execution_index) : Promise.resolve(new Map<number, TraceData>()),
+        trace ? this.store.executionByIndex(trace.execution_index) : Promise.resolve(null),
       ]);
       if (seq !== this.seq) return;
       this.title.textContent = `${graph.name} · ${graph.ops.length} kernels${trace ? ` · execution ${trace.execution_index}` : ""}`;
-      this.draw(graph, op, health);
+      this.draw(graph, op, health, call);
     } catch (err) {
       if (seq !== this.seq) return;
       setChildren(this.canvas, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
@@ -96,7 +118,7 @@ export class GraphPanel {
     }
   }
 
-  private draw(graph: GraphInfo, selected: Op, health: Map<number, TraceData>): void {
+  private draw(graph: GraphInfo, selected: Op, health: Map<number, TraceData>, call: ExecutionData | null): void {
     const byId = new Map(graph.ops.map((o) => [o.op_id, o]));
     const whole = graph.ops.length <= WHOLE_GRAPH_LIMIT || (this.wholeGraph && graph.ops.length <= MAX_LAYOUT_OPS);
     const hood = whole
@@ -116,18 +138,27 @@ export class GraphPanel {
       const extra = this.expanded.has(id) ? op.original_ops.length * ORIG_ROW_H + 6 : 0;
       g.setNode(`op${id}`, { width: NODE_W, height: NODE_H + extra });
     }
-    const paramNodes = new Map<string, { label: string; title: string }>();
+    const paramNodes = new Map<string, { label: string; title: string; health: Health | null }>();
     for (const e of graph.edges) {
       if (!shown.has(e.dst_op_id)) continue;
       if (e.src_op_id !== null) {
-        if (shown.has(e.src_op_id)) g.setEdge(`op${e.src_op_id}`, `op${e.dst_op_id}`, { name: e.name }, `${e.src_op_id}.${e.src_output_slot}-${e.dst_op_id}.${e.dst_input_slot}`);
+        if (shown.has(e.src_op_id))
+          g.setEdge(
+            `op${e.src_op_id}`,
+            `op${e.dst_op_id}`,
+            { name: e.name },
+            `${e.src_op_id}.${e.src_output_slot}-${e.dst_op_id}.${e.dst_input_slot}`,
+          );
         continue;
       }
       if (e.kind !== "PARAM") continue;
       const pid = `param${e.param_index}`;
       if (!paramNodes.has(pid)) {
         const p = graph.params.find((x) => x.index === e.param_index);
-        paramNodes.set(pid, { label: e.name || `param ${e.param_index}`, title: p ? `${p.name}: ${p.dtype} ${p.shape_expr}` : e.name });
+        const summary = e.param_index === null ? undefined : call?.inputs[e.param_index];
+        const hl = summary && Object.keys(summary.summary).length ? summaryHealth(summary) : null;
+        const title = `${p ? `${p.name}: ${p.dtype} ${p.shape_expr}` : e.name}${hl ? `\n${healthText(hl)}` : ""}`;
+        paramNodes.set(pid, { label: e.name || `param ${e.param_index}`, title, health: hl });
         g.setNode(pid, { width: PARAM_W, height: PARAM_H });
       }
       g.setEdge(pid, `op${e.dst_op_id}`, { name: e.name }, `${pid}-${e.dst_op_id}.${e.dst_input_slot}`);
@@ -136,7 +167,15 @@ export class GraphPanel {
     const size = g.graph() as { width?: number; height?: number };
 
     const root = svg("svg", { class: "graph-svg", role: "img", "aria-label": "graph structure" });
-    const defs = svg("defs", {}, svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow-head" })));
+    const defs = svg(
+      "defs",
+      {},
+      svg(
+        "marker",
+        { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
+        svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow-head" }),
+      ),
+    );
     root.appendChild(defs);
     const edgesG = svg("g", { class: "edges" });
     for (const ed of g.edges()) {
@@ -152,7 +191,12 @@ export class GraphPanel {
     const nodesG = svg("g", { class: "nodes" });
     for (const [pid, p] of paramNodes) {
       const n = g.node(pid) as NodeBox;
-      const grp = svg("g", { class: "node param-node", transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})` });
+      const state = !p.health ? "unknown" : isNonFinite(p.health) ? "bad" : "ok";
+      const grp = svg("g", {
+        class: `node param-node health-${state}`,
+        transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})`,
+        "data-param": pid,
+      });
       grp.appendChild(svg("rect", { width: n.width, height: n.height, rx: 12 }));
       const text = svg("text", { x: n.width / 2, y: 16, "text-anchor": "middle" });
       text.textContent = truncate(p.label, 16);
@@ -178,13 +222,28 @@ export class GraphPanel {
     const ch = Math.max(150, this.canvas.clientHeight || 400);
     const scale = Math.min(1.2, Math.max(0.75, Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20))));
     this.view = { w: cw / scale, h: ch / scale, x: sel.x - cw / scale / 2, y: sel.y - ch / scale / 2 };
+    this.home = { ...this.view };
     this.applyView();
     this.enablePanZoom(root);
-    const note = whole ? null : h("div", { class: "graph-note small muted" }, `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}; click a node to move there`);
+    const note = whole
+      ? null
+      : h(
+          "div",
+          { class: "graph-note small muted" },
+          `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}; click a node to move there`,
+        );
     setChildren(this.canvas, root, note);
   }
 
-  private opNode(op: Op, n: NodeBox, role: string, state: string, hl: Health | null, frontier: boolean, trace: TraceData | undefined): SVGElement {
+  private opNode(
+    op: Op,
+    n: NodeBox,
+    role: string,
+    state: string,
+    hl: Health | null,
+    frontier: boolean,
+    trace: TraceData | undefined,
+  ): SVGElement {
     const grp = svg("g", {
       class: `node op-node${role ? ` role-${role}` : ""} health-${state}`,
       transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})`,
@@ -233,7 +292,10 @@ export class GraphPanel {
       if (open) {
         op.original_ops.forEach((o, i) => {
           const row = svg("text", { x: 12, y: NODE_H + 10 + i * ORIG_ROW_H, class: `orig-op${o.location ? " has-loc" : ""}` });
-          row.textContent = truncate(`${o.var_name} = ${o.op_type.replace(/^relax\./, "")}  ${o.location ? formatLocation(o.location) : ""}`, 30);
+          row.textContent = truncate(
+            `${o.var_name} = ${o.op_type.replace(/^relax\./, "")}  ${o.location ? formatLocation(o.location) : ""}`,
+            30,
+          );
           if (o.location) {
             const loc = o.location;
             row.addEventListener("click", (e) => {
@@ -258,7 +320,8 @@ export class GraphPanel {
   }
 
   private centre(): void {
-    void this.render();
+    this.view = { ...this.home };
+    this.applyView();
   }
 
   private enablePanZoom(root: SVGSVGElement): void {

@@ -23,7 +23,15 @@ export class HeaderBar {
     this.el = h(
       "div",
       { class: "header-wrap" },
-      h("header", { class: "topbar" }, h("span", { class: "brand" }, "TVM Debugger"), h("label", { class: "small muted" }, "run ", this.runSelect), this.info, h("span", { class: "spacer" }), this.live),
+      h(
+        "header",
+        { class: "topbar" },
+        h("span", { class: "brand" }, "TVM Debugger"),
+        h("label", { class: "small muted" }, "run ", this.runSelect),
+        this.info,
+        h("span", { class: "spacer" }),
+        this.live,
+      ),
       this.problems,
       this.errors,
     );
@@ -36,7 +44,10 @@ export class HeaderBar {
     const runs = this.store.runs;
     const current = this.store.run;
     if (this.runSelect.options.length !== runs.length || [...this.runSelect.options].some((o, i) => o.value !== runs[i]?.run)) {
-      setChildren(this.runSelect, runs.map((r) => h("option", { value: r.run }, r.run)));
+      setChildren(
+        this.runSelect,
+        runs.map((r) => h("option", { value: r.run }, r.run)),
+      );
     }
     if (current !== null) this.runSelect.value = current;
     const info = this.store.runInfo;
@@ -54,16 +65,27 @@ export class HeaderBar {
       this.live,
       h("span", { class: "live-dot" }),
       isLive ? "live" : "not live",
-      h("span", { class: "muted small" }, info?.last_update_time ? ` · written ${formatAgo(now - info.last_update_time)}` : "", this.lastPoll ? ` · checked ${new Date(this.lastPoll).toLocaleTimeString()}` : ""),
+      h(
+        "span",
+        { class: "muted small" },
+        info?.last_update_time ? ` · written ${formatAgo(now - info.last_update_time)}` : "",
+        this.lastPoll ? ` · checked ${new Date(this.lastPoll).toLocaleTimeString()}` : "",
+      ),
     );
     const problems: string[] = [...(this.status?.problems ?? [])];
     if (this.status?.reader.error) problems.push(`reader: ${this.status.reader.error}`);
     const rs = this.status?.runs.find((r) => r.run === current);
+    if (rs?.error) problems.push(`reading ${rs.run}: ${rs.error}`);
     if (rs && rs.num_corruptions > 0) {
       const c = rs.corruptions[0];
-      problems.push(`${rs.num_corruptions} corrupt record${rs.num_corruptions === 1 ? "" : "s"} skipped${c ? ` (first: ${c.path} at byte ${c.offset}: ${c.message || c.reason})` : ""}`);
+      problems.push(
+        `${rs.num_corruptions} corrupt record${rs.num_corruptions === 1 ? "" : "s"} skipped${c ? ` (first: ${c.path} at byte ${c.offset}: ${c.message || c.reason})` : ""}`,
+      );
     }
-    setChildren(this.problems, problems.map((p) => h("div", { class: "problem" }, "⚠ ", p)));
+    setChildren(
+      this.problems,
+      problems.map((p) => h("div", { class: "problem" }, "⚠ ", p)),
+    );
   }
 
   private renderErrors(): void {

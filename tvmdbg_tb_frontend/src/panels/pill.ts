@@ -23,7 +23,9 @@ export function healthPill(health: Health, compact = false): HTMLElement {
       : h(
           "span",
           { class: "pill-counts" },
-          segments.map((s) => h("span", { class: `cnt cnt-${s.kind}${s.count ? "" : " zero-count"}` }, `${s.label} ${formatCount(s.count)}`)),
+          segments.map((s) =>
+            h("span", { class: `cnt cnt-${s.kind}${s.count ? "" : " zero-count"}` }, `${s.label} ${formatCount(s.count)}`),
+          ),
         ),
   );
 }

@@ -15,7 +15,12 @@ export class StackPanel {
 
   constructor(private readonly store: Store) {
     this.body = h("div", { class: "panel-body stack-body" });
-    this.el = h("section", { class: "panel stack-panel", "data-panel": "stack-trace" }, h("header", { class: "panel-head" }, h("h2", null, "Stack trace")), this.body);
+    this.el = h(
+      "section",
+      { class: "panel stack-panel", "data-panel": "stack-trace" },
+      h("header", { class: "panel-head" }, h("h2", null, "Stack trace")),
+      this.body,
+    );
     store.on("op", () => this.render());
     store.on("frame", () => this.render());
     store.on("run", () => this.render());
@@ -29,7 +34,13 @@ export class StackPanel {
     setChildren(
       this.body,
       h("div", { class: "muted small" }, `Creation of `, h("b", null, op.op_name), ` (${op.kernel})`),
-      rows.length === 0 ? h("div", { class: "empty" }, "No stack recorded for this op (compiled before tvmdbg was enabled, or by a path without source mapping).") : null,
+      rows.length === 0
+        ? h(
+            "div",
+            { class: "empty" },
+            "No stack recorded for this op (compiled before tvmdbg was enabled, or by a path without source mapping).",
+          )
+        : null,
       h(
         "ol",
         { class: "frames" },
@@ -66,7 +77,12 @@ export class SourcePanel {
   constructor(private readonly store: Store) {
     this.title = h("span", { class: "muted source-path" });
     this.body = h("div", { class: "panel-body source-body" });
-    this.el = h("section", { class: "panel source-panel", "data-panel": "source" }, h("header", { class: "panel-head" }, h("h2", null, "Source code"), this.title), this.body);
+    this.el = h(
+      "section",
+      { class: "panel source-panel", "data-panel": "source" },
+      h("header", { class: "panel-head" }, h("h2", null, "Source code"), this.title),
+      this.body,
+    );
     store.on("run", () => {
       this.files.clear();
       this.paths = null;
@@ -94,7 +110,14 @@ export class SourcePanel {
     try {
       const index = await this.fileIndex(run, frame);
       if (index < 0) {
-        setChildren(this.body, h("div", { class: "empty" }, `The file ${frame.file_path} was not recorded in the dump (it could not be read when the op was created).`));
+        setChildren(
+          this.body,
+          h(
+            "div",
+            { class: "empty" },
+            `The file ${frame.file_path} was not recorded in the dump (it could not be read when the op was created).`,
+          ),
+        );
         return;
       }
       const key = `${run}|${index}`;
@@ -117,7 +140,12 @@ export class SourcePanel {
     const rows = highlighted.map((html, i) => {
       const code = h("span", { class: "code" });
       code.innerHTML = html || " ";
-      return h("div", { class: `src-line${i + 1 === line ? " highlighted" : ""}`, "data-line": String(i + 1) }, h("span", { class: "ln" }, String(i + 1)), code);
+      return h(
+        "div",
+        { class: `src-line${i + 1 === line ? " highlighted" : ""}`, "data-line": String(i + 1) },
+        h("span", { class: "ln" }, String(i + 1)),
+        code,
+      );
     });
     const pre = h("div", { class: "src hljs" }, rows);
     setChildren(this.body, pre);

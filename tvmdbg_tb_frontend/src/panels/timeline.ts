@@ -2,7 +2,7 @@
  * a click shows the call's details and the kernels it ran. */
 import type { ExecutionData, ExecutionDigest, TraceData } from "../api";
 import { h, setChildren } from "../dom";
-import { formatClock, formatCount, formatDuration, formatLocation, formatShape, healthOf } from "../format";
+import { formatClock, formatCount, formatDuration, formatLocation, formatShape, summaryHealth } from "../format";
 import type { Store } from "../store";
 import { healthPill } from "./pill";
 
@@ -99,9 +99,21 @@ export class TimelinePanel {
     const last = Math.min(this.total, this.begin + PAGE);
     setChildren(
       this.nav,
-      h("button", { class: "small-btn", disabled: this.begin === 0, onclick: () => this.page(this.begin - PAGE), title: "older calls" }, "‹"),
-      h("span", { class: "muted small" }, this.total ? `${formatCount(this.begin)}–${formatCount(last - 1)} of ${formatCount(this.total)} calls` : "no calls yet"),
-      h("button", { class: "small-btn", disabled: last >= this.total, onclick: () => this.page(this.begin + PAGE), title: "newer calls" }, "›"),
+      h(
+        "button",
+        { class: "small-btn", disabled: this.begin === 0, onclick: () => this.page(this.begin - PAGE), title: "older calls" },
+        "‹",
+      ),
+      h(
+        "span",
+        { class: "muted small" },
+        this.total ? `${formatCount(this.begin)}–${formatCount(last - 1)} of ${formatCount(this.total)} calls` : "no calls yet",
+      ),
+      h(
+        "button",
+        { class: "small-btn", disabled: last >= this.total, onclick: () => this.page(this.begin + PAGE), title: "newer calls" },
+        "›",
+      ),
     );
     const maxDur = Math.max(1, ...this.digests.map((d) => d.duration_us ?? 0));
     setChildren(
@@ -163,7 +175,14 @@ export class TimelinePanel {
         { class: "io" },
         h("span", { class: "muted" }, label),
         list.length
-          ? list.map((s, i) => h("span", { class: "io-item" }, `${i}: ${s.dtype} ${formatShape(s.shape)} `, Object.keys(s.summary).length ? healthPill(healthOf({ nan: 0, neg_inf: 0, pos_inf: 0, summary: s.summary }), true) : null))
+          ? list.map((s, i) =>
+              h(
+                "span",
+                { class: "io-item" },
+                `${i}: ${s.dtype} ${formatShape(s.shape)} `,
+                Object.keys(s.summary).length ? healthPill(summaryHealth(s), true) : null,
+              ),
+            )
           : h("span", { class: "muted" }, " none"),
       );
     setChildren(
@@ -172,7 +191,11 @@ export class TimelinePanel {
         "div",
         { class: "exec-head" },
         h("b", null, `#${ex.index} ${ex.function_name}`),
-        h("span", { class: "muted" }, ` · ${formatClock(ex.wall_time)} · ${formatDuration(ex.duration_us)} · ${formatCount(ex.num_traces)} kernels · ${ex.tensor_debug_mode} · called at ${formatLocation(ex.location)}`),
+        h(
+          "span",
+          { class: "muted" },
+          ` · ${formatClock(ex.wall_time)} · ${formatDuration(ex.duration_us)} · ${formatCount(ex.num_traces)} kernels · ${ex.tensor_debug_mode} · called at ${formatLocation(ex.location)}`,
+        ),
       ),
       ex.error ? h("div", { class: "error-box" }, `raised: ${ex.error}`) : null,
       summaries("inputs", ex.inputs),
@@ -191,7 +214,9 @@ export class TimelinePanel {
             t.op_name,
           ),
         ),
-        kernels.total > kernels.rows.length ? h("span", { class: "muted small" }, ` … ${formatCount(kernels.total - kernels.rows.length)} more`) : null,
+        kernels.total > kernels.rows.length
+          ? h("span", { class: "muted small" }, ` … ${formatCount(kernels.total - kernels.rows.length)} more`)
+          : null,
       ),
     );
   }
