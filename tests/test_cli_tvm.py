@@ -286,3 +286,53 @@ def test_run_full_tensor_values_of_the_nan_call(script, tmp_path):
     np.testing.assert_array_equal(np.load(saved), expected)
     shown = transcript(result.stdout)[f"pt lv[0, :4] -w {saved}"]
     assert "mode: FULL_TENSOR" in shown and "values: size=4  nan=1  -inf=1  +inf=0" in shown
+
+
+def test_run_in_a_terminal(script, tmp_path):
+    """The interactive path: readline input at the stop, while the program waits."""
+    import pty
+    import select
+    import signal
+    import time
+
+    def read_until(fd, needle: bytes | None, timeout: float = 120.0) -> bytes:
+        """Output up to needle, or (needle None) up to the end."""
+        data, deadline = b"", time.time() + timeout
+        while needle is None or needle not in data:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.time()))
+            if not ready:
+                raise AssertionError(f"timed out waiting for {needle!r}; got {data[-1500:]!r}")
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                if needle is None:
+                    return data
+                raise AssertionError(f"the terminal closed before {needle!r}; got {data[-1500:]!r}")
+            data += chunk
+        return data
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ.update(TVMDBG_HISTORY="", TERM="xterm")
+        os.execv(
+            sys.executable, [*TVMDBG, "run", "-f", "has_inf_or_nan", "--dump_dir", str(tmp_path), str(script), "-", "2"]
+        )
+    try:
+        out = read_until(fd, b"tvmdbg> ")
+        assert b"stopped after VM call 3 (main, execution 2)" in out and b"step 2" not in out
+        os.write(fd, b"ni l\t -e 2\r")  # completes to the only op named l...: lv
+        out = read_until(fd, b"tvmdbg> ")
+        assert b"Op lv" in out and b"nan:2 -inf:1" in out
+        os.write(fd, b"run --no_break\r")
+        out = read_until(fd, None)
+        assert b"step 4: finite=True" in out and b"finished after 5 VM calls (1 stops)" in out
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
