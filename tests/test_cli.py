@@ -465,7 +465,7 @@ def test_redirect_and_append(dumps, tmp_path):
 # -- the analyzer in a terminal ------------------------------------------------------------
 
 
-def _read_until(fd: int, needle: bytes, timeout: float = 20.0, until_eof: bool = False) -> bytes:
+def _read_until(fd: int, needle: bytes, timeout: float = 90.0, until_eof: bool = False) -> bytes:
     data = b""
     deadline = time.time() + timeout
     while needle not in data:
@@ -488,11 +488,11 @@ def _read_until(fd: int, needle: bytes, timeout: float = 20.0, until_eof: bool =
 
 def test_analyzer_in_a_pseudo_terminal_completes_and_keeps_history(dumps, tmp_path):
     history = tmp_path / "history"
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | {"TVMDBG_HISTORY": str(history), "TERM": "xterm"}
+    args = [*TVMDBG, "analyze", str(dumps["nan"])]
     pid, fd = pty.fork()
-    if pid == 0:  # the child: the CLI on the terminal
-        os.environ.update(TVMDBG_HISTORY=str(history), TERM="xterm")
-        os.environ.pop("NO_COLOR", None)
-        os.execv(sys.executable, [*TVMDBG, "analyze", str(dumps["nan"])])
+    if pid == 0:  # the child: the CLI on the terminal (exec at once: the parent has threads)
+        os.execve(sys.executable, args, env)
     try:
         _read_until(fd, b"tvmdbg> ")
         os.write(fd, b"ni relu_o\t\r")  # completes the op name
@@ -508,7 +508,7 @@ def test_analyzer_in_a_pseudo_terminal_completes_and_keeps_history(dumps, tmp_pa
         out = _read_until(fd, b"tvmdbg> ")
         assert b"^C (type quit to leave)" in out and b"kernel outputs" not in out
         os.write(fd, b"qui\t\r")
-        _read_until(fd, b"\0", timeout=20, until_eof=True)
+        _read_until(fd, b"\0", until_eof=True)
         _, status = os.waitpid(pid, 0)
     except BaseException:
         os.kill(pid, signal.SIGKILL)

@@ -313,12 +313,11 @@ def test_run_in_a_terminal(script, tmp_path):
             data += chunk
         return data
 
+    env = {**os.environ, "TVMDBG_HISTORY": "", "TERM": "xterm"}
+    args = [*TVMDBG, "run", "-f", "has_inf_or_nan", "--dump_dir", str(tmp_path), str(script), "-", "2"]
     pid, fd = pty.fork()
-    if pid == 0:
-        os.environ.update(TVMDBG_HISTORY="", TERM="xterm")
-        os.execv(
-            sys.executable, [*TVMDBG, "run", "-f", "has_inf_or_nan", "--dump_dir", str(tmp_path), str(script), "-", "2"]
-        )
+    if pid == 0:  # exec at once: the parent has threads
+        os.execve(sys.executable, args, env)
     try:
         out = read_until(fd, b"tvmdbg> ")
         assert b"stopped after VM call 3 (main, execution 2)" in out and b"step 2" not in out
