@@ -1,13 +1,15 @@
 """Overhead of tvmdbg per tensor debug mode, against the same models uninstrumented.
 
-    .venv/bin/python bench/bench_overhead.py [--quick]
+    .venv/bin/python bench/bench_overhead.py [--quick] [--threads N] [--workloads a,b]
 
 Workloads: a chain of 200 tiny element-wise kernels (added cost per kernel), one kernel
 with a 1M-element output (compared with one numpy read of that tensor), and whole models
 compiled with fusion: the demo training step (digits MLP, tvm.relax.training), a small CNN
-and a small transformer block. Each model is compiled once per mode (under that mode, so
-compile-time instrumentation applies), warmed up, then timed call by call; the table gives
-medians, the ratio to the uninstrumented median, and the added microseconds per kernel.
+and a small transformer block. For each mode the model is compiled under that mode (so
+compile-time instrumentation applies) next to an uninstrumented copy compiled without
+tvmdbg; calls of the two alternate, so machine noise hits both alike. The table gives the
+medians, the median of the per-pair ratios, and the added microseconds per kernel
+(kernel count read back from the dump).
 """
 
 from __future__ import annotations
@@ -19,100 +21,163 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-
-import models  # noqa: E402
-import tvm  # noqa: E402
-from tvm import relax  # noqa: E402
-
-import tvmdbg  # noqa: E402
 
 MODES = ["NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "SHAPE"]
 
 
 def _vm_workload(build):
-    """A callable running one VM call of a freshly compiled model, and its kernel count."""
+    """A callable running one traced-or-not VM call of a freshly compiled model."""
+    import tvm
+    from tvm import relax
+
+    from tvmdbg_tb.instrument import vm_tracer
+
     executable, inputs = build()
     vm = relax.VirtualMachine(executable, tvm.cpu())
+    if not _tracing[0]:
+        vm_tracer.exclude(vm)
     args = [tvm.runtime.tensor(a) for a in inputs]
     function = vm["main"]
-    return (lambda: function(*args)), None
+    return lambda: function(*args)
 
 
 def _training_workload():
+    import models
+
+    from tvmdbg_tb.instrument import vm_tracer
+
     training = models.digits_training(lr=0.05, fuse=True)
+    if not _tracing[0]:
+        vm_tracer.exclude(training.trainer.vm)
     trainer = training.trainer
-    return (lambda: trainer.update(training.inputs, training.targets)), None
+    return lambda: trainer.update(training.inputs, training.targets)
 
 
-WORKLOADS = {
-    "chain200": lambda: _vm_workload(lambda: models.chain(200, 16, fuse=False)),
-    "big1M": lambda: _vm_workload(models.big_elementwise),
-    "train_step": _training_workload,
-    "cnn": lambda: _vm_workload(models.small_cnn),
-    "transformer": lambda: _vm_workload(models.transformer_block),
-}
+def _workloads():
+    import models
+
+    return {
+        "chain200": lambda: _vm_workload(lambda: models.chain(200, 16, fuse=False)),
+        "big1M": lambda: _vm_workload(models.big_elementwise),
+        "train_step": _training_workload,
+        "cnn": lambda: _vm_workload(models.small_cnn),
+        "transformer": lambda: _vm_workload(models.transformer_block),
+    }
 
 
-def _median_us(run, calls: int, seconds: float) -> float:
+_tracing = [False]
+
+
+_clock = [time.perf_counter]
+
+
+def _paired(base, traced, calls: int, seconds: float) -> tuple[float, float, float]:
+    """Medians of alternating calls (base, traced) and the median ratio of the pairs."""
     for _ in range(3):
-        run()
-    samples = []
+        base()
+        traced()
+    a, b = [], []
+    clock = _clock[0]
     deadline = time.perf_counter() + seconds
-    while len(samples) < calls or (time.perf_counter() < deadline and len(samples) < 20 * calls):
-        start = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e6
+    while len(a) < calls or (time.perf_counter() < deadline and len(a) < 20 * calls):
+        start = clock()
+        base()
+        middle = clock()
+        traced()
+        a.append(middle - start)
+        b.append(clock() - middle)
+    ratio = statistics.median(y / x for x, y in zip(a, b))
+    return statistics.median(a) * 1e6, statistics.median(b) * 1e6, ratio
 
 
-def _kernels(logdir: str) -> float:
-    """Kernel executions per call, from the dump itself."""
+def _kernels_per_call(logdir: str) -> float:
+    import tvmdbg
+
     with tvmdbg.DebugDataReader(logdir) as reader:
         reader.update()
         run = reader.run()
-        n = run.num_executions()
-        return run.num_traces() / n if n else float("nan")
+        return run.num_traces() / max(run.num_executions(), 1)
 
 
 def measure(name: str, calls: int, seconds: float) -> list[tuple]:
+    import tvmdbg
+
+    build = _workloads()[name]
     rows = []
-    run, _ = WORKLOADS[name]()
-    base = _median_us(run, calls, seconds)
-    rows.append((name, "uninstrumented", base, 1.0, float("nan")))
     for mode in MODES:
+        _tracing[0] = False
+        base = build()
         with tempfile.TemporaryDirectory() as logdir:
             tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=-1)
             try:
-                run, _ = WORKLOADS[name]()
-                median = _median_us(run, calls, seconds)
+                _tracing[0] = True
+                traced = build()
+                base_us, traced_us, ratio = _paired(base, traced, calls, seconds)
             finally:
                 tvmdbg.disable_dump_debug_info()
-            kernels = _kernels(logdir)
-        per_kernel = (median - base) / kernels if kernels else float("nan")
-        rows.append((name, mode, median, median / base, per_kernel))
+            kernels = _kernels_per_call(logdir)
+        rows.append(
+            (name, mode, base_us, traced_us, ratio, (traced_us - base_us) / kernels if kernels else float("nan"))
+        )
     return rows
 
 
-def numpy_read_us(size: int = 1 << 20) -> float:
+def _median_us(fn, n: int = 200) -> float:
+    clock = _clock[0]
+    samples = []
+    for _ in range(n):
+        start = clock()
+        fn()
+        samples.append(clock() - start)
+    return statistics.median(samples) * 1e6
+
+
+def health_vs_read(size: int = 1 << 20) -> tuple[float, float]:
+    """The FULL_HEALTH summary kernel alone on a 1M float32 tensor, and a numpy read of it."""
+    import numpy as np
+    import tvm
+
+    from tvmdbg_tb.instrument import compiled
+
+    kernel = tvm.get_global_func(compiled.kernel("float32", 1, True))
     data = np.linspace(-1, 1, size, dtype="float32")
-    return _median_us(lambda: data.sum(), 50, 0.5)
+    tensor = tvm.runtime.tensor(data)
+    stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
+    return _median_us(lambda: kernel(tensor, stats, 0)), _median_us(data.sum)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--threads", type=int, default=0, help="TVM_NUM_THREADS (0: TVM's default)")
+    parser.add_argument("--workloads", default="chain200,big1M,train_step,cnn,transformer")
+    parser.add_argument(
+        "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time (use with --threads 1)"
+    )
     options = parser.parse_args()
-    calls, seconds = (20, 0.2) if options.quick else (100, 1.0)
-    print(f"tvmdbg overhead (median of >= {calls} calls each; one process, one run)")
-    print(f"{'workload':<12} {'mode':<15} {'median_us':>11} {'ratio':>7} {'added_us/kernel':>16}")
+    if options.threads:
+        os.environ["TVM_NUM_THREADS"] = str(options.threads)
+    if options.clock == "cpu":
+        _clock[0] = time.thread_time
+    calls, seconds = (20, 0.3) if options.quick else (100, 2.0)
+    threads = options.threads or "default"
+    print(
+        f"tvmdbg overhead: median of >= {calls} alternating (uninstrumented, traced) call pairs; "
+        f"clock={options.clock}, TVM_NUM_THREADS={threads}"
+    )
+    print(f"{'workload':<12} {'mode':<15} {'base_us':>10} {'traced_us':>10} {'ratio':>7} {'added_us/kernel':>16}")
     for name in options.workloads.split(","):
-        for workload, mode, median, ratio, per_kernel in measure(name, calls, seconds):
-            print(f"{workload:<12} {mode:<15} {median:>11.1f} {ratio:>7.3f} {per_kernel:>16.2f}", flush=True)
-    print(f"numpy read of 1M float32 (sum): {numpy_read_us():.1f} us")
+        for workload, mode, base_us, traced_us, ratio, per_kernel in measure(name, calls, seconds):
+            print(
+                f"{workload:<12} {mode:<15} {base_us:>10.1f} {traced_us:>10.1f} {ratio:>7.3f} {per_kernel:>16.2f}",
+                flush=True,
+            )
+    kernel_us, read_us = health_vs_read()
+    print(
+        f"FULL_HEALTH summary kernel on a 1M float32 tensor: {kernel_us:.1f} us; numpy read (sum) of it: "
+        f"{read_us:.1f} us; ratio {kernel_us / read_us:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -2,13 +2,13 @@
 
 A 64->32->10 MLP learns to read 8x8 handwritten digits (scikit-learn's `load_digits`,
 shipped with the package, no download) with `tvm.relax.training` and plain SGD. Its loss is
-the textbook cross-entropy written naively, `-sum(y * log(softmax(logits)))`: once the model
-grows confident, a softmax probability underflows to 0, `log(0)` is -inf, `0 * -inf` is NaN,
-and within a few steps the loss is `nan` and accuracy falls to chance.
+the textbook cross-entropy written naively, `-sum(y * log(softmax(logits)))`. At learning
+rate 7 the logits are soon thrown so far apart that softmax probabilities underflow to 0:
+`log(0)` is -inf, `0 * -inf` is NaN, the loss is `nan` at step 4 and accuracy falls to chance.
 
-    python examples/debug_digits.py                 # watch it go NaN
-    python examples/debug_digits.py --debug         # same, dumped to /tmp/tvmdbg_logdir
-    python examples/debug_digits.py --fix           # log_softmax: trains to ~95% accuracy
+    python examples/debug_digits.py            # watch it go NaN
+    python examples/debug_digits.py --debug    # the same, dumped to /tmp/tvmdbg_logdir
+    python examples/debug_digits.py --fix      # log_softmax and lr 1: 95.3% test accuracy in 50 steps
 
 Then `tensorboard --logdir /tmp/tvmdbg_logdir` and open the "TVM Debugger" tab.
 """

@@ -259,13 +259,14 @@ def _params(rng, shapes):
     ]
 
 
-def small_cnn(fuse: bool = True, seed: int = 0):
-    """conv-relu-pool-conv-relu-pool-dense on a 1x3x32x32 image; returns (executable, inputs)."""
+def small_cnn(fuse: bool = True, seed: int = 0, batch: int = 4):
+    """conv-relu-pool-conv-relu-pool-dense on batch x 3x32x32 images; returns (executable, inputs)."""
     rng = np.random.default_rng(seed)
-    params, values = _params(rng, [("c1", (8, 3, 3, 3)), ("c2", (16, 8, 3, 3)), ("w", (16 * 8 * 8, 10)), ("b", (10,))])
+    shapes = [("c1", (16, 3, 3, 3)), ("c2", (32, 16, 3, 3)), ("w", (32 * 8 * 8, 10)), ("b", (10,))]
+    params, values = _params(rng, shapes)
     c1, c2, w, b = params
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((1, 3, 32, 32), "float32"))
+    x = relax.Var("x", relax.TensorType((batch, 3, 32, 32), "float32"))
     op = relax.op
     with bb.function("main", [x, *params]):
         with bb.dataflow():
@@ -273,14 +274,14 @@ def small_cnn(fuse: bool = True, seed: int = 0):
             h = bb.emit(op.nn.max_pool2d(h, pool_size=2, strides=2))
             h = bb.emit(op.nn.relu(op.nn.conv2d(h, c2, padding=1)))
             h = bb.emit(op.nn.max_pool2d(h, pool_size=2, strides=2))
-            h = bb.emit(op.reshape(h, (1, 16 * 8 * 8)))
+            h = bb.emit(op.reshape(h, (batch, 32 * 8 * 8)))
             out = bb.emit_output(op.add(op.matmul(h, w), b))
         bb.emit_func_output(out)
-    image = rng.standard_normal((1, 3, 32, 32)).astype("float32")
+    image = rng.standard_normal((batch, 3, 32, 32)).astype("float32")
     return compile_module(bb.get(), fuse), [image, *values]
 
 
-def transformer_block(fuse: bool = True, tokens: int = 16, dim: int = 64, seed: int = 0):
+def transformer_block(fuse: bool = True, tokens: int = 32, dim: int = 128, seed: int = 0):
     """Pre-norm single-head attention + GELU MLP with residuals; returns (executable, inputs)."""
     rng = np.random.default_rng(seed)
     params, values = _params(

@@ -76,3 +76,17 @@ class TwoFunctions:
         b = cls.helper(a)
         c = R.multiply(b, a)
         return c
+
+
+@I.ir_module
+class WithBranch:
+    """Control flow: traced by the VM instrument even where summary kernels are compiled in."""
+
+    @R.function
+    def main(x: R.Tensor((4,), "float32"), flag: R.Tensor((), "bool")) -> R.Tensor((4,), "float32"):
+        if flag:  # noqa: SIM108 (TVMScript control flow, not Python)
+            y = R.exp(x)
+        else:
+            y = R.log(x)
+        z = R.add(y, x)
+        return z

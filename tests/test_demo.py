@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -70,18 +71,33 @@ def user_line(run, location: pb.CodeLocation) -> tuple[str, int]:
     return frame.file_path, frame.line
 
 
-@pytest.fixture(scope="module", params=["--fuse", "--no-fuse"])
-def nan_demo(request, tmp_path_factory):
-    dump_dir = tmp_path_factory.mktemp("nan" + request.param.replace("-", "_"))
-    stdout = run_example(dump_dir, request.param, "--steps", str(NAN_STEPS))
-    return request.param, stdout, read_run(dump_dir)
+@pytest.fixture(scope="module")
+def demo_logdir(tmp_path_factory) -> Path:
+    """One logdir holding every run of this module, as scripts/demo.sh lays them out."""
+    return tmp_path_factory.mktemp("tvmdbg_logdir")
 
 
 @pytest.fixture(scope="module")
-def fixed_demo(tmp_path_factory):
-    dump_dir = tmp_path_factory.mktemp("fixed")
-    stdout = run_example(dump_dir, "--fix", "--steps", str(FIX_STEPS))
-    return stdout, read_run(dump_dir)
+def nan_fused(demo_logdir):
+    stdout = run_example(demo_logdir / "nan", "--fuse", "--steps", str(NAN_STEPS))
+    return "--fuse", stdout, read_run(demo_logdir / "nan")
+
+
+@pytest.fixture(scope="module")
+def nan_unfused(demo_logdir):
+    stdout = run_example(demo_logdir / "nan_unfused", "--no-fuse", "--steps", str(NAN_STEPS))
+    return "--no-fuse", stdout, read_run(demo_logdir / "nan_unfused")
+
+
+@pytest.fixture(scope="module", params=["nan_fused", "nan_unfused"])
+def nan_demo(request):
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="module")
+def fixed_demo(demo_logdir):
+    stdout = run_example(demo_logdir / "fixed", "--fix", "--steps", str(FIX_STEPS))
+    return stdout, read_run(demo_logdir / "fixed")
 
 
 def test_naive_loss_goes_nan_within_a_few_steps(nan_demo):
@@ -188,3 +204,59 @@ def test_torch_example_ops_point_at_forward(tmp_path):
     lines = {in_example_file(analysis.location(run, op.code_location), TORCH_EXAMPLE) for op in run.ops()}
     assert lines and lines <= forward, (lines, forward)
     assert analysis.alerts(run)["num_alerts"] == 0
+
+
+def _screenshot_dir(tmp_path: Path) -> Path:
+    """docs/tutorial/ (the README's pictures) with TVMDBG_UPDATE_SCREENSHOTS=1, else tmp_path."""
+    if os.environ.get("TVMDBG_UPDATE_SCREENSHOTS") == "1":
+        out = ROOT / "docs" / "tutorial"
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    return tmp_path
+
+
+@pytest.mark.browser
+def test_tutorial_in_the_dashboard(demo_logdir, nan_fused, fixed_demo, tmp_path):
+    """The README tutorial, clicked through in headless Chromium: the alert lands on the log line."""
+    if not Path("/usr/bin/chromium").exists() or not (ROOT / "tvmdbg_tb_frontend" / "dist" / "index.js").exists():
+        pytest.skip("needs /usr/bin/chromium and the built dashboard (bash scripts/setup.sh)")
+    pytest.importorskip("playwright.sync_api")
+    from test_dashboard_e2e import Browser, TensorBoardProcess  # the dashboard tests' drivers
+
+    shots = _screenshot_dir(tmp_path)
+    tb = TensorBoardProcess(demo_logdir, tmp_path / "tensorboard.log")
+    browser = Browser()
+    try:
+        deadline = time.time() + 60
+        while len(runs := {r["run"].split("/")[0]: r["run"] for r in tb.api("runs")["runs"]}) < 2:
+            assert time.time() < deadline, f"the plugin lists {runs}"
+            time.sleep(0.3)
+        alert = first_origin_alert(nan_fused[2])
+        frame = browser.open_dashboard(tb)
+        frame.locator(".run-select").select_option(runs["nan"])
+        button = frame.locator("[data-testid=first-origin-alert]:not([disabled])")
+        button.wait_for()
+        button.click()
+
+        selected = frame.locator("[data-testid=selected-op]")
+        selected.wait_for()
+        assert selected.inner_text() == alert["op_name"]
+        highlighted = frame.locator(".source-panel .src-line.highlighted")
+        highlighted.wait_for()
+        assert int(highlighted.get_attribute("data-line")) == LOG_LINE
+        assert "relax.op.log(probs)" in highlighted.inner_text()
+        assert "bad" in frame.locator("[data-testid=selected-health] .health-pill").get_attribute("class")
+        details = frame.locator("[data-panel=details]")
+        assert "relax.log" in details.inner_text()
+        browser.page.screenshot(path=str(shots / "dashboard.png"))
+        for panel in ("details", "source"):
+            frame.locator(f"[data-panel={panel}]").screenshot(path=str(shots / f"{panel}.png"))
+
+        frame.locator(".run-select").select_option(runs["fixed"])
+        frame.locator("[data-panel=alerts] .no-alerts").wait_for()
+        assert frame.locator("[data-testid=first-origin-alert]:not([disabled])").count() == 0
+        browser.page.screenshot(path=str(shots / "fixed.png"))
+        assert browser.errors == []
+    finally:
+        browser.close()
+        tb.close()

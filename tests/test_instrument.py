@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+import trace_paths
 import tvm
 from models import FAULTS, FRONTENDS, planted
 from tvm import relax
@@ -17,6 +18,12 @@ from tvmdbg_tb.instrument import api
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 CASES = [(frontend, fault, fuse) for frontend in FRONTENDS for fault in FAULTS for fuse in (False, True)]
+
+
+@pytest.fixture(scope="module", params=trace_paths.PATHS)
+def trace_path(request):
+    with trace_paths.using(request.param):
+        yield request.param
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +146,7 @@ def test_executions_record_calls(planted_dump):
     assert all(0 < d < execution.duration_us for d in durations)
 
 
-def test_failing_kernel_is_recorded_and_error_unchanged(tmp_path):
+def test_failing_kernel_is_recorded_and_error_unchanged(tmp_path, trace_path):
     bb = relax.BlockBuilder()
     n = tvm.tirx.Var("n", "int64") if hasattr(tvm, "tirx") else tvm.tir.Var("n", "int64")
     x = relax.Var("x", relax.TensorType((n,), "float32"))
@@ -175,3 +182,36 @@ def test_failing_kernel_is_recorded_and_error_unchanged(tmp_path):
         errors = [t for t in errors if t.error]
         assert len(errors) == 1 and errors[0].error.split(":")[0] in str(type(plain.value).__name__) + errors[0].error
         assert not run.execution(1).error
+
+
+def _raise_in_kernel(x, out):
+    raise ValueError("the extern kernel refused its input")
+
+
+tvm.register_global_func("tvmdbg_test.failing_kernel", _raise_in_kernel, override=True)
+
+
+def test_failing_extern_kernel_is_the_error_site(tmp_path, trace_path):
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.exp(x))
+            b = bb.emit(relax.call_dps_packed("tvmdbg_test.failing_kernel", [a], relax.TensorType((4,), "float32")))
+            out = bb.emit_output(relax.op.add(b, a))
+        bb.emit_func_output(out)
+    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH")
+    try:
+        vm = relax.VirtualMachine(tvm.compile(bb.get(), "llvm"), tvm.cpu())
+        with pytest.raises(ValueError, match="refused its input"):
+            vm["main"](tvm.runtime.tensor(np.ones(4, "float32")))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    with tvmdbg.DebugDataReader(tmp_path) as reader:
+        reader.update()
+        run = reader.run()
+        traces = [run.trace(int(i)) for i in run.execution_trace_indices(0)]
+        assert [t.kernel for t in traces] == ["tir_exp", "tvmdbg_test.failing_kernel"]
+        assert not traces[0].error and "refused its input" in traces[1].error
+        assert run.op(traces[1].op_id).call_type == "call_dps_packed"
+        assert "refused its input" in run.execution(0).error

@@ -246,3 +246,20 @@ def test_check_numerics_on_an_executable_with_summary_kernels(tmp_path):
     run = _read(tmp_path)
     assert run.graphs()[0].instrumentation == "compiled"
     assert [run.execution(i).num_traces for i in range(2)] == [6, 2]  # stopped after sqrt
+
+
+def test_control_flow_falls_back_to_the_vm_instrument(tmp_path):
+    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH")
+    try:
+        vm = relax.VirtualMachine(compile_module(models_tvmscript.WithBranch, fuse=False), tvm.cpu())
+        for flag in (True, False):
+            vm["main"](_tensor([0, 1, 2, 3]), tvm.runtime.tensor(np.array(flag)))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    run = _read(tmp_path)
+    graph = run.graphs()[0]
+    assert graph.instrumentation == "vm_instrument" and "control flow" in graph.note
+    kernels = [[run.trace(int(i)).kernel for i in run.execution_trace_indices(e)] for e in range(2)]
+    assert kernels == [["tir_exp", "add"], ["tir_log", "add"]]
+    log_trace = run.trace(int(run.execution_trace_indices(1)[0]))
+    assert log_trace.debug_values[4] == 1  # log(0) = -inf

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import trace_paths
 import tvm
 from models import mixed_dtypes
 from tvm import relax
@@ -11,6 +12,12 @@ from tvm import relax
 import tvmdbg
 from tvmdbg_tb.events.summaries import MODE_NAMES, dtype_code
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+
+@pytest.fixture(scope="module", params=trace_paths.PATHS)
+def trace_path(request):
+    with trace_paths.using(request.param):
+        yield request.param
 
 
 def _run_in_mode(logdir, mode):

@@ -73,6 +73,7 @@ def test_runs_and_status(server):
     assert a["last_update_time"] <= time.time() and isinstance(a["live"], bool)
     status = server.json("status")
     assert status["problems"] == [] and status["reader"]["polls"] >= 1 and status["reader"]["error"] is None
+    assert status["runs"][0]["indexing"] is False and status["runs"][0]["error"] is None
     assert {r["run"] for r in status["runs"]} == {"run_a", "run_t"}
     assert server.json("status", run="run_t")["runs"][0]["num_traces"] == 1
 
@@ -605,3 +606,56 @@ def test_alerts_the_same_in_small_blocks(nan_logdir, monkeypatch):
     whole = Server(nan_logdir).json("alerts", run="run_a")
     monkeypatch.setattr(alerts_module, "_BLOCK", 2)
     assert Server(nan_logdir).json("alerts", run="run_a") == whole
+
+
+def test_queries_answer_while_a_large_dump_is_indexed(tmp_path, monkeypatch):
+    """The run lock is held per chunk: while indexing, answers show the chunks read so far,
+    with their alerts, instead of waiting for the whole dump."""
+    import threading
+
+    from tvmdbg_tb.events import reader as reader_module
+
+    w = DebugEventsWriter(tmp_path, run_name="big", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    write_graph(w)
+    for _ in range(1000):
+        write_execution(w, nan_from=1)  # 4 traces, 3 alerts each
+    w.close()
+    monkeypatch.setattr(reader_module, "_READ_CHUNK", 2048)
+    run = reader_module.RunReader("big", str(tmp_path / "big"))
+    monitor = analysis.monitor(run)
+    indexing = threading.Thread(target=run.update)
+    indexing.start()
+    partial = 0
+    while indexing.is_alive():
+        seen = run.num_traces()
+        alerts = monitor.num_alerts()
+        assert alerts >= 3 * (seen // 4) + max(0, seen % 4 - 1), (seen, alerts)
+        partial += 0 < seen < 4000
+        body = analysis.alerts(run, 0, 5)
+        assert all(a["op_name"] in ("lv1", "lv2", "lv3") for a in body["alerts"])
+    indexing.join()
+    assert run.num_traces() == 4000 and monitor.num_alerts() == 3000
+    assert partial > 0, "no answer came while the dump was being indexed"
+
+
+def test_no_origin_claimed_where_the_circular_buffer_dropped_the_producer(tmp_path):
+    """With a ring of 6 traces, the oldest kept execution lost lv0 and lv1: lv2's NaN input
+    came from lv1, whose trace is gone, so lv2 is not called the origin; in the next
+    execution, complete, lv1 is."""
+    from plugin_dumps import write_execution
+
+    w = DebugEventsWriter(tmp_path, run_name="ring", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=6)
+    write_graph(w)
+    write_execution(w, nan_from=1)
+    write_execution(w, nan_from=1)
+    w.close()
+    s = Server(tmp_path)
+    alerts = s.json("alerts", run="ring")
+    assert [(a["op_name"], a["execution_index"], a["origin"]) for a in alerts["alerts"]] == [
+        ("lv2", 0, False),
+        ("lv3", 0, False),
+        ("lv1", 1, True),
+        ("lv2", 1, False),
+        ("lv3", 1, False),
+    ]
+    assert alerts["first_origin_index"] == 2

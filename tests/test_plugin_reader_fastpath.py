@@ -3,7 +3,7 @@
 import numpy as np
 
 from tvmdbg_tb.events import layout, vectorized
-from tvmdbg_tb.events.reader import TRACE_DIGEST, DebugDataReader, RunReader
+from tvmdbg_tb.events.reader import EXECUTION_DIGEST, TRACE_DIGEST, DebugDataReader, RunReader
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -128,3 +128,64 @@ def test_live_growth_in_odd_pieces_loses_nothing(tmp_path):
         reader.update()
     run = reader.run("r")
     assert [int(i) for i in run.trace_digests()["index"]] == list(range(200)) and run.corruptions == []
+
+
+def random_executions(rng, n):
+    names = ["main", "backbone_loss_adjoint", "ünïcode_fn", ""]
+    out = []
+    for i in range(n):
+        mode = int(rng.choice([pb.NO_TENSOR, pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.SHAPE]))
+        e = pb.Execution(
+            index=i,
+            function_name=str(rng.choice(names)),
+            graph_id=int(rng.choice([-1, 0, 3, 1 << 40])),
+            tensor_debug_mode=mode,
+            num_traces=int(rng.integers(0, 1 << int(rng.integers(1, 30)))),
+            error="boom" if rng.random() < 0.1 else "",
+            executable_id="exe",
+        )
+        if rng.random() < 0.9:
+            e.duration_us = float(rng.random() * 100)
+        nvalues = {pb.CURT_HEALTH: 1, pb.CONCISE_HEALTH: 4, pb.FULL_HEALTH: 10, pb.SHAPE: 5}.get(mode, 0)
+        for summaries in (e.inputs, e.outputs):
+            for _ in range(int(rng.integers(0, 4))):
+                k = nvalues if rng.random() < 0.9 else int(rng.integers(0, 12))
+                values = [float(v) for v in rng.integers(0, 3, size=k) * rng.integers(0, 1000)]
+                if values and rng.random() < 0.05:
+                    values[int(rng.integers(0, len(values)))] = float("nan")
+                summaries.add(debug_values=values, dtype="float32", shape=[2, 3])
+        out.append(e)
+    return out
+
+
+def test_vectorised_execution_rows_equal_protobuf_rows(tmp_path):
+    rng = np.random.default_rng(11)
+    w = DebugEventsWriter(tmp_path, run_name="r", circular_buffer_size=-1)
+    for e in random_executions(rng, 1500):
+        w.write_execution(e, wall_time=float(rng.random() * 1e9))
+    w.close()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    run = reader.run("r")
+    got = run.execution_digests()
+    assert len(got) == 1500 and run.corruptions == []
+    with open(tmp_path / "r" / layout.file_name(layout.EXECUTION), "rb") as f:
+        buf = f.read()
+    offsets, starts, lengths, _, _ = vectorized.scan(buf, 0, "x")
+    expected_reader = RunReader("check", str(tmp_path / "r"))
+    expected = [
+        expected_reader._execution_row(int(o), pb.DebugEvent.FromString(buf[s : s + n]))
+        for o, s, n in zip(offsets, starts, lengths)
+    ]
+    names = [expected_reader.function_names[row[6]] for row in expected]
+    assert [run.function_names[f] for f in got["function"]] == names
+    for k, name in enumerate(EXECUTION_DIGEST.names):
+        if name == "function":
+            continue
+        column = np.array([row[k] for row in expected], dtype=EXECUTION_DIGEST[name])
+        if name == "duration_us":
+            np.testing.assert_array_equal(np.nan_to_num(got[name]), np.nan_to_num(column))
+        else:
+            np.testing.assert_array_equal(got[name], column, err_msg=name)
+    columns = vectorized.execution_digests(vectorized.padded(buf), starts, lengths)
+    assert columns["ok"].mean() > 0.8  # most records take the fast path

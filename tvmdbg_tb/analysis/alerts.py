@@ -4,8 +4,10 @@ An alert is one non-finite output (op, output slot) in one execution, in trace o
 `origin` flag says the op made the bad value rather than passing one on: none of its inputs
 was non-finite in that execution. Inputs produced by traced ops are looked up among that
 execution's non-finite traces, function parameters in the execution's input summaries; an
-input whose health was never recorded (a builtin's result) counts as finite only if nothing
-earlier in the execution was non-finite.
+input whose health was never recorded (a builtin's result, an op that op_regex filtered
+out) counts as finite only if nothing earlier in the execution was non-finite. Where the
+circular buffer dropped the start of the oldest execution in the dump, an op whose producer
+trace is gone there is never called the origin: nothing shows its inputs were finite.
 
 Memory stays small: per alert a trace position and a flag (numpy), plus the packed keys of
 the non-finite outputs of the last few executions (producers and consumers run in the same
@@ -40,6 +42,15 @@ def _pack(execution: np.ndarray, op, slot) -> np.ndarray:
     return (np.maximum(execution, 0).astype(np.int64) << _E_SHIFT) | (np.asarray(op, dtype=np.int64) << 8) | slot
 
 
+def _truncated_oldest_execution(digests: np.ndarray) -> tuple[int | None, set[int]]:
+    """(execution index, ops traced in it) of the oldest execution in the dump when earlier
+    traces were dropped (circular buffer, damage), else (None, empty set)."""
+    if not len(digests) or digests["index"][0] == 0:
+        return None, set()
+    oldest = int(digests["execution_index"][0])
+    return oldest, set(np.unique(digests["op_id"][digests["execution_index"] == oldest]).tolist())
+
+
 def _contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     if not len(sorted_keys):
         return np.zeros(len(keys), dtype=bool)
@@ -63,6 +74,7 @@ class AlertMonitor:
         self._carry = np.zeros(0, dtype=np.int64)  # packed keys of recent non-finite outputs, sorted
         self._bad_params: OrderedDict[int, frozenset[int] | None] = OrderedDict()
         self._pending: dict[int, list[tuple[int, bool, tuple[int, ...]]]] = {}
+        self._traced: set[int] = set()  # ops with at least one trace in the dump
 
     # -- observing -------------------------------------------------------------------------
 
@@ -121,6 +133,7 @@ class AlertMonitor:
     def _add(self, run: RunReader, start: int) -> None:
         """Adds the non-finite traces from position start on, in blocks (bounded memory)."""
         digests = run.trace_digests()
+        self._traced.update(np.unique(digests["op_id"][start:]).tolist())
         new = np.flatnonzero(digests["flags"][start:] & NONFINITE) + start
         for block in range(0, len(new), _BLOCK):
             self._add_block(run, digests, new[block : block + _BLOCK])
@@ -138,6 +151,7 @@ class AlertMonitor:
         known = np.union1d(self._carry, keys)
         origin = np.ones(len(new), dtype=np.bool_)
         first_alert = self._positions.size
+        cut_execution, present_in_cut = _truncated_oldest_execution(digests)
         by_op = np.argsort(op_rows, kind="stable")  # rows grouped by op, in trace order
         bounds = np.concatenate(([0], np.cumsum(np.bincount(op_rows, minlength=len(ops)))))
         for k, op_id in enumerate(ops.tolist()):
@@ -145,9 +159,14 @@ class AlertMonitor:
             producers, params, unknown = self._inputs_of(run, op_id)
             bad = np.zeros(len(rows), dtype=bool)
             for producer, slot in producers:
-                bad |= _contains(known, _pack(e[rows], self._dense_id(producer), slot))
+                if producer in self._traced:
+                    bad |= _contains(known, _pack(e[rows], self._dense_id(producer), slot))
+                else:
+                    unknown = True
             if unknown:
                 bad |= earlier[rows]
+            if cut_execution is not None and any(p not in present_in_cut for p, _ in producers):
+                bad |= e[rows] == cut_execution
             origin[rows] = ~bad
             if not params:
                 continue
@@ -271,6 +290,11 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
 def alerts(run: RunReader, begin: int = 0, end: int = -1, alert_type: str | None = None) -> dict:
     """The `alerts` route's answer: alerts [begin:end] (end=-1: all) in execution order."""
     m = monitor(run)
+    with run.lock:  # alert positions and the digests they index, from one state
+        return _alerts(run, m, begin, end, alert_type)
+
+
+def _alerts(run: RunReader, m: AlertMonitor, begin: int, end: int, alert_type: str | None) -> dict:
     total = m.num_alerts()
     matches = alert_type in (None, "", ALERT_TYPE)
     n = total if matches else 0

@@ -56,7 +56,7 @@ EXECUTION_DIGEST = np.dtype(
     ]
 )
 
-_READ_CHUNK = 16 << 20
+_READ_CHUNK = 4 << 20  # bytes indexed at once: bounds the transient memory of indexing
 
 Observer = Callable[["RunReader", str, int, bool], None]
 """Called as observer(run, stream, start, reset) after new digests [start:] were indexed
@@ -96,6 +96,15 @@ class GrowingArray:
         return self._data[: self.size]
 
 
+def _records_of(batch) -> list[tuple[int, bytes]]:
+    """[(file offset, serialized event)] of a batch from poll_batches."""
+    buf, offsets, starts, lengths, _ = batch
+    return [
+        (offset, buf[start : start + length])
+        for offset, start, length in zip(offsets.tolist(), starts.tolist(), lengths.tolist())
+    ]
+
+
 class _RecordFileReader:
     """Follows one record file: new records since the last poll, resets on replacement."""
 
@@ -113,18 +122,13 @@ class _RecordFileReader:
         for batch_reset, batch, batch_bad in self.poll_batches():
             reset |= batch_reset
             bad.extend(batch_bad)
-            buf, offsets, starts, lengths, _ = batch
-            out.extend(
-                (offset, buf[start : start + length])
-                for offset, start, length in zip(offsets.tolist(), starts.tolist(), lengths.tolist())
-            )
+            out.extend(_records_of(batch))
         return reset, out, bad
 
     def poll_batches(self):
         """Yields (reset, (buf, file offsets, data starts, data lengths, buf padded or None),
-        corruptions) per chunk
-        of what is new in the file, so a large file is indexed one bounded chunk at a time.
-        The read position advances before each yield."""
+        corruptions) per chunk of what is new in the file, so that a large file is indexed one
+        bounded chunk at a time. The read position advances before each yield."""
         reset = False
         try:
             st = os.stat(self.path)
@@ -204,7 +208,8 @@ class RunReader:
         self.name = name
         self.path = path
         self._files = {s: _RecordFileReader(os.path.join(path, layout.file_name(s))) for s in layout.STREAMS}
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # guards the indexes; held per chunk while updating
+        self._update_lock = threading.Lock()  # one update at a time
         self._observers: list[Observer] = []
         self.corruptions: list[records.Corruption] = []
         self.metadata: pb.DebugMetadata | None = None
@@ -219,6 +224,7 @@ class RunReader:
         self._consumers: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
         self.function_names: list[str] = []
         self._function_ids: dict[str, int] = {}
+        self._function_ids_raw: dict[bytes, int] = {}  # the same, by the name's UTF-8 bytes
         self._executions = GrowingArray(EXECUTION_DIGEST)
         self._traces = GrowingArray(TRACE_DIGEST)
 
@@ -233,18 +239,28 @@ class RunReader:
                     observer(self, stream, 0, True)
 
     def update(self) -> dict[str, int]:
-        """Reads what was appended since the last update; returns new records per stream."""
-        with self._lock:
+        """Reads what was appended since the last update; returns new records per stream.
+
+        The run lock is held per chunk, not for the whole update: while a large dump is
+        indexed, queries answer from the chunks indexed so far (with their alerts)."""
+        with self._update_lock:
             counts = {}
             for stream in layout.STREAMS:
-                if stream == layout.GRAPH_EXECUTION_TRACES:
-                    counts[stream] = self._update_traces()
+                if stream in (layout.EXECUTION, layout.GRAPH_EXECUTION_TRACES):
+                    counts[stream] = self._update_digests(stream)
                     continue
-                reset, items, bad = self._files[stream].poll()
-                self.corruptions.extend(bad)
-                items = self._decodable(stream, items)
-                counts[stream] = len(items)
-                getattr(self, "_ingest_" + stream)(items, reset)
+                counts[stream] = 0
+                batches = self._files[stream].poll_batches()  # bounded memory
+                while True:
+                    with self._lock:
+                        item = next(batches, None)
+                        if item is None:
+                            break
+                        reset, batch, bad = item
+                        self.corruptions.extend(bad)
+                        items = self._decodable(stream, _records_of(batch))
+                        counts[stream] += len(items)
+                        getattr(self, "_ingest_" + stream)(items, reset)
             return counts
 
     def _decodable(self, stream: str, items: list[tuple[int, bytes]]) -> list[tuple[int, pb.DebugEvent]]:
@@ -259,43 +275,101 @@ class RunReader:
         return out
 
     def _undecodable(self, stream: str, offset: int, length: int, error: Exception) -> None:
-        path = self._files[stream].path
-        self.corruptions.append(
-            records.Corruption(
-                path, offset, length + records.HEADER_SIZE + records.FOOTER_SIZE, f"undecodable record: {error}"
-            )
-        )
+        self.corruptions.append(self._corruption(stream, offset, length, error))
 
-    def _update_traces(self) -> int:
-        """Indexes new trace records chunk by chunk, mostly vectorised (see vectorized.py)."""
-        reader = self._files[layout.GRAPH_EXECUTION_TRACES]
-        start, any_reset, new = self._traces.size, False, 0
-        for reset, (buf, offsets, starts, lengths, padded), bad in reader.poll_batches():
-            self.corruptions.extend(bad)
-            if reset:
-                self._traces.clear()
-                start, any_reset = 0, True
+    def _corruption(self, stream: str, offset: int, length: int, error: Exception) -> records.Corruption:
+        size = length + records.HEADER_SIZE + records.FOOTER_SIZE
+        return records.Corruption(self._files[stream].path, offset, size, f"undecodable record: {error}")
+
+    def _update_digests(self, stream: str) -> int:
+        """Indexes new execution or trace records chunk by chunk, mostly vectorised (see
+        vectorized.py). A chunk is decoded outside the run lock and published (rows, then
+        observers) under it."""
+        reader = self._files[stream]
+        table, rows_of = (
+            (self._executions, self._execution_rows) if stream == layout.EXECUTION else (self._traces, self._trace_rows)
+        )
+        batches = reader.poll_batches()
+        new = 0
+        while True:
+            with self._lock:  # a reset reopens the file: old rows must go at the same time
+                item = next(batches, None)
+                if item is None:
+                    return new
+                reset, (buf, offsets, starts, lengths, padded), bad = item
+                self.corruptions.extend(bad)
+                if reset:
+                    table.clear()
+                    self._notify(stream, 0, True)
             if not len(offsets):
                 continue
-            columns = vectorized.trace_digests(vectorized.padded(buf) if padded is None else padded, starts, lengths)
-            rows = np.zeros(len(offsets), dtype=TRACE_DIGEST)
-            for name in TRACE_DIGEST.names:
-                rows[name] = offsets if name == "offset" else columns[name]
-            keep = np.ones(len(rows), dtype=bool)
-            for i in np.flatnonzero(~columns["ok"]).tolist():
-                data = buf[int(starts[i]) : int(starts[i] + lengths[i])]
-                try:
-                    rows[i] = self._trace_row(int(offsets[i]), pb.DebugEvent.FromString(data))
-                except Exception as error:
-                    self._undecodable(layout.GRAPH_EXECUTION_TRACES, int(offsets[i]), len(data), error)
-                    keep[i] = False
-            rows = rows[keep]
+            rows, damaged = rows_of(buf, offsets, starts, lengths, vectorized.padded(buf) if padded is None else padded)
             # Reserve for the whole file at once (records so far scaled by the bytes left).
-            expected = int((self._traces.size + len(rows)) * reader.size / max(reader.offset, 1) * 1.01) + 1024
-            self._traces.append_array(rows, expected)
+            expected = int((table.size + len(rows)) * reader.size / max(reader.offset, 1) * 1.01) + 1024
+            with self._lock:
+                self.corruptions.extend(damaged)
+                start = table.size
+                table.append_array(rows, expected)
+                self._notify(stream, start, False)
             new += len(rows)
-        self._notify(layout.GRAPH_EXECUTION_TRACES, start, any_reset)
-        return new
+
+    def _execution_rows(self, buf, offsets, starts, lengths, padded) -> tuple[np.ndarray, list[records.Corruption]]:
+        """EXECUTION_DIGEST rows of one chunk (vectorised, protobuf for the odd record)."""
+        columns = vectorized.execution_digests(padded, starts, lengths)
+        rows = np.zeros(len(offsets), dtype=EXECUTION_DIGEST)
+        for name in ("index", "graph_id", "wall_time", "num_traces", "duration_us", "flags"):
+            rows[name] = columns[name]
+        rows["offset"] = offsets
+        ok = columns["ok"]
+        function = rows["function"]
+        ids = self._function_ids_raw
+        for i, start, length in zip(
+            np.flatnonzero(ok).tolist(), columns["name_start"][ok].tolist(), columns["name_len"][ok].tolist()
+        ):
+            raw = buf[start : start + length]
+            fid = ids.get(raw)
+            if fid is None:
+                try:
+                    fid = ids[raw] = self._function_id(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    ok[i] = False  # protobuf will reject it and say so
+                    continue
+            function[i] = fid
+        keep = np.ones(len(rows), dtype=bool)
+        damaged = []
+        for i in np.flatnonzero(~ok).tolist():
+            data = buf[int(starts[i]) : int(starts[i] + lengths[i])]
+            try:
+                rows[i] = self._execution_row(int(offsets[i]), pb.DebugEvent.FromString(data))
+            except Exception as error:
+                damaged.append(self._corruption(layout.EXECUTION, int(offsets[i]), len(data), error))
+                keep[i] = False
+        return rows[keep], damaged
+
+    def _function_id(self, name: str) -> int:
+        fid = self._function_ids.get(name)
+        if fid is None:
+            fid = self._function_ids[name] = len(self.function_names)
+            self.function_names.append(name)
+        return fid
+
+    def _trace_rows(self, buf, offsets, starts, lengths, padded) -> tuple[np.ndarray, list[records.Corruption]]:
+        """TRACE_DIGEST rows of one chunk (vectorised, protobuf for the odd record), and the
+        records protobuf could not decode either."""
+        columns = vectorized.trace_digests(padded, starts, lengths)
+        rows = np.zeros(len(offsets), dtype=TRACE_DIGEST)
+        for name in TRACE_DIGEST.names:
+            rows[name] = offsets if name == "offset" else columns[name]
+        keep = np.ones(len(rows), dtype=bool)
+        damaged = []
+        for i in np.flatnonzero(~columns["ok"]).tolist():
+            data = buf[int(starts[i]) : int(starts[i] + lengths[i])]
+            try:
+                rows[i] = self._trace_row(int(offsets[i]), pb.DebugEvent.FromString(data))
+            except Exception as error:
+                damaged.append(self._corruption(layout.GRAPH_EXECUTION_TRACES, int(offsets[i]), len(data), error))
+                keep[i] = False
+        return rows[keep], damaged
 
     def _ingest_metadata(self, items, reset) -> None:
         for _, event in items[:1] if self.metadata is None else ():
@@ -322,39 +396,30 @@ class RunReader:
                     if inp.kind == pb.OpInput.OP_OUTPUT:
                         self._consumers[inp.producer_op_id].append((op.op_id, slot, inp.producer_output_slot))
 
-    def _ingest_execution(self, items, reset) -> None:
-        if reset:
-            self._executions.clear()
-        start = self._executions.size
-        rows = []
-        for offset, event in items:
-            execution = event.execution
-            name = execution.function_name
-            fid = self._function_ids.get(name)
-            if fid is None:
-                fid = self._function_ids[name] = len(self.function_names)
-                self.function_names.append(name)
-            flags = HAS_ERROR if execution.error else 0
-            for summary in execution.outputs:
+    def _execution_row(self, offset: int, event: pb.DebugEvent) -> tuple:
+        """The digest row of one execution parsed by protobuf (the vectorised path's fallback)."""
+        execution = event.execution
+        flags = HAS_ERROR if execution.error else 0
+        for summary in execution.outputs:
+            try:
                 counts = nonfinite_counts(execution.tensor_debug_mode, summary.debug_values)
-                if counts is not None:
-                    flags |= HEALTH_KNOWN
-                    if any(counts):
-                        flags |= NONFINITE
-            rows.append(
-                (
-                    execution.index,
-                    execution.graph_id,
-                    event.wall_time,
-                    offset,
-                    execution.num_traces,
-                    execution.duration_us,
-                    fid,
-                    flags,
-                )
-            )
-        self._executions.extend(rows)
-        self._notify(layout.EXECUTION, start, reset)
+            except (ValueError, OverflowError):  # a NaN or huge count: the summary says nothing
+                counts = None
+            if counts is not None:
+                flags |= HEALTH_KNOWN
+                if any(counts):
+                    flags |= NONFINITE
+        fid = self._function_id(execution.function_name)
+        return (
+            execution.index,
+            execution.graph_id,
+            event.wall_time,
+            offset,
+            execution.num_traces,
+            execution.duration_us,
+            fid,
+            flags,
+        )
 
     @staticmethod
     def _trace_row(offset: int, event: pb.DebugEvent) -> tuple:
@@ -396,6 +461,16 @@ class RunReader:
             f.close()
 
     # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def updating(self) -> bool:
+        """True while an update() is reading new records (e.g. the first indexing of a dump)."""
+        return self._update_lock.locked()
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Hold it to see one state across several queries (updates wait meanwhile)."""
+        return self._lock
 
     def source_files(self) -> list[pb.SourceFile]:
         return list(self._source_files)
@@ -530,12 +605,19 @@ class DebugDataReader:
         self._runs: dict[str, RunReader] = {}
         self._lock = threading.Lock()
 
-    def update(self) -> dict[str, dict[str, int]]:
-        """Reads what is new in every run; returns {run: {stream: new records}}."""
+    def discover(self) -> list[str]:
+        """Finds new run directories without reading them (so observers can be added before
+        the first read); returns the names of all runs."""
         with self._lock:
             for name in layout.find_run_dirs(self.logdir):
                 if name not in self._runs:
                     self._runs[name] = RunReader(name, os.path.normpath(os.path.join(self.logdir, name)))
+            return sorted(self._runs)
+
+    def update(self) -> dict[str, dict[str, int]]:
+        """Reads what is new in every run; returns {run: {stream: new records}}."""
+        self.discover()
+        with self._lock:
             runs = list(self._runs.values())
         counts = {}
         for run in runs:

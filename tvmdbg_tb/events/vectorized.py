@@ -252,14 +252,36 @@ def _mixed_field(b: np.ndarray, c: np.ndarray, end: np.ndarray, active: np.ndarr
     return nxt, bad
 
 
-def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
-    """Digest columns of the GraphExecutionTrace records at starts/lengths in b (padded).
+def _health(b: np.ndarray, mode: np.ndarray, dv_start: np.ndarray, dv_len: np.ndarray, ok: np.ndarray):
+    """(counts (nan, neg_inf, pos_inf; -1 unknown), known) of packed debug values, as
+    summaries.nonfinite_counts computes them; clears ok where that would need protobuf."""
+    n = len(mode)
+    ok &= (dv_len % 8) == 0
+    counts = np.full((n, 3), -1, dtype=np.int64)
+    known = np.zeros(n, dtype=bool)
+    # Offsets (in doubles) of nan, neg_inf, pos_inf per mode, and the values the mode needs.
+    for mode_value, need, (i_nan, i_neg, i_pos) in ((4, 10, (6, 4, 5)), (3, 4, (3, 1, 2))):
+        rows = np.flatnonzero(ok & (mode == mode_value) & (dv_len >= 8 * need))
+        if len(rows):
+            # describe() converts every value of the layout to int: a NaN anywhere means no counts.
+            every = np.ndarray(shape=(len(b) - 8 * need + 1, need), dtype="<f8", buffer=b, strides=(1, 8))[
+                dv_start[rows]
+            ]
+            got = every[:, [i_nan, i_neg, i_pos]]
+            fine = np.isfinite(every).all(axis=1) & (np.abs(got) < 2.0**62).all(axis=1)
+            ok[rows[~fine]] = False
+            rows, got = rows[fine], got[fine]
+            counts[rows] = got.astype(np.int64)
+            known[rows] = True
+    rows = np.flatnonzero(ok & (mode == 2) & (dv_len >= 8))
+    if len(rows):
+        counts[rows] = np.where(_doubles(b, dv_start[rows]) != 0, -1, 0)[:, None]
+        known[rows] = True
+    return counts, known
 
-    Returns index, op_id, execution_index, wall_time, nan, neg_inf, pos_inf, duration_us,
-    output_slot, flags, and `ok` (False: parse that record with protobuf instead).
-    """
-    from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE  # flag values
 
+def _envelopes(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray, field: int):
+    """(wall_time, submessage start, submessage end, ok) of DebugEvents holding `field`."""
     n = len(starts)
     ok = np.ones(n, dtype=bool)
     wall = np.zeros(n)
@@ -270,14 +292,102 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
     def on_wall(rows, pos):
         wall[rows] = _doubles(b, pos)
 
-    def on_trace(rows, start, length):
+    def on_message(rows, start, length):
         ok[rows[seen[rows]]] = False  # a repeated submessage merges: leave it to protobuf
         seen[rows] = True
         sub_start[rows], sub_end[rows] = start, start + length
 
-    _walk(b, starts, starts + lengths, ok, {1: (1, on_wall), 9: (2, on_trace)})
+    _walk(b, starts, starts + lengths, ok, {1: (1, on_wall), field: (2, on_message)})
     ok &= seen
+    return wall, sub_start, sub_end, ok
 
+
+def execution_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
+    """Digest columns of the Execution records at starts/lengths in b (padded): index,
+    graph_id, wall_time, num_traces, duration_us, flags, the function name's (start, length)
+    in b, and `ok` (False: parse that record with protobuf instead)."""
+    from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE  # flag values
+
+    wall, sub_start, sub_end, ok = _envelopes(b, starts, lengths, 8)
+    n = len(starts)
+    cols = {name: np.zeros(n, dtype=np.int64) for name in ("index", "graph_id", "mode", "num_traces")}
+    duration = np.zeros(n)
+    name_start = np.zeros(n, dtype=np.int64)
+    name_len = np.zeros(n, dtype=np.int64)
+    error_len = np.zeros(n, dtype=np.int64)
+    outputs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def setter(name):
+        def set_column(rows, value):
+            cols[name][rows] = value
+
+        return set_column
+
+    def on_name(rows, start, length):
+        name_start[rows], name_len[rows] = start, length
+
+    def on_duration(rows, pos):
+        duration[rows] = _doubles(b, pos)
+
+    def on_error(rows, start, length):
+        error_len[rows] += length
+
+    def on_output(rows, start, length):
+        outputs.append((rows, start, start + length))
+
+    fields = {
+        1: (0, setter("index")),
+        2: (2, on_name),
+        3: (0, setter("graph_id")),
+        4: (0, setter("mode")),
+        6: (2, on_output),
+        7: (1, on_duration),
+        9: (0, setter("num_traces")),
+        10: (2, on_error),
+    }
+    _walk(b, sub_start, sub_end, ok, fields)
+    flags = np.where(error_len > 0, HAS_ERROR, 0)
+    if outputs:
+        owner = np.concatenate([o[0] for o in outputs])
+        o_start = np.concatenate([o[1] for o in outputs])
+        o_end = np.concatenate([o[2] for o in outputs])
+        o_ok = ok[owner].copy()
+        dv_start = np.zeros(len(owner), dtype=np.int64)
+        dv_len = np.zeros(len(owner), dtype=np.int64)
+
+        def on_values(rows, start, length):
+            o_ok[rows[dv_len[rows] > 0]] = False
+            dv_start[rows], dv_len[rows] = start, length
+
+        _walk(b, o_start, o_end, o_ok, {1: (2, on_values)})
+        counts, known = _health(b, cols["mode"][owner], dv_start, dv_len, o_ok)
+        ok[owner[~o_ok]] = False
+        any_known = np.bincount(owner[known], minlength=n) > 0
+        any_bad = np.bincount(owner[known & (counts != 0).any(axis=1)], minlength=n) > 0
+        flags = flags | np.where(any_known, HEALTH_KNOWN, 0) | np.where(any_bad, NONFINITE, 0)
+    return {
+        "index": cols["index"],
+        "graph_id": cols["graph_id"],
+        "wall_time": wall,
+        "num_traces": cols["num_traces"],
+        "duration_us": duration,
+        "flags": flags.astype(np.uint8),
+        "name_start": name_start,
+        "name_len": name_len,
+        "ok": ok,
+    }
+
+
+def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
+    """Digest columns of the GraphExecutionTrace records at starts/lengths in b (padded).
+
+    Returns index, op_id, execution_index, wall_time, nan, neg_inf, pos_inf, duration_us,
+    output_slot, flags, and `ok` (False: parse that record with protobuf instead).
+    """
+    from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE  # flag values
+
+    wall, sub_start, sub_end, ok = _envelopes(b, starts, lengths, 9)
+    n = len(starts)
     cols = {name: np.zeros(n, dtype=np.int64) for name in ("op_id", "execution_index", "index", "mode", "slot")}
     duration = np.zeros(n)
     dv_start = np.zeros(n, dtype=np.int64)
@@ -325,27 +435,7 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
         },
     )
     mode = cols["mode"]
-    ok &= (dv_len % 8) == 0
-    counts = np.full((n, 3), -1, dtype=np.int64)  # nan, neg_inf, pos_inf
-    known = np.zeros(n, dtype=bool)
-    # Offsets (in doubles) of nan, neg_inf, pos_inf per mode, and the values the mode needs.
-    for mode_value, need, (i_nan, i_neg, i_pos) in ((4, 10, (6, 4, 5)), (3, 4, (3, 1, 2))):
-        rows = np.flatnonzero(ok & (mode == mode_value) & (dv_len >= 8 * need))
-        if len(rows):
-            # describe() converts every value of the layout to int: a NaN anywhere means no counts.
-            every = np.ndarray(shape=(len(b) - 8 * need + 1, need), dtype="<f8", buffer=b, strides=(1, 8))[
-                dv_start[rows]
-            ]
-            got = every[:, [i_nan, i_neg, i_pos]]
-            fine = np.isfinite(every).all(axis=1) & (np.abs(got) < 2.0**62).all(axis=1)
-            ok[rows[~fine]] = False
-            rows, got = rows[fine], got[fine]
-            counts[rows] = got.astype(np.int64)
-            known[rows] = True
-    rows = np.flatnonzero(ok & (mode == 2) & (dv_len >= 8))
-    if len(rows):
-        counts[rows] = np.where(_doubles(b, dv_start[rows]) != 0, -1, 0)[:, None]
-        known[rows] = True
+    counts, known = _health(b, mode, dv_start, dv_len, ok)
     ok &= ~((mode == 6) & has_value)  # FULL_TENSOR counts come from the value: protobuf path
     flags = np.where(error_len > 0, HAS_ERROR, 0) | np.where(known, HEALTH_KNOWN, 0)
     flags |= np.where(known & (counts != 0).any(axis=1), NONFINITE, 0)

@@ -41,6 +41,7 @@ _MAX_SOURCE_BYTES = 8 << 20
 # Raw protobuf pieces of the trace fast path (see write_graph_execution_trace_payloads).
 _WALL_TIME = struct.Struct("<Bd")  # DebugEvent.wall_time: field 1, fixed64
 _TRACE_TAG = bytes([9 << 3 | 2])  # DebugEvent.graph_execution_trace: field 9, length-delimited
+_EXECUTION_TAG = bytes([8 << 3 | 2])  # DebugEvent.execution: field 8, length-delimited
 _INDEX_FIELD = struct.Struct("<Bq")  # GraphExecutionTrace.index: field 13, sfixed64
 _INDEX_TAG = 13 << 3 | 1
 _varint = varint  # the instrumentation's fast tracer imports it from here
@@ -240,6 +241,16 @@ class DebugEventsWriter:
     ) -> None:
         """Queues a batch of traces (their `index` is assigned here)."""
         self.write_graph_execution_trace_payloads([t.SerializeToString() for t in traces], wall_time, step)
+
+    def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
+        """Queues an Execution given serialized (the instrumentation's fast path)."""
+        if self._failed or self._closed:
+            return
+        try:
+            head = _envelope_prefix(wall_time or time.time(), step) + _EXECUTION_TAG
+            self._queue(layout.EXECUTION, [records.encode(head + varint(len(payload)) + payload)])
+        except Exception as error:
+            self._fail(f"could not encode an execution: {error!r}")
 
     def write_graph_execution_trace_payloads(
         self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0

@@ -4,6 +4,16 @@
     ...compile and run Relax models...
     tvmdbg.disable_dump_debug_info()
 
+How kernels are traced (DebuggedGraph.instrumentation says which):
+
+- "compiled" (the fast path, NO_TENSOR/CURT_HEALTH/CONCISE_HEALTH/FULL_HEALTH/SHAPE on x86):
+  Relax functions built after enable get a small native summary kernel after each kernel
+  call site (see compiled.py); Python reads one buffer per VM call. Such an executable
+  calls tvmdbg's packed functions, so run it in a process where tvmdbg is imported and
+  compile deployment artifacts without tvmdbg enabled.
+- "vm_instrument" (the fallback: FULL_TENSOR, check-numerics, control flow, executables
+  compiled before enable or loaded from a library): a Python callback on every VM call.
+
 Hooks for tools built on top (the CLI, notebooks):
 
 - add_execution_listener(fn): fn(execution: pb.Execution, traces: list[pb.GraphExecutionTrace])
@@ -27,7 +37,7 @@ from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.instrument import capture, vm_tracer
 from tvmdbg_tb.instrument.check_numerics import CheckNumerics, CheckNumericsError
-from tvmdbg_tb.instrument.session import Session, WriterSink
+from tvmdbg_tb.instrument.session import Session, WriterSink, execution_message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 __all__ = [
@@ -61,6 +71,7 @@ class _ListenerSink:
         if not _LISTENERS:
             return
         traces = list(traces)
+        execution = execution_message(execution)
         for listener in list(_LISTENERS):
             try:
                 listener(execution, traces)

@@ -10,8 +10,10 @@ symbolic shape). The buffer is handed out by one packed call at function entry
 VM call of native code.
 
 Row layout (ROW_WIDTH doubles): [cycles, size, lt0, gt0, eq0, neg_inf, pos_inf, rank,
-dim_0..dim_7]. Row 0 is the function-entry timestamp; an unwritten row (cycles == 0) is a
-kernel that did not run (it raised, or a branch skipped it).
+dim_0..dim_7]. Row 0 is the timestamp taken before the first kernel; rows 1..K belong to
+the K kernel outputs in call order; in health modes, rows after them summarise the tensor
+parameters (written before the first kernel). An unwritten row (cycles == 0) is a kernel
+that did not run (it raised, or a branch skipped it).
 """
 
 from __future__ import annotations
@@ -60,7 +62,13 @@ class CompiledFunction:
     name: str
     rows: list[RowInfo]  # row i + 1 (row 0 is the entry timestamp)
     health: bool
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    # Buffer rows summarising each parameter / each (flattened) returned value, or None.
+    nrows: int = 0
+    param_rows: list[int | None] = field(default_factory=list)
+    output_rows: list[int | None] = field(default_factory=list)
+    # (dtype, shape) of each parameter / returned value when fully static, else None.
+    param_specs: list[tuple[str, tuple[int, ...]] | None] = field(default_factory=list)
+    output_specs: list[tuple[str, tuple[int, ...]] | None] = field(default_factory=list)
 
 
 _FIDS = iter(range(1, 1 << 62))
@@ -95,44 +103,74 @@ def _summary_source(name: str, dtype: str, rank: int, health: bool) -> str:
 LANES = 16
 
 
+def _counting_loop(size: str, tests: dict[int, str]) -> list[str]:
+    """A loop adding each test (an int32 expression of {v}) into its acc row, LANES counters
+    per row so that LLVM vectorizes it; the tail goes to lane 0."""
+    lines = [f"    for io in range(({size}) // {LANES}):", f"        for j in T.vectorized({LANES}):"]
+    lines += [f"            acc[{k}, j] = acc[{k}, j] + {t.format(v=f'F[io * {LANES} + j]')}" for k, t in tests.items()]
+    lines.append(f"    for i in range(({size}) % {LANES}):")
+    tail = f"F[({size}) // {LANES} * {LANES} + i]"
+    lines += [f"        acc[{k}, 0] = acc[{k}, 0] + {t.format(v=tail)}" for k, t in tests.items()]
+    return lines
+
+
 def _health_lines(dtype: str, size: str) -> list[str]:
-    """Counts over the flattened tensor, LANES int32 counters per count so that LLVM
-    vectorizes the loop (the tail is counted in lane 0)."""
-    if dtype == "bool":
-        tests = [None, 'T.Cast("int32", {v})', 'T.Cast("int32", not {v})', None, None]
-    else:
-        zero = f"T.{dtype}(0)"
-        tests = [f"{{v}} < {zero}", f"{{v}} > {zero}", f"{{v}} == {zero}", None, None]
-        if dtype.startswith("float"):
-            tests[3] = f'{{v}} == T.{dtype}("-inf")'
-            tests[4] = f'{{v}} == T.{dtype}("inf")'
-        tests = [f'T.Cast("int32", {t})' if t else None for t in tests]
+    """Counts over the flattened tensor into S[row, 2:7] = lt0, gt0, eq0, -inf, +inf.
+
+    Floats take one pass of three tests (< 0, > 0, finite); only a tensor with
+    non-finite values gets a second pass that tells NaN, -inf and +inf apart (NaN compares
+    false everywhere, so eq0 = size - lt0 - gt0 - nan)."""
     lines = [
         f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
-        f'    acc = T.alloc_buffer((5, {LANES}), "int32", scope="local")',
-        "    for k in range(5):",
+        f'    acc = T.alloc_buffer((6, {LANES}), "int32", scope="local")',
+        "    for k in range(6):",
         f"        for j in T.vectorized({LANES}):",
         "            acc[k, j] = 0",
-        f"    for io in range(({size}) // {LANES}):",
-        f"        for j in T.vectorized({LANES}):",
     ]
-    lines += [
-        f"            acc[{k}, j] = acc[{k}, j] + {t.format(v=f'F[io * {LANES} + j]')}"
-        for k, t in enumerate(tests)
-        if t
-    ]
-    lines.append(f"    for i in range(({size}) % {LANES}):")
-    lines += [
-        f"        acc[{k}, 0] = acc[{k}, 0] + {t.format(v=f'F[({size}) // {LANES} * {LANES} + i]')}"
-        for k, t in enumerate(tests)
-        if t
-    ]
+    cast = 'T.Cast("int32", {})'
+    if dtype == "bool":
+        lines += _counting_loop(size, {1: cast.format("{v}"), 2: cast.format("not {v}")})
+    elif not dtype.startswith("float"):
+        zero = f"T.{dtype}(0)"
+        lines += _counting_loop(
+            size,
+            {0: cast.format(f"{{v}} < {zero}"), 1: cast.format(f"{{v}} > {zero}"), 2: cast.format(f"{{v}} == {zero}")},
+        )
+    else:
+        zero = f"T.{dtype}(0)"
+        lines += _counting_loop(
+            size,
+            {
+                0: cast.format(f"{{v}} < {zero}"),
+                1: cast.format(f"{{v}} > {zero}"),
+                5: cast.format("T.isfinite({v})"),
+            },
+        )
+        lines += [
+            '    bad = T.alloc_buffer((1,), "int64", scope="local")',
+            f"    bad[0] = {size}",
+            f"    for j in range({LANES}):",
+            '        bad[0] = bad[0] - T.Cast("int64", acc[5, j])',
+            "    if bad[0] > 0:",
+        ]
+        second = _counting_loop(
+            size,
+            {
+                3: cast.format(f'{{v}} == T.{dtype}("-inf")'),
+                4: cast.format(f'{{v}} == T.{dtype}("inf")'),
+                2: cast.format("T.isnan({v})"),
+            },
+        )
+        lines += ["    " + line for line in second]
     lines += [
         "    for k in range(5):",
         "        S[row, 2 + k] = T.float64(0)",
         f"        for j in range({LANES}):",
         '            S[row, 2 + k] = S[row, 2 + k] + T.Cast("float64", acc[k, j])',
     ]
+    if dtype.startswith("float"):
+        # acc[2] counted NaNs (second pass): turn it into the zero count.
+        lines.append(f'    S[row, 4] = T.Cast("float64", {size}) - S[row, 2] - S[row, 3] - S[row, 4]')
     return lines
 
 
@@ -154,6 +192,26 @@ def _tick_func():
         ]
     )
     return name, tvm.script.from_source(source + "\n").with_attr("global_symbol", name)
+
+
+_KERNELS: dict[str, object] = {}
+_KERNELS_LOCK = threading.Lock()
+
+
+def kernel(dtype: str | None, rank: int, health: bool) -> str:
+    """The global name of a summary kernel, compiled (once per process) and registered, so
+    that VM calls reach native code directly; dtype None is the timestamp-only kernel."""
+    with _KERNELS_LOCK:
+        if dtype is None:
+            name, prim = _tick_func()
+        else:
+            name, prim = _summary_func(dtype, rank, health)
+        global_name = "tvmdbg." + name
+        if global_name not in _KERNELS:
+            function = tvm.compile(tvm.IRModule({name: prim}), "llvm")[name]
+            tvm.register_global_func(global_name, function, override=True)
+            _KERNELS[global_name] = function
+        return global_name
 
 
 def _callee_name(value) -> str | None:
@@ -180,7 +238,6 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
 def instrument(mod, info: graphs.ExecutableInfo, health: bool) -> tuple[object, dict[str, CompiledFunction]]:
     """Adds the summary calls to every Relax function of the lowered module mod."""
     functions: dict[str, CompiledFunction] = {}
-    new_funcs: dict[str, object] = {}
     updates = {}
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function) or gvar.name_hint not in info.functions:
@@ -188,102 +245,122 @@ def instrument(mod, info: graphs.ExecutableInfo, health: bool) -> tuple[object, 
         function_info = info.functions[gvar.name_hint]
         if not function_info.sites:
             continue
-        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, new_funcs)
+        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health)
         updates[gvar] = new_func
         functions[function_info.name] = compiled
     if not functions:
         return mod, {}
     for gvar, func in updates.items():
         mod[gvar] = func
-    for name, prim in new_funcs.items():
-        mod[relax.GlobalVar(name)] = prim
     for compiled in functions.values():
         FUNCTIONS[compiled.fid] = compiled
     return mod, functions
 
 
-def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health, new_funcs):
+def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health):
     body = func.body
     if not isinstance(body, relax.SeqExpr) or any(
         isinstance(b.value, relax.If) for blk in body.blocks for b in blk.bindings
     ):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
-    sites = function_info.sites
     rows: list[RowInfo] = []
     plan: list[tuple[graphs.SiteInfo, list[int]]] = []
-    for site in sites:
+    for site in function_info.sites:
         positions = _output_positions(site)
         plan.append((site, positions))
-        for slot, _ in enumerate(positions):
+        for slot in range(len(positions)):
             dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
             rows.append(RowInfo(site, slot, dtype, health and dtype in HEALTH_DTYPES))
-    nrows = len(rows) + 1
+    params = [p for p in func.params if health and _summarisable(p)]
+    nrows = 1 + len(rows) + len(params)
     fid = next(_FIDS)
     stats_ty = relax.TensorType((nrows, ROW_WIDTH), "float64")
     stats = relax.Var("tvmdbg_stats", stats_ty)
-    stats_call = relax.Call(
-        relax.ExternFunc(STATS_FUNC), [relax.prim_value(tvm.tirx.IntImm("int64", fid))], ty_args=[stats_ty]
-    )
-    tick_name, tick = _tick_func()
-    new_funcs.setdefault(tick_name, tick)
+    tick_name = kernel(None, 0, False)
+
+    def summary(value, row: int, wanted: bool) -> relax.VarBinding:
+        """A health kernel on value writing `row`, or a bare timestamp."""
+        if wanted and _summarisable(value):
+            name = kernel(str(value.ty.dtype), int(value.ty.ndim), True)
+            return _binding(name, [value, stats, _row(row)])
+        return _binding(tick_name, [stats, _row(row)])
+
+    # Before the first kernel (after the VM checked the arguments): get the buffer, summarise
+    # the tensor parameters, stamp the start.
+    prologue = [
+        relax.VarBinding(stats, relax.Call(relax.ExternFunc(STATS_FUNC), [_row(fid), _row(nrows)], ty_args=[stats_ty])),
+        *[summary(p, 1 + len(rows) + j, True) for j, p in enumerate(params)],
+        summary(None, 0, False),
+    ]
+    output_rows: dict[int, int] = {hash(p): 1 + len(rows) + j for j, p in enumerate(params)}
     blocks = []
-    next_site = 0
-    row = 1
-    first = True
+    next_site, row = 0, 1
     for block in body.blocks:
         bindings = []
-        if first:
-            bindings.append(relax.VarBinding(stats, stats_call))
-            bindings.append(
-                _binding(relax.GlobalVar(tick_name), [stats, relax.prim_value(tvm.tirx.IntImm("int64", 0))])
-            )
-            first = False
         for binding in block.bindings:
+            is_site = next_site < len(plan) and _callee_name(binding.value) == plan[next_site][0].kernel
+            if is_site and prologue:
+                bindings.extend(prologue)
+                prologue = []
             bindings.append(binding)
-            if next_site < len(plan) and _callee_name(binding.value) == plan[next_site][0].kernel:
-                site, positions = plan[next_site]
-                args = list(binding.value.args)
-                for position in positions:
-                    info = rows[row - 1]
-                    out = args[position] if position < len(args) else None
-                    ty = getattr(out, "ty", None)
-                    if (
-                        out is None
-                        or not isinstance(ty, relax.TensorType)
-                        or int(ty.ndim) < 0
-                        or int(ty.ndim) > MAX_RANK
-                    ):
-                        bindings.append(_binding(relax.GlobalVar(tick_name), [stats, _row(row)]))
-                        info.health = False
-                    else:
-                        dtype = str(ty.dtype)
-                        kind = info.health and dtype in HEALTH_DTYPES
-                        info.health = kind
-                        name, prim = (
-                            _summary_func(dtype if kind else "float32", int(ty.ndim), kind) if kind else (None, None)
-                        )
-                        if kind:
-                            new_funcs.setdefault(name, prim)
-                            bindings.append(_binding(relax.GlobalVar(name), [out, stats, _row(row)]))
-                        else:
-                            bindings.append(_binding(relax.GlobalVar(tick_name), [stats, _row(row)]))
-                    row += 1
-                next_site += 1
+            if not is_site:
+                continue
+            args = list(binding.value.args)
+            for position in plan[next_site][1]:
+                info = rows[row - 1]
+                out = args[position] if position < len(args) else None
+                info.health = info.health and out is not None and _summarisable(out)
+                bindings.append(summary(out, row, info.health))
+                if out is not None:
+                    output_rows.setdefault(hash(out), row)
+                row += 1
+            next_site += 1
         blocks.append(relax.BindingBlock(bindings))
     if next_site != len(plan):
         raise ValueError(f"{function_info.name}: found {next_site} of {len(plan)} kernel call sites")
     new_body = relax.SeqExpr(blocks, body.body)
     new_func = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs, func.span)
-    compiled = CompiledFunction(fid, executable_id, function_info.name, rows, health)
+    compiled = CompiledFunction(fid, executable_id, function_info.name, rows, health, nrows)
+    compiled.param_rows = [output_rows.get(hash(p)) for p in func.params]
+    compiled.output_rows = [output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in _leaves(body.body)]
+    compiled.param_specs = [_static_spec(p) for p in func.params]
+    compiled.output_specs = [_static_spec(v) for v in _leaves(body.body)]
     return new_func, compiled
+
+
+def _static_spec(value) -> tuple[str, tuple[int, ...]] | None:
+    specs = graphs.tensor_specs(getattr(value, "ty", None))
+    if len(specs) != 1 or any(d < 0 for d in specs[0][1]) or not specs[0][0]:
+        return None
+    return specs[0][0], specs[0][1]
+
+
+def _summarisable(value) -> bool:
+    ty = getattr(value, "ty", None)
+    return (
+        isinstance(ty, relax.TensorType)
+        and ty.dtype is not None
+        and str(ty.dtype) in HEALTH_DTYPES
+        and 0 <= int(ty.ndim) <= MAX_RANK
+    )
+
+
+def _leaves(expr) -> list:
+    if isinstance(expr, relax.Tuple):
+        out = []
+        for item in expr.fields:
+            out.extend(_leaves(item))
+        return out
+    return [expr]
 
 
 def _row(row: int):
     return relax.prim_value(tvm.tirx.IntImm("int64", row))
 
 
-def _binding(gvar, args):
-    return relax.VarBinding(relax.Var("_", relax.TupleType([])), relax.Call(gvar, args))
+def _binding(name: str, args) -> relax.VarBinding:
+    void = relax.TupleType([])
+    return relax.VarBinding(relax.Var("_", void), relax.Call(relax.ExternFunc(name), args, ty_args=[void]))
 
 
 def _output_positions(site: graphs.SiteInfo) -> list[int]:

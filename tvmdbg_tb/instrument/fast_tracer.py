@@ -23,7 +23,8 @@ from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.writer import _varint
 from tvmdbg_tb.instrument import compiled
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument.session import RuntimeFunction, Session, TraceBatch
+from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
+from tvmdbg_tb.instrument.summary import flatten, is_tensor
 from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -72,12 +73,11 @@ class _Local(threading.local):
 _LOCAL = _Local()
 
 
-def _buffer(fid: int) -> tuple[Any, np.ndarray]:
+def _buffer(fid: int, nrows: int) -> tuple[Any, np.ndarray]:
     free = _LOCAL.pool.setdefault(fid, [])
     if free:
         return free.pop()
-    rows = len(compiled.FUNCTIONS[fid].rows) + 1
-    tensor = tvm.runtime.tensor(np.zeros((rows, compiled.ROW_WIDTH), "float64"))
+    tensor = tvm.runtime.tensor(np.zeros((nrows, compiled.ROW_WIDTH), "float64"))
     return tensor, np.from_dlpack(tensor)
 
 
@@ -85,19 +85,25 @@ def _release(fid: int, tensor, array) -> None:
     _LOCAL.pool.setdefault(fid, []).append((tensor, array))
 
 
-def _stats(fid) -> Any:
-    """ "tvmdbg.stats": the buffer an instrumented function writes its rows to."""
-    fid = int(fid)
-    call = _LOCAL.call
-    if _LOCAL.implicit is not None:
-        call = _LOCAL.implicit[0]._implicit_call(fid)
-    tensor, array = _buffer(fid)
-    array[:, 0] = 0.0
-    if call is None:  # an untraced call (tvmdbg disabled, or a raw module call)
-        _release(fid, tensor, array)
-    else:
-        call.buffers.append((fid, tensor, array))
-    return tensor
+def _stats(fid, nrows) -> Any:
+    """The "tvmdbg.stats" packed function: the buffer (nrows rows) an instrumented function
+    writes its rows to. It must never raise and must return nrows rows: kernels write there."""
+    fid, nrows = int(fid), int(nrows)
+    try:
+        call = _LOCAL.call
+        if _LOCAL.implicit is not None:
+            call = _LOCAL.implicit[0]._implicit_call(fid)
+        if fid not in compiled.FUNCTIONS:
+            call = None  # compiled in another process: nothing maps the rows
+        tensor, array = _buffer(fid, nrows)
+        array[:, 0] = 0.0
+        if call is None:  # an untraced call (tvmdbg disabled, or a raw module call)
+            _release(fid, tensor, array)
+        else:
+            call.buffers.append((fid, tensor, array))
+        return tensor
+    except Exception:
+        return tvm.runtime.tensor(np.zeros((nrows, compiled.ROW_WIDTH), "float64"))
 
 
 tvm.register_global_func(compiled.STATS_FUNC, _stats, override=True)
@@ -117,8 +123,7 @@ _CYCLES_PER_US: list[float] = []
 def cycles_per_us() -> float:
     """Time-stamp counter rate, measured once against perf_counter."""
     if not _CYCLES_PER_US:
-        name, prim = compiled._tick_func()
-        tick = tvm.compile(tvm.IRModule({name: prim}), "llvm")[name]
+        tick = tvm.get_global_func(compiled.kernel(None, 0, False))
         stats = tvm.runtime.tensor(np.zeros((2, compiled.ROW_WIDTH), "float64"))
         view = np.from_dlpack(stats)
         tick(stats, 0)
@@ -142,7 +147,9 @@ class CompiledTracer(Tracer):
         self.function_names = frozenset(info.functions)
         self._local = threading.local()
         self._fids = info.compiled  # function name -> fid
-        self._statics: dict[int, list[bytes]] = {}
+        self._statics: dict[int, tuple[list[bytes], list[bool]]] = {}
+        self._execution_statics: dict[tuple[str, int], bytes | None] = {}
+        self._locations: dict[tuple, bytes] = {}
         self._rate = cycles_per_us()
         vm._set_instrument(None)
 
@@ -231,7 +238,20 @@ class CompiledTracer(Tracer):
         for fid, _, array in call.buffers:
             statics, dynamic = self._static(fid)
             infos = compiled.FUNCTIONS[fid].rows
-            rows = array.tolist()
+            count = len(infos) + 1
+            if mode == pb.NO_TENSOR and not any(dynamic):
+                # Only the timestamps are needed: convert one column, not whole rows.
+                stamp_column = array[:count, 0].tolist()
+                previous = stamp_column[0]
+                for i, cycles in enumerate(stamp_column[1:]):
+                    if cycles:
+                        static = statics[i]
+                        if static:
+                            payloads.append(static + index + b"\x59" + pack((cycles - previous) / rate))
+                            stamps.append(cycles)
+                        previous = cycles
+                continue
+            rows = array[:count].tolist()
             previous = rows[0][0]
             for i, row in enumerate(rows[1:]):
                 cycles = row[0]
@@ -262,7 +282,104 @@ class CompiledTracer(Tracer):
         finally:
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
-        self._emit(call, TraceBatch(payloads=payloads), inputs, outputs, error, frames, user_index)
+        if error is None and not call.implicit:
+            static = self._static_execution(call, len(inputs), outputs)
+            if static is not None:  # the common case in NO_TENSOR and SHAPE: no message built
+                location = self._location_bytes(frames, user_index)
+                payload = b"".join(
+                    (
+                        static,
+                        b"\x08",
+                        _varint(call.index),
+                        b"\x39",
+                        _F64.pack((_perf() - call.start) * 1e6),
+                        b"\x42",
+                        _varint(len(location)),
+                        location,
+                        b"\x48",
+                        _varint(len(payloads)),
+                    )
+                )
+                self.session.execution_done(ExecutionPayload(payload), TraceBatch(payloads=payloads))
+                return
+        summaries = self._row_summaries(call, inputs, outputs)
+        self._emit(call, TraceBatch(payloads=payloads), inputs, outputs, error, frames, user_index, summaries)
+
+    def _static_execution(self, call: _FastCall, num_inputs: int, outputs) -> bytes | None:
+        """The serialized constant part of this function's Execution, when inputs and outputs
+        are fully static and the mode needs no more than their dtype and shape."""
+        if self.mode not in (pb.NO_TENSOR, pb.SHAPE):
+            return None
+        name = call.function.name
+        key = (name, num_inputs)
+        if key in self._execution_statics:
+            return self._execution_statics[key]
+        static = None
+        fid = self._fids.get(name)
+        function = compiled.FUNCTIONS.get(fid) if fid is not None else None
+        leaves = flatten(outputs) if outputs is not None else []
+        if (
+            function is not None
+            and len(function.param_specs) == num_inputs
+            and len(function.output_specs) == len(leaves)
+            and all(function.param_specs)
+            and all(function.output_specs)
+        ):
+            execution = pb.Execution(
+                function_name=name,
+                graph_id=call.function.graph_id,
+                tensor_debug_mode=self.mode,
+                executable_id=self.program.executable_id,
+            )
+            for target, specs in ((execution.inputs, function.param_specs), (execution.outputs, function.output_specs)):
+                for dtype, shape in specs:
+                    summary = target.add(dtype=dtype, shape=shape)
+                    if self.mode == pb.SHAPE:
+                        size = int(np.prod(shape)) if shape else 1
+                        summary.debug_values.extend([dtype_code(dtype), len(shape), size, *shape])
+            static = execution.SerializeToString()
+        self._execution_statics[key] = static
+        return static
+
+    def _location_bytes(self, frames, user_index) -> bytes:
+        key = (tuple(frames), user_index)
+        found = self._locations.get(key)
+        if found is None:
+            found = self.session.code_location(frames, user_index).SerializeToString()
+            if len(self._locations) < 10_000:
+                self._locations[key] = found
+        return found
+
+    def _row_summaries(self, call: _FastCall, inputs, outputs):
+        """Execution input/output summaries read from the buffer's parameter and kernel rows
+        (health modes), instead of numpy passes over the tensors."""
+        if self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH) or not call.buffers:
+            return None
+        fid, _, array = call.buffers[0]
+        function = compiled.FUNCTIONS[fid]
+        if function.name != call.function.name:
+            return None
+        mode = self.mode
+
+        def from_rows(values, row_ids):
+            out = []
+            for k, value in enumerate(values):
+                row = row_ids[k] if k < len(row_ids) else None
+                if row is None or not array[row, 0] or not is_tensor(value):
+                    out.append(None)
+                    continue
+                dtype = str(value.dtype)
+                out.append(
+                    pb.TensorSummary(
+                        dtype=dtype,
+                        shape=tuple(value.shape),
+                        debug_values=_values_list(mode, array[row].tolist(), dtype),
+                    )
+                )
+            return out
+
+        leaves = flatten(outputs) if outputs is not None else []
+        return from_rows(inputs, function.param_rows), from_rows(leaves, function.output_rows)
 
     def _failure(self, call: _FastCall, error: BaseException) -> bytes:
         """The first row not written in the innermost buffer: the kernel that did not finish
@@ -296,6 +413,16 @@ _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")
 _FULL = struct.Struct("<10d")
 _CODES: dict[str, int] = {}
+
+
+def _values_list(mode: int, row: list[float], dtype: str) -> list[float]:
+    size, lt, gt, eq, neg_inf, pos_inf, rank = row[1:8]
+    nan = size - lt - gt - eq
+    if mode == pb.FULL_HEALTH:
+        return [0.0, dtype_code(dtype), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
+    if mode == pb.CURT_HEALTH:
+        return [1.0 if neg_inf + pos_inf + nan > 0 else 0.0]
+    return [size, neg_inf, pos_inf, nan]
 
 
 def _debug_values(mode: int, row: list[float], dtype: str) -> bytes:

@@ -207,10 +207,18 @@ class OriginSource(Protocol):
     def find(self, name: str, op_type: str) -> Emitted | None: ...
 
 
-def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict[str, list[Origin]]]:
-    """Original ops of mod by var identity (and by var name as a fallback)."""
+NameKey = tuple[str, str]  # (Relax function, var name): names repeat across functions
+# var hash of an original op by the hash of one of its operands, with all its operands
+ByOperand = dict[int, list[tuple[int, frozenset[int]]]]
+
+
+def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict[NameKey, list[Origin]], ByOperand]:
+    """Original ops of mod by var identity, by (function, var name) as a fallback, and an
+    index of ops by their operands (to recognise the last op of a fused group, whose var
+    FuseOps replaces)."""
     by_var: dict[int, Origin] = {}
-    by_name: dict[str, list[Origin]] = {}
+    by_name: dict[NameKey, list[Origin]] = {}
+    by_operand: ByOperand = {}
     for fname, func in _relax_functions(mod, primitive=False):
         function_origins: list[tuple[int, object, Origin]] = []
         for binding in _bindings(func.body):
@@ -219,7 +227,7 @@ def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict
                 source = by_var.get(hash(value))
                 if source is not None:
                     by_var[hash(var)] = source
-                    by_name.setdefault(var.name, []).append(source)
+                    by_name.setdefault((fname, var.name), []).append(source)
                 continue
             op_type = op_type_of(value)
             if not op_type:
@@ -234,10 +242,13 @@ def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict
                 op_type = entry.op_type or op_type  # the op the user wrote, before legalization
             origin = Origin(op_type, var.name, frames, user_index)
             by_var[hash(var)] = origin
-            by_name.setdefault(var.name, []).append(origin)
+            by_name.setdefault((fname, var.name), []).append(origin)
             function_origins.append((hash(var), value, origin))
+            operands = frozenset(hash(o) for o in _call_operands(value) if isinstance(o, relax.Var))
+            for operand in operands:
+                by_operand.setdefault(operand, []).append((hash(var), operands))
         _inherit_from_consumers(function_origins)
-    return by_var, by_name
+    return by_var, by_name, by_operand
 
 
 def _call_operands(value) -> list:
@@ -278,21 +289,65 @@ def _span_frames(value, function_name: str) -> tuple[list[Frame], int]:
 # -- sites ---------------------------------------------------------------------------------
 
 
-def fused_members(fuse_snapshot) -> dict[str, list[object]]:
-    """For each fused (Primitive) function after FuseOps: the vars of its bindings, in order."""
+MemberKey = tuple[int, str]  # (hash of the original op's var, its name)
+
+
+def fused_members(fuse_snapshot, by_operand: ByOperand) -> dict[str, list[MemberKey]]:
+    """For each fused (Primitive) function after FuseOps: its original ops, in order.
+
+    FuseOps keeps the vars of a group's bindings except the last, which becomes a fresh var
+    inside the fused function and at its call site. That last op is found among the original
+    ops by its operands: group vars, or the fused function's parameters mapped to the call's
+    arguments (themselves mapped back when they are earlier groups' fresh outputs).
+    """
     if fuse_snapshot is None:
         return {}
-    return {
-        name: [binding.var for binding in _bindings(func.body)]
-        for name, func in _relax_functions(fuse_snapshot, primitive=True)
-    }
+    primitive = dict(_relax_functions(fuse_snapshot, primitive=True))
+    members: dict[str, list[MemberKey]] = {}
+    for _, caller in _relax_functions(fuse_snapshot, primitive=False):
+        fresh: dict[int, int] = {}  # fresh output var of a group -> original var hash
+        for binding in _bindings(caller.body):
+            value = binding.value
+            if not (isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar)):
+                continue
+            name = _name(value.op)
+            func = primitive.get(name)
+            if func is None:
+                continue
+            inner = list(_bindings(func.body))
+            if not inner:
+                continue
+            argument = {hash(p): a for p, a in zip(func.params, value.args)}
+
+            def original(var, argument=argument, fresh=fresh):
+                if hash(var) in argument:
+                    var = argument[hash(var)]
+                return fresh.get(hash(var), hash(var)) if isinstance(var, relax.Var) else None
+
+            keys = [(hash(b.var), b.var.name) for b in inner[:-1]]
+            last = inner[-1]
+            operands = {original(o) for o in _call_operands(last.value) if isinstance(o, relax.Var)} - {None}
+            claimed = {key for key, _ in keys}
+            candidates = [
+                var_hash
+                for operand in operands
+                for var_hash, needs in by_operand.get(operand, ())
+                if operands <= needs and var_hash not in claimed
+            ]
+            if candidates:
+                keys.append((candidates[0], last.var.name))
+                fresh[hash(binding.var)] = candidates[0]
+            else:
+                keys.append((hash(last.var), last.var.name))
+            members.setdefault(name, keys)
+    return members
 
 
 def extract_functions(
     sites_mod,
     origins: dict[int, Origin],
-    origins_by_name: dict[str, list[Origin]],
-    fused: dict[str, list[object]],
+    origins_by_name: dict[NameKey, list[Origin]],
+    fused: dict[str, list[MemberKey]],
 ) -> dict[str, FunctionInfo]:
     """Kernel call sites of every (non-primitive) Relax function of sites_mod."""
     functions = {}
@@ -301,10 +356,12 @@ def extract_functions(
     return functions
 
 
-def _origin_of(var, origins, origins_by_name) -> Origin | None:
-    origin = origins.get(hash(var))
+def _origin_of(key: MemberKey, fname: str, origins, origins_by_name) -> Origin | None:
+    """The original op of a var (hash, name) of function fname: by identity, else by a name
+    that is unique in that function."""
+    origin = origins.get(key[0])
     if origin is None:
-        named = origins_by_name.get(var.name, [])
+        named = origins_by_name.get((fname, key[1]), [])
         if len(named) == 1:
             origin = named[0]
     return origin
@@ -330,6 +387,9 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             if isinstance(base, relax.Var) and hash(base) in produced:
                 position, _ = produced[hash(base)]
                 return InputInfo(1, f"{base.name}[{slot_of}]", _spec(expr), position, slot_of)
+            if isinstance(base, relax.Var) and hash(base) in param_index:
+                # An item of a tuple parameter: its health is that of the parameter's tuple.
+                return InputInfo(2, f"{base.name}[{slot_of}]", _spec(expr), param_index=param_index[hash(base)])
         if isinstance(expr, relax.Var):
             if hash(expr) in produced:
                 position, slot = produced[hash(expr)]
@@ -371,10 +431,10 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
         used_names.add(name)
         members = fused.get(kernel)
         if members is not None:
-            found = [_origin_of(v, origins, origins_by_name) for v in members]
+            found = [_origin_of(key, fname, origins, origins_by_name) for key in members]
             site_origins = [o for o in found if o is not None]
         else:
-            origin = _origin_of(var, origins, origins_by_name)
+            origin = _origin_of((hash(var), var.name), fname, origins, origins_by_name)
             site_origins = [origin] if origin is not None else []
         # Drop repeats (an alias resolves to the op it names).
         unique: list[Origin] = []

@@ -82,6 +82,25 @@ class TraceBatch(Sequence):
         return iter(self._parsed())
 
 
+class ExecutionPayload:
+    """A serialized Execution (the fast path); sinks that need the message call message()."""
+
+    __slots__ = ("payload", "_message")
+
+    def __init__(self, payload: bytes):
+        self.payload = payload
+        self._message: pb.Execution | None = None
+
+    def message(self) -> pb.Execution:
+        if self._message is None:
+            self._message = pb.Execution.FromString(self.payload)
+        return self._message
+
+
+def execution_message(execution: pb.Execution | ExecutionPayload) -> pb.Execution:
+    return execution.message() if isinstance(execution, ExecutionPayload) else execution
+
+
 class RuntimeSite:
     """A kernel call site with its run-scoped ids and where its outputs are in the call."""
 
@@ -401,7 +420,10 @@ class WriterSink:
             self.writer.write_graph_execution_trace_payloads(payloads, wall_time=now)
         else:
             self.writer.write_graph_execution_traces(list(traces), wall_time=now)
-        self.writer.write_execution(execution, wall_time=now)
+        if isinstance(execution, ExecutionPayload):
+            self.writer.write_execution_payload(execution.payload, wall_time=now)
+        else:
+            self.writer.write_execution(execution, wall_time=now)
 
     def close(self) -> None:
         self.writer.close()

@@ -16,8 +16,19 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 MAX_TENSOR_BYTES = 64 << 20
 
 
+_TENSOR_TYPES: tuple[type, ...] = ()
+try:
+    import tvm
+
+    _TENSOR_TYPES = (tvm.runtime.Tensor,)
+except (ImportError, AttributeError):  # pragma: no cover - the instrumentation needs TVM anyway
+    pass
+
+
 def is_tensor(value: Any) -> bool:
-    """True for a TVM runtime tensor (duck-typed: dtype, shape and dlpack)."""
+    """True for a TVM runtime tensor (or anything with dtype, shape and dlpack)."""
+    if isinstance(value, _TENSOR_TYPES):
+        return True
     return hasattr(value, "__dlpack__") and hasattr(value, "dtype") and hasattr(value, "shape")
 
 
@@ -105,33 +116,44 @@ def tensor_value(value: Any, dtype: str, shape: tuple[int, ...]) -> pb.TensorVal
     return pb.TensorValue(dtype=dtype, shape=shape, content=data.tobytes(), truncated=truncated)
 
 
-_STATIC_SUMMARIES: dict[tuple[int, int], tuple[Any, pb.TensorSummary]] = {}
-
-
 def tensor_summary(mode: int, value: Any) -> pb.TensorSummary:
-    """A TensorSummary of one runtime value (opaque values get an empty summary).
-
-    In modes that depend only on dtype and shape, the summary of a tensor object is cached
-    (weights are passed again on every call)."""
-    if mode in (pb.NO_TENSOR, pb.SHAPE):
-        key = (id(value), mode)
-        cached = _STATIC_SUMMARIES.get(key)
-        if cached is not None and cached[0] is value:
-            return cached[1]
-        summary = _tensor_summary(mode, value)
-        if len(_STATIC_SUMMARIES) > 4096:
-            _STATIC_SUMMARIES.clear()
-        _STATIC_SUMMARIES[key] = (value, summary)
-        return summary
-    return _tensor_summary(mode, value)
-
-
-def _tensor_summary(mode: int, value: Any) -> pb.TensorSummary:
+    """A TensorSummary of one runtime value: a tensor's in mode, a tuple's as the total over
+    its tensors (health modes only), an empty one for opaque values."""
     if not (is_tensor(value) or isinstance(value, np.ndarray)):
-        return pb.TensorSummary(dtype=type(value).__name__)
+        leaves = flatten(value)
+        if leaves == [value]:
+            return pb.TensorSummary(dtype=type(value).__name__)
+        return tuple_summary(mode, leaves)
     dtype = str(value.dtype)
-    shape = tuple(int(d) for d in value.shape)
+    shape = tuple(value.shape)
+    if mode == pb.NO_TENSOR:
+        return pb.TensorSummary(dtype=dtype, shape=shape)
     summary = pb.TensorSummary(dtype=dtype, shape=shape, debug_values=debug_values(mode, value, dtype, shape))
     if mode == pb.FULL_TENSOR:
         summary.tensor_value.CopyFrom(tensor_value(value, dtype, shape))
+    return summary
+
+
+def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
+    """A tuple (e.g. the parameter and gradient tuples of tvm.relax.training) summarised as
+    the sum of its tensors' counts, so the health of what flows in through it is known:
+    dtype "tuple", shape [number of tensors]; in FULL_HEALTH, rank 0 and the tensors' DType
+    when they share one. Modes without counts (SHAPE, FULL_TENSOR) say nothing."""
+    summary = pb.TensorSummary(dtype="tuple", shape=[len(leaves)])
+    if mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH):
+        return summary
+    tensors = [leaf for leaf in leaves if is_tensor(leaf) or isinstance(leaf, np.ndarray)]
+    rows = [debug_values(pb.FULL_HEALTH, t, str(t.dtype), tuple(t.shape)) for t in tensors]
+    if any(not row for row in rows):
+        return summary  # an element we cannot read: health unknown
+    totals = np.sum(np.array(rows, dtype=np.float64).reshape(-1, 10)[:, 3:], axis=0).tolist()
+    size, neg_inf, pos_inf, nan, negative, zero, positive = totals
+    if mode == pb.CURT_HEALTH:
+        summary.debug_values.append(1.0 if neg_inf + pos_inf + nan else 0.0)
+    elif mode == pb.CONCISE_HEALTH:
+        summary.debug_values.extend([size, neg_inf, pos_inf, nan])
+    else:
+        dtypes = {dtype_code(str(t.dtype)) for t in tensors}
+        dtype = dtypes.pop() if len(dtypes) == 1 else pb.DTYPE_UNKNOWN
+        summary.debug_values.extend([0, dtype, 0, size, neg_inf, pos_inf, nan, negative, zero, positive])
     return summary

@@ -134,8 +134,10 @@ class Tracer:
             self._record_failure(call, error)
         self._emit(call, TraceBatch(messages=call.traces), inputs, outputs, error, frames, user_index)
 
-    def _emit(self, call, traces: TraceBatch, inputs, outputs, error, frames, user_index) -> None:
-        """Builds the call's Execution and hands it with its traces to the session's sinks."""
+    def _emit(self, call, traces: TraceBatch, inputs, outputs, error, frames, user_index, known=None) -> None:
+        """Builds the call's Execution and hands it with its traces to the session's sinks.
+
+        known: (input summaries, output summaries) already computed (None entries are not)."""
         duration = (_perf() - call.start) * 1e6
         mode = self.mode
         execution = pb.Execution(
@@ -147,11 +149,14 @@ class Tracer:
             num_traces=len(traces),
             executable_id=self.program.executable_id,
         )
-        for value in inputs:
-            execution.inputs.append(tensor_summary(mode, value))
+        known_inputs, known_outputs = known if known is not None else ((), ())
+        for k, value in enumerate(inputs):
+            summary = known_inputs[k] if k < len(known_inputs) else None
+            execution.inputs.append(summary if summary is not None else tensor_summary(mode, value))
         if outputs is not None:
-            for value in flatten(outputs):
-                execution.outputs.append(tensor_summary(mode, value))
+            for k, value in enumerate(flatten(outputs)):
+                summary = known_outputs[k] if k < len(known_outputs) else None
+                execution.outputs.append(summary if summary is not None else tensor_summary(mode, value))
         if error is not None:
             execution.error = _message(error)
         elif getattr(call, "stop", None) is not None:
@@ -310,10 +315,15 @@ def _message(error: BaseException) -> str:
 _VMS: weakref.WeakSet = weakref.WeakSet()
 
 
+def exclude(vm) -> None:
+    """Never trace this VM (benchmarks use it for an uninstrumented reference)."""
+    vm.__dict__["_tvmdbg_excluded"] = True
+
+
 def tracer_of(vm) -> Tracer | None:
     """The vm's tracer for the active session (created on first use); None when inactive."""
     session = ACTIVE.session
-    if session is None:
+    if session is None or vm.__dict__.get("_tvmdbg_excluded"):
         return None
     tracer = vm.__dict__.get("_tvmdbg_tracer")
     if tracer is None or tracer.session is not session:

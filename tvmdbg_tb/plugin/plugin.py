@@ -140,9 +140,9 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         if self._reader is None:
             return
         try:
-            self._reader.update()
-            for name in self._reader.runs():
+            for name in self._reader.discover():  # alerts are computed as each chunk is read
                 analysis.monitor(self._reader.run(name))
+            self._reader.update()
             self._reader_error = None
         except Exception as error:
             message = f"{type(error).__name__}: {error}"
@@ -336,6 +336,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                     "num_traces": run.num_traces(),
                     "last_update_time": updated,
                     "live": updated is not None and time.time() - updated < analysis.views.LIVE_SECONDS,
+                    "indexing": run.updating,
                     "error": run.error,
                     "num_corruptions": len(corruptions),
                     "corruptions": [
@@ -371,27 +372,21 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
     def _serve_execution_digests(self, request):
         """Light rows of top-level calls — see docs/routes.md#executiondigests."""
         run = self._run(request)
-        total = run.num_executions()
-        begin, end = _page(request, total)
-        return {
-            "begin": begin,
-            "end": end,
-            "num_digests": total,
-            "execution_digests": analysis.execution_digests(run, begin, end),
-        }
+        with run.lock:
+            total = run.num_executions()
+            begin, end = _page(request, total)
+            rows = analysis.execution_digests(run, begin, end)
+        return {"begin": begin, "end": end, "num_digests": total, "execution_digests": rows}
 
     @_json_route
     def _serve_execution_data(self, request):
         """Full executions — see docs/routes.md#executiondata."""
         run = self._run(request)
-        total = run.num_executions()
-        begin, end = _page(request, total, max_page=100)
-        return {
-            "begin": begin,
-            "end": end,
-            "num_digests": total,
-            "executions": analysis.execution_data(run, begin, end),
-        }
+        with run.lock:
+            total = run.num_executions()
+            begin, end = _page(request, total, max_page=100)
+            rows = analysis.execution_data(run, begin, end)
+        return {"begin": begin, "end": end, "num_digests": total, "executions": rows}
 
     def _traces_page(self, request, run: RunReader, max_page: int) -> tuple[int, int, int, np.ndarray]:
         subset = self._trace_positions(request, run)
@@ -404,25 +399,19 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
     def _serve_graph_execution_digests(self, request):
         """Light rows of kernel executions — see docs/routes.md#graph_executiondigests."""
         run = self._run(request)
-        begin, end, total, positions = self._traces_page(request, run, MAX_PAGE)
-        return {
-            "begin": begin,
-            "end": end,
-            "num_digests": total,
-            "graph_execution_digests": analysis.trace_digests(run, positions),
-        }
+        with run.lock:  # positions and rows from one state of the dump
+            begin, end, total, positions = self._traces_page(request, run, MAX_PAGE)
+            rows = analysis.trace_digests(run, positions)
+        return {"begin": begin, "end": end, "num_digests": total, "graph_execution_digests": rows}
 
     @_json_route
     def _serve_graph_execution_data(self, request):
         """Full kernel executions — see docs/routes.md#graph_executiondata."""
         run = self._run(request)
-        begin, end, total, positions = self._traces_page(request, run, 1000)
-        return {
-            "begin": begin,
-            "end": end,
-            "num_digests": total,
-            "graph_executions": analysis.trace_data(run, positions),
-        }
+        with run.lock:
+            begin, end, total, positions = self._traces_page(request, run, 1000)
+            rows = analysis.trace_data(run, positions)
+        return {"begin": begin, "end": end, "num_digests": total, "graph_executions": rows}
 
     @_json_route
     def _serve_op_traces(self, request):
@@ -430,15 +419,17 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         run = self._run(request)
         op = self._op(request, run)
         slot = _int_param(request, "output_slot", minimum=0)
-        positions = run.op_trace_indices(op.op_id, slot)
-        begin, end = _page(request, len(positions), 1000)
+        with run.lock:
+            positions = run.op_trace_indices(op.op_id, slot)
+            begin, end = _page(request, len(positions), 1000)
+            rows = analysis.trace_data(run, positions[begin:end])
         return {
             "op_id": int(op.op_id),
             "op_name": op.op_name,
             "begin": begin,
             "end": end,
             "num_traces": int(len(positions)),
-            "traces": analysis.trace_data(run, positions[begin:end]),
+            "traces": rows,
         }
 
     @_json_route
@@ -456,7 +447,9 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
     def _serve_op_info(self, request):
         """One op with inputs, consumers and latest summaries — see docs/routes.md#graphsop_info."""
         run = self._run(request)
-        return analysis.op_info(run, self._op(request, run))
+        op = self._op(request, run)
+        with run.lock:
+            return analysis.op_info(run, op)
 
     @_json_route
     def _serve_source_files_list(self, request):
