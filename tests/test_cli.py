@@ -536,7 +536,7 @@ def test_check_exit_codes_and_diagnosis(dumps, tmp_path):
     model = str(dumps["model"])
     assert text.startswith("run run: 4 of 12 kernel outputs in 4 executions hold NaN or Inf")
     assert (
-        "The first origin is op logadd (kernel fused_log_add; Relax ops relax.log y, relax.add z) in execution 2"
+        "The first origin is op logadd (kernel fused_log_add; Relax ops relax.log y at line 6, relax.add z at line 7) in execution 2"
         in text
     )
     assert "6 NaN, 2 -Inf of 8, from inputs mm_out:0 finite, b (parameter 2) finite" in text

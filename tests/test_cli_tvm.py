@@ -154,6 +154,7 @@ def test_check_alerts_profile_on_real_dumps(dumps):
     assert "1 of 10 kernel outputs in 5 executions hold NaN or Inf" in bad.stdout
     assert f"created at {models.__file__}:" in bad.stdout
     assert "from inputs x (parameter 0) finite, y (parameter 1) finite" in bad.stdout
+    assert f"relax.log lv1 at line {FAULT_LINE}" in bad.stdout  # the fused op that made the NaN, by line
 
     alerts = json.loads(cli("alerts", dumps["nan"], "--json").stdout)
     first = alerts["alerts"][alerts["first_origin_index"]]

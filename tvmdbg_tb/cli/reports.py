@@ -204,7 +204,10 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
     if alerts:
         a = alerts[0]
         name = names.name(a["op_id"])
-        fused = ", ".join(f"{o['op_type']} {o['var_name']}".strip() for o in a["original_ops"])
+        fused = ", ".join(
+            f"{o['op_type']} {o['var_name']}".strip() + (f" at line {o['location']['line']}" if o["location"] else "")
+            for o in a["original_ops"]
+        )
         text += (
             f" The first {'origin' if first is not None else 'alert'} is op {name} "
             f"(kernel {a['kernel']}{'; Relax ops ' + fused if fused else ''}) in execution {a['execution_index']}: "
