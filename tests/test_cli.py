@@ -20,7 +20,9 @@ import pytest
 
 from tvmdbg_tb import analysis
 from tvmdbg_tb.cli import filters
+from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.runner import BreakController
+from tvmdbg_tb.cli.shell import run_commands
 from tvmdbg_tb.events.reader import DebugDataReader
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -240,6 +242,8 @@ def session(dumps):
         "pt nosuch",
         "ni logadd",
         "ni -t logadd",
+        "ni logadd -e 1",
+        "ni logadd -e 9",
         "li -r relu_out",
         "lo mm_out",
         "lo -r mm_out",
@@ -254,6 +258,13 @@ def session(dumps):
     result = tvmdbg("analyze", dumps["nan"], stdin="\n".join(commands) + "\n")
     assert result.returncode == 0, result.stderr
     return transcript(result.stdout)
+
+
+def test_intro_points_at_the_first_origin(dumps):
+    out = tvmdbg("analyze", dumps["nan"], stdin="").stdout
+    assert out.startswith(
+        "tvmdbg analyzer: run run, 4 executions, 12 kernel outputs, 4 NaN/Inf alerts; the first origin is logadd"
+    )
 
 
 def test_ri_describes_the_run(session):
@@ -317,10 +328,13 @@ def test_ni_shows_kernel_fused_ops_inputs_and_stack(session, dumps):
     assert f"created at    {model}:6 (forward)" in out
     assert re.search(rf"y\s+relax.log\s+{re.escape(model)}:6 \(forward\)", out)
     assert re.search(rf"z\s+relax.add\s+{re.escape(model)}:7 \(forward\)", out)
-    assert re.search(r"0\s+x\s+mm_out:0\s+float32 \(2, 4\)", out)
-    assert re.search(r"1\s+b\s+parameter 2", out)
+    assert "Inputs (2), health in execution 3:" in out
+    assert cells(out.split("Inputs (2)")[1].splitlines()[2]) == ["0", "x", "mm_out:0", "float32 (2, 4)", "finite"]
+    assert cells(out.split("Inputs (2)")[1].splitlines()[3]) == ["1", "b", "parameter 2", "-", "finite"]
     assert "Consumers: relu_out (input 0)" in out
     assert re.search(r"0\s+logadd\s+float32 \(2, 4\)\s+4\s+nan:6 -inf:2", out)
+    assert re.search(r"0\s+logadd\s+float32 \(2, 4\)\s+4\s+finite", session["ni logadd -e 1"])
+    assert session["ni logadd -e 9"].strip() == "error: op logadd has no trace in execution 9"
     stack = session["ni -t logadd"]
     assert f"  > {model}:6 in forward\n      y = np.log(x)" in stack
     assert f"    {model}:12 in <module>\n      forward(1, 2, 3)" in stack
@@ -425,7 +439,6 @@ def test_pt_values_slicing_ranges_and_save(dumps, tmp_path):
 
 
 def test_user_tensor_filter_in_lt(dumps, capsys):
-    from tvmdbg_tb.cli.analyzer import Analyzer, run_commands
 
     filters.register_tensor_filter("test_wide", lambda trace, value: trace.duration_us >= 20)
     reader = DebugDataReader(dumps["nan"])
@@ -452,7 +465,7 @@ def test_redirect_and_append(dumps, tmp_path):
 # -- the analyzer in a terminal ------------------------------------------------------------
 
 
-def _read_until(fd: int, needle: bytes, timeout: float = 20.0, until_eof: bool = False) -> bytes:
+def _read_until(fd: int, needle: bytes, timeout: float = 90.0, until_eof: bool = False) -> bytes:
     data = b""
     deadline = time.time() + timeout
     while needle not in data:
@@ -475,11 +488,11 @@ def _read_until(fd: int, needle: bytes, timeout: float = 20.0, until_eof: bool =
 
 def test_analyzer_in_a_pseudo_terminal_completes_and_keeps_history(dumps, tmp_path):
     history = tmp_path / "history"
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | {"TVMDBG_HISTORY": str(history), "TERM": "xterm"}
+    args = [*TVMDBG, "analyze", str(dumps["nan"])]
     pid, fd = pty.fork()
-    if pid == 0:  # the child: the CLI on the terminal
-        os.environ.update(TVMDBG_HISTORY=str(history), TERM="xterm")
-        os.environ.pop("NO_COLOR", None)
-        os.execv(sys.executable, [*TVMDBG, "analyze", str(dumps["nan"])])
+    if pid == 0:  # the child: the CLI on the terminal (exec at once: the parent has threads)
+        os.execve(sys.executable, args, env)
     try:
         _read_until(fd, b"tvmdbg> ")
         os.write(fd, b"ni relu_o\t\r")  # completes the op name
@@ -491,8 +504,11 @@ def test_analyzer_in_a_pseudo_terminal_completes_and_keeps_history(dumps, tmp_pa
         os.write(fd, b"\x1b[A\x1b[A\r")  # history: the command before last
         out = _read_until(fd, b"tvmdbg> ")
         assert b"Op relu_out" in out
+        os.write(fd, b"lt -l 1\x03")  # Ctrl-C drops the line, not the session
+        out = _read_until(fd, b"tvmdbg> ")
+        assert b"^C (type quit to leave)" in out and b"kernel outputs" not in out
         os.write(fd, b"qui\t\r")
-        _read_until(fd, b"\0", timeout=20, until_eof=True)
+        _read_until(fd, b"\0", until_eof=True)
         _, status = os.waitpid(pid, 0)
     except BaseException:
         os.kill(pid, signal.SIGKILL)
@@ -520,7 +536,7 @@ def test_check_exit_codes_and_diagnosis(dumps, tmp_path):
     model = str(dumps["model"])
     assert text.startswith("run run: 4 of 12 kernel outputs in 4 executions hold NaN or Inf")
     assert (
-        "The first origin is op logadd (kernel fused_log_add; Relax ops relax.log y, relax.add z) in execution 2"
+        "The first origin is op logadd (kernel fused_log_add; Relax ops relax.log y at line 6, relax.add z at line 7) in execution 2"
         in text
     )
     assert "6 NaN, 2 -Inf of 8, from inputs mm_out:0 finite, b (parameter 2) finite" in text
@@ -565,6 +581,16 @@ def test_alerts_subcommand_text_and_json(dumps):
     first = got["alerts"][got["first_origin_index"]]
     assert (first["op_name"], first["origin"], first["location"]["line"]) == ("logadd", True, 6)
     assert [a["origin"] for a in got["alerts"]] == [True, False, True, False]
+    # written a page at a time: the same answer whatever the page size; -l keeps the first N
+    import io
+
+    from tvmdbg_tb.cli import reports
+
+    paged = io.StringIO()
+    reports.write_alerts_json(reader.run(), paged, page=3)
+    assert json.loads(paged.getvalue()) == got
+    first_two = json.loads(tvmdbg("alerts", dumps["nan"], "--json", "-l", "2").stdout)
+    assert first_two == json.loads(analysis.dumps(analysis.alerts(reader.run(), 0, 2)))
 
 
 def test_profile_subcommand(dumps):
@@ -655,8 +681,6 @@ def test_break_controller_stops_at_the_first_nan_call_and_resumes(dumps, tmp_pat
 def test_analyzer_reads_new_records_before_each_command(tmp_path):
     import io
 
-    from tvmdbg_tb.cli.analyzer import Analyzer, run_commands
-
     w = DebugEventsWriter(tmp_path, run_name="live", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main"))
     w.write_graph_op_creation(pb.GraphOpCreation(op_id=0, graph_id=0, op_name="only", kernel="k"))
@@ -741,3 +765,42 @@ def test_limits_and_plain_text_in_pipes(dumps):
         timeout=60,
     )
     assert piped.stdout == "tvmdbg> lt -l 0\n" and "Traceback" not in piped.stderr
+
+
+def test_empty_dump_and_a_kernel_that_raised(tmp_path):
+    empty = tmp_path / "empty"
+    DebugEventsWriter(empty, run_name="e", tensor_debug_mode="FULL_HEALTH").close()
+    out = transcript(
+        tvmdbg("analyze", empty, "-x", "lt", "-x", "le", "-x", "alerts", "-x", "profile", "-x", "ps x").stdout
+    )
+    assert out == {
+        "lt": "0 of 0 kernel outputs, by time.\n",
+        "le": "0 of 0 executions (top-level VM calls).\n",
+        "alerts": "No NaN/Inf alerts in 0 kernel outputs.\n",
+        "profile": "No kernel executions recorded: nothing to profile.\n",
+        "ps x": "error: no source files in this dump\n",
+    }
+    check = tvmdbg("check", empty)
+    assert check.returncode == 0 and "nothing to check, no VM call was recorded" in check.stdout
+
+    failed = tmp_path / "failed"
+    w = DebugEventsWriter(failed, run_name="f", tensor_debug_mode="FULL_HEALTH")
+    w.write_graph(pb.DebuggedGraph(graph_id=0, name="main"))
+    w.write_graph_op_creation(pb.GraphOpCreation(op_id=0, graph_id=0, op_name="shaped", kernel="reshape"))
+    index = w.allocate_execution_index()
+    error = "InternalError: cannot reshape (4,) to (5,)"
+    w.write_graph_execution_traces(
+        [
+            pb.GraphExecutionTrace(
+                op_id=0, execution_index=index, kernel="reshape", tensor_debug_mode=pb.FULL_HEALTH, error=error
+            )
+        ]
+    )
+    w.write_execution(pb.Execution(index=index, function_name="main", error=error, num_traces=1))
+    w.close()
+    out = transcript(tvmdbg("analyze", failed, "-x", "lt", "-x", "le", "-x", "pt shaped").stdout)
+    assert rows_of(out["lt"])[0][3:] == ["shaped:0", "reshape", "-", "-", "error", "0.0"]
+    assert rows_of(out["le"])[0][5] == "error"
+    assert f"the kernel raised: {error}" in out["pt shaped"]
+    check = tvmdbg("check", failed)
+    assert check.returncode == 0 and "1 kernel call raised an error (see lt)." in check.stdout

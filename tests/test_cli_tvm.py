@@ -99,6 +99,7 @@ def test_analyzer_on_a_real_dump(dumps):
         "le",
         "alerts",
         "ni -t lv",
+        "ni lv -e 2",
         "li lv",
         "lo -r lv",
         "pt lv -e 2",
@@ -125,7 +126,12 @@ def test_analyzer_on_a_real_dump(dumps):
     info = out["ni -t lv"]
     assert "kernel        fused_subtract_tir_log_multiply" in info
     assert re.search(rf"relax.log\s+{re.escape(models.__file__)}:{FAULT_LINE} \(blockbuilder_planted\)", info)
-    assert re.search(r"0\s+x\s+parameter 0\s+float32 \(1, 8\)", info)
+    assert re.search(r"0\s+x\s+parameter 0\s+float32 \(1, 8\)\s+finite", info)
+    # At the NaN call: finite inputs, a non-finite output: this kernel made the bad value.
+    at_nan = out["ni lv -e 2"]
+    assert re.search(r"0\s+x\s+parameter 0\s+float32 \(1, 8\)\s+finite", at_nan)
+    assert re.search(r"1\s+y\s+parameter 1\s+float32 \(1, 8\)\s+finite", at_nan)
+    assert re.search(r"0\s+lv\s+float32 \(1, 8\)\s+5\s+nan:2 -inf:1", at_nan)
     assert "bad, line = bb.emit(_fault_expr(fault, h, x)), _line()" in info  # the creation stack shows the line
     assert "Consumers: gv (input 0)" in info
     assert re.search(r"\(input 1\) y: parameter 1", out["li lv"])
@@ -148,6 +154,7 @@ def test_check_alerts_profile_on_real_dumps(dumps):
     assert "1 of 10 kernel outputs in 5 executions hold NaN or Inf" in bad.stdout
     assert f"created at {models.__file__}:" in bad.stdout
     assert "from inputs x (parameter 0) finite, y (parameter 1) finite" in bad.stdout
+    assert f"relax.log lv1 at line {FAULT_LINE}" in bad.stdout  # the fused op that made the NaN, by line
 
     alerts = json.loads(cli("alerts", dumps["nan"], "--json").stdout)
     first = alerts["alerts"][alerts["first_origin_index"]]
@@ -164,7 +171,20 @@ def test_check_alerts_profile_on_real_dumps(dumps):
 def test_run_stops_at_the_call_that_goes_nan(script, tmp_path):
     dump = tmp_path / "dump"
     result = cli(
-        "run", "-f", "has_inf_or_nan", "--dump_dir", dump, "-x", "le", "-x", "run -f has_inf_or_nan", script, "-", 2
+        "run",
+        "-f",
+        "has_inf_or_nan",
+        "--dump_dir",
+        dump,
+        "-x",
+        "le",
+        "-x",
+        "ni -t lv",
+        "-x",
+        "run -f has_inf_or_nan",
+        script,
+        "-",
+        2,
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -181,6 +201,10 @@ def test_run_stops_at_the_call_that_goes_nan(script, tmp_path):
     live = transcript(out)["le"].strip().splitlines()
     assert live[0] == "3 of 3 executions (top-level VM calls):"
     assert live[-1].split()[:5] == ["2", live[-1].split()[1], "main", "2", "1"]
+    # The creation stack starts at the script: the frames of `tvmdbg run` launching it are hidden.
+    stack = transcript(out)["ni -t lv"]
+    assert "frames of the tvmdbg launcher hidden)" in stack and "runpy" not in stack
+    assert re.search(r"train.py:\d+ in <module>\n +planted = models.blockbuilder_planted", stack)
     assert "the script's enable_dump_debug_info call uses the dump tvmdbg run started" in result.stderr
     assert "finished after 5 VM calls (1 stops)" in result.stderr
     # The dump holds the whole run, readable afterwards.
@@ -233,3 +257,82 @@ def test_run_reports_a_failing_script(tmp_path):
     exits = tmp_path / "exits.py"
     exits.write_text("import sys\nsys.exit(3)\n")
     assert cli("run", "--dump_dir", tmp_path / "e", exits).returncode == 3
+
+
+def test_run_full_tensor_values_of_the_nan_call(script, tmp_path):
+    import numpy as np
+
+    saved = tmp_path / "lv.npy"
+    result = cli(
+        "run",
+        "-f",
+        "has_inf_or_nan",
+        "--tensor_debug_mode",
+        "FULL_TENSOR",
+        "--dump_dir",
+        tmp_path / "d",
+        "-x",
+        f"pt lv[0, :4] -w {saved}",
+        "-x",
+        "run --no_break",
+        script,
+        "-",
+        2,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "stopped after VM call 3 (main, execution 2)" in result.stdout  # found from the values themselves
+    x, y, _ = models.INPUTS
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = (np.log(x - y) * np.float32(2))[0, :4]  # the planted kernel: 2 * log(x - y)
+    np.testing.assert_array_equal(np.load(saved), expected)
+    shown = transcript(result.stdout)[f"pt lv[0, :4] -w {saved}"]
+    assert "mode: FULL_TENSOR" in shown and "values: size=4  nan=1  -inf=1  +inf=0" in shown
+
+
+def test_run_in_a_terminal(script, tmp_path):
+    """The interactive path: readline input at the stop, while the program waits."""
+    import pty
+    import select
+    import signal
+    import time
+
+    def read_until(fd, needle: bytes | None, timeout: float = 120.0) -> bytes:
+        """Output up to needle, or (needle None) up to the end."""
+        data, deadline = b"", time.time() + timeout
+        while needle is None or needle not in data:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.time()))
+            if not ready:
+                raise AssertionError(f"timed out waiting for {needle!r}; got {data[-1500:]!r}")
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                if needle is None:
+                    return data
+                raise AssertionError(f"the terminal closed before {needle!r}; got {data[-1500:]!r}")
+            data += chunk
+        return data
+
+    env = {**os.environ, "TVMDBG_HISTORY": "", "TERM": "xterm"}
+    args = [*TVMDBG, "run", "-f", "has_inf_or_nan", "--dump_dir", str(tmp_path), str(script), "-", "2"]
+    pid, fd = pty.fork()
+    if pid == 0:  # exec at once: the parent has threads
+        os.execve(sys.executable, args, env)
+    try:
+        out = read_until(fd, b"tvmdbg> ")
+        assert b"stopped after VM call 3 (main, execution 2)" in out and b"step 2" not in out
+        os.write(fd, b"ni l\t -e 2\r")  # completes to the only op named l...: lv
+        out = read_until(fd, b"tvmdbg> ")
+        assert b"Op lv" in out and b"nan:2 -inf:1" in out
+        os.write(fd, b"run --no_break\r")
+        out = read_until(fd, None)
+        assert b"step 4: finite=True" in out and b"finished after 5 VM calls (1 stops)" in out
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0

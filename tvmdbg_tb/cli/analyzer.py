@@ -1,20 +1,18 @@
 """The interactive analyzer: tfdbg's CLI commands over one run of a tvmdbg dump.
 
 Each command parses its arguments with argparse (so `help CMD` and errors read like the
-one-shot subcommands) and returns its output as lines; the shell around it adds readline
-history and completion, `> file` redirection, and re-reads the dump before every command so a
-live program's new records show up.
+one-shot subcommands) and returns its output as lines; the Shell around it (shell.py) adds
+history, completion and `> file`. The dump is re-read before every command, so a live
+program's new records show up.
 """
 
 from __future__ import annotations
 
-import argparse
-import cmd
+import json
 import math
 import os
 import re
 import time
-from collections.abc import Callable
 
 import numpy as np
 
@@ -22,252 +20,47 @@ from tvmdbg_tb.analysis.tensor_value import SliceError, parse_slice
 from tvmdbg_tb.cli import filters, render
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import CliError, OpNames
+from tvmdbg_tb.cli.shell import Shell, Stop
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader, StaleRecordError
 from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
-PROMPT = "tvmdbg> "
 _KINDS = {v: k.lower().replace("_", " ") for k, v in pb.OpInput.Kind.items()}
 
 
-class CommandParser(argparse.ArgumentParser):
-    """argparse for one analyzer command: errors become CliError instead of exiting."""
+class Analyzer(Shell):
+    """`tvmdbg analyze`: tfdbg's commands over one run."""
 
-    def __init__(self, prog: str, description: str, epilog: str | None = None):
-        super().__init__(
-            prog=prog,
-            description=description,
-            epilog=epilog,
-            add_help=False,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-
-    def error(self, message: str):
-        raise CliError(f"{self.prog}: {message}\nusage: {self.format_usage().split(':', 1)[1].strip()}")
-
-    def exit(self, status=0, message=None):
-        raise CliError(message or f"{self.prog}: bad arguments")
-
-
-def split_command(line: str) -> tuple[list[str], str | None, bool]:
-    """Words of a command line (brackets and quotes keep spaces) and a `> file` or `>> file`
-    redirection: (words, file or None, append)."""
-    words: list[str] = []
-    word, depth, quote, started = "", 0, None, False
-    for ch in line:
-        if quote:
-            if ch == quote:
-                quote = None
-            else:
-                word += ch
-            continue
-        if ch in "\"'" and depth == 0:
-            quote, started = ch, True
-            continue
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth = max(0, depth - 1)
-        if ch.isspace() and depth == 0:
-            if word or started:
-                words.append(word)
-            word, started = "", False
-            continue
-        word += ch
-    if quote:
-        raise CliError(f"unclosed quote {quote} in: {line}")
-    if word or started:
-        words.append(word)
-    target, append = None, False
-    for i, w in enumerate(words):
-        if w.startswith(">"):
-            append = w.startswith(">>")
-            rest = w[2:] if append else w[1:]
-            tail = words[i + 1 :]
-            if rest:
-                target, tail = rest, tail
-            elif tail:
-                target, tail = tail[0], tail[1:]
-            else:
-                raise CliError("redirection `>` needs a file name")
-            if tail:
-                raise CliError(f"unexpected words after the redirection: {' '.join(tail)}")
-            words = words[:i]
-            break
-    return words, target, append
-
-
-class Command:
-    """One analyzer command: its parser and the function producing its lines."""
-
-    def __init__(self, name: str, summary: str, parser: CommandParser, run: Callable, aliases=()):
-        self.name, self.summary, self.parser, self.run, self.aliases = name, summary, parser, run, tuple(aliases)
-
-
-class Analyzer(cmd.Cmd):
-    """`tvmdbg analyze`: commands over one run."""
-
-    prompt = PROMPT
+    user_errors = (*Shell.user_errors, SliceError, StaleRecordError, re.error)
+    help_notes = ("Ops are named as `lt` shows them (lv3, main/lv3) or by id (#12).",)
 
     def __init__(self, run: RunReader, stdin=None, stdout=None, controller=None):
         super().__init__(stdin=stdin, stdout=stdout)
         self.run = run
         self.names = OpNames(run)
         self.controller = controller  # set by `tvmdbg run`: adds the `run` command
-        interactive = _isatty(self.stdin) and _isatty(self.stdout)
-        self.use_rawinput = interactive and stdin is None
-        self.echo = not _isatty(self.stdin)
-        if self.echo:
-            self.prompt = ""  # a piped session prints each command after the prompt instead
-        self.style = Style.for_stream(self.stdout)
-        self.commands: dict[str, Command] = {}
         self._build_commands()
 
-    # -- the shell -------------------------------------------------------------------------
+    def before_command(self) -> None:
+        self.run.update()  # a live program's new records show up in the next command
 
-    def preloop(self) -> None:
-        if self.use_rawinput:
-            try:
-                import readline
-            except ImportError:
-                return
-            readline.set_completer_delims(" \t\n")
-            path = _history_path()
-            if path:
-                try:
-                    readline.read_history_file(path)
-                except OSError:
-                    pass
-                readline.set_history_length(1000)
-
-    def postloop(self) -> None:
-        if self.use_rawinput:
-            path = _history_path()
-            try:
-                import readline
-
-                if path:
-                    readline.write_history_file(path)
-            except (ImportError, OSError):
-                pass
-
-    def cmdloop(self, intro: str | None = None) -> None:
-        while True:
-            try:
-                super().cmdloop(intro)
-                return
-            except KeyboardInterrupt:
-                self.stdout.write("^C (type quit to leave)\n")
-                intro = ""
-
-    def precmd(self, line: str) -> str:
-        if self.echo and line and line != "EOF":
-            self.stdout.write(PROMPT + line.rstrip("\n") + "\n")
-        return line
-
-    def emptyline(self) -> bool:
-        return False
-
-    def onecmd(self, line: str) -> bool:
-        line = line.strip()
-        if not line or line.startswith("#"):
-            return False
-        if line == "EOF":
-            if self.use_rawinput:
-                self.stdout.write("\n")
-            return self._quit()
-        try:
-            words, target, append = split_command(line)
-        except CliError as error:
-            self._write([f"error: {error}"], self.stdout, self.style)
-            return False
-        if not words:
-            return False
-        name = words[0]
-        command = self._command(name)
-        if command is None:
-            self._write([f"error: unknown command {name!r}; type `help` for the list"], self.stdout, self.style)
-            return False
-        stream, style = self.stdout, self.style
-        if target:
-            try:
-                stream = open(os.path.expanduser(target), "a" if append else "w")
-            except OSError as error:
-                self._write([f"error: cannot write {target}: {error.strerror}"], self.stdout, self.style)
-                return False
-            style = Style(False)
-        stop = False
-        try:
-            self.run.update()
-            args = words[1:]
-            if "-h" in args or "--help" in args:
-                lines = command.parser.format_help().rstrip("\n").split("\n")
-            else:
-                result = command.run(command.parser.parse_args(args), style)
-                if isinstance(result, _Stop):
-                    stop, lines = True, result.lines
-                else:
-                    lines = result
-            self._write(lines, stream, style)
-            if target:
-                self._write([f"(output written to {target})"], self.stdout, self.style)
-        except (CliError, SliceError, ValueError, KeyError, IndexError, StaleRecordError, re.error) as error:
-            message = error.args[0] if isinstance(error, KeyError) and error.args else error
-            self._write([f"error: {message}"], self.stdout, self.style)
-        finally:
-            if target:
-                stream.close()
-        return stop
-
-    def _write(self, lines: list[str], stream, style: Style) -> None:
-        stream.write("".join(line + "\n" for line in lines))
-        stream.flush()
-
-    def _command(self, name: str) -> Command | None:
-        for command in self.commands.values():
-            if name == command.name or name in command.aliases:
-                return command
-        return None
-
-    def _quit(self) -> bool:
+    def on_quit(self) -> None:
         if self.controller is not None:
             self.controller.on_quit()
-        return True
 
-    # -- completion ------------------------------------------------------------------------
-
-    def completenames(self, text: str, *ignored) -> list[str]:
-        names = [c.name for c in self.commands.values()] + [a for c in self.commands.values() for a in c.aliases]
-        return sorted(n + " " for n in names if n.startswith(text))
-
-    def completedefault(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
-        words = line.split()
-        first = words[0] if words else ""
-        if first == "help":
-            return self.completenames(text)
-        if first == "ps":
+    def complete_argument(self, command: str, text: str) -> list[str]:
+        if command == "ps":
             files = [f.file_path for f in self.run.source_files()]
             files += [os.path.basename(f) for f in files]
             return sorted({f for f in files if f.startswith(text)})
-        if first in ("lt", "le", "profile", "alerts") or text.startswith("-"):
+        if command in ("lt", "le", "profile", "alerts", "ri", "ls", "run") or text.startswith("-") or ":" in text:
             return []
-        head, sep, _ = text.partition(":")
-        if sep:
-            return []
-        return [n for n in self.names.names() if n.startswith(head)]
-
-    def complete_help(self, text: str, line: str, begidx: int, endidx: int) -> list[str]:
-        return self.completenames(text)
+        return [n for n in self.names.names() if n.startswith(text)]
 
     # -- commands --------------------------------------------------------------------------
 
-    def _add(self, name: str, summary: str, description: str, epilog: str | None, run: Callable, aliases=()):
-        parser = CommandParser(name, f"{summary}\n\n{description}".strip(), epilog)
-        self.commands[name] = Command(name, summary, parser, run, aliases)
-        return parser
-
     def _build_commands(self) -> None:
-        p = self._add(
+        p = self.add(
             "lt",
             "List the kernel outputs recorded (graph execution traces).",
             "One row per traced kernel output: its trace index, the execution (top-level VM call)\n"
@@ -292,7 +85,7 @@ class Analyzer(cmd.Cmd):
         p.add_argument("-r", "--reverse", action="store_true", help="reverse the order")
         p.add_argument("-l", "--limit", type=int, default=200, help="rows to show, 0 for all (default: 200)")
 
-        p = self._add(
+        p = self.add(
             "pt",
             "Print one kernel output: its summary, or its values in FULL_TENSOR mode.",
             "TENSOR is OP[:SLOT][SLICE], e.g. lv3, lv3:1, lv3[0, :4] or '#12:0[..., -1]'. The\n"
@@ -308,7 +101,7 @@ class Analyzer(cmd.Cmd):
         p.add_argument("-a", "--all", action="store_true", help="print every value, however large")
         p.add_argument("-w", "--write", metavar="FILE.npy", help="save the values (after slicing) with numpy.save")
 
-        p = self._add(
+        p = self.add(
             "ni",
             "Show one op: its kernel, the Relax ops fused into it, inputs, outputs, where it was created.",
             "",
@@ -317,9 +110,12 @@ class Analyzer(cmd.Cmd):
         )
         p.add_argument("op", metavar="OP")
         p.add_argument("-t", "--traceback", action="store_true", help="print the whole creation stack")
+        p.add_argument(
+            "-e", "--execution", type=int, metavar="INDEX", help="show health in this execution (default: the latest)"
+        )
 
         for name, what in (("li", "inputs"), ("lo", "consumers")):
-            p = self._add(
+            p = self.add(
                 name,
                 f"List the {what} of an op{' (which ops or parameters feed it)' if name == 'li' else ' (ops using its outputs)'}.",
                 "",
@@ -330,7 +126,7 @@ class Analyzer(cmd.Cmd):
             p.add_argument("-r", "--recursive", action="store_true", help=f"follow {what} of {what}")
             p.add_argument("-d", "--depth", type=int, default=20, help="how deep to recurse with -r (default: 20)")
 
-        p = self._add(
+        p = self.add(
             "ps",
             "Print a source file with the ops created on each line.",
             "FILE is the index shown by `ls`, a path, or the end of a path (e.g. model.py).",
@@ -340,9 +136,9 @@ class Analyzer(cmd.Cmd):
         p.add_argument("file", metavar="FILE")
         p.add_argument("-b", "--begin", type=int, default=1, help="first line to print (default: 1)")
 
-        self._add("ls", "List the source files recorded in the dump.", "", None, self.cmd_ls)
+        self.add("ls", "List the source files recorded in the dump.", "", None, self.cmd_ls)
 
-        p = self._add(
+        p = self.add(
             "le",
             "List executions: the top-level VM function calls.",
             "",
@@ -352,7 +148,7 @@ class Analyzer(cmd.Cmd):
         p.add_argument("-f", "--function", metavar="REGEX", help="only functions matching REGEX")
         p.add_argument("-l", "--limit", type=int, default=200, help="rows to show, 0 for all (default: 200)")
 
-        p = self._add(
+        p = self.add(
             "alerts",
             "List NaN/Inf alerts, the first op that produced a non-finite value first.",
             "An origin alert is one whose op had finite inputs: it made the bad value rather than\npassing one on.",
@@ -361,7 +157,7 @@ class Analyzer(cmd.Cmd):
         )
         p.add_argument("-a", "--all", action="store_true", help="list every alert, not only the first 50")
 
-        p = self._add(
+        p = self.add(
             "profile",
             "Per-op time table, as TVM's old debug executor printed it.",
             "",
@@ -370,15 +166,12 @@ class Analyzer(cmd.Cmd):
         )
         p.add_argument("-l", "--limit", type=int, default=0, help="rows to show, 0 for all (default: 0)")
 
-        self._add("ri", "Show run information: who wrote the dump, how, and what it holds.", "", None, self.cmd_ri)
+        self.add("ri", "Show run information: who wrote the dump, how, and what it holds.", "", None, self.cmd_ri)
 
-        p = self._add("help", "List commands, or show one command's help.", "", None, self.cmd_help, aliases=("h",))
-        p.add_argument("command", nargs="?")
-
-        self._add("quit", "Leave the analyzer.", "", None, self.cmd_quit, aliases=("exit", "q"))
+        self.add_help_and_quit("Leave the analyzer." if self.controller is None else "End the program and leave.")
 
         if self.controller is not None:
-            p = self._add(
+            p = self.add(
                 "run",
                 "Continue the program.",
                 "Without options, runs until the end of the next top-level VM call and stops again.",
@@ -436,20 +229,14 @@ class Analyzer(cmd.Cmd):
         if args.sort_by == "duration":
             positions = positions[np.argsort(-np.nan_to_num(digests["duration_us"][positions], nan=-1), kind="stable")]
         elif args.sort_by == "name":
-            names = [self.names.name(int(i)) for i in digests["op_id"][positions]]
-            positions = positions[sorted(range(len(positions)), key=lambda k: names[k])]
+            # Rank the few distinct ops by name, then sort the rows by rank (stable: by time within).
+            op_ids, inverse = np.unique(digests["op_id"][positions], return_inverse=True)
+            names = [self.names.name(int(i)) for i in op_ids.tolist()]
+            rank = np.empty(len(names), dtype=np.int64)
+            rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+            positions = positions[np.argsort(rank[inverse], kind="stable")]
         elif args.sort_by == "size":
-            sizes = []
-            static = self._static_sizes()
-            for p, op_id, slot in zip(
-                positions.tolist(), digests["op_id"][positions].tolist(), digests["output_slot"][positions].tolist()
-            ):
-                size = static.get((op_id, slot))
-                if size is None:  # a symbolic shape: the trace knows the concrete one
-                    trace = cache[p] = cache.get(p) or run.trace(p)
-                    size = math.prod(trace.shape) if trace.dtype else 0
-                sizes.append(size)
-            positions = positions[np.argsort(-np.array(sizes, dtype=np.int64), kind="stable")]
+            positions = positions[np.argsort(-self._sizes(positions, cache), kind="stable")]
         if args.reverse:
             positions = positions[::-1]
         shown = positions if args.limit <= 0 else positions[: args.limit]
@@ -489,13 +276,23 @@ class Analyzer(cmd.Cmd):
             lines.append(f"... {len(positions) - len(shown)} more (use -l 0 to list all)")
         return lines
 
-    def _static_sizes(self) -> dict[tuple[int, int], int]:
-        """Element counts of op outputs whose compiled shape is concrete."""
-        sizes = {}
+    def _sizes(self, positions: np.ndarray, cache: dict) -> np.ndarray:
+        """Element counts of the traces at positions: from the op's compiled shape when it is
+        concrete, else from the trace itself (symbolic shapes)."""
+        digests = self.run.trace_digests()
+        op_ids, slots = digests["op_id"][positions], digests["output_slot"][positions]
+        static = {}
         for op in self.run.ops():
             for slot, spec in enumerate(op.outputs):
                 if spec.dtype and all(d >= 0 for d in spec.shape):
-                    sizes[(op.op_id, slot)] = math.prod(spec.shape)
+                    static[(op.op_id, slot)] = math.prod(spec.shape)
+        keys, inverse = np.unique(op_ids * (1 << 20) + slots, return_inverse=True)  # slots are small
+        per_key = np.array([static.get((k >> 20, k & 0xFFFFF), -1) for k in keys.tolist()], dtype=np.int64)
+        sizes = per_key[inverse]
+        for i in np.flatnonzero(sizes < 0).tolist():
+            p = int(positions[i])
+            trace = cache[p] = cache.get(p) or self.run.trace(p)
+            sizes[i] = math.prod(trace.shape) if trace.dtype else 0
         return sizes
 
     @staticmethod
@@ -647,26 +444,40 @@ class Analyzer(cmd.Cmd):
                 for o in op.original_ops
             ]
             lines += ["  " + r for r in render.table(["var", "op", "created at"], rows, style=style)]
-        lines.append(f"Inputs ({len(op.inputs)}):")
-        if op.inputs:
-            rows = [[i, *self._input_source(inp), render.spec_text(inp.spec)] for i, inp in enumerate(op.inputs)]
-            lines += ["  " + r for r in render.table(["slot", "name", "from", "spec"], rows, style=style)]
-        lines.append(f"Outputs ({len(op.outputs)}):")
+        from tvmdbg_tb.cli import reports
+
         digests = run.trace_digests()
+        traced = run.op_trace_indices(op.op_id)
+        execution = args.execution
+        if execution is None and len(traced):
+            execution = int(digests["execution_index"][traced[-1]])
+        elif execution is not None and not np.any(digests["execution_index"][traced] == execution):
+            raise CliError(f"op {self.names.name(op.op_id)} has no trace in execution {execution}")
+        when = f"in execution {execution}" if execution is not None else "(never traced)"
+        lines.append(f"Inputs ({len(op.inputs)}), health {when}:")
+        if op.inputs:
+            healths = (
+                reports.input_health(run, op, execution, style) if execution is not None else ["-"] * len(op.inputs)
+            )
+            rows = [
+                [i, *self._input_source(inp), render.spec_text(inp.spec), health]
+                for i, (inp, health) in enumerate(zip(op.inputs, healths))
+            ]
+            lines += ["  " + r for r in render.table(["slot", "name", "from", "spec", "health"], rows, style=style)]
+        lines.append(f"Outputs ({len(op.outputs)}), health {when}:")
         rows = []
         for slot, spec in enumerate(op.outputs):
             positions = run.op_trace_indices(op.op_id, slot)
-            latest = "-"
-            if len(positions):
-                latest = self._trace_health(digests[positions[-1]], style)
+            health = "-"
+            here = positions[digests["execution_index"][positions] == execution] if execution is not None else []
+            if len(here):
+                health = self._trace_health(digests[here[-1]], style)
             name = op.output_names[slot] if slot < len(op.output_names) else ""
-            rows.append([slot, name or "-", render.spec_text(spec), len(positions), latest])
+            rows.append([slot, name or "-", render.spec_text(spec), len(positions), health])
         if rows:
             lines += [
                 "  " + r
-                for r in render.table(
-                    ["slot", "name", "spec", "traces", "latest health"], rows, right=(0, 3), style=style
-                )
+                for r in render.table(["slot", "name", "spec", "traces", "health"], rows, right=(0, 3), style=style)
             ]
         consumers = run.consumers(op.op_id)
         if consumers:
@@ -691,7 +502,19 @@ class Analyzer(cmd.Cmd):
     def _stack_lines(self, location: pb.CodeLocation) -> list[str]:
         lines = []
         ids = list(location.stack_frame_ids)
+        # The frames of `tvmdbg run` starting the script (up to runpy) are not the user's story.
+        frames = [self._frame_or_none(i) for i in ids]
+        runner = next((i for i, f in enumerate(frames) if f is not None and f.file_path.endswith(_RUNNER_FILE)), None)
+        launcher = 0
+        if runner is not None:
+            launcher = runner + 1
+            while launcher < len(frames) and _is_launcher(frames[launcher]):
+                launcher += 1
+        if launcher:
+            lines.append(f"    ({launcher} frames of the tvmdbg launcher hidden)")
         for i, frame_id in enumerate(ids):
+            if i < launcher:
+                continue
             try:
                 frame = self.run.stack_frame(frame_id)
             except KeyError:
@@ -703,6 +526,12 @@ class Analyzer(cmd.Cmd):
             if text is not None:
                 lines.append(f"      {text.strip()}")
         return lines
+
+    def _frame_or_none(self, frame_id: int) -> pb.StackFrame | None:
+        try:
+            return self.run.stack_frame(frame_id)
+        except KeyError:
+            return None
 
     def _source_line(self, frame: pb.StackFrame) -> str | None:
         if frame.file_index < 0:
@@ -953,7 +782,7 @@ class Analyzer(cmd.Cmd):
             mapped = "source-mapped" if g.source_mapped else "no source map"
             loc = render.location_text(run.user_frame(g.code_location))
             lines.append(
-                f"    #{g.graph_id} {g.name}: {n} kernel calls, {g.instrumentation or '-'}, {mapped}, {g.target or '-'}; compiled at {loc}"
+                f"    #{g.graph_id} {g.name}: {n} kernel calls, {g.instrumentation or '-'}, {mapped}, {_target_text(g.target)}; compiled at {loc}"
             )
         lines.append(f"  source files   {len(run.source_files())}")
         if run.corruptions:
@@ -965,40 +794,11 @@ class Analyzer(cmd.Cmd):
 
     # -- help / quit / run -----------------------------------------------------------------
 
-    def cmd_help(self, args, style: Style) -> list[str]:
-        if args.command:
-            command = self._command(args.command)
-            if command is None:
-                raise CliError(f"unknown command {args.command!r}")
-            return command.parser.format_help().rstrip("\n").split("\n")
-        width = max(len(n) for n in self.commands)
-        lines = ["Commands (`help CMD` or `CMD -h` for details):"]
-        for c in self.commands.values():
-            alias = f" (also {', '.join(c.aliases)})" if c.aliases else ""
-            lines.append(f"  {c.name.ljust(width)}  {c.summary}{alias}")
-        lines += [
-            "",
-            "Ops are named as `lt` shows them (lv3, main/lv3) or by id (#12). Any command's output",
-            "can be saved with `> FILE` (or appended with `>> FILE`), e.g. `pt lv3 -a > lv3.txt`.",
-        ]
-        return lines
-
-    def cmd_quit(self, args, style: Style):
-        self._quit()
-        return _Stop([])
-
     def cmd_run(self, args, style: Style):
         if args.tensor_filter:
             _filter(args.tensor_filter)
         message = self.controller.resume(times=args.times, tensor_filter=args.tensor_filter, no_break=args.no_break)
-        return _Stop([message])
-
-
-class _Stop:
-    """The result of a command that ends the loop."""
-
-    def __init__(self, lines: list[str]):
-        self.lines = lines
+        return Stop([message])
 
 
 def _filter(name: str) -> filters.TensorFilter:
@@ -1015,23 +815,22 @@ def _apply(fn: filters.TensorFilter, trace: pb.GraphExecutionTrace) -> bool:
         raise CliError(f"tensor filter raised {error!r} on trace {trace.index}") from None
 
 
-def _isatty(stream) -> bool:
+# Where `tvmdbg run` calls the script (the path's tail, so dumps from other installs match too).
+_RUNNER_FILE = os.path.join("tvmdbg_tb", "cli", "runner.py")
+
+
+def _is_launcher(frame: pb.StackFrame | None) -> bool:
+    """A frame between `tvmdbg run` and the script: runpy's."""
+    return frame is not None and (frame.file_path.startswith("<frozen runpy") or frame.file_path.endswith("runpy.py"))
+
+
+def _target_text(target: str) -> str:
+    """A compile target for reading: TVM's JSON form shortened to kind and triple."""
+    if not target.startswith("{"):
+        return target or "-"
     try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-def _history_path() -> str | None:
-    path = os.environ.get("TVMDBG_HISTORY", "~/.tvmdbg_history")
-    return os.path.expanduser(path) if path else None
-
-
-def run_commands(analyzer: Analyzer, commands: list[str]) -> bool:
-    """Runs commands as if typed, each echoed after the prompt (for `tvmdbg analyze -x CMD`);
-    True if one of them ended the session."""
-    for line in commands:
-        analyzer.stdout.write(PROMPT + line + "\n")
-        if analyzer.onecmd(line):
-            return True
-    return False
+        fields = json.loads(target)
+    except ValueError:
+        return target
+    extra = fields.get("mtriple") or fields.get("arch") or ""
+    return f"{fields.get('kind', '?')}" + (f" ({extra})" if extra else "")

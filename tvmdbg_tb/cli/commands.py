@@ -5,9 +5,10 @@ from __future__ import annotations
 import sys
 
 from tvmdbg_tb.cli import reports
-from tvmdbg_tb.cli.analyzer import Analyzer, run_commands
+from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import OpNames, open_logdir, pick_run
+from tvmdbg_tb.cli.shell import run_commands
 
 
 def analyze(args) -> int:
@@ -17,10 +18,12 @@ def analyze(args) -> int:
     if args.execute:
         run_commands(analyzer, args.execute)
         return 0
-    intro = (
-        f"tvmdbg analyzer: run {run.name}, {run.num_executions()} executions, {run.num_traces()} kernel outputs. "
-        "Type help for commands, quit to leave."
-    )
+    intro = f"tvmdbg analyzer: run {run.name}, {run.num_executions()} executions, {run.num_traces()} kernel outputs"
+    alerts, first, total = reports.ordered_alerts(run, limit=1)
+    if total:
+        where = f"; the first origin is {analyzer.names.name(alerts[0]['op_id'])}" if first is not None else ""
+        intro += f", {total} NaN/Inf alerts{where} (type alerts)"
+    intro += ". Type help for commands, quit to leave."
     analyzer.cmdloop(intro)
     return 0
 
@@ -29,7 +32,7 @@ def alerts(args) -> int:
     reader = open_logdir(args.logdir)
     run = pick_run(reader, args.run, notes=sys.stderr)
     if args.json:
-        print(reports.alerts_json(run))
+        reports.write_alerts_json(run, sys.stdout, limit=args.limit)
         return 0
     style = Style.for_stream(sys.stdout)
     lines = reports.alert_lines(run, OpNames(run), limit=args.limit, style=style, more="-l 0 lists all")

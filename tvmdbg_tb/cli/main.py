@@ -110,7 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_logdir(p)
     p.add_argument("--json", action="store_true", help="print the alert objects of the plugin's `alerts` route")
-    p.add_argument("-l", "--limit", type=int, default=0, help="alerts to print, 0 for all (default: 0)")
+    p.add_argument(
+        "-l", "--limit", type=int, default=0, help="alerts to print (with --json: the first N), 0 for all (default: 0)"
+    )
 
     p = sub.add_parser(
         "check",

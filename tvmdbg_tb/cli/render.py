@@ -128,10 +128,10 @@ def decode_tensor(value: pb.TensorValue) -> np.ndarray:
     """The numpy array of a FULL_TENSOR value (flat if truncated). Raises ValueError for a
     dtype numpy cannot hold."""
     try:
-        dtype = np.dtype(value.dtype)
+        dtype = np.dtype(value.dtype).newbyteorder("<")  # the schema's byte order
     except TypeError:
         raise ValueError(f"values of dtype {value.dtype!r} cannot be shown") from None
-    array = np.frombuffer(value.content, dtype=dtype)
+    array = np.frombuffer(value.content, dtype=dtype, count=len(value.content) // dtype.itemsize)
     if value.truncated:
         return array
     shape = tuple(int(d) for d in value.shape)

@@ -11,7 +11,7 @@ from tvmdbg_tb.cli import render
 from tvmdbg_tb.cli.filters import HEALTH_MODES
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import OpNames
-from tvmdbg_tb.events.reader import NONFINITE, RunReader
+from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -99,9 +99,18 @@ def alert_lines(
     return lines
 
 
-def alerts_json(run: RunReader) -> str:
-    """The plugin `alerts` route's answer for the whole run, as the route encodes it."""
-    return analysis.dumps(analysis.alerts(run), indent=2)
+def write_alerts_json(run: RunReader, out, limit: int = 0, page: int = 1000) -> None:
+    """Writes the plugin `alerts` route's answer for alerts [0:limit] (0: all) as the route
+    encodes it, a page of alerts at a time so memory stays flat when a run has many."""
+    head = analysis.alerts(run, 0, 0)
+    end = head["num_alerts"] if limit <= 0 else min(limit, head["num_alerts"])
+    fields = {k: v for k, v in head.items() if k != "alerts"}
+    fields = analysis.dumps({**fields, "end": end, "alerts": []})  # the alerts last, streamed
+    out.write(fields[: -len("[]}")] + "[")
+    for begin in range(0, end, page):
+        objects = analysis.alerts(run, begin, min(begin + page, end))["alerts"]
+        out.write((", " if begin else "") + ", ".join(analysis.dumps(a) for a in objects))
+    out.write("]}\n")
 
 
 # -- profile -------------------------------------------------------------------------------
@@ -174,9 +183,17 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
             f"{where}: cannot check, the dump was written in mode {mode_name(mode)}, which records no "
             "NaN/Inf counts; record it with tensor_debug_mode='FULL_HEALTH' (or CURT_HEALTH, the cheapest)."
         )
+    errors = int(np.count_nonzero(traces["flags"] & HAS_ERROR))
+    raised = f" {errors} kernel call{'s' if errors > 1 else ''} raised an error (see lt)." if errors else ""
     if not bad_traces and not bad_executions:
+        if not len(traces) and not len(executions):
+            return True, (
+                f"{where}: nothing to check, no VM call was recorded (did the program run a VM function after "
+                "enable_dump_debug_info?)."
+            )
         return True, (
-            f"{where}: all finite ({len(traces)} kernel outputs in {len(executions)} executions, mode {mode_name(mode)})."
+            f"{where}: all finite ({len(traces)} kernel outputs in {len(executions)} executions, "
+            f"mode {mode_name(mode)}).{raised}"
         )
     alerts, first, _ = ordered_alerts(run, limit=1)
     text = (
@@ -187,7 +204,10 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
     if alerts:
         a = alerts[0]
         name = names.name(a["op_id"])
-        fused = ", ".join(f"{o['op_type']} {o['var_name']}".strip() for o in a["original_ops"])
+        fused = ", ".join(
+            f"{o['op_type']} {o['var_name']}".strip() + (f" at line {o['location']['line']}" if o["location"] else "")
+            for o in a["original_ops"]
+        )
         text += (
             f" The first {'origin' if first is not None else 'alert'} is op {name} "
             f"(kernel {a['kernel']}{'; Relax ops ' + fused if fused else ''}) in execution {a['execution_index']}: "
@@ -203,7 +223,43 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
             )
         text += f" Look closer with: tvmdbg analyze {logdir}" + (f" --run {run.name}" if run.name != "." else "")
         text += f" -x 'ni {name}' -x 'li {name}'"
-    return False, text
+    return False, text + raised
+
+
+def input_health(run: RunReader, op: pb.GraphOpCreation, execution_index: int, style: Style | None = None) -> list[str]:
+    """The health of each input of op in one execution: "finite", "nan:3", "not recorded"
+    (a producer's output was not traced), "-" (unknown: a constant or a builtin's result)."""
+    style = style or Style()
+    digests = run.trace_digests()
+    same = run.execution_trace_indices(execution_index)
+    execution = None
+    out = []
+    for inp in op.inputs:
+        if inp.kind == pb.OpInput.OP_OUTPUT:
+            hits = same[
+                (digests["op_id"][same] == inp.producer_op_id)
+                & (digests["output_slot"][same] == inp.producer_output_slot)
+            ]
+            if not len(hits):
+                out.append("not recorded")
+                continue
+            row = digests[int(hits[-1])]
+            if not row["flags"] & HEALTH_KNOWN:
+                out.append("-")
+            else:
+                out.append(render.counts_text((int(row["nan"]), int(row["neg_inf"]), int(row["pos_inf"])), style))
+        elif inp.kind == pb.OpInput.PARAM:
+            if execution is None:
+                hits = np.flatnonzero(run.execution_digests()["index"] == execution_index)
+                execution = run.execution(int(hits[-1])) if len(hits) else pb.Execution()
+            health = "-"
+            if inp.param_index < len(execution.inputs):
+                summary = execution.inputs[inp.param_index]
+                health = render.health_text(execution.tensor_debug_mode, summary.debug_values, style)
+            out.append(health)
+        else:
+            out.append("-")
+    return out
 
 
 def _input_health(run: RunReader, names: OpNames, alert: dict) -> str:
@@ -212,31 +268,12 @@ def _input_health(run: RunReader, names: OpNames, alert: dict) -> str:
         op = run.op(alert["op_id"])
     except KeyError:
         return ""
-    digests = run.trace_digests()
-    same = run.execution_trace_indices(alert["execution_index"])
     parts = []
-    for inp in op.inputs:
-        label = inp.name or "?"
+    for inp, health in zip(op.inputs, input_health(run, op, alert["execution_index"])):
         if inp.kind == pb.OpInput.OP_OUTPUT:
-            hits = same[
-                (digests["op_id"][same] == inp.producer_op_id)
-                & (digests["output_slot"][same] == inp.producer_output_slot)
-            ]
-            label = f"{names.name(inp.producer_op_id)}:{inp.producer_output_slot}"
-            if len(hits):
-                trace = run.trace(int(hits[-1]))
-                parts.append(f"{label} {render.health_text(trace.tensor_debug_mode, trace.debug_values)}")
-            else:
-                parts.append(f"{label} (not recorded)")
+            parts.append(f"{names.name(inp.producer_op_id)}:{inp.producer_output_slot} {health}")
         elif inp.kind == pb.OpInput.PARAM:
-            health = "-"
-            hits = np.flatnonzero(run.execution_digests()["index"] == alert["execution_index"])
-            if len(hits):
-                execution = run.execution(int(hits[-1]))
-                if inp.param_index < len(execution.inputs):
-                    summary = execution.inputs[inp.param_index]
-                    health = render.health_text(execution.tensor_debug_mode, summary.debug_values)
-            parts.append(f"{label} (parameter {inp.param_index}) {health}")
+            parts.append(f"{inp.name or '?'} (parameter {inp.param_index}) {health}")
         elif inp.kind == pb.OpInput.CONSTANT:
-            parts.append(f"{label} (constant)")
+            parts.append(f"{inp.name or '?'} (constant)")
     return ", ".join(parts)

@@ -20,8 +20,9 @@ import traceback
 from collections.abc import Sequence
 
 from tvmdbg_tb.cli import filters
-from tvmdbg_tb.cli.analyzer import Analyzer, run_commands
+from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.session import CliError
+from tvmdbg_tb.cli.shell import run_commands
 from tvmdbg_tb.events.reader import DebugDataReader
 from tvmdbg_tb.events.summaries import mode_name, mode_value
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -59,6 +60,7 @@ class BreakController:
         self._reader: DebugDataReader | None = None
         self._set(times=None if tensor_filter else 1, tensor_filter=tensor_filter, no_break=False)
         self.quitting = False
+        self._resumed = False
 
     def _set(self, times: int | None, tensor_filter: str | None, no_break: bool) -> None:
         self.remaining = times
@@ -118,9 +120,7 @@ class BreakController:
             "`help` for commands.\n"
         )
         self.stdout.flush()
-        # Until a command says otherwise, go on as `run` would: stop after the next call.
-        self._set(times=1, tensor_filter=None, no_break=False)
-        self._resumed = False
+        self._resumed = False  # leaving the analyzer without `run` ends the program
         analyzer = Analyzer(run, stdin=self.stdin, stdout=self.stdout, controller=self)
         if not (self.commands and run_commands(analyzer, self.commands)):
             analyzer.cmdloop()
