@@ -3,6 +3,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+# The PyTorch importer's tests need torch, an optional extra (never a default dependency).
+if [ -z "${TVMDBG_SKIP_TORCH:-}" ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
+    echo "== installing torch (CPU) for the PyTorch importer tests; TVMDBG_SKIP_TORCH=1 skips them"
+    .venv/bin/python -m pip install --quiet "torch==2.13.0" || echo "!! torch could not be installed: its tests will be skipped"
+fi
 echo "== ruff"
 .venv/bin/ruff check . && .venv/bin/ruff format --check .
 echo "== pytest"
