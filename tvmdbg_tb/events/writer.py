@@ -44,14 +44,13 @@ _TRACE_TAG = bytes([9 << 3 | 2])  # DebugEvent.graph_execution_trace: field 9, l
 _EXECUTION_TAG = bytes([8 << 3 | 2])  # DebugEvent.execution: field 8, length-delimited
 _INDEX_FIELD = struct.Struct("<Bq")  # GraphExecutionTrace.index: field 13, sfixed64
 _INDEX_TAG = 13 << 3 | 1
-_varint = varint  # the instrumentation's fast tracer imports it from here
 
 
 def _envelope_prefix(wall_time: float, step: int) -> bytes:
     """The leading fields of a serialized DebugEvent: wall_time and, if set, step."""
     prefix = _WALL_TIME.pack(1 << 3 | 1, wall_time)
     if step:
-        prefix += bytes([2 << 3]) + _varint(step & 0xFFFFFFFFFFFFFFFF)
+        prefix += bytes([2 << 3]) + varint(step & 0xFFFFFFFFFFFFFFFF)
     return prefix
 
 

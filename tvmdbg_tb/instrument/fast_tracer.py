@@ -20,7 +20,7 @@ import numpy as np
 import tvm
 
 from tvmdbg_tb.events.summaries import dtype_code
-from tvmdbg_tb.events.writer import _varint
+from tvmdbg_tb.events.wire import varint as _varint
 from tvmdbg_tb.instrument import compiled
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
