@@ -224,7 +224,9 @@ def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> gra
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
         functions = graphs.extract_functions(sites_mod, origins, by_name, fused)
         note = "" if snapshots.sites is not None else "pipeline without CallTIRRewrite: sites from the input module"
-        return graphs.ExecutableInfo(executable_id, functions, target, True, note, frames, user_index)
+        info = graphs.ExecutableInfo(executable_id, functions, target, True, note, frames, user_index)
+        info.fused_module = snapshots.fused
+        return info
     except Exception as error:  # a module shape we do not understand: trace without mapping
         note = f"source mapping failed: {error!r}"
         return graphs.ExecutableInfo(executable_id, {}, target, False, note, frames, user_index)

@@ -73,6 +73,9 @@ class SiteInfo:
     origins: list[Origin]
     num_inputs: int  # runtime args before the outputs (DPS calls)
     inplace_indices: tuple[int, ...] = ()
+    # A fused kernel's Relax ops in order, one entry per binding of its fused function (None
+    # where no origin is known): what tvmdbg_tb.replay re-executes op by op.
+    member_origins: list[Origin | None] = field(default_factory=list)
 
     @property
     def returns_value(self) -> bool:
@@ -102,6 +105,9 @@ class ExecutableInfo:
     # instrument traces this executable.
     compiled: dict = field(default_factory=dict)
     compiled_health: bool = False
+    # The module right after FuseOps (fused functions still call the per-op legalized
+    # PrimFuncs): the source of replays (tvmdbg_tb.replay); None when there was no FuseOps.
+    fused_module: object = None
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -430,6 +436,7 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
         name = var.name if var.name not in used_names else f"{var.name}_{position}"
         used_names.add(name)
         members = fused.get(kernel)
+        found: list[Origin | None] = []
         if members is not None:
             found = [_origin_of(key, fname, origins, origins_by_name) for key in members]
             site_origins = [o for o in found if o is not None]
@@ -454,6 +461,7 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
                 origins=unique,
                 num_inputs=len(arg_list),
                 inplace_indices=inplace,
+                member_origins=found,
             )
         )
         # A tuple-producing site is referenced through TupleGetItem (see resolve).

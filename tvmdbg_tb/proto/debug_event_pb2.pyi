@@ -60,7 +60,7 @@ FLOAT8_E4M3FN: DType
 FLOAT8_E5M2: DType
 
 class DebugEvent(_message.Message):
-    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace")
+    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "fused_op_replay")
     WALL_TIME_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     DEBUG_METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +70,7 @@ class DebugEvent(_message.Message):
     GRAPH_OP_CREATION_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_FIELD_NUMBER: _ClassVar[int]
     GRAPH_EXECUTION_TRACE_FIELD_NUMBER: _ClassVar[int]
+    FUSED_OP_REPLAY_FIELD_NUMBER: _ClassVar[int]
     wall_time: float
     step: int
     debug_metadata: DebugMetadata
@@ -79,7 +80,8 @@ class DebugEvent(_message.Message):
     graph_op_creation: GraphOpCreation
     execution: Execution
     graph_execution_trace: GraphExecutionTrace
-    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ...) -> None: ...
+    fused_op_replay: FusedOpReplay
+    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ...) -> None: ...
 
 class DebugMetadata(_message.Message):
     __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv")
@@ -316,3 +318,49 @@ class GraphExecutionTrace(_message.Message):
     dtype: str
     shape: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, op_id: _Optional[int] = ..., output_slot: _Optional[int] = ..., execution_index: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., graph_id: _Optional[int] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., device: _Optional[str] = ..., duration_us: _Optional[float] = ..., error: _Optional[str] = ..., index: _Optional[int] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class FusedOpReplay(_message.Message):
+    __slots__ = ("execution_index", "op_id", "graph_id", "kernel", "trigger", "ops", "first_nonfinite_op", "inputs", "error", "matches_kernel", "note")
+    EXECUTION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    TRIGGER_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_NONFINITE_OP_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MATCHES_KERNEL_FIELD_NUMBER: _ClassVar[int]
+    NOTE_FIELD_NUMBER: _ClassVar[int]
+    execution_index: int
+    op_id: int
+    graph_id: int
+    kernel: str
+    trigger: str
+    ops: _containers.RepeatedCompositeFieldContainer[InnerOpResult]
+    first_nonfinite_op: int
+    inputs: _containers.RepeatedCompositeFieldContainer[TensorSummary]
+    error: str
+    matches_kernel: bool
+    note: str
+    def __init__(self, execution_index: _Optional[int] = ..., op_id: _Optional[int] = ..., graph_id: _Optional[int] = ..., kernel: _Optional[str] = ..., trigger: _Optional[str] = ..., ops: _Optional[_Iterable[_Union[InnerOpResult, _Mapping]]] = ..., first_nonfinite_op: _Optional[int] = ..., inputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., error: _Optional[str] = ..., matches_kernel: bool = ..., note: _Optional[str] = ...) -> None: ...
+
+class InnerOpResult(_message.Message):
+    __slots__ = ("index", "op_type", "var_name", "code_location", "prim_func", "input_refs", "outputs", "origin")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    OP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    VAR_NAME_FIELD_NUMBER: _ClassVar[int]
+    CODE_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    PRIM_FUNC_FIELD_NUMBER: _ClassVar[int]
+    INPUT_REFS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    op_type: str
+    var_name: str
+    code_location: CodeLocation
+    prim_func: str
+    input_refs: _containers.RepeatedScalarFieldContainer[int]
+    outputs: _containers.RepeatedCompositeFieldContainer[TensorSummary]
+    origin: bool
+    def __init__(self, index: _Optional[int] = ..., op_type: _Optional[str] = ..., var_name: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., prim_func: _Optional[str] = ..., input_refs: _Optional[_Iterable[int]] = ..., outputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., origin: bool = ...) -> None: ...

@@ -1,0 +1,120 @@
+"""Replays one fused kernel call op by op and describes the result as a FusedOpReplay record.
+
+Nothing here raises for a bad replay: the record's `error` says why it could not run, so a
+caller (the tracer, check-numerics, the CLI) can always write or show it and carry on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tvmdbg_tb.instrument import graphs
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.replay.group import NO_INPUT, FusedGroup, ReplayError, group_of
+
+LocationOf = Callable[[list, int], pb.CodeLocation]
+
+
+def is_replayable(site: graphs.SiteInfo | None) -> bool:
+    """Whether a site is a fused kernel holding more than one Relax op (worth replaying)."""
+    return site is not None and len(site.member_origins) > 1
+
+
+def snapshot_inputs(values: Sequence[Any]) -> list:
+    """Copies of a kernel's input tensors (they are valid only during the VM call)."""
+    import numpy as np
+
+    from tvmdbg_tb.instrument.summary import as_numpy
+
+    out = []
+    for value in values:
+        array = as_numpy(value)
+        if array is None:
+            array = value.numpy()
+        out.append(np.array(array, copy=True))
+    return out
+
+
+def _summary(array) -> pb.TensorSummary:
+    from tvmdbg_tb.instrument.summary import debug_values
+
+    dtype, shape = str(array.dtype), tuple(int(d) for d in array.shape)
+    return pb.TensorSummary(dtype=dtype, shape=shape, debug_values=debug_values(pb.FULL_HEALTH, array, dtype, shape))
+
+
+def _bad(summary: pb.TensorSummary) -> bool:
+    values = summary.debug_values
+    return len(values) == 10 and (values[4] + values[5] + values[6]) > 0
+
+
+def replay(
+    info: graphs.ExecutableInfo | None,
+    site: graphs.SiteInfo | None,
+    inputs: list | None,
+    *,
+    execution_index: int,
+    op_id: int,
+    graph_id: int,
+    trigger: str,
+    location_of: LocationOf,
+    kernel_output_bad: bool | None = None,
+    note: str = "",
+) -> pb.FusedOpReplay:
+    """Runs the site's group on inputs (numpy copies) and returns the record (never raises)."""
+    record = pb.FusedOpReplay(
+        execution_index=execution_index,
+        op_id=op_id,
+        graph_id=graph_id,
+        kernel=site.kernel if site is not None else "",
+        trigger=trigger,
+        first_nonfinite_op=-1,
+        note=note,
+    )
+    group: FusedGroup | None = None
+    try:
+        if info is None or site is None:
+            raise ReplayError("the kernel's executable was not compiled while tvmdbg was enabled: no ops to replay")
+        group = group_of(info, site)
+        if inputs is None:
+            raise ReplayError("the kernel's inputs were not captured for this execution")
+        record.inputs.extend(_summary(a) for a in inputs)
+        outputs = group.run(inputs)
+    except ReplayError as error:
+        record.error = str(error)
+        outputs = None
+    except Exception as error:  # a replay must never hurt the program
+        record.error = f"the replay failed: {type(error).__name__}: {error}"
+        outputs = None
+    if group is not None:
+        _fill_ops(record, group, outputs, location_of)
+    if outputs is not None and kernel_output_bad is not None and record.ops:
+        record.matches_kernel = any(_bad(s) for s in record.ops[-1].outputs) == kernel_output_bad
+    elif outputs is not None:
+        record.matches_kernel = True
+    return record
+
+
+def _fill_ops(record: pb.FusedOpReplay, group: FusedGroup, outputs, location_of: LocationOf) -> None:
+    bad_ops: list[bool] = []
+    bad_inputs = [_bad(s) for s in record.inputs]
+    for op in group.ops:
+        entry = record.ops.add(index=op.index, op_type=op.op_type, var_name=op.var_name, prim_func=op.prim_func)
+        entry.input_refs.extend(op.input_refs)
+        if op.origin is not None and op.origin.frames:
+            entry.code_location.CopyFrom(location_of(op.origin.frames, op.origin.user_index))
+        if outputs is None:
+            bad_ops.append(False)
+            continue
+        entry.outputs.extend(_summary(a) for a in outputs[op.index])
+        bad = any(_bad(s) for s in entry.outputs)
+        bad_ops.append(bad)
+
+        def operand_bad(ref: int) -> bool:
+            if ref == NO_INPUT:
+                return False
+            return bad_ops[ref] if ref >= 0 else bad_inputs[-1 - ref]
+
+        entry.origin = bad and not any(operand_bad(r) for r in op.input_refs)
+        if entry.origin and record.first_nonfinite_op < 0:
+            record.first_nonfinite_op = op.index
