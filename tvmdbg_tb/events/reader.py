@@ -225,6 +225,8 @@ class RunReader:
         self.function_names: list[str] = []
         self._function_ids: dict[str, int] = {}
         self._function_ids_raw: dict[bytes, int] = {}  # the same, by the name's UTF-8 bytes
+        # FusedOpReplay records by (execution index, op id), in file order.
+        self._replays: dict[tuple[int, int], list[pb.FusedOpReplay]] = {}
         self._executions = GrowingArray(EXECUTION_DIGEST)
         self._traces = GrowingArray(TRACE_DIGEST)
 
@@ -395,6 +397,9 @@ class RunReader:
                 for slot, inp in enumerate(op.inputs):
                     if inp.kind == pb.OpInput.OP_OUTPUT:
                         self._consumers[inp.producer_op_id].append((op.op_id, slot, inp.producer_output_slot))
+            elif event.HasField("fused_op_replay"):
+                replay = event.fused_op_replay
+                self._replays.setdefault((replay.execution_index, replay.op_id), []).append(replay)
 
     def _execution_row(self, offset: int, event: pb.DebugEvent) -> tuple:
         """The digest row of one execution parsed by protobuf (the vectorised path's fallback)."""
@@ -533,6 +538,17 @@ class RunReader:
 
     # The digest queries take the lock: a reader sees a state in which observers (alerts) have
     # already seen the same rows, never rows still being indexed.
+
+    def replays(self, op_id: int | None = None) -> list[pb.FusedOpReplay]:
+        """Op-by-op replays of fused kernel calls (all, or of one kernel site), in order."""
+        with self._lock:
+            return [r for (_, o), found in self._replays.items() if op_id is None or o == op_id for r in found]
+
+    def replay_of(self, execution_index: int, op_id: int) -> pb.FusedOpReplay | None:
+        """The latest replay of the kernel op_id in that execution (linked to its traces)."""
+        with self._lock:
+            found = self._replays.get((int(execution_index), int(op_id)))
+            return found[-1] if found else None
 
     def num_executions(self) -> int:
         with self._lock:

@@ -139,6 +139,9 @@ def _new_session() -> Session | None:
     session = Session(mode, op_regex, tensor_dtypes, _STATE.writer)
     if _STATE.writer is not None:
         session.add_sink(WriterSink(_STATE.writer))
+        from tvmdbg_tb.replay.auto import AutoReplay
+
+        session.replay = AutoReplay(session)
     if _STATE.check is not None:
         session.add_sink(_STATE.check)
     session.add_sink(_ListenerSink())

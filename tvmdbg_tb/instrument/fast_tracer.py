@@ -14,6 +14,7 @@ import platform
 import struct
 import threading
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,7 @@ def usable(session: Session, vm: Any) -> bool:
 
 
 class _FastCall:
-    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit")
+    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit", "bad")
 
     def __init__(self, tracer: CompiledTracer, function: RuntimeFunction, implicit: bool):
         self.tracer = tracer
@@ -60,6 +61,7 @@ class _FastCall:
         self.buffers: list[tuple[int, Any, np.ndarray]] = []
         self.start = _perf()
         self.implicit = implicit
+        self.bad: tuple[int, int] | None = None  # first non-finite row, while replay hunts
 
 
 class _Local(threading.local):
@@ -151,6 +153,7 @@ class CompiledTracer(Tracer):
         self._execution_statics: dict[tuple[str, int], bytes | None] = {}
         self._locations: dict[tuple, bytes] = {}
         self._rate = cycles_per_us()
+        self._vm = weakref.ref(vm)
         vm._set_instrument(None)
 
     def call(self, function_name: str, invoke, args: tuple, inputs: tuple, get_outputs=None) -> Any:
@@ -168,6 +171,9 @@ class CompiledTracer(Tracer):
         _LOCAL.call = None
         outputs = get_outputs() if get_outputs is not None else result
         self._safely(self._finish_fast, call, inputs, outputs, None, frames, user_index)
+        if call.bad is not None and self._vm() is not None:  # tvmdbg_tb.replay.auto
+            replayer = self.session.replay
+            self._safely(replayer.rerun, self, self._vm(), invoke, args, function_name, call.index, call.bad)
         return result
 
     def timed(self, function_name: str, evaluator, args: tuple) -> Any:
@@ -276,6 +282,9 @@ class CompiledTracer(Tracer):
 
     def _finish_fast(self, call: _FastCall, inputs, outputs, error, frames, user_index) -> None:
         try:
+            replayer = self.session.replay
+            if replayer is not None and replayer.hunting and error is None and not call.implicit:
+                call.bad = replayer.scan_buffers(call.buffers)
             payloads = self._payloads(call)
             if error is not None:
                 payloads.append(self._failure(call, error))

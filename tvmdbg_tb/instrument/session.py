@@ -180,6 +180,7 @@ class Session:
         self.writer = writer
         self.sinks: list[Sink] = []
         self.want_nonfinite = False  # some sink needs per-output finiteness
+        self.replay = None  # tvmdbg_tb.replay.auto.AutoReplay when a dump is written
         self._ids = threading.Lock()
         self._graph_ids = itertools.count()
         self._op_ids = itertools.count()

@@ -99,6 +99,8 @@ class Tracer:
         local.call = None
         outputs = get_outputs() if get_outputs is not None else result
         self._safely(self._finish, call, inputs, outputs, None, frames, user_index)
+        if self.session.replay is not None:  # tvmdbg_tb.replay.auto: replay what was captured
+            self._safely(self.session.replay.on_call_done)
         if call.stop is not None:
             raise call.stop
         return result
@@ -290,6 +292,9 @@ class Tracer:
                 trace.tensor_value.CopyFrom(tensor_value(value, dtype, shape))
             traces.append(trace)
         call.traces.extend(traces)
+        replayer = self.session.replay
+        if replayer is not None and replayer.hunting:
+            replayer.on_traces(self.program, call.index, site, args, outputs, traces)
         if self.session.want_nonfinite:
             nonfinite = [_nonfinite(v) for v in outputs]
             kernel = KernelCall(site, args, outputs, nonfinite, call.function.name, traces)

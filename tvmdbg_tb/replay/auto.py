@@ -1,0 +1,212 @@
+"""Automatic replay of the first origin kernel of a run (trigger "auto").
+
+A session hunts for the first kernel output of the run that holds NaN/Inf while all the
+kernel's inputs are finite (the origin the alert points at). When that kernel is a fused
+group of more than one Relax op, its inputs are replayed op by op and the result is written
+to the dump (FusedOpReplay), once per run.
+
+Inputs are valid only during the VM call, so how they are kept depends on the tracer:
+
+- VM instrument (fallback path): the tracer sees the kernel's arguments right after it ran;
+  while hunting, each traced output's health is checked and the inputs of the first bad one
+  are copied there (cost while hunting: one health test per trace; none once found).
+- Compiled (fast path): Python sees the stats buffer only after the call. While hunting, the
+  buffer's health columns are scanned once per call (a few vectorised numpy operations).
+  When a row shows the first non-finite output, the same VM function is called once more
+  with the same argument objects under a VM instrument that copies that kernel's inputs,
+  then the group is replayed. Cost: one more run of that one call, once per run. Soundness:
+  the re-run sees the same inputs only if the function does not update tensors in place;
+  functions with call_tir_inplace sites are not re-run (the record says so), and the record
+  carries `matches_kernel` (does the replayed output's health agree with the kernel's?).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Any
+
+from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.summaries import nonfinite_counts
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.replay.replayer import is_replayable, replay, snapshot_inputs
+
+MAX_RERUNS = 3  # re-runs of bad calls whose first bad kernel had bad inputs (no origin)
+_HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
+
+
+class AutoReplay:
+    """Per session: finds the run's first origin kernel and replays it (see module doc)."""
+
+    def __init__(self, session):
+        self.session = session
+        self.hunting = session.writer is not None and session.mode in (*_HEALTH_MODES, pb.FULL_TENSOR)
+        self._lock = threading.Lock()
+        self._pending: tuple | None = None  # (execution index, runtime site, program, inputs)
+        self._reruns = 0
+
+    # -- the VM-instrument path ------------------------------------------------------------
+
+    def on_traces(self, program, execution_index: int, site, args: tuple, outputs: list, traces) -> None:
+        """Called by the VM-instrument tracer after a kernel ran, while its args are valid."""
+        if not self.hunting or not traces:
+            return
+        if not any(_trace_bad(t, outputs) for t in traces):
+            return
+        from tvmdbg_tb.instrument.summary import as_numpy, has_nonfinite
+
+        inputs = _inputs(site, args)
+        if any(has_nonfinite(a) for a in (as_numpy(v) for v in inputs) if a is not None):
+            return  # the bad value came in: not an origin, keep looking
+        self.hunting = False
+        if site.info is not None and is_replayable(site.info):
+            self._pending = (execution_index, site, program, snapshot_inputs(inputs), "")
+
+    def on_call_done(self) -> None:
+        """Called by the tracer after the VM call's records were handed to the sinks."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._write(*pending)
+
+    # -- the compiled path -----------------------------------------------------------------
+
+    def scan_buffers(self, buffers) -> tuple[int, int] | None:
+        """(fid, row) of the earliest non-finite kernel output in a call's stats buffers."""
+        from tvmdbg_tb.instrument import compiled
+
+        best = None
+        for fid, _, array in buffers:
+            function = compiled.FUNCTIONS.get(fid)
+            if function is None or not function.health:
+                continue
+            count = len(function.rows)
+            rows = array[1 : count + 1]
+            nan = rows[:, 1] - rows[:, 2] - rows[:, 3] - rows[:, 4]
+            bad = (rows[:, 0] != 0) & ((rows[:, 5] + rows[:, 6] + nan) > 0)
+            if not bad.any():
+                continue
+            for i in bad.nonzero()[0].tolist():
+                if function.rows[i].health and (best is None or rows[i, 0] < best[0]):
+                    best = (float(rows[i, 0]), fid, i)
+                    break
+        return None if best is None else (best[1], best[2])
+
+    def rerun(self, tracer, vm, invoke, args: tuple, top_name: str, execution_index: int, hit: tuple[int, int]) -> None:
+        """Re-runs the VM call to capture the first bad kernel's inputs, then replays it."""
+        from tvmdbg_tb.instrument import compiled
+
+        fid, row = hit
+        function = compiled.FUNCTIONS[fid]
+        site_info = function.rows[row].site
+        runtime = self.session.function(tracer.program, function.name).sites[site_info.position]
+        program = tracer.program
+        if not is_replayable(site_info):
+            self.hunting = False  # the origin is a single-op kernel: its location is exact
+            return
+        if self._reruns >= MAX_RERUNS:
+            self.hunting = False
+            return
+        self._reruns += 1
+        info = program.info
+        if any(s.inplace_indices for f in info.functions.values() for s in f.sites):
+            self.hunting = False
+            note = "not re-run: the function updates tensors in place, a second run would see other inputs"
+            self._write(execution_index, runtime, program, None, note)
+            return
+        try:
+            captured = _capture_inputs(vm, invoke, args, top_name, function.name, site_info, set(info.functions))
+        except Exception as error:
+            self.hunting = False
+            self._write(execution_index, runtime, program, None, f"the re-run of the VM call raised: {error}")
+            return
+        if captured is None:
+            self.hunting = False
+            self._write(execution_index, runtime, program, None, "the re-run of the VM call did not reach the kernel")
+            return
+        from tvmdbg_tb.instrument.summary import has_nonfinite
+
+        if any(has_nonfinite(a) for a in captured):
+            return  # the bad value came in through the function's inputs: keep looking
+        self.hunting = False
+        self._write(execution_index, runtime, program, captured, "inputs captured by re-running the VM call")
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _write(self, execution_index: int, site, program, inputs, note: str) -> None:
+        session = self.session
+        try:
+            record = replay(
+                program.info,
+                site.info,
+                inputs,
+                execution_index=execution_index,
+                op_id=site.op_id,
+                graph_id=site.graph_id,
+                trigger="auto",
+                location_of=session.code_location,
+                kernel_output_bad=True,
+                note=note,
+            )
+            if inputs is None and not record.error:
+                record.error = note
+            if session.writer is not None:
+                session.writer.write_event(layout.GRAPHS, pb.DebugEvent(fused_op_replay=record))
+        except Exception as error:  # never hurt the user's program
+            warnings.warn(f"tvmdbg: could not replay `{site.kernel}`: {error!r}", RuntimeWarning, stacklevel=2)
+
+
+def _inputs(site, args: tuple) -> list:
+    if site.out_positions is None:
+        return list(args)
+    outs = set(site.out_positions)
+    return [a for i, a in enumerate(args) if i not in outs]
+
+
+def _trace_bad(trace: pb.GraphExecutionTrace, outputs: list) -> bool:
+    if trace.tensor_debug_mode == pb.FULL_TENSOR:
+        from tvmdbg_tb.instrument.summary import as_numpy, has_nonfinite
+
+        slot = trace.output_slot
+        array = as_numpy(outputs[slot]) if slot < len(outputs) else None
+        return array is not None and has_nonfinite(array)
+    counts = nonfinite_counts(trace.tensor_debug_mode, trace.debug_values)
+    return counts is not None and any(counts)
+
+
+def _capture_inputs(vm, invoke, args: tuple, top_name: str, function_name: str, site_info, function_names):
+    """Calls invoke(*args) once more with a VM instrument that copies the inputs of the
+    site's kernel (its k-th call in function_name); None when it was not reached."""
+    kernel = site_info.kernel
+    sites = [s for s in _sites_of(vm, function_name) if s.kernel == kernel]
+    wanted = next((k for k, s in enumerate(sites) if s is site_info), 0)
+    stack: list[list[Any]] = [[top_name, 0]]  # the top-level function is no VM call
+    found: list = []
+
+    def instrument(func, symbol, before, ret, *call_args):
+        try:
+            symbol = str(symbol)
+            if symbol in function_names:
+                if before:
+                    stack.append([symbol, 0])
+                elif len(stack) > 1:
+                    stack.pop()
+            elif before and symbol == kernel and stack[-1][0] == function_name and not found:
+                if stack[-1][1] == wanted:
+                    found.append(snapshot_inputs(call_args[: site_info.num_inputs]))
+                stack[-1][1] += 1
+        except Exception:
+            pass
+        return 0
+
+    vm._set_instrument(instrument)
+    try:
+        invoke(*args)
+    finally:
+        vm._set_instrument(None)
+    return found[0] if found else None
+
+
+def _sites_of(vm, function_name: str) -> list:
+    info = getattr(vm, "_tvmdbg_info", None)
+    function = info.functions.get(function_name) if info is not None else None
+    return function.sites if function is not None else []
