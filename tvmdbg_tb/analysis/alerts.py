@@ -22,6 +22,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from tvmdbg_tb.analysis.inner_ops import confirm_alert
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.views import location
 from tvmdbg_tb.events import layout
@@ -284,6 +285,7 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
                 "original_ops": info["original_ops"],
             }
         )
+        confirm_alert(run, out[-1])  # replay/deep mode: the inner op's own line
     return out
 
 

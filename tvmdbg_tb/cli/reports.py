@@ -66,6 +66,12 @@ def alert_lines(
             f"in execution {head['execution_index']}:"
         )
         lines.append(f"  {_counts(head)}; created at {_where(head['location'])}")
+        if head.get("inner_op"):
+            inner = head["inner_op"]
+            lines.append(
+                f"  made by inner op {inner['op_type']} {inner['var_name']} at {_where(inner['location'])} "
+                f"(confirmed by {head['confirmed']})"
+            )
         for o in head["original_ops"]:
             lines.append(f"  fused Relax op {o['op_type']} {o['var_name']} at {_where(o['location'])}")
         lines.append(f"  next: ni {name.split(':')[0]}   li {name.split(':')[0]}   pt {name} -i {head['trace_index']}")
@@ -216,7 +222,14 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
         inputs = _input_health(run, names, a)
         if inputs:
             text += f", from inputs {inputs}"
-        text += f"; it was created at {_where(a['location'])}."
+        if a.get("inner_op"):
+            inner = a["inner_op"]
+            text += (
+                f"; inside the fused kernel, {inner['op_type']} {inner['var_name']} made it "
+                f"(confirmed by {a['confirmed']}) at {_where(inner['location'])}."
+            )
+        else:
+            text += f"; it was created at {_where(a['location'])}."
         if first is None:
             text += (
                 " No op made the first bad value inside the traced kernels: it came in through the function's inputs."
