@@ -125,6 +125,8 @@ def _compile_health(session: Session | None) -> bool | None:
 
     if session is None or session.want_nonfinite or session.mode not in FAST_MODES or not supported_platform():
         return None
+    if session.trace_fused_ops:  # deep mode replays fused kernels on their live inputs
+        return None
     return session.mode != pb.NO_TENSOR
 
 
@@ -133,10 +135,11 @@ def _new_session() -> Session | None:
     if _STATE.writer is None and _STATE.check is None:
         return None
     if _STATE.dump_args is not None:
-        _, mode, _, op_regex, tensor_dtypes = _STATE.dump_args
+        _, mode, _, op_regex, tensor_dtypes, deep = _STATE.dump_args
     else:
-        mode, op_regex, tensor_dtypes = pb.NO_TENSOR, None, None
+        mode, op_regex, tensor_dtypes, deep = pb.NO_TENSOR, None, None, False
     session = Session(mode, op_regex, tensor_dtypes, _STATE.writer)
+    session.trace_fused_ops = deep or (_STATE.check is not None and _STATE.check.trace_fused_ops)
     if _STATE.writer is not None:
         session.add_sink(WriterSink(_STATE.writer))
         from tvmdbg_tb.replay.auto import AutoReplay
@@ -154,6 +157,7 @@ def enable_dump_debug_info(
     circular_buffer_size: int = 1000,
     op_regex: str | None = None,
     tensor_dtypes: Collection[str] | Callable[[str], bool] | None = None,
+    trace_fused_ops: bool = False,
 ) -> DebugEventsWriter:
     """Records every Relax compile and VM run of this process under logdir; returns the writer.
 
@@ -164,6 +168,10 @@ def enable_dump_debug_info(
         (re.search) are traced.
     tensor_dtypes: only outputs of these dtypes ("float32", ...) or for which the callable
         returns True are traced.
+    trace_fused_ops: deep mode: every call of a fused kernel is re-run op by op on its
+        inputs (tvmdbg_tb.replay), so a NaN/Inf made and masked inside the kernel is recorded
+        at its own Relax op and line. Slow (kernels are traced by the VM instrument and each
+        fused call runs twice); default False.
     Calling it again with the same arguments returns the same writer; with different ones
     it raises ValueError (call disable_dump_debug_info() first).
     """
@@ -179,7 +187,16 @@ def enable_dump_debug_info(
             raise ValueError(f"op_regex {op_regex!r} is not a valid regular expression: {error}") from error
     if not isinstance(logdir, (str, os.PathLike)) or not os.fspath(logdir):
         raise ValueError(f"logdir must be a non-empty path, got {logdir!r}")
-    args = (os.path.abspath(os.fspath(logdir)), mode, circular_buffer_size, op_regex, _normalise_dtypes(tensor_dtypes))
+    if not isinstance(trace_fused_ops, bool):
+        raise TypeError(f"trace_fused_ops must be True or False, got {trace_fused_ops!r}")
+    args = (
+        os.path.abspath(os.fspath(logdir)),
+        mode,
+        circular_buffer_size,
+        op_regex,
+        _normalise_dtypes(tensor_dtypes),
+        trace_fused_ops,
+    )
     with _LOCK:
         if _STATE.writer is not None:
             if args == _STATE.dump_args:
@@ -208,15 +225,26 @@ def disable_dump_debug_info() -> None:
         writer.close()
 
 
-def enable_check_numerics() -> None:
-    """Raises CheckNumericsError at the first kernel output holding NaN or Inf (see module doc)."""
+def enable_check_numerics(trace_fused_ops: bool = False) -> None:
+    """Raises CheckNumericsError at the first kernel output holding NaN or Inf (see module doc).
+
+    trace_fused_ops: also replay every fused kernel op by op and raise at a NaN/Inf made
+        inside it even when the kernel's output is finite (the error names the inner op)."""
+    if not isinstance(trace_fused_ops, bool):
+        raise TypeError(f"trace_fused_ops must be True or False, got {trace_fused_ops!r}")
     with _LOCK:
         if _STATE.check is not None:
+            _STATE.check.trace_fused_ops = trace_fused_ops
+            if _STATE.session is not None:
+                _STATE.session.trace_fused_ops = trace_fused_ops or bool(_STATE.dump_args and _STATE.dump_args[5])
             return
         capture.install()
         vm_tracer.install()
-        _STATE.check = CheckNumerics()
+        from tvmdbg_tb.replay.replayer import inner_origin
+
+        _STATE.check = CheckNumerics(trace_fused_ops=trace_fused_ops, inner_origin=inner_origin)
         if _STATE.session is not None:
+            _STATE.session.trace_fused_ops = _STATE.session.trace_fused_ops or trace_fused_ops
             _STATE.session.add_sink(_STATE.check)  # same run: keep the session and its ids
             vm_tracer.detach_all()  # check-numerics needs the per-kernel VM instrument
             capture.STATE.compile_health = _compile_health(_STATE.session)

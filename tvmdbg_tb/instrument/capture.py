@@ -226,6 +226,10 @@ def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> gra
         note = "" if snapshots.sites is not None else "pipeline without CallTIRRewrite: sites from the input module"
         info = graphs.ExecutableInfo(executable_id, functions, target, True, note, frames, user_index)
         info.fused_module = snapshots.fused
+        for function in functions.values():
+            for site in function.sites:
+                if len(site.member_origins) > 1:
+                    site.fused_module = snapshots.fused
         return info
     except Exception as error:  # a module shape we do not understand: trace without mapping
         note = f"source mapping failed: {error!r}"

@@ -48,6 +48,8 @@ def usable(session: Session, vm: Any) -> bool:
     info = getattr(vm, "_tvmdbg_info", None)
     if info is None or not info.compiled or session.want_nonfinite or session.mode not in FAST_MODES:
         return False
+    if session.trace_fused_ops:  # deep mode needs the kernels' live inputs
+        return False
     return session.mode == pb.NO_TENSOR or info.compiled_health
 
 

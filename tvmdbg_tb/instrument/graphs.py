@@ -76,6 +76,7 @@ class SiteInfo:
     # A fused kernel's Relax ops in order, one entry per binding of its fused function (None
     # where no origin is known): what tvmdbg_tb.replay re-executes op by op.
     member_origins: list[Origin | None] = field(default_factory=list)
+    fused_module: object = None  # the FuseOps snapshot holding this kernel's group (capture.py)
 
     @property
     def returns_value(self) -> bool:

@@ -181,6 +181,7 @@ class Session:
         self.sinks: list[Sink] = []
         self.want_nonfinite = False  # some sink needs per-output finiteness
         self.replay = None  # tvmdbg_tb.replay.auto.AutoReplay when a dump is written
+        self.trace_fused_ops = False  # deep mode (see api.enable_dump_debug_info)
         self._ids = threading.Lock()
         self._graph_ids = itertools.count()
         self._op_ids = itertools.count()

@@ -44,11 +44,20 @@ class AutoReplay:
         self._lock = threading.Lock()
         self._pending: tuple | None = None  # (execution index, runtime site, program, inputs)
         self._reruns = 0
+        self._deep_errors: set[str] = set()
+
+    @property
+    def deep(self) -> bool:
+        """Deep mode (trace_fused_ops=True): every fused kernel call is replayed op by op."""
+        return self.session.writer is not None and self.session.trace_fused_ops
 
     # -- the VM-instrument path ------------------------------------------------------------
 
     def on_traces(self, program, execution_index: int, site, args: tuple, outputs: list, traces) -> None:
         """Called by the VM-instrument tracer after a kernel ran, while its args are valid."""
+        if self.deep and is_replayable(site.info) and self._deep(execution_index, site, args, outputs, traces):
+            self.hunting = False  # deep mode recorded the origin inside this kernel
+            return
         if not self.hunting or not traces:
             return
         if not any(_trace_bad(t, outputs) for t in traces):
@@ -67,6 +76,39 @@ class AutoReplay:
         pending, self._pending = self._pending, None
         if pending is not None:
             self._write(*pending)
+
+    def _deep(self, execution_index: int, site, args: tuple, outputs: list, traces) -> bool:
+        """Replays a fused kernel call on its live inputs; records it when an inner op made a
+        NaN/Inf (even if the kernel's output is finite: masked). True when recorded."""
+        from tvmdbg_tb.instrument.summary import as_numpy
+
+        views = [as_numpy(v) for v in _inputs(site, args)]
+        if any(v is None for v in views):
+            return False
+        from tvmdbg_tb.instrument.summary import has_nonfinite
+
+        kernel_bad = any(has_nonfinite(a) for a in (as_numpy(o) for o in outputs) if a is not None)
+        record = replay(
+            None,
+            site.info,
+            views,
+            execution_index=execution_index,
+            op_id=site.op_id,
+            graph_id=site.graph_id,
+            trigger="deep",
+            location_of=self.session.code_location,
+            kernel_output_bad=kernel_bad,
+        )
+        if record.error:
+            if site.kernel not in self._deep_errors:
+                self._deep_errors.add(site.kernel)
+                warnings.warn(f"tvmdbg: trace_fused_ops: {record.error}", RuntimeWarning, stacklevel=3)
+            return False
+        if record.first_nonfinite_op < 0:
+            return False
+        if self.session.writer is not None:
+            self.session.writer.write_event(layout.GRAPHS, pb.DebugEvent(fused_op_replay=record))
+        return True
 
     # -- the compiled path -----------------------------------------------------------------
 

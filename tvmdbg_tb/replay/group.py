@@ -73,7 +73,7 @@ class FusedGroup:
             raise ReplayError(f"`{self.kernel}` takes {self.num_inputs} inputs, {len(inputs)} were given")
         vm = self.vm()
         device = tvm.cpu()
-        args = [tvm.runtime.tensor(np.ascontiguousarray(a), device) for a in inputs]
+        args = [tvm.runtime.tensor(np.array(a, order="C", copy=None), device) for a in inputs]
         try:
             result = vm["main"](*args)
         except Exception as error:
@@ -89,14 +89,22 @@ class FusedGroup:
 _CACHE_LOCK = threading.Lock()
 
 
-def group_of(info: graphs.ExecutableInfo, site: graphs.SiteInfo) -> FusedGroup:
-    """The replayable group of a fused kernel site (cached on the executable's description)."""
-    cache = info.__dict__.setdefault("_replay_groups", {})
+def group_of(site: graphs.SiteInfo) -> FusedGroup:
+    """The replayable group of a fused kernel site (built once, cached on the site, and so
+    is the reason it cannot be built)."""
     with _CACHE_LOCK:
-        group = cache.get(site.kernel)
-        if group is None:
-            group = cache[site.kernel] = _build_group(info.fused_module, site)
-    return group
+        cached = site.__dict__.get("_replay_group")
+        if cached is None:
+            try:
+                cached = _build_group(site.fused_module, site)
+            except ReplayError as error:
+                cached = error
+            except Exception as error:
+                cached = ReplayError(f"the ops of `{site.kernel}` cannot be replayed: {type(error).__name__}: {error}")
+            site.__dict__["_replay_group"] = cached
+    if isinstance(cached, ReplayError):
+        raise ReplayError(str(cached))
+    return cached
 
 
 def _build_group(fused_module, site: graphs.SiteInfo) -> FusedGroup:

@@ -73,9 +73,9 @@ def replay(
     )
     group: FusedGroup | None = None
     try:
-        if info is None or site is None:
+        if site is None:
             raise ReplayError("the kernel's executable was not compiled while tvmdbg was enabled: no ops to replay")
-        group = group_of(info, site)
+        group = group_of(site)
         if inputs is None:
             raise ReplayError("the kernel's inputs were not captured for this execution")
         record.inputs.extend(_summary(a) for a in inputs)
@@ -118,3 +118,28 @@ def _fill_ops(record: pb.FusedOpReplay, group: FusedGroup, outputs, location_of:
         entry.origin = bad and not any(operand_bad(r) for r in op.input_refs)
         if entry.origin and record.first_nonfinite_op < 0:
             record.first_nonfinite_op = op.index
+
+
+def inner_origin(site: graphs.SiteInfo | None, inputs: list, kernel_output_bad: bool | None):
+    """(the inner op that made the first NaN/Inf, the replay record) for a kernel call whose
+    inputs are live (check-numerics); None when the site is no multi-op group or no inner
+    op made one. Never raises."""
+    if not is_replayable(site):
+        return None
+    record = replay(
+        None,
+        site,
+        inputs,
+        execution_index=-1,
+        op_id=-1,
+        graph_id=-1,
+        trigger="check_numerics",
+        location_of=lambda frames, user_index: pb.CodeLocation(user_frame_index=-1),
+        kernel_output_bad=kernel_output_bad,
+    )
+    if record.error or record.first_nonfinite_op < 0:
+        return None
+    try:
+        return group_of(site).ops[record.first_nonfinite_op], record
+    except ReplayError:
+        return None
