@@ -22,7 +22,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from tvmdbg_tb.analysis.inner_ops import confirm_alert
+from tvmdbg_tb.analysis.inner_ops import confirm_alert, masked_alerts, merge_alerts
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.views import location
 from tvmdbg_tb.events import layout
@@ -299,6 +299,9 @@ def alerts(run: RunReader, begin: int = 0, end: int = -1, alert_type: str | None
 def _alerts(run: RunReader, m: AlertMonitor, begin: int, end: int, alert_type: str | None) -> dict:
     total = m.num_alerts()
     matches = alert_type in (None, "", ALERT_TYPE)
+    masked = masked_alerts(run, lambda p, o: alert_rows(run, p, o)) if matches and run.replays() else []
+    if masked:  # NaN/Inf made and hidden inside fused kernels (replay/deep mode)
+        return _merged_alerts(run, m, masked, begin, end, alert_type)
     n = total if matches else 0
     end = n if end < 0 else min(end, n)
     begin = min(begin, end)
@@ -311,4 +314,32 @@ def _alerts(run: RunReader, m: AlertMonitor, begin: int, end: int, alert_type: s
         "alert_type": alert_type or None,
         "first_origin_index": m.first_origin_index() if matches else None,
         "alerts": alert_rows(run, positions, origin),
+    }
+
+
+def _merged_alerts(run: RunReader, m: AlertMonitor, masked, begin: int, end: int, alert_type: str | None) -> dict:
+    """Kernel alerts and masked inner-op alerts (all origins) in one list, in execution order."""
+    total_kernel = m.num_alerts()
+    positions, origin = m.page(0, total_kernel)
+    kernel_at, masked_at = merge_alerts(positions, origin, masked)
+    n = total_kernel + len(masked)
+    end = n if end < 0 else min(end, n)
+    begin = min(begin, end)
+    firsts = [int(masked_at[0])]
+    origins = np.flatnonzero(origin)
+    if len(origins):
+        firsts.append(int(kernel_at[origins[0]]))
+    chosen = np.flatnonzero((kernel_at >= begin) & (kernel_at < end))
+    rows = dict(zip(kernel_at[chosen].tolist(), alert_rows(run, positions[chosen], origin[chosen])))
+    for k, at in enumerate(masked_at.tolist()):
+        if begin <= at < end:
+            rows[at] = masked[k][1]
+    return {
+        "begin": begin,
+        "end": end,
+        "num_alerts": n,
+        "alerts_breakdown": {ALERT_TYPE: n},
+        "alert_type": alert_type or None,
+        "first_origin_index": min(firsts),
+        "alerts": [rows[i] for i in range(begin, end)],
     }

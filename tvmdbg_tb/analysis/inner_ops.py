@@ -93,3 +93,59 @@ def confirm_alert(run: RunReader, alert: dict) -> dict:
     if inner["location"] is not None:
         alert["location"] = inner["location"]
     return alert
+
+
+def _kernel_trace_position(run: RunReader, execution_index: int, op_id: int) -> int | None:
+    """Position of the kernel's first output trace in that execution (None: not in the dump)."""
+    digests = run.trace_digests()
+    hits = run.execution_trace_indices(execution_index)
+    hits = hits[digests["op_id"][hits] == op_id]
+    return int(hits[0]) if len(hits) else None
+
+
+def masked_alerts(run: RunReader, rows_of) -> list[tuple[int, dict]]:
+    """Alerts for NaN/Inf made inside fused kernels whose outputs stayed finite (known only
+    from replays/deep mode), as (kernel trace position, alert), in trace order.
+
+    rows_of(positions, origin) builds kernel alerts (alerts.alert_rows): a masked alert is the
+    kernel trace's row with the inner op's counts, location and "masked": true."""
+    import numpy as np
+
+    from tvmdbg_tb.events.reader import NONFINITE
+
+    out = []
+    digests = run.trace_digests()
+    for record in run.replays():
+        op = confirmed_origin(record)
+        if op is None:
+            continue
+        position = _kernel_trace_position(run, record.execution_index, record.op_id)
+        if position is None or digests["flags"][position] & NONFINITE:
+            continue  # the kernel's output shows it: its own alert is confirmed instead
+        alert = rows_of(np.array([position], dtype=np.int64), np.array([True]))[0]
+        values = op.outputs[0].debug_values if op.outputs else []
+        if len(values) == 10:
+            alert.update(
+                size=int(values[3]),
+                neg_inf_count=int(values[4]),
+                pos_inf_count=int(values[5]),
+                nan_count=int(values[6]),
+            )
+        alert["masked"] = True
+        alert["origin"] = True
+        out.append((position, alert))
+    out.sort(key=lambda item: item[0])
+    return out
+
+
+def merge_alerts(kernel_positions, kernel_origin, masked: list[tuple[int, dict]]):
+    """Where kernel alerts and masked inner-op alerts go in one list in execution order (an
+    inner op comes before the kernel's own outputs): (merged position of each kernel alert,
+    merged position of each masked alert)."""
+    import numpy as np
+
+    inserts = np.searchsorted(kernel_positions, np.array([p for p, _ in masked], dtype=np.int64), side="left")
+    n = len(kernel_positions)
+    kernel_merged = np.arange(n) + np.searchsorted(inserts, np.arange(n), side="right")
+    masked_merged = inserts + np.arange(len(masked))
+    return kernel_merged, masked_merged

@@ -191,7 +191,8 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
         )
     errors = int(np.count_nonzero(traces["flags"] & HAS_ERROR))
     raised = f" {errors} kernel call{'s' if errors > 1 else ''} raised an error (see lt)." if errors else ""
-    if not bad_traces and not bad_executions:
+    masked = analysis.alerts(run)["num_alerts"] - bad_traces if run.replays() else 0
+    if not bad_traces and not bad_executions and not masked:
         if not len(traces) and not len(executions):
             return True, (
                 f"{where}: nothing to check, no VM call was recorded (did the program run a VM function after "
@@ -205,6 +206,7 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
     text = (
         f"{where}: {bad_traces} of {len(traces)} kernel outputs in {len(executions)} executions hold NaN or Inf"
         + (f" ({bad_executions} function calls returned non-finite values)" if bad_executions else "")
+        + (f"; {masked} fused kernel calls made NaN/Inf inside that their outputs hide" if masked else "")
         + "."
     )
     if alerts:
