@@ -6,7 +6,8 @@ Python (dicts, lists, str, int, float, None); floats may be NaN/Inf, which `dump
 as the strings "NaN"/"Infinity"/"-Infinity" as TensorBoard does.
 """
 
-from tvmdbg_tb.analysis.alerts import AlertMonitor, alerts, monitor
+from tvmdbg_tb.analysis.alerts import AlertMonitor, alerts, monitor, num_alerts
+from tvmdbg_tb.analysis.inner_ops import replays
 from tvmdbg_tb.analysis.jsonable import dumps
 from tvmdbg_tb.analysis.profile import profile
 from tvmdbg_tb.analysis.tensor_value import SliceError, tensor_value
@@ -38,9 +39,11 @@ __all__ = [
     "graphs_list",
     "location",
     "monitor",
+    "num_alerts",
     "op_info",
     "op_json",
     "profile",
+    "replays",
     "resolve_op",
     "run_info",
     "source_file",

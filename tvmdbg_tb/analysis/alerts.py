@@ -289,6 +289,15 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
     return out
 
 
+def num_alerts(run: RunReader) -> int:
+    """Alerts of the run: kernel outputs plus NaN/Inf masked inside fused kernels (replays)."""
+    total = monitor(run).num_alerts()
+    if run.replays():
+        with run.lock:
+            total += len(masked_alerts(run, lambda p, o: alert_rows(run, p, o)))
+    return total
+
+
 def alerts(run: RunReader, begin: int = 0, end: int = -1, alert_type: str | None = None) -> dict:
     """The `alerts` route's answer: alerts [begin:end] (end=-1: all) in execution order."""
     m = monitor(run)

@@ -149,3 +149,16 @@ def merge_alerts(kernel_positions, kernel_origin, masked: list[tuple[int, dict]]
     kernel_merged = np.arange(n) + np.searchsorted(inserts, np.arange(n), side="right")
     masked_merged = inserts + np.arange(len(masked))
     return kernel_merged, masked_merged
+
+
+def replays(run: RunReader, op_id: int | None = None, execution_index: int | None = None) -> dict:
+    """The `replays` route's answer: op-by-op replays of fused kernel calls (all, one kernel
+    site's, or the one of a kernel in one execution), oldest first."""
+    if execution_index is not None and op_id is not None:
+        record = run.replay_of(execution_index, op_id)
+        found = [record] if record is not None else []
+    else:
+        found = [
+            r for r in run.replays(op_id) if execution_index is None or int(r.execution_index) == int(execution_index)
+        ]
+    return {"num_replays": len(found), "replays": [replay_json(run, r) for r in found]}

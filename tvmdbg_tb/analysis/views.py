@@ -68,6 +68,16 @@ def last_update_time(run: RunReader) -> float | None:
     return newest
 
 
+def _with_masked_alerts(run: RunReader) -> dict:
+    """num_alerts/first_origin_alert counting NaN/Inf hidden inside fused kernels (replays)."""
+    if not run.replays():
+        return {}
+    from tvmdbg_tb.analysis.alerts import alerts
+
+    page = alerts(run, 0, 0)
+    return {"num_alerts": page["num_alerts"], "first_origin_alert": page["first_origin_index"]}
+
+
 def run_info(run: RunReader) -> dict:
     """One entry of the `runs` route."""
     from tvmdbg_tb.analysis.alerts import monitor
@@ -92,6 +102,7 @@ def run_info(run: RunReader) -> dict:
         "num_ops": len(run.ops()),
         "num_alerts": alerts.num_alerts(),
         "first_origin_alert": alerts.first_origin_index(),
+        **_with_masked_alerts(run),
         "num_corruptions": len(run.corruptions),
         "last_update_time": updated,
         "live": updated is not None and time.time() - updated < LIVE_SECONDS,

@@ -201,6 +201,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
             "/runs": self._serve_runs,
             "/status": self._serve_status,
             "/alerts": self._serve_alerts,
+            "/replays": self._serve_replays,
             "/execution/digests": self._serve_execution_digests,
             "/execution/data": self._serve_execution_data,
             "/graph_execution/digests": self._serve_graph_execution_digests,
@@ -364,9 +365,20 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         """NaN/Inf alerts in execution order — see docs/routes.md#alerts."""
         run = self._run(request)
         alert_type = request.args.get("alert_type") or None
-        total = analysis.monitor(run).num_alerts()
+        total = analysis.num_alerts(run)
         begin, end = _page(request, total)
         return analysis.alerts(run, begin, end, alert_type)
+
+    @_json_route
+    def _serve_replays(self, request):
+        """Op-by-op replays of fused kernel calls — see docs/routes.md#replays."""
+        run = self._run(request)
+        op_id = _int_param(request, "op_id", minimum=0)
+        execution_index = _int_param(request, "execution_index", minimum=0)
+        if op_id is not None:
+            self._op(request, run)  # 404 for an unknown op
+        with run.lock:
+            return analysis.replays(run, op_id, execution_index)
 
     @_json_route
     def _serve_execution_digests(self, request):
