@@ -1,0 +1,290 @@
+"""Op-level truth inside fused kernels (tvmdbg_tb.replay), on real compiled models.
+
+- Automatic replay: the first kernel of a run whose output goes non-finite is re-run op by op
+  (fast path: a re-run of the VM call; VM-instrument path: inputs copied at the kernel), and
+  the alert lands on the inner op that made the value, "confirmed": "replay".
+- Deep mode (trace_fused_ops=True): NaNs made and masked inside a fused kernel are recorded and
+  alerted at their own op and line; check-numerics raises there.
+- Front ends: the `replays` and `alerts` routes, `tvmdbg check`/`alerts`, the reader API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import models_masked as mm
+import numpy as np
+import pytest
+import tvm
+from models import compile_module
+from tvm import relax
+
+import tvmdbg
+from tvmdbg_tb.instrument import fast_tracer
+from tvmdbg_tb.instrument.check_numerics import CheckNumericsError
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "debug_digits.py"
+MASKED_FILE = str(Path(mm.__file__).resolve())
+TVMDBG = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli.main import main; sys.exit(main())"]
+
+
+def _example_line(fragment: str) -> int:
+    hits = [n for n, line in enumerate(EXAMPLE.read_text().splitlines(), 1) if fragment in line]
+    assert len(hits) == 1
+    return hits[0]
+
+
+def _run(logdir) -> tvmdbg.DebugDataReader:
+    reader = tvmdbg.DebugDataReader(logdir)
+    reader.update()
+    return reader
+
+
+def _first_origin(run) -> dict:
+    from tvmdbg_tb import analysis
+
+    page = analysis.alerts(run)
+    assert page["first_origin_index"] is not None, page
+    return page["alerts"][page["first_origin_index"]]
+
+
+def _run_model(logdir, module, name: str, fuse: bool = True, calls: int = 1, **options):
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH", **options)
+    try:
+        if callable(module):  # a BlockBuilder model: built while tvmdbg records emit sites
+            module = module()[0]
+        vm = relax.VirtualMachine(compile_module(module, fuse=fuse), tvm.cpu())
+        for _ in range(calls):
+            out = vm["main"](*[tvm.runtime.tensor(a) for a in mm.inputs(name)])
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    return out.numpy()
+
+
+# -- the demo ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("demo")
+    cmd = [sys.executable, str(EXAMPLE), "--debug", "--dump_dir", str(logdir), "--steps", "5"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ})
+    assert done.returncode == 0, done.stderr
+    reader = _run(logdir)
+    return logdir, reader.run()
+
+
+def test_demo_first_origin_is_the_log_inside_the_fused_kernel_confirmed_by_replay(demo_run):
+    _, run = demo_run
+    alert = _first_origin(run)
+    assert alert["kernel"] == "fused_tir_log_multiply_sum"
+    assert alert["confirmed"] == "replay"
+    assert alert["inner_op"]["op_type"] == "relax.log"
+    assert alert["location"]["line"] == _example_line("relax.op.log(")
+    assert Path(alert["location"]["file_path"]).resolve() == EXAMPLE
+    # The other alerts of the run are not replayed: they say the location is a heuristic.
+    others = [a for a in _all_alerts(run) if a is not alert and a["trace_index"] != alert["trace_index"]]
+    assert others and all(a["confirmed"] == "heuristic" and a["inner_op"] is None for a in others)
+
+
+def _all_alerts(run) -> list[dict]:
+    from tvmdbg_tb import analysis
+
+    return analysis.alerts(run)["alerts"]
+
+
+def test_demo_replay_record_reachable_from_the_kernel_trace(demo_run):
+    _, run = demo_run
+    alert = _first_origin(run)
+    trace = run.trace(alert["trace_position"])
+    record = run.replay_of(trace.execution_index, trace.op_id)
+    assert record is not None and record.trigger == "auto" and not record.error
+    assert record.matches_kernel
+    assert [o.op_type for o in record.ops] == ["relax.log", "relax.multiply", "relax.sum"]
+    log = record.ops[0]
+    assert log.origin and record.first_nonfinite_op == 0
+    neg_inf = log.outputs[0].debug_values[4]
+    assert neg_inf > 0  # log(0) = -inf: the softmax underflowed
+    assert all(s.debug_values[4] + s.debug_values[5] + s.debug_values[6] == 0 for s in record.inputs)
+    assert log.input_refs == [-1]  # the log reads the kernel's first input
+    assert len(run.replays()) == 1  # once per run
+
+
+def test_demo_check_and_alerts_cli_name_the_inner_op(demo_run):
+    logdir, _ = demo_run
+    line = _example_line("relax.op.log(")
+    done = subprocess.run([*TVMDBG, "check", str(logdir)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "relax.log lv1 made it (confirmed by replay)" in done.stdout
+    assert f"debug_digits.py:{line}" in done.stdout
+    done = subprocess.run(
+        [*TVMDBG, "alerts", str(logdir), "--json", "-l", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    first = json.loads(done.stdout)["alerts"][0]
+    assert first["confirmed"] == "replay" and first["inner_op"]["var_name"] == "lv1"
+
+
+# -- automatic replay on both tracing paths ---------------------------------------------------
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["compiled", "vm_instrument"])
+def test_leaked_log_alert_lands_on_the_log_not_the_first_op(tmp_path, fast, monkeypatch):
+    monkeypatch.setattr(fast_tracer, "ENABLED", fast)
+    out = _run_model(tmp_path, mm.LeakedLog, "LeakedLog")
+    assert not np.isfinite(out).all()
+    run = _run(tmp_path).run()
+    assert run.graphs()[0].instrumentation == ("compiled" if fast else "vm_instrument")
+    alert = _first_origin(run)
+    assert alert["kernel"] == "fused_subtract_tir_log_multiply_sum"
+    assert alert["original_ops"][0]["op_type"] == "relax.subtract"  # the heuristic's first guess
+    assert alert["confirmed"] == "replay"
+    assert alert["inner_op"]["op_type"] == "relax.log"
+    assert alert["location"] == {"file_path": MASKED_FILE, "line": mm.LEAKED_LOG_LINE, "function": "main"}
+    [record] = run.replays()
+    assert ("re-running" in record.note) == fast
+
+
+def test_default_options_do_not_see_a_masked_nan(tmp_path):
+    out = _run_model(tmp_path, mm.MaskedSqrt, "MaskedSqrt")
+    assert np.isfinite(out).all()
+    run = _run(tmp_path).run()
+    assert run.replays() == []
+    from tvmdbg_tb import analysis
+
+    assert analysis.alerts(run)["num_alerts"] == 0
+
+
+# -- deep mode -------------------------------------------------------------------------------
+
+
+def _masked_cases():
+    return {
+        "sqrt-tvmscript": (mm.MaskedSqrt, "MaskedSqrt", "relax.sqrt", mm.MASKED_SQRT_LINE),
+        "log-tvmscript": (mm.MaskedLog, "MaskedLog", "relax.log", mm.MASKED_LOG_LINE),
+        "sqrt-blockbuilder": (mm.masked_sqrt_bb, "MaskedSqrt", "relax.sqrt", mm.masked_sqrt_bb()[1]),
+        "log-blockbuilder": (mm.masked_log_bb, "MaskedLog", "relax.log", mm.masked_log_bb()[1]),
+    }
+
+
+@pytest.mark.parametrize("case", ["sqrt-tvmscript", "log-tvmscript", "sqrt-blockbuilder", "log-blockbuilder"])
+def test_deep_mode_alerts_a_masked_nan_at_its_own_line(tmp_path, case):
+    module, name, op_type, line = _masked_cases()[case]
+    out = _run_model(tmp_path, module, name, calls=2, trace_fused_ops=True)
+    assert np.isfinite(out).all()  # the kernel's output hides it
+    run = _run(tmp_path).run()
+    assert run.graphs()[0].instrumentation == "vm_instrument"
+    records = run.replays()
+    assert len(records) == 2 and all(r.trigger == "deep" and not r.error for r in records)
+    alert = _first_origin(run)
+    assert alert["masked"] and alert["origin"] and alert["confirmed"] == "deep"
+    assert alert["inner_op"]["op_type"] == op_type
+    assert alert["location"]["line"] == line
+    assert alert["nan_count"] > 0
+    assert alert["execution_index"] == 0
+    done = subprocess.run([*TVMDBG, "check", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout
+    assert f"{op_type} " in done.stdout and f":{line} " in done.stdout
+    assert "made NaN/Inf inside that their outputs hide" in done.stdout
+
+
+def test_deep_mode_unfused_model_is_unchanged(tmp_path):
+    """Without fusion each op is its own kernel: deep mode has nothing to add."""
+    out = _run_model(tmp_path, mm.MaskedSqrt, "MaskedSqrt", fuse=False, trace_fused_ops=True)
+    assert np.isfinite(out).all()
+    run = _run(tmp_path).run()
+    assert run.replays() == []
+    alert = _first_origin(run)
+    assert alert["kernel"].endswith("sqrt") and alert["confirmed"] == "heuristic"
+    assert alert["location"]["line"] == mm.MASKED_SQRT_LINE
+
+
+def test_trace_fused_ops_must_be_a_bool(tmp_path):
+    with pytest.raises(TypeError, match="trace_fused_ops"):
+        tvmdbg.enable_dump_debug_info(tmp_path, trace_fused_ops="yes")
+    with pytest.raises(TypeError, match="trace_fused_ops"):
+        tvmdbg.enable_check_numerics(trace_fused_ops=1)
+
+
+# -- check-numerics -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_check_numerics_names_the_inner_op(deep):
+    module, name = (mm.MaskedLog, "MaskedLog") if deep else (mm.LeakedLog, "LeakedLog")
+    tvmdbg.enable_check_numerics(trace_fused_ops=deep)
+    try:
+        vm = relax.VirtualMachine(compile_module(module, fuse=True), tvm.cpu())
+        with pytest.raises(CheckNumericsError) as info:
+            vm["main"](*[tvm.runtime.tensor(a) for a in mm.inputs(name)])
+    finally:
+        tvmdbg.disable_check_numerics()
+    error = info.value
+    line = mm.MASKED_LOG_LINE if deep else mm.LEAKED_LOG_LINE
+    assert error.inner_op == ("relax.log", "lg")
+    assert error.source == (MASKED_FILE, line)
+    assert "Replayed op by op: `relax.log` -> lg" in str(error)
+    assert f"{MASKED_FILE}:{line}" in str(error)
+
+
+def test_check_numerics_without_deep_mode_passes_a_masked_nan():
+    tvmdbg.enable_check_numerics()
+    try:
+        vm = relax.VirtualMachine(compile_module(mm.MaskedLog, fuse=True), tvm.cpu())
+        out = vm["main"](*[tvm.runtime.tensor(a) for a in mm.inputs("MaskedLog")])
+    finally:
+        tvmdbg.disable_check_numerics()
+    assert np.isfinite(out.numpy()).all()
+
+
+# -- the plugin route ---------------------------------------------------------------------------
+
+
+def test_replays_route_and_alerts_route(tmp_path):
+    from tensorboard.backend.event_processing import plugin_event_multiplexer  # noqa: F401
+    from tensorboard.plugins import base_plugin
+    from werkzeug import test as werkzeug_test
+    from werkzeug import wrappers
+
+    from tvmdbg_tb.plugin.plugin import TvmDebuggerPlugin
+
+    _run_model(tmp_path, mm.MaskedSqrt, "MaskedSqrt", trace_fused_ops=True)
+    plugin = TvmDebuggerPlugin(base_plugin.TBContext(logdir=str(tmp_path)), start_reader=False)
+    plugin._reader.update()
+    apps = plugin.get_plugin_apps()
+
+    def get(route, **params):
+        client = werkzeug_test.Client(apps[route], wrappers.Response)
+        response = client.get(route, query_string=params)
+        return response.status_code, json.loads(response.get_data(as_text=True))
+
+    code, runs = get("/runs")
+    assert code == 200
+    [info] = runs["runs"]
+    assert info["num_alerts"] == 1 and info["first_origin_alert"] == 0
+    code, page = get("/replays", run=info["run"])
+    assert code == 200 and page["num_replays"] == 1
+    replay = page["replays"][0]
+    assert replay["trigger"] == "deep" and replay["error"] is None
+    ops = replay["ops"]
+    assert [o["op_type"] for o in ops] == ["relax.matmul", "relax.add", "relax.sqrt", "relax.maximum", "relax.multiply"]
+    assert [o["health"] for o in ops] == ["finite", "finite", "nonfinite", "finite", "finite"]
+    assert replay["first_nonfinite_op"] == 2 and ops[2]["origin"]
+    assert ops[2]["location"]["line"] == mm.MASKED_SQRT_LINE
+    assert ops[3]["input_refs"][0] == 2  # maximum reads the sqrt
+    code, one = get("/replays", run=info["run"], op_id=str(replay["op_id"]), execution_index="0")
+    assert code == 200 and one["replays"] == page["replays"]
+    code, missing = get("/replays", run=info["run"], op_id="999999")
+    assert code == 404 and "error" in missing
+    code, bad = get("/replays", run=info["run"], op_id="x")
+    assert code == 400
+    code, alerts = get("/alerts", run=info["run"])
+    assert code == 200 and alerts["num_alerts"] == 1
+    assert alerts["alerts"][0]["masked"] and alerts["alerts"][0]["inner_op"]["op_type"] == "relax.sqrt"
