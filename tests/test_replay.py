@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -120,8 +121,11 @@ def test_demo_check_and_alerts_cli_name_the_inner_op(demo_run):
     line = _example_line("relax.op.log(")
     done = subprocess.run([*TVMDBG, "check", str(logdir)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
-    assert "relax.log lv1 made it (confirmed by replay)" in done.stdout
-    assert f"debug_digits.py:{line}" in done.stdout
+    assert (
+        f"it was created at {EXAMPLE}:{line} (__call__) (inside the fused kernel, relax.log lv1 made it: "
+        in done.stdout
+    )
+    assert "confirmed by replay)" in done.stdout
     done = subprocess.run(
         [*TVMDBG, "alerts", str(logdir), "--json", "-l", "1"],
         capture_output=True,
@@ -191,7 +195,9 @@ def test_deep_mode_alerts_a_masked_nan_at_its_own_line(tmp_path, case):
     assert alert["execution_index"] == 0
     done = subprocess.run([*TVMDBG, "check", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stdout
-    assert f"{op_type} " in done.stdout and f":{line} " in done.stdout
+    assert re.search(
+        rf"created at {re.escape(MASKED_FILE)}:{line} \(\w+\) \(inside the fused kernel, {op_type} ", done.stdout
+    )
     assert "made NaN/Inf inside that their outputs hide" in done.stdout
 
 
@@ -288,3 +294,40 @@ def test_replays_route_and_alerts_route(tmp_path):
     code, alerts = get("/alerts", run=info["run"])
     assert code == 200 and alerts["num_alerts"] == 1
     assert alerts["alerts"][0]["masked"] and alerts["alerts"][0]["inner_op"]["op_type"] == "relax.sqrt"
+
+
+def test_demo_cli_ni_li_and_replay_show_the_inner_ops(demo_run):
+    logdir, run = demo_run
+    alert = _first_origin(run)
+    name, e = alert["op_name"], alert["execution_index"]
+    line = _example_line("relax.op.log(")
+    done = subprocess.run(
+        [*TVMDBG, "analyze", str(logdir), "-x", f"ni {name}", "-x", f"li {name}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"replayed op by op in execution {e} (auto)" in done.stdout
+    assert "relax.log" in done.stdout and "<- made it" in done.stdout
+    made = [row for row in done.stdout.splitlines() if "<- made it" in row]
+    assert made and all(f"debug_digits.py:{line}" in row and "relax.log" in row for row in made)
+    assert "lv1 = relax.log(lv)" in done.stdout
+    done = subprocess.run(
+        [*TVMDBG, "replay", str(logdir), "--execution", str(e), "--op", name], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "<- made it" in done.stdout
+    # Another execution of the same kernel: no inputs were kept, and it says why.
+    traced = run.trace_digests()["execution_index"][run.op_trace_indices(alert["op_id"])].tolist()
+    later = min(x for x in traced if x > e)
+    done = subprocess.run(
+        [*TVMDBG, "replay", str(logdir), "--execution", str(later), "--op", name], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert "were not captured" in done.stderr and "FULL_HEALTH" in done.stderr and f"[{e}]" in done.stderr
+    # A single-op kernel: nothing to replay.
+    single = next(op for op in run.ops() if len(op.original_ops) == 1 and run.op_trace_indices(op.op_id).size)
+    done = subprocess.run(
+        [*TVMDBG, "replay", str(logdir), "--execution", "0", "--op", f"#{single.op_id}"], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "nothing to replay" in done.stderr

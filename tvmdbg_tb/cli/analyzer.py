@@ -454,6 +454,9 @@ class Analyzer(Shell):
         elif execution is not None and not np.any(digests["execution_index"][traced] == execution):
             raise CliError(f"op {self.names.name(op.op_id)} has no trace in execution {execution}")
         when = f"in execution {execution}" if execution is not None else "(never traced)"
+        from tvmdbg_tb.cli import inner
+
+        lines += inner.ni_lines(run, op, execution, style)
         lines.append(f"Inputs ({len(op.inputs)}), health {when}:")
         if op.inputs:
             healths = (
@@ -551,7 +554,9 @@ class Analyzer(Shell):
         depth = args.depth if args.recursive else 1
         lines = [f"Inputs of {self.names.name(op.op_id)} ({op.kernel}):"]
         self._tree(op, depth, 1, lines, set(), inputs=True)
-        return lines if len(lines) > 1 else lines + ["  (none)"]
+        from tvmdbg_tb.cli import inner
+
+        return (lines if len(lines) > 1 else lines + ["  (none)"]) + inner.li_lines(self.run, op, None)
 
     def cmd_lo(self, args, style: Style) -> list[str]:
         op = self.names.resolve(args.op)

@@ -1,4 +1,4 @@
-"""The subcommands that read a dump: analyze, alerts, check, profile."""
+"""The subcommands that read a dump: analyze, alerts, check, profile, replay."""
 
 from __future__ import annotations
 
@@ -73,3 +73,11 @@ def check(args) -> int:
             print(text)
             status = 1
     return status
+
+
+def replay(args) -> int:
+    from tvmdbg_tb.cli.inner import replay_command
+
+    reader = open_logdir(args.logdir)
+    run = pick_run(reader, args.run, notes=sys.stderr)
+    return replay_command(run, OpNames(run), args.execution, args.op)

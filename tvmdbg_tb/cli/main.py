@@ -153,6 +153,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the table as the plugin's `profile` route does")
 
     p = sub.add_parser(
+        "replay",
+        help="show a fused kernel call replayed op by op, or why it cannot be",
+        description=textwrap.dedent(
+            """\
+            Show one fused kernel call re-run op by op (its Relax ops unfused, on the kernel's
+            inputs of that execution): the health of every inner op's output and the op that
+            made the first NaN/Inf, with its line. Replays are made while the program runs
+            (the first NaN/Inf origin of a run automatically; every fused call with
+            trace_fused_ops=True); for other calls this says why none exists. Exit status 0
+            with a replay, 1 when it failed, 2 when there is none."""
+        ),
+        epilog="examples:\n  tvmdbg replay /tmp/logdir --execution 9 --op lv6",
+        formatter_class=_formatter,
+    )
+    _add_logdir(p)
+    p.add_argument("--execution", type=int, required=True, metavar="N", help="the execution index of the call")
+    p.add_argument("--op", required=True, metavar="NAME", help="the kernel call site (op name, #id or kernel)")
+
+    p = sub.add_parser(
         "run",
         help="run a Python script under tvmdbg and stop at a chosen VM call",
         description=textwrap.dedent(

@@ -224,14 +224,11 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
         inputs = _input_health(run, names, a)
         if inputs:
             text += f", from inputs {inputs}"
+        text += f"; it was created at {_where(a['location'])}"
         if a.get("inner_op"):
             inner = a["inner_op"]
-            text += (
-                f"; inside the fused kernel, {inner['op_type']} {inner['var_name']} made it "
-                f"(confirmed by {a['confirmed']}) at {_where(inner['location'])}."
-            )
-        else:
-            text += f"; it was created at {_where(a['location'])}."
+            text += f" (inside the fused kernel, {inner['op_type']} {inner['var_name']} made it: confirmed by {a['confirmed']})"
+        text += "."
         if first is None:
             text += (
                 " No op made the first bad value inside the traced kernels: it came in through the function's inputs."
