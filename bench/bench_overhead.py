@@ -24,6 +24,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 MODES = ["NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "SHAPE"]
+# Deep mode (trace_fused_ops=True: every fused kernel call replayed op by op), measured on the
+# fused models where it matters.
+DEEP = "FULL_HEALTH+deep"
+DEEP_WORKLOADS = {"cnn", "transformer"}
 
 
 def _vm_workload(build):
@@ -100,16 +104,23 @@ def _kernels_per_call(logdir: str) -> float:
         return run.num_traces() / max(run.num_executions(), 1)
 
 
-def measure(name: str, calls: int, seconds: float) -> list[tuple]:
+def measure(name: str, calls: int, seconds: float, modes: list[str] | None = None) -> list[tuple]:
     import tvmdbg
 
     build = _workloads()[name]
     rows = []
-    for mode in MODES:
+    for mode in modes or MODES + ([DEEP] if name in DEEP_WORKLOADS else []):
+        if mode == DEEP and name not in DEEP_WORKLOADS:
+            continue
         _tracing[0] = False
         base = build()
         with tempfile.TemporaryDirectory() as logdir:
-            tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=-1)
+            tvmdbg.enable_dump_debug_info(
+                logdir,
+                tensor_debug_mode=mode.split("+")[0],
+                circular_buffer_size=-1,
+                trace_fused_ops=mode == DEEP,
+            )
             try:
                 _tracing[0] = True
                 traced = build()
@@ -152,6 +163,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
     parser.add_argument("--threads", type=int, default=0, help="TVM_NUM_THREADS (0: TVM's default)")
     parser.add_argument("--workloads", default="chain200,big1M,train_step,cnn,transformer")
+    parser.add_argument("--modes", default="", help=f"comma-separated modes (default: all; {DEEP} on cnn/transformer)")
     parser.add_argument(
         "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time (use with --threads 1)"
     )
@@ -168,7 +180,8 @@ def main() -> None:
     )
     print(f"{'workload':<12} {'mode':<15} {'base_us':>10} {'traced_us':>10} {'ratio':>7} {'added_us/kernel':>16}")
     for name in options.workloads.split(","):
-        for workload, mode, base_us, traced_us, ratio, per_kernel in measure(name, calls, seconds):
+        modes = options.modes.split(",") if options.modes else None
+        for workload, mode, base_us, traced_us, ratio, per_kernel in measure(name, calls, seconds, modes):
             print(
                 f"{workload:<12} {mode:<15} {base_us:>10.1f} {traced_us:>10.1f} {ratio:>7.3f} {per_kernel:>16.2f}",
                 flush=True,
