@@ -31,6 +31,7 @@ from tvmdbg_tb.events.summaries import nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.replay.replayer import is_replayable, replay, snapshot_inputs
 
+_NONFINITE_WEIGHTS = None  # set on first use (numpy is imported lazily)
 MAX_RERUNS = 3  # re-runs of bad calls whose first bad kernel had bad inputs (no origin)
 _HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
 
@@ -45,6 +46,11 @@ class AutoReplay:
         self._pending: tuple | None = None  # (execution index, runtime site, program, inputs)
         self._reruns = 0
         self._deep_errors: set[str] = set()
+        global _NONFINITE_WEIGHTS
+        if _NONFINITE_WEIGHTS is None:
+            import numpy as np
+
+            _NONFINITE_WEIGHTS = np.array([1.0, -1.0, -1.0, -1.0, 1.0, 1.0])
 
     @property
     def deep(self) -> bool:
@@ -113,7 +119,10 @@ class AutoReplay:
     # -- the compiled path -----------------------------------------------------------------
 
     def scan_buffers(self, buffers) -> tuple[int, int] | None:
-        """(fid, row) of the earliest non-finite kernel output in a call's stats buffers."""
+        """(fid, row) of the earliest non-finite kernel output in a call's stats buffers.
+
+        The common case (all finite) is one matrix-vector product per buffer: per row,
+        -inf + +inf + NaN = neg_inf + pos_inf + size - lt0 - gt0 - eq0 (columns 1..6)."""
         from tvmdbg_tb.instrument import compiled
 
         best = None
@@ -121,14 +130,12 @@ class AutoReplay:
             function = compiled.FUNCTIONS.get(fid)
             if function is None or not function.health:
                 continue
-            count = len(function.rows)
-            rows = array[1 : count + 1]
-            nan = rows[:, 1] - rows[:, 2] - rows[:, 3] - rows[:, 4]
-            bad = (rows[:, 0] != 0) & ((rows[:, 5] + rows[:, 6] + nan) > 0)
-            if not bad.any():
+            rows = array[1 : len(function.rows) + 1]
+            bad = rows[:, 1:7] @ _NONFINITE_WEIGHTS
+            if bad.max(initial=0.0) <= 0:
                 continue
-            for i in bad.nonzero()[0].tolist():
-                if function.rows[i].health and (best is None or rows[i, 0] < best[0]):
+            for i in (bad > 0).nonzero()[0].tolist():
+                if rows[i, 0] and function.rows[i].health and (best is None or rows[i, 0] < best[0]):
                     best = (float(rows[i, 0]), fid, i)
                     break
         return None if best is None else (best[1], best[2])
