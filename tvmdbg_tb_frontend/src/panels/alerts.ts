@@ -1,9 +1,10 @@
 /** Alerts: NaN/∞ counts per kind, the list of non-finite outputs, and the one click that
  * matters: jump to the first origin alert (the first op that made a non-finite value). */
-import type { Alert, AlertsPage } from "../api";
+import type { Alert, AlertsPage, Location } from "../api";
 import { h, setChildren } from "../dom";
 import { formatCount, formatLocation } from "../format";
 import type { Store } from "../store";
+import { landOnInnerOp } from "./inner_ops";
 
 /** At most this many alerts are listed (and counted by kind); the total is always shown. */
 const MAX_LISTED = 2000;
@@ -59,7 +60,10 @@ export class AlertsPanel {
       this.store.reportError(new Error(`the execution of ${alert.op_name} for this alert is no longer in the dump (circular buffer)`));
       return;
     }
+    landOnInnerOp(alert);
     await this.store.selectTrace(pos, alert.trace_index);
+    const frame = (alert as { inner_op?: { location: Location | null } | null }).inner_op?.location;
+    if (frame) this.store.showFrame({ file_path: frame.file_path, file_index: -1, line: frame.line, function: frame.function });
   }
 
   private render(): void {

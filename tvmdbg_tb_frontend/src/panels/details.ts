@@ -16,6 +16,7 @@ import {
   summaryHealth,
 } from "../format";
 import type { Store } from "../store";
+import { innerOpsSection } from "./inner_ops";
 import { healthPill } from "./pill";
 
 type Tab = "op" | "tensor" | "history" | "profile";
@@ -168,6 +169,7 @@ class OpView implements View {
             ),
           )
         : h("div", { class: "muted small" }, "No Relax op mapping for this kernel."),
+      op.original_ops.length > 1 ? innerOpsSection(this.store, op.op_id, trace ? trace.execution_index : null) : null,
       h(
         "table",
         { class: "io-table" },

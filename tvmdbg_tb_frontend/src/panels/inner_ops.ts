@@ -1,0 +1,85 @@
+/** The Relax ops inside a fused kernel as its replay saw them (docs/routes.md#replays): each
+ * inner op coloured by its replayed output health, the one that made the NaN/Inf marked, and
+ * the inner op an alert named selected (the alert "lands" on it). A small section of the op
+ * view; the graph panel's layout is not touched. */
+import type { Alert, Location } from "../api";
+import { h } from "../dom";
+import { formatLocation } from "../format";
+import type { Store } from "../store";
+
+export interface InnerOp {
+  index: number;
+  op_type: string;
+  var_name: string;
+  prim_func: string;
+  location: Location | null;
+  input_refs: number[];
+  health: "finite" | "nonfinite" | "unknown";
+  origin: boolean;
+}
+
+export interface Replay {
+  execution_index: number;
+  op_id: number;
+  kernel: string;
+  trigger: string;
+  error: string | null;
+  note: string | null;
+  first_nonfinite_op: number | null;
+  ops: InnerOp[];
+}
+
+/** The inner op the last clicked alert named: (op id, execution index, inner op index). */
+let landed: { opId: number; execution: number; index: number } | null = null;
+
+/** Called when an alert is clicked, before its trace is selected. */
+export function landOnInnerOp(alert: Alert & { inner_op?: { index: number } | null }): void {
+  landed = alert.inner_op ? { opId: alert.op_id, execution: alert.execution_index, index: alert.inner_op.index } : null;
+}
+
+/** The section for one op (empty when the op was never replayed). */
+export function innerOpsSection(store: Store, opId: number, execution: number | null): HTMLElement {
+  const el = h("div", { class: "inner-ops", "data-testid": "inner-ops" });
+  if (!store.run) return el;
+  void store.api
+    .get<{ replays: Replay[] }>("replays", { run: store.run, op_id: opId })
+    .then((page) => {
+      const replays = page.replays;
+      const replay = replays.find((r) => r.execution_index === execution) ?? (replays.length ? replays[replays.length - 1] : undefined);
+      if (replay) el.append(...render(store, replay));
+    })
+    .catch((err) => store.reportError(err));
+  return el;
+}
+
+function render(store: Store, replay: Replay): HTMLElement[] {
+  const chosen = landed && landed.opId === replay.op_id && landed.execution === replay.execution_index ? landed.index : null;
+  const head = h(
+    "div",
+    { class: "muted small" },
+    `Replayed op by op in execution ${replay.execution_index} (${replay.trigger})`,
+    replay.error ? `: not replayed, ${replay.error}` : "",
+  );
+  const list = h(
+    "ol",
+    { class: "inner-op-list" },
+    replay.ops.map((op) =>
+      h(
+        "li",
+        {
+          class: `inner-op health-${op.health}${op.origin ? " origin" : ""}${op.index === chosen ? " selected" : ""}`,
+          "data-testid": "inner-op",
+          "data-inner-index": String(op.index),
+          "data-health": op.health,
+          onclick: () =>
+            op.location &&
+            store.showFrame({ file_path: op.location.file_path, file_index: -1, line: op.location.line, function: op.location.function }),
+        },
+        h("code", null, `${op.var_name} = ${op.op_type}`),
+        op.origin ? h("span", { class: "badge origin-badge" }, "made NaN/∞") : null,
+        h("span", { class: "muted small" }, `  ${op.health} · ${formatLocation(op.location)}`),
+      ),
+    ),
+  );
+  return [head, list];
+}
