@@ -331,3 +331,44 @@ def test_demo_cli_ni_li_and_replay_show_the_inner_ops(demo_run):
         [*TVMDBG, "replay", str(logdir), "--execution", "0", "--op", f"#{single.op_id}"], capture_output=True, text=True
     )
     assert done.returncode == 2 and "nothing to replay" in done.stderr
+
+
+# -- bad input: a clear message, never an exception -------------------------------------------
+
+
+def test_replay_bad_inputs_give_a_record_with_a_clear_error(tmp_path):
+    from tvmdbg_tb.instrument import capture
+    from tvmdbg_tb.proto import debug_event_pb2 as pb
+    from tvmdbg_tb.replay.replayer import replay
+
+    def attempt(site, inputs):
+        return replay(
+            None,
+            site,
+            inputs,
+            execution_index=0,
+            op_id=0,
+            graph_id=0,
+            trigger="request",
+            location_of=lambda frames, user_index: pb.CodeLocation(user_frame_index=-1),
+        )
+
+    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH")
+    try:
+        fused = capture.info_of(compile_module(mm.LeakedLog, fuse=True))
+        plain = capture.info_of(compile_module(mm.LeakedLog, fuse=False))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    [site] = fused.functions["main"].sites
+    x, y = mm.inputs("LeakedLog")
+    assert "not compiled while tvmdbg was enabled" in attempt(None, [x]).error
+    assert attempt(site, None).error == "the kernel's inputs were not captured for this execution"
+    assert [o.op_type for o in attempt(site, None).ops][:2] == ["relax.subtract", "relax.log"]  # ops, no outputs
+    wrong = attempt(site, [x])
+    assert "takes 2 inputs, 1 were given" in wrong.error and not wrong.ops[0].outputs
+    bad_dtype = attempt(site, [x.astype("float64"), y.astype("float64")])
+    assert bad_dtype.error.startswith("the replay of `fused_subtract_tir_log_multiply_sum` raised")
+    unfused = plain.functions["main"].sites[0]
+    assert "compiled without FuseOps" in attempt(unfused, [x, y]).error
+    good = attempt(site, [x, y])
+    assert not good.error and good.ops[good.first_nonfinite_op].op_type == "relax.log"

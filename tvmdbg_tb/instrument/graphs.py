@@ -89,6 +89,7 @@ class FunctionInfo:
     param_names: list[str]
     params: list[Spec | None]
     sites: list[SiteInfo]
+    pure: bool = True  # the Relax function declares no side effects (a replay may re-run it)
 
 
 @dataclass
@@ -472,4 +473,5 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
         param_names=[p.name for p in params],
         params=[_spec(p) for p in params],
         sites=sites,
+        pure=bool(getattr(func, "is_pure", True)),
     )

@@ -11,13 +11,14 @@ Inputs are valid only during the VM call, so how they are kept depends on the tr
   while hunting, each traced output's health is checked and the inputs of the first bad one
   are copied there (cost while hunting: one health test per trace; none once found).
 - Compiled (fast path): Python sees the stats buffer only after the call. While hunting, the
-  buffer's health columns are scanned once per call (a few vectorised numpy operations).
+  buffer's health columns are scanned once per call (one matrix-vector product, ~2.6 us).
   When a row shows the first non-finite output, the same VM function is called once more
   with the same argument objects under a VM instrument that copies that kernel's inputs,
   then the group is replayed. Cost: one more run of that one call, once per run. Soundness:
-  the re-run sees the same inputs only if the function does not update tensors in place;
-  functions with call_tir_inplace sites are not re-run (the record says so), and the record
-  carries `matches_kernel` (does the replayed output's health agree with the kernel's?).
+  the re-run sees the same inputs only if the call has no side effects; executables with
+  call_tir_inplace sites, packed calls or impure Relax functions (KV caches, ...) are not
+  re-run (the record says so, without ops). The record carries `matches_kernel` (does the
+  replayed output's health agree with the kernel's?) against anything else that differs.
 """
 
 from __future__ import annotations
@@ -157,9 +158,16 @@ class AutoReplay:
             return
         self._reruns += 1
         info = program.info
-        if any(s.inplace_indices for f in info.functions.values() for s in f.sites):
+        if not all(f.pure for f in info.functions.values()) or any(
+            s.inplace_indices or s.call_type in ("call_packed", "call_dps_packed")
+            for f in info.functions.values()
+            for s in f.sites
+        ):
             self.hunting = False
-            note = "not re-run: the function updates tensors in place, a second run would see other inputs"
+            note = (
+                "not re-run: the executable updates tensors in place or has side effects (impure functions, "
+                "packed calls), so a second run would see other inputs"
+            )
             self._write(execution_index, runtime, program, None, note)
             return
         try:
