@@ -372,3 +372,38 @@ def test_replay_bad_inputs_give_a_record_with_a_clear_error(tmp_path):
     assert "compiled without FuseOps" in attempt(unfused, [x, y]).error
     good = attempt(site, [x, y])
     assert not good.error and good.ops[good.first_nonfinite_op].op_type == "relax.log"
+
+
+def test_full_tensor_dump_replays_any_fused_call_offline(tmp_path, monkeypatch):
+    logdir = tmp_path / "full_tensor"
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_TENSOR")
+    try:
+        vm = relax.VirtualMachine(compile_module(mm.MaskedLog, fuse=True), tvm.cpu())
+        for _ in range(2):
+            vm["main"](*[tvm.runtime.tensor(a) for a in mm.inputs("MaskedLog")])
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    run = _run(logdir).run()
+    [op] = [op for op in run.ops() if len(op.original_ops) > 1]
+    source = run.fused_group_source(op.op_id)
+    assert source is not None and [o.op_type for o in source.ops][2] == "relax.log"
+    assert [bool(c.dtype) for c in source.constants] == [False, True]  # x, then the bound 0.0
+    done = subprocess.run(
+        [*TVMDBG, "replay", str(logdir), "--execution", "1", "--op", op.op_name], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    made = [row for row in done.stdout.splitlines() if "<- made it" in row]
+    assert len(made) == 1 and "relax.log" in made[0] and f"models_masked.py:{mm.MASKED_LOG_LINE}" in made[0]
+    assert "replayed from the FULL_TENSOR dump" in done.stdout
+    # The replay computes what numpy computes for log(3x): the NaN count of the inner op.
+    x = mm.inputs("MaskedLog")[0]
+    assert f"nan:{int(np.count_nonzero(x < 0))}" in made[0]
+    # The dump is untouched: reading it again finds the same records.
+    assert len(_run(logdir).run().replays()) == len(run.replays())
+    # Another TVM version cannot load the recorded ops: it says so.
+    from tvmdbg_tb.replay.group import ReplayError
+    from tvmdbg_tb.replay.offline import replay_recorded
+
+    monkeypatch.setattr(tvm, "__version__", "0.0.0-other")
+    with pytest.raises(ReplayError, match="written with TVM .* this process has TVM 0.0.0-other"):
+        replay_recorded(run, op, 1)

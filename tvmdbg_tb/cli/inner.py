@@ -121,11 +121,15 @@ def replay_command(run: RunReader, names, execution: int, op_name: str, out=sys.
             "enable_dump_debug_info(..., trace_fused_ops=True), or at the error with "
             "enable_check_numerics(trace_fused_ops=True)"
         )
-    raise CliError(
-        f"the dump holds the inputs of {name} in execution {execution} (FULL_TENSOR) but not the compiled Relax ops "
-        f"of kernel {op.kernel}, which a replay needs{known}. Replay it while the program runs: "
-        "enable_dump_debug_info(..., trace_fused_ops=True)"
-    )
+    from tvmdbg_tb.replay.group import ReplayError
+    from tvmdbg_tb.replay.offline import replay_recorded
+
+    try:
+        record = replay_recorded(run, op, execution)
+    except ReplayError as error:
+        raise CliError(f"cannot replay {name} in execution {execution}: {error}") from None
+    print("\n".join(replay_lines(run, replay_json(run, record), style)), file=out)
+    return 0
 
 
 def _span(values: set[int]) -> str:

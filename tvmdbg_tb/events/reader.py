@@ -227,6 +227,7 @@ class RunReader:
         self._function_ids_raw: dict[bytes, int] = {}  # the same, by the name's UTF-8 bytes
         # FusedOpReplay records by (execution index, op id), in file order.
         self._replays: dict[tuple[int, int], list[pb.FusedOpReplay]] = {}
+        self._group_sources: dict[int, pb.FusedGroupSource] = {}
         self._executions = GrowingArray(EXECUTION_DIGEST)
         self._traces = GrowingArray(TRACE_DIGEST)
 
@@ -400,6 +401,8 @@ class RunReader:
             elif event.HasField("fused_op_replay"):
                 replay = event.fused_op_replay
                 self._replays.setdefault((replay.execution_index, replay.op_id), []).append(replay)
+            elif event.HasField("fused_group_source"):
+                self._group_sources[event.fused_group_source.op_id] = event.fused_group_source
 
     def _execution_row(self, offset: int, event: pb.DebugEvent) -> tuple:
         """The digest row of one execution parsed by protobuf (the vectorised path's fallback)."""
@@ -549,6 +552,11 @@ class RunReader:
         with self._lock:
             found = self._replays.get((int(execution_index), int(op_id)))
             return found[-1] if found else None
+
+    def fused_group_source(self, op_id: int) -> pb.FusedGroupSource | None:
+        """What an offline replay of a fused kernel site needs (FULL_TENSOR dumps), or None."""
+        with self._lock:
+            return self._group_sources.get(int(op_id))
 
     def num_executions(self) -> int:
         with self._lock:

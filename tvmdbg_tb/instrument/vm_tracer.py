@@ -293,7 +293,7 @@ class Tracer:
             traces.append(trace)
         call.traces.extend(traces)
         replayer = self.session.replay
-        if replayer is not None and (replayer.hunting or replayer.deep):
+        if replayer is not None and replayer.watching:
             replayer.on_traces(self.program, call.index, site, args, outputs, traces)
         if self.session.want_nonfinite:
             nonfinite = [_nonfinite(v) for v in outputs]

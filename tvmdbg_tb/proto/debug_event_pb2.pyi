@@ -60,7 +60,7 @@ FLOAT8_E4M3FN: DType
 FLOAT8_E5M2: DType
 
 class DebugEvent(_message.Message):
-    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "fused_op_replay")
+    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "fused_op_replay", "fused_group_source")
     WALL_TIME_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     DEBUG_METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,7 @@ class DebugEvent(_message.Message):
     EXECUTION_FIELD_NUMBER: _ClassVar[int]
     GRAPH_EXECUTION_TRACE_FIELD_NUMBER: _ClassVar[int]
     FUSED_OP_REPLAY_FIELD_NUMBER: _ClassVar[int]
+    FUSED_GROUP_SOURCE_FIELD_NUMBER: _ClassVar[int]
     wall_time: float
     step: int
     debug_metadata: DebugMetadata
@@ -81,7 +82,8 @@ class DebugEvent(_message.Message):
     execution: Execution
     graph_execution_trace: GraphExecutionTrace
     fused_op_replay: FusedOpReplay
-    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ...) -> None: ...
+    fused_group_source: FusedGroupSource
+    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ..., fused_group_source: _Optional[_Union[FusedGroupSource, _Mapping]] = ...) -> None: ...
 
 class DebugMetadata(_message.Message):
     __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv")
@@ -364,3 +366,21 @@ class InnerOpResult(_message.Message):
     outputs: _containers.RepeatedCompositeFieldContainer[TensorSummary]
     origin: bool
     def __init__(self, index: _Optional[int] = ..., op_type: _Optional[str] = ..., var_name: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., prim_func: _Optional[str] = ..., input_refs: _Optional[_Iterable[int]] = ..., outputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., origin: bool = ...) -> None: ...
+
+class FusedGroupSource(_message.Message):
+    __slots__ = ("op_id", "kernel", "module_script", "tvm_version", "ops", "num_inputs", "constants")
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    MODULE_SCRIPT_FIELD_NUMBER: _ClassVar[int]
+    TVM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    NUM_INPUTS_FIELD_NUMBER: _ClassVar[int]
+    CONSTANTS_FIELD_NUMBER: _ClassVar[int]
+    op_id: int
+    kernel: str
+    module_script: str
+    tvm_version: str
+    ops: _containers.RepeatedCompositeFieldContainer[InnerOpResult]
+    num_inputs: int
+    constants: _containers.RepeatedCompositeFieldContainer[TensorValue]
+    def __init__(self, op_id: _Optional[int] = ..., kernel: _Optional[str] = ..., module_script: _Optional[str] = ..., tvm_version: _Optional[str] = ..., ops: _Optional[_Iterable[_Union[InnerOpResult, _Mapping]]] = ..., num_inputs: _Optional[int] = ..., constants: _Optional[_Iterable[_Union[TensorValue, _Mapping]]] = ...) -> None: ...

@@ -30,7 +30,8 @@ from typing import Any
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.summaries import nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
-from tvmdbg_tb.replay.replayer import is_replayable, replay, snapshot_inputs
+from tvmdbg_tb.replay.group import ReplayError
+from tvmdbg_tb.replay.replayer import group_source, is_replayable, replay, snapshot_inputs
 
 _NONFINITE_WEIGHTS = None  # set on first use (numpy is imported lazily)
 MAX_RERUNS = 3  # re-runs of bad calls whose first bad kernel had bad inputs (no origin)
@@ -47,11 +48,20 @@ class AutoReplay:
         self._pending: tuple | None = None  # (execution index, runtime site, program, inputs)
         self._reruns = 0
         self._deep_errors: set[str] = set()
+        # FULL_TENSOR dumps keep every kernel's inputs: record each fused site's ops once, so
+        # `tvmdbg replay` can replay any call offline (FusedGroupSource).
+        self._sources = session.writer is not None and session.mode == pb.FULL_TENSOR
+        self._sourced: set[int] = set()
         global _NONFINITE_WEIGHTS
         if _NONFINITE_WEIGHTS is None:
             import numpy as np
 
             _NONFINITE_WEIGHTS = np.array([1.0, -1.0, -1.0, -1.0, 1.0, 1.0])
+
+    @property
+    def watching(self) -> bool:
+        """Whether the VM-instrument tracer must call on_traces."""
+        return self.hunting or self.deep or self._sources
 
     @property
     def deep(self) -> bool:
@@ -62,6 +72,9 @@ class AutoReplay:
 
     def on_traces(self, program, execution_index: int, site, args: tuple, outputs: list, traces) -> None:
         """Called by the VM-instrument tracer after a kernel ran, while its args are valid."""
+        if self._sources and site.op_id not in self._sourced and is_replayable(site.info):
+            self._sourced.add(site.op_id)
+            self._write_source(site, args)
         if self.deep and is_replayable(site.info) and self._deep(execution_index, site, args, outputs, traces):
             self.hunting = False  # deep mode recorded the origin inside this kernel
             return
@@ -116,6 +129,18 @@ class AutoReplay:
         if self.session.writer is not None:
             self.session.writer.write_event(layout.GRAPHS, pb.DebugEvent(fused_op_replay=record))
         return True
+
+    def _write_source(self, site, args: tuple) -> None:
+        try:
+            record = group_source(site.info, _inputs(site, args), self.session.code_location)
+            record.op_id = site.op_id
+            self.session.writer.write_event(layout.GRAPHS, pb.DebugEvent(fused_group_source=record))
+        except ReplayError:
+            pass  # a group that cannot be replayed: `tvmdbg replay` says why when asked
+        except Exception as error:
+            warnings.warn(
+                f"tvmdbg: could not record the ops of `{site.kernel}`: {error!r}", RuntimeWarning, stacklevel=3
+            )
 
     # -- the compiled path -----------------------------------------------------------------
 

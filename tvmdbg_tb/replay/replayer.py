@@ -143,3 +143,28 @@ def inner_origin(site: graphs.SiteInfo | None, inputs: list, kernel_output_bad: 
         return group_of(site).ops[record.first_nonfinite_op], record
     except ReplayError:
         return None
+
+
+def group_source(site: graphs.SiteInfo, inputs: list, location_of: LocationOf) -> pb.FusedGroupSource:
+    """The FusedGroupSource of a fused site (raises ReplayError when it cannot be replayed)."""
+    import tvm
+
+    from tvmdbg_tb.instrument.summary import tensor_value
+
+    group = group_of(site)
+    listing = pb.FusedOpReplay()
+    _fill_ops(listing, group, None, location_of)
+    record = pb.FusedGroupSource(
+        kernel=site.kernel,
+        module_script=group._module.script(),
+        tvm_version=tvm.__version__,
+        num_inputs=group.num_inputs,
+    )
+    record.ops.extend(listing.ops)
+    for k, value in enumerate(inputs):
+        constant = k < len(site.inputs) and site.inputs[k].kind == pb.OpInput.CONSTANT
+        if constant:
+            record.constants.append(tensor_value(value, str(value.dtype), tuple(int(d) for d in value.shape)))
+        else:
+            record.constants.append(pb.TensorValue())
+    return record

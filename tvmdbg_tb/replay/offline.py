@@ -1,0 +1,98 @@
+"""Replay of a recorded fused kernel call from a FULL_TENSOR dump (`tvmdbg replay`).
+
+The dump holds the call's inputs (producer traces' and the execution's tensor values) and, per
+fused site, the unfused module (FusedGroupSource). The replay runs here, in the reading
+process, with the same TVM version; it never writes to the dump.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tvmdbg_tb.events.reader import RunReader
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.replay.group import FusedGroup, InnerOp, ReplayError
+from tvmdbg_tb.replay.replayer import _fill_ops, _summary
+
+
+def _array(value: pb.TensorValue, what: str) -> np.ndarray:
+    if value.truncated:
+        raise ReplayError(f"{what} was truncated in the dump (larger than the FULL_TENSOR limit)")
+    try:
+        dtype = np.dtype(value.dtype)
+    except TypeError:
+        raise ReplayError(f"{what} has dtype {value.dtype!r}, which numpy cannot hold") from None
+    shape = [int(d) for d in value.shape]
+    return np.frombuffer(value.content, dtype=dtype.newbyteorder("<")).reshape(shape).copy()
+
+
+def _inputs(run: RunReader, op: pb.GraphOpCreation, source: pb.FusedGroupSource, execution: int) -> list[np.ndarray]:
+    digests = run.trace_digests()
+    here = run.execution_trace_indices(execution)
+    executions = np.flatnonzero(run.execution_digests()["index"] == execution)
+    out = []
+    for k, inp in enumerate(op.inputs):
+        what = f"input {k} `{inp.name}`"
+        if k < len(source.constants) and source.constants[k].dtype:
+            out.append(_array(source.constants[k], what))
+        elif inp.kind == pb.OpInput.OP_OUTPUT:
+            hits = here[
+                (digests["op_id"][here] == inp.producer_op_id)
+                & (digests["output_slot"][here] == inp.producer_output_slot)
+            ]
+            if not len(hits):
+                raise ReplayError(f"{what}: its producer's output in execution {execution} is not in the dump")
+            trace = run.trace(int(hits[-1]))
+            if not trace.HasField("tensor_value"):
+                raise ReplayError(f"{what}: its producer's trace holds no value")
+            out.append(_array(trace.tensor_value, what))
+        elif inp.kind == pb.OpInput.PARAM:
+            if not len(executions):
+                raise ReplayError(f"{what}: execution {execution} is no longer in the dump")
+            summaries = run.execution(int(executions[-1])).inputs
+            if inp.param_index >= len(summaries) or not summaries[inp.param_index].HasField("tensor_value"):
+                raise ReplayError(f"{what}: parameter {inp.param_index} of execution {execution} holds no value")
+            out.append(_array(summaries[inp.param_index].tensor_value, what))
+        else:
+            raise ReplayError(f"{what} is the result of a VM builtin, whose value the dump does not keep")
+    return out
+
+
+def replay_recorded(run: RunReader, op: pb.GraphOpCreation, execution: int) -> pb.FusedOpReplay:
+    """Replays kernel call (op, execution) from the dump; raises ReplayError saying why not."""
+    import tvm
+
+    source = run.fused_group_source(op.op_id)
+    if source is None:
+        raise ReplayError(
+            f"the dump holds no replay source for kernel {op.kernel} (its ops could not be replayed alone)"
+        )
+    if source.tvm_version != tvm.__version__:
+        raise ReplayError(
+            f"the dump was written with TVM {source.tvm_version}; this process has TVM {tvm.__version__}, "
+            "which cannot load its compiled ops"
+        )
+    inputs = _inputs(run, op, source, execution)
+    try:
+        module = tvm.script.from_source(source.module_script)
+    except Exception as error:
+        raise ReplayError(f"the recorded ops of {op.kernel} cannot be loaded: {error}") from None
+    ops = [InnerOp(o.index, o.var_name, o.prim_func, list(o.input_refs), None) for o in source.ops]
+    group = FusedGroup(op.kernel, ops, source.num_inputs, _module=module)
+    outputs = group.run(inputs)
+    record = pb.FusedOpReplay(
+        execution_index=execution,
+        op_id=op.op_id,
+        graph_id=op.graph_id,
+        kernel=op.kernel,
+        trigger="request",
+        first_nonfinite_op=-1,
+        note="replayed from the FULL_TENSOR dump",
+        matches_kernel=True,
+    )
+    record.inputs.extend(_summary(a) for a in inputs)
+    _fill_ops(record, group, outputs, lambda frames, user_index: pb.CodeLocation())
+    for entry, recorded in zip(record.ops, source.ops):
+        entry.op_type = recorded.op_type
+        entry.code_location.CopyFrom(recorded.code_location)
+    return record
