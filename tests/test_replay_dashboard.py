@@ -52,6 +52,11 @@ def test_alert_click_selects_the_inner_op_that_made_the_nan(tensorboard):
         assert selected.get_attribute("data-inner-index") == str(alert["inner_op"]["index"])
         assert selected.get_attribute("data-health") == "nonfinite"
         assert "relax.log" in selected.inner_text()
+        # Its operands' health, from the replay: the log reads the subtract's finite output.
+        [replay] = tensorboard.api(f"replays?run={run}")["replays"]
+        log = replay["ops"][alert["inner_op"]["index"]]
+        operand = replay["ops"][log["input_refs"][0]]
+        assert selected.locator(".inner-op-reads").inner_text() == f"reads {operand['var_name']} (finite)"
         inner = frame.locator("[data-testid=inner-op]")
         assert inner.count() == 4  # subtract, log, multiply, sum
         assert [inner.nth(i).get_attribute("data-health") for i in range(4)] == [

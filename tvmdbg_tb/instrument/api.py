@@ -259,6 +259,7 @@ def disable_check_numerics() -> None:
         check, _STATE.check = _STATE.check, None
         if _STATE.writer is not None:
             _STATE.session.remove_sink(check)
+            _STATE.session.trace_fused_ops = bool(_STATE.dump_args[5])
             vm_tracer.detach_all()
             capture.STATE.compile_health = _compile_health(_STATE.session)
         else:

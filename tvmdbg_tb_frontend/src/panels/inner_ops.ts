@@ -26,7 +26,20 @@ export interface Replay {
   error: string | null;
   note: string | null;
   first_nonfinite_op: number | null;
+  inputs: { summary: Record<string, number> }[];
   ops: InnerOp[];
+}
+
+/** What an inner op reads and how healthy each operand was in the replay. */
+function readsText(replay: Replay, op: InnerOp): string {
+  const parts = op.input_refs.map((ref) => {
+    if (ref >= 0) return `${replay.ops[ref]?.var_name ?? `op ${ref}`} (${replay.ops[ref]?.health ?? "unknown"})`;
+    if (ref <= -1_000_000) return "a constant";
+    const s = replay.inputs[-1 - ref]?.summary ?? {};
+    const bad = (s.nan ?? 0) + (s.neg_inf ?? 0) + (s.pos_inf ?? 0);
+    return `kernel input ${-1 - ref} (${s.size === undefined ? "unknown" : bad ? "nonfinite" : "finite"})`;
+  });
+  return parts.length ? `reads ${parts.join(", ")}` : "reads nothing";
 }
 
 /** The inner op the last clicked alert named: (op id, execution index, inner op index). */
@@ -71,6 +84,7 @@ function render(store: Store, replay: Replay): HTMLElement[] {
           "data-testid": "inner-op",
           "data-inner-index": String(op.index),
           "data-health": op.health,
+          title: readsText(replay, op),
           onclick: () =>
             op.location &&
             store.showFrame({ file_path: op.location.file_path, file_index: -1, line: op.location.line, function: op.location.function }),
@@ -78,6 +92,7 @@ function render(store: Store, replay: Replay): HTMLElement[] {
         h("code", null, `${op.var_name} = ${op.op_type}`),
         op.origin ? h("span", { class: "badge origin-badge" }, "made NaN/∞") : null,
         h("span", { class: "muted small" }, `  ${op.health} · ${formatLocation(op.location)}`),
+        h("div", { class: "muted small inner-op-reads" }, readsText(replay, op)),
       ),
     ),
   );
