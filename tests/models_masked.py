@@ -94,3 +94,53 @@ def inputs(name: str) -> list[np.ndarray]:
     if name == "LeakedLog":
         return [x, x + 1.0]
     return [x]
+
+
+@I.ir_module
+class LeakedExp:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), w: R.Tensor((8, 8), "float32")) -> R.Tensor((4, 8), "float32"):
+        with R.dataflow():
+            h = R.add(R.matmul(x, w), R.const(100.0, "float32"))
+            s = R.multiply(h, R.sigmoid(h))
+            e = R.exp(s)  # leak: exp
+            out = R.multiply(e, R.const(0.5, "float32"))
+            R.output(out)
+        return out
+
+
+@I.ir_module
+class LeakedSoftmaxLog:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32")) -> R.Tensor((4, 8), "float32"):
+        with R.dataflow():
+            p = R.nn.softmax(R.multiply(x, R.const(1000.0, "float32")), axis=-1)
+            lg = R.log(p)  # leak: log
+            out = R.multiply(lg, R.const(-1.0, "float32"))
+            R.output(out)
+        return out
+
+
+@I.ir_module
+class LeakedDivSqrt:
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), y: R.Tensor((4, 8), "float32")) -> R.Tensor((4, 8), "float32"):
+        with R.dataflow():
+            d = R.divide(x, y)
+            r = R.sqrt(d)  # leak: sqrt
+            out = R.add(r, R.const(1.0, "float32"))
+            R.output(out)
+        return out
+
+
+LEAKED = {"LeakedExp": "relax.exp", "LeakedSoftmaxLog": "relax.log", "LeakedDivSqrt": "relax.sqrt"}
+
+
+def leaked_inputs(name: str) -> list[np.ndarray]:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 8)).astype("float32")
+    if name == "LeakedExp":
+        return [np.abs(x), np.abs(rng.standard_normal((8, 8)).astype("float32"))]
+    if name == "LeakedDivSqrt":
+        return [x, np.abs(x) + 1.0]
+    return [x]

@@ -407,3 +407,21 @@ def test_full_tensor_dump_replays_any_fused_call_offline(tmp_path, monkeypatch):
     monkeypatch.setattr(tvm, "__version__", "0.0.0-other")
     with pytest.raises(ReplayError, match="written with TVM .* this process has TVM 0.0.0-other"):
         replay_recorded(run, op, 1)
+
+
+@pytest.mark.parametrize("name", sorted(mm.LEAKED))
+def test_fused_leak_alert_is_located_at_the_op_that_made_the_value(tmp_path, name):
+    from models import line_of
+
+    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH")
+    try:
+        vm = relax.VirtualMachine(compile_module(getattr(mm, name), fuse=True), tvm.cpu())
+        vm["main"](*[tvm.runtime.tensor(a) for a in mm.leaked_inputs(name)])
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    run = _run(tmp_path).run()
+    alert = _first_origin(run)
+    op_type = mm.LEAKED[name]
+    assert len(alert["original_ops"]) > 1 and alert["original_ops"][0]["op_type"] != op_type  # fused, not first
+    assert alert["confirmed"] == "replay" and alert["inner_op"]["op_type"] == op_type
+    assert alert["location"]["line"] == line_of(MASKED_FILE, f"# leak: {op_type.split('.')[-1]}")
