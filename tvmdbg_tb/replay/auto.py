@@ -23,7 +23,6 @@ Inputs are valid only during the VM call, so how they are kept depends on the tr
 
 from __future__ import annotations
 
-import threading
 import warnings
 from typing import Any
 
@@ -44,8 +43,7 @@ class AutoReplay:
     def __init__(self, session):
         self.session = session
         self.hunting = session.writer is not None and session.mode in (*_HEALTH_MODES, pb.FULL_TENSOR)
-        self._lock = threading.Lock()
-        self._pending: tuple | None = None  # (execution index, runtime site, program, inputs)
+        self._pending: tuple | None = None  # (execution index, runtime site, program, inputs, note)
         self._reruns = 0
         self._deep_errors: set[str] = set()
         # FULL_TENSOR dumps keep every kernel's inputs: record each fused site's ops once, so
