@@ -11,7 +11,7 @@ Inputs are valid only during the VM call, so how they are kept depends on the tr
   while hunting, each traced output's health is checked and the inputs of the first bad one
   are copied there (cost while hunting: one health test per trace; none once found).
 - Compiled (fast path): Python sees the stats buffer only after the call. While hunting, the
-  buffer's health columns are scanned once per call (one matrix-vector product, ~2.6 us).
+  buffer's health columns are scanned once per call (one .tolist() and a Python loop over its rows).
   When a row shows the first non-finite output, the same VM function is called once more
   with the same argument objects under a VM instrument that copies that kernel's inputs,
   then the group is replayed. Cost: one more run of that one call, once per run. Soundness:
@@ -32,7 +32,6 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.replay.group import ReplayError
 from tvmdbg_tb.replay.replayer import group_source, is_replayable, replay, snapshot_inputs
 
-_NONFINITE_WEIGHTS = None  # set on first use (numpy is imported lazily)
 MAX_RERUNS = 3  # re-runs of bad calls whose first bad kernel had bad inputs (no origin)
 _HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
 
@@ -50,11 +49,6 @@ class AutoReplay:
         # `tvmdbg replay` can replay any call offline (FusedGroupSource).
         self._sources = session.writer is not None and session.mode == pb.FULL_TENSOR
         self._sourced: set[int] = set()
-        global _NONFINITE_WEIGHTS
-        if _NONFINITE_WEIGHTS is None:
-            import numpy as np
-
-            _NONFINITE_WEIGHTS = np.array([1.0, -1.0, -1.0, -1.0, 1.0, 1.0])
 
     @property
     def watching(self) -> bool:
@@ -145,8 +139,8 @@ class AutoReplay:
     def scan_buffers(self, buffers) -> tuple[int, int] | None:
         """(fid, row) of the earliest non-finite kernel output in a call's stats buffers.
 
-        The common case (all finite) is one matrix-vector product per buffer: per row,
-        -inf + +inf + NaN = neg_inf + pos_inf + size - lt0 - gt0 - eq0 (columns 1..6)."""
+        Per row, -inf + +inf + NaN = neg_inf + pos_inf + size - lt0 - gt0 - eq0 (columns
+        1..6); plain Python on one .tolist() is the cheapest for the few rows of a call."""
         from tvmdbg_tb.instrument import compiled
 
         best = None
@@ -154,13 +148,11 @@ class AutoReplay:
             function = compiled.FUNCTIONS.get(fid)
             if function is None or not function.health:
                 continue
-            rows = array[1 : len(function.rows) + 1]
-            bad = rows[:, 1:7] @ _NONFINITE_WEIGHTS
-            if bad.max(initial=0.0) <= 0:
-                continue
-            for i in (bad > 0).nonzero()[0].tolist():
-                if rows[i, 0] and function.rows[i].health and (best is None or rows[i, 0] < best[0]):
-                    best = (float(rows[i, 0]), fid, i)
+            infos = function.rows
+            for i, (cycles, size, lt, gt, eq, neg_inf, pos_inf) in enumerate(array[1 : len(infos) + 1, :7].tolist()):
+                if (neg_inf or pos_inf or size != lt + gt + eq) and cycles and infos[i].health:
+                    if best is None or cycles < best[0]:
+                        best = (cycles, fid, i)
                     break
         return None if best is None else (best[1], best[2])
 
