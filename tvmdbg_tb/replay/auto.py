@@ -32,6 +32,7 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.replay.group import ReplayError
 from tvmdbg_tb.replay.replayer import group_source, is_replayable, replay, snapshot_inputs
 
+_VECTOR_ROWS = 64  # above this many rows numpy's fixed cost (~20 us after kernels ran) pays off
 MAX_RERUNS = 3  # re-runs of bad calls whose first bad kernel had bad inputs (no origin)
 _HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
 
@@ -149,7 +150,12 @@ class AutoReplay:
             if function is None or not function.health:
                 continue
             infos = function.rows
-            for i, (cycles, size, lt, gt, eq, neg_inf, pos_inf) in enumerate(array[1 : len(infos) + 1, :7].tolist()):
+            rows = array[1 : len(infos) + 1, :7]
+            if len(infos) > _VECTOR_ROWS:  # many rows: one vectorised test first
+                r = rows
+                if not ((r[:, 5] + r[:, 6] + (r[:, 1] - r[:, 2] - r[:, 3] - r[:, 4])) > 0).any():
+                    continue
+            for i, (cycles, size, lt, gt, eq, neg_inf, pos_inf) in enumerate(rows.tolist()):
                 if (neg_inf or pos_inf or size != lt + gt + eq) and cycles and infos[i].health:
                     if best is None or cycles < best[0]:
                         best = (cycles, fid, i)
