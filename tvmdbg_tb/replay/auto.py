@@ -33,6 +33,9 @@ from tvmdbg_tb.replay.group import ReplayError
 from tvmdbg_tb.replay.replayer import group_source, is_replayable, replay, snapshot_inputs
 
 _VECTOR_ROWS = 64  # above this many rows numpy's fixed cost (~20 us after kernels ran) pays off
+# Deep-mode records per kernel site: the graphs file is kept whole (no circular buffer), so a
+# NaN made inside a kernel on every call must not grow it without bound.
+MAX_DEEP_RECORDS_PER_SITE = 100
 MAX_RERUNS = 3  # re-runs of bad calls whose first bad kernel had bad inputs (no origin)
 _HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
 
@@ -46,6 +49,7 @@ class AutoReplay:
         self._pending: tuple | None = None  # (execution index, runtime site, program, inputs, note)
         self._reruns = 0
         self._deep_errors: set[str] = set()
+        self._deep_written: dict[int, int] = {}  # op id -> deep records written
         # FULL_TENSOR dumps keep every kernel's inputs: record each fused site's ops once, so
         # `tvmdbg replay` can replay any call offline (FusedGroupSource).
         self._sources = session.writer is not None and session.mode == pb.FULL_TENSOR
@@ -119,6 +123,10 @@ class AutoReplay:
             return False
         if record.first_nonfinite_op < 0:
             return False
+        written = self._deep_written.get(site.op_id, 0)
+        if written >= MAX_DEEP_RECORDS_PER_SITE:
+            return True
+        self._deep_written[site.op_id] = written + 1
         if self.session.writer is not None:
             self.session.writer.write_event(layout.GRAPHS, pb.DebugEvent(fused_op_replay=record))
         return True
