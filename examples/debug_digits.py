@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             circular_buffer_size=args.circular_buffer_size,
             live=args.live,
         )
+        if args.live:  # wait at the first kernel: set watchpoints in the Live panel, then "Next hit"
+            tvmdbg.request_pause()
+            print("live: paused at the first kernel; open the TVM Debugger tab's Live panel", flush=True)
     train_x, train_y, test_x, test_labels = load_data(args.seed)
     batch = len(train_x)
     backbone = build_backbone(batch)

@@ -37,7 +37,8 @@ _LAZY = {
     "register_tensor_filter": "tvmdbg_tb.cli.filters",
     "add_watchpoint": "tvmdbg_tb.live.api",
     "list_watchpoints": "tvmdbg_tb.live.api",
-    "delete_watchpoint": "tvmdbg_tb.live.api",  # no TVM, but only `tvmdbg run` needs it
+    "delete_watchpoint": "tvmdbg_tb.live.api",
+    "request_pause": "tvmdbg_tb.live.api",  # no TVM, but only `tvmdbg run` needs it
 }
 
 __all__ = [

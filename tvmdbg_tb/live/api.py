@@ -19,7 +19,7 @@ from tvmdbg_tb.instrument import capture, vm_tracer
 from tvmdbg_tb.live.controller import LiveController
 from tvmdbg_tb.live.server import ControlServer
 
-__all__ = ["add_watchpoint", "delete_watchpoint", "list_watchpoints"]
+__all__ = ["add_watchpoint", "delete_watchpoint", "list_watchpoints", "request_pause"]
 
 _LOCK = threading.RLock()
 
@@ -118,3 +118,12 @@ def delete_watchpoint(watchpoint_id: int) -> None:
     if controller is None:
         raise KeyError(f"no watchpoint #{watchpoint_id}")
     controller.delete_watchpoint(watchpoint_id)
+
+
+def request_pause() -> None:
+    """Pauses the program after its next kernel (e.g. at the start, so the dashboard can set
+    watchpoints first). Needs live=True; the pause ends after live_timeout without a dashboard."""
+    with _LOCK:
+        if _LIVE.server is None:
+            raise RuntimeError("request_pause needs tvmdbg.enable_dump_debug_info(..., live=True)")
+        _LIVE.controller.pause_requested = True

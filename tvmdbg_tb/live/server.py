@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from tvmdbg_tb.live.channel import LIVE_FILE, TOKEN_HEADER
 from tvmdbg_tb.live.controller import CommandError, LiveController
 from tvmdbg_tb.live.watchpoints import WatchpointError
+
 MAX_BODY = 64 * 1024
 _WATCHPOINT_OPTIONS = ("threshold", "min", "max", "op_name", "op_regex", "pause")
 
