@@ -75,7 +75,12 @@ const CSS = `
 .live-panel .live-source { font-family: monospace; font-size: 11px; }
 `;
 
-async function call(route: string, run: string, method: "GET" | "POST", body?: unknown): Promise<{ status: number; data: Record<string, unknown> }> {
+async function call(
+  route: string,
+  run: string,
+  method: "GET" | "POST",
+  body?: unknown,
+): Promise<{ status: number; data: Record<string, unknown> }> {
   const url = `${route}?run=${encodeURIComponent(run)}`;
   const response = await fetch(url, {
     method,
@@ -278,7 +283,9 @@ export class LivePanel {
     const p = s.pause;
     setChildren(
       this.status,
-      p ? `paused at ${p.op_name} (pause #${p.pause_id})` : `running (pid ${s.pid}, ${s.mode === "next_hit" ? "stops at the next hit" : s.mode})`,
+      p
+        ? `paused at ${p.op_name} (pause #${p.pause_id})`
+        : `running (pid ${s.pid}, ${s.mode === "next_hit" ? "stops at the next hit" : s.mode})`,
       ...(s.events ?? []).map((e) => h("div", { class: "muted small" }, e)),
     );
     setChildren(
@@ -295,11 +302,22 @@ export class LivePanel {
     if (p) {
       setChildren(
         this.paused,
-        h("div", { "data-testid": "live-paused-op" }, h("b", null, p.op_name), ` kernel ${p.kernel} in ${p.function} · call #${p.execution_index}`),
+        h(
+          "div",
+          { "data-testid": "live-paused-op" },
+          h("b", null, p.op_name),
+          ` kernel ${p.kernel} in ${p.function} · call #${p.execution_index}`,
+        ),
         h("div", { class: "small" }, p.reason),
-        p.original_ops.length ? h("div", { class: "small muted" }, "ops: ", p.original_ops.map((o) => `${o.op_type} -> ${o.var_name}`).join(", ")) : null,
+        p.original_ops.length
+          ? h("div", { class: "small muted" }, "ops: ", p.original_ops.map((o) => `${o.op_type} -> ${o.var_name}`).join(", "))
+          : null,
         p.source
-          ? h("div", { class: "live-source", "data-testid": "live-source" }, `${p.source.file_path}:${p.source.line}  ${p.source.text.trim()}`)
+          ? h(
+              "div",
+              { class: "live-source", "data-testid": "live-source" },
+              `${p.source.file_path}:${p.source.line}  ${p.source.text.trim()}`,
+            )
           : null,
         h("div", { class: "small" }, "inputs"),
         p.inputs.map((t, k) => tensorView(t, "input", k)),
@@ -315,7 +333,13 @@ export class LivePanel {
       (s.recent_hits ?? [])
         .slice(-10)
         .reverse()
-        .map((hit) => h("div", { "data-testid": "live-hit" }, `#${hit.watchpoint_id} ${hit.op_name}:${hit.output_slot} (call ${hit.execution_index}) ${hit.detail}`)),
+        .map((hit) =>
+          h(
+            "div",
+            { "data-testid": "live-hit" },
+            `#${hit.watchpoint_id} ${hit.op_name}:${hit.output_slot} (call ${hit.execution_index}) ${hit.detail}`,
+          ),
+        ),
     );
   }
 }
