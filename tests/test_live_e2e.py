@@ -95,6 +95,10 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
             assert time.time() < deadline, (hits, alerts)
             time.sleep(0.5)
         assert hits[0]["op_name"] == op_name and hits[0]["paused"]
+        # the panel lists the dump's hits once the program is gone
+        frame.locator("[data-testid=live-hits]").filter(has_text=f"{len(hits)} watchpoint hits").wait_for(
+            timeout=10_000
+        )
         origin = alerts["alerts"][alerts["first_origin_index"]]
         assert origin["op_name"] == op_name
     finally:

@@ -222,6 +222,14 @@ export class LivePanel {
     try {
       const { status, data } = await call("live/state", run, "GET");
       this.state = status === 200 ? (data as unknown as LiveState) : { live: false, reason: String(data.error ?? status) };
+      if (!this.state.live) {
+        // The program ended (or never was live): the dump still lists its watchpoint hits.
+        const recorded = await call("live/hits", run, "GET");
+        if (recorded.status === 200) {
+          this.state.recent_hits = (recorded.data.hits as Hit[]) ?? [];
+          this.state.num_hits = Number(recorded.data.num_hits ?? 0);
+        }
+      }
       this.render();
     } catch (err) {
       this.state = { live: false, reason: `cannot reach TensorBoard (${err instanceof Error ? err.message : String(err)})` };
@@ -277,7 +285,7 @@ export class LivePanel {
       setChildren(this.status, `not live: ${s?.reason ?? "no run"}`);
       setChildren(this.watchList);
       setChildren(this.paused);
-      setChildren(this.hits);
+      this.renderHits(s);
       return;
     }
     const p = s.pause;
@@ -326,6 +334,14 @@ export class LivePanel {
       );
     } else {
       setChildren(this.paused);
+    }
+    this.renderHits(s);
+  }
+
+  private renderHits(s: LiveState | null): void {
+    if (!s || !s.num_hits) {
+      setChildren(this.hits);
+      return;
     }
     setChildren(
       this.hits,
