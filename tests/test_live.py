@@ -375,3 +375,23 @@ def test_killed_tensorboard_lets_the_program_finish(tmp_path):
     run_reader = reader.run(os.path.relpath(run_dir, tmp_path))
     assert run_reader.num_executions() == 3 and len(run_reader.watchpoint_hits) == 3
     reader.close()
+
+
+# -- the CLI shares the watchpoints ------------------------------------------------------------
+
+from test_cli_tvm import cli, script  # noqa: E402, F401  (the CLI tests' script fixture)
+
+
+def test_tvmdbg_run_stops_at_a_watchpoint_hit(script, tmp_path):  # noqa: F811
+    dump = tmp_path / "dump"
+    result = cli(
+        "run", "--watch", "nan_or_inf:op_regex=log", "--dump_dir", dump, "-x", "run --no_break", script, "-", 2
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.count("tvmdbg run: stopped after") == 1
+    assert "stopped after VM call 3 (main, execution 2): 1 watchpoint hit, the first #1 NaN or Inf" in out, out
+    stop = out.index("stopped after")
+    assert out.index("step 1: finite=True") < stop < out.index("step 2: finite=True")
+    bad = cli("run", "--watch", "abs_above:limit=3", script)
+    assert bad.returncode != 0 and "--watch: bad watch option 'limit=3'" in bad.stderr

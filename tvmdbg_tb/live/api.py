@@ -19,7 +19,7 @@ from tvmdbg_tb.instrument import capture, vm_tracer
 from tvmdbg_tb.live.controller import LiveController
 from tvmdbg_tb.live.server import ControlServer
 
-__all__ = ["add_watchpoint", "delete_watchpoint", "list_watchpoints", "request_pause"]
+__all__ = ["add_watchpoint", "delete_watchpoint", "list_watchpoints", "request_pause", "watchpoint_hits"]
 
 _LOCK = threading.RLock()
 
@@ -127,3 +127,9 @@ def request_pause() -> None:
         if _LIVE.server is None:
             raise RuntimeError("request_pause needs tvmdbg.enable_dump_debug_info(..., live=True)")
         _LIVE.controller.pause_requested = True
+
+
+def watchpoint_hits() -> list[dict]:
+    """Every watchpoint hit of this process so far, oldest first (the dump has them too)."""
+    controller = _LIVE.controller
+    return list(controller.hits) if controller is not None else []

@@ -173,3 +173,19 @@ def make_watchpoint(
             raise WatchpointError(f"op_regex {op_regex!r} is not a valid regular expression: {error}") from None
         wp.op_regex = op_regex
     return wp
+
+
+def parse_watch_spec(spec: str) -> tuple[str, dict]:
+    """ "CONDITION[:key=value,...]" (the CLI's --watch) -> (condition, keyword options), e.g.
+    "abs_above:threshold=1e3,op_regex=matmul". Values are numbers except op_name/op_regex."""
+    condition, _, rest = spec.partition(":")
+    options: dict[str, Any] = {}
+    for item in filter(None, rest.split(",")):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or key not in ("threshold", "min", "max", "op_name", "op_regex"):
+            raise WatchpointError(
+                f"bad watch option {item!r} in {spec!r}: use key=value with threshold, min, max, op_name or op_regex"
+            )
+        options[key] = value if key in ("op_name", "op_regex") else _number({key: value}, key, condition)
+    return condition.strip(), options
