@@ -75,6 +75,8 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
         outputs = [_parse_values(t) for t in frame.locator("[data-testid=live-output-values]").all_inner_texts()]
         assert any(not math.isfinite(v) for vals in outputs for v in vals), outputs
         assert frame.locator("[data-testid=live-source]").count() == 1
+        shots = ROOT / "docs" / "screenshots" if os.environ.get("TVMDBG_UPDATE_SCREENSHOTS") == "1" else tmp_path
+        frame.locator("[data-panel=live]").screenshot(path=str(shots / "live_paused_at_first_nan.png"))
 
         frame.locator("[data-testid=live-step]").click()
         status.filter(has_text=f"pause #{pause_number + 1}").wait_for(timeout=30_000)

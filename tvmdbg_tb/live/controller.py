@@ -116,6 +116,7 @@ class LiveController:
         self.events: list[str] = []  # resumes by timeout etc., for the state
         self.serving = False  # a channel is open: pausing makes sense
         self._command: tuple[str, str | None] | None = None
+        self._pause_gate = threading.Lock()  # one pause at a time when several threads run the VM
         self.finished = False
 
     # -- watchpoints -----------------------------------------------------------------------
@@ -244,7 +245,7 @@ class LiveController:
         }
         if self.writer is not None:
             self.writer.flush()  # the dump shows everything up to the pause
-        with self._lock:
+        with self._pause_gate, self._lock:
             self.pause_id += 1
             state["pause_id"] = self.pause_id
             self.paused = state

@@ -66,6 +66,7 @@ interface LiveState {
 export const LIVE_POLL_MS = 1000;
 
 const CSS = `
+.side .live-panel[data-paused=true] { flex: 0 0 70%; height: 70%; }
 .live-panel .live-row { display: flex; flex-wrap: wrap; gap: 4px; align-items: center; margin: 4px 0; }
 .live-panel input[type=text], .live-panel input[type=number] { width: 6em; }
 .live-panel .live-status[data-paused=true] { color: #c62828; font-weight: 600; }
