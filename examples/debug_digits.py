@@ -53,6 +53,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="compile with relax.get_default_pipeline (fuses kernels; default) or plain tvm.compile (--no-fuse)",
     )
     parser.add_argument("--debug", action="store_true", help="dump debug info with tvmdbg.enable_dump_debug_info")
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="with --debug: let the TensorBoard tab pause, step and continue the training (live=True)",
+    )
     parser.add_argument("--dump_dir", default="/tmp/tvmdbg_logdir", help="where --debug dumps (default %(default)s)")
     parser.add_argument(
         "--dump_tensor_debug_mode",
@@ -164,8 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if args.debug:  # the one line that turns the debugger on
         tvmdbg.enable_dump_debug_info(
-            args.dump_dir, tensor_debug_mode=args.dump_tensor_debug_mode, circular_buffer_size=args.circular_buffer_size
+            args.dump_dir,
+            tensor_debug_mode=args.dump_tensor_debug_mode,
+            circular_buffer_size=args.circular_buffer_size,
+            live=args.live,
         )
+        if args.live:  # wait at the first kernel: set watchpoints in the Live panel, then "Next hit"
+            tvmdbg.request_pause()
+            print("live: paused at the first kernel; open the TVM Debugger tab's Live panel", flush=True)
     train_x, train_y, test_x, test_labels = load_data(args.seed)
     batch = len(train_x)
     backbone = build_backbone(batch)

@@ -34,7 +34,11 @@ _LAZY = {
     "disable_dump_debug_info": "tvmdbg_tb.instrument.api",
     "enable_check_numerics": "tvmdbg_tb.instrument.api",
     "disable_check_numerics": "tvmdbg_tb.instrument.api",
-    "register_tensor_filter": "tvmdbg_tb.cli.filters",  # no TVM, but only `tvmdbg run` needs it
+    "register_tensor_filter": "tvmdbg_tb.cli.filters",
+    "add_watchpoint": "tvmdbg_tb.live.api",
+    "list_watchpoints": "tvmdbg_tb.live.api",
+    "delete_watchpoint": "tvmdbg_tb.live.api",
+    "request_pause": "tvmdbg_tb.live.api",  # no TVM, but only `tvmdbg run` needs it
 }
 
 __all__ = [

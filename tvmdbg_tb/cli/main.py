@@ -198,6 +198,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "-f", "--tensor_filter", metavar="FILTER", help="stop at the first VM call with an output passing it"
     )
+    p.add_argument(
+        "--watch",
+        metavar="SPEC",
+        action="append",
+        help="stop after a VM call in which a watchpoint hit: CONDITION[:key=value,...], e.g. nan_or_inf, "
+        "abs_above:threshold=1e3,op_regex=matmul, value_range:min=-1,max=1, all_zero:op_name=lv3, changed:threshold=50",
+    )
+    p.add_argument(
+        "--live", action="store_true", help="also let the TensorBoard tab pause and step the program (live=True)"
+    )
     p.add_argument("--dump_dir", metavar="DIR", help="where the dump goes (default: a new temporary directory)")
     p.add_argument(
         "--tensor_debug_mode",

@@ -47,6 +47,7 @@ class BreakController:
         commands: Sequence[str] = (),
         stdin=None,
         stdout=None,
+        watch_hits=None,
     ):
         self.logdir = logdir
         self.run_name = run_name
@@ -58,7 +59,11 @@ class BreakController:
         self.stops: list[int] = []  # Execution.index of each stop
         self._lock = threading.Lock()  # one thread at a time decides and stops
         self._reader: DebugDataReader | None = None
-        self._set(times=None if tensor_filter else 1, tensor_filter=tensor_filter, no_break=False)
+        # watchpoint hits (tvmdbg_tb.live) so far: a call that adds hits stops the program
+        self.watch_hits = watch_hits
+        self._seen_hits = 0
+        stop_first = not tensor_filter and watch_hits is None
+        self._set(times=1 if stop_first else None, tensor_filter=tensor_filter, no_break=False)
         self.quitting = False
         self._resumed = False
 
@@ -82,6 +87,15 @@ class BreakController:
     def _reason(self, execution: pb.Execution, traces: Sequence[pb.GraphExecutionTrace]) -> str | None:
         if self.no_break:
             return None
+        if self.watch_hits is not None:
+            hits = self.watch_hits()
+            new, self._seen_hits = hits[self._seen_hits :], len(hits)
+            if new:
+                first = new[0]
+                return (
+                    f"{len(new)} watchpoint hit{'s' if len(new) > 1 else ''}, the first {first['description']} "
+                    f"at {first['op_name']}:{first['output_slot']} (kernel {first['kernel']}): {first['detail']}"
+                )
         if self.tensor_filter is not None:
             try:
                 fn = filters.get_tensor_filter(self.tensor_filter)
@@ -160,6 +174,25 @@ def _matches(fn: filters.TensorFilter, trace: pb.GraphExecutionTrace) -> bool:
 # -- the subcommand ------------------------------------------------------------------------
 
 
+def _add_watchpoints(specs: Sequence[str], live: bool):
+    """Adds --watch watchpoints (the live machinery's); returns the hit list getter, or None."""
+    if not specs:
+        return None
+    from tvmdbg_tb.live import api as live_api
+    from tvmdbg_tb.live.watchpoints import WatchpointError, parse_watch_spec
+
+    try:
+        for spec in specs:
+            condition, options = parse_watch_spec(spec)
+            live_api.add_watchpoint(condition, pause=live, **options)
+    except WatchpointError as error:
+        from tvmdbg_tb.instrument import api
+
+        api.disable_dump_debug_info()
+        raise CliError(f"--watch: {error}") from None
+    return live_api.watchpoint_hits
+
+
 def main(args) -> int:
     script = args.script
     if not os.path.isfile(script):
@@ -178,10 +211,19 @@ def main(args) -> int:
     from tvmdbg_tb.instrument import api  # imports TVM: only this subcommand does
 
     writer = api.enable_dump_debug_info(
-        dump_dir, tensor_debug_mode=mode_name(mode), circular_buffer_size=args.circular_buffer_size
+        dump_dir,
+        tensor_debug_mode=mode_name(mode),
+        circular_buffer_size=args.circular_buffer_size,
+        live=getattr(args, "live", False),
     )
+    watch_hits = _add_watchpoints(getattr(args, "watch", None) or [], getattr(args, "live", False))
     controller = BreakController(
-        writer.logdir, writer.run_name, flush=writer.flush, tensor_filter=args.tensor_filter, commands=args.execute
+        writer.logdir,
+        writer.run_name,
+        flush=writer.flush,
+        tensor_filter=args.tensor_filter,
+        commands=args.execute,
+        watch_hits=watch_hits,
     )
     print(
         f"tvmdbg run: dumping {mode_name(mode)} to {writer.run_dir}; "

@@ -222,6 +222,7 @@ class RunReader:
         self._ops: dict[int, pb.GraphOpCreation] = {}
         self._graph_ops: dict[int, list[int]] = defaultdict(list)
         self._consumers: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+        self.watchpoint_hits: list[tuple[float, pb.WatchpointHit]] = []  # (wall time, hit); tvmdbg_tb.live
         self.function_names: list[str] = []
         self._function_ids: dict[str, int] = {}
         self._function_ids_raw: dict[bytes, int] = {}  # the same, by the name's UTF-8 bytes
@@ -403,6 +404,8 @@ class RunReader:
                 self._replays.setdefault((replay.execution_index, replay.op_id), []).append(replay)
             elif event.HasField("fused_group_source"):
                 self._group_sources[event.fused_group_source.op_id] = event.fused_group_source
+            elif event.HasField("watchpoint_hit"):
+                self.watchpoint_hits.append((event.wall_time, event.watchpoint_hit))
 
     def _execution_row(self, offset: int, event: pb.DebugEvent) -> tuple:
         """The digest row of one execution parsed by protobuf (the vectorised path's fallback)."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Collection
@@ -89,6 +90,7 @@ class _State:
     dump_args: tuple | None = None
     writer: DebugEventsWriter | None = None
     check: CheckNumerics | None = None
+    extra_sinks: list = []  # sinks of tools built on top (tvmdbg_tb.live), kept across sessions
 
 
 _STATE = _State()
@@ -148,6 +150,8 @@ def _new_session() -> Session | None:
     if _STATE.check is not None:
         session.add_sink(_STATE.check)
     session.add_sink(_ListenerSink())
+    for sink in _STATE.extra_sinks:
+        session.add_sink(sink)
     return session
 
 
@@ -158,6 +162,8 @@ def enable_dump_debug_info(
     op_regex: str | None = None,
     tensor_dtypes: Collection[str] | Callable[[str], bool] | None = None,
     trace_fused_ops: bool = False,
+    live: bool = False,
+    live_timeout: float = 60.0,
 ) -> DebugEventsWriter:
     """Records every Relax compile and VM run of this process under logdir; returns the writer.
 
@@ -172,6 +178,10 @@ def enable_dump_debug_info(
         inputs (tvmdbg_tb.replay), so a NaN/Inf made and masked inside the kernel is recorded
         at its own Relax op and line. Slow (kernels are traced by the VM instrument and each
         fused call runs twice); default False.
+    live: let the TensorBoard tab control the program (watchpoints, pause, step, continue;
+        see tvmdbg_tb/live). Kernels are then traced by the VM instrument, one by one.
+    live_timeout: seconds a paused program waits without any dashboard contact before it
+        resumes with a warning.
     Calling it again with the same arguments returns the same writer; with different ones
     it raises ValueError (call disable_dump_debug_info() first).
     """
@@ -196,6 +206,7 @@ def enable_dump_debug_info(
         op_regex,
         _normalise_dtypes(tensor_dtypes),
         trace_fused_ops,
+        live,
     )
     with _LOCK:
         if _STATE.writer is not None:
@@ -210,6 +221,10 @@ def enable_dump_debug_info(
         _STATE.writer = DebugEventsWriter(args[0], tensor_debug_mode=mode, circular_buffer_size=circular_buffer_size)
         _STATE.dump_args = args
         _activate(_new_session())
+        if live:
+            from tvmdbg_tb.live import api as live_api
+
+            live_api.start_live(_STATE.writer, timeout=live_timeout)
         return _STATE.writer
 
 
@@ -219,6 +234,9 @@ def disable_dump_debug_info() -> None:
         writer = _STATE.writer
         if writer is None:
             return
+        live_api = sys.modules.get("tvmdbg_tb.live.api")
+        if live_api is not None:
+            live_api.stop_live()
         _STATE.writer = None
         _STATE.dump_args = None
         _activate(_new_session())

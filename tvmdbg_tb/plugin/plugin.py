@@ -24,6 +24,7 @@ from tvmdbg_tb import analysis
 from tvmdbg_tb.analysis.tensor_value import DEFAULT_MAX_ELEMENTS, MAX_ELEMENTS, SliceError
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
+from tvmdbg_tb.live.routes import live_routes
 from tvmdbg_tb.plugin.loader import PLUGIN_NAME
 
 logger = logging.getLogger("tvmdbg.plugin")
@@ -215,6 +216,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
             "/stack_frames/stack_frames": self._serve_stack_frames,
             "/tensor/value": self._serve_tensor_value,
             "/profile": self._serve_profile,
+            **live_routes(self._run),  # tvmdbg_tb.live: relayed to a live program
             "/*": self._serve_static,
         }
 

@@ -60,7 +60,7 @@ FLOAT8_E4M3FN: DType
 FLOAT8_E5M2: DType
 
 class DebugEvent(_message.Message):
-    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "fused_op_replay", "fused_group_source")
+    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "fused_op_replay", "fused_group_source", "watchpoint_hit")
     WALL_TIME_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     DEBUG_METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class DebugEvent(_message.Message):
     GRAPH_EXECUTION_TRACE_FIELD_NUMBER: _ClassVar[int]
     FUSED_OP_REPLAY_FIELD_NUMBER: _ClassVar[int]
     FUSED_GROUP_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    WATCHPOINT_HIT_FIELD_NUMBER: _ClassVar[int]
     wall_time: float
     step: int
     debug_metadata: DebugMetadata
@@ -83,7 +84,8 @@ class DebugEvent(_message.Message):
     graph_execution_trace: GraphExecutionTrace
     fused_op_replay: FusedOpReplay
     fused_group_source: FusedGroupSource
-    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ..., fused_group_source: _Optional[_Union[FusedGroupSource, _Mapping]] = ...) -> None: ...
+    watchpoint_hit: WatchpointHit
+    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ..., fused_group_source: _Optional[_Union[FusedGroupSource, _Mapping]] = ..., watchpoint_hit: _Optional[_Union[WatchpointHit, _Mapping]] = ...) -> None: ...
 
 class DebugMetadata(_message.Message):
     __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv")
@@ -384,3 +386,29 @@ class FusedGroupSource(_message.Message):
     num_inputs: int
     constants: _containers.RepeatedCompositeFieldContainer[TensorValue]
     def __init__(self, op_id: _Optional[int] = ..., kernel: _Optional[str] = ..., module_script: _Optional[str] = ..., tvm_version: _Optional[str] = ..., ops: _Optional[_Iterable[_Union[InnerOpResult, _Mapping]]] = ..., num_inputs: _Optional[int] = ..., constants: _Optional[_Iterable[_Union[TensorValue, _Mapping]]] = ...) -> None: ...
+
+class WatchpointHit(_message.Message):
+    __slots__ = ("watchpoint_id", "condition", "description", "op_id", "graph_id", "op_name", "kernel", "output_slot", "execution_index", "detail", "paused")
+    WATCHPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    OP_ID_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
+    OP_NAME_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SLOT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_INDEX_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    watchpoint_id: int
+    condition: str
+    description: str
+    op_id: int
+    graph_id: int
+    op_name: str
+    kernel: str
+    output_slot: int
+    execution_index: int
+    detail: str
+    paused: bool
+    def __init__(self, watchpoint_id: _Optional[int] = ..., condition: _Optional[str] = ..., description: _Optional[str] = ..., op_id: _Optional[int] = ..., graph_id: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., output_slot: _Optional[int] = ..., execution_index: _Optional[int] = ..., detail: _Optional[str] = ..., paused: bool = ...) -> None: ...

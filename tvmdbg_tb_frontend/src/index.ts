@@ -8,6 +8,7 @@ import { DetailsPanel } from "./panels/details";
 import { ExecutionsPanel } from "./panels/executions";
 import { GraphPanel } from "./panels/graph";
 import { HeaderBar } from "./panels/header";
+import { LivePanel } from "./panels/live";
 import { SourcePanel, StackPanel } from "./panels/source";
 import { TimelinePanel } from "./panels/timeline";
 import { Store } from "./store";
@@ -26,6 +27,7 @@ export function render(root: HTMLElement = document.body): Store {
   const header = new HeaderBar(store);
   const empty = h("div", { class: "empty-logdir", hidden: true });
   const alerts = new AlertsPanel(store);
+  const live = new LivePanel(store);
   const timeline = new TimelinePanel(store);
   const executions = new ExecutionsPanel(store);
   const graph = new GraphPanel(store);
@@ -35,7 +37,7 @@ export function render(root: HTMLElement = document.body): Store {
   const main = h(
     "main",
     { class: "layout" },
-    h("aside", { class: "side" }, alerts.el),
+    h("aside", { class: "side" }, alerts.el, live.el),
     h("div", { class: "area-timeline" }, timeline.el),
     h("div", { class: "area-list" }, executions.el),
     h("div", { class: "area-graph" }, graph.el),

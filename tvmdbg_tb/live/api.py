@@ -1,0 +1,135 @@
+"""Public live-debugging API (re-exported as tvmdbg.add_watchpoint, ...).
+
+    tvmdbg.enable_dump_debug_info(logdir, "FULL_HEALTH", live=True)
+    tvmdbg.add_watchpoint("nan_or_inf")                      # all ops
+    tvmdbg.add_watchpoint("abs_above", threshold=1e3, op_regex="matmul")
+
+Watchpoints work with or without live=True: hits are always recorded in the dump
+(WatchpointHit events); the program pauses at a hit only when live control is on.
+Either way kernels are traced by the VM instrument (one callback per kernel).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+from tvmdbg_tb.instrument import api as instrument_api
+from tvmdbg_tb.instrument import capture, vm_tracer
+from tvmdbg_tb.live.controller import LiveController
+from tvmdbg_tb.live.server import ControlServer
+
+__all__ = ["add_watchpoint", "delete_watchpoint", "list_watchpoints", "request_pause", "watchpoint_hits"]
+
+_LOCK = threading.RLock()
+
+
+class _Live:
+    controller: LiveController | None = None
+    server: ControlServer | None = None
+
+
+_LIVE = _Live()
+
+
+def _controller(writer) -> LiveController:
+    """The process's controller, installed as a session sink (forcing the VM instrument)."""
+    state = instrument_api._STATE
+    if _LIVE.controller is None:
+        _LIVE.controller = LiveController(writer)
+        state.extra_sinks.append(_LIVE.controller)
+        if state.session is not None:
+            state.session.add_sink(_LIVE.controller)
+            vm_tracer.detach_all()  # VMs built for the fast path get the per-kernel tracer
+            capture.STATE.compile_health = instrument_api._compile_health(state.session)
+    _LIVE.controller.writer = writer
+    return _LIVE.controller
+
+
+def start_live(writer, timeout: float = 60.0) -> ControlServer:
+    """Opens the control channel of the dump's run (called by enable_dump_debug_info(live=True))."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"live_timeout must be a positive number of seconds, got {timeout!r}")
+    with _LOCK:
+        controller = _controller(writer)
+        controller.timeout = float(timeout)
+        if _LIVE.server is None:
+            _LIVE.server = ControlServer(controller, writer.run_dir)
+            _LIVE.server.start()
+        return _LIVE.server
+
+
+def stop_live() -> None:
+    """Closes the channel and forgets the controller (a paused program resumes)."""
+    with _LOCK:
+        server, _LIVE.server = _LIVE.server, None
+        controller, _LIVE.controller = _LIVE.controller, None
+        if server is not None:
+            server.close()
+        if controller is not None:
+            controller.close()
+            state = instrument_api._STATE
+            if controller in state.extra_sinks:
+                state.extra_sinks.remove(controller)
+            if state.session is not None:
+                state.session.remove_sink(controller)
+
+
+atexit.register(stop_live)
+
+
+def add_watchpoint(
+    condition: str,
+    *,
+    threshold: float | None = None,
+    min: float | None = None,  # noqa: A002 - the bound's natural name
+    max: float | None = None,  # noqa: A002
+    op_name: str | None = None,
+    op_regex: str | None = None,
+    pause: bool = True,
+) -> int:
+    """Adds a watchpoint and returns its id.
+
+    condition: "nan_or_inf", "abs_above" (threshold), "all_zero", "value_range" (min, max:
+        a value outside [min, max] is a hit) or "changed" (threshold, in percent: relative L2
+        change of an output since the previous execution of the same op).
+    Scope: op_name (one op, exact), op_regex (re.search on op name or kernel) or all ops.
+    pause: pause the program at a hit when live control is on.
+    """
+    with _LOCK:
+        writer = instrument_api._STATE.writer
+        if writer is None:
+            raise RuntimeError("watchpoints record into the dump: call tvmdbg.enable_dump_debug_info first")
+        wp = _controller(writer).add_watchpoint(
+            condition, threshold=threshold, min=min, max=max, op_name=op_name, op_regex=op_regex, pause=pause
+        )
+        return wp.id
+
+
+def list_watchpoints() -> list[dict]:
+    """The watchpoints as dicts (id, condition, parameters, scope, hits, description)."""
+    controller = _LIVE.controller
+    return controller.list_watchpoints() if controller is not None else []
+
+
+def delete_watchpoint(watchpoint_id: int) -> None:
+    """Removes a watchpoint; KeyError if there is none with this id."""
+    controller = _LIVE.controller
+    if controller is None:
+        raise KeyError(f"no watchpoint #{watchpoint_id}")
+    controller.delete_watchpoint(watchpoint_id)
+
+
+def request_pause() -> None:
+    """Pauses the program after its next kernel (e.g. at the start, so the dashboard can set
+    watchpoints first). Needs live=True; the pause ends after live_timeout without a dashboard."""
+    with _LOCK:
+        if _LIVE.server is None:
+            raise RuntimeError("request_pause needs tvmdbg.enable_dump_debug_info(..., live=True)")
+        _LIVE.controller.pause_requested = True
+
+
+def watchpoint_hits() -> list[dict]:
+    """Every watchpoint hit of this process so far, oldest first (the dump has them too)."""
+    controller = _LIVE.controller
+    return list(controller.hits) if controller is not None else []

@@ -1,0 +1,343 @@
+"""The live controller: a session sink that checks watchpoints and pauses the program.
+
+It runs inside the VM instrument's callback after each kernel (instrument/vm_tracer.py), while
+the kernel's inputs and outputs are valid, so the granularity is one kernel: a pause holds
+the program after a kernel ran and before the next one starts. Pausing blocks the program's
+thread on a condition variable until a command (continue, step, run to an op, run to the
+next hit) arrives through the control channel (server.py), or until nobody has asked
+for the state for `timeout` seconds: then it resumes with a warning, so a program never
+hangs because its dashboard went away.
+"""
+
+from __future__ import annotations
+
+import linecache
+import threading
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+
+from tvmdbg_tb.instrument.session import KernelCall
+from tvmdbg_tb.instrument.summary import as_numpy, is_tensor
+from tvmdbg_tb.live.watchpoints import Watchpoint, WatchpointError, make_watchpoint
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+MAX_VALUES = 256  # values shown per tensor while paused (first elements, flattened)
+
+# Run modes between pauses.
+RUN = "run"  # pause only on an explicit "pause" request (hits are recorded)
+NEXT_HIT = "next_hit"  # pause at the next watchpoint hit
+STEP = "step"  # pause after the next kernel
+RUN_TO = "run_to"  # pause after the named op runs
+
+
+class CommandError(Exception):
+    """A command that cannot be applied now; `status` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 409):
+        super().__init__(message)
+        self.status = status
+
+
+def _values(array: np.ndarray) -> list:
+    flat = array.reshape(-1)[:MAX_VALUES]
+    if flat.dtype.kind == "b":
+        return [bool(v) for v in flat]
+    if flat.dtype.kind in "iu":
+        return [int(v) for v in flat]
+    return [float(v) for v in flat.astype(np.float64)]
+
+
+def tensor_view(name: str, value: Any) -> dict:
+    """A JSON-ready view of one tensor: dtype, shape, health and its first values."""
+    if not is_tensor(value) and not isinstance(value, np.ndarray):
+        return {"name": name, "kind": type(value).__name__}
+    dtype, shape = str(value.dtype), [int(d) for d in value.shape]
+    view: dict[str, Any] = {"name": name, "dtype": dtype, "shape": shape, "size": int(np.prod(shape or [1]))}
+    array = as_numpy(value)
+    if array is None:
+        view["note"] = "values not viewable from numpy (dtype or device)"
+        return view
+    view["values"] = _values(array)
+    view["truncated"] = array.size > MAX_VALUES
+    if array.size and array.dtype.kind in "fiub":
+        values = array.astype(np.float64)
+        finite = values[np.isfinite(values)]
+        view["health"] = {
+            "nan": int(np.count_nonzero(np.isnan(values))),
+            "neg_inf": int(np.count_nonzero(values == -np.inf)),
+            "pos_inf": int(np.count_nonzero(values == np.inf)),
+            "zero": int(np.count_nonzero(values == 0)),
+            "min": float(finite.min()) if finite.size else None,
+            "max": float(finite.max()) if finite.size else None,
+            "mean": float(finite.mean()) if finite.size else None,
+        }
+    return view
+
+
+def _source(site) -> dict | None:
+    """The user's line that created the kernel's first original op that has one."""
+    info = site.info
+    for origin in info.origins if info is not None else ():
+        if 0 <= origin.user_index < len(origin.frames):
+            path, line, function = origin.frames[origin.user_index]
+            return {
+                "file_path": path,
+                "line": int(line),
+                "function": function,
+                "text": linecache.getline(path, int(line)).rstrip("\n"),
+                "op_type": origin.op_type,
+                "var_name": origin.var_name,
+            }
+    return None
+
+
+class LiveController:
+    """Watchpoints, hits and the pause state of one program (one per process)."""
+
+    wants_nonfinite = True  # forces the per-kernel VM instrument, which sees each kernel's tensors
+
+    def __init__(self, writer=None, timeout: float = 60.0):
+        self.writer = writer
+        self.timeout = float(timeout)
+        self.watchpoints: dict[int, Watchpoint] = {}
+        self._next_id = 1
+        self._lock = threading.Condition()
+        self.mode = NEXT_HIT
+        self.run_to: str | None = None
+        self.pause_requested = False
+        self.paused: dict | None = None  # the paused state, None while running
+        self.pause_id = 0
+        self.last_contact = time.monotonic()
+        self.hits: list[dict] = []  # every hit of this process, oldest first
+        self.known_ops: dict[str, str] = {}  # op name -> kernel, from graphs seen
+        self.events: list[str] = []  # resumes by timeout etc., for the state
+        self.serving = False  # a channel is open: pausing makes sense
+        self._command: tuple[str, str | None] | None = None
+        self._pause_gate = threading.Lock()  # one pause at a time when several threads run the VM
+        self.finished = False
+
+    # -- watchpoints -----------------------------------------------------------------------
+
+    def add_watchpoint(self, condition: str, *, strict_scope: bool = False, **options) -> Watchpoint:
+        """Adds a watchpoint. strict_scope: refuse an op_name no graph of the program has
+        (the dashboard's request; Python may add watchpoints before compiling)."""
+        with self._lock:
+            wp = make_watchpoint(self._next_id, condition, **options)
+            if strict_scope and wp.op_name is not None and wp.op_name not in self.known_ops:
+                known = ", ".join(sorted(self.known_ops)[:20]) or "none yet"
+                raise WatchpointError(f"no op named {wp.op_name!r} in this program's graphs (known: {known})")
+            self._next_id += 1
+            self.watchpoints[wp.id] = wp
+            return wp
+
+    def delete_watchpoint(self, watchpoint_id: int) -> None:
+        with self._lock:
+            if watchpoint_id not in self.watchpoints:
+                raise KeyError(f"no watchpoint #{watchpoint_id}")
+            del self.watchpoints[watchpoint_id]
+
+    def list_watchpoints(self) -> list[dict]:
+        with self._lock:
+            return [wp.to_json() for wp in self.watchpoints.values()]
+
+    # -- session sink ----------------------------------------------------------------------
+
+    def on_graph(self, graph, ops) -> None:
+        for op in ops:
+            self.known_ops[op.op_name] = op.kernel
+
+    def on_execution(self, execution, traces) -> None:
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            self.finished = True
+            self._command = ("continue", None)
+            self._lock.notify_all()
+
+    def on_kernel(self, call: KernelCall) -> None:
+        try:
+            self._on_kernel(call)
+        except Exception as error:  # a debugger bug must not change the user's program
+            warnings.warn(f"tvmdbg live: checking a kernel failed: {error!r}", RuntimeWarning, stacklevel=2)
+        return None
+
+    def _on_kernel(self, call: KernelCall) -> None:
+        site = call.site
+        hits = []
+        watchpoints = list(self.watchpoints.values())
+        for wp in watchpoints:
+            if not wp.covers(site.name, site.kernel):
+                continue
+            for slot, value in enumerate(call.outputs):
+                array = as_numpy(value) if is_tensor(value) else None
+                if array is None:
+                    continue
+                detail = wp.check((site.op_id, slot), array)
+                if detail is not None:
+                    hits.append((wp, slot, detail))
+        execution_index = call.traces[0].execution_index if call.traces else -1
+        reason = None
+        if self.pause_requested:
+            reason = "pause requested"
+        elif self.mode == STEP:
+            reason = "step"
+        elif self.mode == RUN_TO and site.name == self.run_to:
+            reason = f"reached {site.name}"
+        will_pause = self.serving and (
+            reason is not None or (self.mode == NEXT_HIT and any(wp.pause for wp, _, _ in hits))
+        )
+        recorded = []
+        for wp, slot, detail in hits:
+            wp.hits += 1
+            hit = pb.WatchpointHit(
+                watchpoint_id=wp.id,
+                condition=wp.condition,
+                description=wp.describe(),
+                op_id=site.op_id,
+                graph_id=site.graph_id,
+                op_name=site.name,
+                kernel=site.kernel,
+                output_slot=slot,
+                execution_index=execution_index,
+                detail=detail,
+                paused=will_pause,
+            )
+            recorded.append(hit)
+            if self.writer is not None:
+                self.writer.write_event("graphs", pb.DebugEvent(wall_time=time.time(), watchpoint_hit=hit))
+        for hit in recorded:
+            self.hits.append(_hit_json(hit))
+        if not will_pause:
+            return
+        if reason is None:
+            first = recorded[0]
+            reason = f"watchpoint #{first.watchpoint_id}: {first.detail}"
+        self._pause(call, reason, recorded, execution_index)
+
+    # -- pausing ---------------------------------------------------------------------------
+
+    def _pause(self, call: KernelCall, reason: str, hits: list[pb.WatchpointHit], execution_index: int) -> None:
+        site = call.site
+        info = site.info
+        names = [i.name for i in info.inputs] if info is not None else []
+        inputs = call.inputs()
+        out_names = list(info.output_names) if info is not None else []
+        state = {
+            "op_name": site.name,
+            "op_id": site.op_id,
+            "graph_id": site.graph_id,
+            "kernel": site.kernel,
+            "function": call.function_name,
+            "execution_index": execution_index,
+            "reason": reason,
+            "hits": [_hit_json(h) for h in hits],
+            "inputs": [tensor_view(names[k] if k < len(names) else f"arg{k}", v) for k, v in enumerate(inputs)],
+            "outputs": [
+                tensor_view(out_names[k] if k < len(out_names) else f"output{k}", v) for k, v in enumerate(call.outputs)
+            ],
+            "source": _source(site),
+            "original_ops": [{"op_type": o.op_type, "var_name": o.var_name} for o in info.origins] if info else [],
+            "since": time.time(),
+        }
+        if self.writer is not None:
+            self.writer.flush()  # the dump shows everything up to the pause
+        with self._pause_gate, self._lock:
+            self.pause_id += 1
+            state["pause_id"] = self.pause_id
+            self.paused = state
+            self.pause_requested = False
+            self._command = None
+            self.last_contact = time.monotonic()  # the timeout counts from the pause
+            self._lock.notify_all()
+            while self._command is None:
+                idle = time.monotonic() - self.last_contact
+                if idle >= self.timeout:
+                    message = (
+                        f"tvmdbg live: paused at {site.name} with no dashboard contact for {self.timeout:g} s; "
+                        "resuming (watchpoints still record hits; pause again from the dashboard)"
+                    )
+                    warnings.warn(message, RuntimeWarning, stacklevel=2)
+                    self.events.append(message)
+                    self._command = ("continue", None)
+                    break
+                self._lock.wait(min(0.25, self.timeout - idle))
+            action, target = self._command
+            self._command = None
+            self.paused = None
+            self.mode = {"continue": RUN, "next_hit": NEXT_HIT, "step": STEP, "run_to": RUN_TO}[action]
+            self.run_to = target
+            self._lock.notify_all()
+
+    # -- commands (from the channel) -------------------------------------------------------
+
+    def touch(self) -> None:
+        self.last_contact = time.monotonic()
+
+    def state(self) -> dict:
+        with self._lock:
+            self.touch()
+            return {
+                "paused": self.paused is not None,
+                "pause": self.paused,
+                "mode": self.mode,
+                "run_to": self.run_to,
+                "pause_requested": self.pause_requested,
+                "watchpoints": [wp.to_json() for wp in self.watchpoints.values()],
+                "num_hits": len(self.hits),
+                "recent_hits": self.hits[-50:],
+                "timeout": self.timeout,
+                "events": self.events[-10:],
+                "finished": self.finished,
+            }
+
+    def command(self, action: str, pause_id: int | None = None, op_name: str | None = None) -> dict:
+        """Applies a dashboard command; CommandError says why not (409 for a state conflict)."""
+        with self._lock:
+            self.touch()
+            if action == "pause":
+                if self.paused is not None:
+                    return {"ok": True, "note": f"already paused at {self.paused['op_name']}"}
+                self.pause_requested = True
+                return {"ok": True, "note": "the program pauses after its next kernel"}
+            if action not in ("continue", "step", "next_hit", "run_to"):
+                raise CommandError(
+                    f"unknown action {action!r}; one of pause, continue, step, next_hit, run_to", status=400
+                )
+            if action == "run_to":
+                if not op_name:
+                    raise CommandError("run_to needs op_name", status=400)
+                if op_name not in self.known_ops:
+                    raise CommandError(f"no op named {op_name!r} in this program's graphs", status=400)
+            if self.paused is None:
+                raise CommandError(f"the program is not paused; {action!r} applies to a paused program")
+            if pause_id is None:
+                raise CommandError(f"{action!r} needs pause_id (the pause it answers)", status=400)
+            if pause_id != self.paused["pause_id"]:
+                raise CommandError(
+                    f"pause #{pause_id} is over (another dashboard resumed it); the program is now at "
+                    f"pause #{self.paused['pause_id']}"
+                )
+            if self._command is not None:
+                raise CommandError(f"pause #{pause_id} was already answered by another dashboard")
+            self._command = (action, op_name if action == "run_to" else None)
+            self._lock.notify_all()
+            return {"ok": True, "resumed": pause_id, "action": action}
+
+
+def _hit_json(hit: pb.WatchpointHit) -> dict:
+    return {
+        "watchpoint_id": hit.watchpoint_id,
+        "condition": hit.condition,
+        "description": hit.description,
+        "op_id": hit.op_id,
+        "op_name": hit.op_name,
+        "kernel": hit.kernel,
+        "output_slot": hit.output_slot,
+        "execution_index": hit.execution_index,
+        "detail": hit.detail,
+        "paused": hit.paused,
+    }

@@ -1,0 +1,111 @@
+"""The plugin's live routes (docs/routes.md#live): state, commands and watchpoints are
+relayed to the run's program; `live/hits` lists the WatchpointHit records of the dump."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+
+from tensorboard.backend import http_util
+from werkzeug import wrappers
+
+from tvmdbg_tb.live.relay import LiveUnavailable, relay
+
+logger = logging.getLogger(__name__)
+_JSON = "application/json"
+MAX_BODY = 64 * 1024
+
+
+def _body(request) -> dict:
+    raw = request.get_data(cache=False)
+    if len(raw) > MAX_BODY:
+        raise ValueError(f"request body larger than {MAX_BODY} bytes")
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError as error:
+        raise ValueError(f"request body is not JSON: {error}") from None
+    if not isinstance(body, dict):
+        raise ValueError("request body must be a JSON object")
+    return body
+
+
+def live_routes(resolve_run: Callable) -> dict:
+    """Route -> WSGI app. resolve_run(request) gives the RunReader of ?run= (or raises the
+    plugin's 400/404 errors: ValueError / LookupError)."""
+
+    def route(methods: tuple[str, ...], handler):
+        @wrappers.Request.application
+        def app(request):
+            try:
+                if request.method not in methods:
+                    return http_util.Respond(
+                        request, {"error": f"use {' or '.join(methods)} for this route"}, _JSON, code=405
+                    )
+                status, answer = handler(request, resolve_run(request))
+                return http_util.Respond(request, answer, _JSON, code=status)
+            except LiveUnavailable as error:
+                return http_util.Respond(request, {"error": error.reason, "live": False}, _JSON, code=error.status)
+            except ValueError as error:
+                return http_util.Respond(request, {"error": str(error)}, _JSON, code=400)
+            except LookupError as error:
+                message = error.args[0] if error.args else str(error)
+                return http_util.Respond(request, {"error": str(message)}, _JSON, code=404)
+            except Exception as error:
+                logger.exception("tvmdbg live: %s failed", request.path)
+                return http_util.Respond(request, {"error": f"live relay failed: {error!r}"}, _JSON, code=502)
+
+        app.__doc__ = handler.__doc__
+        return app
+
+    def state(request, run):
+        """The program's live state, or {"live": false, "reason"} when no program answers."""
+        try:
+            return relay(run.path, "GET", "/state")
+        except LiveUnavailable as error:
+            return 200, {"live": False, "reason": error.reason}
+
+    def command(request, run):
+        """POST {"action": pause|continue|step|next_hit|run_to, "pause_id", "op_name"}."""
+        return relay(run.path, "POST", "/command", _body(request))
+
+    def watchpoints(request, run):
+        """GET: the list; POST {"condition", "threshold", "min", "max", "op_name", "op_regex"}: add."""
+        if request.method == "GET":
+            return relay(run.path, "GET", "/watchpoints")
+        return relay(run.path, "POST", "/watchpoints", _body(request))
+
+    def delete(request, run):
+        """POST {"id": int}: delete a watchpoint."""
+        return relay(run.path, "POST", "/watchpoints/delete", _body(request))
+
+    def hits(request, run):
+        """The dump's watchpoint hits (kept after the program ends)."""
+        with run.lock:
+            recorded = list(run.watchpoint_hits)
+        rows = [
+            {
+                "wall_time": wall_time,
+                "watchpoint_id": h.watchpoint_id,
+                "condition": h.condition,
+                "description": h.description,
+                "op_id": h.op_id,
+                "graph_id": h.graph_id,
+                "op_name": h.op_name,
+                "kernel": h.kernel,
+                "output_slot": h.output_slot,
+                "execution_index": h.execution_index,
+                "detail": h.detail,
+                "paused": h.paused,
+            }
+            for wall_time, h in recorded
+        ]
+        return 200, {"num_hits": len(rows), "hits": rows}
+
+    return {
+        "/live/state": route(("GET",), state),
+        "/live/command": route(("POST",), command),
+        "/live/watchpoints": route(("GET", "POST"), watchpoints),
+        "/live/watchpoints/delete": route(("POST",), delete),
+        "/live/hits": route(("GET",), hits),
+    }

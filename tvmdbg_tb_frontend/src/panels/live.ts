@@ -1,0 +1,362 @@
+/** The Live panel: watchpoints, and pause / step / continue of a program started with
+ * enable_dump_debug_info(..., live=True). Talks to the plugin's live/* routes, which relay to
+ * the program (docs/routes.md#live). Polls the state every second while a run is selected. */
+import { h, setChildren } from "../dom";
+import type { Store } from "../store";
+
+type Val = number | boolean | string;
+
+interface TensorView {
+  name: string;
+  dtype?: string;
+  shape?: number[];
+  size?: number;
+  values?: Val[];
+  truncated?: boolean;
+  note?: string;
+  kind?: string;
+  health?: { nan: number; neg_inf: number; pos_inf: number; zero: number; min: Val | null; max: Val | null; mean: Val | null };
+}
+
+interface Hit {
+  watchpoint_id: number;
+  op_name: string;
+  kernel: string;
+  output_slot: number;
+  execution_index: number;
+  detail: string;
+  description: string;
+  paused: boolean;
+}
+
+interface Pause {
+  pause_id: number;
+  op_name: string;
+  kernel: string;
+  function: string;
+  execution_index: number;
+  reason: string;
+  hits: Hit[];
+  inputs: TensorView[];
+  outputs: TensorView[];
+  source: { file_path: string; line: number; function: string; text: string; op_type: string } | null;
+  original_ops: { op_type: string; var_name: string }[];
+}
+
+interface Watchpoint {
+  id: number;
+  description: string;
+  hits: number;
+}
+
+interface LiveState {
+  live: boolean;
+  reason?: string;
+  pid?: number;
+  paused?: boolean;
+  pause?: Pause | null;
+  mode?: string;
+  watchpoints?: Watchpoint[];
+  num_hits?: number;
+  recent_hits?: Hit[];
+  timeout?: number;
+  events?: string[];
+}
+
+export const LIVE_POLL_MS = 1000;
+
+const CSS = `
+.side .live-panel[data-paused=true] { flex: 0 0 70%; height: 70%; }
+.live-panel .live-row { display: flex; flex-wrap: wrap; gap: 4px; align-items: center; margin: 4px 0; }
+.live-panel input[type=text], .live-panel input[type=number] { width: 6em; }
+.live-panel .live-status[data-paused=true] { color: #c62828; font-weight: 600; }
+.live-panel .tensor { margin: 4px 0; font-family: monospace; font-size: 11px; }
+.live-panel .tensor-values { white-space: pre-wrap; word-break: break-all; max-height: 8em; overflow: auto; }
+.live-panel .live-message { color: #c62828; }
+.live-panel .live-source { font-family: monospace; font-size: 11px; }
+`;
+
+async function call(
+  route: string,
+  run: string,
+  method: "GET" | "POST",
+  body?: unknown,
+): Promise<{ status: number; data: Record<string, unknown> }> {
+  const url = `${route}?run=${encodeURIComponent(run)}`;
+  const response = await fetch(url, {
+    method,
+    headers: body === undefined ? undefined : { "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let data: Record<string, unknown> = {};
+  try {
+    data = (await response.json()) as Record<string, unknown>;
+  } catch {
+    data = { error: `answer ${response.status} is not JSON` };
+  }
+  return { status: response.status, data };
+}
+
+function fmt(v: Val | null | undefined): string {
+  if (v === null || v === undefined) return "–";
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toPrecision(5);
+  return String(v);
+}
+
+function tensorView(t: TensorView, role: string, k: number): HTMLElement {
+  if (!t.dtype) return h("div", { class: "tensor" }, `${t.name}: ${t.kind ?? "?"}`);
+  const health = t.health
+    ? `nan=${t.health.nan} -inf=${t.health.neg_inf} +inf=${t.health.pos_inf} zero=${t.health.zero} min=${fmt(t.health.min)} max=${fmt(t.health.max)} mean=${fmt(t.health.mean)}`
+    : "";
+  return h(
+    "div",
+    { class: "tensor", "data-testid": `live-${role}`, "data-index": k },
+    h("div", null, h("b", null, t.name), ` ${t.dtype}[${(t.shape ?? []).join(", ")}] `, h("span", { class: "muted" }, health)),
+    t.values
+      ? h(
+          "div",
+          { class: "tensor-values", "data-testid": `live-${role}-values` },
+          `[${t.values.map(fmt).join(", ")}${t.truncated ? ", …" : ""}]`,
+        )
+      : h("div", { class: "muted" }, t.note ?? ""),
+  );
+}
+
+export class LivePanel {
+  readonly el: HTMLElement;
+  private readonly status: HTMLElement;
+  private readonly message: HTMLElement;
+  private readonly controls: HTMLElement;
+  private readonly watchList: HTMLElement;
+  private readonly paused: HTMLElement;
+  private readonly hits: HTMLElement;
+  private readonly condition: HTMLSelectElement;
+  private readonly threshold: HTMLInputElement;
+  private readonly min: HTMLInputElement;
+  private readonly max: HTMLInputElement;
+  private readonly scope: HTMLSelectElement;
+  private readonly scopeText: HTMLInputElement;
+  private readonly runTo: HTMLInputElement;
+  state: LiveState | null = null;
+  private busy = false;
+
+  constructor(private readonly store: Store) {
+    const style = document.createElement("style");
+    style.textContent = CSS;
+    document.head.appendChild(style);
+    this.status = h("div", { class: "live-status", "data-testid": "live-status" }, "…");
+    this.message = h("div", { class: "live-message small", "data-testid": "live-message", role: "alert" });
+    this.condition = h(
+      "select",
+      { "data-testid": "wp-condition", "aria-label": "condition" },
+      h("option", { value: "nan_or_inf" }, "NaN or Inf"),
+      h("option", { value: "abs_above" }, "|value| >"),
+      h("option", { value: "all_zero" }, "all zero"),
+      h("option", { value: "value_range" }, "outside [min, max]"),
+      h("option", { value: "changed" }, "changed by > %"),
+    );
+    this.threshold = h("input", { type: "number", placeholder: "threshold", "data-testid": "wp-threshold" });
+    this.min = h("input", { type: "number", placeholder: "min", "data-testid": "wp-min" });
+    this.max = h("input", { type: "number", placeholder: "max", "data-testid": "wp-max" });
+    this.scope = h(
+      "select",
+      { "data-testid": "wp-scope", "aria-label": "scope" },
+      h("option", { value: "all" }, "all ops"),
+      h("option", { value: "regex" }, "ops matching"),
+      h("option", { value: "op" }, "one op"),
+    );
+    this.scopeText = h("input", { type: "text", placeholder: "op / pattern", "data-testid": "wp-scope-text" });
+    this.runTo = h("input", { type: "text", placeholder: "op name", "data-testid": "run-to-op" });
+    const button = (label: string, testid: string, fn: () => void) =>
+      h("button", { class: "small-btn", "data-testid": testid, onclick: fn }, label);
+    this.controls = h(
+      "div",
+      { class: "live-row" },
+      button("Pause", "live-pause", () => void this.command("pause")),
+      button("Continue", "live-continue", () => void this.command("continue")),
+      button("Step", "live-step", () => void this.command("step")),
+      button("Next hit", "live-next-hit", () => void this.command("next_hit")),
+      button("Run to", "live-run-to", () => void this.command("run_to", this.runTo.value.trim())),
+      this.runTo,
+    );
+    this.watchList = h("div", { "data-testid": "live-watchpoints" });
+    this.paused = h("div", { "data-testid": "live-paused" });
+    this.hits = h("div", { class: "small", "data-testid": "live-hits" });
+    this.el = h(
+      "section",
+      { class: "panel live-panel", "data-panel": "live" },
+      h("header", { class: "panel-head" }, h("h2", null, "Live")),
+      h(
+        "div",
+        { class: "panel-body" },
+        this.status,
+        this.message,
+        this.controls,
+        h(
+          "div",
+          { class: "live-row" },
+          this.condition,
+          this.threshold,
+          this.min,
+          this.max,
+          this.scope,
+          this.scopeText,
+          button("Add watchpoint", "wp-add", () => void this.addWatchpoint()),
+        ),
+        this.watchList,
+        this.paused,
+        this.hits,
+      ),
+    );
+    store.on("run", () => void this.poll());
+    setInterval(() => void this.poll(), LIVE_POLL_MS);
+  }
+
+  private say(text: string): void {
+    setChildren(this.message, text);
+  }
+
+  async poll(): Promise<void> {
+    const run = this.store.run;
+    if (run === null || this.busy) return;
+    this.busy = true;
+    try {
+      const { status, data } = await call("live/state", run, "GET");
+      this.state = status === 200 ? (data as unknown as LiveState) : { live: false, reason: String(data.error ?? status) };
+      if (!this.state.live) {
+        // The program ended (or never was live): the dump still lists its watchpoint hits.
+        const recorded = await call("live/hits", run, "GET");
+        if (recorded.status === 200) {
+          this.state.recent_hits = (recorded.data.hits as Hit[]) ?? [];
+          this.state.num_hits = Number(recorded.data.num_hits ?? 0);
+        }
+      }
+      this.render();
+    } catch (err) {
+      this.state = { live: false, reason: `cannot reach TensorBoard (${err instanceof Error ? err.message : String(err)})` };
+      this.render();
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private async command(action: string, opName?: string): Promise<void> {
+    const run = this.store.run;
+    if (run === null) return;
+    const body: Record<string, unknown> = { action };
+    if (this.state?.pause) body.pause_id = this.state.pause.pause_id;
+    if (opName !== undefined) body.op_name = opName;
+    const { status, data } = await call("live/command", run, "POST", body);
+    this.say(status === 200 ? "" : String(data.error ?? `error ${status}`));
+    await this.poll();
+  }
+
+  private async addWatchpoint(): Promise<void> {
+    const run = this.store.run;
+    if (run === null) return;
+    const body: Record<string, unknown> = { condition: this.condition.value };
+    const num = (el: HTMLInputElement) => (el.value.trim() === "" ? undefined : Number(el.value));
+    body.threshold = num(this.threshold);
+    body.min = num(this.min);
+    body.max = num(this.max);
+    const text = this.scopeText.value.trim();
+    if (this.scope.value === "regex") body.op_regex = text;
+    if (this.scope.value === "op") body.op_name = text;
+    const { status, data } = await call("live/watchpoints", run, "POST", body);
+    this.say(status === 200 ? "" : String(data.error ?? `error ${status}`));
+    await this.poll();
+  }
+
+  private async deleteWatchpoint(id: number): Promise<void> {
+    const run = this.store.run;
+    if (run === null) return;
+    const { status, data } = await call("live/watchpoints/delete", run, "POST", { id });
+    this.say(status === 200 ? "" : String(data.error ?? `error ${status}`));
+    await this.poll();
+  }
+
+  render(): void {
+    const s = this.state;
+    const live = !!s?.live;
+    this.el.dataset.live = String(live);
+    this.el.dataset.paused = String(!!s?.paused);
+    this.controls.hidden = !live;
+    this.status.dataset.paused = String(!!s?.paused);
+    if (!s || !live) {
+      setChildren(this.status, `not live: ${s?.reason ?? "no run"}`);
+      setChildren(this.watchList);
+      setChildren(this.paused);
+      this.renderHits(s);
+      return;
+    }
+    const p = s.pause;
+    setChildren(
+      this.status,
+      p
+        ? `paused at ${p.op_name} (pause #${p.pause_id})`
+        : `running (pid ${s.pid}, ${s.mode === "next_hit" ? "stops at the next hit" : s.mode})`,
+      ...(s.events ?? []).map((e) => h("div", { class: "muted small" }, e)),
+    );
+    setChildren(
+      this.watchList,
+      (s.watchpoints ?? []).map((w) =>
+        h(
+          "div",
+          { class: "live-row small", "data-testid": "live-watchpoint" },
+          `${w.description} · ${w.hits} hit${w.hits === 1 ? "" : "s"}`,
+          h("button", { class: "small-btn", onclick: () => void this.deleteWatchpoint(w.id) }, "delete"),
+        ),
+      ),
+    );
+    if (p) {
+      setChildren(
+        this.paused,
+        h(
+          "div",
+          { "data-testid": "live-paused-op" },
+          h("b", null, p.op_name),
+          ` kernel ${p.kernel} in ${p.function} · call #${p.execution_index}`,
+        ),
+        h("div", { class: "small" }, p.reason),
+        p.original_ops.length
+          ? h("div", { class: "small muted" }, "ops: ", p.original_ops.map((o) => `${o.op_type} -> ${o.var_name}`).join(", "))
+          : null,
+        p.source
+          ? h(
+              "div",
+              { class: "live-source", "data-testid": "live-source" },
+              `${p.source.file_path}:${p.source.line}  ${p.source.text.trim()}`,
+            )
+          : null,
+        h("div", { class: "small" }, "inputs"),
+        p.inputs.map((t, k) => tensorView(t, "input", k)),
+        h("div", { class: "small" }, "outputs"),
+        p.outputs.map((t, k) => tensorView(t, "output", k)),
+      );
+    } else {
+      setChildren(this.paused);
+    }
+    this.renderHits(s);
+  }
+
+  private renderHits(s: LiveState | null): void {
+    if (!s || !s.num_hits) {
+      setChildren(this.hits);
+      return;
+    }
+    setChildren(
+      this.hits,
+      h("div", { class: "muted" }, `${s.num_hits ?? 0} watchpoint hits`),
+      (s.recent_hits ?? [])
+        .slice(-10)
+        .reverse()
+        .map((hit) =>
+          h(
+            "div",
+            { "data-testid": "live-hit" },
+            `#${hit.watchpoint_id} ${hit.op_name}:${hit.output_slot} (call ${hit.execution_index}) ${hit.detail}`,
+          ),
+        ),
+    );
+  }
+}
