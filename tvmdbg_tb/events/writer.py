@@ -129,7 +129,9 @@ class DebugEventsWriter:
         circular_buffer_size: execution and trace events kept (each stream); <= 0 keeps all.
         circular_buffer_bytes: bytes kept per ring file; defaults to 256 MiB when
             circular_buffer_size > 0 and to unbounded otherwise.
-        Raises OSError if the directory cannot be created (the caller decides what to do).
+        Never raises for the file system: if the directory or its files cannot be created
+        (a regular file in the way, permissions, read-only, path too long), it warns once and
+        `failed` says why; every later write is dropped.
         """
         self.tensor_debug_mode = mode_value(tensor_debug_mode)
         self.circular_buffer_size = int(circular_buffer_size)
@@ -139,16 +141,23 @@ class DebugEventsWriter:
         self._ring_on = self.circular_buffer_size > 0 or self.circular_buffer_bytes > 0
         base = run_name or layout.new_run_name()
         self.logdir = os.fspath(logdir)
-        self.run_name, self.run_dir = self._make_run_dir(base)
         self._lock = threading.Lock()  # guards pending buffers and counters
         self._io_lock = threading.Lock()  # serialises file writes and compaction
         self._pending: dict[str, list[bytes]] = {s: [] for s in layout.STREAMS}
         self._pending_bytes = 0
-        self._files = {
-            s: _RecordFile(os.path.join(self.run_dir, layout.file_name(s)), self._ring_on and s in layout.RING_STREAMS)
-            for s in layout.STREAMS
-        }
         self._failed: str | None = None
+        self._files: dict[str, _RecordFile] = {}
+        try:
+            self.run_name, self.run_dir = self._make_run_dir(base)
+            for s in layout.STREAMS:
+                path = os.path.join(self.run_dir, layout.file_name(s))
+                self._files[s] = _RecordFile(path, self._ring_on and s in layout.RING_STREAMS)
+        except (OSError, ValueError) as error:  # a file in the way, permissions, read-only, name too long
+            self.run_name, self.run_dir = base, os.path.join(self.logdir, base)
+            for record_file in self._files.values():
+                record_file.handle.close()
+            self._files = {}
+            self._fail(f"could not create the dump directory under {self.logdir!r}: {error!r}")
         self._closed = False
         self._files_closed = False
         self._next_execution = 0

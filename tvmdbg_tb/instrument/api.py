@@ -130,15 +130,16 @@ def _compile_health(session: Session | None) -> bool | None:
 
 def _new_session() -> Session | None:
     """A session for the current writer (new ids) with the current sinks; None if idle."""
-    if _STATE.writer is None and _STATE.check is None:
-        return None
+    writer = _STATE.writer if _STATE.writer is not None and not _STATE.writer.failed else None
+    if writer is None and _STATE.check is None:
+        return None  # a writer that could not create its files has warned: trace nothing
     if _STATE.dump_args is not None:
         _, mode, _, op_regex, tensor_dtypes = _STATE.dump_args
     else:
         mode, op_regex, tensor_dtypes = pb.NO_TENSOR, None, None
-    session = Session(mode, op_regex, tensor_dtypes, _STATE.writer)
-    if _STATE.writer is not None:
-        session.add_sink(WriterSink(_STATE.writer))
+    session = Session(mode, op_regex, tensor_dtypes, writer)
+    if writer is not None:
+        session.add_sink(WriterSink(writer))
     if _STATE.check is not None:
         session.add_sink(_STATE.check)
     session.add_sink(_ListenerSink())
@@ -163,6 +164,9 @@ def enable_dump_debug_info(
         returns True are traced.
     Calling it again with the same arguments returns the same writer; with different ones
     it raises ValueError (call disable_dump_debug_info() first).
+    Never raises for the file system: if logdir cannot be created or written (a regular file
+    in the way, permissions, read-only, path too long, disk full) it warns once, the writer's
+    `failed` says why, dumping stops and the program runs on unchanged.
     """
     mode = mode_value(tensor_debug_mode)
     if isinstance(circular_buffer_size, bool) or not isinstance(circular_buffer_size, int):

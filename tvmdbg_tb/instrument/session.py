@@ -11,6 +11,7 @@ import itertools
 import re
 import threading
 import time
+import warnings
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
@@ -376,7 +377,13 @@ class Session:
     def kernel_done(self, call: KernelCall) -> BaseException | None:
         stop = None
         for sink in self.sinks:
-            error = sink.on_kernel(call)
+            try:
+                error = sink.on_kernel(call)
+            except Exception as failure:  # a debugger bug must not change the user's program
+                warnings.warn(
+                    f"tvmdbg: {type(sink).__name__} failed on a kernel: {failure!r}", RuntimeWarning, stacklevel=2
+                )
+                continue
             if error is not None and stop is None:
                 stop = error
         return stop
