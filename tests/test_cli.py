@@ -501,7 +501,12 @@ def test_analyzer_in_a_pseudo_terminal_completes_and_keeps_history(dumps, tmp_pa
         os.write(fd, b"\x1b[A\x1b[A\r")  # history: the command before last
         out = _read_until(fd, b"tvmdbg> ")
         assert b"Op relu_out" in out
-        os.write(fd, b"lt -l 1\x03")  # Ctrl-C drops the line, not the session
+        os.write(fd, b"lt -l 1")
+        _read_until(fd, b"lt -l 1")
+        # Let readline finish with those keys: a SIGINT that lands while it processes keys is
+        # deferred by readline and then waits for the next key (CPython's readline loop).
+        time.sleep(0.5)
+        os.write(fd, b"\x03")  # Ctrl-C drops the line, not the session
         out = _read_until(fd, b"tvmdbg> ")
         assert b"^C (type quit to leave)" in out and b"kernel outputs" not in out
         os.write(fd, b"qui\t\r")

@@ -25,6 +25,7 @@ _ON_FIRST_USE = {
     "DebugDataReader": "tvmdbg_tb.events.reader",
     "RunReader": "tvmdbg_tb.events.reader",
     "StaleRecordError": "tvmdbg_tb.events.reader",
+    "UnreadableStreamError": "tvmdbg_tb.events.reader",
     "describe": "tvmdbg_tb.events.reader",
     "TRACE_DIGEST": "tvmdbg_tb.events.reader",
     "EXECUTION_DIGEST": "tvmdbg_tb.events.reader",

@@ -95,6 +95,7 @@ def run_info(run: RunReader) -> dict:
         "num_corruptions": len(run.corruptions),
         "last_update_time": updated,
         "live": updated is not None and time.time() - updated < LIVE_SECONDS,
+        "completeness": run.completeness().to_json(),
     }
 
 

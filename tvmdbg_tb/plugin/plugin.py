@@ -329,6 +329,9 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                 problems.append(f"run {run.name}: reading failed: {run.error}")
             if corruptions:
                 problems.append(f"run {run.name}: {len(corruptions)} damaged record(s) skipped")
+            completeness = run.completeness()
+            if completeness.problems:
+                problems.append(f"run {run.name}: {completeness.summary()}")
             out_runs.append(
                 {
                     "run": run.name,
@@ -343,6 +346,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                         {"path": c.path, "offset": c.offset, "length": c.length, "reason": c.reason, "message": str(c)}
                         for c in corruptions[:100]
                     ],
+                    "completeness": completeness.to_json(),
                 }
             )
         return {

@@ -60,7 +60,7 @@ FLOAT8_E4M3FN: DType
 FLOAT8_E5M2: DType
 
 class DebugEvent(_message.Message):
-    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace")
+    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "run_end")
     WALL_TIME_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     DEBUG_METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +70,7 @@ class DebugEvent(_message.Message):
     GRAPH_OP_CREATION_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_FIELD_NUMBER: _ClassVar[int]
     GRAPH_EXECUTION_TRACE_FIELD_NUMBER: _ClassVar[int]
+    RUN_END_FIELD_NUMBER: _ClassVar[int]
     wall_time: float
     step: int
     debug_metadata: DebugMetadata
@@ -79,7 +80,8 @@ class DebugEvent(_message.Message):
     graph_op_creation: GraphOpCreation
     execution: Execution
     graph_execution_trace: GraphExecutionTrace
-    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ...) -> None: ...
+    run_end: RunEnd
+    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ...) -> None: ...
 
 class DebugMetadata(_message.Message):
     __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv")
@@ -316,3 +318,31 @@ class GraphExecutionTrace(_message.Message):
     dtype: str
     shape: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, op_id: _Optional[int] = ..., output_slot: _Optional[int] = ..., execution_index: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., graph_id: _Optional[int] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., device: _Optional[str] = ..., duration_us: _Optional[float] = ..., error: _Optional[str] = ..., index: _Optional[int] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class RunEnd(_message.Message):
+    __slots__ = ("how", "reason", "num_executions", "num_traces", "first_missing_execution", "first_missing_trace", "num_stack_frames", "num_source_files")
+    class How(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        HOW_UNSPECIFIED: _ClassVar[RunEnd.How]
+        CLOSED: _ClassVar[RunEnd.How]
+        ABORTED: _ClassVar[RunEnd.How]
+    HOW_UNSPECIFIED: RunEnd.How
+    CLOSED: RunEnd.How
+    ABORTED: RunEnd.How
+    HOW_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    NUM_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    NUM_TRACES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MISSING_EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MISSING_TRACE_FIELD_NUMBER: _ClassVar[int]
+    NUM_STACK_FRAMES_FIELD_NUMBER: _ClassVar[int]
+    NUM_SOURCE_FILES_FIELD_NUMBER: _ClassVar[int]
+    how: RunEnd.How
+    reason: str
+    num_executions: int
+    num_traces: int
+    first_missing_execution: int
+    first_missing_trace: int
+    num_stack_frames: int
+    num_source_files: int
+    def __init__(self, how: _Optional[_Union[RunEnd.How, str]] = ..., reason: _Optional[str] = ..., num_executions: _Optional[int] = ..., num_traces: _Optional[int] = ..., first_missing_execution: _Optional[int] = ..., first_missing_trace: _Optional[int] = ..., num_stack_frames: _Optional[int] = ..., num_source_files: _Optional[int] = ...) -> None: ...
