@@ -189,7 +189,9 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
     bad_traces = int(np.count_nonzero(traces["flags"] & NONFINITE))
     bad_executions = int(np.count_nonzero(executions["flags"] & NONFINITE))
     where = f"run {run.name}" if run.name != "." else logdir
-    incomplete = "" if completeness.complete else f" The dump is {completeness.state}: {completeness_text(completeness)}"
+    incomplete = (
+        "" if completeness.complete else f" The dump is {completeness.state}: {completeness_text(completeness)}"
+    )
     if run.metadata is None and not bad_traces and not bad_executions:
         return CANNOT_TELL, f"{where}: cannot check, {completeness_text(completeness)}"
     mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED

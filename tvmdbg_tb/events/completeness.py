@@ -206,7 +206,9 @@ def assess(run, now: float | None = None) -> Completeness:
         )
 
     for stream, message in stream_errors.items():
-        problems.append(Problem("unreadable", f"{stream} stream unreadable: {message}", paths[layout.STREAMS.index(stream)]))
+        problems.append(
+            Problem("unreadable", f"{stream} stream unreadable: {message}", paths[layout.STREAMS.index(stream)])
+        )
 
     trace_path = paths[layout.STREAMS.index(layout.GRAPH_EXECUTION_TRACES)]
     exec_path = paths[layout.STREAMS.index(layout.EXECUTION)]
@@ -256,7 +258,9 @@ def assess(run, now: float | None = None) -> Completeness:
         ids, counts = np.unique(trace_exec, return_counts=True) if trace_exec.size else (np.zeros(0), np.zeros(0))
         have = np.zeros(len(executions), dtype=np.int64)
         pos = np.searchsorted(ids, executions["index"])
-        found = (pos < len(ids)) & (ids[np.minimum(pos, max(len(ids) - 1, 0))] == executions["index"]) if len(ids) else None
+        found = (
+            (pos < len(ids)) & (ids[np.minimum(pos, max(len(ids) - 1, 0))] == executions["index"]) if len(ids) else None
+        )
         if found is not None:
             have[found] = counts[pos[found]]
         short = claimed > have

@@ -804,4 +804,12 @@ class DebugDataReader:
         self.close()
 
 
-__all__ = ["DebugDataReader", "RunReader", "StaleRecordError", "UnreadableStreamError", "describe", "TRACE_DIGEST", "EXECUTION_DIGEST"]
+__all__ = [
+    "DebugDataReader",
+    "RunReader",
+    "StaleRecordError",
+    "UnreadableStreamError",
+    "describe",
+    "TRACE_DIGEST",
+    "EXECUTION_DIGEST",
+]

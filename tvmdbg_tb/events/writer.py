@@ -387,7 +387,9 @@ class DebugEventsWriter:
             end.first_missing_execution = max(0, self._durable[0] - 1)
             end.first_missing_trace = self._durable[1]
         try:
-            record_file.handle.write(records.encode(pb.DebugEvent(wall_time=time.time(), run_end=end).SerializeToString()))
+            record_file.handle.write(
+                records.encode(pb.DebugEvent(wall_time=time.time(), run_end=end).SerializeToString())
+            )
             record_file.handle.flush()
         except Exception:
             pass
