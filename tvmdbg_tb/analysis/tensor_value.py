@@ -17,6 +17,15 @@ class SliceError(ValueError):
     """A slice that does not parse or does not fit the tensor (the client's mistake)."""
 
 
+_MAX_INDEX = 2**62  # beyond any tensor; numpy raises OverflowError past 2**63 - 1
+
+
+def _bounded(value: int) -> int:
+    if abs(value) > _MAX_INDEX:
+        raise SliceError(f"slice integer {value} is out of range (|i| <= 2**62)")
+    return value
+
+
 def parse_slice(text: str) -> tuple:
     """ "0:4, ::2, ..., -1" -> (slice(0, 4), slice(None, None, 2), Ellipsis, -1)."""
     text = (text or "").strip().strip("[]")
@@ -35,9 +44,9 @@ def parse_slice(text: str) -> tuple:
         if not m or not part.strip():
             raise SliceError(f"bad slice part {part.strip()!r}: use integers, start:stop:step or ...")
         if ":" not in part:
-            out.append(int(m.group(1)))
+            out.append(_bounded(int(m.group(1))))
             continue
-        start, stop, step = (int(g) if g is not None else None for g in m.groups())
+        start, stop, step = (_bounded(int(g)) if g is not None else None for g in m.groups())
         if step == 0:
             raise SliceError("slice step cannot be zero")
         out.append(slice(start, stop, step))

@@ -277,6 +277,12 @@ class _RecordFileReader:
             os.close(self.fd)
             self.fd = None
 
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:
+            pass
+
 
 class RunReader:
     """One run's dump: its metadata, source, graphs, and indexes of executions and traces."""
@@ -752,6 +758,9 @@ class DebugDataReader:
             for name in layout.find_run_dirs(self.logdir):
                 if name not in self._runs:
                     self._runs[name] = RunReader(name, os.path.normpath(os.path.join(self.logdir, name)))
+            for name, run in list(self._runs.items()):
+                if not os.path.isdir(run.path):  # its directory went: so does the run
+                    del self._runs[name]  # its files close when the last query using it ends
             return sorted(self._runs)
 
     def update(self) -> dict[str, dict[str, int]]:
