@@ -28,6 +28,16 @@ export interface RunInfo {
   num_corruptions: number;
   last_update_time: number | null;
   live: boolean;
+  completeness?: Completeness;
+}
+
+/** Whether a run's dump is complete (docs/routes.md#runs). */
+export interface Completeness {
+  complete: boolean;
+  state: "complete" | "live" | "incomplete";
+  ended: string;
+  writer_alive: boolean | null;
+  problems: { kind: string; message: string; file: string | null; offset: number | null; executions: (number | null)[] | null }[];
 }
 
 export interface Corruption {
