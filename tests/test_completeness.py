@@ -260,3 +260,88 @@ def _completeness(logdir: Path):
     reader = DebugDataReader(logdir)
     reader.update()
     return reader.run().completeness()
+
+
+def test_an_origin_next_to_a_damaged_record_is_marked_uncertain(tmp_path):
+    """Point 9: one damaged byte in the true origin's trace; the op named origin instead
+    (a later op) says it is uncertain, in the alerts JSON, `tvmdbg alerts` and `tvmdbg check`."""
+    import json
+
+    logdir = tmp_path / "logdir"
+    script = tmp_path / "planted.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""\
+            import sys
+            sys.path.insert(0, {str(TESTS)!r})
+            import tvmdbg
+            from models import blockbuilder_planted
+            tvmdbg.enable_dump_debug_info(sys.argv[1], tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+            model = blockbuilder_planted("log", fuse=False)
+            for _ in range(3):
+                model.run()
+            """
+        )
+    )
+    subprocess.run([sys.executable, str(script), str(logdir)], check=True, timeout=300, capture_output=True)
+    reader = DebugDataReader(logdir)
+    reader.update()
+    run = reader.run()
+    from tvmdbg_tb import analysis
+
+    before = analysis.alerts(run)
+    origin = before["alerts"][before["first_origin_index"]]
+    assert origin["original_ops"][0]["op_type"] == "relax.log" and not origin["origin_uncertain"]
+    path = run_dir(logdir) / "tvmdbg.graph_execution_traces"
+    data = bytearray(path.read_bytes())
+    offset = int(run.trace_digests()["offset"][origin["trace_position"]])
+    data[offset + 40] ^= 0xFF
+    path.write_bytes(bytes(data))
+    alerts = subprocess.run([*TVMDBG, "alerts", str(logdir), "--json"], capture_output=True, text=True, timeout=120)
+    claimed = [a for a in json.loads(alerts.stdout)["alerts"] if a["origin"]]
+    same = [a for a in claimed if a["execution_index"] == origin["execution_index"]]
+    assert same and same[0]["op_name"] != origin["op_name"]  # a later op is claimed: the wrong one
+    assert all(a["origin_uncertain"] for a in same)
+    text = subprocess.run([*TVMDBG, "alerts", str(logdir)], capture_output=True, text=True, timeout=120).stdout
+    assert "This origin is uncertain" in text and "yes?" in text
+    result = check(logdir)
+    assert result.returncode == 1 and "This origin is uncertain" in result.stdout, result.stdout
+    assert "The dump is incomplete: damaged record" in result.stdout
+
+
+def test_the_origin_flags_are_the_same_in_every_health_mode(tmp_path):
+    """Point 6: a NaN made by log in call 1, then a NaN parameter in call 2 that every op
+    passes on: only call 1's log is an origin, whatever the mode."""
+    import json
+
+    script = tmp_path / "modes.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""\
+            import sys
+            sys.path.insert(0, {str(TESTS)!r})
+            import numpy as np, tvm
+            from tvm import relax
+            import tvmdbg
+            from models import blockbuilder_planted
+            tvmdbg.enable_dump_debug_info(sys.argv[1], tensor_debug_mode=sys.argv[2], circular_buffer_size=-1)
+            model = blockbuilder_planted("log", fuse=False)  # compiled after enable: source-mapped
+            vm = relax.VirtualMachine(model.executable, tvm.cpu())
+            x, y, w = model.inputs
+            vm["main"](*(tvm.runtime.tensor(a) for a in (x, np.zeros_like(y), w)))  # finite
+            vm["main"](*(tvm.runtime.tensor(a) for a in model.inputs))  # log makes the NaN
+            bad_x = x.copy(); bad_x[0, 0] = np.nan
+            vm["main"](*(tvm.runtime.tensor(a) for a in (bad_x, np.zeros_like(y), w)))  # a NaN parameter
+            """
+        )
+    )
+    found = {}
+    for mode in ("CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "FULL_TENSOR"):
+        logdir = tmp_path / mode
+        subprocess.run([sys.executable, str(script), str(logdir), mode], check=True, timeout=300, capture_output=True)
+        out = subprocess.run([*TVMDBG, "alerts", str(logdir), "--json"], capture_output=True, text=True, timeout=120)
+        alerts = json.loads(out.stdout)["alerts"]
+        found[mode] = sorted((a["execution_index"], a["op_name"], a["origin"]) for a in alerts)
+    assert [(e, o) for e, _, o in found["FULL_HEALTH"] if o] == [(1, True)]
+    for mode, rows in found.items():
+        assert rows == found["FULL_HEALTH"], mode

@@ -66,6 +66,8 @@ def alert_lines(
             f"in execution {head['execution_index']}:"
         )
         lines.append(f"  {_counts(head)}; created at {_where(head['location'])}")
+        if head.get("origin_uncertain"):
+            lines.append("  " + style(UNCERTAIN, "red"))
         for o in head["original_ops"]:
             lines.append(f"  fused Relax op {o['op_type']} {o['var_name']} at {_where(o['location'])}")
         lines.append(f"  next: ni {name.split(':')[0]}   li {name.split(':')[0]}   pt {name} -i {head['trace_index']}")
@@ -78,7 +80,7 @@ def alert_lines(
     for a in alerts:
         rows.append(
             [
-                "yes" if a["origin"] else "",
+                ("yes?" if a.get("origin_uncertain") else "yes") if a["origin"] else "",
                 a["execution_index"],
                 a["trace_index"],
                 f"{names.name(a['op_id'])}:{a['output_slot']}",
@@ -171,6 +173,10 @@ def profile_json(run: RunReader) -> str:
 
 
 CLEAN, NONFINITE_FOUND, CANNOT_TELL = 0, 1, 2  # `tvmdbg check` exit codes
+UNCERTAIN = (
+    "This origin is uncertain: records of executions around it are damaged or missing, and the op "
+    "that really made the bad value may be among them."
+)
 
 
 def completeness_text(completeness) -> str:
@@ -240,6 +246,8 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
         if inputs:
             text += f", from inputs {inputs}"
         text += f"; it was created at {_where_created(run, a)}."
+        if a.get("origin_uncertain"):
+            text += f" {UNCERTAIN}"
         if first is None:
             text += (
                 " No op made the first bad value inside the traced kernels: it came in through the function's inputs."

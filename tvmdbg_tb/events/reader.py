@@ -732,6 +732,11 @@ class RunReader:
             return rows.view()[i].copy()
 
 
+def value_nonfinite_counts(value: pb.TensorValue) -> tuple[int, int, int] | None:
+    """(nan, neg_inf, pos_inf) of a stored FULL_TENSOR value; None when its dtype is unknown."""
+    return _value_nonfinite_counts(value)
+
+
 def _value_nonfinite_counts(value: pb.TensorValue) -> tuple[int, int, int] | None:
     try:
         array = np.frombuffer(value.content, dtype=np.dtype(value.dtype))

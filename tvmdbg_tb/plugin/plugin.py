@@ -330,8 +330,9 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
             if corruptions:
                 problems.append(f"run {run.name}: {len(corruptions)} damaged record(s) skipped")
             completeness = run.completeness()
-            if completeness.problems:
-                problems.append(f"run {run.name}: {completeness.summary()}")
+            missing = [p.message for p in completeness.problems if p.kind != "damaged"]  # damage: said above
+            if missing:
+                problems.append(f"run {run.name}: {completeness.state}: {'; '.join(missing)}")
             out_runs.append(
                 {
                     "run": run.name,

@@ -88,6 +88,8 @@ export interface Alert {
   execution_position: number | null;
   trace_position: number | null;
   origin: boolean;
+  /** An origin next to damaged or missing records: the true origin may be what is missing. */
+  origin_uncertain?: boolean;
   location: Location | null;
   original_ops: OriginalOp[];
 }
