@@ -114,6 +114,26 @@ def test_a_full_disk_is_reported_and_the_program_runs_on(tmp_path):
     assert aborted.executions[0] >= 0 and aborted.executions[1] is None
 
 
+def test_a_full_tmpfs_is_reported_even_without_a_closing_record(tmp_path):
+    """Point 1 on a real 1 MB file system: every file shares the space, so even the record
+    saying dumping was aborted may not fit; the dump is still never called clean."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (the RLIMIT_FSIZE test covers a full disk)")
+    try:
+        logdir = mount / "logdir"
+        full = run_program(logdir, 1500)
+        assert full.returncode == 0, full.stderr
+        assert full.stderr.count("tvmdbg:") == 1 and "No space left on device" in full.stderr, full.stderr
+        result = check(logdir)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "cannot tell" in result.stderr
+        assert "dumping was aborted" in result.stderr or "never closed" in result.stderr
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
 def test_a_killed_writer_is_reported(tmp_path):
     """Point 7: a program killed mid-run leaves no closing record: never 'all finite'."""
     logdir = tmp_path / "logdir"
@@ -345,3 +365,29 @@ def test_the_origin_flags_are_the_same_in_every_health_mode(tmp_path):
     assert [(e, o) for e, _, o in found["FULL_HEALTH"] if o] == [(1, True)]
     for mode, rows in found.items():
         assert rows == found["FULL_HEALTH"], mode
+
+
+def test_check_names_the_function_and_says_why_there_is_no_line(tmp_path):
+    """Point 7: a model compiled before enable has no source mapping: say so, not 'created at -.'"""
+    script = tmp_path / "early.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""\
+            import sys
+            sys.path.insert(0, {str(TESTS)!r})
+            import tvmdbg
+            from models import blockbuilder_planted
+            model = blockbuilder_planted("log", fuse=False)  # compiled before enable
+            tvmdbg.enable_dump_debug_info(sys.argv[1], tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+            model.run()
+            """
+        )
+    )
+    logdir = tmp_path / "logdir"
+    subprocess.run([sys.executable, str(script), str(logdir)], check=True, timeout=300, capture_output=True)
+    result = check(logdir)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "in execution 0 (main)" in result.stdout
+    assert "created at -" not in result.stdout and "compiled before tvmdbg was enabled" in result.stdout
+    text = subprocess.run([*TVMDBG, "alerts", str(logdir)], capture_output=True, text=True, timeout=120).stdout
+    assert "compiled before tvmdbg was enabled" in text

@@ -65,7 +65,7 @@ def alert_lines(
             + f" The first origin (an op whose inputs were finite) is {name}, kernel {head['kernel']}, "
             f"in execution {head['execution_index']}:"
         )
-        lines.append(f"  {_counts(head)}; created at {_where(head['location'])}")
+        lines.append(f"  {_counts(head)}; created at {_where_created(run, head)}")
         if head.get("origin_uncertain"):
             lines.append("  " + style(UNCERTAIN, "red"))
         for o in head["original_ops"]:
