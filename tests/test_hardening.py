@@ -108,3 +108,16 @@ def test_a_regular_file_as_logdir_in_a_fresh_process(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "result" in done.stdout
     assert done.stderr.count("tvmdbg: could not create the dump directory") == 1, done.stderr
+
+
+def test_tvmdbg_run_with_an_unwritable_dump_dir_says_so(tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("x")
+    script = tmp_path / "script.py"
+    script.write_text("print('script ran')\n")
+    cli = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())"]
+    done = subprocess.run(
+        [*cli, "run", "--dump_dir", str(taken), "-x", "run", str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"tvmdbg run: cannot dump to {taken}" in done.stderr and "Traceback" not in done.stderr

@@ -180,6 +180,9 @@ def main(args) -> int:
     writer = api.enable_dump_debug_info(
         dump_dir, tensor_debug_mode=mode_name(mode), circular_buffer_size=args.circular_buffer_size
     )
+    if writer.failed:  # it warned; stops read the dump, so there can be none
+        api.disable_dump_debug_info()
+        raise CliError(f"cannot dump to {dump_dir}: {writer.failed}")
     controller = BreakController(
         writer.logdir, writer.run_name, flush=writer.flush, tensor_filter=args.tensor_filter, commands=args.execute
     )
