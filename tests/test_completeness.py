@@ -15,6 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("tvm")
@@ -365,6 +366,24 @@ def test_the_origin_flags_are_the_same_in_every_health_mode(tmp_path):
     assert [(e, o) for e, _, o in found["FULL_HEALTH"] if o] == [(1, True)]
     for mode, rows in found.items():
         assert rows == found["FULL_HEALTH"], mode
+
+    # FULL_TENSOR pills show every count FULL_HEALTH records, for kernel outputs and inputs.
+    from tvmdbg_tb import analysis
+
+    keys = ("nan", "neg_inf", "pos_inf", "negative", "zero", "positive", "size")
+    summaries = {}
+    for mode in ("FULL_HEALTH", "FULL_TENSOR"):
+        reader = DebugDataReader(tmp_path / mode)
+        reader.update()
+        run = reader.run()
+        traces = analysis.trace_data(run, np.arange(run.num_traces()))
+        inputs = [e["inputs"] for e in analysis.execution_data(run, 0, run.num_executions())]
+        summaries[mode] = (
+            [{k: t["summary"].get(k) for k in keys} for t in traces],
+            [[{k: s["summary"].get(k) for k in keys} for s in row] for row in inputs],
+        )
+    assert summaries["FULL_TENSOR"] == summaries["FULL_HEALTH"]
+    assert any(t["negative"] and t["zero"] for t in summaries["FULL_HEALTH"][0])
 
 
 def test_check_names_the_function_and_says_why_there_is_no_line(tmp_path):

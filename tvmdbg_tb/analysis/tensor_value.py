@@ -92,3 +92,35 @@ def tensor_value(run: RunReader, position: int, slice_text: str = "", max_elemen
         "truncated": bool(value.truncated or not whole),
         "num_elements": int(selected.size),
     }
+
+
+def value_health(value) -> dict:
+    """FULL_HEALTH-style counts of a stored FULL_TENSOR value (pb.TensorValue), so a
+    FULL_TENSOR pill shows every count a FULL_HEALTH one does; {} when the dtype is unknown.
+    "partial" is true when the writer kept only the first elements."""
+    try:
+        dtype = np.dtype(value.dtype).newbyteorder("<")
+    except TypeError:
+        return {}
+    array = np.frombuffer(value.content, dtype=dtype, count=len(value.content) // max(dtype.itemsize, 1))
+    out = {"size": int(array.size), "rank": len(value.shape), "partial": bool(value.truncated)}
+    if array.dtype.kind == "f":
+        finite = array[np.isfinite(array)]
+        out.update(
+            nan=int(np.count_nonzero(np.isnan(array))),
+            neg_inf=int(np.count_nonzero(array == -np.inf)),
+            pos_inf=int(np.count_nonzero(array == np.inf)),
+        )
+    else:
+        finite = array
+        out.update(nan=0, neg_inf=0, pos_inf=0)
+    if array.dtype == np.bool_:
+        positive = int(np.count_nonzero(finite))
+        out.update(negative=0, zero=int(finite.size) - positive, positive=positive)
+    else:
+        out.update(
+            negative=int(np.count_nonzero(finite < 0)),
+            zero=int(np.count_nonzero(finite == 0)),
+            positive=int(np.count_nonzero(finite > 0)),
+        )
+    return out

@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from tvmdbg_tb.analysis.jsonable import num
+from tvmdbg_tb.analysis.tensor_value import value_health
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import describe, mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -39,9 +40,16 @@ def _summary(mode: int, summary: pb.TensorSummary) -> dict:
         "dtype": summary.dtype,
         "shape": [int(d) for d in summary.shape],
         "debug_values": values,
-        "summary": describe(mode, values),
+        "summary": _described(mode, values, summary),
         "has_value": summary.HasField("tensor_value"),
     }
+
+
+def _described(mode: int, values: list[float], holder) -> dict:
+    """describe(), or for a FULL_TENSOR value the counts of its stored elements."""
+    if mode == pb.FULL_TENSOR and holder.HasField("tensor_value"):
+        return value_health(holder.tensor_value)
+    return describe(mode, values)
 
 
 def _nonfinite(flags: int) -> bool | None:
@@ -202,7 +210,7 @@ def trace_data(run: RunReader, positions: np.ndarray) -> list[dict]:
             {
                 "tensor_debug_mode": mode_name(t.tensor_debug_mode),
                 "debug_values": values,
-                "summary": describe(t.tensor_debug_mode, values),
+                "summary": _described(t.tensor_debug_mode, values, t),
                 "dtype": t.dtype,
                 "shape": [int(d) for d in t.shape],
                 "device": t.device,
