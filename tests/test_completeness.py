@@ -410,3 +410,50 @@ def test_check_names_the_function_and_says_why_there_is_no_line(tmp_path):
     assert "created at -" not in result.stdout and "compiled before tvmdbg was enabled" in result.stdout
     text = subprocess.run([*TVMDBG, "alerts", str(logdir)], capture_output=True, text=True, timeout=120).stdout
     assert "compiled before tvmdbg was enabled" in text
+
+
+def test_a_tuple_item_shows_its_own_health_and_full_tensor_tuples_count(tmp_path):
+    """Point 6: pair[1] of a tuple parameter shows pair[1]'s health (not the tuple's total),
+    and in FULL_TENSOR a NaN coming in through a tuple is not blamed on the kernel reading it."""
+    script = tmp_path / "tuple.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""\
+            import sys
+            sys.path.insert(0, {str(TESTS)!r})
+            import numpy as np, tvm
+            from tvm import relax
+            import tvmdbg
+            from models import compile_module
+            from test_tuple_inputs import _tuple_model
+            tvmdbg.enable_dump_debug_info(sys.argv[1], tensor_debug_mode=sys.argv[2], circular_buffer_size=-1)
+            vm = relax.VirtualMachine(compile_module(_tuple_model(), False), tvm.cpu())
+            ones = np.ones(4, "float32")
+            nan_in = np.array([np.nan, np.nan, np.nan, 1], "float32")
+            t = tvm.runtime.tensor
+            vm["main"]((t(nan_in), t(-ones)), t(ones))  # NaN comes in through pair[0]
+            vm["main"]((t(ones), t(ones)), t(-ones))  # NaN born in log
+            """
+        )
+    )
+    from tvmdbg_tb import analysis
+
+    origins = {}
+    for mode in ("FULL_HEALTH", "FULL_TENSOR", "CONCISE_HEALTH"):
+        logdir = tmp_path / mode
+        subprocess.run([sys.executable, str(script), str(logdir), mode], check=True, timeout=300, capture_output=True)
+        reader = DebugDataReader(logdir)
+        reader.update()
+        run = reader.run()
+        (add,) = [op for op in run.ops() if [i.name for i in op.inputs] == ["pair[0]", "pair[1]"]]
+        info = analysis.op_info(run, add)
+        assert [(i["param_index"], i["tuple_item"]) for i in info["inputs"]] == [(0, 0), (0, 1)]
+        pair = analysis.execution_data(run, 0, 1)[0]["inputs"][0]
+        first, second = pair["items"]
+        assert first["summary"]["nan"] == 3 and second["summary"]["nan"] == 0, mode
+        if mode != "CONCISE_HEALTH":
+            assert second["summary"]["negative"] == 4 and first["summary"]["positive"] == 1, mode
+        answer = analysis.alerts(run)
+        origins[mode] = sorted((a["execution_index"], a["op_name"]) for a in answer["alerts"] if a["origin"])
+    assert origins["FULL_TENSOR"] == origins["FULL_HEALTH"] == origins["CONCISE_HEALTH"]
+    assert [e for e, _ in origins["FULL_HEALTH"]] == [1]

@@ -119,6 +119,11 @@ class AlertMonitor:
             counts = nonfinite_counts(execution.tensor_debug_mode, summary.debug_values)
             if counts is None and summary.HasField("tensor_value"):  # FULL_TENSOR: from the values
                 counts = value_nonfinite_counts(summary.tensor_value)
+            if counts is None and summary.items:  # a FULL_TENSOR tuple: from its tensors
+                parts = [
+                    value_nonfinite_counts(item.tensor_value) for item in summary.items if item.HasField("tensor_value")
+                ]
+                counts = tuple(map(sum, zip(*[p for p in parts if p is not None]))) or None
             if counts is not None and any(counts):
                 bad.add(i)
         self._bad_params[execution_index] = result = frozenset(bad)

@@ -42,6 +42,7 @@ def _summary(mode: int, summary: pb.TensorSummary) -> dict:
         "debug_values": values,
         "summary": _described(mode, values, summary),
         "has_value": summary.HasField("tensor_value"),
+        "items": [_summary(mode, item) for item in summary.items],
     }
 
 
@@ -284,6 +285,7 @@ def graph_info(run: RunReader, graph_id: int) -> dict:
                     "kind": _INPUT_KINDS.get(inp.kind, "OTHER"),
                     "name": inp.name,
                     "param_index": int(inp.param_index) if inp.kind == pb.OpInput.PARAM else None,
+                    "tuple_item": int(inp.tuple_item) if inp.HasField("tuple_item") else None,
                 }
             )
     params = [
@@ -325,6 +327,7 @@ def op_info(run: RunReader, op: pb.GraphOpCreation) -> dict:
                 "producer_op_name": _op_name(run, inp.producer_op_id) if is_op else None,
                 "producer_output_slot": int(inp.producer_output_slot) if is_op else None,
                 "param_index": int(inp.param_index) if inp.kind == pb.OpInput.PARAM else None,
+                "tuple_item": int(inp.tuple_item) if inp.HasField("tuple_item") else None,
             }
         )
     consumers = [

@@ -306,6 +306,8 @@ class Session:
                     entry.producer_output_slot = item.producer_slot
                 elif item.kind == pb.OpInput.PARAM:
                     entry.param_index = item.param_index
+                    if item.tuple_item >= 0:
+                        entry.tuple_item = item.tuple_item
             ops.append(op)
             slots = tuple(
                 i

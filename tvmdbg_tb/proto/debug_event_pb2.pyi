@@ -182,7 +182,7 @@ class OriginalOp(_message.Message):
     def __init__(self, op_type: _Optional[str] = ..., var_name: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ...) -> None: ...
 
 class OpInput(_message.Message):
-    __slots__ = ("kind", "name", "producer_op_id", "producer_output_slot", "param_index", "spec")
+    __slots__ = ("kind", "name", "producer_op_id", "producer_output_slot", "param_index", "spec", "tuple_item")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         OTHER: _ClassVar[OpInput.Kind]
@@ -199,13 +199,15 @@ class OpInput(_message.Message):
     PRODUCER_OUTPUT_SLOT_FIELD_NUMBER: _ClassVar[int]
     PARAM_INDEX_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    TUPLE_ITEM_FIELD_NUMBER: _ClassVar[int]
     kind: OpInput.Kind
     name: str
     producer_op_id: int
     producer_output_slot: int
     param_index: int
     spec: TensorSpec
-    def __init__(self, kind: _Optional[_Union[OpInput.Kind, str]] = ..., name: _Optional[str] = ..., producer_op_id: _Optional[int] = ..., producer_output_slot: _Optional[int] = ..., param_index: _Optional[int] = ..., spec: _Optional[_Union[TensorSpec, _Mapping]] = ...) -> None: ...
+    tuple_item: int
+    def __init__(self, kind: _Optional[_Union[OpInput.Kind, str]] = ..., name: _Optional[str] = ..., producer_op_id: _Optional[int] = ..., producer_output_slot: _Optional[int] = ..., param_index: _Optional[int] = ..., spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., tuple_item: _Optional[int] = ...) -> None: ...
 
 class GraphOpCreation(_message.Message):
     __slots__ = ("op_id", "graph_id", "op_name", "kernel", "call_type", "original_ops", "inputs", "outputs", "output_names", "device", "position", "code_location")
@@ -248,16 +250,18 @@ class TensorValue(_message.Message):
     def __init__(self, dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., content: _Optional[bytes] = ..., truncated: bool = ...) -> None: ...
 
 class TensorSummary(_message.Message):
-    __slots__ = ("debug_values", "tensor_value", "dtype", "shape")
+    __slots__ = ("debug_values", "tensor_value", "dtype", "shape", "items")
     DEBUG_VALUES_FIELD_NUMBER: _ClassVar[int]
     TENSOR_VALUE_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
     debug_values: _containers.RepeatedScalarFieldContainer[float]
     tensor_value: TensorValue
     dtype: str
     shape: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+    items: _containers.RepeatedCompositeFieldContainer[TensorSummary]
+    def __init__(self, debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., items: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ...) -> None: ...
 
 class Execution(_message.Message):
     __slots__ = ("index", "function_name", "graph_id", "tensor_debug_mode", "inputs", "outputs", "duration_us", "code_location", "num_traces", "error", "executable_id")

@@ -109,6 +109,8 @@ export interface Summary {
   debug_values: Num[];
   summary: Record<string, unknown>;
   has_value: boolean;
+  /** A tuple's tensors, each summarised on its own. */
+  items?: Summary[];
 }
 
 export interface ExecutionDigest {
@@ -221,6 +223,8 @@ export interface OpInfo extends Op {
     producer_op_name: string | null;
     producer_output_slot: number | null;
     param_index: number | null;
+    /** This input is item `tuple_item` of tuple parameter `param_index`. */
+    tuple_item?: number | null;
   }[];
   consumers: { op_id: number; op_name: string; input_slot: number; output_slot: number }[];
   num_traces: number;
