@@ -457,3 +457,15 @@ def test_a_tuple_item_shows_its_own_health_and_full_tensor_tuples_count(tmp_path
         origins[mode] = sorted((a["execution_index"], a["op_name"]) for a in answer["alerts"] if a["origin"])
     assert origins["FULL_TENSOR"] == origins["FULL_HEALTH"] == origins["CONCISE_HEALTH"]
     assert [e for e, _ in origins["FULL_HEALTH"]] == [1]
+
+
+def test_a_writer_is_alive_by_its_process_start_time_not_by_proc_inode_times():
+    """A long-running writer stays 'live'; a pid reused by a later process does not count."""
+    from tvmdbg_tb.events import completeness
+
+    started = completeness._process_start_time(os.getpid())
+    if started is None:
+        pytest.skip("no /proc here")
+    assert 0 < time.time() - started < 10 * 24 * 3600  # this process started in the past
+    assert completeness._process_alive(os.getpid(), since=time.time() + 3600)  # metadata written long after start
+    assert not completeness._process_alive(os.getpid(), since=started - 60)  # started after the metadata: reused

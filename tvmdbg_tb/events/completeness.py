@@ -88,14 +88,21 @@ def _process_alive(pid: int, since: float | None) -> bool:
         pass  # exists, owned by someone else
     except OSError:
         return False
-    if since is not None:
-        try:
-            started = os.stat(f"/proc/{pid}").st_mtime  # ~ the process start time on Linux
-            if started > since + 5.0:
-                return False  # a later process reusing the pid
-        except OSError:
-            pass
-    return True
+    started = _process_start_time(pid)
+    # Started after the metadata was written: a later process reusing the pid.
+    return since is None or started is None or started <= since + 5.0
+
+
+def _process_start_time(pid: int) -> float | None:
+    """When pid started (s since the epoch), from /proc on Linux; None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        with open("/proc/stat", "rb") as f:
+            boot = next(float(line.split()[1]) for line in f if line.startswith(b"btime "))
+        return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
 
 
 def writer_alive(metadata: pb.DebugMetadata | None, metadata_wall_time: float | None) -> bool | None:

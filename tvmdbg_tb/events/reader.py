@@ -60,7 +60,7 @@ EXECUTION_DIGEST = np.dtype(
 
 _READ_CHUNK = 4 << 20
 # Seconds a completeness verdict is reused while nothing was read (the writer's liveness
-# is what changes meanwhile).
+# is what changes meanwhile), or while a live run only grew.
 _COMPLETENESS_TTL = 2.0  # bytes indexed at once: bounds the transient memory of indexing
 
 Observer = Callable[["RunReader", str, int, bool], None]
@@ -616,8 +616,12 @@ class RunReader:
                 len(self._source_files),
             )
         cached = self._completeness
-        if cached is not None and cached[0] == key and time.monotonic() - cached[1] < _COMPLETENESS_TTL:
-            return cached[2]
+        if cached is not None and time.monotonic() - cached[1] < _COMPLETENESS_TTL:
+            # While a live run grows (counts, tails), reuse the verdict for a moment (it costs
+            # a pass over the trace digests); never when damage, errors or the end appeared.
+            old = cached[0]
+            if old == key or (old[2], old[4], old[5]) == (key[2], key[4], key[5]) and cached[2].state == "live":
+                return cached[2]
         result = completeness.assess(self)
         self._completeness = (key, time.monotonic(), result)
         return result
