@@ -148,6 +148,8 @@ def test_a_killed_writer_is_reported(tmp_path):
     )
     assert child.stdout.readline().strip() == "ready"
     time.sleep(1.5)  # a timed flush
+    live = check(logdir)  # the writer runs: what is there is not the whole story yet
+    assert live.returncode == 2 and "the dump is live: the writer is still running" in live.stderr, live.stderr
     child.send_signal(signal.SIGKILL)
     child.wait()
     result = check(logdir)
