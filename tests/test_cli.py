@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
 import select
-import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import terminal
 
 from tvmdbg_tb import analysis
 from tvmdbg_tb.cli import filters
@@ -490,9 +489,7 @@ def test_analyzer_in_a_pseudo_terminal_completes_and_keeps_history(dumps, tmp_pa
     history = tmp_path / "history"
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | {"TVMDBG_HISTORY": str(history), "TERM": "xterm"}
     args = [*TVMDBG, "analyze", str(dumps["nan"])]
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the CLI on the terminal (exec at once: the parent has threads)
-        os.execve(sys.executable, args, env)
+    child, fd = terminal.spawn(args, env)  # no Python between fork and exec: see tests/terminal.py
     try:
         _read_until(fd, b"tvmdbg> ")
         os.write(fd, b"ni relu_o\t\r")  # completes the op name
@@ -504,19 +501,24 @@ def test_analyzer_in_a_pseudo_terminal_completes_and_keeps_history(dumps, tmp_pa
         os.write(fd, b"\x1b[A\x1b[A\r")  # history: the command before last
         out = _read_until(fd, b"tvmdbg> ")
         assert b"Op relu_out" in out
-        os.write(fd, b"lt -l 1\x03")  # Ctrl-C drops the line, not the session
+        os.write(fd, b"lt -l 1")
+        _read_until(fd, b"lt -l 1")
+        # Let readline finish with those keys: a SIGINT that lands while it processes keys is
+        # deferred by readline and then waits for the next key (CPython's readline loop).
+        time.sleep(0.5)
+        os.write(fd, b"\x03")  # Ctrl-C drops the line, not the session
         out = _read_until(fd, b"tvmdbg> ")
         assert b"^C (type quit to leave)" in out and b"kernel outputs" not in out
         os.write(fd, b"qui\t\r")
         _read_until(fd, b"\0", until_eof=True)
-        _, status = os.waitpid(pid, 0)
+        status = child.wait(timeout=90)
     except BaseException:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        child.kill()
+        child.wait()
         raise
     finally:
         os.close(fd)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert status == 0
     assert "ni relu_out" in history.read_text()
 
 

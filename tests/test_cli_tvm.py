@@ -291,10 +291,10 @@ def test_run_full_tensor_values_of_the_nan_call(script, tmp_path):
 
 def test_run_in_a_terminal(script, tmp_path):
     """The interactive path: readline input at the stop, while the program waits."""
-    import pty
     import select
-    import signal
     import time
+
+    import terminal
 
     def read_until(fd, needle: bytes | None, timeout: float = 120.0) -> bytes:
         """Output up to needle, or (needle None) up to the end."""
@@ -316,9 +316,7 @@ def test_run_in_a_terminal(script, tmp_path):
 
     env = {**os.environ, "TVMDBG_HISTORY": "", "TERM": "xterm"}
     args = [*TVMDBG, "run", "-f", "has_inf_or_nan", "--dump_dir", str(tmp_path), str(script), "-", "2"]
-    pid, fd = pty.fork()
-    if pid == 0:  # exec at once: the parent has threads
-        os.execve(sys.executable, args, env)
+    child, fd = terminal.spawn(args, env)  # no Python between fork and exec: see tests/terminal.py
     try:
         out = read_until(fd, b"tvmdbg> ")
         assert b"stopped after VM call 3 (main, execution 2)" in out and b"step 2" not in out
@@ -328,11 +326,11 @@ def test_run_in_a_terminal(script, tmp_path):
         os.write(fd, b"run --no_break\r")
         out = read_until(fd, None)
         assert b"step 4: finite=True" in out and b"finished after 5 VM calls (1 stops)" in out
-        _, status = os.waitpid(pid, 0)
+        status = child.wait(timeout=120)
     except BaseException:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        child.kill()
+        child.wait()
         raise
     finally:
         os.close(fd)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert status == 0

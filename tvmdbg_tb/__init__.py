@@ -25,6 +25,10 @@ _ON_FIRST_USE = {
     "DebugDataReader": "tvmdbg_tb.events.reader",
     "RunReader": "tvmdbg_tb.events.reader",
     "StaleRecordError": "tvmdbg_tb.events.reader",
+    "UnreadableStreamError": "tvmdbg_tb.events.reader",
+    "describe": "tvmdbg_tb.events.reader",
+    "TRACE_DIGEST": "tvmdbg_tb.events.reader",
+    "EXECUTION_DIGEST": "tvmdbg_tb.events.reader",
     "MODE_NAMES": "tvmdbg_tb.events.summaries",
     "DebugEventsWriter": "tvmdbg_tb.events.writer",
 }
@@ -34,6 +38,9 @@ _LAZY = {
     "disable_dump_debug_info": "tvmdbg_tb.instrument.api",
     "enable_check_numerics": "tvmdbg_tb.instrument.api",
     "disable_check_numerics": "tvmdbg_tb.instrument.api",
+    "CheckNumericsError": "tvmdbg_tb.instrument.api",
+    "add_execution_listener": "tvmdbg_tb.instrument.api",
+    "remove_execution_listener": "tvmdbg_tb.instrument.api",
     "register_tensor_filter": "tvmdbg_tb.cli.filters",
     "add_watchpoint": "tvmdbg_tb.live.api",
     "list_watchpoints": "tvmdbg_tb.live.api",
@@ -41,14 +48,7 @@ _LAZY = {
     "request_pause": "tvmdbg_tb.live.api",  # no TVM, but only `tvmdbg run` needs it
 }
 
-__all__ = [
-    "DebugDataReader",
-    "DebugEventsWriter",
-    "MODE_NAMES",
-    "RunReader",
-    "StaleRecordError",
-    *_LAZY,
-]
+__all__ = [*_ON_FIRST_USE, *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

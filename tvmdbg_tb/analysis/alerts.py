@@ -26,7 +26,7 @@ from tvmdbg_tb.analysis.inner_ops import confirm_alert, masked_alerts, merge_ale
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.views import location
 from tvmdbg_tb.events import layout
-from tvmdbg_tb.events.reader import NONFINITE, GrowingArray, RunReader
+from tvmdbg_tb.events.reader import NONFINITE, GrowingArray, RunReader, value_nonfinite_counts
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -118,6 +118,13 @@ class AlertMonitor:
         bad = set()
         for i, summary in enumerate(execution.inputs):
             counts = nonfinite_counts(execution.tensor_debug_mode, summary.debug_values)
+            if counts is None and summary.HasField("tensor_value"):  # FULL_TENSOR: from the values
+                counts = value_nonfinite_counts(summary.tensor_value)
+            if counts is None and summary.items:  # a FULL_TENSOR tuple: from its tensors
+                parts = [
+                    value_nonfinite_counts(item.tensor_value) for item in summary.items if item.HasField("tensor_value")
+                ]
+                counts = tuple(map(sum, zip(*[p for p in parts if p is not None]))) or None
             if counts is not None and any(counts):
                 bad.add(i)
         self._bad_params[execution_index] = result = frozenset(bad)
@@ -234,6 +241,7 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
     hits = np.flatnonzero(np.isin(executions, digests["execution_index"]))
     execution_position = dict(zip(executions[hits].tolist(), hits.tolist()))
     per_op: dict[int, dict] = {}
+    gaps = _gaps(run) if len(positions) and origin.any() else []
     out = []
     for i, position in enumerate(positions.tolist()):
         op_id = columns["op_id"][i]
@@ -281,6 +289,7 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
                 "execution_position": execution_position.get(e),
                 "trace_position": position,
                 "origin": bool(origin[i]),
+                "origin_uncertain": bool(origin[i]) and _near_a_gap(e, gaps),
                 "location": info["location"],
                 "original_ops": info["original_ops"],
             }
@@ -296,6 +305,23 @@ def num_alerts(run: RunReader) -> int:
         with run.lock:
             total += len(masked_alerts(run, lambda p, o: alert_rows(run, p, o)))
     return total
+
+
+_GAP_KINDS = ("damaged", "truncated", "aborted", "traces_without_execution", "executions_missing_traces")
+
+
+def _gaps(run: RunReader) -> list[tuple[int, float]]:
+    """Execution ranges where records are damaged or missing (see events/completeness.py): an
+    origin there may be wrong, its true producer's trace being what is missing."""
+    return [
+        (p.executions[0], float("inf") if p.executions[1] is None else p.executions[1])
+        for p in run.completeness().problems
+        if p.kind in _GAP_KINDS and p.executions
+    ]
+
+
+def _near_a_gap(execution_index: int, gaps: list[tuple[int, float]]) -> bool:
+    return any(first <= execution_index <= last for first, last in gaps)
 
 
 def alerts(run: RunReader, begin: int = 0, end: int = -1, alert_type: str | None = None) -> dict:

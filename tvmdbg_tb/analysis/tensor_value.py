@@ -17,6 +17,15 @@ class SliceError(ValueError):
     """A slice that does not parse or does not fit the tensor (the client's mistake)."""
 
 
+_MAX_INDEX = 2**62  # beyond any tensor; numpy raises OverflowError past 2**63 - 1
+
+
+def _bounded(value: int) -> int:
+    if abs(value) > _MAX_INDEX:
+        raise SliceError(f"slice integer {value} is out of range (|i| <= 2**62)")
+    return value
+
+
 def parse_slice(text: str) -> tuple:
     """ "0:4, ::2, ..., -1" -> (slice(0, 4), slice(None, None, 2), Ellipsis, -1)."""
     text = (text or "").strip().strip("[]")
@@ -35,9 +44,9 @@ def parse_slice(text: str) -> tuple:
         if not m or not part.strip():
             raise SliceError(f"bad slice part {part.strip()!r}: use integers, start:stop:step or ...")
         if ":" not in part:
-            out.append(int(m.group(1)))
+            out.append(_bounded(int(m.group(1))))
             continue
-        start, stop, step = (int(g) if g is not None else None for g in m.groups())
+        start, stop, step = (_bounded(int(g)) if g is not None else None for g in m.groups())
         if step == 0:
             raise SliceError("slice step cannot be zero")
         out.append(slice(start, stop, step))
@@ -83,3 +92,35 @@ def tensor_value(run: RunReader, position: int, slice_text: str = "", max_elemen
         "truncated": bool(value.truncated or not whole),
         "num_elements": int(selected.size),
     }
+
+
+def value_health(value) -> dict:
+    """FULL_HEALTH-style counts of a stored FULL_TENSOR value (pb.TensorValue), so a
+    FULL_TENSOR pill shows every count a FULL_HEALTH one does; {} when the dtype is unknown.
+    "partial" is true when the writer kept only the first elements."""
+    try:
+        dtype = np.dtype(value.dtype).newbyteorder("<")
+    except TypeError:
+        return {}
+    array = np.frombuffer(value.content, dtype=dtype, count=len(value.content) // max(dtype.itemsize, 1))
+    out = {"size": int(array.size), "rank": len(value.shape), "partial": bool(value.truncated)}
+    if array.dtype.kind == "f":
+        finite = array[np.isfinite(array)]
+        out.update(
+            nan=int(np.count_nonzero(np.isnan(array))),
+            neg_inf=int(np.count_nonzero(array == -np.inf)),
+            pos_inf=int(np.count_nonzero(array == np.inf)),
+        )
+    else:
+        finite = array
+        out.update(nan=0, neg_inf=0, pos_inf=0)
+    if array.dtype == np.bool_:
+        positive = int(np.count_nonzero(finite))
+        out.update(negative=0, zero=int(finite.size) - positive, positive=positive)
+    else:
+        out.update(
+            negative=int(np.count_nonzero(finite < 0)),
+            zero=int(np.count_nonzero(finite == 0)),
+            positive=int(np.count_nonzero(finite > 0)),
+        )
+    return out

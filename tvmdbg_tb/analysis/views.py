@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from tvmdbg_tb.analysis.jsonable import num
+from tvmdbg_tb.analysis.tensor_value import value_health
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import describe, mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -39,9 +40,17 @@ def _summary(mode: int, summary: pb.TensorSummary) -> dict:
         "dtype": summary.dtype,
         "shape": [int(d) for d in summary.shape],
         "debug_values": values,
-        "summary": describe(mode, values),
+        "summary": _described(mode, values, summary),
         "has_value": summary.HasField("tensor_value"),
+        "items": [_summary(mode, item) for item in summary.items],
     }
+
+
+def _described(mode: int, values: list[float], holder) -> dict:
+    """describe(), or for a FULL_TENSOR value the counts of its stored elements."""
+    if mode == pb.FULL_TENSOR and holder.HasField("tensor_value"):
+        return value_health(holder.tensor_value)
+    return describe(mode, values)
 
 
 def _nonfinite(flags: int) -> bool | None:
@@ -106,6 +115,7 @@ def run_info(run: RunReader) -> dict:
         "num_corruptions": len(run.corruptions),
         "last_update_time": updated,
         "live": updated is not None and time.time() - updated < LIVE_SECONDS,
+        "completeness": run.completeness().to_json(),
     }
 
 
@@ -212,7 +222,7 @@ def trace_data(run: RunReader, positions: np.ndarray) -> list[dict]:
             {
                 "tensor_debug_mode": mode_name(t.tensor_debug_mode),
                 "debug_values": values,
-                "summary": describe(t.tensor_debug_mode, values),
+                "summary": _described(t.tensor_debug_mode, values, t),
                 "dtype": t.dtype,
                 "shape": [int(d) for d in t.shape],
                 "device": t.device,
@@ -286,6 +296,7 @@ def graph_info(run: RunReader, graph_id: int) -> dict:
                     "kind": _INPUT_KINDS.get(inp.kind, "OTHER"),
                     "name": inp.name,
                     "param_index": int(inp.param_index) if inp.kind == pb.OpInput.PARAM else None,
+                    "tuple_item": int(inp.tuple_item) if inp.HasField("tuple_item") else None,
                 }
             )
     params = [
@@ -327,6 +338,7 @@ def op_info(run: RunReader, op: pb.GraphOpCreation) -> dict:
                 "producer_op_name": _op_name(run, inp.producer_op_id) if is_op else None,
                 "producer_output_slot": int(inp.producer_output_slot) if is_op else None,
                 "param_index": int(inp.param_index) if inp.kind == pb.OpInput.PARAM else None,
+                "tuple_item": int(inp.tuple_item) if inp.HasField("tuple_item") else None,
             }
         )
     consumers = [

@@ -7,7 +7,7 @@ import sys
 from tvmdbg_tb.cli import reports
 from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.render import Style
-from tvmdbg_tb.cli.session import OpNames, open_logdir, pick_run
+from tvmdbg_tb.cli.session import OpNames, open_logdir, pick_run, warn_damage
 from tvmdbg_tb.cli.shell import run_commands
 
 
@@ -51,27 +51,24 @@ def profile(args) -> int:
 
 
 def check(args) -> int:
-    """0 when every run is finite, 1 when one holds NaN/Inf, 2 when one cannot be checked."""
+    """0 when every run is complete and finite, 1 when one holds NaN/Inf, 2 when one cannot
+    be told (no health recorded, or incomplete with nothing found: see reports.check)."""
     reader = open_logdir(args.logdir)
     names = [pick_run(reader, args.run).name] if args.run else reader.runs()
-    status = 0
+    status = reports.CLEAN
     for name in names:
         run = reader.run(name)
-        clean, text = reports.check(run, OpNames(run), args.logdir)
-        if run.corruptions:
-            print(
-                f"tvmdbg check: warning: {len(run.corruptions)} damaged records in {run.name} were skipped",
-                file=sys.stderr,
-            )
-        if clean is None:
+        code, text = reports.check(run, OpNames(run), args.logdir)
+        warn_damage(run, sys.stderr, "tvmdbg check")
+        if code == reports.CANNOT_TELL:
             print(text, file=sys.stderr)
-            status = 1 if status == 1 else 2
-        elif clean:
+            status = max(status, code) if status != reports.NONFINITE_FOUND else status
+        elif code == reports.CLEAN:
             if not args.quiet:
                 print(text)
         else:
             print(text)
-            status = 1
+            status = reports.NONFINITE_FOUND
     return status
 
 

@@ -65,13 +65,15 @@ def alert_lines(
             + f" The first origin (an op whose inputs were finite) is {name}, kernel {head['kernel']}, "
             f"in execution {head['execution_index']}:"
         )
-        lines.append(f"  {_counts(head)}; created at {_where(head['location'])}")
+        lines.append(f"  {_counts(head)}; created at {_where_created(run, head)}")
         if head.get("inner_op"):
             inner = head["inner_op"]
             lines.append(
                 f"  made by inner op {inner['op_type']} {inner['var_name']} at {_where(inner['location'])} "
                 f"(confirmed by {head['confirmed']})"
             )
+        if head.get("origin_uncertain"):
+            lines.append("  " + style(UNCERTAIN, "red"))
         for o in head["original_ops"]:
             lines.append(f"  fused Relax op {o['op_type']} {o['var_name']} at {_where(o['location'])}")
         lines.append(f"  next: ni {name.split(':')[0]}   li {name.split(':')[0]}   pt {name} -i {head['trace_index']}")
@@ -84,7 +86,7 @@ def alert_lines(
     for a in alerts:
         rows.append(
             [
-                "yes" if a["origin"] else "",
+                ("yes?" if a.get("origin_uncertain") else "yes") if a["origin"] else "",
                 a["execution_index"],
                 a["trace_index"],
                 f"{names.name(a['op_id'])}:{a['output_slot']}",
@@ -176,16 +178,37 @@ def profile_json(run: RunReader) -> str:
 # -- check ---------------------------------------------------------------------------------
 
 
-def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str]:
-    """(clean?, one paragraph). clean is None when the dump cannot say (no health recorded)."""
-    mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
+CLEAN, NONFINITE_FOUND, CANNOT_TELL = 0, 1, 2  # `tvmdbg check` exit codes
+UNCERTAIN = (
+    "This origin is uncertain: records of executions around it are damaged or missing, and the op "
+    "that really made the bad value may be among them."
+)
+
+
+def completeness_text(completeness) -> str:
+    """What is missing from an incomplete dump, where and why, as sentences."""
+    return " ".join(f"{p.message}." for p in completeness.problems) or "the writer is still running."
+
+
+def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
+    """(exit code, one paragraph): CLEAN only when the dump is complete and all finite,
+    NONFINITE_FOUND when a NaN/Inf was recorded (saying so if the dump is also incomplete),
+    CANNOT_TELL when no NaN/Inf is in what remains but the dump is damaged, cut, aborted,
+    incomplete or still being written, or records no health."""
+    completeness = run.completeness()
     traces = run.trace_digests()
     executions = run.execution_digests()
     bad_traces = int(np.count_nonzero(traces["flags"] & NONFINITE))
     bad_executions = int(np.count_nonzero(executions["flags"] & NONFINITE))
     where = f"run {run.name}" if run.name != "." else logdir
-    if mode not in HEALTH_MODES:
-        return None, (
+    incomplete = (
+        "" if completeness.complete else f" The dump is {completeness.state}: {completeness_text(completeness)}"
+    )
+    if run.metadata is None and not bad_traces and not bad_executions:
+        return CANNOT_TELL, f"{where}: cannot check, {completeness_text(completeness)}"
+    mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
+    if run.metadata is not None and mode not in HEALTH_MODES:
+        return CANNOT_TELL, (
             f"{where}: cannot check, the dump was written in mode {mode_name(mode)}, which records no "
             "NaN/Inf counts; record it with tensor_debug_mode='FULL_HEALTH' (or CURT_HEALTH, the cheapest)."
         )
@@ -193,12 +216,17 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
     raised = f" {errors} kernel call{'s' if errors > 1 else ''} raised an error (see lt)." if errors else ""
     masked = analysis.alerts(run)["num_alerts"] - bad_traces if run.replays() else 0
     if not bad_traces and not bad_executions and not masked:
+        if not completeness.complete:
+            return CANNOT_TELL, (
+                f"{where}: cannot tell, no NaN/Inf in what remains ({len(traces)} kernel outputs in "
+                f"{len(executions)} executions) but the dump is {completeness.state}: {completeness_text(completeness)}"
+            )
         if not len(traces) and not len(executions):
-            return True, (
+            return CLEAN, (
                 f"{where}: nothing to check, no VM call was recorded (did the program run a VM function after "
                 "enable_dump_debug_info?)."
             )
-        return True, (
+        return CLEAN, (
             f"{where}: all finite ({len(traces)} kernel outputs in {len(executions)} executions, "
             f"mode {mode_name(mode)}).{raised}"
         )
@@ -216,26 +244,54 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[bool | None, str
             f"{o['op_type']} {o['var_name']}".strip() + (f" at line {o['location']['line']}" if o["location"] else "")
             for o in a["original_ops"]
         )
+        function = _function_of(run, a["execution_index"])
         text += (
             f" The first {'origin' if first is not None else 'alert'} is op {name} "
-            f"(kernel {a['kernel']}{'; Relax ops ' + fused if fused else ''}) in execution {a['execution_index']}: "
-            f"{_counts(a)}"
+            f"(kernel {a['kernel']}{'; Relax ops ' + fused if fused else ''}) in execution {a['execution_index']}"
+            f"{f' ({function})' if function else ''}: {_counts(a)}"
         )
         inputs = _input_health(run, names, a)
         if inputs:
             text += f", from inputs {inputs}"
-        text += f"; it was created at {_where(a['location'])}"
+        text += f"; it was created at {_where_created(run, a)}"
         if a.get("inner_op"):
             inner = a["inner_op"]
             text += f" (inside the fused kernel, {inner['op_type']} {inner['var_name']} made it: confirmed by {a['confirmed']})"
         text += "."
+        if a.get("origin_uncertain"):
+            text += f" {UNCERTAIN}"
         if first is None:
             text += (
                 " No op made the first bad value inside the traced kernels: it came in through the function's inputs."
             )
         text += f" Look closer with: tvmdbg analyze {logdir}" + (f" --run {run.name}" if run.name != "." else "")
         text += f" -x 'ni {name}' -x 'li {name}'"
-    return False, text + raised
+    return NONFINITE_FOUND, text + raised + incomplete
+
+
+def _function_of(run: RunReader, execution_index: int) -> str:
+    """The function name of an execution, or "" when its record is not in the dump."""
+    executions = run.execution_digests()
+    hits = np.flatnonzero(executions["index"] == execution_index)
+    if not len(hits):
+        return ""
+    return run.function_names[int(executions["function"][int(hits[-1])])]
+
+
+def _where_created(run: RunReader, alert: dict) -> str:
+    """The alert's source line, or why there is none."""
+    if alert.get("location"):
+        return _where(alert["location"])
+    try:
+        graph = run.graph(run.op(alert["op_id"]).graph_id)
+    except KeyError:
+        return "an unknown line (the op's graph is not in the dump)"
+    if not graph.source_mapped:
+        return (
+            "an unknown line (the executable was compiled before tvmdbg was enabled or loaded from a library, "
+            "so its kernels carry no source mapping)"
+        )
+    return "an unknown line (the frontend that built this op recorded no source location)"
 
 
 def input_health(run: RunReader, op: pb.GraphOpCreation, execution_index: int, style: Style | None = None) -> list[str]:

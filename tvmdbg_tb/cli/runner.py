@@ -216,6 +216,9 @@ def main(args) -> int:
         circular_buffer_size=args.circular_buffer_size,
         live=getattr(args, "live", False),
     )
+    if writer.failed:  # it warned; stops read the dump, so there can be none
+        api.disable_dump_debug_info()
+        raise CliError(f"cannot dump to {dump_dir}: {writer.failed}")
     watch_hits = _add_watchpoints(getattr(args, "watch", None) or [], getattr(args, "live", False))
     controller = BreakController(
         writer.logdir,

@@ -48,11 +48,29 @@ def pick_run(reader: DebugDataReader, name: str | None, notes=None) -> RunReader
     if name is not None:
         if name not in runs:
             raise CliError(f"no run {name!r} in {reader.logdir}; runs: {', '.join(runs)}")
-        return reader.run(name)
-    chosen = newest_run(reader)
-    if len(runs) > 1 and notes is not None:
+        chosen = name
+    else:
+        chosen = newest_run(reader)
+    if name is None and len(runs) > 1 and notes is not None:
         print(f"{reader.logdir} holds {len(runs)} runs; using the newest, {chosen} (choose with --run).", file=notes)
-    return reader.run(chosen)
+    run = reader.run(chosen)
+    if notes is not None:
+        warn_damage(run, notes, "tvmdbg")
+        state = run.completeness()
+        if state.problems:
+            print(f"tvmdbg: warning: run {run.name} is {state.state}: {state.summary().split(': ', 1)[1]}", file=notes)
+    return run
+
+
+def warn_damage(run: RunReader, out, who: str, limit: int = 10) -> None:
+    """One line per damaged record (file and byte offset), the first `limit` of them."""
+    corruptions = list(run.corruptions)
+    if corruptions:
+        print(f"{who}: warning: {len(corruptions)} damaged records in {run.name} were skipped:", file=out)
+    for corruption in corruptions[:limit]:
+        print(f"  {corruption}", file=out)
+    if len(corruptions) > limit:
+        print(f"  ... and {len(corruptions) - limit} more", file=out)
 
 
 class OpNames:

@@ -42,9 +42,10 @@ def new_run_name(now: float | None = None) -> str:
     return f"{stamp}_{host}_pid{os.getpid()}"
 
 
-def find_run_dirs(logdir: str | os.PathLike, max_depth: int = 4) -> list[str]:
-    """Run directories at or under logdir (hidden directories skipped), as paths relative to
-    logdir ("." when logdir itself is a run), sorted."""
+def find_run_dirs(logdir: str | os.PathLike, max_depth: int = 32) -> list[str]:
+    """Run directories at or under logdir (hidden directories and symlinks skipped), as paths
+    relative to logdir ("." when logdir itself is a run), sorted. A run inside another run's
+    directory, or below a stray metadata file, is found too."""
     root = Path(logdir)
     found = []
     stack = [(root, 0)]
@@ -52,7 +53,6 @@ def find_run_dirs(logdir: str | os.PathLike, max_depth: int = 4) -> list[str]:
         directory, depth = stack.pop()
         if is_run_dir(directory):
             found.append(os.path.relpath(directory, root))
-            continue
         if depth >= max_depth:
             continue
         try:

@@ -13,13 +13,15 @@
 from __future__ import annotations
 
 import os
+import stat
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from tvmdbg_tb.events import layout, records, vectorized
+from tvmdbg_tb.events import completeness, layout, records, vectorized
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -56,7 +58,10 @@ EXECUTION_DIGEST = np.dtype(
     ]
 )
 
-_READ_CHUNK = 4 << 20  # bytes indexed at once: bounds the transient memory of indexing
+_READ_CHUNK = 4 << 20
+# Seconds a completeness verdict is reused while nothing was read (the writer's liveness
+# is what changes meanwhile), or while a live run only grew.
+_COMPLETENESS_TTL = 2.0  # bytes indexed at once: bounds the transient memory of indexing
 
 Observer = Callable[["RunReader", str, int, bool], None]
 """Called as observer(run, stream, start, reset) after new digests [start:] were indexed
@@ -66,6 +71,23 @@ were dropped and the index rebuilt from start 0."""
 
 class StaleRecordError(LookupError):
     """A record asked for by index is no longer in the dump (dropped by the circular buffer)."""
+
+
+class UnreadableStreamError(OSError):
+    """A stream's path is not a regular file (a directory, a FIFO, a device): never opened."""
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 class GrowingArray:
@@ -115,6 +137,7 @@ class _RecordFileReader:
         self.offset = 0
         self.size = 0
         self._reported: set[int] = set()
+        self._checked: tuple[int, int] | None = None  # (offset, size) scanned without progress
 
     def poll(self) -> tuple[bool, list[tuple[int, bytes]], list[records.Corruption]]:
         """(reset, [(offset, serialized event)], corruptions) for what is new in the file."""
@@ -128,12 +151,18 @@ class _RecordFileReader:
     def poll_batches(self):
         """Yields (reset, (buf, file offsets, data starts, data lengths, buf padded or None),
         corruptions) per chunk of what is new in the file, so that a large file is indexed one
-        bounded chunk at a time. The read position advances before each yield."""
+        bounded chunk at a time. The read position advances before each yield.
+
+        Raises UnreadableStreamError for anything but a regular file (never opened: a FIFO
+        would block). A stretch that holds no whole record (a record being written, or a
+        damaged tail) is scanned once per size of the file, not on every poll."""
         reset = False
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
             return
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableStreamError(f"{self.path} is not a regular file ({_file_kind(st.st_mode)})")
         identity = (st.st_dev, st.st_ino)
         if identity != self.inode or st.st_size < self.offset:
             reset = self.inode is not None
@@ -141,39 +170,86 @@ class _RecordFileReader:
         while True:
             size = os.fstat(self.fd).st_size
             self.size = size
-            if size <= self.offset:
+            if size <= self.offset or self._checked == (self.offset, size):
                 break
             want = min(size - self.offset, _READ_CHUNK)
             buf = os.pread(self.fd, want, self.offset)
             padded = vectorized.padded(buf)  # shared by the scan and the digest decoding
             offsets, starts, lengths, found, consumed = vectorized.scan(buf, self.offset, self.path, padded)
-            bad = []
-            for item in found:
-                if item.offset not in self._reported:
-                    self._reported.add(item.offset)
-                    bad.append(item)
+            bad = [item for item in found if self._new_damage(item)]
             if consumed == 0:
-                if len(buf) >= records.HEADER_SIZE and want == _READ_CHUNK and not found:
-                    # A record larger than a chunk: read exactly it.
-                    need = records.HEADER_SIZE + int.from_bytes(buf[:8], "little") + records.FOOTER_SIZE
-                    big = os.pread(self.fd, need, self.offset)
-                    if len(big) == need:
-                        items = list(records.scan(big, self.offset, self.path))
-                        if items and not isinstance(items[0], records.Corruption):
-                            offset, start, length = items[0]
-                            self.offset += need
-                            one = np.array([offset], dtype=np.int64)
-                            yield reset, (big, one, np.array([start]), np.array([length]), None), bad
-                            reset = False
-                            continue
-                if bad:
-                    yield reset, (buf, offsets, starts, lengths, padded), bad
-                break
+                step = self._past_a_stuck_record(buf, size)
+                empty = np.zeros(0, np.int64)
+                if step is None:
+                    if bad or reset:
+                        yield reset, (b"", empty, empty, empty, None), bad
+                    self._checked = (self.offset, size)
+                    break
+                kind, payload = step
+                if kind == "record":
+                    yield reset, (*payload, None), bad
+                else:
+                    bad = [b for b in bad if b.offset != payload.offset] + [payload]
+                    yield reset, (b"", empty, empty, empty, None), bad
+                reset = False
+                continue
             self.offset += consumed
             yield reset, (buf, offsets, starts, lengths, padded), bad
             reset = False
             if want < _READ_CHUNK:
                 break
+
+    def _new_damage(self, item: records.Corruption) -> bool:
+        if item.offset in self._reported:
+            return False
+        self._reported.add(item.offset)
+        return True
+
+    def _past_a_stuck_record(self, buf: bytes, size: int):
+        """At self.offset no whole record was found in one chunk: a record larger than a
+        chunk, or damage followed by nothing valid within the chunk. Returns ("record",
+        (buf, offsets, starts, lengths)) for a big good record, ("damage", Corruption) after
+        moving past damaged bytes to the next valid record (searched to the end of the file,
+        whatever the records' sizes), or None when the rest must wait for more bytes."""
+        if len(buf) < records.HEADER_SIZE:
+            return None
+        if records.header_candidates(buf[: records.HEADER_SIZE], 0, size - self.offset) == [0]:
+            need = records.HEADER_SIZE + int.from_bytes(buf[:8], "little") + records.FOOTER_SIZE
+            if self.offset + need > size:
+                return None  # a record still being written, or cut (see RunReader.tails)
+            big = os.pread(self.fd, need, self.offset)
+            items = list(records.scan(big, self.offset, self.path, final=True))
+            offset = self.offset
+            self.offset += need
+            if items and not isinstance(items[0], records.Corruption):
+                _, start, length = items[0]
+                return "record", (big, np.array([offset]), np.array([start]), np.array([length]))
+            damage = records.Corruption(self.path, offset, need, "bad data CRC")
+            self._reported.add(offset)
+            return "damage", damage
+        nxt = self._next_record(self.offset + 1, size)
+        if nxt is None:
+            return None  # damage up to the end (reported as such by the scan); wait for more
+        damage = records.Corruption(self.path, self.offset, nxt - self.offset, "bad length CRC")
+        self._reported.add(self.offset)
+        self.offset = nxt
+        return "damage", damage
+
+    def _next_record(self, start: int, size: int) -> int | None:
+        """The file offset of the first whole valid record at or after start, if any."""
+        window = start
+        while window < size:
+            buf = os.pread(self.fd, _READ_CHUNK + records.HEADER_SIZE, window)
+            for pos in records.header_candidates(buf, 0, size - window):
+                if pos >= _READ_CHUNK:
+                    break
+                need = records.HEADER_SIZE + int.from_bytes(buf[pos : pos + 8], "little") + records.FOOTER_SIZE
+                record = os.pread(self.fd, need, window + pos)
+                items = list(records.scan(record, window + pos, self.path, final=True))
+                if len(items) == 1 and not isinstance(items[0], records.Corruption):
+                    return window + pos
+            window += _READ_CHUNK
+        return None
 
     def _reopen(self, identity: tuple[int, int]) -> None:
         if self.fd is not None:
@@ -181,6 +257,7 @@ class _RecordFileReader:
         self.fd = os.open(self.path, os.O_RDONLY)
         self.inode = identity
         self.offset = 0
+        self._checked = None
         self._reported.clear()
 
     def read_at(self, offset: int) -> pb.DebugEvent:
@@ -200,6 +277,12 @@ class _RecordFileReader:
             os.close(self.fd)
             self.fd = None
 
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except OSError:
+            pass
+
 
 class RunReader:
     """One run's dump: its metadata, source, graphs, and indexes of executions and traces."""
@@ -214,6 +297,11 @@ class RunReader:
         self.corruptions: list[records.Corruption] = []
         self.metadata: pb.DebugMetadata | None = None
         self.metadata_wall_time: float | None = None
+        # How the writer ended the dump (None while it runs, or if it never could say).
+        self.run_end: pb.RunEnd | None = None
+        # Streams that could not be read, and why (the others are still read).
+        self.stream_errors: dict[str, str] = {}
+        self._completeness: tuple | None = None  # (state key, when, Completeness)
         # Why the last update() of this run failed (set by DebugDataReader.update), or None.
         self.error: str | None = None
         self._source_files: list[pb.SourceFile] = []
@@ -250,22 +338,29 @@ class RunReader:
         with self._update_lock:
             counts = {}
             for stream in layout.STREAMS:
-                if stream in (layout.EXECUTION, layout.GRAPH_EXECUTION_TRACES):
-                    counts[stream] = self._update_digests(stream)
-                    continue
                 counts[stream] = 0
-                batches = self._files[stream].poll_batches()  # bounded memory
-                while True:
-                    with self._lock:
-                        item = next(batches, None)
-                        if item is None:
-                            break
-                        reset, batch, bad = item
-                        self.corruptions.extend(bad)
-                        items = self._decodable(stream, _records_of(batch))
-                        counts[stream] += len(items)
-                        getattr(self, "_ingest_" + stream)(items, reset)
+                try:  # one unreadable stream must not hide the others
+                    counts[stream] = self._update_stream(stream)
+                    self.stream_errors.pop(stream, None)
+                except OSError as error:
+                    self.stream_errors[stream] = str(error) if isinstance(error, UnreadableStreamError) else repr(error)
             return counts
+
+    def _update_stream(self, stream: str) -> int:
+        if stream in (layout.EXECUTION, layout.GRAPH_EXECUTION_TRACES):
+            return self._update_digests(stream)
+        count = 0
+        batches = self._files[stream].poll_batches()  # bounded memory
+        while True:
+            with self._lock:
+                item = next(batches, None)
+                if item is None:
+                    return count
+                reset, batch, bad = item
+                self.corruptions.extend(bad)
+                items = self._decodable(stream, _records_of(batch))
+                count += len(items)
+                getattr(self, "_ingest_" + stream)(items, reset)
 
     def _decodable(self, stream: str, items: list[tuple[int, bytes]]) -> list[tuple[int, pb.DebugEvent]]:
         """Parses each record; one that protobuf rejects (its CRC was fine: a writer bug or a
@@ -376,9 +471,12 @@ class RunReader:
         return rows[keep], damaged
 
     def _ingest_metadata(self, items, reset) -> None:
-        for _, event in items[:1] if self.metadata is None else ():
-            self.metadata = event.debug_metadata
-            self.metadata_wall_time = event.wall_time
+        for _, event in items:
+            if event.HasField("debug_metadata") and self.metadata is None:
+                self.metadata = event.debug_metadata
+                self.metadata_wall_time = event.wall_time
+            elif event.HasField("run_end"):
+                self.run_end = event.run_end
 
     def _ingest_source_files(self, items, reset) -> None:
         self._source_files.extend(event.source_file for _, event in items)
@@ -511,6 +609,58 @@ class RunReader:
     def graphs(self) -> list[pb.DebuggedGraph]:
         return list(self._graphs.values())
 
+    # -- completeness ----------------------------------------------------------------------
+
+    def completeness(self) -> completeness.Completeness:
+        """Whether this dump is complete, live or incomplete, and what is missing where
+        (see events/completeness.py). Derived from what update() has read."""
+        with self._lock:
+            key = (
+                self._executions.size,
+                self._traces.size,
+                len(self.corruptions),
+                tuple(self.tails()),
+                self.run_end is not None,
+                tuple(self.stream_errors),
+                len(self._frames),
+                len(self._ops),
+                len(self._source_files),
+            )
+        cached = self._completeness
+        if cached is not None and time.monotonic() - cached[1] < _COMPLETENESS_TTL:
+            # While a live run grows (counts, tails), reuse the verdict for a moment (it costs
+            # a pass over the trace digests); never when damage, errors or the end appeared.
+            old = cached[0]
+            if old == key or (old[2], old[4], old[5]) == (key[2], key[4], key[5]) and cached[2].state == "live":
+                return cached[2]
+        result = completeness.assess(self)
+        self._completeness = (key, time.monotonic(), result)
+        return result
+
+    def tails(self) -> list[tuple[str, int, int]]:
+        """(path, bytes read as whole records, file size) per stream file."""
+        return [(f.path, f.offset, f.size) for f in self._files.values() if f.inode is not None]
+
+    def op_ids(self) -> set[int]:
+        return set(self._ops)
+
+    def frame_ids(self) -> set[int]:
+        return set(self._frames)
+
+    def referenced_frame_ids(self) -> set[int]:
+        """Stack frame ids the graphs and ops refer to."""
+        ids: set[int] = set()
+        for graph in self._graphs.values():
+            ids.update(graph.code_location.stack_frame_ids)
+        for op in self._ops.values():
+            ids.update(op.code_location.stack_frame_ids)
+            for original in op.original_ops:
+                ids.update(original.code_location.stack_frame_ids)
+        return ids
+
+    def referenced_source_files(self) -> set[int]:
+        return {f.file_index for f in self._frames.values() if f.file_index >= 0}
+
     def graph(self, graph_id: int) -> pb.DebuggedGraph:
         try:
             return self._graphs[graph_id]
@@ -613,6 +763,11 @@ class RunReader:
             return rows.view()[i].copy()
 
 
+def value_nonfinite_counts(value: pb.TensorValue) -> tuple[int, int, int] | None:
+    """(nan, neg_inf, pos_inf) of a stored FULL_TENSOR value; None when its dtype is unknown."""
+    return _value_nonfinite_counts(value)
+
+
 def _value_nonfinite_counts(value: pb.TensorValue) -> tuple[int, int, int] | None:
     try:
         array = np.frombuffer(value.content, dtype=np.dtype(value.dtype))
@@ -639,6 +794,9 @@ class DebugDataReader:
             for name in layout.find_run_dirs(self.logdir):
                 if name not in self._runs:
                     self._runs[name] = RunReader(name, os.path.normpath(os.path.join(self.logdir, name)))
+            for name, run in list(self._runs.items()):
+                if not os.path.isdir(run.path):  # its directory went: so does the run
+                    del self._runs[name]  # its files close when the last query using it ends
             return sorted(self._runs)
 
     def update(self) -> dict[str, dict[str, int]]:
@@ -691,4 +849,12 @@ class DebugDataReader:
         self.close()
 
 
-__all__ = ["DebugDataReader", "RunReader", "StaleRecordError", "describe", "TRACE_DIGEST", "EXECUTION_DIGEST"]
+__all__ = [
+    "DebugDataReader",
+    "RunReader",
+    "StaleRecordError",
+    "UnreadableStreamError",
+    "describe",
+    "TRACE_DIGEST",
+    "EXECUTION_DIGEST",
+]

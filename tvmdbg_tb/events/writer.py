@@ -129,7 +129,9 @@ class DebugEventsWriter:
         circular_buffer_size: execution and trace events kept (each stream); <= 0 keeps all.
         circular_buffer_bytes: bytes kept per ring file; defaults to 256 MiB when
             circular_buffer_size > 0 and to unbounded otherwise.
-        Raises OSError if the directory cannot be created (the caller decides what to do).
+        Never raises for the file system: if the directory or its files cannot be created
+        (a regular file in the way, permissions, read-only, path too long), it warns once and
+        `failed` says why; every later write is dropped.
         """
         self.tensor_debug_mode = mode_value(tensor_debug_mode)
         self.circular_buffer_size = int(circular_buffer_size)
@@ -139,16 +141,27 @@ class DebugEventsWriter:
         self._ring_on = self.circular_buffer_size > 0 or self.circular_buffer_bytes > 0
         base = run_name or layout.new_run_name()
         self.logdir = os.fspath(logdir)
-        self.run_name, self.run_dir = self._make_run_dir(base)
         self._lock = threading.Lock()  # guards pending buffers and counters
         self._io_lock = threading.Lock()  # serialises file writes and compaction
         self._pending: dict[str, list[bytes]] = {s: [] for s in layout.STREAMS}
         self._pending_bytes = 0
-        self._files = {
-            s: _RecordFile(os.path.join(self.run_dir, layout.file_name(s)), self._ring_on and s in layout.RING_STREAMS)
-            for s in layout.STREAMS
-        }
         self._failed: str | None = None
+        self._ended = False  # the RunEnd record is written
+        # (executions, traces) allocated when the last successful write took its batch: the
+        # records of executions before the last of them and of those traces are on disk.
+        self._durable = (0, 0)
+        self._files: dict[str, _RecordFile] = {}
+        try:
+            self.run_name, self.run_dir = self._make_run_dir(base)
+            for s in layout.STREAMS:
+                path = os.path.join(self.run_dir, layout.file_name(s))
+                self._files[s] = _RecordFile(path, self._ring_on and s in layout.RING_STREAMS)
+        except (OSError, ValueError) as error:  # a file in the way, permissions, read-only, name too long
+            self.run_name, self.run_dir = base, os.path.join(self.logdir, base)
+            for record_file in self._files.values():
+                record_file.handle.close()
+            self._files = {}
+            self._fail(f"could not create the dump directory under {self.logdir!r}: {error!r}")
         self._closed = False
         self._files_closed = False
         self._next_execution = 0
@@ -336,6 +349,7 @@ class DebugEventsWriter:
             pending = {s: chunks for s, chunks in self._pending.items() if chunks}
             self._pending = {s: [] for s in layout.STREAMS}
             self._pending_bytes = 0
+            taken = (self._next_execution, self._next_trace)
         if self._failed:
             return
         try:
@@ -347,8 +361,38 @@ class DebugEventsWriter:
                     os.fsync(record_file.handle.fileno())
                 if record_file.ring and self._over_twice_the_bound(record_file):
                     record_file.compact(self.circular_buffer_size, self._byte_bound())
+            self._durable = taken
         except Exception as error:
             self._fail(f"writing to {self.run_dir} failed: {error!r}")
+            self._write_run_end()
+
+    def _write_run_end(self) -> None:
+        """Appends the RunEnd record to the metadata file, once: CLOSED, or ABORTED with
+        where data starts to be missing. Best effort (the disk may be full). Caller holds
+        _io_lock."""
+        record_file = self._files.get(layout.METADATA)
+        if self._ended or record_file is None:
+            return
+        self._ended = True
+        with self._lock:
+            end = pb.RunEnd(
+                how=pb.RunEnd.ABORTED if self._failed else pb.RunEnd.CLOSED,
+                reason=self._failed or "",
+                num_executions=self._next_execution,
+                num_traces=self._next_trace,
+                num_stack_frames=len(self._frames),
+                num_source_files=sum(1 for i in self._source_files.values() if i >= 0),
+            )
+        if self._failed:
+            end.first_missing_execution = max(0, self._durable[0] - 1)
+            end.first_missing_trace = self._durable[1]
+        try:
+            record_file.handle.write(
+                records.encode(pb.DebugEvent(wall_time=time.time(), run_end=end).SerializeToString())
+            )
+            record_file.handle.flush()
+        except Exception:
+            pass
 
     def _byte_bound(self) -> int:
         return self.circular_buffer_bytes if self.circular_buffer_bytes > 0 else sys.maxsize
@@ -375,10 +419,13 @@ class DebugEventsWriter:
                 for record_file in self._files.values():
                     if record_file.ring and not self._failed:
                         record_file.compact(self.circular_buffer_size, self._byte_bound())
+                self._write_run_end()
+                for record_file in self._files.values():
                     if not self._failed:
                         os.fsync(record_file.handle.fileno())
             except Exception as error:
                 self._fail(f"closing {self.run_dir} failed: {error!r}")
+                self._write_run_end()
             finally:
                 self._files_closed = True
                 for record_file in self._files.values():

@@ -134,16 +134,17 @@ def _compile_health(session: Session | None) -> bool | None:
 
 def _new_session() -> Session | None:
     """A session for the current writer (new ids) with the current sinks; None if idle."""
-    if _STATE.writer is None and _STATE.check is None:
-        return None
+    writer = _STATE.writer if _STATE.writer is not None and not _STATE.writer.failed else None
+    if writer is None and _STATE.check is None:
+        return None  # a writer that could not create its files has warned: trace nothing
     if _STATE.dump_args is not None:
-        _, mode, _, op_regex, tensor_dtypes, deep = _STATE.dump_args
+        _, mode, _, op_regex, tensor_dtypes, deep = _STATE.dump_args[:6]
     else:
         mode, op_regex, tensor_dtypes, deep = pb.NO_TENSOR, None, None, False
-    session = Session(mode, op_regex, tensor_dtypes, _STATE.writer)
+    session = Session(mode, op_regex, tensor_dtypes, writer)
     session.trace_fused_ops = deep or (_STATE.check is not None and _STATE.check.trace_fused_ops)
-    if _STATE.writer is not None:
-        session.add_sink(WriterSink(_STATE.writer))
+    if writer is not None:
+        session.add_sink(WriterSink(writer))
         from tvmdbg_tb.replay.auto import AutoReplay
 
         session.replay = AutoReplay(session)
@@ -184,6 +185,9 @@ def enable_dump_debug_info(
         resumes with a warning.
     Calling it again with the same arguments returns the same writer; with different ones
     it raises ValueError (call disable_dump_debug_info() first).
+    Never raises for the file system: if logdir cannot be created or written (a regular file
+    in the way, permissions, read-only, path too long, disk full) it warns once, the writer's
+    `failed` says why, dumping stops and the program runs on unchanged.
     """
     mode = mode_value(tensor_debug_mode)
     if isinstance(circular_buffer_size, bool) or not isinstance(circular_buffer_size, int):

@@ -57,6 +57,7 @@ class InputInfo:
     producer_position: int = -1
     producer_slot: int = 0
     param_index: int = -1
+    tuple_item: int = -1  # an item of a tuple parameter
 
 
 @dataclass
@@ -396,8 +397,9 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
                 position, _ = produced[hash(base)]
                 return InputInfo(1, f"{base.name}[{slot_of}]", _spec(expr), position, slot_of)
             if isinstance(base, relax.Var) and hash(base) in param_index:
-                # An item of a tuple parameter: its health is that of the parameter's tuple.
-                return InputInfo(2, f"{base.name}[{slot_of}]", _spec(expr), param_index=param_index[hash(base)])
+                # An item of a tuple parameter: its health is the item's (TensorSummary.items).
+                index = param_index[hash(base)]
+                return InputInfo(2, f"{base.name}[{slot_of}]", _spec(expr), param_index=index, tuple_item=slot_of)
         if isinstance(expr, relax.Var):
             if hash(expr) in produced:
                 position, slot = produced[hash(expr)]

@@ -11,6 +11,7 @@ import itertools
 import re
 import threading
 import time
+import warnings
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
@@ -307,6 +308,8 @@ class Session:
                     entry.producer_output_slot = item.producer_slot
                 elif item.kind == pb.OpInput.PARAM:
                     entry.param_index = item.param_index
+                    if item.tuple_item >= 0:
+                        entry.tuple_item = item.tuple_item
             ops.append(op)
             slots = tuple(
                 i
@@ -378,7 +381,13 @@ class Session:
     def kernel_done(self, call: KernelCall) -> BaseException | None:
         stop = None
         for sink in self.sinks:
-            error = sink.on_kernel(call)
+            try:
+                error = sink.on_kernel(call)
+            except Exception as failure:  # a debugger bug must not change the user's program
+                warnings.warn(
+                    f"tvmdbg: {type(sink).__name__} failed on a kernel: {failure!r}", RuntimeWarning, stacklevel=2
+                )
+                continue
             if error is not None and stop is None:
                 stop = error
         return stop

@@ -140,6 +140,8 @@ def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
     dtype "tuple", shape [number of tensors]; in FULL_HEALTH, rank 0 and the tensors' DType
     when they share one. Modes without counts (SHAPE, FULL_TENSOR) say nothing."""
     summary = pb.TensorSummary(dtype="tuple", shape=[len(leaves)])
+    if mode != pb.NO_TENSOR:  # each tensor on its own too (OpInput.tuple_item refers to one)
+        summary.items.extend(tensor_summary(mode, leaf) for leaf in leaves)
     if mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH):
         return summary
     tensors = [leaf for leaf in leaves if is_tensor(leaf) or isinstance(leaf, np.ndarray)]

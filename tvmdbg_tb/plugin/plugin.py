@@ -332,6 +332,10 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                 problems.append(f"run {run.name}: reading failed: {run.error}")
             if corruptions:
                 problems.append(f"run {run.name}: {len(corruptions)} damaged record(s) skipped")
+            completeness = run.completeness()
+            missing = [p.message for p in completeness.problems if p.kind != "damaged"]  # damage: said above
+            if missing:
+                problems.append(f"run {run.name}: {completeness.state}: {'; '.join(missing)}")
             out_runs.append(
                 {
                     "run": run.name,
@@ -346,6 +350,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                         {"path": c.path, "offset": c.offset, "length": c.length, "reason": c.reason, "message": str(c)}
                         for c in corruptions[:100]
                     ],
+                    "completeness": completeness.to_json(),
                 }
             )
         return {

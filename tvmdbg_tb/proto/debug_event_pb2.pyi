@@ -60,7 +60,7 @@ FLOAT8_E4M3FN: DType
 FLOAT8_E5M2: DType
 
 class DebugEvent(_message.Message):
-    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "fused_op_replay", "fused_group_source", "watchpoint_hit")
+    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "fused_op_replay", "fused_group_source", "run_end", "watchpoint_hit")
     WALL_TIME_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     DEBUG_METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class DebugEvent(_message.Message):
     GRAPH_EXECUTION_TRACE_FIELD_NUMBER: _ClassVar[int]
     FUSED_OP_REPLAY_FIELD_NUMBER: _ClassVar[int]
     FUSED_GROUP_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    RUN_END_FIELD_NUMBER: _ClassVar[int]
     WATCHPOINT_HIT_FIELD_NUMBER: _ClassVar[int]
     wall_time: float
     step: int
@@ -84,8 +85,9 @@ class DebugEvent(_message.Message):
     graph_execution_trace: GraphExecutionTrace
     fused_op_replay: FusedOpReplay
     fused_group_source: FusedGroupSource
+    run_end: RunEnd
     watchpoint_hit: WatchpointHit
-    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ..., fused_group_source: _Optional[_Union[FusedGroupSource, _Mapping]] = ..., watchpoint_hit: _Optional[_Union[WatchpointHit, _Mapping]] = ...) -> None: ...
+    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ..., fused_group_source: _Optional[_Union[FusedGroupSource, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., watchpoint_hit: _Optional[_Union[WatchpointHit, _Mapping]] = ...) -> None: ...
 
 class DebugMetadata(_message.Message):
     __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv")
@@ -186,7 +188,7 @@ class OriginalOp(_message.Message):
     def __init__(self, op_type: _Optional[str] = ..., var_name: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ...) -> None: ...
 
 class OpInput(_message.Message):
-    __slots__ = ("kind", "name", "producer_op_id", "producer_output_slot", "param_index", "spec")
+    __slots__ = ("kind", "name", "producer_op_id", "producer_output_slot", "param_index", "spec", "tuple_item")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         OTHER: _ClassVar[OpInput.Kind]
@@ -203,13 +205,15 @@ class OpInput(_message.Message):
     PRODUCER_OUTPUT_SLOT_FIELD_NUMBER: _ClassVar[int]
     PARAM_INDEX_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    TUPLE_ITEM_FIELD_NUMBER: _ClassVar[int]
     kind: OpInput.Kind
     name: str
     producer_op_id: int
     producer_output_slot: int
     param_index: int
     spec: TensorSpec
-    def __init__(self, kind: _Optional[_Union[OpInput.Kind, str]] = ..., name: _Optional[str] = ..., producer_op_id: _Optional[int] = ..., producer_output_slot: _Optional[int] = ..., param_index: _Optional[int] = ..., spec: _Optional[_Union[TensorSpec, _Mapping]] = ...) -> None: ...
+    tuple_item: int
+    def __init__(self, kind: _Optional[_Union[OpInput.Kind, str]] = ..., name: _Optional[str] = ..., producer_op_id: _Optional[int] = ..., producer_output_slot: _Optional[int] = ..., param_index: _Optional[int] = ..., spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., tuple_item: _Optional[int] = ...) -> None: ...
 
 class GraphOpCreation(_message.Message):
     __slots__ = ("op_id", "graph_id", "op_name", "kernel", "call_type", "original_ops", "inputs", "outputs", "output_names", "device", "position", "code_location")
@@ -252,16 +256,18 @@ class TensorValue(_message.Message):
     def __init__(self, dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., content: _Optional[bytes] = ..., truncated: bool = ...) -> None: ...
 
 class TensorSummary(_message.Message):
-    __slots__ = ("debug_values", "tensor_value", "dtype", "shape")
+    __slots__ = ("debug_values", "tensor_value", "dtype", "shape", "items")
     DEBUG_VALUES_FIELD_NUMBER: _ClassVar[int]
     TENSOR_VALUE_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
     debug_values: _containers.RepeatedScalarFieldContainer[float]
     tensor_value: TensorValue
     dtype: str
     shape: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+    items: _containers.RepeatedCompositeFieldContainer[TensorSummary]
+    def __init__(self, debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., items: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ...) -> None: ...
 
 class Execution(_message.Message):
     __slots__ = ("index", "function_name", "graph_id", "tensor_debug_mode", "inputs", "outputs", "duration_us", "code_location", "num_traces", "error", "executable_id")
@@ -412,3 +418,31 @@ class WatchpointHit(_message.Message):
     detail: str
     paused: bool
     def __init__(self, watchpoint_id: _Optional[int] = ..., condition: _Optional[str] = ..., description: _Optional[str] = ..., op_id: _Optional[int] = ..., graph_id: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., output_slot: _Optional[int] = ..., execution_index: _Optional[int] = ..., detail: _Optional[str] = ..., paused: bool = ...) -> None: ...
+
+class RunEnd(_message.Message):
+    __slots__ = ("how", "reason", "num_executions", "num_traces", "first_missing_execution", "first_missing_trace", "num_stack_frames", "num_source_files")
+    class How(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        HOW_UNSPECIFIED: _ClassVar[RunEnd.How]
+        CLOSED: _ClassVar[RunEnd.How]
+        ABORTED: _ClassVar[RunEnd.How]
+    HOW_UNSPECIFIED: RunEnd.How
+    CLOSED: RunEnd.How
+    ABORTED: RunEnd.How
+    HOW_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    NUM_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    NUM_TRACES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MISSING_EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    FIRST_MISSING_TRACE_FIELD_NUMBER: _ClassVar[int]
+    NUM_STACK_FRAMES_FIELD_NUMBER: _ClassVar[int]
+    NUM_SOURCE_FILES_FIELD_NUMBER: _ClassVar[int]
+    how: RunEnd.How
+    reason: str
+    num_executions: int
+    num_traces: int
+    first_missing_execution: int
+    first_missing_trace: int
+    num_stack_frames: int
+    num_source_files: int
+    def __init__(self, how: _Optional[_Union[RunEnd.How, str]] = ..., reason: _Optional[str] = ..., num_executions: _Optional[int] = ..., num_traces: _Optional[int] = ..., first_missing_execution: _Optional[int] = ..., first_missing_trace: _Optional[int] = ..., num_stack_frames: _Optional[int] = ..., num_source_files: _Optional[int] = ...) -> None: ...

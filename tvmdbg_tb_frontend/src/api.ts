@@ -28,6 +28,16 @@ export interface RunInfo {
   num_corruptions: number;
   last_update_time: number | null;
   live: boolean;
+  completeness?: Completeness;
+}
+
+/** Whether a run's dump is complete (docs/routes.md#runs). */
+export interface Completeness {
+  complete: boolean;
+  state: "complete" | "live" | "incomplete";
+  ended: string;
+  writer_alive: boolean | null;
+  problems: { kind: string; message: string; file: string | null; offset: number | null; executions: (number | null)[] | null }[];
 }
 
 export interface Corruption {
@@ -78,6 +88,8 @@ export interface Alert {
   execution_position: number | null;
   trace_position: number | null;
   origin: boolean;
+  /** An origin next to damaged or missing records: the true origin may be what is missing. */
+  origin_uncertain?: boolean;
   location: Location | null;
   original_ops: OriginalOp[];
 }
@@ -97,6 +109,8 @@ export interface Summary {
   debug_values: Num[];
   summary: Record<string, unknown>;
   has_value: boolean;
+  /** A tuple's tensors, each summarised on its own. */
+  items?: Summary[];
 }
 
 export interface ExecutionDigest {
@@ -209,6 +223,8 @@ export interface OpInfo extends Op {
     producer_op_name: string | null;
     producer_output_slot: number | null;
     param_index: number | null;
+    /** This input is item `tuple_item` of tuple parameter `param_index`. */
+    tuple_item?: number | null;
   }[];
   consumers: { op_id: number; op_name: string; input_slot: number; output_slot: number }[];
   num_traces: number;

@@ -118,6 +118,13 @@ export class AlertsPanel {
               "First origin: ",
               h("b", null, first.op_name),
               ` (${first.kernel}) at ${formatLocation(first.location)}`,
+              first.origin_uncertain
+                ? h(
+                    "div",
+                    { class: "problem", "data-testid": "origin-uncertain" },
+                    "⚠ uncertain: records near it are damaged or missing; the true origin may be among them",
+                  )
+                : null,
             )
           : h("div", { class: "muted" }, "no origin found among the listed alerts"),
         partial ? h("div", { class: "muted small" }, partial) : null,
@@ -139,7 +146,7 @@ export class AlertsPanel {
               title: `execution ${a.execution_index}, trace ${a.trace_index}`,
             },
             h("span", { class: "alert-op" }, a.op_name, a.output_slot ? `:${a.output_slot}` : ""),
-            a.origin ? h("span", { class: "badge origin-badge" }, "origin") : null,
+            a.origin ? h("span", { class: "badge origin-badge" }, a.origin_uncertain ? "origin?" : "origin") : null,
             h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, countsText(a)),
           ),
         ),

@@ -108,8 +108,13 @@ class OpView implements View {
       const x = opId === null ? undefined : this.health.get(opId);
       return x ? healthPill(healthOf(x), true) : h("span", { class: "muted small" }, trace ? "not traced" : "—");
     };
-    const paramPill = (paramIndex: number | null) => {
-      const summary = paramIndex === null ? undefined : call?.inputs[paramIndex];
+    const paramPill = (paramIndex: number | null, tupleItem?: number | null) => {
+      let summary = paramIndex === null ? undefined : call?.inputs[paramIndex];
+      if (summary && tupleItem !== undefined && tupleItem !== null) {
+        // An item of a tuple parameter shows its own health, never the whole tuple's.
+        summary = summary.items?.[tupleItem];
+        if (!summary) return h("span", { class: "muted small", title: "this dump records only the tuple's total" }, "item not recorded");
+      }
       return summary && Object.keys(summary.summary).length
         ? healthPill(summaryHealth(summary), true)
         : h("span", { class: "muted small" }, trace ? "not recorded" : "—");
@@ -198,7 +203,11 @@ class OpView implements View {
                     )
                   : h("span", { class: "muted" }, inp.kind.toLowerCase()),
               ),
-              h("td", { class: "input-health" }, inp.kind === "PARAM" ? paramPill(inp.param_index) : pillOf(inp.producer_op_id)),
+              h(
+                "td",
+                { class: "input-health" },
+                inp.kind === "PARAM" ? paramPill(inp.param_index, inp.tuple_item) : pillOf(inp.producer_op_id),
+              ),
             ),
           ),
         ),

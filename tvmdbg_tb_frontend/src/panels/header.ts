@@ -3,6 +3,7 @@ import type { Status } from "../api";
 import { h, setChildren } from "../dom";
 import { formatAgo, formatCount } from "../format";
 import type { Store } from "../store";
+import { CompletenessBanner } from "./completeness";
 
 export class HeaderBar {
   readonly el: HTMLElement;
@@ -12,6 +13,7 @@ export class HeaderBar {
   readonly problems: HTMLElement;
   readonly errors: HTMLElement;
   status: Status | null = null;
+  private readonly completeness = new CompletenessBanner();
   lastPoll = 0;
 
   constructor(private readonly store: Store) {
@@ -32,6 +34,7 @@ export class HeaderBar {
         h("span", { class: "spacer" }),
         this.live,
       ),
+      this.completeness.el,
       this.problems,
       this.errors,
     );
@@ -72,6 +75,7 @@ export class HeaderBar {
         this.lastPoll ? ` · checked ${new Date(this.lastPoll).toLocaleTimeString()}` : "",
       ),
     );
+    this.completeness.update(info?.completeness);
     const problems: string[] = [...(this.status?.problems ?? [])];
     if (this.status?.reader.error) problems.push(`reader: ${this.status.reader.error}`);
     const rs = this.status?.runs.find((r) => r.run === current);

@@ -1,0 +1,76 @@
+"""The dashboard never runs text from a dump as markup, and shows an incomplete dump's banner.
+
+Real TensorBoard, real Chromium, a real TVM model whose op names and source file hold
+`<img src=x onerror=alert(..)>` and `</script><script>alert(..)</script>`. (TVM refuses such
+characters in a VM function's name, so function names cannot carry them.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_dashboard_e2e import Browser, TensorBoardProcess  # noqa: F401  (skips without Chromium)
+
+pytestmark = pytest.mark.browser
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("hostile")
+    subprocess.run([sys.executable, str(TESTS / "models_hostile.py"), str(logdir / "evil")], check=True, timeout=300)
+    # A second run, cut: its traces file lost its last bytes after the writer ended.
+    subprocess.run([sys.executable, str(TESTS / "models_hostile.py"), str(logdir / "cut")], check=True, timeout=300)
+    (cut_dir,) = (logdir / "cut").iterdir()
+    traces = cut_dir / "tvmdbg.graph_execution_traces"
+    traces.write_bytes(traces.read_bytes()[:-10])
+    tb = TensorBoardProcess(logdir, tmp_path_factory.mktemp("tb") / "tensorboard.log")
+    yield tb
+    tb.close()
+
+
+def test_markup_in_op_names_and_sources_shows_as_text_and_never_runs(hostile):
+    browser = Browser()
+    dialogs = []
+    browser.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        frame = browser.open_dashboard(hostile)
+        run = next(r["run"] for r in hostile.api("runs")["runs"] if r["run"].startswith("evil"))
+        frame.locator(".run-select").select_option(run)
+        alert = frame.locator("[data-testid=first-origin-alert]:not([disabled])")
+        alert.wait_for()
+        alert.click()
+        selected = frame.locator("[data-testid=selected-op]")
+        selected.wait_for()
+        assert selected.inner_text().startswith("op<img src=x onerror=alert(1)></script><script>alert(2)</script>")
+        highlighted = frame.locator(".source-panel .src-line.highlighted")
+        highlighted.wait_for()
+        assert "<img src=x onerror=alert(3)>" in highlighted.inner_text()
+        frame.locator(".source-panel").get_by_text("</script><script>alert(12)</script>", exact=False).first.wait_for()
+        assert frame.locator("img[src=x]").count() == 0
+        assert frame.locator("script:has-text('alert(')").count() == 0
+        browser.page.wait_for_timeout(1000)
+        assert dialogs == []
+    finally:
+        browser.close()
+
+
+def test_an_incomplete_dump_shows_a_banner(hostile):
+    browser = Browser()
+    try:
+        frame = browser.open_dashboard(hostile)
+        runs = {r["run"]: r for r in hostile.api("runs")["runs"]}
+        cut = next(name for name in runs if name.startswith("cut"))
+        evil = next(name for name in runs if name.startswith("evil"))
+        frame.locator(".run-select").select_option(cut)
+        banner = frame.locator("[data-testid=completeness-banner]")
+        banner.wait_for(state="visible")
+        text = banner.inner_text()
+        assert "This dump is incomplete" in text and "tvmdbg.graph_execution_traces" in text
+        assert banner.locator("li[data-kind=truncated]").count() == 1
+        frame.locator(".run-select").select_option(evil)
+        banner.wait_for(state="hidden")
+    finally:
+        browser.close()
