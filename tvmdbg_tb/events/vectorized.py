@@ -260,7 +260,7 @@ def _health(b: np.ndarray, mode: np.ndarray, dv_start: np.ndarray, dv_len: np.nd
     counts = np.full((n, 3), -1, dtype=np.int64)
     known = np.zeros(n, dtype=bool)
     # Offsets (in doubles) of nan, neg_inf, pos_inf per mode, and the values the mode needs.
-    for mode_value, need, (i_nan, i_neg, i_pos) in ((4, 10, (6, 4, 5)), (3, 4, (3, 1, 2))):
+    for mode_value, need, (i_nan, i_neg, i_pos) in ((4, 10, (6, 4, 5)), (7, 10, (6, 4, 5)), (3, 4, (3, 1, 2))):
         rows = np.flatnonzero(ok & (mode == mode_value) & (dv_len >= 8 * need))
         if len(rows):
             # describe() converts every value of the layout to int: a NaN anywhere means no counts.

@@ -5,6 +5,7 @@ The layouts are those of debug_event.proto (decoded by tvmdbg_tb.events.summarie
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -96,7 +97,23 @@ def debug_values(mode: int, value: Any, dtype: str, shape: tuple[int, ...], devi
     neg_inf, pos_inf, nan, negative, zero, positive = health(array, float_kind)
     if mode == pb.CONCISE_HEALTH:
         return [size, neg_inf, pos_inf, nan]
-    return [device_id, dtype_code(dtype), len(shape), size, neg_inf, pos_inf, nan, negative, zero, positive]
+    full = [device_id, dtype_code(dtype), len(shape), size, neg_inf, pos_inf, nan, negative, zero, positive]
+    if mode == pb.FULL_STATS:
+        full.extend(statistics(array, finite_count=negative + zero + positive))
+    return full
+
+
+def statistics(array: np.ndarray, finite_count: int) -> list[float]:
+    """FULL_STATS' [min, max, mean, l2_norm, abs_max] of the finite elements, in float64
+    (NaN for all five when no element is finite)."""
+    if finite_count <= 0:
+        return [math.nan] * 5
+    values = array.reshape(-1)
+    if values.dtype.kind in "fc" and finite_count < values.size:
+        values = values[np.isfinite(values)]
+    values = values.astype(np.float64, copy=False)
+    low, high = float(values.min()), float(values.max())
+    return [low, high, float(values.sum()) / finite_count, math.sqrt(float(np.dot(values, values))), max(-low, high)]
 
 
 def tensor_value(value: Any, dtype: str, shape: tuple[int, ...]) -> pb.TensorValue:
@@ -140,7 +157,7 @@ def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
     dtype "tuple", shape [number of tensors]; in FULL_HEALTH, rank 0 and the tensors' DType
     when they share one. Modes without counts (SHAPE, FULL_TENSOR) say nothing."""
     summary = pb.TensorSummary(dtype="tuple", shape=[len(leaves)])
-    if mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH):
+    if mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS):
         return summary
     tensors = [leaf for leaf in leaves if is_tensor(leaf) or isinstance(leaf, np.ndarray)]
     rows = [debug_values(pb.FULL_HEALTH, t, str(t.dtype), tuple(t.shape)) for t in tensors]
@@ -156,4 +173,18 @@ def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
         dtypes = {dtype_code(str(t.dtype)) for t in tensors}
         dtype = dtypes.pop() if len(dtypes) == 1 else pb.DTYPE_UNKNOWN
         summary.debug_values.extend([0, dtype, 0, size, neg_inf, pos_inf, nan, negative, zero, positive])
+        if mode == pb.FULL_STATS:
+            summary.debug_values.extend(_tuple_statistics(tensors))
     return summary
+
+
+def _tuple_statistics(tensors: list[Any]) -> list[float]:
+    """FULL_STATS of a tuple: the statistics of all its tensors' finite elements together."""
+    rows = [debug_values(pb.FULL_STATS, t, str(t.dtype), tuple(t.shape)) for t in tensors]
+    stats = [(row[7] + row[8] + row[9], *row[10:]) for row in rows if row[7] + row[8] + row[9] > 0]
+    if not stats:
+        return [math.nan] * 5
+    count = sum(s[0] for s in stats)
+    low, high = min(s[1] for s in stats), max(s[2] for s in stats)
+    mean = sum(s[0] * s[3] for s in stats) / count
+    return [low, high, mean, math.sqrt(sum(s[4] ** 2 for s in stats)), max(s[5] for s in stats)]
