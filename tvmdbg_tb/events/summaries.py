@@ -6,6 +6,7 @@ with, so a layout is written down exactly once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -104,6 +105,24 @@ def describe(mode: int, values: Sequence[float]) -> dict:
     if mode == pb.SHAPE:
         out["shape"] = [int(v) for v in values[len(names) : len(names) + out["rank"]]]
     return out
+
+
+def finite_statistics(array) -> list[float]:
+    """FULL_STATS' [min, max, mean, l2_norm, abs_max] of the finite elements of a numpy array,
+    in float64; NaN for all five when no element is finite. (numpy is the caller's import.)"""
+    import numpy as np
+
+    values = np.asarray(array).reshape(-1)
+    if values.dtype.kind in "fc":
+        finite = np.isfinite(values)
+        if not finite.all():
+            values = values[finite]
+    if values.size == 0:
+        return [math.nan] * 5
+    values = values.astype(np.float64, copy=False)
+    low, high = float(values.min()), float(values.max())
+    mean = float(values.sum()) / values.size
+    return [low, high, mean, math.sqrt(float(np.dot(values, values))), max(-low, high)]
 
 
 def nonfinite_counts(mode: int, values: Sequence[float]) -> tuple[int, int, int] | None:

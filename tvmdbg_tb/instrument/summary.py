@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmdbg_tb.events.summaries import dtype_code, is_float_dtype
+from tvmdbg_tb.events.summaries import dtype_code, finite_statistics, is_float_dtype
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 # FULL_TENSOR keeps at most this many bytes of one tensor (the rest is marked truncated).
@@ -99,21 +99,8 @@ def debug_values(mode: int, value: Any, dtype: str, shape: tuple[int, ...], devi
         return [size, neg_inf, pos_inf, nan]
     full = [device_id, dtype_code(dtype), len(shape), size, neg_inf, pos_inf, nan, negative, zero, positive]
     if mode == pb.FULL_STATS:
-        full.extend(statistics(array, finite_count=negative + zero + positive))
+        full.extend(finite_statistics(array))
     return full
-
-
-def statistics(array: np.ndarray, finite_count: int) -> list[float]:
-    """FULL_STATS' [min, max, mean, l2_norm, abs_max] of the finite elements, in float64
-    (NaN for all five when no element is finite)."""
-    if finite_count <= 0:
-        return [math.nan] * 5
-    values = array.reshape(-1)
-    if values.dtype.kind in "fc" and finite_count < values.size:
-        values = values[np.isfinite(values)]
-    values = values.astype(np.float64, copy=False)
-    low, high = float(values.min()), float(values.max())
-    return [low, high, float(values.sum()) / finite_count, math.sqrt(float(np.dot(values, values))), max(-low, high)]
 
 
 def tensor_value(value: Any, dtype: str, shape: tuple[int, ...]) -> pb.TensorValue:
