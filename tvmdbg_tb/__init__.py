@@ -34,6 +34,7 @@ _LAZY = {
     "disable_dump_debug_info": "tvmdbg_tb.instrument.api",
     "enable_check_numerics": "tvmdbg_tb.instrument.api",
     "disable_check_numerics": "tvmdbg_tb.instrument.api",
+    "record_torch_reference": "tvmdbg_tb.instrument.torch_reference",
     "register_tensor_filter": "tvmdbg_tb.cli.filters",  # no TVM, but only `tvmdbg run` needs it
 }
 

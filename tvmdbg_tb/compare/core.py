@@ -218,6 +218,7 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
             "op_id_a": op_id,
             "op_name_a": identity.op_name,
             "kernel_a": identity.kernel,
+            "fused_ops_a": list(identity.fused_ops),
             "output_slot": key[-1],
             "trace_index_a": int(trace_a.index),
         }

@@ -22,6 +22,8 @@ class OpIdentity:
     location: dict | None  # {"file_path", "line", "function"} of the user's frame
     op_name: str
     kernel: str
+    # Every Relax op of the kernel ({"op_type", "location"}), in order; the key is the last's.
+    fused_ops: tuple = ()
 
 
 def _frame(run: RunReader, loc) -> dict | None:
@@ -38,8 +40,10 @@ def op_identities(run: RunReader) -> dict[int, OpIdentity]:
         seen: Counter = Counter()
         for op in sorted(run.ops(graph.graph_id), key=lambda o: o.position):
             last = None
+            fused = []
             for original in op.original_ops:
                 where = _frame(run, original.code_location)
+                fused.append({"op_type": original.op_type, "location": where})
                 place = (where["file_path"], where["line"]) if where else (None, None)
                 site = (original.op_type, *place)
                 seen[site] += 1
@@ -50,7 +54,8 @@ def op_identities(run: RunReader) -> dict[int, OpIdentity]:
                 out[op.op_id] = OpIdentity((graph.name, *site, seen[site] - 1), "", None, op.op_name, op.kernel)
                 continue
             op_type, where, site, occurrence = last
-            out[op.op_id] = OpIdentity((graph.name, *site, occurrence), op_type, where, op.op_name, op.kernel)
+            key = (graph.name, *site, occurrence)
+            out[op.op_id] = OpIdentity(key, op_type, where, op.op_name, op.kernel, tuple(fused))
     return out
 
 
