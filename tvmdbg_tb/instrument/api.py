@@ -118,13 +118,15 @@ def _activate(session: Session | None) -> None:
         capture.REGISTRY.clear()
 
 
-def _compile_health(session: Session | None) -> bool | None:
+def _compile_health(session: Session | None) -> bool | str | None:
     """How builds are instrumented: None (the VM instrument traces them), False (timestamps
-    only: NO_TENSOR) or True (summary kernels)."""
+    only: NO_TENSOR), True (summary kernels) or "stats" (with FULL_STATS' statistics)."""
     from tvmdbg_tb.instrument.fast_tracer import FAST_MODES, supported_platform
 
     if session is None or session.want_nonfinite or session.mode not in FAST_MODES or not supported_platform():
         return None
+    if session.mode == pb.FULL_STATS:
+        return "stats"
     return session.mode != pb.NO_TENSOR
 
 

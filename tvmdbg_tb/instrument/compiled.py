@@ -10,7 +10,8 @@ symbolic shape). The buffer is handed out by one packed call at function entry
 VM call of native code.
 
 Row layout (ROW_WIDTH doubles): [cycles, size, lt0, gt0, eq0, neg_inf, pos_inf, rank,
-dim_0..dim_7]. Row 0 is the timestamp taken before the first kernel; rows 1..K belong to
+dim_0..dim_7, min, max, sum, sum_of_squares]; the last four (of the finite elements) only
+with FULL_STATS, whose builds use the "stats" summary kernels. Row 0 is the timestamp taken before the first kernel; rows 1..K belong to
 the K kernel outputs in call order; in health modes, rows after them summarise the tensor
 parameters (written before the first kernel). An unwritten row (cycles == 0) is a kernel
 that did not run (it raised, or a branch skipped it).
@@ -26,7 +27,8 @@ from tvm import relax
 
 from tvmdbg_tb.instrument import graphs
 
-ROW_WIDTH = 16
+ROW_WIDTH = 20
+STATS_COLUMN = 16  # min, max, sum, sum_of_squares
 MAX_RANK = 8
 STATS_FUNC = "tvmdbg.stats"
 HEALTH_DTYPES = {
@@ -75,7 +77,7 @@ _FIDS = iter(range(1, 1 << 62))
 FUNCTIONS: dict[int, CompiledFunction] = {}
 
 
-def _summary_source(name: str, dtype: str, rank: int, health: bool) -> str:
+def _summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool = False) -> str:
     dims = [f"n{i}" for i in range(rank)]
     size = " * ".join(dims) if dims else "T.int64(1)"
     lines = [
@@ -91,6 +93,8 @@ def _summary_source(name: str, dtype: str, rank: int, health: bool) -> str:
     ]
     if health:
         lines += _health_lines(dtype, size)
+    if stats and dtype != "bool":
+        lines += _stats_lines(dtype, size)
     lines += [
         '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
         f'    S[row, 1] = T.Cast("float64", {size})',
@@ -174,9 +178,58 @@ def _health_lines(dtype: str, size: str) -> list[str]:
     return lines
 
 
-def _summary_func(dtype: str, rank: int, health: bool):
-    name = f"tvmdbg_{'health' if health else 'tick'}_{dtype}_r{rank}"
-    func = tvm.script.from_source(_summary_source(name, dtype, rank, health))
+def _stats_lines(dtype: str, size: str) -> list[str]:
+    """FULL_STATS: min, max, sum and sum of squares (float64) of the finite elements into
+    S[row, 16:20], LANES accumulators per statistic so that LLVM vectorizes the loop."""
+    fin = "T.isfinite({v})" if dtype.startswith("float") else "True"
+    val = 'T.Cast("float64", {v})'
+    updates = {
+        0: f'T.min(st[0, {{j}}], T.if_then_else({fin}, {val}, T.float64("inf")))',
+        1: f'T.max(st[1, {{j}}], T.if_then_else({fin}, {val}, T.float64("-inf")))',
+        2: f"st[2, {{j}}] + T.if_then_else({fin}, {val}, T.float64(0))",
+        3: f"st[3, {{j}}] + T.if_then_else({fin}, {val} * {val}, T.float64(0))",
+    }
+    if fin == "True":
+        updates = {
+            0: f"T.min(st[0, {{j}}], {val})",
+            1: f"T.max(st[1, {{j}}], {val})",
+            2: f"st[2, {{j}}] + {val}",
+            3: f"st[3, {{j}}] + {val} * {val}",
+        }
+    lines = [
+        f'    F2 = T.decl_buffer(({size},), "{dtype}", data=A.data)',
+        f'    st = T.alloc_buffer((4, {LANES}), "float64", scope="local")',
+        f"    for j in T.vectorized({LANES}):",
+        '        st[0, j] = T.float64("inf")',
+        '        st[1, j] = T.float64("-inf")',
+        "        st[2, j] = T.float64(0)",
+        "        st[3, j] = T.float64(0)",
+        f"    for io in range(({size}) // {LANES}):",
+        f"        for j in T.vectorized({LANES}):",
+    ]
+    body = f"F2[io * {LANES} + j]"
+    lines += [f"            st[{k}, j] = {u.format(v=body, j='j')}" for k, u in updates.items()]
+    lines.append(f"    for i in range(({size}) % {LANES}):")
+    tail = f"F2[({size}) // {LANES} * {LANES} + i]"
+    lines += [f"        st[{k}, 0] = {u.format(v=tail, j='0')}" for k, u in updates.items()]
+    c = STATS_COLUMN
+    lines += [
+        f"    S[row, {c}] = st[0, 0]",
+        f"    S[row, {c + 1}] = st[1, 0]",
+        f"    S[row, {c + 2}] = T.float64(0)",
+        f"    S[row, {c + 3}] = T.float64(0)",
+        f"    for j in range({LANES}):",
+        f"        S[row, {c}] = T.min(S[row, {c}], st[0, j])",
+        f"        S[row, {c + 1}] = T.max(S[row, {c + 1}], st[1, j])",
+        f"        S[row, {c + 2}] = S[row, {c + 2}] + st[2, j]",
+        f"        S[row, {c + 3}] = S[row, {c + 3}] + st[3, j]",
+    ]
+    return lines
+
+
+def _summary_func(dtype: str, rank: int, health: bool, stats: bool = False):
+    name = f"tvmdbg_{'stats' if stats else 'health' if health else 'tick'}_{dtype}_r{rank}"
+    func = tvm.script.from_source(_summary_source(name, dtype, rank, health, stats))
     return name, func.with_attr("global_symbol", name)
 
 
@@ -198,14 +251,15 @@ _KERNELS: dict[str, object] = {}
 _KERNELS_LOCK = threading.Lock()
 
 
-def kernel(dtype: str | None, rank: int, health: bool) -> str:
+def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False) -> str:
     """The global name of a summary kernel, compiled (once per process) and registered, so
-    that VM calls reach native code directly; dtype None is the timestamp-only kernel."""
+    that VM calls reach native code directly; dtype None is the timestamp-only kernel;
+    stats adds FULL_STATS' statistics to the health counts."""
     with _KERNELS_LOCK:
         if dtype is None:
             name, prim = _tick_func()
         else:
-            name, prim = _summary_func(dtype, rank, health)
+            name, prim = _summary_func(dtype, rank, health, stats)
         global_name = "tvmdbg." + name
         if global_name not in _KERNELS:
             function = tvm.compile(tvm.IRModule({name: prim}), "llvm")[name]
@@ -235,8 +289,9 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
     return True
 
 
-def instrument(mod, info: graphs.ExecutableInfo, health: bool) -> tuple[object, dict[str, CompiledFunction]]:
-    """Adds the summary calls to every Relax function of the lowered module mod."""
+def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[object, dict[str, CompiledFunction]]:
+    """Adds the summary calls to every Relax function of the lowered module mod; health
+    "stats" adds FULL_STATS' statistics to the counts."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
     for gvar, func in mod.functions_items():
@@ -270,8 +325,8 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
         plan.append((site, positions))
         for slot in range(len(positions)):
             dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
-            rows.append(RowInfo(site, slot, dtype, health and dtype in HEALTH_DTYPES))
-    params = [p for p in func.params if health and _summarisable(p)]
+            rows.append(RowInfo(site, slot, dtype, bool(health) and dtype in HEALTH_DTYPES))
+    params = [p for p in func.params if bool(health) and _summarisable(p)]
     nrows = 1 + len(rows) + len(params)
     fid = next(_FIDS)
     stats_ty = relax.TensorType((nrows, ROW_WIDTH), "float64")
@@ -281,7 +336,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     def summary(value, row: int, wanted: bool) -> relax.VarBinding:
         """A health kernel on value writing `row`, or a bare timestamp."""
         if wanted and _summarisable(value):
-            name = kernel(str(value.ty.dtype), int(value.ty.ndim), True)
+            name = kernel(str(value.ty.dtype), int(value.ty.ndim), True, health == "stats")
             return _binding(name, [value, stats, _row(row)])
         return _binding(tick_name, [stats, _row(row)])
 
@@ -320,7 +375,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
         raise ValueError(f"{function_info.name}: found {next_site} of {len(plan)} kernel call sites")
     new_body = relax.SeqExpr(blocks, body.body)
     new_func = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs, func.span)
-    compiled = CompiledFunction(fid, executable_id, function_info.name, rows, health, nrows)
+    compiled = CompiledFunction(fid, executable_id, function_info.name, rows, bool(health), nrows)
     compiled.param_rows = [output_rows.get(hash(p)) for p in func.params]
     values = {hash(b.var): b.value for blk in body.blocks for b in blk.bindings}
     leaves = _leaves(body.body, values)
