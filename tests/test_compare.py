@@ -127,3 +127,31 @@ def test_nan_on_one_side_only_is_a_divergence(runs, tmp_path):
     first = result["first_divergence"]
     assert first["kind"] == "input" and "NaN" in first["reason"]
     assert os.path.isdir(nan)
+
+
+def test_compare_route(runs, tmp_path):
+    """The plugin's compare route over a logdir holding both runs (real HTTP via werkzeug)."""
+    import shutil
+
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tvmdbg_tb.plugin.plugin import TvmDebuggerPlugin
+
+    logdir = tmp_path / "logdir"
+    for name in ("fp16_fused", "fp32"):
+        (run,) = os.listdir(runs[name])
+        shutil.copytree(os.path.join(runs[name], run), logdir / name)
+    plugin = TvmDebuggerPlugin(base_plugin.TBContext(logdir=str(logdir)), start_reader=False)
+    plugin._reader.update()
+    client = Client(plugin.get_plugin_apps()["/compare"])
+    answer = client.get("/compare?run_a=fp16_fused&run_b=fp32&rtol=1e-2&atol=1e-2")
+    assert answer.status_code == 200
+    body = json.loads(answer.get_data())
+    assert body["first_divergence"]["op_type"] == "relax.sum"
+    assert body["first_divergence"]["location"]["file_path"].endswith("models_compare.py")
+    assert client.get("/compare?run_a=fp16_fused").status_code == 400
+    assert client.get("/compare?run_a=fp16_fused&run_b=nope").status_code == 404
+    assert client.get("/compare?run_a=fp16_fused&run_b=fp32&rtol=x").status_code == 400
+    same = json.loads(client.get("/compare?run_a=fp32&run_b=fp32").get_data())
+    assert same["status"] == "within"
