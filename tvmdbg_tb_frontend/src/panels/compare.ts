@@ -89,7 +89,10 @@ export class ComparePanel {
       const runs = this.store.runs.map((r) => r.run);
       if ([...select.options].map((o) => o.value).join("\n") === runs.join("\n")) continue;
       const chosen = select.value;
-      setChildren(select, runs.map((r) => h("option", { value: r }, r)));
+      setChildren(
+        select,
+        runs.map((r) => h("option", { value: r }, r)),
+      );
       select.value = runs.includes(chosen) ? chosen : (runs[Math.min(fallback, runs.length - 1)] ?? "");
     }
   }
@@ -112,12 +115,19 @@ export class ComparePanel {
 
   private render(result: CompareResult): void {
     if (result.status === "cannot_compare") {
-      setChildren(this.body, h("div", { class: "compare-error", "data-testid": "compare-verdict" }, "Cannot compare: ", result.error ?? ""));
+      setChildren(
+        this.body,
+        h("div", { class: "compare-error", "data-testid": "compare-verdict" }, "Cannot compare: ", result.error ?? ""),
+      );
       return;
     }
     const first = result.first_divergence;
     const verdict = first
-      ? h("div", { class: "compare-verdict divergent", "data-testid": "compare-verdict" }, `First divergent op: ${first.op_type} ${first.op_name_a ?? ""} at ${where(first.location)}`)
+      ? h(
+          "div",
+          { class: "compare-verdict divergent", "data-testid": "compare-verdict" },
+          `First divergent op: ${first.op_type} ${first.op_name_a ?? ""} at ${where(first.location)}`,
+        )
       : h("div", { class: "compare-verdict within", "data-testid": "compare-verdict" }, "Within tolerance");
     const ordered = first ? [first, ...result.ops.filter((o) => o.key !== first.key || o.op_name_a !== first.op_name_a)] : result.ops;
     const rows = ordered.map((op) =>
@@ -137,11 +147,21 @@ export class ComparePanel {
     setChildren(
       this.body,
       verdict,
-      result.matched ? h("div", { class: "muted small" }, `${result.matched.aligned} aligned, ${result.matched.divergent} beyond tolerance`) : null,
+      result.matched
+        ? h("div", { class: "muted small" }, `${result.matched.aligned} aligned, ${result.matched.divergent} beyond tolerance`)
+        : null,
       h(
         "table",
         { class: "compare-table" },
-        h("thead", null, h("tr", null, ["status", "op", "A", "line", "max abs", "max rel", "cosine", "basis"].map((c) => h("th", null, c)))),
+        h(
+          "thead",
+          null,
+          h(
+            "tr",
+            null,
+            ["status", "op", "A", "line", "max abs", "max rel", "cosine", "basis"].map((c) => h("th", null, c)),
+          ),
+        ),
         h("tbody", null, rows),
       ),
       (result.notes ?? []).map((n) => h("div", { class: "muted small" }, n)),
@@ -168,7 +188,19 @@ export class ComparePanel {
         "table",
         { class: "compare-stats" },
         h("thead", null, h("tr", null, h("th", null, "statistic"), h("th", null, "A"), h("th", null, "B (reference)"))),
-        h("tbody", null, keys.map((k) => h("tr", null, h("td", null, k), h("td", { class: "num" }, fmt(op.stats_a?.[k])), h("td", { class: "num" }, fmt(op.stats_b?.[k]))))),
+        h(
+          "tbody",
+          null,
+          keys.map((k) =>
+            h(
+              "tr",
+              null,
+              h("td", null, k),
+              h("td", { class: "num" }, fmt(op.stats_a?.[k])),
+              h("td", { class: "num" }, fmt(op.stats_b?.[k])),
+            ),
+          ),
+        ),
       ),
     );
     if (op.location) line.textContent = await this.sourceLine(op.location);
