@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-MODES = ["NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "SHAPE"]
+MODES = ["NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "FULL_STATS", "SHAPE"]
 
 
 def _vm_workload(build):
@@ -100,12 +100,12 @@ def _kernels_per_call(logdir: str) -> float:
         return run.num_traces() / max(run.num_executions(), 1)
 
 
-def measure(name: str, calls: int, seconds: float) -> list[tuple]:
+def measure(name: str, calls: int, seconds: float, modes: list[str] = MODES) -> list[tuple]:
     import tvmdbg
 
     build = _workloads()[name]
     rows = []
-    for mode in MODES:
+    for mode in modes:
         _tracing[0] = False
         base = build()
         with tempfile.TemporaryDirectory() as logdir:
@@ -133,14 +133,15 @@ def _median_us(fn, n: int = 200) -> float:
     return statistics.median(samples) * 1e6
 
 
-def health_vs_read(size: int = 1 << 20) -> tuple[float, float]:
-    """The FULL_HEALTH summary kernel alone on a 1M float32 tensor, and a numpy read of it."""
+def health_vs_read(size: int = 1 << 20, stats: bool = False) -> tuple[float, float]:
+    """The FULL_HEALTH (or FULL_STATS) summary kernel alone on a 1M float32 tensor, and a
+    numpy read of it."""
     import numpy as np
     import tvm
 
     from tvmdbg_tb.instrument import compiled
 
-    kernel = tvm.get_global_func(compiled.kernel("float32", 1, True))
+    kernel = tvm.get_global_func(compiled.kernel("float32", 1, True, stats))
     data = np.linspace(-1, 1, size, dtype="float32")
     tensor = tvm.runtime.tensor(data)
     stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
@@ -152,6 +153,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
     parser.add_argument("--threads", type=int, default=0, help="TVM_NUM_THREADS (0: TVM's default)")
     parser.add_argument("--workloads", default="chain200,big1M,train_step,cnn,transformer")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated modes (default: all fast-path modes)")
     parser.add_argument(
         "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time (use with --threads 1)"
     )
@@ -168,16 +170,19 @@ def main() -> None:
     )
     print(f"{'workload':<12} {'mode':<15} {'base_us':>10} {'traced_us':>10} {'ratio':>7} {'added_us/kernel':>16}")
     for name in options.workloads.split(","):
-        for workload, mode, base_us, traced_us, ratio, per_kernel in measure(name, calls, seconds):
+        for workload, mode, base_us, traced_us, ratio, per_kernel in measure(
+            name, calls, seconds, options.modes.split(",")
+        ):
             print(
                 f"{workload:<12} {mode:<15} {base_us:>10.1f} {traced_us:>10.1f} {ratio:>7.3f} {per_kernel:>16.2f}",
                 flush=True,
             )
-    kernel_us, read_us = health_vs_read()
-    print(
-        f"FULL_HEALTH summary kernel on a 1M float32 tensor: {kernel_us:.1f} us; numpy read (sum) of it: "
-        f"{read_us:.1f} us; ratio {kernel_us / read_us:.2f}"
-    )
+    for mode in ("FULL_HEALTH", "FULL_STATS"):
+        kernel_us, read_us = health_vs_read(stats=mode == "FULL_STATS")
+        print(
+            f"{mode} summary kernel on a 1M float32 tensor: {kernel_us:.1f} us; numpy read (sum) of it: "
+            f"{read_us:.1f} us; ratio {kernel_us / read_us:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ def test_compiled_statistics_match_numpy(tmp_path, name):
     ):
         assert len(a) == len(b) == 15, (op, slot, a, b)
         assert a[:10] == b[:10], op
-        # Sums in another order: equal to float64 rounding, NaN where there is no finite element.
-        np.testing.assert_allclose(a[10:], b[10:], rtol=1e-9, atol=1e-12, err_msg=op)
+        # Sums in another order (and float32 partial sums per block for 16/32-bit floats):
+        # equal to ~1e-7 relative, NaN where there is no finite element.
+        np.testing.assert_allclose(a[10:], b[10:], rtol=1e-6, atol=1e-12, err_msg=op)
         fields = describe(pb.FULL_STATS, a)
         assert set(fields) >= {"min", "max", "mean", "l2_norm", "abs_max", "nan", "size"}

@@ -72,8 +72,9 @@ def _expected(mode: str, array: np.ndarray) -> list[float]:
 
 
 def _matches(got, expected) -> bool:
-    """Equal, up to float64 summation order for FULL_STATS' sums (counts stay exact)."""
-    return len(got) == len(expected) and bool(np.allclose(got, expected, rtol=1e-9, atol=0, equal_nan=True))
+    """Equal, up to summation order for FULL_STATS' sums (float32 partial sums per block on the
+    fast path: ~1e-7 relative); counts stay exact."""
+    return len(got) == len(expected) and bool(np.allclose(got, expected, rtol=1e-6, atol=0, equal_nan=True))
 
 
 def test_full_tensor_values_match_numpy(dumps):

@@ -178,53 +178,99 @@ def _health_lines(dtype: str, size: str) -> list[str]:
     return lines
 
 
+BLOCK = 256  # iterations summed in the block dtype before they are added in float64
+
+
 def _stats_lines(dtype: str, size: str) -> list[str]:
-    """FULL_STATS: min, max, sum and sum of squares (float64) of the finite elements into
-    S[row, 16:20], LANES accumulators per statistic so that LLVM vectorizes the loop."""
-    fin = "T.isfinite({v})" if dtype.startswith("float") else "True"
-    val = 'T.Cast("float64", {v})'
-    updates = {
-        0: f'T.min(st[0, {{j}}], T.if_then_else({fin}, {val}, T.float64("inf")))',
-        1: f'T.max(st[1, {{j}}], T.if_then_else({fin}, {val}, T.float64("-inf")))',
-        2: f"st[2, {{j}}] + T.if_then_else({fin}, {val}, T.float64(0))",
-        3: f"st[3, {{j}}] + T.if_then_else({fin}, {val} * {val}, T.float64(0))",
-    }
-    if fin == "True":
-        updates = {
-            0: f"T.min(st[0, {{j}}], {val})",
-            1: f"T.max(st[1, {{j}}], {val})",
-            2: f"st[2, {{j}}] + {val}",
-            3: f"st[3, {{j}}] + {val} * {val}",
-        }
+    """FULL_STATS: min, max, sum and sum of squares of the finite elements into S[row, 16:20].
+
+    Follows the health lines (it reuses their count of non-finite elements: only a tensor
+    with some takes the slower loop that masks them). Vectorized over LANES; sums of 16-
+    and 32-bit floats run in float32 within blocks of LANES * BLOCK elements and are added
+    in float64 per block, so precision stays near float64's at float32 speed."""
+    floating = dtype.startswith("float")
+    block_dtype = "float32" if dtype in ("float16", "float32") else "float64"
+    span = LANES * BLOCK
     lines = [
         f'    F2 = T.decl_buffer(({size},), "{dtype}", data=A.data)',
-        f'    st = T.alloc_buffer((4, {LANES}), "float64", scope="local")',
+        f'    mn = T.alloc_buffer(({LANES},), "{dtype}", scope="local")',
+        f'    mx = T.alloc_buffer(({LANES},), "{dtype}", scope="local")',
+        f'    sm = T.alloc_buffer(({LANES},), "float64", scope="local")',
+        f'    sq = T.alloc_buffer(({LANES},), "float64", scope="local")',
+        f'    bs = T.alloc_buffer(({LANES},), "{block_dtype}", scope="local")',
+        f'    bq = T.alloc_buffer(({LANES},), "{block_dtype}", scope="local")',
         f"    for j in T.vectorized({LANES}):",
-        '        st[0, j] = T.float64("inf")',
-        '        st[1, j] = T.float64("-inf")',
-        "        st[2, j] = T.float64(0)",
-        "        st[3, j] = T.float64(0)",
-        f"    for io in range(({size}) // {LANES}):",
-        f"        for j in T.vectorized({LANES}):",
+        f"        mn[j] = {_extreme(dtype, True)}",
+        f"        mx[j] = {_extreme(dtype, False)}",
+        "        sm[j] = T.float64(0)",
+        "        sq[j] = T.float64(0)",
     ]
-    body = f"F2[io * {LANES} + j]"
-    lines += [f"            st[{k}, j] = {u.format(v=body, j='j')}" for k, u in updates.items()]
-    lines.append(f"    for i in range(({size}) % {LANES}):")
-    tail = f"F2[({size}) // {LANES} * {LANES} + i]"
-    lines += [f"        st[{k}, 0] = {u.format(v=tail, j='0')}" for k, u in updates.items()]
+
+    def loops(masked: bool, indent: str) -> list[str]:
+        def update(v: str, j: str, acc_s: str, acc_q: str, acc_dtype: str) -> list[str]:
+            cast = f'T.Cast("{acc_dtype}", {v})'
+            if masked:
+                fin = f"T.isfinite({v})"
+                return [
+                    f'mn[{j}] = T.min(mn[{j}], T.if_then_else({fin}, {v}, T.{dtype}("inf")))',
+                    f'mx[{j}] = T.max(mx[{j}], T.if_then_else({fin}, {v}, T.{dtype}("-inf")))',
+                    f"{acc_s}[{j}] = {acc_s}[{j}] + T.if_then_else({fin}, {cast}, T.{acc_dtype}(0))",
+                    f"{acc_q}[{j}] = {acc_q}[{j}] + T.if_then_else({fin}, {cast} * {cast}, T.{acc_dtype}(0))",
+                ]
+            return [
+                f"mn[{j}] = T.min(mn[{j}], {v})",
+                f"mx[{j}] = T.max(mx[{j}], {v})",
+                f"{acc_s}[{j}] = {acc_s}[{j}] + {cast}",
+                f"{acc_q}[{j}] = {acc_q}[{j}] + {cast} * {cast}",
+            ]
+
+        out = [
+            f"for bo in range(({size}) // {span}):",
+            f"    for j in T.vectorized({LANES}):",
+            f"        bs[j] = T.{block_dtype}(0)",
+            f"        bq[j] = T.{block_dtype}(0)",
+            f"    for bi in range({BLOCK}):",
+            f"        for j in T.vectorized({LANES}):",
+        ]
+        v = f"F2[bo * {span} + bi * {LANES} + j]"
+        out += ["            " + u for u in update(v, "j", "bs", "bq", block_dtype)]
+        out += [
+            f"    for j in T.vectorized({LANES}):",
+            '        sm[j] = sm[j] + T.Cast("float64", bs[j])',
+            '        sq[j] = sq[j] + T.Cast("float64", bq[j])',
+            f"for i in range(({size}) % {span}):",
+        ]
+        tail = f"F2[({size}) // {span} * {span} + i]"
+        out += ["    " + u for u in update(tail, "0", "sm", "sq", "float64")]
+        return [indent + line for line in out]
+
+    if floating:
+        lines += ["    if bad[0] > 0:", *loops(True, "        "), "    else:", *loops(False, "        ")]
+    else:
+        lines += loops(False, "    ")
     c = STATS_COLUMN
     lines += [
-        f"    S[row, {c}] = st[0, 0]",
-        f"    S[row, {c + 1}] = st[1, 0]",
+        f'    S[row, {c}] = T.Cast("float64", mn[0])',
+        f'    S[row, {c + 1}] = T.Cast("float64", mx[0])',
         f"    S[row, {c + 2}] = T.float64(0)",
         f"    S[row, {c + 3}] = T.float64(0)",
         f"    for j in range({LANES}):",
-        f"        S[row, {c}] = T.min(S[row, {c}], st[0, j])",
-        f"        S[row, {c + 1}] = T.max(S[row, {c + 1}], st[1, j])",
-        f"        S[row, {c + 2}] = S[row, {c + 2}] + st[2, j]",
-        f"        S[row, {c + 3}] = S[row, {c + 3}] + st[3, j]",
+        f'        S[row, {c}] = T.min(S[row, {c}], T.Cast("float64", mn[j]))',
+        f'        S[row, {c + 1}] = T.max(S[row, {c + 1}], T.Cast("float64", mx[j]))',
+        f"        S[row, {c + 2}] = S[row, {c + 2}] + sm[j]",
+        f"        S[row, {c + 3}] = S[row, {c + 3}] + sq[j]",
     ]
     return lines
+
+
+def _extreme(dtype: str, largest: bool) -> str:
+    """The identity of min (largest=True) or max in dtype: +/-inf for floats, the limits for ints."""
+    if dtype.startswith("float"):
+        return f'T.{dtype}("{"inf" if largest else "-inf"}")'
+    bits = int(dtype.lstrip("uint"))
+    if dtype.startswith("uint"):
+        return f"T.{dtype}({(1 << bits) - 1 if largest else 0})"
+    return f"T.{dtype}({(1 << (bits - 1)) - 1 if largest else -(1 << (bits - 1))})"
 
 
 def _summary_func(dtype: str, rank: int, health: bool, stats: bool = False):

@@ -415,6 +415,7 @@ _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")
 _FULL = struct.Struct("<10d")
 _STATS = struct.Struct("<15d")
+_sqrt = math.sqrt
 _CODES: dict[str, int] = {}
 
 
@@ -456,7 +457,30 @@ def _debug_values(mode: int, row: list[float], dtype: str) -> bytes:
     if mode == pb.CURT_HEALTH:
         return b"\x42\x08" + _CURT.pack(1.0 if neg_inf + pos_inf + nan > 0 else 0.0)
     if mode == pb.FULL_STATS:
-        return b"\x42\x78" + _STATS.pack(*_values_list(mode, row, dtype))
+        finite = lt - neg_inf + eq + gt - pos_inf
+        if finite <= 0 or dtype == "bool":
+            return b"\x42\x78" + _STATS.pack(*_values_list(mode, row, dtype))
+        code = _CODES.get(dtype)
+        if code is None:
+            code = _CODES[dtype] = dtype_code(dtype)
+        low, high, total, squares = row[16:20]
+        return b"\x42\x78" + _STATS.pack(
+            0.0,
+            code,
+            rank,
+            size,
+            neg_inf,
+            pos_inf,
+            nan,
+            lt - neg_inf,
+            eq,
+            gt - pos_inf,
+            low,
+            high,
+            total / finite,
+            _sqrt(squares),
+            high if high > -low else -low,
+        )
     if mode == pb.CONCISE_HEALTH:
         return b"\x42\x20" + _CONCISE.pack(size, neg_inf, pos_inf, nan)
     if mode == pb.SHAPE:
