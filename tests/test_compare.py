@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import tvm
 from models import blockbuilder_planted
 from models_compare import reduction_model, run
 
@@ -155,3 +156,23 @@ def test_compare_route(runs, tmp_path):
     assert client.get("/compare?run_a=fp16_fused&run_b=fp32&rtol=x").status_code == 400
     same = json.loads(client.get("/compare?run_a=fp32&run_b=fp32").get_data())
     assert same["status"] == "within"
+
+
+def test_first_divergent_call_is_shown(tmp_path):
+    """Three calls each: only the third call of A differs (its input), found by the bulk scan."""
+
+    def calls(scales):
+        def build():
+            executable, inputs, _ = reduction_model("float32", False)
+            vm = tvm.relax.VirtualMachine(executable, tvm.cpu())
+            for scale in scales:
+                vm["main"](tvm.runtime.tensor(inputs[0] * np.float32(scale)))
+
+        return build
+
+    a = _record(tmp_path / "a", "FULL_STATS", calls([1.0, 1.0, 1.5]))
+    b = _record(tmp_path / "b", "FULL_STATS", calls([1.0, 1.0, 1.0]))
+    result = analysis.compare(a, b)
+    assert result["call"] == 2 and result["executions_compared"] == 3
+    assert result["first_divergence"]["kind"] == "input"
+    assert analysis.compare(b, b)["status"] == "within"

@@ -18,7 +18,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from tvmdbg_tb.compare import errors
+from tvmdbg_tb.compare import bulk, errors
 from tvmdbg_tb.compare.identity import OpIdentity, describe_key, op_identities
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.events.summaries import LAYOUTS, describe, finite_statistics, mode_name
@@ -171,11 +171,17 @@ def compare(
             f"(A calls {sorted({k[0] for k in a.order}) or 'nothing'}, B calls {sorted({k[0] for k in b.order}) or 'nothing'})"
         )
     result: dict = {}
-    for pair in pairs:
-        result = _compare_pair(a, b, pair, rtol, atol)
-        if result["status"] == "divergent":
-            break
-    result["executions_compared"] = pairs.index(pair) + 1
+    if a.mode == b.mode == pb.FULL_STATS and len(pairs) > 1:
+        # Every pair's verdicts in numpy; only the pair to show is read record by record.
+        shown = _first_divergent_pair(a, b, pairs, rtol, atol)
+        result = _compare_pair(a, b, pairs[shown], rtol, atol)
+        result["executions_compared"] = len(pairs)
+    else:
+        for pair in pairs:
+            result = _compare_pair(a, b, pair, rtol, atol)
+            if result["status"] == "divergent":
+                break
+        result["executions_compared"] = pairs.index(pair) + 1
     result["executions_paired"] = len(pairs)
     result.update(
         run_a=a.run.path,
@@ -280,6 +286,39 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
         "notes": notes,
         "suggestion": suggestion,
     }
+
+
+def _first_divergent_pair(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) -> int:
+    """Index in pairs of the first call pair with a kernel output beyond tolerance (from the
+    statistics of all traces at once, bulk.py), else of the last pair."""
+    keys: dict[tuple, int] = {}
+    kids = [
+        {op_id: keys.setdefault(identity.key, len(keys)) for op_id, identity in side.ops.items()} for side in (a, b)
+    ]
+    composite = []
+    for side, column, kid_of in ((a, 1, kids[0]), (b, 2, kids[1])):
+        digests = side.run.trace_digests()
+        pair_of = {int(pair[column]): i for i, pair in enumerate(pairs)}
+        ops, op_inverse = np.unique(digests["op_id"], return_inverse=True)
+        kid = np.array([kid_of.get(int(o), -1) for o in ops], dtype=np.int64)[op_inverse]
+        executions, exec_inverse = np.unique(digests["execution_index"], return_inverse=True)
+        pair = np.array([pair_of.get(int(e), -1) for e in executions], dtype=np.int64)[exec_inverse]
+        usable = (kid >= 0) & (pair >= 0) & (digests["output_slot"] < 4096) & ((digests["flags"] & 1) == 0)
+        code = (pair * (len(keys) + 1) + kid) * 4096 + digests["output_slot"]
+        composite.append((np.where(usable, code, -1), digests["offset"], pair))
+    (code_a, offset_a, pair_a), (code_b, offset_b, _) = composite
+    order_b = np.argsort(code_b, kind="stable")
+    at = np.searchsorted(code_b[order_b], code_a)
+    at = np.minimum(at, len(order_b) - 1)
+    matched = (code_a >= 0) & (len(order_b) > 0) & (code_b[order_b][at] == code_a)
+    rows_a = np.flatnonzero(matched)
+    rows_b = order_b[at[matched]]
+    diverge = bulk.divergent(
+        bulk.stats_matrix(a.run, offset_a[rows_a]), bulk.stats_matrix(b.run, offset_b[rows_b]), rtol, atol
+    )
+    if diverge.any():
+        return int(pair_a[rows_a[diverge]].min())
+    return len(pairs) - 1
 
 
 def _examples(rows: list[dict]) -> str:
