@@ -74,6 +74,7 @@ class _Side:
             self.calls[key] = index
             self.order.append(key)
         traces = run.trace_digests()
+        self.digests = traces  # a view of the reader's index
         by_execution = np.argsort(traces["execution_index"], kind="stable")
         indices = traces["execution_index"][by_execution]
         bounds = np.flatnonzero(np.diff(indices)) + 1
@@ -297,7 +298,7 @@ def _first_divergent_pair(a: _Side, b: _Side, pairs: list, rtol: float, atol: fl
     ]
     composite = []
     for side, column, kid_of in ((a, 1, kids[0]), (b, 2, kids[1])):
-        digests = side.run.trace_digests()
+        digests = side.digests
         pair_of = {int(pair[column]): i for i, pair in enumerate(pairs)}
         ops, op_inverse = np.unique(digests["op_id"], return_inverse=True)
         kid = np.array([kid_of.get(int(o), -1) for o in ops], dtype=np.int64)[op_inverse]
@@ -313,12 +314,14 @@ def _first_divergent_pair(a: _Side, b: _Side, pairs: list, rtol: float, atol: fl
     matched = (code_a >= 0) & (len(order_b) > 0) & (code_b[order_b][at] == code_a)
     rows_a = np.flatnonzero(matched)
     rows_b = order_b[at[matched]]
-    diverge = bulk.divergent(
-        bulk.stats_matrix(a.run, offset_a[rows_a]), bulk.stats_matrix(b.run, offset_b[rows_b]), rtol, atol
-    )
-    if diverge.any():
-        return int(pair_a[rows_a[diverge]].min())
-    return len(pairs) - 1
+    reference = bulk.stats_matrix(b.run, offset_b[rows_b])
+    del order_b, at, code_b, offset_b, rows_b
+    first = len(pairs)
+    for positions, rows in bulk.iter_stats(a.run, offset_a[rows_a]):  # A chunk by chunk: bounded memory
+        diverge = bulk.divergent(rows, reference[positions], rtol, atol)
+        if diverge.any():
+            first = min(first, int(pair_a[rows_a[positions[diverge]]].min()))
+    return first if first < len(pairs) else len(pairs) - 1
 
 
 def _examples(rows: list[dict]) -> str:
