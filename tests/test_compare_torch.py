@@ -103,3 +103,43 @@ def test_honest_import_agrees_with_eager(tmp_path, reference):
     result = analysis.compare(run, reference, rtol=1e-4, atol=1e-5)
     assert result["status"] == "within", [r for r in result["ops"] if r["status"] == "divergent"]
     assert result["matched"]["aligned"] >= 2  # the two fused kernels, each at a node boundary
+
+
+def _tanh_via_sigmoid(scale: float):
+    """tanh(x) as 2 * sigmoid(2 * scale * x) - 1: other Relax op types at the same line."""
+
+    def convert(node, importer):
+        bb, x = importer.block_builder, importer.env[node.args[0]]
+        doubled = bb.emit(relax.op.multiply(x, relax.const(2.0 * scale, "float32")))
+        sig = bb.emit(relax.op.sigmoid(doubled))
+        twice = bb.emit(relax.op.multiply(sig, relax.const(2.0, "float32")))
+        return bb.emit(relax.op.subtract(twice, relax.const(1.0, "float32")))
+
+    return convert
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.05])
+def test_swapped_kernel_aligns_by_line(tmp_path, reference, scale):
+    """A kernel made of other ops at the tanh line lines up with the eager tanh by its line:
+    equal math is within tolerance, a skewed one is the first divergence."""
+    from tvm.relax.frontend.torch import from_exported_program
+
+    tvmdbg.enable_dump_debug_info(tmp_path / "tvm", tensor_debug_mode="FULL_STATS")
+    try:
+        exported = torch.export.export(_Net(), (torch.from_numpy(X),))
+        mod = from_exported_program(exported, custom_convert_map={"tanh.default": _tanh_via_sigmoid(scale)})
+        vm = relax.VirtualMachine(compile_module(mod, False), tvm.cpu())
+        vm["main"](tvm.runtime.tensor(X))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    result = analysis.compare(str(tmp_path / "tvm"), reference, rtol=1e-4, atol=1e-5)
+    line = line_of(__file__, "# planted: tanh")
+    by_line = [r for r in result["ops"] if r.get("aligned_by") == "line"]
+    assert [(r["op_type"], r["op_name_b"], r["location"]["line"]) for r in by_line] == [
+        ("relax.subtract", "tanh", line)
+    ]
+    if scale == 1.0:
+        assert result["status"] == "within"
+    else:
+        assert result["first_divergence"]["location"]["line"] == line
+        assert result["first_divergence"]["aligned_by"] == "line"

@@ -199,6 +199,7 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
     (function, call), index_a, index_b = pair
     tensors_a, tensors_b = a.tensors(index_a), b.tensors(index_b)
     by_key_b = {key: (op_id, trace) for key, op_id, trace in tensors_b}
+    by_line = _line_matches(tensors_a, tensors_b, by_key_b)
     rows: list[dict] = []
     status_of_op: dict[int, str] = {}
     status_of_param: dict[int, str] = {}
@@ -230,11 +231,14 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
             "trace_index_a": int(trace_a.index),
         }
         found = by_key_b.get(key)
+        if found is None and key in by_line:
+            found = by_line[key]
+            record["aligned_by"] = "line"  # another op type at the same user line (see _line_matches)
         if found is None:
             record.update(status="not_comparable", reason="no counterpart in run B (fused away or absent)")
         else:
             op_id_b, trace_b = found
-            matched_b.add(key)
+            matched_b.add(key if record.get("aligned_by") != "line" else (*b.ops[found[0]].key, key[-1]))
             identity_b = b.ops[op_id_b]
             record.update(op_id_b=op_id_b, op_name_b=identity_b.op_name, kernel_b=identity_b.kernel)
             record["trace_index_b"] = int(trace_b.index)
@@ -322,6 +326,30 @@ def _first_divergent_pair(a: _Side, b: _Side, pairs: list, rtol: float, atol: fl
         if diverge.any():
             first = min(first, int(pair_a[rows_a[positions[diverge]]].min()))
     return first if first < len(pairs) else len(pairs) - 1
+
+
+def _line_matches(tensors_a: list, tensors_b: list, by_key_b: dict) -> dict:
+    """Second-chance alignment for kernel outputs whose op type differs between the runs at the
+    same user line (a custom converter or kernel swapped in, gelu vs gelu_tanh, ...): counting
+    from the end (a line's result is its last op), the k-th last unmatched output at
+    (function, file, line, slot) in A pairs with the k-th last unmatched one there in B. Records aligned so say `aligned_by: "line"`. Fused vs unfused runs never need
+    it: every fused kernel ends with an op the unfused run also has."""
+    keys_a = {key for key, _, _ in tensors_a}
+    groups: dict[tuple, list] = defaultdict(list)
+    for key, op_id, trace in tensors_b:
+        if key not in keys_a and key[2] is not None:
+            groups[(key[0], key[2], key[3], key[-1])].append((op_id, trace))
+    out = {}
+    taken: dict[tuple, int] = defaultdict(int)
+    for key, _, _ in reversed(tensors_a):
+        if key in by_key_b or key[2] is None:
+            continue
+        group = (key[0], key[2], key[3], key[-1])
+        candidates = groups.get(group, [])
+        if taken[group] < len(candidates):
+            out[key] = candidates[len(candidates) - 1 - taken[group]]
+            taken[group] += 1
+    return out
 
 
 def _examples(rows: list[dict]) -> str:
