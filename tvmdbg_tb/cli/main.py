@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tensor_debug_mode",
         metavar="MODE",
         default="FULL_HEALTH",
-        help="NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH (default), SHAPE or FULL_TENSOR",
+        help="NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH (default), SHAPE, FULL_TENSOR or FULL_STATS",
     )
     p.add_argument(
         "--circular_buffer_size",

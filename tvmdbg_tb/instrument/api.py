@@ -6,7 +6,8 @@
 
 How kernels are traced (DebuggedGraph.instrumentation says which):
 
-- "compiled" (the fast path, NO_TENSOR/CURT_HEALTH/CONCISE_HEALTH/FULL_HEALTH/SHAPE on x86):
+- "compiled" (the fast path, NO_TENSOR/CURT_HEALTH/CONCISE_HEALTH/FULL_HEALTH/SHAPE/FULL_STATS
+  on x86):
   Relax functions built after enable get a small native summary kernel after each kernel
   call site (see compiled.py); Python reads one buffer per VM call. Such an executable
   calls tvmdbg's packed functions, so run it in a process where tvmdbg is imported and
@@ -156,8 +157,9 @@ def enable_dump_debug_info(
 ) -> DebugEventsWriter:
     """Records every Relax compile and VM run of this process under logdir; returns the writer.
 
-    tensor_debug_mode: NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH, SHAPE or
-        FULL_TENSOR (layouts in protos/tvmdbg/debug_event.proto).
+    tensor_debug_mode: NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH, SHAPE,
+        FULL_TENSOR or FULL_STATS (statistics for `tvmdbg compare`; layouts in
+        protos/tvmdbg/debug_event.proto).
     circular_buffer_size: executions and traces kept (each); <= 0 keeps everything.
     op_regex: only kernels whose op name, kernel symbol or original op type/var matches
         (re.search) are traced.
