@@ -176,3 +176,13 @@ def test_first_divergent_call_is_shown(tmp_path):
     assert result["call"] == 2 and result["executions_compared"] == 3
     assert result["first_divergence"]["kind"] == "input"
     assert analysis.compare(b, b)["status"] == "within"
+
+
+def test_different_modes_compare_what_both_have(runs, tmp_path):
+    """FULL_TENSOR against FULL_STATS: statistics computed from the values, compared as stats."""
+    values = _reduction(tmp_path / "values", "float32", False, mode="FULL_TENSOR")
+    result = analysis.compare(values, runs["fp32"])
+    assert result["status"] == "within" and result["mode_a"] == "FULL_TENSOR"
+    assert {r["basis"] for r in result["ops"] if r["status"] != "not_comparable"} == {"stats"}
+    diverged = analysis.compare(runs["fp16_fused"], values, rtol=1e-2, atol=1e-2)
+    assert diverged["first_divergence"]["op_type"] == "relax.sum"

@@ -312,6 +312,8 @@ def _first_divergent_pair(a: _Side, b: _Side, pairs: list, rtol: float, atol: fl
         code = (pair * (len(keys) + 1) + kid) * 4096 + digests["output_slot"]
         composite.append((np.where(usable, code, -1), digests["offset"], pair))
     (code_a, offset_a, pair_a), (code_b, offset_b, _) = composite
+    if not len(code_b) or not len(code_a):
+        return len(pairs) - 1
     order_b = np.argsort(code_b, kind="stable")
     at = np.searchsorted(code_b[order_b], code_a)
     at = np.minimum(at, len(order_b) - 1)
