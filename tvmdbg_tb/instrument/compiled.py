@@ -10,8 +10,8 @@ symbolic shape). The buffer is handed out by one packed call at function entry
 VM call of native code.
 
 Row layout (ROW_WIDTH doubles): [cycles, size, lt0, gt0, eq0, neg_inf, pos_inf, rank,
-dim_0..dim_7, min, max, sum, sum_of_squares]; the last four (of the finite elements) only
-with FULL_STATS, whose builds use the "stats" summary kernels. Row 0 is the timestamp taken before the first kernel; rows 1..K belong to
+dim_0..dim_7, min, max, mean, l2_norm, abs_max]; the last five (of the finite elements, NaN
+when there is none) only with FULL_STATS, whose builds use the "stats" summary kernels. Row 0 is the timestamp taken before the first kernel; rows 1..K belong to
 the K kernel outputs in call order; in health modes, rows after them summarise the tensor
 parameters (written before the first kernel). An unwritten row (cycles == 0) is a kernel
 that did not run (it raised, or a branch skipped it).
@@ -27,8 +27,8 @@ from tvm import relax
 
 from tvmdbg_tb.instrument import graphs
 
-ROW_WIDTH = 20
-STATS_COLUMN = 16  # min, max, sum, sum_of_squares
+ROW_WIDTH = 21
+STATS_COLUMN = 16  # min, max, mean, l2_norm, abs_max (FULL_STATS' last five values)
 MAX_RANK = 8
 STATS_FUNC = "tvmdbg.stats"
 HEALTH_DTYPES = {
@@ -259,6 +259,16 @@ def _stats_lines(dtype: str, size: str) -> list[str]:
         f'        S[row, {c + 1}] = T.max(S[row, {c + 1}], T.Cast("float64", mx[j]))',
         f"        S[row, {c + 2}] = S[row, {c + 2}] + sm[j]",
         f"        S[row, {c + 3}] = S[row, {c + 3}] + sq[j]",
+    ]
+    # Finished here rather than in Python (per row, Python is the costlier side).
+    finite = f'T.Cast("float64", ({size}) - bad[0])' if floating else f'T.Cast("float64", {size})'
+    lines += [
+        f"    if {finite} > T.float64(0):",
+        f"        S[row, {c + 2}] = S[row, {c + 2}] / {finite}",
+        f"        S[row, {c + 3}] = T.sqrt(S[row, {c + 3}])",
+        f"        S[row, {c + 4}] = T.max(S[row, {c + 1}], T.float64(0) - S[row, {c}])",
+        "    else:",
+        *[f'        S[row, {c + k}] = T.float64("nan")' for k in range(5)],
     ]
     return lines
 

@@ -415,21 +415,18 @@ _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")
 _FULL = struct.Struct("<10d")
 _STATS = struct.Struct("<15d")
-_sqrt = math.sqrt
 _CODES: dict[str, int] = {}
 
 
 def _statistics(row: list[float], dtype: str) -> list[float]:
-    """FULL_STATS' [min, max, mean, l2_norm, abs_max] from a row's counts and statistics."""
+    """FULL_STATS' [min, max, mean, l2_norm, abs_max]: the kernel's, or from counts for bool."""
+    if dtype != "bool":
+        return row[compiled.STATS_COLUMN : compiled.STATS_COLUMN + 5]
     size, lt, gt, eq, neg_inf, pos_inf = row[1:7]
-    finite = lt - neg_inf + eq + gt - pos_inf
-    if finite <= 0:
+    if size <= 0:
         return [math.nan] * 5
-    if dtype == "bool":  # no statistics kernel: counts say it all
-        low, high, total, squares = (0.0 if eq else 1.0), (1.0 if gt else 0.0), gt, gt
-    else:
-        low, high, total, squares = row[compiled.STATS_COLUMN : compiled.STATS_COLUMN + 4]
-    return [low, high, total / finite, math.sqrt(squares), max(-low, high)]
+    low, high = (0.0 if eq else 1.0), (1.0 if gt else 0.0)
+    return [low, high, gt / size, math.sqrt(gt), high]
 
 
 def _values_list(mode: int, row: list[float], dtype: str) -> list[float]:
@@ -457,30 +454,15 @@ def _debug_values(mode: int, row: list[float], dtype: str) -> bytes:
     if mode == pb.CURT_HEALTH:
         return b"\x42\x08" + _CURT.pack(1.0 if neg_inf + pos_inf + nan > 0 else 0.0)
     if mode == pb.FULL_STATS:
-        finite = lt - neg_inf + eq + gt - pos_inf
-        if finite <= 0 or dtype == "bool":
+        if dtype == "bool":
             return b"\x42\x78" + _STATS.pack(*_values_list(mode, row, dtype))
         code = _CODES.get(dtype)
         if code is None:
             code = _CODES[dtype] = dtype_code(dtype)
-        low, high, total, squares = row[16:20]
         return b"\x42\x78" + _STATS.pack(
-            0.0,
-            code,
-            rank,
-            size,
-            neg_inf,
-            pos_inf,
-            nan,
-            lt - neg_inf,
-            eq,
-            gt - pos_inf,
-            low,
-            high,
-            total / finite,
-            _sqrt(squares),
-            high if high > -low else -low,
-        )
+            0.0, code, rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf,
+            row[16], row[17], row[18], row[19], row[20],
+        )  # fmt: skip
     if mode == pb.CONCISE_HEALTH:
         return b"\x42\x20" + _CONCISE.pack(size, neg_inf, pos_inf, nan)
     if mode == pb.SHAPE:
