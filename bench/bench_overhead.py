@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-MODES = ["NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "SHAPE"]
+MODES = ["NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "FULL_STATS", "SHAPE"]
 # Deep mode (trace_fused_ops=True: every fused kernel call replayed op by op), measured on the
 # fused models where it matters.
 DEEP = "FULL_HEALTH+deep"
@@ -144,14 +144,15 @@ def _median_us(fn, n: int = 200) -> float:
     return statistics.median(samples) * 1e6
 
 
-def health_vs_read(size: int = 1 << 20) -> tuple[float, float]:
-    """The FULL_HEALTH summary kernel alone on a 1M float32 tensor, and a numpy read of it."""
+def health_vs_read(size: int = 1 << 20, stats: bool = False) -> tuple[float, float]:
+    """The FULL_HEALTH (or FULL_STATS) summary kernel alone on a 1M float32 tensor, and a
+    numpy read of it."""
     import numpy as np
     import tvm
 
     from tvmdbg_tb.instrument import compiled
 
-    kernel = tvm.get_global_func(compiled.kernel("float32", 1, True))
+    kernel = tvm.get_global_func(compiled.kernel("float32", 1, True, stats))
     data = np.linspace(-1, 1, size, dtype="float32")
     tensor = tvm.runtime.tensor(data)
     stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
@@ -186,11 +187,12 @@ def main() -> None:
                 f"{workload:<12} {mode:<15} {base_us:>10.1f} {traced_us:>10.1f} {ratio:>7.3f} {per_kernel:>16.2f}",
                 flush=True,
             )
-    kernel_us, read_us = health_vs_read()
-    print(
-        f"FULL_HEALTH summary kernel on a 1M float32 tensor: {kernel_us:.1f} us; numpy read (sum) of it: "
-        f"{read_us:.1f} us; ratio {kernel_us / read_us:.2f}"
-    )
+    for mode in ("FULL_HEALTH", "FULL_STATS"):
+        kernel_us, read_us = health_vs_read(stats=mode == "FULL_STATS")
+        print(
+            f"{mode} summary kernel on a 1M float32 tensor: {kernel_us:.1f} us; numpy read (sum) of it: "
+            f"{read_us:.1f} us; ratio {kernel_us / read_us:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -27,11 +27,14 @@ from tvmdbg_tb.analysis.views import (
     trace_data,
     trace_digests,
 )
+from tvmdbg_tb.compare import CompareError, compare
 
 __all__ = [
     "AlertMonitor",
+    "CompareError",
     "SliceError",
     "alerts",
+    "compare",
     "dumps",
     "execution_data",
     "execution_digests",

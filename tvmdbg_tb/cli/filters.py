@@ -22,7 +22,7 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 TensorFilter = Callable[[pb.GraphExecutionTrace, "np.ndarray | None"], bool]
 
 # Modes whose summaries say whether an output is finite.
-HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_TENSOR)
+HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS, pb.FULL_TENSOR)
 
 
 def has_inf_or_nan(trace: pb.GraphExecutionTrace, value: np.ndarray | None = None) -> bool:

@@ -26,6 +26,7 @@ examples:
   tvmdbg check /tmp/logdir && echo clean     exit status 1 when a NaN/Inf was recorded
   tvmdbg profile /tmp/logdir                 per-op kernel time table
   tvmdbg run -f has_inf_or_nan train.py      run a script, stop at the first VM call with NaN/Inf
+  tvmdbg compare /tmp/fp16 /tmp/fp32         op-by-op errors against a reference run, first divergent op
 
 `tvmdbg COMMAND --help` describes each command."""
 
@@ -172,6 +173,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--op", required=True, metavar="NAME", help="the kernel call site (op name, #id or kernel)")
 
     p = sub.add_parser(
+        "compare",
+        help="compare two runs op by op (a TVM build against another, or against PyTorch eager)",
+        description=textwrap.dedent(
+            """\
+            Align two runs recorded in FULL_STATS (or FULL_TENSOR) by Relax op identity (op
+            type, your source line, occurrence, the fused kernel's last op), print each op's
+            error in A's execution order, and name the first divergent op: the first beyond
+            tolerance whose inputs were within it. B is the reference (PyTorch eager, or the
+            float32 build). Exit status: 0 within tolerance, 1 divergent, 2 cannot compare."""
+        ),
+        epilog=textwrap.dedent(
+            """\
+            examples:
+              tvmdbg compare /tmp/run_fp16 /tmp/run_fp32 --rtol 1e-2 --atol 1e-2
+              tvmdbg compare /tmp/tvm_logdir /tmp/torch_reference --json"""
+        ),
+        formatter_class=_formatter,
+    )
+    p.add_argument("run_a", metavar="RUN_OR_LOGDIR_A", help="the run under test (a run directory or a logdir)")
+    p.add_argument("run_b", metavar="RUN_OR_LOGDIR_B", help="the reference run")
+    p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default: 1e-4)")
+    p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default: 1e-5)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (key first_divergence)")
+
+    p = sub.add_parser(
         "run",
         help="run a Python script under tvmdbg and stop at a chosen VM call",
         description=textwrap.dedent(
@@ -213,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tensor_debug_mode",
         metavar="MODE",
         default="FULL_HEALTH",
-        help="NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH (default), SHAPE or FULL_TENSOR",
+        help="NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH (default), SHAPE, FULL_TENSOR or FULL_STATS",
     )
     p.add_argument(
         "--circular_buffer_size",
@@ -246,6 +272,10 @@ def main(argv: list[str] | None = None) -> int:
             from tvmdbg_tb.cli import runner
 
             return runner.main(args)
+        if args.command == "compare":
+            from tvmdbg_tb.cli import compare
+
+            return compare.main(args)
         from tvmdbg_tb.cli import commands
 
         return getattr(commands, args.command)(args)

@@ -6,11 +6,12 @@ with, so a layout is written down exactly once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
-MODE_NAMES = ("NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "SHAPE", "FULL_TENSOR")
+MODE_NAMES = ("NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "SHAPE", "FULL_TENSOR", "FULL_STATS")
 
 _DTYPES = {
     "float16": pb.FLOAT16,
@@ -31,25 +32,30 @@ _DTYPES = {
 }
 _DTYPE_NAMES = {code: name for name, code in _DTYPES.items()}
 
+_FULL_HEALTH = (
+    "device_id",
+    "dtype",
+    "rank",
+    "size",
+    "neg_inf",
+    "pos_inf",
+    "nan",
+    "negative",
+    "zero",
+    "positive",
+)
+# FULL_STATS: FULL_HEALTH's counts, then statistics of the finite elements (floats, kept as such).
+STATS_FIELDS = ("min", "max", "mean", "l2_norm", "abs_max")
+
 # Names of the fixed leading debug_values per mode; SHAPE appends one value per dimension.
 LAYOUTS: dict[int, tuple[str, ...]] = {
     pb.NO_TENSOR: (),
     pb.CURT_HEALTH: ("has_inf_or_nan",),
     pb.CONCISE_HEALTH: ("size", "neg_inf", "pos_inf", "nan"),
-    pb.FULL_HEALTH: (
-        "device_id",
-        "dtype",
-        "rank",
-        "size",
-        "neg_inf",
-        "pos_inf",
-        "nan",
-        "negative",
-        "zero",
-        "positive",
-    ),
+    pb.FULL_HEALTH: _FULL_HEALTH,
     pb.SHAPE: ("dtype", "rank", "size"),
     pb.FULL_TENSOR: (),
+    pb.FULL_STATS: _FULL_HEALTH + STATS_FIELDS,
 }
 
 
@@ -92,6 +98,8 @@ def describe(mode: int, values: Sequence[float]) -> dict:
             out[name] = dtype_name(int(value))
         elif name == "has_inf_or_nan":
             out[name] = bool(value)
+        elif name in STATS_FIELDS:
+            out[name] = float(value)
         else:
             out[name] = int(value)
     if mode == pb.SHAPE:
@@ -99,10 +107,28 @@ def describe(mode: int, values: Sequence[float]) -> dict:
     return out
 
 
+def finite_statistics(array) -> list[float]:
+    """FULL_STATS' [min, max, mean, l2_norm, abs_max] of the finite elements of a numpy array,
+    in float64; NaN for all five when no element is finite. (numpy is the caller's import.)"""
+    import numpy as np
+
+    values = np.asarray(array).reshape(-1)
+    if values.dtype.kind in "fc":
+        finite = np.isfinite(values)
+        if not finite.all():
+            values = values[finite]
+    if values.size == 0:
+        return [math.nan] * 5
+    values = values.astype(np.float64, copy=False)
+    low, high = float(values.min()), float(values.max())
+    mean = float(values.sum()) / values.size
+    return [low, high, mean, math.sqrt(float(np.dot(values, values))), max(-low, high)]
+
+
 def nonfinite_counts(mode: int, values: Sequence[float]) -> tuple[int, int, int] | None:
     """(nan, neg_inf, pos_inf) where the mode records them; for CURT_HEALTH, which only knows
     "any", an unknown count is -1; None when the mode says nothing about finiteness."""
-    if mode in (pb.CONCISE_HEALTH, pb.FULL_HEALTH):
+    if mode in (pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS):
         fields = describe(mode, values)
         if fields:
             return fields["nan"], fields["neg_inf"], fields["pos_inf"]

@@ -260,7 +260,7 @@ def _health(b: np.ndarray, mode: np.ndarray, dv_start: np.ndarray, dv_len: np.nd
     counts = np.full((n, 3), -1, dtype=np.int64)
     known = np.zeros(n, dtype=bool)
     # Offsets (in doubles) of nan, neg_inf, pos_inf per mode, and the values the mode needs.
-    for mode_value, need, (i_nan, i_neg, i_pos) in ((4, 10, (6, 4, 5)), (3, 4, (3, 1, 2))):
+    for mode_value, need, (i_nan, i_neg, i_pos) in ((4, 10, (6, 4, 5)), (7, 10, (6, 4, 5)), (3, 4, (3, 1, 2))):
         rows = np.flatnonzero(ok & (mode == mode_value) & (dv_len >= 8 * need))
         if len(rows):
             # describe() converts every value of the layout to int: a NaN anywhere means no counts.
@@ -452,3 +452,25 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
         "flags": flags.astype(np.uint8),
         "ok": ok,
     }
+
+
+def trace_debug_values(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int) -> np.ndarray:
+    """The first `width` debug_values of each GraphExecutionTrace record at starts/lengths in b
+    (padded), as an (n, width) float64 array; NaN rows where a record holds fewer values or
+    needs protobuf (e.g. a repeated packed run). For bulk readers such as tvmdbg_tb.compare."""
+    _, sub_start, sub_end, ok = _envelopes(b, starts, lengths, 9)
+    n = len(starts)
+    dv_start = np.zeros(n, dtype=np.int64)
+    dv_len = np.zeros(n, dtype=np.int64)
+
+    def on_values(rows, start, length):
+        ok[rows[dv_len[rows] > 0]] = False
+        dv_start[rows], dv_len[rows] = start, length
+
+    _walk(b, sub_start, sub_end, ok, {8: (2, on_values)})
+    out = np.full((n, width), np.nan)
+    rows = np.flatnonzero(ok & (dv_len >= 8 * width))
+    if len(rows):
+        every = np.ndarray(shape=(len(b) - 8 * width + 1, width), dtype="<f8", buffer=b, strides=(1, 8))
+        out[rows] = every[dv_start[rows]]
+    return out

@@ -6,7 +6,8 @@
 
 How kernels are traced (DebuggedGraph.instrumentation says which):
 
-- "compiled" (the fast path, NO_TENSOR/CURT_HEALTH/CONCISE_HEALTH/FULL_HEALTH/SHAPE on x86):
+- "compiled" (the fast path, NO_TENSOR/CURT_HEALTH/CONCISE_HEALTH/FULL_HEALTH/SHAPE/FULL_STATS
+  on x86):
   Relax functions built after enable get a small native summary kernel after each kernel
   call site (see compiled.py); Python reads one buffer per VM call. Such an executable
   calls tvmdbg's packed functions, so run it in a process where tvmdbg is imported and
@@ -120,15 +121,17 @@ def _activate(session: Session | None) -> None:
         capture.REGISTRY.clear()
 
 
-def _compile_health(session: Session | None) -> bool | None:
+def _compile_health(session: Session | None) -> bool | str | None:
     """How builds are instrumented: None (the VM instrument traces them), False (timestamps
-    only: NO_TENSOR) or True (summary kernels)."""
+    only: NO_TENSOR), True (summary kernels) or "stats" (with FULL_STATS' statistics)."""
     from tvmdbg_tb.instrument.fast_tracer import FAST_MODES, supported_platform
 
     if session is None or session.want_nonfinite or session.mode not in FAST_MODES or not supported_platform():
         return None
     if session.trace_fused_ops:  # deep mode replays fused kernels on their live inputs
         return None
+    if session.mode == pb.FULL_STATS:
+        return "stats"
     return session.mode != pb.NO_TENSOR
 
 
@@ -168,8 +171,9 @@ def enable_dump_debug_info(
 ) -> DebugEventsWriter:
     """Records every Relax compile and VM run of this process under logdir; returns the writer.
 
-    tensor_debug_mode: NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH, SHAPE or
-        FULL_TENSOR (layouts in protos/tvmdbg/debug_event.proto).
+    tensor_debug_mode: NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH, SHAPE,
+        FULL_TENSOR or FULL_STATS (statistics for `tvmdbg compare`; layouts in
+        protos/tvmdbg/debug_event.proto).
     circular_buffer_size: executions and traces kept (each); <= 0 keeps everything.
     op_regex: only kernels whose op name, kernel symbol or original op type/var matches
         (re.search) are traced.

@@ -10,7 +10,8 @@ symbolic shape). The buffer is handed out by one packed call at function entry
 VM call of native code.
 
 Row layout (ROW_WIDTH doubles): [cycles, size, lt0, gt0, eq0, neg_inf, pos_inf, rank,
-dim_0..dim_7]. Row 0 is the timestamp taken before the first kernel; rows 1..K belong to
+dim_0..dim_7, min, max, mean, l2_norm, abs_max]; the last five (of the finite elements, NaN
+when there is none) only with FULL_STATS, whose builds use the "stats" summary kernels. Row 0 is the timestamp taken before the first kernel; rows 1..K belong to
 the K kernel outputs in call order; in health modes, rows after them summarise the tensor
 parameters (written before the first kernel). An unwritten row (cycles == 0) is a kernel
 that did not run (it raised, or a branch skipped it).
@@ -26,7 +27,8 @@ from tvm import relax
 
 from tvmdbg_tb.instrument import graphs
 
-ROW_WIDTH = 16
+ROW_WIDTH = 21
+STATS_COLUMN = 16  # min, max, mean, l2_norm, abs_max (FULL_STATS' last five values)
 MAX_RANK = 8
 STATS_FUNC = "tvmdbg.stats"
 HEALTH_DTYPES = {
@@ -75,7 +77,7 @@ _FIDS = iter(range(1, 1 << 62))
 FUNCTIONS: dict[int, CompiledFunction] = {}
 
 
-def _summary_source(name: str, dtype: str, rank: int, health: bool) -> str:
+def _summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool = False) -> str:
     dims = [f"n{i}" for i in range(rank)]
     size = " * ".join(dims) if dims else "T.int64(1)"
     lines = [
@@ -91,6 +93,8 @@ def _summary_source(name: str, dtype: str, rank: int, health: bool) -> str:
     ]
     if health:
         lines += _health_lines(dtype, size)
+    if stats and dtype != "bool":
+        lines += _stats_lines(dtype, size)
     lines += [
         '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
         f'    S[row, 1] = T.Cast("float64", {size})',
@@ -174,9 +178,114 @@ def _health_lines(dtype: str, size: str) -> list[str]:
     return lines
 
 
-def _summary_func(dtype: str, rank: int, health: bool):
-    name = f"tvmdbg_{'health' if health else 'tick'}_{dtype}_r{rank}"
-    func = tvm.script.from_source(_summary_source(name, dtype, rank, health))
+BLOCK = 256  # iterations summed in the block dtype before they are added in float64
+
+
+def _stats_lines(dtype: str, size: str) -> list[str]:
+    """FULL_STATS: min, max, sum and sum of squares of the finite elements into S[row, 16:20].
+
+    Follows the health lines (it reuses their count of non-finite elements: only a tensor
+    with some takes the slower loop that masks them). Vectorized over LANES; sums of 16-
+    and 32-bit floats run in float32 within blocks of LANES * BLOCK elements and are added
+    in float64 per block, so precision stays near float64's at float32 speed."""
+    floating = dtype.startswith("float")
+    block_dtype = "float32" if dtype in ("float16", "float32") else "float64"
+    span = LANES * BLOCK
+    lines = [
+        f'    F2 = T.decl_buffer(({size},), "{dtype}", data=A.data)',
+        f'    mn = T.alloc_buffer(({LANES},), "{dtype}", scope="local")',
+        f'    mx = T.alloc_buffer(({LANES},), "{dtype}", scope="local")',
+        f'    sm = T.alloc_buffer(({LANES},), "float64", scope="local")',
+        f'    sq = T.alloc_buffer(({LANES},), "float64", scope="local")',
+        f'    bs = T.alloc_buffer(({LANES},), "{block_dtype}", scope="local")',
+        f'    bq = T.alloc_buffer(({LANES},), "{block_dtype}", scope="local")',
+        f"    for j in T.vectorized({LANES}):",
+        f"        mn[j] = {_extreme(dtype, True)}",
+        f"        mx[j] = {_extreme(dtype, False)}",
+        "        sm[j] = T.float64(0)",
+        "        sq[j] = T.float64(0)",
+    ]
+
+    def loops(masked: bool, indent: str) -> list[str]:
+        def update(v: str, j: str, acc_s: str, acc_q: str, acc_dtype: str) -> list[str]:
+            cast = f'T.Cast("{acc_dtype}", {v})'
+            if masked:
+                fin = f"T.isfinite({v})"
+                return [
+                    f'mn[{j}] = T.min(mn[{j}], T.if_then_else({fin}, {v}, T.{dtype}("inf")))',
+                    f'mx[{j}] = T.max(mx[{j}], T.if_then_else({fin}, {v}, T.{dtype}("-inf")))',
+                    f"{acc_s}[{j}] = {acc_s}[{j}] + T.if_then_else({fin}, {cast}, T.{acc_dtype}(0))",
+                    f"{acc_q}[{j}] = {acc_q}[{j}] + T.if_then_else({fin}, {cast} * {cast}, T.{acc_dtype}(0))",
+                ]
+            return [
+                f"mn[{j}] = T.min(mn[{j}], {v})",
+                f"mx[{j}] = T.max(mx[{j}], {v})",
+                f"{acc_s}[{j}] = {acc_s}[{j}] + {cast}",
+                f"{acc_q}[{j}] = {acc_q}[{j}] + {cast} * {cast}",
+            ]
+
+        out = [
+            f"for bo in range(({size}) // {span}):",
+            f"    for j in T.vectorized({LANES}):",
+            f"        bs[j] = T.{block_dtype}(0)",
+            f"        bq[j] = T.{block_dtype}(0)",
+            f"    for bi in range({BLOCK}):",
+            f"        for j in T.vectorized({LANES}):",
+        ]
+        v = f"F2[bo * {span} + bi * {LANES} + j]"
+        out += ["            " + u for u in update(v, "j", "bs", "bq", block_dtype)]
+        out += [
+            f"    for j in T.vectorized({LANES}):",
+            '        sm[j] = sm[j] + T.Cast("float64", bs[j])',
+            '        sq[j] = sq[j] + T.Cast("float64", bq[j])',
+            f"for i in range(({size}) % {span}):",
+        ]
+        tail = f"F2[({size}) // {span} * {span} + i]"
+        out += ["    " + u for u in update(tail, "0", "sm", "sq", "float64")]
+        return [indent + line for line in out]
+
+    if floating:
+        lines += ["    if bad[0] > 0:", *loops(True, "        "), "    else:", *loops(False, "        ")]
+    else:
+        lines += loops(False, "    ")
+    c = STATS_COLUMN
+    lines += [
+        f'    S[row, {c}] = T.Cast("float64", mn[0])',
+        f'    S[row, {c + 1}] = T.Cast("float64", mx[0])',
+        f"    S[row, {c + 2}] = T.float64(0)",
+        f"    S[row, {c + 3}] = T.float64(0)",
+        f"    for j in range({LANES}):",
+        f'        S[row, {c}] = T.min(S[row, {c}], T.Cast("float64", mn[j]))',
+        f'        S[row, {c + 1}] = T.max(S[row, {c + 1}], T.Cast("float64", mx[j]))',
+        f"        S[row, {c + 2}] = S[row, {c + 2}] + sm[j]",
+        f"        S[row, {c + 3}] = S[row, {c + 3}] + sq[j]",
+    ]
+    # Finished here rather than in Python (per row, Python is the costlier side).
+    finite = f'T.Cast("float64", ({size}) - bad[0])' if floating else f'T.Cast("float64", {size})'
+    lines += [
+        f"    if {finite} > T.float64(0):",
+        f"        S[row, {c + 2}] = S[row, {c + 2}] / {finite}",
+        f"        S[row, {c + 3}] = T.sqrt(S[row, {c + 3}])",
+        f"        S[row, {c + 4}] = T.max(S[row, {c + 1}], T.float64(0) - S[row, {c}])",
+        "    else:",
+        *[f'        S[row, {c + k}] = T.float64("nan")' for k in range(5)],
+    ]
+    return lines
+
+
+def _extreme(dtype: str, largest: bool) -> str:
+    """The identity of min (largest=True) or max in dtype: +/-inf for floats, the limits for ints."""
+    if dtype.startswith("float"):
+        return f'T.{dtype}("{"inf" if largest else "-inf"}")'
+    bits = int(dtype.lstrip("uint"))
+    if dtype.startswith("uint"):
+        return f"T.{dtype}({(1 << bits) - 1 if largest else 0})"
+    return f"T.{dtype}({(1 << (bits - 1)) - 1 if largest else -(1 << (bits - 1))})"
+
+
+def _summary_func(dtype: str, rank: int, health: bool, stats: bool = False):
+    name = f"tvmdbg_{'stats' if stats else 'health' if health else 'tick'}_{dtype}_r{rank}"
+    func = tvm.script.from_source(_summary_source(name, dtype, rank, health, stats))
     return name, func.with_attr("global_symbol", name)
 
 
@@ -198,14 +307,15 @@ _KERNELS: dict[str, object] = {}
 _KERNELS_LOCK = threading.Lock()
 
 
-def kernel(dtype: str | None, rank: int, health: bool) -> str:
+def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False) -> str:
     """The global name of a summary kernel, compiled (once per process) and registered, so
-    that VM calls reach native code directly; dtype None is the timestamp-only kernel."""
+    that VM calls reach native code directly; dtype None is the timestamp-only kernel;
+    stats adds FULL_STATS' statistics to the health counts."""
     with _KERNELS_LOCK:
         if dtype is None:
             name, prim = _tick_func()
         else:
-            name, prim = _summary_func(dtype, rank, health)
+            name, prim = _summary_func(dtype, rank, health, stats)
         global_name = "tvmdbg." + name
         if global_name not in _KERNELS:
             function = tvm.compile(tvm.IRModule({name: prim}), "llvm")[name]
@@ -235,8 +345,9 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
     return True
 
 
-def instrument(mod, info: graphs.ExecutableInfo, health: bool) -> tuple[object, dict[str, CompiledFunction]]:
-    """Adds the summary calls to every Relax function of the lowered module mod."""
+def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[object, dict[str, CompiledFunction]]:
+    """Adds the summary calls to every Relax function of the lowered module mod; health
+    "stats" adds FULL_STATS' statistics to the counts."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
     for gvar, func in mod.functions_items():
@@ -270,8 +381,8 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
         plan.append((site, positions))
         for slot in range(len(positions)):
             dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
-            rows.append(RowInfo(site, slot, dtype, health and dtype in HEALTH_DTYPES))
-    params = [p for p in func.params if health and _summarisable(p)]
+            rows.append(RowInfo(site, slot, dtype, bool(health) and dtype in HEALTH_DTYPES))
+    params = [p for p in func.params if bool(health) and _summarisable(p)]
     nrows = 1 + len(rows) + len(params)
     fid = next(_FIDS)
     stats_ty = relax.TensorType((nrows, ROW_WIDTH), "float64")
@@ -281,7 +392,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     def summary(value, row: int, wanted: bool) -> relax.VarBinding:
         """A health kernel on value writing `row`, or a bare timestamp."""
         if wanted and _summarisable(value):
-            name = kernel(str(value.ty.dtype), int(value.ty.ndim), True)
+            name = kernel(str(value.ty.dtype), int(value.ty.ndim), True, health == "stats")
             return _binding(name, [value, stats, _row(row)])
         return _binding(tick_name, [stats, _row(row)])
 
@@ -320,7 +431,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
         raise ValueError(f"{function_info.name}: found {next_site} of {len(plan)} kernel call sites")
     new_body = relax.SeqExpr(blocks, body.body)
     new_func = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs, func.span)
-    compiled = CompiledFunction(fid, executable_id, function_info.name, rows, health, nrows)
+    compiled = CompiledFunction(fid, executable_id, function_info.name, rows, bool(health), nrows)
     compiled.param_rows = [output_rows.get(hash(p)) for p in func.params]
     values = {hash(b.var): b.value for blk in body.blocks for b in blk.bindings}
     leaves = _leaves(body.body, values)

@@ -29,7 +29,7 @@ from tvmdbg_tb.instrument.summary import flatten, is_tensor
 from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
-FAST_MODES = {pb.NO_TENSOR, pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.SHAPE}
+FAST_MODES = {pb.NO_TENSOR, pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.SHAPE, pb.FULL_STATS}
 _perf = time.perf_counter
 _F64 = struct.Struct("<d")
 
@@ -50,7 +50,9 @@ def usable(session: Session, vm: Any) -> bool:
         return False
     if session.trace_fused_ops:  # deep mode needs the kernels' live inputs
         return False
-    return session.mode == pb.NO_TENSOR or info.compiled_health
+    if session.mode == pb.FULL_STATS:
+        return info.compiled_health == "stats"
+    return session.mode == pb.NO_TENSOR or bool(info.compiled_health)
 
 
 class _FastCall:
@@ -365,7 +367,7 @@ class CompiledTracer(Tracer):
     def _row_summaries(self, call: _FastCall, inputs, leaves):
         """Execution input/output summaries read from the buffer's parameter and kernel rows
         (health modes), instead of numpy passes over the tensors."""
-        if self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH) or not call.buffers:
+        if self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS) or not call.buffers:
             return None
         fid, _, array = call.buffers[0]
         function = compiled.FUNCTIONS[fid]
@@ -423,12 +425,27 @@ class CompiledTracer(Tracer):
 _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")
 _FULL = struct.Struct("<10d")
+_STATS = struct.Struct("<15d")
 _CODES: dict[str, int] = {}
+
+
+def _statistics(row: list[float], dtype: str) -> list[float]:
+    """FULL_STATS' [min, max, mean, l2_norm, abs_max]: the kernel's, or from counts for bool."""
+    if dtype != "bool":
+        return row[compiled.STATS_COLUMN : compiled.STATS_COLUMN + 5]
+    size, lt, gt, eq, neg_inf, pos_inf = row[1:7]
+    if size <= 0:
+        return [math.nan] * 5
+    low, high = (0.0 if eq else 1.0), (1.0 if gt else 0.0)
+    return [low, high, gt / size, math.sqrt(gt), high]
 
 
 def _values_list(mode: int, row: list[float], dtype: str) -> list[float]:
     size, lt, gt, eq, neg_inf, pos_inf, rank = row[1:8]
     nan = size - lt - gt - eq
+    if mode == pb.FULL_STATS:
+        full = [0.0, dtype_code(dtype), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
+        return full + _statistics(row, dtype)
     if mode == pb.FULL_HEALTH:
         return [0.0, dtype_code(dtype), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
     if mode == pb.CURT_HEALTH:
@@ -447,6 +464,16 @@ def _debug_values(mode: int, row: list[float], dtype: str) -> bytes:
         return b"\x42\x50" + _FULL.pack(0.0, code, rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf)
     if mode == pb.CURT_HEALTH:
         return b"\x42\x08" + _CURT.pack(1.0 if neg_inf + pos_inf + nan > 0 else 0.0)
+    if mode == pb.FULL_STATS:
+        if dtype == "bool":
+            return b"\x42\x78" + _STATS.pack(*_values_list(mode, row, dtype))
+        code = _CODES.get(dtype)
+        if code is None:
+            code = _CODES[dtype] = dtype_code(dtype)
+        return b"\x42\x78" + _STATS.pack(
+            0.0, code, rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf,
+            row[16], row[17], row[18], row[19], row[20],
+        )  # fmt: skip
     if mode == pb.CONCISE_HEALTH:
         return b"\x42\x20" + _CONCISE.pack(size, neg_inf, pos_inf, nan)
     if mode == pb.SHAPE:

@@ -5,11 +5,12 @@ The layouts are those of debug_event.proto (decoded by tvmdbg_tb.events.summarie
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from tvmdbg_tb.events.summaries import dtype_code, is_float_dtype
+from tvmdbg_tb.events.summaries import dtype_code, finite_statistics, is_float_dtype
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 # FULL_TENSOR keeps at most this many bytes of one tensor (the rest is marked truncated).
@@ -96,7 +97,10 @@ def debug_values(mode: int, value: Any, dtype: str, shape: tuple[int, ...], devi
     neg_inf, pos_inf, nan, negative, zero, positive = health(array, float_kind)
     if mode == pb.CONCISE_HEALTH:
         return [size, neg_inf, pos_inf, nan]
-    return [device_id, dtype_code(dtype), len(shape), size, neg_inf, pos_inf, nan, negative, zero, positive]
+    full = [device_id, dtype_code(dtype), len(shape), size, neg_inf, pos_inf, nan, negative, zero, positive]
+    if mode == pb.FULL_STATS:
+        full.extend(finite_statistics(array))
+    return full
 
 
 def tensor_value(value: Any, dtype: str, shape: tuple[int, ...]) -> pb.TensorValue:
@@ -142,7 +146,7 @@ def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
     summary = pb.TensorSummary(dtype="tuple", shape=[len(leaves)])
     if mode != pb.NO_TENSOR:  # each tensor on its own too (OpInput.tuple_item refers to one)
         summary.items.extend(tensor_summary(mode, leaf) for leaf in leaves)
-    if mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH):
+    if mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS):
         return summary
     tensors = [leaf for leaf in leaves if is_tensor(leaf) or isinstance(leaf, np.ndarray)]
     rows = [debug_values(pb.FULL_HEALTH, t, str(t.dtype), tuple(t.shape)) for t in tensors]
@@ -158,4 +162,18 @@ def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
         dtypes = {dtype_code(str(t.dtype)) for t in tensors}
         dtype = dtypes.pop() if len(dtypes) == 1 else pb.DTYPE_UNKNOWN
         summary.debug_values.extend([0, dtype, 0, size, neg_inf, pos_inf, nan, negative, zero, positive])
+        if mode == pb.FULL_STATS:
+            summary.debug_values.extend(_tuple_statistics(tensors))
     return summary
+
+
+def _tuple_statistics(tensors: list[Any]) -> list[float]:
+    """FULL_STATS of a tuple: the statistics of all its tensors' finite elements together."""
+    rows = [debug_values(pb.FULL_STATS, t, str(t.dtype), tuple(t.shape)) for t in tensors]
+    stats = [(row[7] + row[8] + row[9], *row[10:]) for row in rows if row[7] + row[8] + row[9] > 0]
+    if not stats:
+        return [math.nan] * 5
+    count = sum(s[0] for s in stats)
+    low, high = min(s[1] for s in stats), max(s[2] for s in stats)
+    mean = sum(s[0] * s[3] for s in stats) / count
+    return [low, high, mean, math.sqrt(sum(s[4] ** 2 for s in stats)), max(s[5] for s in stats)]

@@ -217,6 +217,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
             "/tensor/value": self._serve_tensor_value,
             "/profile": self._serve_profile,
             **live_routes(self._run),  # tvmdbg_tb.live: relayed to a live program
+            "/compare": self._serve_compare,
             "/*": self._serve_static,
         }
 
@@ -518,3 +519,31 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         if graph_id is not None:
             run.graph(graph_id)  # 404 for an unknown graph
         return analysis.profile(run, graph_id, _int_param(request, "execution_index"))
+
+    @_json_route
+    def _serve_compare(self, request):
+        """Op-by-op comparison of run_a against the reference run_b — see docs/routes.md#compare."""
+        from tvmdbg_tb.compare import DEFAULT_ATOL, DEFAULT_RTOL, CompareError
+
+        runs = []
+        for name in ("run_a", "run_b"):
+            value = request.args.get(name)
+            if not value:
+                raise BadRequest(f"missing parameter {name!r}")
+            if self._reader is None or value not in self._reader.runs():
+                raise NotFound(f"no run {value[:200]!r} in the logdir")
+            runs.append(self._reader.run(value))
+        tolerances = []
+        for name, default in (("rtol", DEFAULT_RTOL), ("atol", DEFAULT_ATOL)):
+            raw = request.args.get(name) or ""
+            try:
+                value = float(raw) if raw.strip() else default
+            except ValueError:
+                raise BadRequest(f"parameter {name!r} must be a number, got {raw[:50]!r}") from None
+            if not value >= 0 or value == float("inf"):
+                raise BadRequest(f"parameter {name!r} must be a finite number >= 0")
+            tolerances.append(value)
+        try:
+            return analysis.compare(runs[0], runs[1], rtol=tolerances[0], atol=tolerances[1])
+        except CompareError as error:
+            return {"status": "cannot_compare", "error": str(error), "first_divergence": None, "ops": []}

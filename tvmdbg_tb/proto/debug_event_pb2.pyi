@@ -16,6 +16,7 @@ class TensorDebugMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FULL_HEALTH: _ClassVar[TensorDebugMode]
     SHAPE: _ClassVar[TensorDebugMode]
     FULL_TENSOR: _ClassVar[TensorDebugMode]
+    FULL_STATS: _ClassVar[TensorDebugMode]
 
 class DType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -42,6 +43,7 @@ CONCISE_HEALTH: TensorDebugMode
 FULL_HEALTH: TensorDebugMode
 SHAPE: TensorDebugMode
 FULL_TENSOR: TensorDebugMode
+FULL_STATS: TensorDebugMode
 DTYPE_UNKNOWN: DType
 FLOAT16: DType
 FLOAT32: DType

@@ -4,6 +4,7 @@ import styles from "./styles.css";
 import { Api } from "./api";
 import { h, setChildren } from "./dom";
 import { AlertsPanel } from "./panels/alerts";
+import { ComparePanel } from "./panels/compare";
 import { DetailsPanel } from "./panels/details";
 import { ExecutionsPanel } from "./panels/executions";
 import { GraphPanel } from "./panels/graph";
@@ -34,6 +35,7 @@ export function render(root: HTMLElement = document.body): Store {
   const details = new DetailsPanel(store);
   const stack = new StackPanel(store);
   const source = new SourcePanel(store);
+  const compare = new ComparePanel(store);
   const main = h(
     "main",
     { class: "layout" },
@@ -44,7 +46,7 @@ export function render(root: HTMLElement = document.body): Store {
     h("div", { class: "area-details" }, details.el),
     h("div", { class: "area-code" }, stack.el, source.el),
   );
-  setChildren(root, h("div", { class: "app" }, header.el, empty, main));
+  setChildren(root, h("div", { class: "app" }, header.el, compare.el, empty, main));
 
   let polling = false;
   const poll = async () => {

@@ -1,0 +1,188 @@
+"""Op-by-op comparison of real runs: planted float16 reduction, fused vs unfused, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tvm
+from models import blockbuilder_planted
+from models_compare import reduction_model, run
+
+import tvmdbg
+from tvmdbg_tb import analysis
+
+TOL = ["--rtol", "1e-2", "--atol", "1e-2"]
+
+
+def _record(logdir, mode: str, build) -> str:
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode)
+    try:
+        build()
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    return str(logdir)
+
+
+def _reduction(logdir, dtype, fuse, mode="FULL_STATS"):
+    def build():
+        executable, inputs, _ = reduction_model(dtype, fuse)
+        run(executable, inputs)
+
+    return _record(logdir, mode, build)
+
+
+def _cli(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())", "compare", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("compare")
+    return {
+        "fp16_fused": _reduction(root / "fp16_fused", "float16", True),
+        "fp32": _reduction(root / "fp32", "float32", False),
+        "fp32_fused": _reduction(root / "fp32_fused", "float32", True),
+    }
+
+
+def test_float16_build_first_divergence_is_the_large_reduction(runs):
+    line = reduction_model.__globals__["line_of"](reduction_model.__code__.co_filename, "# planted: large reduction")
+    result = analysis.compare(runs["fp16_fused"], runs["fp32"], rtol=1e-2, atol=1e-2)
+    assert result["status"] == "divergent"
+    first = result["first_divergence"]
+    assert first["op_type"] == "relax.sum" and first["location"]["line"] == line
+    assert first["location"]["file_path"].endswith("models_compare.py")
+    # The multiply before it was within tolerance in float16.
+    before = [r for r in result["ops"] if r["op_type"] == "relax.multiply"]
+    assert before and before[0]["status"] == "within"
+    cli = _cli(runs["fp16_fused"], runs["fp32"], *TOL, "--json")
+    assert cli.returncode == 1, cli.stderr
+    payload = json.loads(cli.stdout)
+    assert payload["first_divergence"]["location"]["line"] == line
+    assert set(payload["first_divergence"]["location"]) == {"file_path", "line", "function"}
+    text = _cli(runs["fp16_fused"], runs["fp32"], *TOL)
+    assert text.returncode == 1 and f"models_compare.py:{line}" in text.stdout
+
+
+def test_fused_and_unfused_agree_without_false_alarm(runs):
+    result = analysis.compare(runs["fp32_fused"], runs["fp32"], rtol=1e-5, atol=1e-6)
+    assert result["status"] == "within" and result["first_divergence"] is None
+    assert result["matched"]["aligned"] >= 3 and result["matched"]["b_only"] >= 1  # divide fused away
+    assert result["suggestion"] and "FULL_TENSOR" in result["suggestion"]
+    cli = _cli(runs["fp32_fused"], runs["fp32"], "--json")
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout)["first_divergence"] is None
+
+
+def test_full_tensor_runs_compare_values(tmp_path):
+    a = _reduction(tmp_path / "a", "float16", False, mode="FULL_TENSOR")
+    b = _reduction(tmp_path / "b", "float32", False, mode="FULL_TENSOR")
+    result = analysis.compare(a, b, rtol=1e-2, atol=1e-2)
+    first = result["first_divergence"]
+    assert first["op_type"] == "relax.sum" and first["basis"] == "values"
+    assert 0.99 < first["cosine_similarity"] <= 1.0 + 1e-12  # same direction, wrong magnitude
+    divide = [r for r in result["ops"] if r["op_type"] == "relax.divide"][0]
+    # h / s is ~1e-4: wrong by a factor (rel error) yet within atol=1e-2, as allclose says.
+    assert divide["max_rel_error"] > 0.5 and divide["status"] == "within" and not divide.get("origin")
+
+
+def test_different_models_cannot_be_compared(runs, tmp_path):
+    other = _record(tmp_path / "other", "FULL_STATS", lambda: blockbuilder_planted("log").run())
+    with pytest.raises(analysis.CompareError, match="different models"):
+        analysis.compare(runs["fp32"], other)
+    cli = _cli(runs["fp32"], other, "--json")
+    assert cli.returncode == 2 and "different models" in cli.stderr
+    assert json.loads(cli.stdout)["first_divergence"] is None
+
+
+def test_run_without_statistics_says_so(runs, tmp_path):
+    health = _reduction(tmp_path / "health", "float32", False, mode="FULL_HEALTH")
+    cli = _cli(health, runs["fp32"])
+    assert cli.returncode == 2 and "FULL_HEALTH" in cli.stderr and "FULL_STATS" in cli.stderr
+    assert _cli(str(tmp_path / "missing"), runs["fp32"]).returncode == 2
+
+
+def test_nan_on_one_side_only_is_a_divergence(runs, tmp_path):
+    bad = _reduction(tmp_path / "nan", "float32", False)
+
+    # Same model, an input with one NaN: the input itself is the first divergence.
+    def build():
+        executable, inputs, _ = reduction_model("float32", False)
+        x = inputs[0].copy()
+        x[0, 5] = np.nan
+        run(executable, [x])
+
+    nan = _record(tmp_path / "nan_input", "FULL_STATS", build)
+    result = analysis.compare(nan, bad)
+    assert result["status"] == "divergent"
+    first = result["first_divergence"]
+    assert first["kind"] == "input" and "NaN" in first["reason"]
+    assert os.path.isdir(nan)
+
+
+def test_compare_route(runs, tmp_path):
+    """The plugin's compare route over a logdir holding both runs (real HTTP via werkzeug)."""
+    import shutil
+
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+
+    from tvmdbg_tb.plugin.plugin import TvmDebuggerPlugin
+
+    logdir = tmp_path / "logdir"
+    for name in ("fp16_fused", "fp32"):
+        (run,) = os.listdir(runs[name])
+        shutil.copytree(os.path.join(runs[name], run), logdir / name)
+    plugin = TvmDebuggerPlugin(base_plugin.TBContext(logdir=str(logdir)), start_reader=False)
+    plugin._reader.update()
+    client = Client(plugin.get_plugin_apps()["/compare"])
+    answer = client.get("/compare?run_a=fp16_fused&run_b=fp32&rtol=1e-2&atol=1e-2")
+    assert answer.status_code == 200
+    body = json.loads(answer.get_data())
+    assert body["first_divergence"]["op_type"] == "relax.sum"
+    assert body["first_divergence"]["location"]["file_path"].endswith("models_compare.py")
+    assert client.get("/compare?run_a=fp16_fused").status_code == 400
+    assert client.get("/compare?run_a=fp16_fused&run_b=nope").status_code == 404
+    assert client.get("/compare?run_a=fp16_fused&run_b=fp32&rtol=x").status_code == 400
+    same = json.loads(client.get("/compare?run_a=fp32&run_b=fp32").get_data())
+    assert same["status"] == "within"
+
+
+def test_first_divergent_call_is_shown(tmp_path):
+    """Three calls each: only the third call of A differs (its input), found by the bulk scan."""
+
+    def calls(scales):
+        def build():
+            executable, inputs, _ = reduction_model("float32", False)
+            vm = tvm.relax.VirtualMachine(executable, tvm.cpu())
+            for scale in scales:
+                vm["main"](tvm.runtime.tensor(inputs[0] * np.float32(scale)))
+
+        return build
+
+    a = _record(tmp_path / "a", "FULL_STATS", calls([1.0, 1.0, 1.5]))
+    b = _record(tmp_path / "b", "FULL_STATS", calls([1.0, 1.0, 1.0]))
+    result = analysis.compare(a, b)
+    assert result["call"] == 2 and result["executions_compared"] == 3
+    assert result["first_divergence"]["kind"] == "input"
+    assert analysis.compare(b, b)["status"] == "within"
+
+
+def test_different_modes_compare_what_both_have(runs, tmp_path):
+    """FULL_TENSOR against FULL_STATS: statistics computed from the values, compared as stats."""
+    values = _reduction(tmp_path / "values", "float32", False, mode="FULL_TENSOR")
+    result = analysis.compare(values, runs["fp32"])
+    assert result["status"] == "within" and result["mode_a"] == "FULL_TENSOR"
+    assert {r["basis"] for r in result["ops"] if r["status"] != "not_comparable"} == {"stats"}
+    diverged = analysis.compare(runs["fp16_fused"], values, rtol=1e-2, atol=1e-2)
+    assert diverged["first_divergence"]["op_type"] == "relax.sum"

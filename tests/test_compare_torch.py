@@ -1,0 +1,145 @@
+"""A torch-imported model against PyTorch eager (optional: skipped without torch): the op
+we made differ on purpose is named, with its forward line; an honest import agrees."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tvm  # noqa: E402
+from models import compile_module, line_of  # noqa: E402
+from tvm import relax  # noqa: E402
+
+import tvmdbg  # noqa: E402
+from tvmdbg_tb import analysis  # noqa: E402
+
+X = np.random.default_rng(1).normal(size=(4, 16)).astype("float32")
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+        self.register_buffer("w", torch.randn(16, 16, generator=generator) * 0.3)
+
+    def forward(self, x):
+        h = torch.matmul(x, self.w)
+        g = torch.tanh(h)  # planted: tanh
+        s = torch.softmax(g * 3.0, dim=-1)
+        return s + x
+
+
+def _skewed_tanh(node, importer):
+    """A tanh converter that is slightly wrong (tanh(1.05 x)): the planted divergence."""
+    x = importer.env[node.args[0]]
+    scaled = importer.block_builder.emit(relax.op.multiply(x, relax.const(1.05, "float32")))
+    return importer.block_builder.emit(relax.op.tanh(scaled))
+
+
+def _tvm_run(logdir, fuse: bool, planted: bool) -> str:
+    from tvm.relax.frontend.torch import from_exported_program
+
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_STATS")
+    try:
+        exported = torch.export.export(_Net(), (torch.from_numpy(X),))
+        mod = from_exported_program(exported, custom_convert_map={"tanh.default": _skewed_tanh} if planted else None)
+        vm = relax.VirtualMachine(compile_module(mod, fuse), tvm.cpu())
+        vm["main"](tvm.runtime.tensor(X))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    return str(logdir)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    exported = torch.export.export(_Net(), (torch.from_numpy(X),))
+    return tvmdbg.record_torch_reference(exported, (torch.from_numpy(X),), tmp_path_factory.mktemp("torch_ref"))
+
+
+@pytest.mark.parametrize("fuse", [False, True])
+def test_planted_tanh_is_the_first_divergence_against_eager(tmp_path, reference, fuse):
+    run = _tvm_run(tmp_path / "tvm", fuse, planted=True)
+    result = analysis.compare(run, reference, rtol=1e-4, atol=1e-5)
+    first = result["first_divergence"]
+    assert result["status"] == "divergent" and first is not None
+    line = line_of(__file__, "# planted: tanh")
+    if fuse:  # tanh is fused with the next line's multiply: the kernel holding it diverges
+        assert {"op_type": "relax.tanh", "location": {"file_path": __file__, "line": line, "function": "forward"}} in (
+            first["fused_ops_a"]
+        )
+        assert first["location"]["line"] in (line, line + 1)
+    else:
+        assert first["op_type"] == "relax.tanh"
+        assert first["location"]["file_path"] == __file__ and first["location"]["line"] == line
+    if not fuse:  # before the planted op, the matmul agrees with eager (fused, it is in tanh's kernel)
+        matmul = [r for r in result["ops"] if r["op_type"] == "relax.matmul"]
+        assert matmul and matmul[0]["status"] == "within"
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tvmdbg_tb.cli import main; sys.exit(main())",
+            "compare",
+            run,
+            reference,
+        ]
+        + ["--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert cli.returncode == 1, cli.stderr
+    assert json.loads(cli.stdout)["first_divergence"]["location"]["line"] == first["location"]["line"]
+
+
+def test_honest_import_agrees_with_eager(tmp_path, reference):
+    run = _tvm_run(tmp_path / "tvm", True, planted=False)
+    result = analysis.compare(run, reference, rtol=1e-4, atol=1e-5)
+    assert result["status"] == "within", [r for r in result["ops"] if r["status"] == "divergent"]
+    assert result["matched"]["aligned"] >= 2  # the two fused kernels, each at a node boundary
+
+
+def _tanh_via_sigmoid(scale: float):
+    """tanh(x) as 2 * sigmoid(2 * scale * x) - 1: other Relax op types at the same line."""
+
+    def convert(node, importer):
+        bb, x = importer.block_builder, importer.env[node.args[0]]
+        doubled = bb.emit(relax.op.multiply(x, relax.const(2.0 * scale, "float32")))
+        sig = bb.emit(relax.op.sigmoid(doubled))
+        twice = bb.emit(relax.op.multiply(sig, relax.const(2.0, "float32")))
+        return bb.emit(relax.op.subtract(twice, relax.const(1.0, "float32")))
+
+    return convert
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.05])
+def test_swapped_kernel_aligns_by_line(tmp_path, reference, scale):
+    """A kernel made of other ops at the tanh line lines up with the eager tanh by its line:
+    equal math is within tolerance, a skewed one is the first divergence."""
+    from tvm.relax.frontend.torch import from_exported_program
+
+    tvmdbg.enable_dump_debug_info(tmp_path / "tvm", tensor_debug_mode="FULL_STATS")
+    try:
+        exported = torch.export.export(_Net(), (torch.from_numpy(X),))
+        mod = from_exported_program(exported, custom_convert_map={"tanh.default": _tanh_via_sigmoid(scale)})
+        vm = relax.VirtualMachine(compile_module(mod, False), tvm.cpu())
+        vm["main"](tvm.runtime.tensor(X))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    result = analysis.compare(str(tmp_path / "tvm"), reference, rtol=1e-4, atol=1e-5)
+    line = line_of(__file__, "# planted: tanh")
+    by_line = [r for r in result["ops"] if r.get("aligned_by") == "line"]
+    assert [(r["op_type"], r["op_name_b"], r["location"]["line"]) for r in by_line] == [
+        ("relax.subtract", "tanh", line)
+    ]
+    if scale == 1.0:
+        assert result["status"] == "within"
+    else:
+        assert result["first_divergence"]["location"]["line"] == line
+        assert result["first_divergence"]["aligned_by"] == "line"

@@ -1,0 +1,95 @@
+"""`tvmdbg compare A B`: op-by-op comparison of two runs, the first divergent op first.
+
+Exit status: 0 within tolerance, 1 divergent, 2 cannot compare (the reason on stderr).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from tvmdbg_tb.cli.render import Style, table
+from tvmdbg_tb.cli.session import open_logdir, pick_run
+
+
+def _run(path: str):
+    """A run directory or a logdir (its only or newest run)."""
+    from tvmdbg_tb.compare import CompareError
+
+    if not os.path.isdir(path):
+        raise CompareError(f"{path}: no such directory")
+    reader = open_logdir(path)
+    return pick_run(reader, None, notes=sys.stderr)
+
+
+def _where(location: dict | None) -> str:
+    if not location:
+        return "-"
+    return f"{os.path.basename(location['file_path'])}:{location['line']}"
+
+
+def _num(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3g}"
+
+
+def lines(result: dict, style: Style) -> list[str]:
+    """The report: verdict, first divergent op, the table in A's execution order, notes."""
+    out = [
+        f"A: {result['run_a']} ({result['mode_a']})",
+        f"B: {result['run_b']} ({result['mode_b']}, the reference)",
+        f"{result['function']} call {result['call']}; rtol={result['rtol']:g} atol={result['atol']:g}; "
+        f"{result['matched']['aligned']} kernel outputs aligned, {result['matched']['divergent']} beyond tolerance",
+    ]
+    first = result["first_divergence"]
+    if first is not None:
+        where = first["location"] or {}
+        at = f" at {where['file_path']}:{where['line']} ({where['function']})" if where else ""
+        out.append(
+            style(f"First divergent op: {first['op_type']} {first['op_name_a']}{at}", "red")
+            + f": {first.get('reason', '')}, max abs error {_num(first.get('max_abs_error'))}"
+            + (" (lower bound, from statistics)" if first.get("basis") == "stats" else "")
+        )
+    else:
+        out.append(style("Within tolerance.", "green") if result["status"] == "within" else "No origin found.")
+    rows = []
+    ordered = ([first] if first is not None else []) + [r for r in result["ops"] if r is not first]
+    for r in ordered:
+        mark = "*" if r is first else ""
+        rows.append(
+            [
+                mark + r["status"],
+                r["op_type"],
+                r.get("op_name_a", "-"),
+                r.get("op_name_b", "-"),
+                _where(r["location"]),
+                _num(r.get("max_abs_error")),
+                _num(r.get("max_rel_error")),
+                _num(r.get("cosine_similarity")),
+                r.get("basis", "-"),
+            ]
+        )
+    out += table(["status", "op", "A", "B", "line", "max_abs", "max_rel", "cosine", "basis"], rows, right=(5, 6, 7))
+    out += [f"note: {n}" for n in result["notes"]]
+    if result.get("suggestion"):
+        out.append(f"note: {result['suggestion']}")
+    return out
+
+
+def main(args) -> int:
+    from tvmdbg_tb.analysis import dumps
+    from tvmdbg_tb.compare import CompareError, compare
+
+    try:
+        result = compare(_run(args.run_a), _run(args.run_b), rtol=args.rtol, atol=args.atol)
+    except CompareError as error:
+        if args.json:
+            print(dumps({"status": "cannot_compare", "error": str(error), "first_divergence": None}))
+        print(f"tvmdbg compare: cannot compare: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(dumps(result))
+    else:
+        print("\n".join(lines(result, Style.for_stream(sys.stdout))))
+    return 1 if result["status"] == "divergent" else 0

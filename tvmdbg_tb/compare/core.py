@@ -1,0 +1,418 @@
+"""compare(run_a, run_b): op-by-op comparison of two runs, and the first divergent op.
+
+Run B is the reference (e.g. PyTorch eager, or the float32 build). Executions are paired by
+function name and call order (the k-th call of "main" in A with the k-th in B); inside a
+pair, kernel outputs are paired by op identity (identity.py), function inputs by position.
+Each aligned tensor gets a verdict (errors.py). The first divergent op is the first one, in
+A's execution order, beyond tolerance while everything it reads (its inputs, looking
+through ops without a counterpart) was within tolerance: where the error starts, not where
+it propagated to. The pairs are walked in order and the walk stops after the first pair
+that diverges, so the table shows that pair (or, when all agree, the last one).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import defaultdict
+
+import numpy as np
+
+from tvmdbg_tb.compare import bulk, errors
+from tvmdbg_tb.compare.identity import OpIdentity, describe_key, op_identities
+from tvmdbg_tb.events.reader import DebugDataReader, RunReader
+from tvmdbg_tb.events.summaries import LAYOUTS, describe, finite_statistics, mode_name
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+DEFAULT_RTOL = 1e-4
+DEFAULT_ATOL = 1e-5
+COMPARABLE_MODES = (pb.FULL_STATS, pb.FULL_TENSOR)
+_FULL_HEALTH_FIELDS = LAYOUTS[pb.FULL_HEALTH]
+
+
+class CompareError(ValueError):
+    """The two runs cannot be compared; the message says why (CLI exit status 2)."""
+
+
+def open_run(path_or_run: str | os.PathLike | RunReader) -> RunReader:
+    """A RunReader, read to its end, for a run directory or a logdir holding one run."""
+    if isinstance(path_or_run, RunReader):
+        return path_or_run
+    path = os.fspath(path_or_run)
+    if not os.path.isdir(path):
+        raise CompareError(f"{path}: no such directory")
+    reader = DebugDataReader(path)
+    reader.update()
+    try:
+        return reader.run()
+    except LookupError as error:
+        raise CompareError(str(error)) from None
+
+
+class _Side:
+    """One run's aligned view: identities of its ops and its executions by (function, k)."""
+
+    def __init__(self, run: RunReader, label: str):
+        self.run, self.label = run, label
+        if run.metadata is None:
+            raise CompareError(f"run {label} ({run.path}) has no metadata: not a tvmdbg run")
+        self.mode = run.metadata.tensor_debug_mode
+        if self.mode not in COMPARABLE_MODES:
+            raise CompareError(
+                f"run {label} was recorded in {mode_name(self.mode)}, which keeps no statistics: "
+                "record it with tensor_debug_mode='FULL_STATS' (or FULL_TENSOR)"
+            )
+        self.ops = op_identities(run)
+        digests = run.execution_digests()
+        self.calls: dict[tuple[str, int], int] = {}
+        counts: dict[str, int] = defaultdict(int)
+        self.order: list[tuple[str, int]] = []
+        for function, index in zip(digests["function"].tolist(), digests["index"].tolist()):
+            name = run.function_names[function] if 0 <= function < len(run.function_names) else "?"
+            key = (name, counts[name])
+            counts[name] += 1
+            self.calls[key] = index
+            self.order.append(key)
+        traces = run.trace_digests()
+        self.digests = traces  # a view of the reader's index
+        by_execution = np.argsort(traces["execution_index"], kind="stable")
+        indices = traces["execution_index"][by_execution]
+        bounds = np.flatnonzero(np.diff(indices)) + 1
+        self.traces = {
+            int(indices[group[0]]): by_execution[group]
+            for group in np.split(np.arange(len(indices)), bounds)
+            if len(group)
+        }
+
+    def tensors(self, execution_index: int) -> list[tuple[tuple, int, pb.GraphExecutionTrace]]:
+        """(op key + output slot, op_id, trace) of one execution's kernel outputs, in order."""
+        positions = self.traces.get(execution_index, np.zeros(0, dtype=np.int64))
+        out = []
+        for trace in self.run.traces(positions.tolist()):
+            identity = self.ops.get(trace.op_id)
+            if identity is None or trace.error:
+                continue
+            out.append(((*identity.key, trace.output_slot), trace.op_id, trace))
+        return out
+
+
+def _stats(mode: int, summary) -> tuple[dict | None, np.ndarray | None, str]:
+    """(FULL_STATS description, full values or None, why neither) of a trace or TensorSummary."""
+    if mode == pb.FULL_TENSOR:
+        value = summary.tensor_value if summary.HasField("tensor_value") else None
+        if value is None or not value.content:
+            return None, None, "no stored value"
+        if value.truncated:
+            return None, None, "stored value truncated"
+        try:
+            array = np.frombuffer(value.content, dtype=np.dtype(value.dtype).newbyteorder("<"))
+            array = array.reshape(tuple(value.shape))
+        except (TypeError, ValueError):
+            return None, None, f"dtype {value.dtype!r} cannot be read"
+        return _describe_values(array), array, ""
+    fields = describe(pb.FULL_STATS, list(summary.debug_values))
+    if not fields:
+        return None, None, "no statistics (opaque value or unreadable dtype)"
+    return fields, None, ""
+
+
+def _describe_values(array: np.ndarray) -> dict:
+    flat = array.reshape(-1)
+    kind = flat.dtype.kind
+    nan = int(np.isnan(flat).sum()) if kind == "f" else 0
+    neg_inf = int(np.isneginf(flat).sum()) if kind == "f" else 0
+    pos_inf = int(np.isposinf(flat).sum()) if kind == "f" else 0
+    negative = int((flat < 0).sum()) - neg_inf
+    zero = int((flat == 0).sum())
+    positive = int(flat.size) - nan - neg_inf - pos_inf - negative - zero
+    health = [0, 0, array.ndim, flat.size, neg_inf, pos_inf, nan, negative, zero, positive]
+    fields = dict(zip(_FULL_HEALTH_FIELDS, health))
+    fields.update(zip(errors.STATS_FIELDS, finite_statistics(flat)))
+    fields["dtype"] = str(array.dtype)
+    return fields
+
+
+def _verdict(a, b, rtol: float, atol: float) -> dict:
+    """Compares two (stats, values, why) triples: values when both have them, else stats."""
+    (sa, va, why_a), (sb, vb, why_b) = a, b
+    if sa is None or sb is None:
+        return {"status": "not_comparable", "reason": f"A: {why_a}" if sa is None else f"B: {why_b}"}
+    if va is not None and vb is not None:
+        return errors.from_values(va, vb, rtol, atol)
+    return errors.from_stats(sa, sb, rtol, atol)
+
+
+def _public_stats(stats: dict | None) -> dict | None:
+    return None if stats is None else {k: v for k, v in stats.items() if k != "device_id"}
+
+
+def _clean(value):
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def compare(
+    run_a: str | os.PathLike | RunReader,
+    run_b: str | os.PathLike | RunReader,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+) -> dict:
+    """Op-by-op comparison of run A against the reference run B (paths or RunReaders).
+
+    Returns {"status": "within"|"divergent", "first_divergence": op record or None, "ops":
+    records in A's execution order, "matched": alignment counts, "notes": [...],
+    "suggestion": str or None, ...}. Raises CompareError when the runs cannot be compared
+    (no statistics, nothing aligned, ...)."""
+    if not (rtol >= 0 and atol >= 0):
+        raise CompareError(f"rtol and atol must be >= 0 (got rtol={rtol}, atol={atol})")
+    a, b = _Side(open_run(run_a), "A"), _Side(open_run(run_b), "B")
+    pairs = [(key, a.calls[key], b.calls[key]) for key in a.order if key in b.calls]
+    if not pairs:
+        raise CompareError(
+            "no function call of run A has a counterpart in run B "
+            f"(A calls {sorted({k[0] for k in a.order}) or 'nothing'}, B calls {sorted({k[0] for k in b.order}) or 'nothing'})"
+        )
+    result: dict = {}
+    if a.mode == b.mode == pb.FULL_STATS and len(pairs) > 1:
+        # Every pair's verdicts in numpy; only the pair to show is read record by record.
+        shown = _first_divergent_pair(a, b, pairs, rtol, atol)
+        result = _compare_pair(a, b, pairs[shown], rtol, atol)
+        result["executions_compared"] = len(pairs)
+    else:
+        for pair in pairs:
+            result = _compare_pair(a, b, pair, rtol, atol)
+            if result["status"] == "divergent":
+                break
+        result["executions_compared"] = pairs.index(pair) + 1
+    result["executions_paired"] = len(pairs)
+    result.update(
+        run_a=a.run.path,
+        run_b=b.run.path,
+        mode_a=mode_name(a.mode),
+        mode_b=mode_name(b.mode),
+        rtol=rtol,
+        atol=atol,
+    )
+    return result
+
+
+def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
+    (function, call), index_a, index_b = pair
+    tensors_a, tensors_b = a.tensors(index_a), b.tensors(index_b)
+    by_key_b = {key: (op_id, trace) for key, op_id, trace in tensors_b}
+    by_line = _line_matches(tensors_a, tensors_b, by_key_b)
+    rows: list[dict] = []
+    status_of_op: dict[int, str] = {}
+    status_of_param: dict[int, str] = {}
+    # Function inputs first, by position.
+    execution_a, execution_b = a.run.execution(_row(a.run, index_a)), b.run.execution(_row(b.run, index_b))
+    for position, summary_a in enumerate(execution_a.inputs):
+        record = {"kind": "input", "key": f"{function}:input {position}", "op_type": "input", "location": None}
+        record.update(op_name_a=f"input {position}", op_name_b=f"input {position}", output_slot=0)
+        if position < len(execution_b.inputs):
+            sa, sb = _stats(a.mode, summary_a), _stats(b.mode, execution_b.inputs[position])
+            record.update(_verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0]))
+        else:
+            record.update(status="not_comparable", reason="run B's call has fewer inputs")
+        status_of_param[position] = record["status"]
+        rows.append(record)
+    matched_b: set = set()
+    for key, op_id, trace_a in tensors_a:
+        identity: OpIdentity = a.ops[op_id]
+        record = {
+            "kind": "op",
+            "key": describe_key(key[:-1]),
+            "op_type": identity.op_type or trace_a.kernel,
+            "location": identity.location,
+            "op_id_a": op_id,
+            "op_name_a": identity.op_name,
+            "kernel_a": identity.kernel,
+            "fused_ops_a": list(identity.fused_ops),
+            "output_slot": key[-1],
+            "trace_index_a": int(trace_a.index),
+        }
+        found = by_key_b.get(key)
+        if found is None and key in by_line:
+            found = by_line[key]
+            record["aligned_by"] = "line"  # another op type at the same user line (see _line_matches)
+        if found is None:
+            record.update(status="not_comparable", reason="no counterpart in run B (fused away or absent)")
+        else:
+            op_id_b, trace_b = found
+            matched_b.add(key if record.get("aligned_by") != "line" else (*b.ops[found[0]].key, key[-1]))
+            identity_b = b.ops[op_id_b]
+            record.update(op_id_b=op_id_b, op_name_b=identity_b.op_name, kernel_b=identity_b.kernel)
+            record["trace_index_b"] = int(trace_b.index)
+            if record["location"] is None:
+                record["location"] = identity_b.location
+            sa, sb = _stats(a.mode, trace_a), _stats(b.mode, trace_b)
+            record.update(_verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0]))
+        if record["status"] != "not_comparable":
+            status_of_op[op_id] = record["status"]
+        rows.append(record)
+    first = _first_divergence(a.run, rows, status_of_op, status_of_param)
+    compared = [r for r in rows if r["status"] != "not_comparable" and r["kind"] == "op"]
+    if not compared:
+        raise CompareError(
+            f"no kernel output of {function} (call {call}) aligns between the runs: different models? "
+            f"A has {len(tensors_a)} kernel outputs (e.g. {_examples(rows)}), B has {len(tensors_b)} "
+            f"(e.g. {', '.join(describe_key(k[:-1]) for k, _, _ in tensors_b[:3]) or 'none'})"
+        )
+    divergent = [r for r in rows if r["status"] == "divergent"]
+    notes = []
+    only_b = len(by_key_b) - len(matched_b)
+    unmatched_a = sum(1 for r in rows if r["kind"] == "op" and "op_id_b" not in r)
+    if unmatched_a or only_b:
+        notes.append(
+            f"{len(compared)} kernel outputs aligned; {unmatched_a} in A and {only_b} in B have no counterpart "
+            "(fusion merges ops: those are not comparable, not equal)"
+        )
+    if len(compared) < 0.5 * max(1, len(tensors_a)):
+        notes.append("fewer than half of A's kernel outputs aligned: are these runs of the same model?")
+    for r in rows:
+        for field in ("max_abs_error", "max_rel_error", "cosine_similarity"):
+            if field in r:
+                r[field] = _clean(r[field])
+    suggestion = _suggestion(rows, first)
+    return {
+        "status": "divergent" if divergent else "within",
+        "first_divergence": first,
+        "function": function,
+        "call": call,
+        "execution_index_a": index_a,
+        "execution_index_b": index_b,
+        "ops": rows,
+        "matched": {
+            "aligned": len(compared),
+            "a_only": unmatched_a,
+            "b_only": only_b,
+            "divergent": len(divergent),
+            "inputs": sum(1 for r in rows if r["kind"] == "input"),
+        },
+        "notes": notes,
+        "suggestion": suggestion,
+    }
+
+
+def _first_divergent_pair(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) -> int:
+    """Index in pairs of the first call pair with a kernel output beyond tolerance (from the
+    statistics of all traces at once, bulk.py), else of the last pair."""
+    keys: dict[tuple, int] = {}
+    kids = [
+        {op_id: keys.setdefault(identity.key, len(keys)) for op_id, identity in side.ops.items()} for side in (a, b)
+    ]
+    composite = []
+    for side, column, kid_of in ((a, 1, kids[0]), (b, 2, kids[1])):
+        digests = side.digests
+        pair_of = {int(pair[column]): i for i, pair in enumerate(pairs)}
+        ops, op_inverse = np.unique(digests["op_id"], return_inverse=True)
+        kid = np.array([kid_of.get(int(o), -1) for o in ops], dtype=np.int64)[op_inverse]
+        executions, exec_inverse = np.unique(digests["execution_index"], return_inverse=True)
+        pair = np.array([pair_of.get(int(e), -1) for e in executions], dtype=np.int64)[exec_inverse]
+        usable = (kid >= 0) & (pair >= 0) & (digests["output_slot"] < 4096) & ((digests["flags"] & 1) == 0)
+        code = (pair * (len(keys) + 1) + kid) * 4096 + digests["output_slot"]
+        composite.append((np.where(usable, code, -1), digests["offset"], pair))
+    (code_a, offset_a, pair_a), (code_b, offset_b, _) = composite
+    if not len(code_b) or not len(code_a):
+        return len(pairs) - 1
+    order_b = np.argsort(code_b, kind="stable")
+    at = np.searchsorted(code_b[order_b], code_a)
+    at = np.minimum(at, len(order_b) - 1)
+    matched = (code_a >= 0) & (len(order_b) > 0) & (code_b[order_b][at] == code_a)
+    rows_a = np.flatnonzero(matched)
+    rows_b = order_b[at[matched]]
+    reference = bulk.stats_matrix(b.run, offset_b[rows_b])
+    del order_b, at, code_b, offset_b, rows_b
+    first = len(pairs)
+    for positions, rows in bulk.iter_stats(a.run, offset_a[rows_a]):  # A chunk by chunk: bounded memory
+        diverge = bulk.divergent(rows, reference[positions], rtol, atol)
+        if diverge.any():
+            first = min(first, int(pair_a[rows_a[positions[diverge]]].min()))
+    return first if first < len(pairs) else len(pairs) - 1
+
+
+def _line_matches(tensors_a: list, tensors_b: list, by_key_b: dict) -> dict:
+    """Second-chance alignment for kernel outputs whose op type differs between the runs at the
+    same user line (a custom converter or kernel swapped in, gelu vs gelu_tanh, ...): counting
+    from the end (a line's result is its last op), the k-th last unmatched output at
+    (function, file, line, slot) in A pairs with the k-th last unmatched one there in B. Records aligned so say `aligned_by: "line"`. Fused vs unfused runs never need
+    it: every fused kernel ends with an op the unfused run also has."""
+    keys_a = {key for key, _, _ in tensors_a}
+    groups: dict[tuple, list] = defaultdict(list)
+    for key, op_id, trace in tensors_b:
+        if key not in keys_a and key[2] is not None:
+            groups[(key[0], key[2], key[3], key[-1])].append((op_id, trace))
+    out = {}
+    taken: dict[tuple, int] = defaultdict(int)
+    for key, _, _ in reversed(tensors_a):
+        if key in by_key_b or key[2] is None:
+            continue
+        group = (key[0], key[2], key[3], key[-1])
+        candidates = groups.get(group, [])
+        if taken[group] < len(candidates):
+            out[key] = candidates[len(candidates) - 1 - taken[group]]
+            taken[group] += 1
+    return out
+
+
+def _examples(rows: list[dict]) -> str:
+    return ", ".join(r["key"] for r in rows if r["kind"] == "op")[:300] or "none"
+
+
+def _row(run: RunReader, execution_index: int) -> int:
+    """Position of an execution in the run's execution digests."""
+    positions = np.flatnonzero(run.execution_digests()["index"] == execution_index)
+    return int(positions[0])
+
+
+def _first_divergence(run: RunReader, rows: list[dict], status_of_op: dict, status_of_param: dict) -> dict | None:
+    """The first divergent record whose inputs were all within tolerance (looking through
+    ops without a counterpart to the compared ops they read)."""
+    tainted_memo: dict[int, bool] = {}
+
+    def reads_divergent(op_id: int, depth: int = 0) -> bool:
+        try:
+            op = run.op(op_id)
+        except (KeyError, LookupError):
+            return False
+        for inp in op.inputs:
+            if inp.kind == pb.OpInput.PARAM and status_of_param.get(inp.param_index) == "divergent":
+                return True
+            if inp.kind == pb.OpInput.OP_OUTPUT and tainted(inp.producer_op_id, depth + 1):
+                return True
+        return False
+
+    def tainted(op_id: int, depth: int) -> bool:
+        if op_id in status_of_op:
+            return status_of_op[op_id] == "divergent"
+        if op_id not in tainted_memo:
+            tainted_memo[op_id] = False  # cycles cannot happen in a dataflow graph; guard anyway
+            tainted_memo[op_id] = depth < 10_000 and reads_divergent(op_id, depth)
+        return tainted_memo[op_id]
+
+    for record in rows:
+        if record["status"] != "divergent":
+            continue
+        if record["kind"] == "input" or not reads_divergent(record["op_id_a"]):
+            record["origin"] = True
+            return record
+    return None
+
+
+def _suggestion(rows: list[dict], first: dict | None) -> str | None:
+    """When statistics decided, what would decide better: a FULL_TENSOR re-dump of suspects."""
+    stats_within = [r for r in rows if r.get("basis") == "stats" and r["status"] == "within" and r["kind"] == "op"]
+    if not stats_within:
+        return None
+    suspects = sorted(
+        stats_within, key=lambda r: -(r.get("max_abs_error") or 0.0) / max(r.get("tolerance") or 1e-300, 1e-300)
+    )[:5]
+    if first is not None:
+        suspects = [first, *[r for r in suspects if r is not first]][:5]
+    names = sorted({r["op_name_a"] for r in suspects})
+    regex = "^(" + "|".join(names) + ")$"
+    return (
+        f"{len(stats_within)} ops agree by statistics only (a lower bound of the error; equal statistics can hide "
+        f"different values). To compare their values, re-run both with "
+        f"tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode='FULL_TENSOR', op_regex={regex!r}) "
+        "and compare again."
+    )

@@ -1,0 +1,205 @@
+"""record_torch_reference: a run of an exported PyTorch program in eager mode, written as a
+tvmdbg dump whose ops line up with the Relax ops the torch importer makes of it.
+
+Each fx node becomes one op whose original ops are the Relax ops the importer emits for that
+node (found by importing the program once, watching BlockBuilder.emit), with the node's own
+stack trace as location. Its output is the node's eager output. So `tvmdbg compare TVM_RUN
+REFERENCE` pairs a kernel with the node whose last Relax op the kernel ends with (op type,
+the user's line, occurrence: see tvmdbg_tb/compare/identity.py). torch is imported lazily:
+it is never a dependency of tvmdbg.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import Any
+
+import numpy as np
+from tvm import relax
+
+from tvmdbg_tb.events.summaries import mode_value
+from tvmdbg_tb.events.writer import DebugEventsWriter
+from tvmdbg_tb.instrument import frames as frames_mod
+from tvmdbg_tb.instrument import graphs
+from tvmdbg_tb.instrument.summary import tensor_summary
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+_FRONTEND = "relax" + "/frontend/torch"
+
+
+def _converting_node():
+    """The fx node the torch importer is converting (a local `node` in its frames), or None."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if _FRONTEND in frame.f_code.co_filename.replace("\\", "/"):
+            node = frame.f_locals.get("node")
+            if node is not None and hasattr(node, "meta"):
+                return node
+        frame = frame.f_back
+    return None
+
+
+def relax_ops_per_node(exported_program) -> dict[str, list[str]]:
+    """fx node name -> the Relax op types the importer emits for it, in order (the program
+    must already be decomposed as the importer would; it is imported without decomposing)."""
+    from tvm.relax.frontend.torch import from_exported_program
+
+    emitted: dict[str, list[str]] = {}
+    originals = {name: getattr(relax.BlockBuilder, name) for name in ("emit", "emit_output")}
+
+    def wrap(original):
+        def emit(self, expr, *args, **kwargs):
+            var = original(self, expr, *args, **kwargs)
+            node = _converting_node()
+            if node is not None:
+                emitted.setdefault(node.name, []).append(graphs.op_type_of(expr))
+            return var
+
+        return emit
+
+    try:
+        for name, original in originals.items():
+            setattr(relax.BlockBuilder, name, wrap(original))
+        from_exported_program(exported_program, run_ep_decomposition=False)
+    finally:
+        for name, original in originals.items():
+            setattr(relax.BlockBuilder, name, original)
+    return emitted
+
+
+def _numpy(value) -> np.ndarray | None:
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        return None
+    value = value.detach().cpu()
+    if value.dtype == torch.bfloat16:
+        value = value.float()
+    return value.contiguous().numpy()
+
+
+def _leaves(value) -> list:
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+def record_torch_reference(
+    exported_program,
+    example_inputs,
+    logdir: str | os.PathLike,
+    tensor_debug_mode: str = "FULL_STATS",
+    run_ep_decomposition: bool = True,
+) -> str:
+    """Runs exported_program eagerly on example_inputs and writes a reference run to logdir;
+    returns the run's directory. tensor_debug_mode FULL_STATS (statistics) or FULL_TENSOR
+    (values too). run_ep_decomposition must match the from_exported_program call of the
+    compiled model (the same default, True)."""
+    import torch
+
+    mode = mode_value(tensor_debug_mode)
+    if mode not in (pb.FULL_STATS, pb.FULL_TENSOR):
+        raise ValueError(f"a reference run needs FULL_STATS or FULL_TENSOR, not {tensor_debug_mode!r}")
+    program = exported_program.run_decompositions() if run_ep_decomposition else exported_program
+    relax_ops = relax_ops_per_node(program)
+    module = program.module()
+    inputs = tuple(example_inputs)
+    outputs: dict[str, Any] = {}
+
+    class _Recorder(torch.fx.Interpreter):
+        def run_node(self, node):
+            result = super().run_node(node)
+            if node.op == "call_function":
+                outputs[node.name] = result
+            return result
+
+    with torch.no_grad():
+        final = _Recorder(module).run(*inputs)
+    writer = DebugEventsWriter(logdir, tensor_debug_mode=mode, circular_buffer_size=-1)
+    try:
+        _write(writer, mode, module.graph, relax_ops, outputs, inputs, final)
+    finally:
+        writer.close()
+    return writer.run_dir
+
+
+def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inputs, final) -> None:
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    param_index = {n.name: i for i, n in enumerate(placeholders)}
+    writer.write_graph(
+        pb.DebuggedGraph(
+            graph_id=0,
+            name="main",
+            executable_id="torch_eager",
+            source_mapped=True,
+            instrumentation="torch_eager",
+            param_names=[n.name for n in placeholders],
+            target="torch eager (cpu)",
+            note="PyTorch eager reference written by tvmdbg.record_torch_reference",
+        )
+    )
+    op_ids: dict[str, int] = {}
+    traces = []
+    for position, node in enumerate(n for n in graph.nodes if n.op == "call_function"):
+        op_id = op_ids[node.name] = position
+        frames = frames_mod.parse_traceback(node.meta.get("stack_trace", ""))
+        location = writer.code_location(frames, frames_mod.user_index(frames)) if frames else pb.CodeLocation()
+        types = relax_ops.get(node.name) or ["torch." + str(node.target)]
+        op = pb.GraphOpCreation(
+            op_id=op_id,
+            graph_id=0,
+            op_name=node.name,
+            kernel=str(node.target),
+            call_type="torch",
+            position=position,
+            code_location=location,
+        )
+        for op_type in types:
+            op.original_ops.add(op_type=op_type, var_name=node.name, code_location=location)
+        for arg in node.all_input_nodes:
+            if arg.name in op_ids:
+                op.inputs.add(kind=pb.OpInput.OP_OUTPUT, name=arg.name, producer_op_id=op_ids[arg.name])
+            elif arg.name in param_index:
+                op.inputs.add(kind=pb.OpInput.PARAM, name=arg.name, param_index=param_index[arg.name])
+            else:
+                op.inputs.add(kind=pb.OpInput.OTHER, name=arg.name)
+        writer.write_graph_op_creation(op)
+        for slot, leaf in enumerate(_leaves(outputs.get(node.name))):
+            array = _numpy(leaf)
+            if array is None:
+                continue
+            summary = tensor_summary(mode, array)
+            trace = pb.GraphExecutionTrace(
+                op_id=op_id,
+                output_slot=slot,
+                execution_index=0,
+                op_name=node.name,
+                kernel=str(node.target),
+                graph_id=0,
+                tensor_debug_mode=mode,
+                debug_values=summary.debug_values,
+                device="cpu:0",
+                duration_us=math.nan,
+                dtype=summary.dtype,
+                shape=summary.shape,
+            )
+            if summary.HasField("tensor_value"):
+                trace.tensor_value.CopyFrom(summary.tensor_value)
+            traces.append(trace)
+    # User inputs only: lifted parameters and buffers are constants in the compiled model.
+    user_inputs = [_numpy(x) for x in inputs]
+    execution = pb.Execution(
+        index=writer.allocate_execution_index(),
+        function_name="main",
+        graph_id=0,
+        tensor_debug_mode=mode,
+        num_traces=len(traces),
+        duration_us=math.nan,
+        executable_id="torch_eager",
+    )
+    execution.inputs.extend(tensor_summary(mode, x) for x in user_inputs if x is not None)
+    execution.outputs.extend(tensor_summary(mode, x) for x in map(_numpy, _leaves(final)) if x is not None)
+    writer.write_graph_execution_traces(traces)
+    writer.write_execution(execution)

@@ -1,0 +1,224 @@
+/** Compare view: two runs op by op (the `compare` route, docs/routes.md#compare). Pick the run
+ * under test (A) and the reference (B), see each op's error in A's execution order with the
+ * first divergent op first, and click an op for both sides' statistics and its source line. */
+import type { Location, Num } from "../api";
+import { h, setChildren } from "../dom";
+import type { Store } from "../store";
+
+interface CompareOp {
+  kind: string;
+  key: string;
+  op_type: string;
+  location: Location | null;
+  op_name_a?: string;
+  op_name_b?: string;
+  kernel_a?: string;
+  fused_ops_a?: { op_type: string; location: Location | null }[];
+  status: "within" | "divergent" | "not_comparable";
+  reason?: string;
+  basis?: string;
+  max_abs_error?: Num | null;
+  max_rel_error?: Num | null;
+  cosine_similarity?: Num | null;
+  tolerance?: Num;
+  stats_a?: Record<string, Num | string> | null;
+  stats_b?: Record<string, Num | string> | null;
+  origin?: boolean;
+}
+
+interface CompareResult {
+  status: "within" | "divergent" | "cannot_compare";
+  error?: string;
+  first_divergence: CompareOp | null;
+  ops: CompareOp[];
+  notes?: string[];
+  suggestion?: string | null;
+  matched?: { aligned: number; a_only: number; b_only: number; divergent: number };
+}
+
+function fmt(v: Num | null | undefined | string): string {
+  if (v === null || v === undefined) return "–";
+  if (typeof v === "string") return v;
+  return Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(2) : String(Number(v.toPrecision(4)));
+}
+
+function where(loc: Location | null): string {
+  return loc ? `${loc.file_path.split("/").pop()}:${loc.line}` : "–";
+}
+
+export class ComparePanel {
+  readonly el: HTMLDetailsElement;
+  private readonly runA: HTMLSelectElement;
+  private readonly runB: HTMLSelectElement;
+  private readonly rtol: HTMLInputElement;
+  private readonly atol: HTMLInputElement;
+  private readonly body: HTMLElement;
+  private readonly detail: HTMLElement;
+
+  constructor(private readonly store: Store) {
+    this.runA = h("select", { class: "compare-run-a", "aria-label": "run A" });
+    this.runB = h("select", { class: "compare-run-b", "aria-label": "reference run B" });
+    this.rtol = h("input", { class: "compare-rtol", value: "1e-4", size: 6, "aria-label": "rtol" });
+    this.atol = h("input", { class: "compare-atol", value: "1e-5", size: 6, "aria-label": "atol" });
+    this.body = h("div", { class: "compare-body" });
+    this.detail = h("div", { class: "compare-detail" });
+    this.el = h(
+      "details",
+      { class: "compare-panel", "data-testid": "compare" },
+      h("summary", null, "Compare runs"),
+      h(
+        "div",
+        { class: "compare-controls small" },
+        h("label", null, "A ", this.runA),
+        h("label", null, " reference B ", this.runB),
+        h("label", null, " rtol ", this.rtol),
+        h("label", null, " atol ", this.atol),
+        h("button", { class: "compare-go", onclick: () => void this.compare() }, "Compare"),
+      ),
+      this.body,
+      this.detail,
+    );
+    store.on("runs", () => this.renderRuns());
+  }
+
+  private renderRuns(): void {
+    for (const [select, fallback] of [
+      [this.runA, 0],
+      [this.runB, 1],
+    ] as const) {
+      const runs = this.store.runs.map((r) => r.run);
+      if ([...select.options].map((o) => o.value).join("\n") === runs.join("\n")) continue;
+      const chosen = select.value;
+      setChildren(
+        select,
+        runs.map((r) => h("option", { value: r }, r)),
+      );
+      select.value = runs.includes(chosen) ? chosen : (runs[Math.min(fallback, runs.length - 1)] ?? "");
+    }
+  }
+
+  async compare(): Promise<void> {
+    setChildren(this.body, h("div", { class: "muted" }, "comparing…"));
+    setChildren(this.detail);
+    try {
+      const result = await this.store.api.get<CompareResult>("compare", {
+        run_a: this.runA.value,
+        run_b: this.runB.value,
+        rtol: this.rtol.value,
+        atol: this.atol.value,
+      });
+      this.render(result);
+    } catch (err) {
+      setChildren(this.body, h("div", { class: "compare-error" }, String(err)));
+    }
+  }
+
+  private render(result: CompareResult): void {
+    if (result.status === "cannot_compare") {
+      setChildren(
+        this.body,
+        h("div", { class: "compare-error", "data-testid": "compare-verdict" }, "Cannot compare: ", result.error ?? ""),
+      );
+      return;
+    }
+    const first = result.first_divergence;
+    const verdict = first
+      ? h(
+          "div",
+          { class: "compare-verdict divergent", "data-testid": "compare-verdict" },
+          `First divergent op: ${first.op_type} ${first.op_name_a ?? ""} at ${where(first.location)}`,
+        )
+      : h("div", { class: "compare-verdict within", "data-testid": "compare-verdict" }, "Within tolerance");
+    const ordered = first ? [first, ...result.ops.filter((o) => o.key !== first.key || o.op_name_a !== first.op_name_a)] : result.ops;
+    const rows = ordered.map((op) =>
+      h(
+        "tr",
+        { class: `compare-row ${op.status}${op.origin ? " origin" : ""}`, onclick: () => this.showOp(op) },
+        h("td", null, op.origin ? "★ " + op.status : op.status),
+        h("td", null, op.op_type),
+        h("td", null, op.op_name_a ?? "–"),
+        h("td", null, where(op.location)),
+        h("td", { class: "num" }, fmt(op.max_abs_error)),
+        h("td", { class: "num" }, fmt(op.max_rel_error)),
+        h("td", { class: "num" }, fmt(op.cosine_similarity)),
+        h("td", null, op.basis ?? op.reason ?? ""),
+      ),
+    );
+    setChildren(
+      this.body,
+      verdict,
+      result.matched
+        ? h("div", { class: "muted small" }, `${result.matched.aligned} aligned, ${result.matched.divergent} beyond tolerance`)
+        : null,
+      h(
+        "table",
+        { class: "compare-table" },
+        h(
+          "thead",
+          null,
+          h(
+            "tr",
+            null,
+            ["status", "op", "A", "line", "max abs", "max rel", "cosine", "basis"].map((c) => h("th", null, c)),
+          ),
+        ),
+        h("tbody", null, rows),
+      ),
+      (result.notes ?? []).map((n) => h("div", { class: "muted small" }, n)),
+      result.suggestion ? h("div", { class: "muted small compare-suggestion" }, result.suggestion) : null,
+    );
+  }
+
+  private async showOp(op: CompareOp): Promise<void> {
+    const keys = [...new Set([...Object.keys(op.stats_a ?? {}), ...Object.keys(op.stats_b ?? {})])];
+    const line = h("pre", { class: "compare-source" }, "");
+    setChildren(
+      this.detail,
+      h("div", { class: "compare-op-title" }, `${op.op_type} ${op.op_name_a ?? ""} — ${op.status}${op.reason ? ": " + op.reason : ""}`),
+      h(
+        "div",
+        { class: "compare-location", "data-testid": "compare-location" },
+        op.location ? `${op.location.file_path}:${op.location.line} (${op.location.function})` : "no source line",
+      ),
+      line,
+      op.fused_ops_a && op.fused_ops_a.length > 1
+        ? h("div", { class: "small muted" }, "fused in A: ", op.fused_ops_a.map((f) => `${f.op_type} @ ${where(f.location)}`).join(", "))
+        : null,
+      h(
+        "table",
+        { class: "compare-stats" },
+        h("thead", null, h("tr", null, h("th", null, "statistic"), h("th", null, "A"), h("th", null, "B (reference)"))),
+        h(
+          "tbody",
+          null,
+          keys.map((k) =>
+            h(
+              "tr",
+              null,
+              h("td", null, k),
+              h("td", { class: "num" }, fmt(op.stats_a?.[k])),
+              h("td", { class: "num" }, fmt(op.stats_b?.[k])),
+            ),
+          ),
+        ),
+      ),
+    );
+    if (op.location) line.textContent = await this.sourceLine(op.location);
+  }
+
+  /** The recorded text of the op's line in run A (or B), when the run kept the file. */
+  private async sourceLine(loc: Location): Promise<string> {
+    for (const run of [this.runA.value, this.runB.value]) {
+      try {
+        const files = await this.store.api.get<{ source_files: { index: number; file_path: string }[] }>("source_files/list", { run });
+        const file = files.source_files.find((f) => f.file_path === loc.file_path);
+        if (!file) continue;
+        const text = await this.store.api.get<{ lines: string[] }>("source_files/file", { run, index: file.index });
+        return `${loc.line}: ${text.lines[loc.line - 1] ?? ""}`;
+      } catch {
+        continue;
+      }
+    }
+    return "";
+  }
+}
