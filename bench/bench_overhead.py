@@ -147,11 +147,57 @@ def health_vs_read(size: int = 1 << 20) -> tuple[float, float]:
     return _median_us(lambda: kernel(tensor, stats, 0)), _median_us(data.sum)
 
 
+def compile_time(kernels: int, pairs: int = 3) -> tuple[float, float, float]:
+    """tvm.compile of a chain of `kernels` tiny kernels, plain and under FULL_HEALTH, in
+    alternating pairs (medians in ms, median ratio). The summary kernels are built once per
+    process (a warm-up compile pays for them first), so this is the per-call-site cost."""
+    import models
+
+    import tvmdbg
+
+    def module():
+        from tvm import relax
+
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorType((16,), "float32"))
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                value = x
+                for i in range(kernels):
+                    op = relax.op.add if i % 2 == 0 else relax.op.multiply
+                    value = bb.emit(op(value, relax.const(1.0 if i % 2 == 0 else 0.5, "float32")))
+                out = bb.emit_output(value)
+            bb.emit_func_output(out)
+        return bb.get()
+
+    clock = time.perf_counter  # compile is single-threaded Python + LLVM: wall time on purpose
+    plain, traced = [], []
+    with tempfile.TemporaryDirectory() as logdir:
+        for i in range(pairs + 1):
+            start = clock()
+            models.compile_module(module(), fuse=False)
+            middle = clock()
+            tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+            try:
+                models.compile_module(module(), fuse=False)
+            finally:
+                tvmdbg.disable_dump_debug_info()
+            end = clock()
+            if i:  # the first pair warms up both (and builds the summary kernels)
+                plain.append(middle - start)
+                traced.append(end - middle)
+    ratio = statistics.median(t / p for p, t in zip(plain, traced))
+    return statistics.median(plain) * 1e3, statistics.median(traced) * 1e3, ratio
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
     parser.add_argument("--threads", type=int, default=0, help="TVM_NUM_THREADS (0: TVM's default)")
     parser.add_argument("--workloads", default="chain200,big1M,train_step,cnn,transformer")
+    parser.add_argument(
+        "--compile-kernels", default="100,1000", help="chain lengths for the compile-time rows ('' to skip)"
+    )
     parser.add_argument(
         "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time (use with --threads 1)"
     )
@@ -171,6 +217,14 @@ def main() -> None:
         for workload, mode, base_us, traced_us, ratio, per_kernel in measure(name, calls, seconds):
             print(
                 f"{workload:<12} {mode:<15} {base_us:>10.1f} {traced_us:>10.1f} {ratio:>7.3f} {per_kernel:>16.2f}",
+                flush=True,
+            )
+    for kernels in options.compile_kernels.split(","):
+        if kernels:
+            plain_ms, traced_ms, ratio = compile_time(int(kernels))
+            print(
+                f"tvm.compile of a {kernels}-kernel chain: plain {plain_ms:.0f} ms, FULL_HEALTH "
+                f"{traced_ms:.0f} ms, ratio {ratio:.3f}",
                 flush=True,
             )
     kernel_us, read_us = health_vs_read()

@@ -174,8 +174,12 @@ def _health_lines(dtype: str, size: str) -> list[str]:
     return lines
 
 
+def _summary_name(dtype: str, rank: int, health: bool) -> str:
+    return f"tvmdbg_{'health' if health else 'tick'}_{dtype}_r{rank}"
+
+
 def _summary_func(dtype: str, rank: int, health: bool):
-    name = f"tvmdbg_{'health' if health else 'tick'}_{dtype}_r{rank}"
+    name = _summary_name(dtype, rank, health)
     func = tvm.script.from_source(_summary_source(name, dtype, rank, health))
     return name, func.with_attr("global_symbol", name)
 
@@ -201,13 +205,17 @@ _KERNELS_LOCK = threading.Lock()
 def kernel(dtype: str | None, rank: int, health: bool) -> str:
     """The global name of a summary kernel, compiled (once per process) and registered, so
     that VM calls reach native code directly; dtype None is the timestamp-only kernel."""
+    name = "tvmdbg_tick" if dtype is None else _summary_name(dtype, rank, health)
+    global_name = "tvmdbg." + name
+    # Checked before any TVMScript is parsed: a call site costs a dict lookup, not a parse.
+    if global_name in _KERNELS:
+        return global_name
     with _KERNELS_LOCK:
-        if dtype is None:
-            name, prim = _tick_func()
-        else:
-            name, prim = _summary_func(dtype, rank, health)
-        global_name = "tvmdbg." + name
         if global_name not in _KERNELS:
+            if dtype is None:
+                name, prim = _tick_func()
+            else:
+                name, prim = _summary_func(dtype, rank, health)
             function = tvm.compile(tvm.IRModule({name: prim}), "llvm")[name]
             tvm.register_global_func(global_name, function, override=True)
             _KERNELS[global_name] = function

@@ -1,0 +1,46 @@
+"""The hot path's cost rules, on real compiles and runs: summary kernels built once per
+dtype/rank (no TVMScript parsed per call site), and health counts still exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from models import chain
+from tvm import relax
+
+import tvmdbg
+
+
+def _full_health_rows(logdir):
+    with tvmdbg.DebugDataReader(logdir) as reader:
+        reader.update()
+        run = reader.run()
+        return [list(run.trace(i).debug_values) for i in range(run.num_traces())]
+
+
+def test_call_sites_parse_no_tvmscript(tmp_path, monkeypatch):
+    """After the first compile built the summary kernels, a 40-kernel chain parses nothing."""
+    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        chain(4)  # builds the float32 rank-1 summary kernel and the timestamp kernel
+        parses = []
+        real_from_source = tvm.script.from_source
+
+        def counting_from_source(*args, **kwargs):
+            parses.append(args[0][:60])
+            return real_from_source(*args, **kwargs)
+
+        monkeypatch.setattr(tvm.script, "from_source", counting_from_source)
+        executable, inputs = chain(40)
+        assert parses == []
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        vm["main"](tvm.runtime.tensor(inputs[0]))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    rows = _full_health_rows(str(tmp_path))
+    # The last kernel's output, computed in numpy: (x + 1) * 0.5 applied 20 times.
+    value = inputs[0].copy()
+    for i in range(40):
+        value = (value + np.float32(1.0)) if i % 2 == 0 else (value * np.float32(0.5))
+    neg, zero, pos = int((value < 0).sum()), int((value == 0).sum()), int((value > 0).sum())
+    assert rows[-1][3:] == [16, 0, 0, 0, neg, zero, pos]
