@@ -190,6 +190,34 @@ def compile_time(kernels: int, pairs: int = 3) -> tuple[float, float, float]:
     return statistics.median(plain) * 1e3, statistics.median(traced) * 1e3, ratio
 
 
+def _deeper(depth: int, fn):
+    """fn called `depth` Python frames below the caller."""
+    if depth:
+        return _deeper(depth - 1, fn)
+    return fn()
+
+
+def stack_depth(extra: int = 30, mode: str = "NO_TENSOR", seconds: float = 2.0) -> tuple[float, float]:
+    """Medians (us) of one traced VM call of a one-kernel function made from the caller's
+    frame and `extra` frames deeper, alternating: the frame capture must not grow with depth."""
+    import models
+
+    import tvmdbg
+
+    with tempfile.TemporaryDirectory() as logdir:
+        tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=-1)
+        try:
+            _tracing[0] = True
+            call = _vm_workload(lambda: models.chain(1, 16, fuse=False))
+            shallow = lambda: _deeper(0, call)  # noqa: E731
+            deep = lambda: _deeper(extra, call)  # noqa: E731
+            _, _, _ = _paired(shallow, deep, 200, 0.1)  # warm both call points' caches
+            shallow_us, deep_us, _ = _paired(shallow, deep, 500, seconds)
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    return shallow_us, deep_us
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
@@ -227,6 +255,13 @@ def main() -> None:
                 f"{traced_ms:.0f} ms, ratio {ratio:.3f}",
                 flush=True,
             )
+    for mode in ("NO_TENSOR", "FULL_HEALTH"):
+        shallow_us, deep_us = stack_depth(mode=mode, seconds=seconds)
+        print(
+            f"traced 1-kernel VM call, {mode}: {shallow_us:.1f} us from the caller's frame, "
+            f"{deep_us:.1f} us 30 frames deeper (+{deep_us - shallow_us:.1f} us)",
+            flush=True,
+        )
     kernel_us, read_us = health_vs_read()
     print(
         f"FULL_HEALTH summary kernel on a 1M float32 tensor: {kernel_us:.1f} us; numpy read (sum) of it: "

@@ -3,12 +3,22 @@ dtype/rank (no TVMScript parsed per call site), and health counts still exact.""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
+import pytest
+import trace_paths
 import tvm
 from models import chain
 from tvm import relax
 
 import tvmdbg
+
+
+@pytest.fixture(params=trace_paths.PATHS)
+def trace_path(request):
+    with trace_paths.using(request.param):
+        yield request.param
 
 
 def _full_health_rows(logdir):
@@ -44,3 +54,39 @@ def test_call_sites_parse_no_tvmscript(tmp_path, monkeypatch):
         value = (value + np.float32(1.0)) if i % 2 == 0 else (value * np.float32(0.5))
     neg, zero, pos = int((value < 0).sum()), int((value == 0).sum()), int((value > 0).sum())
     assert rows[-1][3:] == [16, 0, 0, 0, neg, zero, pos]
+
+
+def _deeper(depth: int, fn):
+    if depth:
+        return _deeper(depth - 1, fn)
+    return fn()
+
+
+def test_call_locations_exact_at_any_depth(tmp_path, trace_path):
+    """Cached call stacks: each call point keeps its own user line and its own depth, in a
+    loop that alternates two call points and a call 30 frames deeper."""
+    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="NO_TENSOR", circular_buffer_size=-1)
+    try:
+        executable, inputs = chain(2)
+        function = relax.VirtualMachine(executable, tvm.cpu())["main"]
+        x = tvm.runtime.tensor(inputs[0])
+        expected = []
+        for _ in range(3):
+            function(x)
+            expected.append((inspect.currentframe().f_lineno - 1, "test_call_locations_exact_at_any_depth", 0))
+            function(x)
+            expected.append((inspect.currentframe().f_lineno - 1, "test_call_locations_exact_at_any_depth", 0))
+            _deeper(30, lambda: function(x))
+            expected.append((inspect.currentframe().f_lineno - 1, "<lambda>", 30))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    with tvmdbg.DebugDataReader(str(tmp_path)) as reader:
+        reader.update()
+        run = reader.run()
+        assert run.num_executions() == len(expected)
+        for i, (line, function_name, extra) in enumerate(expected):
+            location = run.execution(i).code_location
+            frame = run.user_frame(location)
+            assert (frame.line, frame.function) == (line, function_name)
+            names = [f.function for f in run.frames(location)]
+            assert names.count("_deeper") == min(extra + 1, 40) if extra else "_deeper" not in names

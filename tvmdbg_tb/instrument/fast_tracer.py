@@ -156,7 +156,7 @@ class CompiledTracer(Tracer):
     def call(self, function_name: str, invoke, args: tuple, inputs: tuple, get_outputs=None) -> Any:
         if _LOCAL.call is not None or _LOCAL.implicit is not None:
             return invoke(*args)
-        frames, user_index = frames_mod.capture(2)
+        frames, user_index = frames_mod.capture_call(2)
         call = _FastCall(self, self.session.function(self.program, function_name), implicit=False)
         _LOCAL.call = call
         try:
@@ -173,7 +173,7 @@ class CompiledTracer(Tracer):
     def timed(self, function_name: str, evaluator, args: tuple) -> Any:
         if _LOCAL.call is not None:
             return evaluator(*args)
-        frames, user_index = frames_mod.capture(2)
+        frames, user_index = frames_mod.capture_call(2)
         _LOCAL.implicit = (self, function_name, frames, user_index)
         try:
             return evaluator(*args)
@@ -343,7 +343,7 @@ class CompiledTracer(Tracer):
         return static
 
     def _location_bytes(self, frames, user_index) -> bytes:
-        key = (tuple(frames), user_index)
+        key = (frames if isinstance(frames, tuple) else tuple(frames), user_index)  # Stack: O(1)
         found = self._locations.get(key)
         if found is None:
             found = self.session.code_location(frames, user_index).SerializeToString()
