@@ -190,6 +190,26 @@ def compile_time(kernels: int, pairs: int = 3) -> tuple[float, float, float]:
     return statistics.median(plain) * 1e3, statistics.median(traced) * 1e3, ratio
 
 
+def per_call_cost(mode: str, kernels: int = 10, seconds: float = 2.0) -> tuple[float, float]:
+    """Medians (us) of an uninstrumented and a traced VM call of a `kernels`-kernel function
+    (alternating): their difference is tvmdbg's fixed cost per VM call at that size."""
+    import models
+
+    import tvmdbg
+
+    _tracing[0] = False
+    base = _vm_workload(lambda: models.chain(kernels, 16, fuse=False))
+    with tempfile.TemporaryDirectory() as logdir:
+        tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=1000)
+        try:
+            _tracing[0] = True
+            traced = _vm_workload(lambda: models.chain(kernels, 16, fuse=False))
+            base_us, traced_us, _ = _paired(base, traced, 500, seconds)
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    return base_us, traced_us
+
+
 def _deeper(depth: int, fn):
     """fn called `depth` Python frames below the caller."""
     if depth:
@@ -255,6 +275,13 @@ def main() -> None:
                 f"{traced_ms:.0f} ms, ratio {ratio:.3f}",
                 flush=True,
             )
+    for mode in ("NO_TENSOR", "FULL_HEALTH"):
+        base_us, traced_us = per_call_cost(mode, seconds=seconds)
+        print(
+            f"10-kernel VM call, {mode}: {base_us:.1f} us plain, {traced_us:.1f} us traced, "
+            f"+{traced_us - base_us:.1f} us per call",
+            flush=True,
+        )
     for mode in ("NO_TENSOR", "FULL_HEALTH"):
         shallow_us, deep_us = stack_depth(mode=mode, seconds=seconds)
         print(
