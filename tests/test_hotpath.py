@@ -157,3 +157,24 @@ def test_single_output_summaries_match_numpy(tmp_path, trace_path):
             assert (execution.inputs[0].dtype, list(execution.outputs[0].shape)) == ("float32", [16])
             assert execution.index == i and execution.num_traces == 3 and execution.duration_us > 0
             assert run.user_frame(execution.code_location).function == "<listcomp>"
+
+
+@pytest.mark.parametrize(
+    "dtype", ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "uint32", "bool"]
+)
+@pytest.mark.parametrize("shape", [(0,), (1,), (7, 3), (2, 0, 5), (5, 1, 3, 2)])
+def test_numpy_health_counts_match_reference(dtype, shape):
+    """summary.health (tuple arguments, the VM-instrument path) against a plain reference,
+    on random values with NaN, +/-Inf, zeros and negatives in odd and empty shapes."""
+    from tvmdbg_tb.events.summaries import is_float_dtype
+    from tvmdbg_tb.instrument.summary import health
+
+    rng = np.random.default_rng(sum(shape) + len(dtype))
+    values = rng.integers(-3, 4, size=shape).astype("float64")
+    if is_float_dtype(dtype):
+        specials = rng.choice([np.nan, np.inf, -np.inf, 0.0, 1.5], size=shape)
+        values = np.where(rng.random(shape) < 0.3, specials, values * 0.75)
+    array = values.astype(dtype) if dtype != "uint8" and dtype != "uint32" else np.abs(values).astype(dtype)
+    expected = _reference(array)
+    neg_inf, pos_inf, nan, negative, zero, positive = health(array, is_float_dtype(dtype))
+    assert [neg_inf, pos_inf, nan, negative, zero, positive] == expected[4:]
