@@ -159,12 +159,106 @@ def health_vs_read(size: int = 1 << 20, stats: bool = False) -> tuple[float, flo
     return _median_us(lambda: kernel(tensor, stats, 0)), _median_us(data.sum)
 
 
+def compile_time(kernels: int, pairs: int = 3) -> tuple[float, float, float]:
+    """tvm.compile of a chain of `kernels` tiny kernels, plain and under FULL_HEALTH, in
+    alternating pairs (medians in ms, median ratio). The summary kernels are built once per
+    process (a warm-up compile pays for them first), so this is the per-call-site cost."""
+    import models
+
+    import tvmdbg
+
+    def module():
+        from tvm import relax
+
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorType((16,), "float32"))
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                value = x
+                for i in range(kernels):
+                    op = relax.op.add if i % 2 == 0 else relax.op.multiply
+                    value = bb.emit(op(value, relax.const(1.0 if i % 2 == 0 else 0.5, "float32")))
+                out = bb.emit_output(value)
+            bb.emit_func_output(out)
+        return bb.get()
+
+    clock = time.perf_counter  # compile is single-threaded Python + LLVM: wall time on purpose
+    plain, traced = [], []
+    with tempfile.TemporaryDirectory() as logdir:
+        for i in range(pairs + 1):
+            start = clock()
+            models.compile_module(module(), fuse=False)
+            middle = clock()
+            tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+            try:
+                models.compile_module(module(), fuse=False)
+            finally:
+                tvmdbg.disable_dump_debug_info()
+            end = clock()
+            if i:  # the first pair warms up both (and builds the summary kernels)
+                plain.append(middle - start)
+                traced.append(end - middle)
+    ratio = statistics.median(t / p for p, t in zip(plain, traced))
+    return statistics.median(plain) * 1e3, statistics.median(traced) * 1e3, ratio
+
+
+def per_call_cost(mode: str, kernels: int = 10, seconds: float = 2.0) -> tuple[float, float]:
+    """Medians (us) of an uninstrumented and a traced VM call of a `kernels`-kernel function
+    (alternating): their difference is tvmdbg's fixed cost per VM call at that size."""
+    import models
+
+    import tvmdbg
+
+    _tracing[0] = False
+    base = _vm_workload(lambda: models.chain(kernels, 16, fuse=False))
+    with tempfile.TemporaryDirectory() as logdir:
+        tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=1000)
+        try:
+            _tracing[0] = True
+            traced = _vm_workload(lambda: models.chain(kernels, 16, fuse=False))
+            base_us, traced_us, _ = _paired(base, traced, 500, seconds)
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    return base_us, traced_us
+
+
+def _deeper(depth: int, fn):
+    """fn called `depth` Python frames below the caller."""
+    if depth:
+        return _deeper(depth - 1, fn)
+    return fn()
+
+
+def stack_depth(extra: int = 30, mode: str = "NO_TENSOR", seconds: float = 2.0) -> tuple[float, float]:
+    """Medians (us) of one traced VM call of a one-kernel function made from the caller's
+    frame and `extra` frames deeper, alternating: the frame capture must not grow with depth."""
+    import models
+
+    import tvmdbg
+
+    with tempfile.TemporaryDirectory() as logdir:
+        tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=-1)
+        try:
+            _tracing[0] = True
+            call = _vm_workload(lambda: models.chain(1, 16, fuse=False))
+            shallow = lambda: _deeper(0, call)  # noqa: E731
+            deep = lambda: _deeper(extra, call)  # noqa: E731
+            _, _, _ = _paired(shallow, deep, 200, 0.1)  # warm both call points' caches
+            shallow_us, deep_us, _ = _paired(shallow, deep, 500, seconds)
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    return shallow_us, deep_us
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
     parser.add_argument("--threads", type=int, default=0, help="TVM_NUM_THREADS (0: TVM's default)")
     parser.add_argument("--workloads", default="chain200,big1M,train_step,cnn,transformer")
     parser.add_argument("--modes", default="", help=f"comma-separated modes (default: all; {DEEP} on cnn/transformer)")
+    parser.add_argument(
+        "--compile-kernels", default="100,1000", help="chain lengths for the compile-time rows ('' to skip)"
+    )
     parser.add_argument(
         "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time (use with --threads 1)"
     )
@@ -187,6 +281,28 @@ def main() -> None:
                 f"{workload:<12} {mode:<15} {base_us:>10.1f} {traced_us:>10.1f} {ratio:>7.3f} {per_kernel:>16.2f}",
                 flush=True,
             )
+    for kernels in options.compile_kernels.split(","):
+        if kernels:
+            plain_ms, traced_ms, ratio = compile_time(int(kernels))
+            print(
+                f"tvm.compile of a {kernels}-kernel chain: plain {plain_ms:.0f} ms, FULL_HEALTH "
+                f"{traced_ms:.0f} ms, ratio {ratio:.3f}",
+                flush=True,
+            )
+    for mode in ("NO_TENSOR", "FULL_HEALTH"):
+        base_us, traced_us = per_call_cost(mode, seconds=seconds)
+        print(
+            f"10-kernel VM call, {mode}: {base_us:.1f} us plain, {traced_us:.1f} us traced, "
+            f"+{traced_us - base_us:.1f} us per call",
+            flush=True,
+        )
+    for mode in ("NO_TENSOR", "FULL_HEALTH"):
+        shallow_us, deep_us = stack_depth(mode=mode, seconds=seconds)
+        print(
+            f"traced 1-kernel VM call, {mode}: {shallow_us:.1f} us from the caller's frame, "
+            f"{deep_us:.1f} us 30 frames deeper (+{deep_us - shallow_us:.1f} us)",
+            flush=True,
+        )
     for mode in ("FULL_HEALTH", "FULL_STATS"):
         kernel_us, read_us = health_vs_read(stats=mode == "FULL_STATS")
         print(

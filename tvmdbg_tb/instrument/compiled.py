@@ -283,8 +283,12 @@ def _extreme(dtype: str, largest: bool) -> str:
     return f"T.{dtype}({(1 << (bits - 1)) - 1 if largest else -(1 << (bits - 1))})"
 
 
+def _summary_name(dtype: str, rank: int, health: bool, stats: bool = False) -> str:
+    return f"tvmdbg_{'stats' if stats else 'health' if health else 'tick'}_{dtype}_r{rank}"
+
+
 def _summary_func(dtype: str, rank: int, health: bool, stats: bool = False):
-    name = f"tvmdbg_{'stats' if stats else 'health' if health else 'tick'}_{dtype}_r{rank}"
+    name = _summary_name(dtype, rank, health, stats)
     func = tvm.script.from_source(_summary_source(name, dtype, rank, health, stats))
     return name, func.with_attr("global_symbol", name)
 
@@ -311,13 +315,17 @@ def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False) -> s
     """The global name of a summary kernel, compiled (once per process) and registered, so
     that VM calls reach native code directly; dtype None is the timestamp-only kernel;
     stats adds FULL_STATS' statistics to the health counts."""
+    name = "tvmdbg_tick" if dtype is None else _summary_name(dtype, rank, health, stats)
+    global_name = "tvmdbg." + name
+    # Checked before any TVMScript is parsed: a call site costs a dict lookup, not a parse.
+    if global_name in _KERNELS:
+        return global_name
     with _KERNELS_LOCK:
-        if dtype is None:
-            name, prim = _tick_func()
-        else:
-            name, prim = _summary_func(dtype, rank, health, stats)
-        global_name = "tvmdbg." + name
         if global_name not in _KERNELS:
+            if dtype is None:
+                name, prim = _tick_func()
+            else:
+                name, prim = _summary_func(dtype, rank, health, stats)
             function = tvm.compile(tvm.IRModule({name: prim}), "llvm")[name]
             tvm.register_global_func(global_name, function, override=True)
             _KERNELS[global_name] = function

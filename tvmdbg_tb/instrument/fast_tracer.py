@@ -155,6 +155,7 @@ class CompiledTracer(Tracer):
         self._fids = info.compiled  # function name -> fid
         self._statics: dict[int, tuple[list[bytes], list[bool]]] = {}
         self._execution_statics: dict[tuple[str, int], bytes | None] = {}
+        self._health_templates: dict[tuple[int, int, int], tuple | None] = {}
         self._locations: dict[tuple, bytes] = {}
         self._rate = cycles_per_us()
         self._vm = weakref.ref(vm)
@@ -163,7 +164,7 @@ class CompiledTracer(Tracer):
     def call(self, function_name: str, invoke, args: tuple, inputs: tuple, get_outputs=None) -> Any:
         if _LOCAL.call is not None or _LOCAL.implicit is not None:
             return invoke(*args)
-        frames, user_index = frames_mod.capture(2)
+        frames, user_index = frames_mod.capture_call(2)
         call = _FastCall(self, self.session.function(self.program, function_name), implicit=False)
         _LOCAL.call = call
         try:
@@ -183,7 +184,7 @@ class CompiledTracer(Tracer):
     def timed(self, function_name: str, evaluator, args: tuple) -> Any:
         if _LOCAL.call is not None:
             return evaluator(*args)
-        frames, user_index = frames_mod.capture(2)
+        frames, user_index = frames_mod.capture_call(2)
         _LOCAL.implicit = (self, function_name, frames, user_index)
         try:
             return evaluator(*args)
@@ -298,6 +299,8 @@ class CompiledTracer(Tracer):
         leaves = flatten(outputs) if outputs is not None else None
         if error is None and not call.implicit:
             static = self._static_execution(call, len(inputs), leaves)
+            if static is None:
+                static = self._health_execution(call, len(inputs), leaves)
             if static is not None:  # the common case in NO_TENSOR and SHAPE: no message built
                 location = self._location_bytes(frames, user_index)
                 payload = b"".join(
@@ -355,8 +358,63 @@ class CompiledTracer(Tracer):
         self._execution_statics[key] = static
         return static
 
+    def _health_execution(self, call: _FastCall, num_inputs: int, leaves) -> bytes | None:
+        """Health modes: the serialized Execution without its per-call fields (index,
+        duration, location, num_traces), from a per-function template and one conversion of
+        the summary rows; None when a value is not fully static or has no summary row."""
+        if self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH) or len(call.buffers) != 1:
+            return None
+        fid, _, array = call.buffers[0]
+        key = (fid, num_inputs, len(leaves or ()))
+        template = self._health_templates.get(key, False)
+        if template is False:
+            template = self._health_templates[key] = self._health_template(call, fid, num_inputs, leaves or [])
+        if template is None:
+            return None
+        header, row_ids, parts = template
+        rows = array[row_ids].tolist()  # one conversion for every summarised input and output
+        mode = self.mode
+        out = [header]
+        for row, (tag, dtype, spec_bytes) in zip(rows, parts):
+            if not row[0]:
+                return None  # a row not written: let the generic path say what it knows
+            body = b"\x0a" + _debug_values(mode, row, dtype)[1:] + spec_bytes
+            out.append(tag + _varint(len(body)) + body)
+        return b"".join(out)
+
+    def _health_template(self, call: _FastCall, fid: int, num_inputs: int, leaves) -> tuple | None:
+        function = compiled.FUNCTIONS.get(fid)
+        if (
+            function is None
+            or function.name != call.function.name
+            or len(function.param_specs) != num_inputs
+            or len(function.output_specs) != len(leaves)
+            or not all(function.param_specs)
+            or not all(function.output_specs)
+            or None in function.param_rows[:num_inputs]
+            or None in function.output_rows[: len(leaves)]
+        ):
+            return None
+        header = pb.Execution(
+            function_name=call.function.name,
+            graph_id=call.function.graph_id,
+            tensor_debug_mode=self.mode,
+            executable_id=self.program.executable_id,
+        ).SerializeToString()
+        row_ids, parts = [], []
+        for tag, specs, rows in (
+            (b"\x2a", function.param_specs, function.param_rows),  # Execution.inputs
+            (b"\x32", function.output_specs, function.output_rows),  # Execution.outputs
+        ):
+            for (dtype, shape), row in zip(specs, rows):
+                if row <= len(function.rows) and not function.rows[row - 1].health:
+                    return None  # a timestamp-only row (a dtype without counts)
+                row_ids.append(row)
+                parts.append((tag, dtype, pb.TensorSummary(dtype=dtype, shape=shape).SerializeToString()))
+        return header, row_ids, parts
+
     def _location_bytes(self, frames, user_index) -> bytes:
-        key = (tuple(frames), user_index)
+        key = (frames if isinstance(frames, tuple) else tuple(frames), user_index)  # Stack: O(1)
         found = self._locations.get(key)
         if found is None:
             found = self.session.code_location(frames, user_index).SerializeToString()

@@ -81,6 +81,54 @@ def capture(skip: int = 0) -> tuple[list[Frame], int]:
     return frames, user_index(frames)
 
 
+# Frames of the call point that key capture_call's cache (constant cost at any depth).
+KEY_FRAMES = 8
+
+
+class Stack(tuple):
+    """A captured stack (outermost first) that hashes in O(1) and is shared by every call
+    from the same call point, so location caches keyed on it cost a lookup by identity."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other) -> bool:
+        return self is other
+
+    def __ne__(self, other) -> bool:
+        return self is not other
+
+
+_CALL_STACKS: dict[tuple, tuple[Stack, int]] = {}
+
+
+def capture_call(skip: int = 0) -> tuple[Stack, int]:
+    """capture() for the per-VM-call hot path, at a cost that does not grow with the depth.
+
+    The cache key is the innermost KEY_FRAMES frames (code object and bytecode offset); only
+    a miss walks the whole stack (MAX_FRAMES). Rule: calls whose innermost KEY_FRAMES frames
+    are the same share the outer frames recorded at the first such call (the user frame and
+    its nearest callers are always exact unless they lie deeper than KEY_FRAMES frames).
+    """
+    frame = sys._getframe(skip + 1)
+    key = []
+    walk = frame
+    while walk is not None and len(key) < KEY_FRAMES:
+        key.append(walk.f_code)
+        key.append(walk.f_lasti)
+        walk = walk.f_back
+    key = tuple(key)
+    found = _CALL_STACKS.get(key)
+    if found is None:
+        frames, index = capture(skip + 1)
+        found = (Stack(frames), index)
+        if len(_CALL_STACKS) < 10_000:
+            _CALL_STACKS[key] = found
+    return found
+
+
 _TRACE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 

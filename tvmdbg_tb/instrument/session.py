@@ -217,7 +217,7 @@ class Session:
         """The CodeLocation of a stack (cached: a loop calls the VM from the same stack)."""
         if self.writer is None or not frames:
             return pb.CodeLocation(user_frame_index=-1 if not frames else user_index)
-        key = (tuple(frames), user_index)
+        key = (frames if isinstance(frames, tuple) else tuple(frames), user_index)  # Stack: O(1)
         location = self._locations.get(key)
         if location is None:
             location = self.writer.code_location(frames, user_index)

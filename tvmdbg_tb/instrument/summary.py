@@ -63,13 +63,16 @@ def health(array: np.ndarray, float_kind: bool) -> tuple[int, int, int, int, int
         positive = int(np.count_nonzero(array))
         return 0, 0, 0, 0, array.size - positive, positive
     if float_kind:
-        nan = int(np.count_nonzero(np.isnan(array)))
-        pos_inf = int(np.count_nonzero(array == np.inf))
-        neg_inf = int(np.count_nonzero(array == -np.inf))
-        negative = int(np.count_nonzero(array < 0)) - neg_inf
-        positive = int(np.count_nonzero(array > 0)) - pos_inf
+        # Four passes (five with infinities): NaN compares false to everything, so it is what
+        # <0, >0 and ==0 leave uncounted; the infinities are split only when there are any.
+        below = int(np.count_nonzero(array < 0))
+        above = int(np.count_nonzero(array > 0))
         zero = int(np.count_nonzero(array == 0))
-        return neg_inf, pos_inf, nan, negative, zero, positive
+        nan = array.size - below - above - zero
+        infinities = int(np.count_nonzero(np.isinf(array)))
+        pos_inf = int(np.count_nonzero(array == np.inf)) if infinities else 0
+        neg_inf = infinities - pos_inf
+        return neg_inf, pos_inf, nan, below - neg_inf, zero, above - pos_inf
     negative = 0 if array.dtype.kind == "u" else int(np.count_nonzero(array < 0))
     zero = int(np.count_nonzero(array == 0))
     return 0, 0, 0, negative, zero, array.size - negative - zero

@@ -87,7 +87,7 @@ class Tracer:
         local = self._local
         if getattr(local, "call", None) is not None or getattr(local, "implicit", None) is not None:
             return invoke(*args)  # a call made while another is traced (e.g. from a listener)
-        frames, user_index = frames_mod.capture(2)
+        frames, user_index = frames_mod.capture_call(2)
         call = self._begin(function_name, implicit=False)
         local.call = call
         try:
@@ -110,7 +110,7 @@ class Tracer:
         local = self._local
         if getattr(local, "call", None) is not None:
             return evaluator(*args)
-        frames, user_index = frames_mod.capture(2)
+        frames, user_index = frames_mod.capture_call(2)
         local.implicit = (function_name, frames, user_index)
         try:
             return evaluator(*args)

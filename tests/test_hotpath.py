@@ -1,0 +1,180 @@
+"""The hot path's cost rules, on real compiles and runs: summary kernels built once per
+dtype/rank (no TVMScript parsed per call site), and health counts still exact."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+import trace_paths
+import tvm
+from models import chain
+from tvm import relax
+
+import tvmdbg
+
+
+@pytest.fixture(params=trace_paths.PATHS)
+def trace_path(request):
+    with trace_paths.using(request.param):
+        yield request.param
+
+
+def _full_health_rows(logdir):
+    with tvmdbg.DebugDataReader(logdir) as reader:
+        reader.update()
+        run = reader.run()
+        return [list(run.trace(i).debug_values) for i in range(run.num_traces())]
+
+
+def test_call_sites_parse_no_tvmscript(tmp_path, monkeypatch):
+    """After the first compile built the summary kernels, a 40-kernel chain parses nothing."""
+    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        chain(4)  # builds the float32 rank-1 summary kernel and the timestamp kernel
+        parses = []
+        real_from_source = tvm.script.from_source
+
+        def counting_from_source(*args, **kwargs):
+            parses.append(args[0][:60])
+            return real_from_source(*args, **kwargs)
+
+        monkeypatch.setattr(tvm.script, "from_source", counting_from_source)
+        executable, inputs = chain(40)
+        assert parses == []
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        vm["main"](tvm.runtime.tensor(inputs[0]))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    rows = _full_health_rows(str(tmp_path))
+    # The last kernel's output, computed in numpy: (x + 1) * 0.5 applied 20 times.
+    value = inputs[0].copy()
+    for i in range(40):
+        value = (value + np.float32(1.0)) if i % 2 == 0 else (value * np.float32(0.5))
+    neg, zero, pos = int((value < 0).sum()), int((value == 0).sum()), int((value > 0).sum())
+    assert rows[-1][3:] == [16, 0, 0, 0, neg, zero, pos]
+
+
+def _deeper(depth: int, fn):
+    if depth:
+        return _deeper(depth - 1, fn)
+    return fn()
+
+
+def test_call_locations_exact_at_any_depth(tmp_path, trace_path):
+    """Cached call stacks: each call point keeps its own user line and its own depth, in a
+    loop that alternates two call points and a call 30 frames deeper."""
+    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="NO_TENSOR", circular_buffer_size=-1)
+    try:
+        executable, inputs = chain(2)
+        function = relax.VirtualMachine(executable, tvm.cpu())["main"]
+        x = tvm.runtime.tensor(inputs[0])
+        expected = []
+        for _ in range(3):
+            function(x)
+            expected.append((inspect.currentframe().f_lineno - 1, "test_call_locations_exact_at_any_depth", 0))
+            function(x)
+            expected.append((inspect.currentframe().f_lineno - 1, "test_call_locations_exact_at_any_depth", 0))
+            _deeper(30, lambda: function(x))
+            expected.append((inspect.currentframe().f_lineno - 1, "<lambda>", 30))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    with tvmdbg.DebugDataReader(str(tmp_path)) as reader:
+        reader.update()
+        run = reader.run()
+        assert run.num_executions() == len(expected)
+        for i, (line, function_name, extra) in enumerate(expected):
+            location = run.execution(i).code_location
+            frame = run.user_frame(location)
+            assert (frame.line, frame.function) == (line, function_name)
+            names = [f.function for f in run.frames(location)]
+            assert names.count("_deeper") == min(extra + 1, 40) if extra else "_deeper" not in names
+
+
+def _reference(array: np.ndarray) -> list[float]:
+    """FULL_HEALTH debug_values of array, in numpy."""
+    from tvmdbg_tb.events.summaries import dtype_code
+
+    is_float = array.dtype.kind == "f"
+    nan = int(np.isnan(array).sum()) if is_float else 0
+    pos_inf = int(np.isposinf(array).sum()) if is_float else 0
+    neg_inf = int(np.isneginf(array).sum()) if is_float else 0
+    finite = array[np.isfinite(array)] if is_float else array.astype("int64")
+    counts = [int((finite < 0).sum()), int((finite == 0).sum()), int((finite > 0).sum())]
+    return [0, dtype_code(str(array.dtype)), array.ndim, array.size, neg_inf, pos_inf, nan, *counts]
+
+
+def test_execution_summaries_match_numpy(tmp_path, trace_path):
+    """The Execution's input and output summaries (pre-serialised from the summary rows on
+    the compiled path) equal numpy's counts, over float32/int64/bool/int32/float16 values
+    with NaN, +/-Inf, negatives and zeros, on every call of a loop."""
+    from models import mixed_dtypes
+
+    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        executable, inputs = mixed_dtypes()
+        function = relax.VirtualMachine(executable, tvm.cpu())["main"]
+        datas = [inputs[0], np.where(inputs[0] > 0, np.nan, inputs[0]).astype("float32"), inputs[0] * 0]
+        results = []
+        for data in datas:
+            out = function(tvm.runtime.tensor(data))
+            results.append([o.numpy() for o in out])
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    with tvmdbg.DebugDataReader(str(tmp_path)) as reader:
+        reader.update()
+        run = reader.run()
+        assert run.num_executions() == len(datas)
+        for i, (data, outs) in enumerate(zip(datas, results)):
+            execution = run.execution(i)
+            assert [list(s.debug_values) for s in execution.inputs] == [_reference(data)]
+            assert [list(s.debug_values) for s in execution.outputs] == [_reference(o) for o in outs]
+            assert [list(s.shape) for s in execution.outputs] == [list(o.shape) for o in outs]
+
+
+def test_single_output_summaries_match_numpy(tmp_path, trace_path):
+    """A function whose input and output are fully static (the compiled path's template
+    case): every call's summaries equal numpy's counts, NaN and +/-Inf included."""
+    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        executable, inputs = chain(3)
+        function = relax.VirtualMachine(executable, tvm.cpu())["main"]
+        special = inputs[0].copy()
+        special[[0, 3, 5, 7]] = [np.nan, np.inf, -np.inf, 0.0]
+        datas = [inputs[0], special, np.zeros(16, "float32"), -np.ones(16, "float32")]
+        results = [function(tvm.runtime.tensor(data)).numpy() for data in datas]
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    with tvmdbg.DebugDataReader(str(tmp_path)) as reader:
+        reader.update()
+        run = reader.run()
+        assert run.num_executions() == len(datas)
+        for i, (data, out) in enumerate(zip(datas, results)):
+            execution = run.execution(i)
+            assert [list(s.debug_values) for s in execution.inputs] == [_reference(data)]
+            assert [list(s.debug_values) for s in execution.outputs] == [_reference(out)]
+            assert (execution.inputs[0].dtype, list(execution.outputs[0].shape)) == ("float32", [16])
+            assert execution.index == i and execution.num_traces == 3 and execution.duration_us > 0
+            assert run.user_frame(execution.code_location).function == "<listcomp>"
+
+
+@pytest.mark.parametrize(
+    "dtype", ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "uint32", "bool"]
+)
+@pytest.mark.parametrize("shape", [(0,), (1,), (7, 3), (2, 0, 5), (5, 1, 3, 2)])
+def test_numpy_health_counts_match_reference(dtype, shape):
+    """summary.health (tuple arguments, the VM-instrument path) against a plain reference,
+    on random values with NaN, +/-Inf, zeros and negatives in odd and empty shapes."""
+    from tvmdbg_tb.events.summaries import is_float_dtype
+    from tvmdbg_tb.instrument.summary import health
+
+    rng = np.random.default_rng(sum(shape) + len(dtype))
+    values = rng.integers(-3, 4, size=shape).astype("float64")
+    if is_float_dtype(dtype):
+        specials = rng.choice([np.nan, np.inf, -np.inf, 0.0, 1.5], size=shape)
+        values = np.where(rng.random(shape) < 0.3, specials, values * 0.75)
+    array = values.astype(dtype) if dtype != "uint8" and dtype != "uint32" else np.abs(values).astype(dtype)
+    expected = _reference(array)
+    neg_inf, pos_inf, nan, negative, zero, positive = health(array, is_float_dtype(dtype))
+    assert [neg_inf, pos_inf, nan, negative, zero, positive] == expected[4:]
