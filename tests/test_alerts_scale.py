@@ -24,7 +24,7 @@ def _kinds(i: int) -> tuple[int, int, int]:
     return (2 if i % 3 == 1 else 0), (1 if i % 3 == 2 or i % 7 == 0 else 0), nan
 
 
-def _write(logdir, run_name: str, circular_buffer_size: int = -1) -> None:
+def write_many_alerts(logdir, run_name: str, circular_buffer_size: int = -1) -> None:
     w = DebugEventsWriter(
         logdir, run_name=run_name, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=circular_buffer_size
     )
@@ -54,7 +54,7 @@ def _write(logdir, run_name: str, circular_buffer_size: int = -1) -> None:
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("many_alerts")
-    _write(logdir, "big")
+    write_many_alerts(logdir, "big")
     s = Server(logdir)
     yield s, logdir
     s.plugin.stop()
@@ -95,9 +95,9 @@ def test_offset_limit_pages_tile_the_list(big):
     server.get("alerts", expect=400, run="big", offset=-1, limit=5)
 
 
-def test_start_dropped_by_circular_buffer(tmp_path):
-    """With a small circular buffer the oldest records are gone, and the route says so."""
-    w = DebugEventsWriter(tmp_path, run_name="small", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=50)
+def write_small_buffer(logdir, run_name: str = "small") -> None:
+    """30 calls of 4 NaN kernels through a circular buffer of 50: the run's start is dropped."""
+    w = DebugEventsWriter(logdir, run_name=run_name, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=50)
     write_graph(w)
     for _ in range(30):
         index = w.allocate_execution_index()
@@ -115,6 +115,11 @@ def test_start_dropped_by_circular_buffer(tmp_path):
         w.write_graph_execution_traces(traces)
         w.write_execution(pb.Execution(index=index, function_name="main", graph_id=0, num_traces=4))
     w.close()
+
+
+def test_start_dropped_by_circular_buffer(tmp_path):
+    """With a small circular buffer the oldest records are gone, and the route says so."""
+    write_small_buffer(tmp_path)
     server = Server(tmp_path)
     try:
         body = server.json("alerts", run="small")
