@@ -41,6 +41,22 @@ def test_alert_counts_paging_and_dropped_start_banner(tmp_path):
         assert frame.locator(".alert-list .alert-item").count() == 200
         assert frame.locator("[data-testid=start-dropped]").count() == 0
 
+        # "non-finite only": the kernel list pages over the alerts; the first finite trace of
+        # every call (i % 10 == 9) is gone from it.
+        executions = frame.locator(".executions-panel")
+        frame.locator("[data-testid=nonfinite-only]").check()
+        executions.locator(".panel-head", has_text=f"{num:,} non-finite kernel executions").wait_for()
+        rows = executions.locator(".vlist-row[data-position]")
+        rows.first.wait_for()
+        positions = [int(rows.nth(i).get_attribute("data-position")) for i in range(min(rows.count(), 12))]
+        assert positions[:12] == [p for p in range(14) if p % 10 != 9][:12]
+        assert all("nonfinite" in rows.nth(i).get_attribute("class") for i in range(len(positions)))
+        rows.nth(9).click()  # position 10: selecting from the filtered list keeps it filtered
+        frame.locator("[data-testid=selected-op]").wait_for()
+        assert "selected" in executions.locator(".vlist-row[data-position='10']").get_attribute("class")
+        frame.locator("[data-testid=nonfinite-only]").uncheck()
+        executions.locator(".panel-head", has_text=f"{len(digests):,} kernel executions").wait_for()
+
         frame.locator(".run-select").select_option("small")
         banner = frame.locator("[data-testid=start-dropped]")
         banner.wait_for(timeout=30_000)

@@ -124,7 +124,11 @@ export class AlertsPanel {
         h(
           "div",
           { class: "alert-kinds" },
-          h("span", { class: "kind kind-nan", "data-kind": "nan", title: "alerts whose output holds NaN" }, `NaN ${formatCount(page.nan_alerts)}`),
+          h(
+            "span",
+            { class: "kind kind-nan", "data-kind": "nan", title: "alerts whose output holds NaN" },
+            `NaN ${formatCount(page.nan_alerts)}`,
+          ),
           h(
             "span",
             { class: "kind kind-neg-inf", "data-kind": "neg-inf", title: "alerts whose output holds -∞" },
