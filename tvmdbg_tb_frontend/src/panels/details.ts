@@ -38,9 +38,11 @@ export class DetailsPanel {
     this.body = h("div", { class: "panel-body details-body" });
     this.el = h("section", { class: "panel details-panel", "data-panel": "details" }, this.tabs, this.body);
     this.show("op");
+    store.on("run", () => this.show("op")); // a new run starts on the Op tab
   }
 
   show(tab: Tab): void {
+    this.el.dataset.tab = tab;
     const names: [Tab, string][] = [
       ["op", "Op"],
       ["tensor", "Tensor"],
@@ -441,6 +443,8 @@ class ProfileView implements View {
     store.on("run", () => {
       this.loadedFor = "";
       this.data = null;
+      setChildren(this.el); // never the previous run's numbers
+      if (this.el.isConnected) void this.activate();
     });
   }
   async activate(): Promise<void> {
@@ -449,7 +453,9 @@ class ProfileView implements View {
     const key = `${run}|${this.store.runInfo?.num_traces}`;
     if (key !== this.loadedFor) {
       try {
-        this.data = await this.store.api.profile(run);
+        const data = await this.store.api.profile(run);
+        if (this.store.run !== run) return; // switched meanwhile: the newer activate wins
+        this.data = data;
         this.loadedFor = key;
       } catch (err) {
         return setChildren(this.el, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
@@ -474,7 +480,7 @@ class ProfileView implements View {
       this.el,
       h(
         "div",
-        { class: "muted small" },
+        { class: "muted small profile-total", "data-total-us": String(p.total_us), "data-run": this.store.run ?? "" },
         `${formatDuration(p.total_us)} in ${formatCount(p.num_traces)} kernel executions over ${formatCount(p.num_executions)} calls`,
       ),
       h(

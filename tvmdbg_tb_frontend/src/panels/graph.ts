@@ -58,18 +58,15 @@ export class GraphPanel {
       h("span", { class: "lg lg-bad" }, "non-finite"),
       h("span", { class: "lg lg-ok" }, "finite"),
     );
-    const whole = h(
-      "label",
-      { class: "small" },
-      h("input", {
-        type: "checkbox",
-        onchange: (e: Event) => {
-          this.wholeGraph = (e.target as HTMLInputElement).checked;
-          void this.render();
-        },
-      }),
-      " whole graph",
-    );
+    const wholeBox = h("input", {
+      type: "checkbox",
+      "data-testid": "whole-graph",
+      onchange: (e: Event) => {
+        this.wholeGraph = (e.target as HTMLInputElement).checked;
+        void this.render();
+      },
+    });
+    const whole = h("label", { class: "small" }, wholeBox, " whole graph");
     this.el = h(
       "section",
       { class: "panel graph-panel", "data-panel": "graph" },
@@ -87,6 +84,7 @@ export class GraphPanel {
     );
     store.on("run", () => {
       this.expanded.clear();
+      this.wholeGraph = wholeBox.checked = false; // per-run state starts afresh
       void this.render();
     });
     store.on("op", () => void this.render());

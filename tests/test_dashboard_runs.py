@@ -1,0 +1,68 @@
+"""The run picker and run switches, in real Chromium on a real `tensorboard` serving two real
+runs of examples/debug_digits.py (the buggy training and the --fix one, a few steps each): the
+picker tells them apart by their command line, and a switch refreshes every panel (the Profile
+tab shows the new run's total) and resets per-run state (tab, whole-graph box, filter)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from test_dashboard_e2e import ROOT, Browser, TensorBoardProcess
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def digits_logdir(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("digits")
+    env = dict(os.environ, TVM_NUM_THREADS="1")
+    for extra in ([], ["--fix"]):
+        cmd = [sys.executable, str(ROOT / "examples" / "debug_digits.py"), "--steps", "2", "--debug"]
+        subprocess.run(cmd + ["--dump_dir", str(logdir), *extra], check=True, env=env, cwd=str(ROOT), timeout=600)
+    return logdir
+
+
+def test_run_picker_shows_argv_and_switch_refreshes_profile(digits_logdir, tmp_path):
+    tb = TensorBoardProcess(digits_logdir, tmp_path / "tensorboard.log")
+    b = Browser()
+    try:
+        runs = tb.api("runs")["runs"]
+        assert len(runs) == 2
+        fixed = next(r for r in runs if "--fix" in r["argv"])
+        buggy = next(r for r in runs if "--fix" not in r["argv"])
+        totals = {r["run"]: tb.api(f"profile?run={r['run']}")["total_us"] for r in runs}
+        assert totals[fixed["run"]] != totals[buggy["run"]]
+
+        frame = b.open_dashboard(tb)
+        select = frame.locator(".run-select")
+        labels = {o.get_attribute("value"): o.inner_text() for o in select.locator("option").all()}
+        assert "--fix" in labels[fixed["run"]] and "--fix" not in labels[buggy["run"]]
+        for r in runs:
+            label = labels[r["run"]]
+            assert "debug_digits.py" in label and "FULL_HEALTH" in label and f"{r['num_alerts']:,} alert" in label
+
+        def open_profile(run: str) -> float:
+            frame.locator(".details-panel [data-tab=profile]").click()
+            total = frame.locator(f".profile-total[data-run='{run}']")
+            total.wait_for()
+            return float(total.get_attribute("data-total-us"))
+
+        select.select_option(buggy["run"])
+        frame.locator("[data-testid=whole-graph]").check()
+        frame.locator(".executions-panel .filter-input").fill("lv")
+        assert open_profile(buggy["run"]) == pytest.approx(totals[buggy["run"]])
+
+        select.select_option(fixed["run"])  # while the Profile tab is open
+        frame.locator(".details-panel[data-tab=op]").wait_for()
+        assert not frame.locator("[data-testid=whole-graph]").is_checked()
+        assert frame.locator(".executions-panel .filter-input").input_value() == ""
+        assert open_profile(fixed["run"]) == pytest.approx(totals[fixed["run"]])
+        rows = frame.locator(".profile-table tbody tr").count()
+        assert rows == len(tb.api(f"profile?run={fixed['run']}")["rows"])
+        assert b.errors == []
+    finally:
+        b.close()
+        tb.close()
