@@ -458,3 +458,30 @@ def test_corrupt_record_is_reported_not_hidden(dump, tensorboard, browser):
     problem.wait_for()
     assert "tvmdbg.graph_execution_traces" in problem.inner_text()
     assert browser.errors == []
+
+
+def test_input_link_keeps_an_execution(dump, tensorboard, browser):
+    """One navigation model: after the alert click, the Op tab's input link selects the
+    producing kernel's execution in the same call, as a graph click does: its health shows (not
+    "—") and the executions list follows."""
+    run = _run_named(tensorboard, "FULL_HEALTH")
+    origin = _expected_origin_op(dump["logdir"], run)
+    frame = browser.open_dashboard(tensorboard)
+    frame.locator(".run-select").select_option(run)
+    frame.locator("[data-testid=first-origin-alert]:not([disabled])").click()
+    frame.locator("[data-testid=selected-op]", has_text=origin.op_name).wait_for()
+    frame.locator("[data-testid=selected-health] .health-pill").wait_for()
+    call = int(frame.locator(".executions-panel .vlist-row.selected .c-exec").inner_text())
+    link = frame.locator(".details-panel a.input-link").first
+    producer = link.inner_text()
+    assert producer != origin.op_name
+    link.click()
+    frame.locator("[data-testid=selected-op]", has_text=producer).wait_for()
+    pill = frame.locator("[data-testid=selected-health] .health-pill")
+    pill.wait_for()
+    assert pill.get_attribute("data-health")
+    row = frame.locator(".executions-panel .vlist-row.selected")
+    row.wait_for()
+    assert row.get_attribute("data-op-name") == producer
+    assert int(row.locator(".c-exec").inner_text()) == call  # the execution that fed the origin
+    assert browser.errors == []

@@ -193,7 +193,11 @@ class OpView implements View {
                 inp.producer_op_id !== null
                   ? h(
                       "a",
-                      { href: "#", onclick: (e: Event) => (e.preventDefault(), void this.store.selectOp(inp.producer_op_id!)) },
+                      {
+                        href: "#",
+                        class: "input-link",
+                        onclick: (e: Event) => (e.preventDefault(), void this.store.goToOp(inp.producer_op_id!)),
+                      },
                       inp.producer_op_name ?? `op ${inp.producer_op_id}`,
                     )
                   : h("span", { class: "muted" }, inp.kind.toLowerCase()),
@@ -211,7 +215,7 @@ class OpView implements View {
           ? op.consumers.map((c) =>
               h(
                 "a",
-                { href: "#", class: "consumer-link", onclick: (e: Event) => (e.preventDefault(), void this.store.selectOp(c.op_id)) },
+                { href: "#", class: "consumer-link", onclick: (e: Event) => (e.preventDefault(), void this.store.goToOp(c.op_id)) },
                 c.op_name,
                 " ",
                 pillOf(c.op_id),
@@ -516,7 +520,7 @@ class ProfileView implements View {
           rows.map((r) =>
             h(
               "tr",
-              { onclick: () => void this.store.selectOp(r.op_id) },
+              { onclick: () => void this.store.goToOp(r.op_id) },
               h("td", null, r.op_name),
               h("td", { class: "muted" }, r.kernel),
               h("td", { class: "num" }, formatCount(r.calls)),

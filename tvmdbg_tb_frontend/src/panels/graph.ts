@@ -250,7 +250,7 @@ export class GraphPanel {
     });
     grp.addEventListener("click", () => {
       if (trace) void this.store.selectTrace(trace.position, trace.index);
-      else void this.store.selectOp(op.op_id);
+      else void this.store.goToOp(op.op_id);
     });
     grp.appendChild(svg("rect", { class: "node-box", width: n.width, height: n.height, rx: 5 }));
     const name = svg("text", { x: 8, y: 16, class: "node-name" });
