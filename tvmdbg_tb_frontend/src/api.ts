@@ -238,6 +238,8 @@ export interface SourceFile {
 }
 
 export interface TensorValue {
+  /** No slice was asked and the tensor did not fit: `slice` is the server's default view. */
+  default_slice?: boolean;
   trace_position: number;
   trace_index: number;
   op_name: string;

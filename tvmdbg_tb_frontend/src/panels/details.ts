@@ -3,7 +3,6 @@
 import type { ExecutionData, Profile, ProfileRow, TensorValue, TraceData } from "../api";
 import { h, setChildren } from "../dom";
 import {
-  defaultSlice,
   formatCount,
   formatDuration,
   formatLocation,
@@ -255,7 +254,7 @@ class TensorView implements View {
     }
     if (this.forPosition !== t.position) {
       this.forPosition = t.position;
-      this.sliceInput.value = defaultSlice(t.shape);
+      this.sliceInput.value = ""; // the server picks a view that fits (default_slice)
     }
     const form = h(
       "form",
@@ -279,6 +278,7 @@ class TensorView implements View {
     if (run === null) return;
     try {
       const v = await this.store.api.tensorValue(run, t.position, this.sliceInput.value.trim());
+      if (v.default_slice) this.sliceInput.value = v.slice;
       setChildren(this.out, renderTensor(v));
     } catch (err) {
       setChildren(this.out, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
@@ -286,12 +286,20 @@ class TensorView implements View {
   }
 }
 
+/** Values per row when a 1-D tensor is shown (a 1,437-value vector is 144 rows, not one). */
+const VECTOR_WRAP = 10;
+
 /** A sliced tensor as a table (scalars, vectors, matrices; higher ranks as a list of matrices). */
 export function renderTensor(v: TensorValue): HTMLElement {
   const cell = (x: unknown) => h("td", { class: isNonFiniteValue(x) ? "nonfinite-value" : "" }, formatValue(x));
   const matrix = (m: unknown): HTMLElement => {
     if (!Array.isArray(m)) return h("table", { class: "tensor-table" }, h("tbody", null, h("tr", null, cell(m))));
-    const rows = m.length && Array.isArray(m[0]) ? (m as unknown[][]) : [m as unknown[]];
+    const is1d = !(m.length && Array.isArray(m[0]));
+    // A vector wraps into rows of VECTOR_WRAP (row headers give the first index of each row).
+    const rows = !is1d
+      ? (m as unknown[][])
+      : Array.from({ length: Math.max(1, Math.ceil(m.length / VECTOR_WRAP)) }, (_, i) => m.slice(i * VECTOR_WRAP, (i + 1) * VECTOR_WRAP));
+    const rowLabel = (i: number) => String(is1d ? i * VECTOR_WRAP : i);
     const width = rows.reduce((a, r) => Math.max(a, r.length), 0);
     return h(
       "table",
@@ -309,7 +317,7 @@ export function renderTensor(v: TensorValue): HTMLElement {
       h(
         "tbody",
         null,
-        rows.map((r, i) => h("tr", null, h("th", null, String(i)), r.map(cell))),
+        rows.map((r, i) => h("tr", null, h("th", null, rowLabel(i)), r.map(cell))),
       ),
     );
   };
@@ -335,7 +343,7 @@ export function renderTensor(v: TensorValue): HTMLElement {
     h(
       "div",
       { class: "muted small" },
-      `slice [${v.slice || ":"}] → ${formatShape(v.sliced_shape)}, ${formatCount(v.num_elements)} elements${v.truncated ? " (the writer kept only the first elements)" : ""}`,
+      `${v.default_slice ? "default view " : ""}slice [${v.slice || ":"}] of ${formatShape(v.shape)} → ${formatShape(v.sliced_shape)}, ${formatCount(v.num_elements)} elements${v.truncated ? " (the writer kept only the first elements)" : ""}`,
     ),
     blocks,
   );
