@@ -7,6 +7,7 @@ import {
   formatDuration,
   formatLocation,
   formatShape,
+  formatShapeExpr,
   formatValue,
   healthOf,
   healthText,
@@ -185,7 +186,7 @@ class OpView implements View {
               "tr",
               null,
               h("td", null, String(inp.slot)),
-              h("td", null, `${inp.name} ${inp.dtype} ${inp.shape_expr || formatShape(inp.shape)}`),
+              h("td", null, `${inp.name} ${inp.dtype} ${inp.shape_expr ? formatShapeExpr(inp.shape_expr) : formatShape(inp.shape)}`),
               h(
                 "td",
                 null,

@@ -8,7 +8,7 @@
 import dagre from "@dagrejs/dagre";
 import type { ExecutionData, GraphInfo, Op, TraceData } from "../api";
 import { h, setChildren, svg } from "../dom";
-import { type Health, formatLocation, healthOf, healthText, isNonFinite, pillSegments, summaryHealth } from "../format";
+import { type Health, formatLocation, formatShapeExpr, healthOf, healthText, isNonFinite, pillSegments, summaryHealth } from "../format";
 import { neighborhood } from "../neighborhood";
 import type { Store } from "../store";
 
@@ -155,7 +155,7 @@ export class GraphPanel {
         const p = graph.params.find((x) => x.index === e.param_index);
         const summary = e.param_index === null ? undefined : call?.inputs[e.param_index];
         const hl = summary && Object.keys(summary.summary).length ? summaryHealth(summary) : null;
-        const title = `${p ? `${p.name}: ${p.dtype} ${p.shape_expr}` : e.name}${hl ? `\n${healthText(hl)}` : ""}`;
+        const title = `${p ? `${p.name}: ${p.dtype} ${formatShapeExpr(p.shape_expr)}` : e.name}${hl ? `\n${healthText(hl)}` : ""}`;
         paramNodes.set(pid, { label: e.name || `param ${e.param_index}`, title, health: hl });
         g.setNode(pid, { width: PARAM_W, height: PARAM_H });
       }
