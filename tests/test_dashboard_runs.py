@@ -62,6 +62,41 @@ def test_run_picker_shows_argv_and_switch_refreshes_profile(digits_logdir, tmp_p
         assert open_profile(fixed["run"]) == pytest.approx(totals[fixed["run"]])
         rows = frame.locator(".profile-table tbody tr").count()
         assert rows == len(tb.api(f"profile?run={fixed['run']}")["rows"])
+        # The profile's function column names each row's function (graph).
+        graphs = tb.api(f"graphs/list?run={fixed['run']}")["graphs"]
+        names = {g["name"] for g in graphs}
+        shown = {c.inner_text() for c in frame.locator(".profile-table td.profile-function").all()}
+        assert shown and shown <= names and len(shown) > 1
+
+        # `lv` is a var name in two functions: the filter offers both, labelled by function,
+        # and the one picked is the one listed.
+        ops = [
+            o
+            for g in graphs
+            for o in tb.api(f"graphs/graph_info?run={fixed['run']}&graph_id={g['graph_id']}")["ops"]
+            if o["op_name"] == "lv"
+        ]
+        assert len({o["graph_id"] for o in ops}) > 1
+        frame.locator(".executions-panel .filter-input").fill("lv")
+        chips = frame.locator(".executions-panel .filter-info .chip", has_text="lv ·")
+        chips.first.wait_for()
+        second = ops[-1]
+        chip = frame.locator(f".executions-panel .filter-info .chip[data-op-id='{second['op_id']}']")
+        assert "·" in chip.inner_text()
+        chip.click()
+        frame.locator(".executions-panel .panel-head", has_text="executions of lv").wait_for()
+        total = tb.api(f"graph_execution/op_traces?run={fixed['run']}&op_id={second['op_id']}&begin=0&end=0")
+        assert (
+            frame.locator(".executions-panel .panel-head")
+            .inner_text()
+            .count(f"{total['num_traces']:,} executions of lv")
+        )
+        row = frame.locator(".executions-panel .vlist-row[data-position]").first
+        row.wait_for()
+        row.click()
+        frame.locator(".details-panel [data-tab=op]").click()
+        frame.locator("[data-testid=selected-op]", has_text="lv").wait_for()
+        assert frame.locator(".executions-panel .vlist-row.selected").count() == 1
         assert b.errors == []
     finally:
         b.close()

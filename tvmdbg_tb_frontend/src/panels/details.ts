@@ -449,6 +449,7 @@ type SortKey = keyof ProfileRow;
 class ProfileView implements View {
   readonly el = h("div", { class: "profile-view" });
   private data: Profile | null = null;
+  private graphNames = new Map<number, string>();
   private key: SortKey = "total_us";
   private desc = true;
   private loadedFor = "";
@@ -466,9 +467,10 @@ class ProfileView implements View {
     const key = `${run}|${this.store.runInfo?.num_traces}`;
     if (key !== this.loadedFor) {
       try {
-        const data = await this.store.api.profile(run);
+        const [data, graphs] = await Promise.all([this.store.api.profile(run), this.store.api.graphs(run)]);
         if (this.store.run !== run) return; // switched meanwhile: the newer activate wins
         this.data = data;
+        this.graphNames = new Map(graphs.graphs.map((g) => [g.graph_id, g.name]));
         this.loadedFor = key;
       } catch (err) {
         return setChildren(this.el, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
@@ -482,6 +484,7 @@ class ProfileView implements View {
     const cols: [SortKey, string][] = [
       ["op_name", "op"],
       ["kernel", "kernel"],
+      ["graph_id", "function"],
       ["calls", "calls"],
       ["total_us", "total"],
       ["mean_us", "mean"],
@@ -532,6 +535,7 @@ class ProfileView implements View {
               { onclick: () => void this.store.goToOp(r.op_id) },
               h("td", null, r.op_name),
               h("td", { class: "muted" }, r.kernel),
+              h("td", { class: "muted profile-function" }, this.graphNames.get(r.graph_id) ?? String(r.graph_id)),
               h("td", { class: "num" }, formatCount(r.calls)),
               h("td", { class: "num" }, formatDuration(r.total_us)),
               h("td", { class: "num" }, formatDuration(r.mean_us)),

@@ -30,6 +30,10 @@ export class ExecutionsPanel {
   private readonly nonfiniteBox: HTMLInputElement;
   private map = new ScrollMap(0, ROW_HEIGHT, 0);
   private ops: Op[] = [];
+  /** Function name of each graph, to tell apart ops of the same name in different functions. */
+  private graphNames = new Map<number, string>();
+  /** The op chosen among several of the same name (a chip click), until the text changes. */
+  private pinned: Op | null = null;
   private frame = 0;
   private opsLoadedFor = -1;
   /** Monotonic index of the oldest trace kept, to notice a circular buffer moving on. */
@@ -43,7 +47,10 @@ export class ExecutionsPanel {
       placeholder: "filter by op name",
       class: "filter-input",
       "aria-label": "filter by op name",
-      oninput: () => this.updateFilter(),
+      oninput: () => {
+        this.pinned = null;
+        void this.updateFilter();
+      },
     });
     this.filterInfo = h("div", { class: "filter-info" });
     this.nonfiniteBox = h("input", {
@@ -153,7 +160,10 @@ export class ExecutionsPanel {
     try {
       const graphs: GraphSummary[] = (await this.store.api.graphs(run)).graphs;
       const infos = await Promise.all(graphs.map((g) => this.store.graphInfo(g.graph_id)));
-      if (this.store.run === run) this.ops = infos.flatMap((g) => g.ops);
+      if (this.store.run === run) {
+        this.ops = infos.flatMap((g) => g.ops);
+        this.graphNames = new Map(graphs.map((g) => [g.graph_id, g.name]));
+      }
     } catch (err) {
       this.opsLoadedFor = -1;
       this.store.reportError(err);
@@ -191,7 +201,20 @@ export class ExecutionsPanel {
   private async updateFilter(): Promise<void> {
     const text = this.filterInput.value.trim();
     const matches = text ? this.ops.filter((op) => op.op_name.includes(text) || op.kernel.includes(text)) : [];
-    const exact = matches.find((op) => op.op_name === text) ?? (matches.length === 1 ? matches[0] : null);
+    const sameName = matches.filter((op) => op.op_name === text);
+    // The same var name in several functions is ambiguous: the user picks one (a chip).
+    const exact =
+      this.pinned && this.pinned.op_name === text
+        ? this.pinned
+        : sameName.length === 1
+          ? sameName[0]
+          : matches.length === 1
+            ? matches[0]
+            : null;
+    const label = (op: Op) => {
+      const fn = this.graphNames.get(op.graph_id);
+      return this.graphNames.size > 1 && fn ? `${op.op_name} · ${fn}` : op.op_name;
+    };
     setChildren(
       this.filterInfo,
       text && !matches.length ? h("span", { class: "muted" }, `no op matches “${text}”`) : null,
@@ -203,12 +226,14 @@ export class ExecutionsPanel {
                 "button",
                 {
                   class: `chip${exact === op ? " active" : ""}`,
+                  "data-op-id": String(op.op_id),
                   onclick: () => {
                     this.filterInput.value = op.op_name;
+                    this.pinned = op;
                     void this.updateFilter();
                   },
                 },
-                op.op_name,
+                label(op),
               ),
             ),
           ]
