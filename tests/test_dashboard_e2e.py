@@ -299,7 +299,7 @@ def test_alert_click_lands_on_origin_op_line_and_health(dump, tensorboard, brows
     frame.locator(".profile-table tbody tr").first.wait_for()
     frame.locator(".profile-table th[data-sort=calls]").click()
     calls = [
-        int(c.replace(",", "")) for c in frame.locator(".profile-table tbody tr td:nth-child(3)").all_inner_texts()
+        int(c.replace(",", "")) for c in frame.locator(".profile-table tbody tr td:nth-child(4)").all_inner_texts()
     ]
     assert calls == sorted(calls, reverse=True) and len(calls) >= 5
     frame.locator("[data-panel=profile]").screenshot(path=str(shots / "profile.png"))
@@ -484,4 +484,24 @@ def test_input_link_keeps_an_execution(dump, tensorboard, browser):
     row.wait_for()
     assert row.get_attribute("data-op-name") == producer
     assert int(row.locator(".c-exec").inner_text()) == call  # the execution that fed the origin
+    assert browser.errors == []
+
+
+def test_alert_click_frames_the_op_with_its_inputs(dump, tensorboard, browser):
+    """After the alert click the graph panel frames the selected op with its inputs and
+    consumers: every such node lies inside the panel's visible canvas."""
+    run = _run_named(tensorboard, "FULL_HEALTH")
+    origin = _expected_origin_op(dump["logdir"], run)
+    frame = browser.open_dashboard(tensorboard)
+    frame.locator(".run-select").select_option(run)
+    frame.locator("[data-testid=first-origin-alert]:not([disabled])").click()
+    frame.locator(f".graph-panel .op-node.role-selected[data-op-name='{origin.op_name}']").wait_for()
+    canvas = frame.locator(".graph-panel .graph-canvas").bounding_box()
+    framed = frame.locator(".graph-panel .op-node.role-input, .graph-panel .op-node.role-consumer")
+    assert framed.count() >= 1
+    for i in range(framed.count()):
+        box = framed.nth(i).bounding_box()
+        assert box["x"] >= canvas["x"] - 1 and box["y"] >= canvas["y"] - 1, (i, box, canvas)
+        assert box["x"] + box["width"] <= canvas["x"] + canvas["width"] + 1, (i, box, canvas)
+        assert box["y"] + box["height"] <= canvas["y"] + canvas["height"] + 1, (i, box, canvas)
     assert browser.errors == []

@@ -218,8 +218,25 @@ export class GraphPanel {
     const sel = g.node(`op${selected.op_id}`) as NodeBox;
     const cw = Math.max(200, this.canvas.clientWidth || 600);
     const ch = Math.max(150, this.canvas.clientHeight || 400);
-    const scale = Math.min(1.2, Math.max(0.75, Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20))));
-    this.view = { w: cw / scale, h: ch / scale, x: sel.x - cw / scale / 2, y: sel.y - ch / scale / 2 };
+    // Frame the selected op with all its drawn inputs and consumers: the box around them, at
+    // the usual zoom (0.75-1.2, the whole graph when it fits), lower only when they need it.
+    let [x0, y0, x1, y1] = [sel.x - sel.width / 2, sel.y - sel.height / 2, sel.x + sel.width / 2, sel.y + sel.height / 2];
+    for (const id of [...inputs, ...consumers]) {
+      if (!shown.has(id)) continue;
+      const n = g.node(`op${id}`) as NodeBox | undefined;
+      if (!n) continue;
+      x0 = Math.min(x0, n.x - n.width / 2);
+      y0 = Math.min(y0, n.y - n.height / 2);
+      x1 = Math.max(x1, n.x + n.width / 2);
+      y1 = Math.max(y1, n.y + n.height / 2);
+    }
+    const pad = 24;
+    const fit = Math.min(cw / (x1 - x0 + 2 * pad), ch / (y1 - y0 + 2 * pad));
+    const wholeFit = Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20));
+    const scale = Math.max(0.2, Math.min(fit, Math.min(1.2, Math.max(0.75, wholeFit))));
+    const cx = (x0 + x1) / 2;
+    const cy = (y0 + y1) / 2;
+    this.view = { w: cw / scale, h: ch / scale, x: cx - cw / scale / 2, y: cy - ch / scale / 2 };
     this.home = { ...this.view };
     this.applyView();
     this.enablePanZoom(root);
