@@ -97,6 +97,23 @@ def test_run_picker_shows_argv_and_switch_refreshes_profile(digits_logdir, tmp_p
         frame.locator(".details-panel [data-tab=op]").click()
         frame.locator("[data-testid=selected-op]", has_text="lv").wait_for()
         assert frame.locator(".executions-panel .vlist-row.selected").count() == 1
+
+        # An op of the gradient function says tvm.relax.training made it (no user source line).
+        adjoint = next(g for g in graphs if g["name"].endswith("_adjoint"))
+        grad_op = next(
+            o
+            for o in tb.api(f"graphs/graph_info?run={fixed['run']}&graph_id={adjoint['graph_id']}")["ops"]
+            if not o["stack_frame_ids"]
+        )
+        frame.locator(".executions-panel .filter-input").fill(grad_op["op_name"])
+        pick = frame.locator(f".executions-panel .filter-info .chip[data-op-id='{grad_op['op_id']}']")
+        if pick.count():
+            pick.click()
+        frame.locator(".executions-panel .panel-head", has_text=f"executions of {grad_op['op_name']}").wait_for()
+        frame.locator(".executions-panel .vlist-row[data-position]").first.click()
+        note = frame.locator("[data-testid=no-stack]", has_text="tvm.relax.training")
+        note.wait_for()
+        assert adjoint["name"] in note.inner_text()
         assert b.errors == []
     finally:
         b.close()
