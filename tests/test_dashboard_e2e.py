@@ -299,7 +299,7 @@ def test_alert_click_lands_on_origin_op_line_and_health(dump, tensorboard, brows
     frame.locator(".profile-table tbody tr").first.wait_for()
     frame.locator(".profile-table th[data-sort=calls]").click()
     calls = [
-        int(c.replace(",", "")) for c in frame.locator(".profile-table tbody tr td:nth-child(3)").all_inner_texts()
+        int(c.replace(",", "")) for c in frame.locator(".profile-table tbody tr td:nth-child(4)").all_inner_texts()
     ]
     assert calls == sorted(calls, reverse=True) and len(calls) >= 5
     frame.locator("[data-panel=profile]").screenshot(path=str(shots / "profile.png"))
@@ -457,4 +457,51 @@ def test_corrupt_record_is_reported_not_hidden(dump, tensorboard, browser):
     problem = frame.locator(".problems .problem").filter(has_text="corrupt record")
     problem.wait_for()
     assert "tvmdbg.graph_execution_traces" in problem.inner_text()
+    assert browser.errors == []
+
+
+def test_input_link_keeps_an_execution(dump, tensorboard, browser):
+    """One navigation model: after the alert click, the Op tab's input link selects the
+    producing kernel's execution in the same call, as a graph click does: its health shows (not
+    "—") and the executions list follows."""
+    run = _run_named(tensorboard, "FULL_HEALTH")
+    origin = _expected_origin_op(dump["logdir"], run)
+    frame = browser.open_dashboard(tensorboard)
+    frame.locator(".run-select").select_option(run)
+    frame.locator("[data-testid=first-origin-alert]:not([disabled])").click()
+    frame.locator("[data-testid=selected-op]", has_text=origin.op_name).wait_for()
+    frame.locator("[data-testid=selected-health] .health-pill").wait_for()
+    call = int(frame.locator(".executions-panel .vlist-row.selected .c-exec").inner_text())
+    link = frame.locator(".details-panel a.input-link").first
+    producer = link.inner_text()
+    assert producer != origin.op_name
+    link.click()
+    frame.locator("[data-testid=selected-op]", has_text=producer).wait_for()
+    pill = frame.locator("[data-testid=selected-health] .health-pill")
+    pill.wait_for()
+    assert pill.get_attribute("data-health")
+    row = frame.locator(".executions-panel .vlist-row.selected")
+    row.wait_for()
+    assert row.get_attribute("data-op-name") == producer
+    assert int(row.locator(".c-exec").inner_text()) == call  # the execution that fed the origin
+    assert browser.errors == []
+
+
+def test_alert_click_frames_the_op_with_its_inputs(dump, tensorboard, browser):
+    """After the alert click the graph panel frames the selected op with its inputs and
+    consumers: every such node lies inside the panel's visible canvas."""
+    run = _run_named(tensorboard, "FULL_HEALTH")
+    origin = _expected_origin_op(dump["logdir"], run)
+    frame = browser.open_dashboard(tensorboard)
+    frame.locator(".run-select").select_option(run)
+    frame.locator("[data-testid=first-origin-alert]:not([disabled])").click()
+    frame.locator(f".graph-panel .op-node.role-selected[data-op-name='{origin.op_name}']").wait_for()
+    canvas = frame.locator(".graph-panel .graph-canvas").bounding_box()
+    framed = frame.locator(".graph-panel .op-node.role-input, .graph-panel .op-node.role-consumer")
+    assert framed.count() >= 1
+    for i in range(framed.count()):
+        box = framed.nth(i).bounding_box()
+        assert box["x"] >= canvas["x"] - 1 and box["y"] >= canvas["y"] - 1, (i, box, canvas)
+        assert box["x"] + box["width"] <= canvas["x"] + canvas["width"] + 1, (i, box, canvas)
+        assert box["y"] + box["height"] <= canvas["y"] + canvas["height"] + 1, (i, box, canvas)
     assert browser.errors == []

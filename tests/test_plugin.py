@@ -201,7 +201,9 @@ def test_tensor_value(server):
     assert server.json("tensor/value", run="run_t", trace=0, slice="2,1")["values"] == 9.0
     for bad in ("1:2:0", "a", "5", "0,0,0", "...,...", "__import__('os')"):
         assert "error" in server.json("tensor/value", 400, run="run_t", trace=0, slice=bad)
-    server.json("tensor/value", 400, run="run_t", trace=0, max_elements=5)
+    server.json("tensor/value", 400, run="run_t", trace=0, slice=":", max_elements=5)  # asked for too much
+    fit = server.json("tensor/value", run="run_t", trace=0, max_elements=5)  # no slice: a default view
+    assert fit["default_slice"] and fit["slice"] == "0:1,0:4" and fit["values"] == [[0.0, 1.0, 2.0, 3.0]]
     server.json("tensor/value", 404, run="run_a", trace=0)  # FULL_HEALTH: no value stored
     server.json("tensor/value", 404, run="run_t", trace=1)
 

@@ -214,6 +214,19 @@ class AlertMonitor:
             hits = np.flatnonzero(origin[: self._positions.size])
             return int(hits[0]) if len(hits) else None
 
+    def counts(self, run: RunReader) -> dict[str, int]:
+        """Alerts per kind over ALL alerts (not a page): an alert counts for a kind when its
+        output holds at least one such value (-1, unknown in CURT_HEALTH, counts for none)."""
+        with self._lock:
+            n = self._positions.size
+            digests = run.trace_digests()[self._positions.view()[:n]]
+            return {
+                "nan": int(np.count_nonzero(digests["nan"] > 0)),
+                "neg_inf": int(np.count_nonzero(digests["neg_inf"] > 0)),
+                "pos_inf": int(np.count_nonzero(digests["pos_inf"] > 0)),
+                "origin": int(np.count_nonzero(self._origin.view()[:n])),
+            }
+
     def page(self, begin: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """(trace positions, origin flags) of alerts [begin:end]."""
         with self._lock:
@@ -331,8 +344,16 @@ def alerts(run: RunReader, begin: int = 0, end: int = -1, alert_type: str | None
         return _alerts(run, m, begin, end, alert_type)
 
 
+def start_dropped(run: RunReader) -> bool:
+    """True when the dump no longer holds the start of the run: the circular buffer (or damage)
+    dropped the oldest calls or kernel executions, so the first alerts may be gone."""
+    executions, traces = run.execution_digests(), run.trace_digests()
+    return bool((len(executions) and executions["index"][0] != 0) or (len(traces) and traces["index"][0] != 0))
+
+
 def _alerts(run: RunReader, m: AlertMonitor, begin: int, end: int, alert_type: str | None) -> dict:
     total = m.num_alerts()
+    counts = m.counts(run) if total else {"nan": 0, "neg_inf": 0, "pos_inf": 0, "origin": 0}
     matches = alert_type in (None, "", ALERT_TYPE)
     masked = masked_alerts(run, lambda p, o: alert_rows(run, p, o)) if matches and run.replays() else []
     if masked:  # NaN/Inf made and hidden inside fused kernels (replay/deep mode)
@@ -347,6 +368,11 @@ def _alerts(run: RunReader, m: AlertMonitor, begin: int, end: int, alert_type: s
         "num_alerts": n,
         "alerts_breakdown": {ALERT_TYPE: total} if total else {},
         "alert_type": alert_type or None,
+        "nan_alerts": counts["nan"] if matches else 0,
+        "neg_inf_alerts": counts["neg_inf"] if matches else 0,
+        "pos_inf_alerts": counts["pos_inf"] if matches else 0,
+        "origin_alerts": counts["origin"] if matches else 0,
+        "start_dropped": start_dropped(run),
         "first_origin_index": m.first_origin_index() if matches else None,
         "alerts": alert_rows(run, positions, origin),
     }

@@ -53,6 +53,20 @@ def parse_slice(text: str) -> tuple:
     return tuple(out)
 
 
+def fitting_slice(shape: list[int], max_elements: int) -> str:
+    """The default view of a tensor too big to show whole, as slice text: its first matrix
+    (index 0 on leading axes), then as many first rows (and columns) as max_elements allows."""
+    if not shape:
+        return ""
+    lead = ["0"] * max(0, len(shape) - 2)
+    if len(shape) == 1:
+        return f"0:{min(shape[0], max_elements)}"
+    rows, cols = shape[-2:]
+    cols_kept = max(1, min(cols, max_elements))
+    rows_kept = max(1, min(rows, max_elements // cols_kept))
+    return ",".join([*lead, f"0:{rows_kept}", f"0:{cols_kept}"])
+
+
 def tensor_value(run: RunReader, position: int, slice_text: str = "", max_elements: int = DEFAULT_MAX_ELEMENTS) -> dict:
     """The stored value of trace `position`, sliced. Raises IndexError/LookupError when there is
     no such trace or no stored value, SliceError for a bad slice or too many elements."""
@@ -70,6 +84,9 @@ def tensor_value(run: RunReader, position: int, slice_text: str = "", max_elemen
     shape = [int(d) for d in value.shape]
     whole = int(np.prod(shape, dtype=np.int64)) == flat.size
     array = flat.reshape(shape) if whole else flat  # a truncated value: its first elements, flat
+    default_slice = not slice_text.strip() and array.size > max_elements
+    if default_slice:  # no slice asked and too big: a view that fits rather than an error
+        slice_text = fitting_slice(list(array.shape), max_elements)
     index = parse_slice(slice_text)
     try:
         selected = array[index]
@@ -87,6 +104,7 @@ def tensor_value(run: RunReader, position: int, slice_text: str = "", max_elemen
         "dtype": value.dtype,
         "shape": shape,
         "slice": slice_text or "",
+        "default_slice": bool(default_slice),
         "sliced_shape": list(selected.shape),
         "values": values,
         "truncated": bool(value.truncated or not whole),

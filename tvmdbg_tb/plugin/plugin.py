@@ -374,7 +374,14 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         run = self._run(request)
         alert_type = request.args.get("alert_type") or None
         total = analysis.num_alerts(run)
-        begin, end = _page(request, total)
+        if "offset" in request.args or "limit" in request.args:  # paging by offset/limit
+            offset = _int_param(request, "offset", 0, minimum=0)
+            limit = _int_param(request, "limit", min(MAX_PAGE, total), minimum=0)
+            if limit > MAX_PAGE:
+                raise BadRequest(f"limit {limit} is larger than {MAX_PAGE}; page with offset and limit")
+            begin, end = min(offset, total), min(offset + limit, total)
+        else:
+            begin, end = _page(request, total)
         return analysis.alerts(run, begin, end, alert_type)
 
     @_json_route

@@ -99,6 +99,13 @@ export interface AlertsPage {
   end: number;
   num_alerts: number;
   alerts_breakdown: Record<string, number>;
+  /** Counts over ALL alerts of the run, whatever page was asked for. */
+  nan_alerts: number;
+  neg_inf_alerts: number;
+  pos_inf_alerts: number;
+  origin_alerts: number;
+  /** The dump lost the run's oldest records (circular buffer): the first alerts may be gone. */
+  start_dropped: boolean;
   first_origin_index: number | null;
   alerts: Alert[];
 }
@@ -247,6 +254,8 @@ export interface SourceFile {
 }
 
 export interface TensorValue {
+  /** No slice was asked and the tensor did not fit: `slice` is the server's default view. */
+  default_slice?: boolean;
   trace_position: number;
   trace_index: number;
   op_name: string;

@@ -199,3 +199,9 @@ export function parseIndex(text: string, total: number): number | null {
   const n = Number(t);
   return n < total ? n : null;
 }
+
+/** A Relax shape expression as a user reads it: `R.shape([T.int64(1437), 10])` style integer
+ * wrappers (`T.int64(1437)`) become their value (1437); symbolic names stay. */
+export function formatShapeExpr(expr: string): string {
+  return expr.replace(/T\.u?int(?:8|16|32|64)\((-?\d+)\)/g, "$1");
+}

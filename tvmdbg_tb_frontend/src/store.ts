@@ -209,7 +209,32 @@ export class Store {
     return (await this.api.traces(run, position, position + 1)).graph_executions[0];
   }
 
-  /** Selects an op without a particular execution (e.g. from the graph or profile). */
+  /**
+   * One navigation model for every link to an op (input, consumer, graph node, profile row):
+   * selects an execution of it — the one in the selected kernel's call (the producer that fed
+   * it, the consumer that used it), else the op's first execution — so health, the list, the
+   * alert and the Tensor tab follow. Only an op never traced is selected without one.
+   */
+  async goToOp(opId: number): Promise<void> {
+    const run = this.run;
+    if (run === null) return;
+    const current = this.trace;
+    try {
+      if (current) {
+        const same = (await this.executionTraces(current.execution_index)).get(opId);
+        if (this.run !== run) return;
+        if (same) return await this.selectTrace(same.position, same.index);
+      }
+      const first = (await this.api.opTraces(run, opId, 0, 1)).traces[0];
+      if (this.run !== run) return;
+      if (first) return await this.selectTrace(first.position, first.index);
+    } catch (err) {
+      this.reportError(err);
+    }
+    await this.selectOp(opId);
+  }
+
+  /** Selects an op without a particular execution (an op that was never traced). */
   async selectOp(opId: number): Promise<void> {
     const run = this.run;
     if (run === null) return;

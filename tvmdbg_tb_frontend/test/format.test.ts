@@ -4,6 +4,7 @@ import {
   defaultSlice,
   formatDuration,
   formatShape,
+  formatShapeExpr,
   formatValue,
   healthOf,
   healthText,
@@ -123,5 +124,13 @@ describe("format", () => {
   it("chooses a default slice that leaves at most two dimensions", () => {
     assert.equal(defaultSlice([3, 4]), "");
     assert.equal(defaultSlice([2, 3, 4, 5]), "0,0");
+  });
+});
+
+describe("formatShapeExpr", () => {
+  it("shows integer wrappers as their value and keeps symbols", () => {
+    assert.equal(formatShapeExpr('R.Tensor((T.int64(1437), 10), dtype="float32")'), 'R.Tensor((1437, 10), dtype="float32")');
+    assert.equal(formatShapeExpr("(n, T.int32(-1))"), "(n, -1)");
+    assert.equal(formatShapeExpr("(4, 8)"), "(4, 8)");
   });
 });

@@ -6,13 +6,18 @@ import { formatCount, formatLocation } from "../format";
 import type { Store } from "../store";
 import { landOnInnerOp } from "./inner_ops";
 
-/** At most this many alerts are listed (and counted by kind); the total is always shown. */
+/** Alerts fetched up front (for the timeline's marks); counts always cover every alert. */
 const MAX_LISTED = 2000;
+/** Alerts shown per page of the list. */
+export const ALERTS_PER_PAGE = 200;
 
 export class AlertsPanel {
   readonly el: HTMLElement;
   private readonly body: HTMLElement;
   private page: AlertsPage | null = null;
+  /** The page of the list on screen (offset ALERTS_PER_PAGE * n). */
+  private listPage: AlertsPage | null = null;
+  private firstOrigin: Alert | undefined;
   private loadedFor = "";
 
   constructor(private readonly store: Store) {
@@ -33,6 +38,8 @@ export class AlertsPanel {
     const run = this.store.run;
     if (!info || run === null) {
       this.page = null;
+      this.listPage = null;
+      this.firstOrigin = undefined;
       this.loadedFor = "";
       return this.render();
     }
@@ -44,10 +51,34 @@ export class AlertsPanel {
       const page = await this.store.api.alerts(run, 0, Math.min(info.num_alerts, MAX_LISTED));
       if (this.store.run !== run) return;
       this.page = page;
+      this.listPage = page;
+      const fo = page.first_origin_index;
+      this.firstOrigin = fo === null ? undefined : page.alerts[fo - page.begin];
+      if (fo !== null && !this.firstOrigin) {
+        const one = await this.store.api.alerts(run, fo, fo + 1);
+        if (this.store.run !== run) return;
+        this.firstOrigin = one.alerts[0];
+      }
       this.store.alertExecutions = new Set(page.alerts.map((a) => a.execution_index));
       this.store.emit("alerts");
     } catch (err) {
       this.loadedFor = "";
+      this.store.reportError(err);
+    }
+    this.render();
+  }
+
+  /** Shows the page of the list that starts at offset (clamped to the alerts). */
+  async showPage(offset: number): Promise<void> {
+    const run = this.store.run;
+    const page = this.page;
+    if (run === null || !page) return;
+    const begin = Math.max(0, Math.min(offset, Math.max(0, page.num_alerts - 1)));
+    try {
+      const got = await this.store.api.alerts(run, begin, begin + ALERTS_PER_PAGE);
+      if (this.store.run !== run) return;
+      this.listPage = got;
+    } catch (err) {
       this.store.reportError(err);
     }
     this.render();
@@ -72,13 +103,11 @@ export class AlertsPanel {
       setChildren(this.body, h("div", { class: "no-alerts" }, h("span", { class: "ok-dot" }), page ? "No NaN or ∞ recorded." : "—"));
       return;
     }
-    const listed = page.alerts;
-    const nan = listed.filter((a) => a.nan_count !== 0).length;
-    const neg = listed.filter((a) => a.neg_inf_count !== 0).length;
-    const pos = listed.filter((a) => a.pos_inf_count !== 0).length;
-    const origins = listed.filter((a) => a.origin);
-    const first = page.first_origin_index !== null ? listed[page.first_origin_index - page.begin] : undefined;
-    const partial = listed.length < page.num_alerts ? ` (kinds counted over the first ${formatCount(listed.length)})` : "";
+    const list = this.listPage ?? page;
+    const listed = list.alerts.slice(0, ALERTS_PER_PAGE);
+    const first = this.firstOrigin;
+    const from = list.begin;
+    const to = list.begin + listed.length;
     setChildren(
       this.body,
       h(
@@ -99,16 +128,20 @@ export class AlertsPanel {
         h(
           "div",
           { class: "alert-kinds" },
-          h("span", { class: "kind kind-nan", "data-kind": "nan", title: "alerts whose output holds NaN" }, `NaN ${formatCount(nan)}`),
+          h(
+            "span",
+            { class: "kind kind-nan", "data-kind": "nan", title: "alerts whose output holds NaN" },
+            `NaN ${formatCount(page.nan_alerts)}`,
+          ),
           h(
             "span",
             { class: "kind kind-neg-inf", "data-kind": "neg-inf", title: "alerts whose output holds -∞" },
-            `-∞ ${formatCount(neg)}`,
+            `-∞ ${formatCount(page.neg_inf_alerts)}`,
           ),
           h(
             "span",
             { class: "kind kind-pos-inf", "data-kind": "pos-inf", title: "alerts whose output holds +∞" },
-            `+∞ ${formatCount(pos)}`,
+            `+∞ ${formatCount(page.pos_inf_alerts)}`,
           ),
         ),
         first
@@ -126,18 +159,36 @@ export class AlertsPanel {
                   )
                 : null,
             )
-          : h("div", { class: "muted" }, "no origin found among the listed alerts"),
-        partial ? h("div", { class: "muted small" }, partial) : null,
+          : h("div", { class: "muted" }, page.start_dropped ? "no origin found in what the dump still holds" : "no origin found"),
       ),
+      page.start_dropped
+        ? h(
+            "div",
+            { class: "alert-banner", "data-testid": "start-dropped", role: "status" },
+            "The circular buffer dropped the start of this run: the first bad values may be gone. ",
+            "Rerun with ",
+            h("code", null, "circular_buffer_size=-1"),
+            " to keep every record.",
+          )
+        : null,
       h(
         "div",
         { class: "muted small" },
-        `${formatCount(origins.length)} origin alert${origins.length === 1 ? "" : "s"}; the others passed a bad value on.`,
+        `${formatCount(page.origin_alerts)} origin alert${page.origin_alerts === 1 ? "" : "s"}; the others passed a bad value on.`,
       ),
+      page.num_alerts > ALERTS_PER_PAGE
+        ? h(
+            "div",
+            { class: "alert-pager", "data-testid": "alert-pager" },
+            h("button", { disabled: from === 0, onclick: () => void this.showPage(from - ALERTS_PER_PAGE), title: "previous alerts" }, "‹"),
+            h("span", { class: "muted small" }, `${formatCount(from + 1)}–${formatCount(to)} of ${formatCount(page.num_alerts)}`),
+            h("button", { disabled: to >= page.num_alerts, onclick: () => void this.showPage(to), title: "next alerts" }, "›"),
+          )
+        : null,
       h(
         "ol",
         { class: "alert-list" },
-        listed.slice(0, 200).map((a) =>
+        listed.map((a) =>
           h(
             "li",
             {
@@ -150,7 +201,6 @@ export class AlertsPanel {
             h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, countsText(a)),
           ),
         ),
-        listed.length > 200 ? h("li", { class: "muted small" }, `… ${formatCount(page.num_alerts - 200)} more`) : null,
       ),
     );
   }

@@ -3,11 +3,11 @@
 import type { ExecutionData, Profile, ProfileRow, TensorValue, TraceData } from "../api";
 import { h, setChildren } from "../dom";
 import {
-  defaultSlice,
   formatCount,
   formatDuration,
   formatLocation,
   formatShape,
+  formatShapeExpr,
   formatValue,
   healthOf,
   healthText,
@@ -39,9 +39,11 @@ export class DetailsPanel {
     this.body = h("div", { class: "panel-body details-body" });
     this.el = h("section", { class: "panel details-panel", "data-panel": "details" }, this.tabs, this.body);
     this.show("op");
+    store.on("run", () => this.show("op")); // a new run starts on the Op tab
   }
 
   show(tab: Tab): void {
+    this.el.dataset.tab = tab;
     const names: [Tab, string][] = [
       ["op", "Op"],
       ["tensor", "Tensor"],
@@ -191,14 +193,18 @@ class OpView implements View {
               "tr",
               null,
               h("td", null, String(inp.slot)),
-              h("td", null, `${inp.name} ${inp.dtype} ${inp.shape_expr || formatShape(inp.shape)}`),
+              h("td", null, `${inp.name} ${inp.dtype} ${inp.shape_expr ? formatShapeExpr(inp.shape_expr) : formatShape(inp.shape)}`),
               h(
                 "td",
                 null,
                 inp.producer_op_id !== null
                   ? h(
                       "a",
-                      { href: "#", onclick: (e: Event) => (e.preventDefault(), void this.store.selectOp(inp.producer_op_id!)) },
+                      {
+                        href: "#",
+                        class: "input-link",
+                        onclick: (e: Event) => (e.preventDefault(), void this.store.goToOp(inp.producer_op_id!)),
+                      },
                       inp.producer_op_name ?? `op ${inp.producer_op_id}`,
                     )
                   : h("span", { class: "muted" }, inp.kind.toLowerCase()),
@@ -220,7 +226,7 @@ class OpView implements View {
           ? op.consumers.map((c) =>
               h(
                 "a",
-                { href: "#", class: "consumer-link", onclick: (e: Event) => (e.preventDefault(), void this.store.selectOp(c.op_id)) },
+                { href: "#", class: "consumer-link", onclick: (e: Event) => (e.preventDefault(), void this.store.goToOp(c.op_id)) },
                 c.op_name,
                 " ",
                 pillOf(c.op_id),
@@ -260,7 +266,7 @@ class TensorView implements View {
     }
     if (this.forPosition !== t.position) {
       this.forPosition = t.position;
-      this.sliceInput.value = defaultSlice(t.shape);
+      this.sliceInput.value = ""; // the server picks a view that fits (default_slice)
     }
     const form = h(
       "form",
@@ -284,6 +290,7 @@ class TensorView implements View {
     if (run === null) return;
     try {
       const v = await this.store.api.tensorValue(run, t.position, this.sliceInput.value.trim());
+      if (v.default_slice) this.sliceInput.value = v.slice;
       setChildren(this.out, renderTensor(v));
     } catch (err) {
       setChildren(this.out, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
@@ -291,12 +298,20 @@ class TensorView implements View {
   }
 }
 
+/** Values per row when a 1-D tensor is shown (a 1,437-value vector is 144 rows, not one). */
+const VECTOR_WRAP = 10;
+
 /** A sliced tensor as a table (scalars, vectors, matrices; higher ranks as a list of matrices). */
 export function renderTensor(v: TensorValue): HTMLElement {
   const cell = (x: unknown) => h("td", { class: isNonFiniteValue(x) ? "nonfinite-value" : "" }, formatValue(x));
   const matrix = (m: unknown): HTMLElement => {
     if (!Array.isArray(m)) return h("table", { class: "tensor-table" }, h("tbody", null, h("tr", null, cell(m))));
-    const rows = m.length && Array.isArray(m[0]) ? (m as unknown[][]) : [m as unknown[]];
+    const is1d = !(m.length && Array.isArray(m[0]));
+    // A vector wraps into rows of VECTOR_WRAP (row headers give the first index of each row).
+    const rows = !is1d
+      ? (m as unknown[][])
+      : Array.from({ length: Math.max(1, Math.ceil(m.length / VECTOR_WRAP)) }, (_, i) => m.slice(i * VECTOR_WRAP, (i + 1) * VECTOR_WRAP));
+    const rowLabel = (i: number) => String(is1d ? i * VECTOR_WRAP : i);
     const width = rows.reduce((a, r) => Math.max(a, r.length), 0);
     return h(
       "table",
@@ -314,7 +329,7 @@ export function renderTensor(v: TensorValue): HTMLElement {
       h(
         "tbody",
         null,
-        rows.map((r, i) => h("tr", null, h("th", null, String(i)), r.map(cell))),
+        rows.map((r, i) => h("tr", null, h("th", null, rowLabel(i)), r.map(cell))),
       ),
     );
   };
@@ -340,7 +355,7 @@ export function renderTensor(v: TensorValue): HTMLElement {
     h(
       "div",
       { class: "muted small" },
-      `slice [${v.slice || ":"}] → ${formatShape(v.sliced_shape)}, ${formatCount(v.num_elements)} elements${v.truncated ? " (the writer kept only the first elements)" : ""}`,
+      `${v.default_slice ? "default view " : ""}slice [${v.slice || ":"}] of ${formatShape(v.shape)} → ${formatShape(v.sliced_shape)}, ${formatCount(v.num_elements)} elements${v.truncated ? " (the writer kept only the first elements)" : ""}`,
     ),
     blocks,
   );
@@ -445,6 +460,7 @@ type SortKey = keyof ProfileRow;
 class ProfileView implements View {
   readonly el = h("div", { class: "profile-view" });
   private data: Profile | null = null;
+  private graphNames = new Map<number, string>();
   private key: SortKey = "total_us";
   private desc = true;
   private loadedFor = "";
@@ -452,6 +468,8 @@ class ProfileView implements View {
     store.on("run", () => {
       this.loadedFor = "";
       this.data = null;
+      setChildren(this.el); // never the previous run's numbers
+      if (this.el.isConnected) void this.activate();
     });
   }
   async activate(): Promise<void> {
@@ -460,7 +478,10 @@ class ProfileView implements View {
     const key = `${run}|${this.store.runInfo?.num_traces}`;
     if (key !== this.loadedFor) {
       try {
-        this.data = await this.store.api.profile(run);
+        const [data, graphs] = await Promise.all([this.store.api.profile(run), this.store.api.graphs(run)]);
+        if (this.store.run !== run) return; // switched meanwhile: the newer activate wins
+        this.data = data;
+        this.graphNames = new Map(graphs.graphs.map((g) => [g.graph_id, g.name]));
         this.loadedFor = key;
       } catch (err) {
         return setChildren(this.el, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
@@ -474,6 +495,7 @@ class ProfileView implements View {
     const cols: [SortKey, string][] = [
       ["op_name", "op"],
       ["kernel", "kernel"],
+      ["graph_id", "function"],
       ["calls", "calls"],
       ["total_us", "total"],
       ["mean_us", "mean"],
@@ -485,7 +507,7 @@ class ProfileView implements View {
       this.el,
       h(
         "div",
-        { class: "muted small" },
+        { class: "muted small profile-total", "data-total-us": String(p.total_us), "data-run": this.store.run ?? "" },
         `${formatDuration(p.total_us)} in ${formatCount(p.num_traces)} kernel executions over ${formatCount(p.num_executions)} calls`,
       ),
       h(
@@ -521,9 +543,10 @@ class ProfileView implements View {
           rows.map((r) =>
             h(
               "tr",
-              { onclick: () => void this.store.selectOp(r.op_id) },
+              { onclick: () => void this.store.goToOp(r.op_id) },
               h("td", null, r.op_name),
               h("td", { class: "muted" }, r.kernel),
+              h("td", { class: "muted profile-function" }, this.graphNames.get(r.graph_id) ?? String(r.graph_id)),
               h("td", { class: "num" }, formatCount(r.calls)),
               h("td", { class: "num" }, formatDuration(r.total_us)),
               h("td", { class: "num" }, formatDuration(r.mean_us)),

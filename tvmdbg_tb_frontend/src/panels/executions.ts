@@ -3,7 +3,7 @@
  * rows (ScrollMap keeps the scroll element below the browser's height limit), with "go to
  * index" and a filter by op name (the op's own executions, paged by the backend).
  */
-import type { GraphSummary, Op, TraceData } from "../api";
+import type { Alert, GraphSummary, Op, TraceData } from "../api";
 import { h, setChildren } from "../dom";
 import { formatShape, healthOf, parseIndex } from "../format";
 import { Pager } from "../pager";
@@ -25,8 +25,15 @@ export class ExecutionsPanel {
   private pager: Pager<TraceData>;
   /** Filter: the op whose executions are listed, or null for all. */
   private filterOp: Op | null = null;
+  /** "non-finite only": the list pages over the run's alerts (every non-finite output). */
+  private nonfiniteOnly = false;
+  private readonly nonfiniteBox: HTMLInputElement;
   private map = new ScrollMap(0, ROW_HEIGHT, 0);
   private ops: Op[] = [];
+  /** Function name of each graph, to tell apart ops of the same name in different functions. */
+  private graphNames = new Map<number, string>();
+  /** The op chosen among several of the same name (a chip click), until the text changes. */
+  private pinned: Op | null = null;
   private frame = 0;
   private opsLoadedFor = -1;
   /** Monotonic index of the oldest trace kept, to notice a circular buffer moving on. */
@@ -40,9 +47,17 @@ export class ExecutionsPanel {
       placeholder: "filter by op name",
       class: "filter-input",
       "aria-label": "filter by op name",
-      oninput: () => this.updateFilter(),
+      oninput: () => {
+        this.pinned = null;
+        void this.updateFilter();
+      },
     });
     this.filterInfo = h("div", { class: "filter-info" });
+    this.nonfiniteBox = h("input", {
+      type: "checkbox",
+      "data-testid": "nonfinite-only",
+      onchange: () => void this.setNonfiniteOnly(this.nonfiniteBox.checked),
+    });
     this.gotoInput = h("input", { type: "text", placeholder: "go to index", class: "goto-input", "aria-label": "go to index" });
     const goto = h(
       "form",
@@ -85,6 +100,12 @@ export class ExecutionsPanel {
         h("h2", null, "Graph executions"),
         this.countEl,
         h("span", { class: "spacer" }),
+        h(
+          "label",
+          { class: "nonfinite-only", title: "list only kernel executions whose output holds NaN or ∞" },
+          this.nonfiniteBox,
+          "non-finite only",
+        ),
         this.filterInput,
         goto,
       ),
@@ -102,6 +123,7 @@ export class ExecutionsPanel {
     return new Pager<TraceData>(async (begin, end) => {
       const run = this.store.run;
       if (run === null) return [];
+      if (this.nonfiniteOnly) return (await this.store.api.alerts(run, begin, end)).alerts.map(alertRow);
       if (this.filterOp) return (await this.store.api.opTraces(run, this.filterOp.op_id, begin, end)).traces;
       return (await this.store.api.traces(run, begin, end)).graph_executions;
     }, 200);
@@ -114,6 +136,8 @@ export class ExecutionsPanel {
 
   private async onRun(): Promise<void> {
     this.filterOp = null;
+    this.nonfiniteOnly = false;
+    this.nonfiniteBox.checked = false;
     this.filterInput.value = "";
     this.ops = [];
     this.opsLoadedFor = -1;
@@ -136,7 +160,10 @@ export class ExecutionsPanel {
     try {
       const graphs: GraphSummary[] = (await this.store.api.graphs(run)).graphs;
       const infos = await Promise.all(graphs.map((g) => this.store.graphInfo(g.graph_id)));
-      if (this.store.run === run) this.ops = infos.flatMap((g) => g.ops);
+      if (this.store.run === run) {
+        this.ops = infos.flatMap((g) => g.ops);
+        this.graphNames = new Map(graphs.map((g) => [g.graph_id, g.name]));
+      }
     } catch (err) {
       this.opsLoadedFor = -1;
       this.store.reportError(err);
@@ -174,7 +201,20 @@ export class ExecutionsPanel {
   private async updateFilter(): Promise<void> {
     const text = this.filterInput.value.trim();
     const matches = text ? this.ops.filter((op) => op.op_name.includes(text) || op.kernel.includes(text)) : [];
-    const exact = matches.find((op) => op.op_name === text) ?? (matches.length === 1 ? matches[0] : null);
+    const sameName = matches.filter((op) => op.op_name === text);
+    // The same var name in several functions is ambiguous: the user picks one (a chip).
+    const exact =
+      this.pinned && this.pinned.op_name === text
+        ? this.pinned
+        : sameName.length === 1
+          ? sameName[0]
+          : matches.length === 1
+            ? matches[0]
+            : null;
+    const label = (op: Op) => {
+      const fn = this.graphNames.get(op.graph_id);
+      return this.graphNames.size > 1 && fn ? `${op.op_name} · ${fn}` : op.op_name;
+    };
     setChildren(
       this.filterInfo,
       text && !matches.length ? h("span", { class: "muted" }, `no op matches “${text}”`) : null,
@@ -186,12 +226,14 @@ export class ExecutionsPanel {
                 "button",
                 {
                   class: `chip${exact === op ? " active" : ""}`,
+                  "data-op-id": String(op.op_id),
                   onclick: () => {
                     this.filterInput.value = op.op_name;
+                    this.pinned = op;
                     void this.updateFilter();
                   },
                 },
-                op.op_name,
+                label(op),
               ),
             ),
           ]
@@ -200,8 +242,38 @@ export class ExecutionsPanel {
     await this.setFilterOp(text ? exact : null);
   }
 
+  /** Lists only the non-finite outputs (the run's alerts, counted over all of them), or all. */
+  private async setNonfiniteOnly(on: boolean): Promise<void> {
+    this.nonfiniteOnly = on;
+    this.nonfiniteBox.checked = on;
+    const run = this.store.run;
+    let total = this.store.runInfo?.num_traces ?? 0;
+    if (on) {
+      this.filterOp = null;
+      this.filterInput.value = "";
+      setChildren(this.filterInfo);
+      total = 0;
+      if (run !== null) {
+        try {
+          total = (await this.store.api.alerts(run, 0, 0)).num_alerts;
+        } catch (err) {
+          this.store.reportError(err);
+        }
+      }
+      if (!this.nonfiniteOnly || this.store.run !== run) return;
+    }
+    this.pager.reset(total);
+    this.scroller.scrollTop = 0;
+    this.map = new ScrollMap(0, ROW_HEIGHT, 0);
+    this.relayout();
+  }
+
   private async setFilterOp(op: Op | null): Promise<void> {
-    if (op?.op_id === this.filterOp?.op_id) return;
+    if (op?.op_id === this.filterOp?.op_id && !(op && this.nonfiniteOnly)) return;
+    if (op && this.nonfiniteOnly) {
+      this.nonfiniteOnly = false;
+      this.nonfiniteBox.checked = false;
+    }
     this.filterOp = op;
     const run = this.store.run;
     let total = this.store.runInfo?.num_traces ?? 0;
@@ -244,7 +316,7 @@ export class ExecutionsPanel {
       void this.updateFilter().then(() => this.scrollToRow(pos));
       return;
     }
-    if (!this.filterOp) this.scrollToRow(pos);
+    if (!this.filterOp && !this.nonfiniteOnly) this.scrollToRow(pos);
     else this.render();
   }
 
@@ -260,7 +332,7 @@ export class ExecutionsPanel {
   private selectedRow(): number | null {
     const pos = this.store.tracePosition;
     if (pos === null) return null;
-    if (!this.filterOp) return pos;
+    if (!this.filterOp && !this.nonfiniteOnly) return pos;
     const w = this.map.window(this.scroller.scrollTop);
     for (let i = w.first; i < w.end; i++) if (this.pager.get(i)?.position === pos) return i;
     return null;
@@ -277,7 +349,9 @@ export class ExecutionsPanel {
     if (Math.abs(scrollTop - this.scroller.scrollTop) >= 1) this.scroller.scrollTop = scrollTop;
     this.countEl.textContent = this.filterOp
       ? `${this.total.toLocaleString("en-US")} executions of ${this.filterOp.op_name}`
-      : `${this.total.toLocaleString("en-US")} kernel executions`;
+      : this.nonfiniteOnly
+        ? `${this.total.toLocaleString("en-US")} non-finite kernel executions`
+        : `${this.total.toLocaleString("en-US")} kernel executions`;
     this.render();
   }
 
@@ -333,7 +407,7 @@ export class ExecutionsPanel {
           h("span", { class: "c-kernel", title: t.kernel }, t.kernel),
           h("span", { class: "c-exec muted" }, String(t.execution_index)),
           h("span", { class: "c-dtype" }, t.dtype),
-          h("span", { class: "c-rank" }, String(t.shape.length)),
+          h("span", { class: "c-rank" }, t.dtype ? String(t.shape.length) : ""),
           h("span", { class: "c-shape", title: formatShape(t.shape) }, formatShape(t.shape)),
           h(
             "span",
@@ -347,7 +421,15 @@ export class ExecutionsPanel {
     if (this.total === 0)
       setChildren(
         this.windowEl,
-        h("div", { class: "empty" }, this.filterOp ? "This op has no recorded executions." : "No kernel executions recorded yet."),
+        h(
+          "div",
+          { class: "empty" },
+          this.filterOp
+            ? "This op has no recorded executions."
+            : this.nonfiniteOnly
+              ? "No non-finite output recorded."
+              : "No kernel executions recorded yet.",
+        ),
       );
     if (missing) {
       const run = this.store.run;
@@ -359,4 +441,34 @@ export class ExecutionsPanel {
         .catch((err) => this.store.reportError(err));
     }
   }
+}
+
+/** A list row for an alert (a non-finite output): its counts and place; dtype and shape are
+ * shown once it is selected (the alert does not carry them). */
+function alertRow(a: Alert): TraceData {
+  return {
+    position: a.trace_position ?? -1,
+    index: a.trace_index,
+    op_id: a.op_id,
+    op_name: a.op_name,
+    kernel: a.kernel,
+    graph_id: a.graph_id,
+    output_slot: a.output_slot,
+    execution_index: a.execution_index,
+    wall_time: a.wall_time,
+    duration_us: null,
+    nan: a.nan_count,
+    neg_inf: a.neg_inf_count,
+    pos_inf: a.pos_inf_count,
+    nonfinite: true,
+    has_error: false,
+    tensor_debug_mode: "",
+    debug_values: [],
+    summary: a.size === null ? {} : { size: a.size },
+    dtype: "",
+    shape: [],
+    device: "",
+    error: "",
+    has_value: false,
+  };
 }

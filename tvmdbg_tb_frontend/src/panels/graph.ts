@@ -8,7 +8,7 @@
 import dagre from "@dagrejs/dagre";
 import type { ExecutionData, GraphInfo, Op, TraceData } from "../api";
 import { h, setChildren, svg } from "../dom";
-import { type Health, formatLocation, healthOf, healthText, isNonFinite, pillSegments, summaryHealth } from "../format";
+import { type Health, formatLocation, formatShapeExpr, healthOf, healthText, isNonFinite, pillSegments, summaryHealth } from "../format";
 import { neighborhood } from "../neighborhood";
 import type { Store } from "../store";
 
@@ -58,18 +58,15 @@ export class GraphPanel {
       h("span", { class: "lg lg-bad" }, "non-finite"),
       h("span", { class: "lg lg-ok" }, "finite"),
     );
-    const whole = h(
-      "label",
-      { class: "small" },
-      h("input", {
-        type: "checkbox",
-        onchange: (e: Event) => {
-          this.wholeGraph = (e.target as HTMLInputElement).checked;
-          void this.render();
-        },
-      }),
-      " whole graph",
-    );
+    const wholeBox = h("input", {
+      type: "checkbox",
+      "data-testid": "whole-graph",
+      onchange: (e: Event) => {
+        this.wholeGraph = (e.target as HTMLInputElement).checked;
+        void this.render();
+      },
+    });
+    const whole = h("label", { class: "small" }, wholeBox, " whole graph");
     this.el = h(
       "section",
       { class: "panel graph-panel", "data-panel": "graph" },
@@ -87,6 +84,7 @@ export class GraphPanel {
     );
     store.on("run", () => {
       this.expanded.clear();
+      this.wholeGraph = wholeBox.checked = false; // per-run state starts afresh
       void this.render();
     });
     store.on("op", () => void this.render());
@@ -157,7 +155,7 @@ export class GraphPanel {
         const p = graph.params.find((x) => x.index === e.param_index);
         const summary = e.param_index === null ? undefined : call?.inputs[e.param_index];
         const hl = summary && Object.keys(summary.summary).length ? summaryHealth(summary) : null;
-        const title = `${p ? `${p.name}: ${p.dtype} ${p.shape_expr}` : e.name}${hl ? `\n${healthText(hl)}` : ""}`;
+        const title = `${p ? `${p.name}: ${p.dtype} ${formatShapeExpr(p.shape_expr)}` : e.name}${hl ? `\n${healthText(hl)}` : ""}`;
         paramNodes.set(pid, { label: e.name || `param ${e.param_index}`, title, health: hl });
         g.setNode(pid, { width: PARAM_W, height: PARAM_H });
       }
@@ -220,8 +218,25 @@ export class GraphPanel {
     const sel = g.node(`op${selected.op_id}`) as NodeBox;
     const cw = Math.max(200, this.canvas.clientWidth || 600);
     const ch = Math.max(150, this.canvas.clientHeight || 400);
-    const scale = Math.min(1.2, Math.max(0.75, Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20))));
-    this.view = { w: cw / scale, h: ch / scale, x: sel.x - cw / scale / 2, y: sel.y - ch / scale / 2 };
+    // Frame the selected op with all its drawn inputs and consumers: the box around them, at
+    // the usual zoom (0.75-1.2, the whole graph when it fits), lower only when they need it.
+    let [x0, y0, x1, y1] = [sel.x - sel.width / 2, sel.y - sel.height / 2, sel.x + sel.width / 2, sel.y + sel.height / 2];
+    for (const id of [...inputs, ...consumers]) {
+      if (!shown.has(id)) continue;
+      const n = g.node(`op${id}`) as NodeBox | undefined;
+      if (!n) continue;
+      x0 = Math.min(x0, n.x - n.width / 2);
+      y0 = Math.min(y0, n.y - n.height / 2);
+      x1 = Math.max(x1, n.x + n.width / 2);
+      y1 = Math.max(y1, n.y + n.height / 2);
+    }
+    const pad = 24;
+    const fit = Math.min(cw / (x1 - x0 + 2 * pad), ch / (y1 - y0 + 2 * pad));
+    const wholeFit = Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20));
+    const scale = Math.max(0.2, Math.min(fit, Math.min(1.2, Math.max(0.75, wholeFit))));
+    const cx = (x0 + x1) / 2;
+    const cy = (y0 + y1) / 2;
+    this.view = { w: cw / scale, h: ch / scale, x: cx - cw / scale / 2, y: cy - ch / scale / 2 };
     this.home = { ...this.view };
     this.applyView();
     this.enablePanZoom(root);
@@ -252,7 +267,7 @@ export class GraphPanel {
     });
     grp.addEventListener("click", () => {
       if (trace) void this.store.selectTrace(trace.position, trace.index);
-      else void this.store.selectOp(op.op_id);
+      else void this.store.goToOp(op.op_id);
     });
     grp.appendChild(svg("rect", { class: "node-box", width: n.width, height: n.height, rx: 5 }));
     const name = svg("text", { x: 8, y: 16, class: "node-name" });

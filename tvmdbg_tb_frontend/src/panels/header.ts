@@ -1,5 +1,5 @@
 /** The top bar: run picker, live state, reader problems, and the backend's errors. */
-import type { Status } from "../api";
+import type { RunInfo, Status } from "../api";
 import { h, setChildren } from "../dom";
 import { formatAgo, formatCount } from "../format";
 import type { Store } from "../store";
@@ -46,10 +46,12 @@ export class HeaderBar {
   render(): void {
     const runs = this.store.runs;
     const current = this.store.run;
-    if (this.runSelect.options.length !== runs.length || [...this.runSelect.options].some((o, i) => o.value !== runs[i]?.run)) {
+    const labels = runs.map(runLabel);
+    const options = [...this.runSelect.options];
+    if (options.length !== runs.length || options.some((o, i) => o.value !== runs[i]?.run || o.textContent !== labels[i])) {
       setChildren(
         this.runSelect,
-        runs.map((r) => h("option", { value: r.run }, r.run)),
+        runs.map((r, i) => h("option", { value: r.run, title: `${r.run}\n${(r.argv ?? []).join(" ")}` }, labels[i])),
       );
     }
     if (current !== null) this.runSelect.value = current;
@@ -104,4 +106,16 @@ export class HeaderBar {
         : null,
     );
   }
+}
+
+/** A run as the picker shows it: its command line, mode, alerts and start time, so a buggy
+ * and a fixed run of the same script can be told apart (the directory name alone cannot). */
+export function runLabel(r: RunInfo): string {
+  const argv = r.argv ?? [];
+  // Paths shortened to their last part so the flags that tell runs apart stay visible.
+  let command = argv.length ? argv.map((a) => (a.includes("/") ? a.replace(/\/+$/, "").split("/").pop() || a : a)).join(" ") : r.run;
+  if (command.length > 80) command = `${command.slice(0, 79)}…`;
+  const when = r.start_time ? new Date(r.start_time * 1000).toLocaleString("en-GB", { hour12: false }).replace(",", "") : "?";
+  const alerts = `${formatCount(r.num_alerts)} alert${r.num_alerts === 1 ? "" : "s"}`;
+  return `${command} · ${r.tensor_debug_mode ?? "?"} · ${alerts} · ${when}`;
 }

@@ -2,7 +2,7 @@
  * frame (or an original op of a fused kernel) shows its file with the line highlighted. */
 import hljs from "highlight.js/lib/core";
 import python from "highlight.js/lib/languages/python";
-import type { SourceFile } from "../api";
+import type { Op, SourceFile } from "../api";
 import { h, setChildren } from "../dom";
 import { baseName, orderFrames } from "../format";
 import type { ShownFrame, Store } from "../store";
@@ -34,13 +34,7 @@ export class StackPanel {
     setChildren(
       this.body,
       h("div", { class: "muted small" }, `Creation of `, h("b", null, op.op_name), ` (${op.kernel})`),
-      rows.length === 0
-        ? h(
-            "div",
-            { class: "empty" },
-            "No stack recorded for this op (compiled before tvmdbg was enabled, or by a path without source mapping).",
-          )
-        : null,
+      rows.length === 0 ? noStack(this.store, op) : null,
       h(
         "ol",
         { class: "frames" },
@@ -177,4 +171,22 @@ export function highlightLines(lines: string[]): string[] {
   }
   out.push(current + "</span>".repeat(open.length));
   return out.slice(0, lines.length);
+}
+
+/** Why an op has no creation stack: a gradient function that tvm.relax.training generated
+ * (`*_adjoint`) has no user line; otherwise it was compiled before tvmdbg, or unmapped. */
+function noStack(store: Store, op: Op): HTMLElement {
+  const el = h(
+    "div",
+    { class: "empty", "data-testid": "no-stack" },
+    "No stack recorded for this op (compiled before tvmdbg was enabled, or by a path without source mapping).",
+  );
+  void store
+    .graphInfo(op.graph_id)
+    .then((g) => {
+      if (store.op === op && g.name.endsWith("_adjoint"))
+        el.textContent = `No user source line: tvm.relax.training generated this op for the gradient function ${g.name} (from the forward function's ops).`;
+    })
+    .catch(() => undefined);
+  return el;
 }
