@@ -14,7 +14,13 @@ import os
 import subprocess
 import sys
 
-_TAKE_TERMINAL = "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execvpe(sys.argv[1], sys.argv[1:], os.environ)"
+# SIGINT back to its default first: a test run started in the background by a non-interactive
+# shell (as CI may be) ignores SIGINT, an ignored signal survives exec, and a Python started
+# with SIGINT ignored never raises KeyboardInterrupt, so Ctrl-C on the terminal would do nothing.
+_TAKE_TERMINAL = (
+    "import fcntl, os, signal, sys, termios; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execvpe(sys.argv[1], sys.argv[1:], os.environ)"
+)
 
 
 def spawn(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, int]:
