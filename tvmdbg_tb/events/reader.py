@@ -22,41 +22,9 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from tvmdbg_tb.events import completeness, layout, records, vectorized
+from tvmdbg_tb.events.digests import EXECUTION_DIGEST, HAS_ERROR, HEALTH_KNOWN, NONFINITE, TRACE_DIGEST
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
-
-# Trace digest flags.
-HAS_ERROR = 1
-HEALTH_KNOWN = 2  # the mode says whether the output is finite
-NONFINITE = 4  # some element is NaN or +/-Inf
-
-TRACE_DIGEST = np.dtype(
-    [
-        ("index", "<i8"),
-        ("op_id", "<i8"),
-        ("execution_index", "<i8"),
-        ("wall_time", "<f8"),
-        ("offset", "<i8"),
-        ("nan", "<i8"),
-        ("neg_inf", "<i8"),
-        ("pos_inf", "<i8"),
-        ("duration_us", "<f4"),
-        ("output_slot", "<i4"),
-        ("flags", "u1"),
-    ]
-)
-EXECUTION_DIGEST = np.dtype(
-    [
-        ("index", "<i8"),
-        ("graph_id", "<i8"),
-        ("wall_time", "<f8"),
-        ("offset", "<i8"),
-        ("num_traces", "<i8"),
-        ("duration_us", "<f8"),
-        ("function", "<i4"),  # index into RunReader.function_names
-        ("flags", "u1"),
-    ]
-)
 
 _READ_CHUNK = 4 << 20
 # Seconds a completeness verdict is reused while nothing was read (the writer's liveness

@@ -17,6 +17,7 @@ import google_crc32c
 import numpy as np
 
 from tvmdbg_tb.events import records
+from tvmdbg_tb.events.digests import HAS_ERROR, HEALTH_KNOWN, NONFINITE
 
 _U64 = struct.Struct("<Q").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -306,8 +307,6 @@ def execution_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) ->
     """Digest columns of the Execution records at starts/lengths in b (padded): index,
     graph_id, wall_time, num_traces, duration_us, flags, the function name's (start, length)
     in b, and `ok` (False: parse that record with protobuf instead)."""
-    from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE  # flag values
-
     wall, sub_start, sub_end, ok = _envelopes(b, starts, lengths, 8)
     n = len(starts)
     cols = {name: np.zeros(n, dtype=np.int64) for name in ("index", "graph_id", "mode", "num_traces")}
@@ -384,8 +383,6 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
     Returns index, op_id, execution_index, wall_time, nan, neg_inf, pos_inf, duration_us,
     output_slot, flags, and `ok` (False: parse that record with protobuf instead).
     """
-    from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE  # flag values
-
     wall, sub_start, sub_end, ok = _envelopes(b, starts, lengths, 9)
     n = len(starts)
     cols = {name: np.zeros(n, dtype=np.int64) for name in ("op_id", "execution_index", "index", "mode", "slot")}
