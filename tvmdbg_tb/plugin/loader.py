@@ -10,7 +10,8 @@ import os
 
 from tensorboard.plugins import base_plugin
 
-PLUGIN_NAME = "tvmdbg"
+from tvmdbg_tb.plugin import PLUGIN_NAME
+
 logger = logging.getLogger("tvmdbg.plugin")
 
 

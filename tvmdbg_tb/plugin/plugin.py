@@ -25,7 +25,7 @@ from tvmdbg_tb.analysis.tensor_value import DEFAULT_MAX_ELEMENTS, MAX_ELEMENTS, 
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.live.routes import live_routes
-from tvmdbg_tb.plugin.loader import PLUGIN_NAME
+from tvmdbg_tb.plugin import PLUGIN_NAME
 
 logger = logging.getLogger("tvmdbg.plugin")
 
