@@ -9,6 +9,7 @@ as the strings "NaN"/"Infinity"/"-Infinity" as TensorBoard does.
 from tvmdbg_tb.analysis.alerts import AlertMonitor, alerts, monitor, num_alerts
 from tvmdbg_tb.analysis.inner_ops import replays
 from tvmdbg_tb.analysis.jsonable import dumps
+from tvmdbg_tb.analysis.locations import location
 from tvmdbg_tb.analysis.profile import profile
 from tvmdbg_tb.analysis.tensor_value import SliceError, tensor_value
 from tvmdbg_tb.analysis.views import (
@@ -16,7 +17,6 @@ from tvmdbg_tb.analysis.views import (
     execution_digests,
     graph_info,
     graphs_list,
-    location,
     op_info,
     op_json,
     resolve_op,

@@ -10,7 +10,9 @@ import time
 
 import numpy as np
 
+from tvmdbg_tb.analysis.alerts import alerts, monitor
 from tvmdbg_tb.analysis.jsonable import num
+from tvmdbg_tb.analysis.locations import location
 from tvmdbg_tb.analysis.tensor_value import value_health
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import describe, mode_name
@@ -18,16 +20,6 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 LIVE_SECONDS = 30.0
 _INPUT_KINDS = {v: k for k, v in pb.OpInput.Kind.items()}
-
-
-def location(run: RunReader, loc: pb.CodeLocation | None) -> dict | None:
-    """The user's frame of a code location as {"file_path", "line", "function"}, or None."""
-    if loc is None:
-        return None
-    frame = run.user_frame(loc)
-    if frame is None:
-        return None
-    return {"file_path": frame.file_path, "line": int(frame.line), "function": frame.function}
 
 
 def _spec(spec: pb.TensorSpec) -> dict:
@@ -81,18 +73,14 @@ def _with_masked_alerts(run: RunReader) -> dict:
     """num_alerts/first_origin_alert counting NaN/Inf hidden inside fused kernels (replays)."""
     if not run.replays():
         return {}
-    from tvmdbg_tb.analysis.alerts import alerts
-
     page = alerts(run, 0, 0)
     return {"num_alerts": page["num_alerts"], "first_origin_alert": page["first_origin_index"]}
 
 
 def run_info(run: RunReader) -> dict:
     """One entry of the `runs` route."""
-    from tvmdbg_tb.analysis.alerts import monitor
-
     meta = run.metadata
-    alerts = monitor(run)
+    run_alerts = monitor(run)
     updated = last_update_time(run)
     return {
         "run": run.name,
@@ -109,8 +97,8 @@ def run_info(run: RunReader) -> dict:
         "num_traces": run.num_traces(),
         "num_graphs": len(run.graphs()),
         "num_ops": len(run.ops()),
-        "num_alerts": alerts.num_alerts(),
-        "first_origin_alert": alerts.first_origin_index(),
+        "num_alerts": run_alerts.num_alerts(),
+        "first_origin_alert": run_alerts.first_origin_index(),
         **_with_masked_alerts(run),
         "num_corruptions": len(run.corruptions),
         "last_update_time": updated,
