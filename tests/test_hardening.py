@@ -14,7 +14,7 @@ import pytest
 
 import tvmdbg
 
-PUBLIC_MODULES = ["tvmdbg_tb", "tvmdbg_tb.instrument.api", "tvmdbg_tb.events.reader"]
+PUBLIC_MODULES = ["tvmdbg_tb", "tvmdbg_tb.debugger", "tvmdbg_tb.live.api", "tvmdbg_tb.events.reader"]
 
 
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)

@@ -34,19 +34,20 @@ _ON_FIRST_USE = {
 }
 # Names that live in modules importing TVM.
 _LAZY = {
-    "enable_dump_debug_info": "tvmdbg_tb.instrument.api",
-    "disable_dump_debug_info": "tvmdbg_tb.instrument.api",
-    "enable_check_numerics": "tvmdbg_tb.instrument.api",
-    "disable_check_numerics": "tvmdbg_tb.instrument.api",
-    "CheckNumericsError": "tvmdbg_tb.instrument.api",
-    "add_execution_listener": "tvmdbg_tb.instrument.api",
-    "remove_execution_listener": "tvmdbg_tb.instrument.api",
+    "enable_dump_debug_info": "tvmdbg_tb.debugger",
+    "disable_dump_debug_info": "tvmdbg_tb.debugger",
+    "enable_check_numerics": "tvmdbg_tb.debugger",
+    "disable_check_numerics": "tvmdbg_tb.debugger",
+    "CheckNumericsError": "tvmdbg_tb.debugger",
+    "add_execution_listener": "tvmdbg_tb.debugger",
+    "remove_execution_listener": "tvmdbg_tb.debugger",
     "register_tensor_filter": "tvmdbg_tb.cli.filters",
     "record_torch_reference": "tvmdbg_tb.instrument.torch_reference",
     "add_watchpoint": "tvmdbg_tb.live.api",
     "list_watchpoints": "tvmdbg_tb.live.api",
     "delete_watchpoint": "tvmdbg_tb.live.api",
-    "request_pause": "tvmdbg_tb.live.api",  # no TVM, but only `tvmdbg run` needs it
+    "request_pause": "tvmdbg_tb.live.api",
+    "watchpoint_hits": "tvmdbg_tb.live.api",
 }
 
 __all__ = [*_ON_FIRST_USE, *_LAZY]

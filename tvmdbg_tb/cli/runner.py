@@ -186,9 +186,9 @@ def _add_watchpoints(specs: Sequence[str], live: bool):
             condition, options = parse_watch_spec(spec)
             live_api.add_watchpoint(condition, pause=live, **options)
     except WatchpointError as error:
-        from tvmdbg_tb.instrument import api
+        from tvmdbg_tb import debugger
 
-        api.disable_dump_debug_info()
+        debugger.disable_dump_debug_info()
         raise CliError(f"--watch: {error}") from None
     return live_api.watchpoint_hits
 
@@ -208,16 +208,16 @@ def main(args) -> int:
         )
     dump_dir = args.dump_dir or tempfile.mkdtemp(prefix="tvmdbg_run_")
 
-    from tvmdbg_tb.instrument import api  # imports TVM: only this subcommand does
+    from tvmdbg_tb import debugger  # imports TVM: only this subcommand does
 
-    writer = api.enable_dump_debug_info(
+    writer = debugger.enable_dump_debug_info(
         dump_dir,
         tensor_debug_mode=mode_name(mode),
         circular_buffer_size=args.circular_buffer_size,
         live=getattr(args, "live", False),
     )
     if writer.failed:  # it warned; stops read the dump, so there can be none
-        api.disable_dump_debug_info()
+        debugger.disable_dump_debug_info()
         raise CliError(f"cannot dump to {dump_dir}: {writer.failed}")
     watch_hits = _add_watchpoints(getattr(args, "watch", None) or [], getattr(args, "live", False))
     controller = BreakController(
@@ -238,15 +238,15 @@ def main(args) -> int:
         file=sys.stderr,
     )
     saved_argv, saved_path = sys.argv[:], sys.path[:]
-    enable = api.enable_dump_debug_info
-    api.add_execution_listener(controller.on_call)
+    enable = debugger.enable_dump_debug_info
+    debugger.add_execution_listener(controller.on_call)
 
     def enable_again(*unused, **unused_kw):
         """The script's own enable call: the dump `tvmdbg run` started already serves it."""
         print("tvmdbg run: the script's enable_dump_debug_info call uses the dump tvmdbg run started.", file=sys.stderr)
         return writer
 
-    api.enable_dump_debug_info = enable_again
+    debugger.enable_dump_debug_info = enable_again
     sys.argv = [script, *args.args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     status = 0
@@ -264,10 +264,10 @@ def main(args) -> int:
         traceback.print_exc()
         status, outcome = 1, "raised an exception (above)"
     finally:
-        api.enable_dump_debug_info = enable
-        api.remove_execution_listener(controller.on_call)
+        debugger.enable_dump_debug_info = enable
+        debugger.remove_execution_listener(controller.on_call)
         sys.argv[:], sys.path[:] = saved_argv, saved_path
-        api.disable_dump_debug_info()
+        debugger.disable_dump_debug_info()
     print(
         f"tvmdbg run: {os.path.basename(script)} {outcome} after {controller.calls} VM calls "
         f"({len(controller.stops)} stops). Its dump: tvmdbg analyze {writer.logdir}",

@@ -1,8 +1,9 @@
-"""The public instrumentation API (re-exported as tvmdbg.*).
+"""The instrumentation's switches: which session traces TVM, with which sinks.
 
-    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH")
-    ...compile and run Relax models...
-    tvmdbg.disable_dump_debug_info()
+The public API (tvmdbg.enable_dump_debug_info, ...) is tvmdbg_tb.debugger, which adds the
+tools built on top of this layer (fused-kernel replay, live control) through its hooks:
+`SESSION_HOOKS` (called with each new dumping session), `_State.extra_sinks` and the
+`inner_origin` of enable_check_numerics. This module imports none of them.
 
 How kernels are traced (DebuggedGraph.instrumentation says which):
 
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import threading
 import warnings
 from collections.abc import Callable, Collection
@@ -56,6 +56,8 @@ ExecutionListener = Callable[[pb.Execution, list[pb.GraphExecutionTrace]], None]
 
 _LOCK = threading.RLock()
 _LISTENERS: list[ExecutionListener] = []
+# Called with every new session that writes a dump (e.g. to attach the automatic replay).
+SESSION_HOOKS: list[Callable[[Session], None]] = []
 
 
 class _ListenerSink:
@@ -148,9 +150,8 @@ def _new_session() -> Session | None:
     session.trace_fused_ops = deep or (_STATE.check is not None and _STATE.check.trace_fused_ops)
     if writer is not None:
         session.add_sink(WriterSink(writer))
-        from tvmdbg_tb.replay.auto import AutoReplay
-
-        session.replay = AutoReplay(session)
+        for hook in SESSION_HOOKS:
+            hook(session)
     if _STATE.check is not None:
         session.add_sink(_STATE.check)
     session.add_sink(_ListenerSink())
@@ -166,33 +167,12 @@ def enable_dump_debug_info(
     op_regex: str | None = None,
     tensor_dtypes: Collection[str] | Callable[[str], bool] | None = None,
     trace_fused_ops: bool = False,
-    live: bool = False,
-    live_timeout: float = 60.0,
+    extra_args: tuple = (),
 ) -> DebugEventsWriter:
-    """Records every Relax compile and VM run of this process under logdir; returns the writer.
-
-    tensor_debug_mode: NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH, SHAPE,
-        FULL_TENSOR or FULL_STATS (statistics for `tvmdbg compare`; layouts in
-        protos/tvmdbg/debug_event.proto).
-    circular_buffer_size: executions and traces kept (each); <= 0 keeps everything.
-    op_regex: only kernels whose op name, kernel symbol or original op type/var matches
-        (re.search) are traced.
-    tensor_dtypes: only outputs of these dtypes ("float32", ...) or for which the callable
-        returns True are traced.
-    trace_fused_ops: deep mode: every call of a fused kernel is re-run op by op on its
-        inputs (tvmdbg_tb.replay), so a NaN/Inf made and masked inside the kernel is recorded
-        at its own Relax op and line. Slow (kernels are traced by the VM instrument and each
-        fused call runs twice); default False.
-    live: let the TensorBoard tab control the program (watchpoints, pause, step, continue;
-        see tvmdbg_tb/live). Kernels are then traced by the VM instrument, one by one.
-    live_timeout: seconds a paused program waits without any dashboard contact before it
-        resumes with a warning.
-    Calling it again with the same arguments returns the same writer; with different ones
-    it raises ValueError (call disable_dump_debug_info() first).
-    Never raises for the file system: if logdir cannot be created or written (a regular file
-    in the way, permissions, read-only, path too long, disk full) it warns once, the writer's
-    `failed` says why, dumping stops and the program runs on unchanged.
-    """
+    """Starts the dumping session and returns its writer. The arguments are documented on
+    tvmdbg_tb.debugger.enable_dump_debug_info (the public name), which also passes its own
+    as extra_args, compared like the others: same arguments again return the same writer,
+    different ones raise ValueError. Never raises for the file system (see the writer)."""
     mode = mode_value(tensor_debug_mode)
     if isinstance(circular_buffer_size, bool) or not isinstance(circular_buffer_size, int):
         raise TypeError(f"circular_buffer_size must be an int, got {circular_buffer_size!r}")
@@ -214,7 +194,7 @@ def enable_dump_debug_info(
         op_regex,
         _normalise_dtypes(tensor_dtypes),
         trace_fused_ops,
-        live,
+        *extra_args,
     )
     with _LOCK:
         if _STATE.writer is not None:
@@ -229,10 +209,6 @@ def enable_dump_debug_info(
         _STATE.writer = DebugEventsWriter(args[0], tensor_debug_mode=mode, circular_buffer_size=circular_buffer_size)
         _STATE.dump_args = args
         _activate(_new_session())
-        if live:
-            from tvmdbg_tb.live import api as live_api
-
-            live_api.start_live(_STATE.writer, timeout=live_timeout)
         return _STATE.writer
 
 
@@ -242,20 +218,18 @@ def disable_dump_debug_info() -> None:
         writer = _STATE.writer
         if writer is None:
             return
-        live_api = sys.modules.get("tvmdbg_tb.live.api")
-        if live_api is not None:
-            live_api.stop_live()
         _STATE.writer = None
         _STATE.dump_args = None
         _activate(_new_session())
         writer.close()
 
 
-def enable_check_numerics(trace_fused_ops: bool = False) -> None:
+def enable_check_numerics(trace_fused_ops: bool = False, inner_origin: Callable | None = None) -> None:
     """Raises CheckNumericsError at the first kernel output holding NaN or Inf (see module doc).
 
     trace_fused_ops: also replay every fused kernel op by op and raise at a NaN/Inf made
-        inside it even when the kernel's output is finite (the error names the inner op)."""
+        inside it even when the kernel's output is finite (the error names the inner op).
+    inner_origin: the replay that finds that op (see CheckNumerics)."""
     if not isinstance(trace_fused_ops, bool):
         raise TypeError(f"trace_fused_ops must be True or False, got {trace_fused_ops!r}")
     with _LOCK:
@@ -266,8 +240,6 @@ def enable_check_numerics(trace_fused_ops: bool = False) -> None:
             return
         capture.install()
         vm_tracer.install()
-        from tvmdbg_tb.replay.replayer import inner_origin
-
         _STATE.check = CheckNumerics(trace_fused_ops=trace_fused_ops, inner_origin=inner_origin)
         if _STATE.session is not None:
             _STATE.session.trace_fused_ops = _STATE.session.trace_fused_ops or trace_fused_ops
