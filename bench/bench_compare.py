@@ -22,6 +22,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # eventgen: synthetic records
 OPS = 100
 DRIFT_AT = 0.7
 
@@ -32,25 +33,15 @@ def _stats(op_id: int, call: int, drift: float) -> list[float]:
 
 
 def generate(logdir: str, name: str, traces: int, drifting: bool) -> str:
+    from eventgen import chain_ops
+
     from tvmdbg_tb.events.writer import DebugEventsWriter
     from tvmdbg_tb.proto import debug_event_pb2 as pb
 
     w = DebugEventsWriter(logdir, run_name=name, tensor_debug_mode="FULL_STATS", circular_buffer_size=-1)
-    for op_id in range(OPS):
-        loc = w.code_location([(__file__, 100 + op_id, "model")], user_frame_index=0)
-        inputs = [pb.OpInput(kind=pb.OpInput.OP_OUTPUT, producer_op_id=op_id - 1)] if op_id else []
-        w.write_graph_op_creation(
-            pb.GraphOpCreation(
-                op_id=op_id,
-                graph_id=0,
-                op_name=f"lv{op_id}",
-                kernel=f"fused_kernel_{op_id}",
-                inputs=inputs,
-                position=op_id,
-                original_ops=[pb.OriginalOp(op_type="relax.add", var_name=f"lv{op_id}", code_location=loc)],
-                code_location=loc,
-            )
-        )
+    locations = [w.code_location([(__file__, 100 + op_id, "model")], user_frame_index=0) for op_id in range(OPS)]
+    for op in chain_ops(OPS, kernel=lambda op_id: f"fused_kernel_{op_id}", location=locations.__getitem__):
+        w.write_graph_op_creation(op)
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", source_mapped=True))
     calls = traces // OPS
     drift_call = int(calls * DRIFT_AT)

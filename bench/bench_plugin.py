@@ -24,31 +24,25 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))  # eventgen: synthetic records
 
 OPS_PER_EXECUTION = 100
 
 
 def generate(logdir: str, traces: int, nan_at: float) -> None:
+    from eventgen import chain_ops
+
     from tvmdbg_tb.events.writer import DebugEventsWriter
     from tvmdbg_tb.proto import debug_event_pb2 as pb
 
     w = DebugEventsWriter(logdir, run_name="bench", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
     loc = w.code_location([(__file__, 10, "model")], user_frame_index=0)
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", source_mapped=True, code_location=loc))
-    for op_id in range(OPS_PER_EXECUTION):
-        inputs = [pb.OpInput(kind=pb.OpInput.OP_OUTPUT, producer_op_id=op_id - 1)] if op_id else []
-        w.write_graph_op_creation(
-            pb.GraphOpCreation(
-                op_id=op_id,
-                graph_id=0,
-                op_name=f"lv{op_id}",
-                kernel=f"fused_kernel_{op_id % 17}",
-                inputs=inputs,
-                outputs=[pb.TensorSpec(dtype="float32", shape=[64, 64])],
-                original_ops=[pb.OriginalOp(op_type="relax.add", var_name=f"lv{op_id}", code_location=loc)],
-                code_location=loc,
-            )
-        )
+    spec = pb.TensorSpec(dtype="float32", shape=[64, 64])
+    for op in chain_ops(
+        OPS_PER_EXECUTION, kernel=lambda op_id: f"fused_kernel_{op_id % 17}", location=lambda op_id: loc, outputs=[spec]
+    ):
+        w.write_graph_op_creation(op)
     executions = traces // OPS_PER_EXECUTION
     nan_execution, nan_op = int(executions * nan_at), OPS_PER_EXECUTION // 2
     for e in range(executions):

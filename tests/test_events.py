@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from eventgen import execution, trace
+from eventgen import chain_ops, execution, trace
 
 from tvmdbg_tb.events import layout, records
 from tvmdbg_tb.events.reader import NONFINITE, DebugDataReader
@@ -25,17 +25,8 @@ def write_small_run(logdir, n_exec=3, traces_per_exec=4, **kwargs):
     w = DebugEventsWriter(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, **kwargs)
     loc = w.code_location([(__file__, 10, "outer"), (__file__, 20, "inner")], user_frame_index=1)
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", source_mapped=True, code_location=loc))
-    for op_id in range(traces_per_exec):
-        w.write_graph_op_creation(
-            pb.GraphOpCreation(
-                op_id=op_id,
-                graph_id=0,
-                op_name=f"lv{op_id}",
-                kernel=f"kernel{op_id}",
-                inputs=[pb.OpInput(kind=pb.OpInput.OP_OUTPUT, producer_op_id=op_id - 1)] if op_id else [],
-                original_ops=[pb.OriginalOp(op_type="relax.add", var_name=f"lv{op_id}", code_location=loc)],
-            )
-        )
+    for op in chain_ops(traces_per_exec, location=lambda op_id: loc, op_code_location=False):
+        w.write_graph_op_creation(op)
     for e in range(n_exec):
         index = w.allocate_execution_index()
         w.write_graph_execution_traces([trace(op, index, nan=int(e == 1 and op == 2)) for op in range(traces_per_exec)])
