@@ -112,6 +112,8 @@ def _activate(session: Session | None) -> None:
     old = _STATE.session
     if old is not None and old is not session:
         vm_tracer.detach_all()
+        if old.param_cache is not None:
+            old.param_cache.close()
     _STATE.session = session
     vm_tracer.ACTIVE.session = session
     capture.STATE.on_executable = (lambda executable, info: session.register_executable(info)) if session else None
@@ -146,6 +148,11 @@ def _new_session() -> Session | None:
         mode, op_regex, tensor_dtypes, deep = pb.NO_TENSOR, None, None, False
     session = Session(mode, op_regex, tensor_dtypes, writer)
     session.trace_fused_ops = deep or (_STATE.check is not None and _STATE.check.trace_fused_ops)
+    if _STATE.dump_args is not None and _STATE.dump_args[7] != "every_call":
+        from tvmdbg_tb.instrument import param_cache
+
+        if mode in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH):
+            session.param_cache = param_cache.SummaryCache()
     if writer is not None:
         session.add_sink(WriterSink(writer))
         from tvmdbg_tb.replay.auto import AutoReplay
@@ -168,6 +175,7 @@ def enable_dump_debug_info(
     trace_fused_ops: bool = False,
     live: bool = False,
     live_timeout: float = 60.0,
+    param_summaries: str = "every_call",
 ) -> DebugEventsWriter:
     """Records every Relax compile and VM run of this process under logdir; returns the writer.
 
@@ -187,6 +195,10 @@ def enable_dump_debug_info(
         see tvmdbg_tb/live). Kernels are then traced by the VM instrument, one by one.
     live_timeout: seconds a paused program waits without any dashboard contact before it
         resumes with a warning.
+    param_summaries: "every_call" (default) summarises every tensor argument of every call;
+        "once_per_value" (health modes) summarises an argument tensor object once and repeats
+        its counts while no write to it is seen (the rule and what it cannot see:
+        tvmdbg_tb/instrument/param_cache.py; such summaries carry summarized_in_execution).
     Calling it again with the same arguments returns the same writer; with different ones
     it raises ValueError (call disable_dump_debug_info() first).
     Never raises for the file system: if logdir cannot be created or written (a regular file
@@ -207,6 +219,10 @@ def enable_dump_debug_info(
         raise ValueError(f"logdir must be a non-empty path, got {logdir!r}")
     if not isinstance(trace_fused_ops, bool):
         raise TypeError(f"trace_fused_ops must be True or False, got {trace_fused_ops!r}")
+    from tvmdbg_tb.instrument import param_cache
+
+    if param_summaries not in param_cache.CHOICES:
+        raise ValueError(f"param_summaries must be one of {param_cache.CHOICES}, got {param_summaries!r}")
     args = (
         os.path.abspath(os.fspath(logdir)),
         mode,
@@ -215,6 +231,7 @@ def enable_dump_debug_info(
         _normalise_dtypes(tensor_dtypes),
         trace_fused_ops,
         live,
+        param_summaries,
     )
     with _LOCK:
         if _STATE.writer is not None:

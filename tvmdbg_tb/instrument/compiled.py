@@ -283,14 +283,28 @@ def _extreme(dtype: str, largest: bool) -> str:
     return f"T.{dtype}({(1 << (bits - 1)) - 1 if largest else -(1 << (bits - 1))})"
 
 
-def _summary_name(dtype: str, rank: int, health: bool, stats: bool = False) -> str:
-    return f"tvmdbg_{'stats' if stats else 'health' if health else 'tick'}_{dtype}_r{rank}"
+def _summary_name(dtype: str, rank: int, health: bool, stats: bool = False, guarded: bool = False) -> str:
+    prefix = "tvmdbg_param_" if guarded else "tvmdbg_"
+    return f"{prefix}{'stats' if stats else 'health' if health else 'tick'}_{dtype}_r{rank}"
 
 
-def _summary_func(dtype: str, rank: int, health: bool, stats: bool = False):
-    name = _summary_name(dtype, rank, health, stats)
-    func = tvm.script.from_source(_summary_source(name, dtype, rank, health, stats))
+def _summary_func(dtype: str, rank: int, health: bool, stats: bool = False, guarded: bool = False):
+    name = _summary_name(dtype, rank, health, stats, guarded)
+    source = _summary_source(name, dtype, rank, health, stats)
+    if guarded:
+        source = _guarded_source(source)
+    func = tvm.script.from_source(source)
     return name, func.with_attr("global_symbol", name)
+
+
+def _guarded_source(source: str) -> str:
+    """The summary kernel made a no-op when its row's column 0 is not 0 on entry: the
+    parameter summaries, which Python pre-marks (param_cache.SKIPPED) for a tensor it
+    already summarised (see param_cache); one load and compare when it runs."""
+    lines = source.splitlines()
+    split = next(k for k, line in enumerate(lines) if "S = T.match_buffer" in line) + 1
+    body = ["    " + line for line in lines[split:]]
+    return "\n".join([*lines[:split], "    if S[row, 0] == T.float64(0):", *body]) + "\n"
 
 
 def _tick_func():
@@ -311,11 +325,12 @@ _KERNELS: dict[str, object] = {}
 _KERNELS_LOCK = threading.Lock()
 
 
-def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False) -> str:
+def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False, guarded: bool = False) -> str:
     """The global name of a summary kernel, compiled (once per process) and registered, so
     that VM calls reach native code directly; dtype None is the timestamp-only kernel;
-    stats adds FULL_STATS' statistics to the health counts."""
-    name = "tvmdbg_tick" if dtype is None else _summary_name(dtype, rank, health, stats)
+    stats adds FULL_STATS' statistics to the health counts; guarded (parameters) skips
+    the work when Python pre-marked the row."""
+    name = "tvmdbg_tick" if dtype is None else _summary_name(dtype, rank, health, stats, guarded)
     global_name = "tvmdbg." + name
     # Checked before any TVMScript is parsed: a call site costs a dict lookup, not a parse.
     if global_name in _KERNELS:
@@ -325,7 +340,7 @@ def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False) -> s
             if dtype is None:
                 name, prim = _tick_func()
             else:
-                name, prim = _summary_func(dtype, rank, health, stats)
+                name, prim = _summary_func(dtype, rank, health, stats, guarded)
             function = tvm.compile(tvm.IRModule({name: prim}), "llvm")[name]
             tvm.register_global_func(global_name, function, override=True)
             _KERNELS[global_name] = function
@@ -397,10 +412,10 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     stats = relax.Var("tvmdbg_stats", stats_ty)
     tick_name = kernel(None, 0, False)
 
-    def summary(value, row: int, wanted: bool) -> relax.VarBinding:
+    def summary(value, row: int, wanted: bool, guarded: bool = False) -> relax.VarBinding:
         """A health kernel on value writing `row`, or a bare timestamp."""
         if wanted and _summarisable(value):
-            name = kernel(str(value.ty.dtype), int(value.ty.ndim), True, health == "stats")
+            name = kernel(str(value.ty.dtype), int(value.ty.ndim), True, health == "stats", guarded)
             return _binding(name, [value, stats, _row(row)])
         return _binding(tick_name, [stats, _row(row)])
 
@@ -408,7 +423,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     # the tensor parameters, stamp the start.
     prologue = [
         relax.VarBinding(stats, relax.Call(relax.ExternFunc(STATS_FUNC), [_row(fid), _row(nrows)], ty_args=[stats_ty])),
-        *[summary(p, 1 + len(rows) + j, True) for j, p in enumerate(params)],
+        *[summary(p, 1 + len(rows) + j, True, guarded=True) for j, p in enumerate(params)],
         summary(None, 0, False),
     ]
     output_rows: dict[int, int] = {hash(p): 1 + len(rows) + j for j, p in enumerate(params)}

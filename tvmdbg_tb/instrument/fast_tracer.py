@@ -22,7 +22,7 @@ import tvm
 
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.wire import varint as _varint
-from tvmdbg_tb.instrument import compiled
+from tvmdbg_tb.instrument import compiled, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import flatten, is_tensor
@@ -56,7 +56,7 @@ def usable(session: Session, vm: Any) -> bool:
 
 
 class _FastCall:
-    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit", "bad")
+    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit", "bad", "fid", "skips")
 
     def __init__(self, tracer: CompiledTracer, function: RuntimeFunction, implicit: bool):
         self.tracer = tracer
@@ -66,6 +66,9 @@ class _FastCall:
         self.start = _perf()
         self.implicit = implicit
         self.bad: tuple[int, int] | None = None  # first non-finite row, while replay hunts
+        self.fid = 0
+        # Parameter rows whose tensor was summarised before: [(row, param_cache entry)].
+        self.skips: list = []
 
 
 class _Local(threading.local):
@@ -103,6 +106,9 @@ def _stats(fid, nrows) -> Any:
             call = None  # compiled in another process: nothing maps the rows
         tensor, array = _buffer(fid, nrows)
         array[:, 0] = 0.0
+        if call is not None and call.skips and fid == call.fid and not call.buffers:
+            for row, _ in call.skips:  # the guarded parameter kernels leave these rows
+                array[row, 0] = param_cache.SKIPPED
         if call is None:  # an untraced call (tvmdbg disabled, or a raw module call)
             _release(fid, tensor, array)
         else:
@@ -158,6 +164,7 @@ class CompiledTracer(Tracer):
         self._health_templates: dict[tuple[int, int, int], tuple | None] = {}
         self._locations: dict[tuple, bytes] = {}
         self._rate = cycles_per_us()
+        self._cache = session.param_cache  # param_summaries="once_per_value"
         self._vm = weakref.ref(vm)
         vm._set_instrument(None)
 
@@ -166,6 +173,8 @@ class CompiledTracer(Tracer):
             return invoke(*args)
         frames, user_index = frames_mod.capture_call(2)
         call = _FastCall(self, self.session.function(self.program, function_name), implicit=False)
+        if self._cache is not None:
+            self._safely(self._plan_skips, call, inputs)
         _LOCAL.call = call
         try:
             result = invoke(*args)
@@ -285,7 +294,56 @@ class CompiledTracer(Tracer):
             payloads = [payloads[i] for i in sorted(range(len(payloads)), key=stamps.__getitem__)]
         return payloads
 
+    def _plan_skips(self, call: _FastCall, inputs) -> None:
+        """The parameter rows this call need not compute (param_cache's rule)."""
+        fid = self._fids.get(call.function.name)
+        function = compiled.FUNCTIONS.get(fid) if fid is not None else None
+        if function is None or not param_cache.reuse_allowed(call.function):
+            return
+        call.fid = fid
+        lookup = self._cache.lookup
+        for k, row in enumerate(function.param_rows[: len(inputs)]):
+            if row is not None and row > len(function.rows):
+                entry = lookup(inputs[k])
+                if entry is not None:
+                    call.skips.append((row, entry))
+
+    def _remember(self, call: _FastCall, inputs, leaves) -> None:
+        """Stores the counts of this call's parameter and output rows (param_cache)."""
+        if not call.buffers or call.buffers[0][0] != self._fids.get(call.function.name):
+            return
+        fid, _, array = call.buffers[0]
+        function = compiled.FUNCTIONS[fid]
+        skipped = {row for row, _ in call.skips}
+        store, name = self._cache.store, call.function.name
+        for kind, values, rows in (("in", inputs, function.param_rows), ("out", leaves or (), function.output_rows)):
+            for k, value in enumerate(values):
+                row = rows[k] if k < len(rows) else None
+                if row is None or row in skipped or not is_tensor(value):
+                    continue
+                if row <= len(function.rows) and not function.rows[row - 1].health:
+                    continue  # a timestamp-only row
+                values_row = array[row].tolist()
+                if values_row[0]:
+                    store(
+                        (kind, name, k),
+                        value,
+                        param_cache.full_from_row(values_row, str(value.dtype)),
+                        values_row,
+                        call.index,
+                    )
+
     def _finish_fast(self, call: _FastCall, inputs, outputs, error, frames, user_index) -> None:
+        if call.skips and call.buffers and call.buffers[0][0] == call.fid:
+            array = call.buffers[0][2]
+            for row, entry in call.skips:  # the counts of the earlier summary, as if computed now
+                array[row] = (
+                    entry.row
+                    if entry.row is not None
+                    else param_cache.row_from_full(entry.full, tuple(entry.tensor.shape), compiled.ROW_WIDTH)
+                )
+        elif call.skips:
+            call.skips = []
         try:
             replayer = self.session.replay
             if replayer is not None and replayer.hunting and error is None and not call.implicit:
@@ -297,6 +355,8 @@ class CompiledTracer(Tracer):
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
         leaves = flatten(outputs) if outputs is not None else None
+        if self._cache is not None and error is None and not call.implicit:
+            self._safely(self._remember, call, inputs, leaves)
         if error is None and not call.implicit:
             static = self._static_execution(call, len(inputs), leaves)
             if static is None:
@@ -375,10 +435,13 @@ class CompiledTracer(Tracer):
         rows = array[row_ids].tolist()  # one conversion for every summarised input and output
         mode = self.mode
         out = [header]
-        for row, (tag, dtype, spec_bytes) in zip(rows, parts):
+        reused = {row: entry.index for row, entry in call.skips} if call.skips else None
+        for row_id, row, (tag, dtype, spec_bytes) in zip(row_ids, rows, parts):
             if not row[0]:
                 return None  # a row not written: let the generic path say what it knows
             body = b"\x0a" + _debug_values(mode, row, dtype)[1:] + spec_bytes
+            if reused and row_id in reused:  # TensorSummary.summarized_in_execution (70)
+                body += b"\xb0\x04" + _varint(reused[row_id])
             out.append(tag + _varint(len(body)) + body)
         return b"".join(out)
 
@@ -432,6 +495,7 @@ class CompiledTracer(Tracer):
         if function.name != call.function.name:
             return None
         mode = self.mode
+        reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
 
         def from_rows(values, row_ids):
             out = []
@@ -441,13 +505,14 @@ class CompiledTracer(Tracer):
                     out.append(None)
                     continue
                 dtype = str(value.dtype)
-                out.append(
-                    pb.TensorSummary(
-                        dtype=dtype,
-                        shape=tuple(value.shape),
-                        debug_values=_values_list(mode, array[row].tolist(), dtype),
-                    )
+                summary = pb.TensorSummary(
+                    dtype=dtype,
+                    shape=tuple(value.shape),
+                    debug_values=_values_list(mode, array[row].tolist(), dtype),
                 )
+                if row in reused:
+                    summary.summarized_in_execution = reused[row]
+                out.append(summary)
             return out
 
         return from_rows(inputs, function.param_rows), from_rows(leaves or [], function.output_rows)
