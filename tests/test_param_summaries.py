@@ -166,3 +166,35 @@ def test_nan_written_by_copyfrom_and_copyto_is_caught(tmp_path, trace_path):
 def test_bad_param_summaries_rejected(tmp_path):
     with pytest.raises(ValueError, match="param_summaries"):
         tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", param_summaries="sometimes")
+
+
+def _training_summaries(logdir, param_summaries):
+    from models import digits_training
+
+    tvmdbg.enable_dump_debug_info(
+        str(logdir), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, param_summaries=param_summaries
+    )
+    try:
+        training = digits_training(lr=7.0, fuse=True)
+        for _ in range(6):  # goes NaN after ~3 steps: the updated weights carry it
+            training.trainer.update(training.inputs, training.targets)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    executions, traces = _executions(str(logdir))
+
+    def values(summary):
+        return [list(summary.debug_values), [list(item.debug_values) for item in summary.items]]
+
+    return [(e.function_name, [values(s) for s in e.inputs]) for e in executions], executions, traces
+
+
+def test_training_step_counts_equal_every_call(tmp_path, trace_path):
+    """Weights updated by the optimizer come back as the outputs it returned (summarised
+    there): every input summary equals the one computed every call, NaNs included."""
+    every, _, every_traces = _training_summaries(tmp_path / "every", "every_call")
+    once, executions, once_traces = _training_summaries(tmp_path / "once", "once_per_value")
+    assert once == every
+    assert once_traces == every_traces
+    assert any(any(v[0][6] > 0 for v in inputs) for _, inputs in once)  # the NaN reached the weights
+    reused = [s for e in executions for s in e.inputs if s.HasField("summarized_in_execution")]
+    assert len(reused) >= 10

@@ -488,6 +488,8 @@ def _leaves(expr, values: dict) -> list:
         value = values[hash(expr)]
         if _callee_name(value) == "vm.builtin.make_tuple":
             expr = relax.Tuple(list(value.args))
+        elif isinstance(value, relax.Tuple):  # a nested tuple bound to a var (the optimizer's)
+            expr = value
     if isinstance(expr, relax.Tuple):
         out = []
         for item in expr.fields:

@@ -355,8 +355,7 @@ class CompiledTracer(Tracer):
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
         leaves = flatten(outputs) if outputs is not None else None
-        if self._cache is not None and error is None and not call.implicit:
-            self._safely(self._remember, call, inputs, leaves)
+        remember = self._cache is not None and error is None and not call.implicit
         if error is None and not call.implicit:
             static = self._static_execution(call, len(inputs), leaves)
             if static is None:
@@ -378,9 +377,13 @@ class CompiledTracer(Tracer):
                     )
                 )
                 self.session.execution_done(ExecutionPayload(payload), TraceBatch(payloads=payloads))
+                if remember:
+                    self._safely(self._remember, call, inputs, leaves)
                 return
         summaries = self._row_summaries(call, inputs, leaves)
         self._emit(call, TraceBatch(payloads=payloads), inputs, leaves, error, frames, user_index, summaries)
+        if remember:  # after the inputs were looked up: outputs replace their slots' entries
+            self._safely(self._remember, call, inputs, leaves)
 
     def _static_execution(self, call: _FastCall, num_inputs: int, leaves) -> bytes | None:
         """The serialized constant part of this function's Execution, when inputs and outputs

@@ -4,8 +4,8 @@ Re-summarising unchanged weights on every call is most of the health cost of a c
 parameters are large (a 1M-element weight reads 4 MB per call). TVM tensors carry no version
 counter, so "unchanged" is decided by this rule:
 
-- a tensor argument (or a tensor inside a tuple argument) that is the same Python tensor
-  object as one summarised earlier in this session, in a function that has no in-place
+- a tensor argument (or a tensor inside a tuple argument) that is the same TVM tensor
+  object (the same runtime object, whatever Python wrapper carries it) as one summarised earlier in this session, in a function that has no in-place
   kernel, is not re-summarised: its Execution summary repeats the earlier counts and says
   where they come from (TensorSummary.summarized_in_execution);
 - a tensor returned by a traced call counts as summarised there (its kernel row), so the
@@ -44,7 +44,7 @@ _INSTALLED = [False]
 
 
 class _Entry:
-    __slots__ = ("tensor", "full", "row", "index", "pointer")
+    __slots__ = ("tensor", "full", "row", "index", "pointer", "summary")
 
     def __init__(self, tensor, full: list[float], row: list[float] | None, index: int, pointer: int):
         self.tensor = tensor
@@ -52,6 +52,7 @@ class _Entry:
         self.row = row  # the kernel row (compiled path), or None
         self.index = index
         self.pointer = pointer
+        self.summary = None  # the reused TensorSummary (built once)
 
 
 class SummaryCache:
@@ -60,6 +61,8 @@ class SummaryCache:
     def __init__(self) -> None:
         self._by_slot: dict[tuple, _Entry] = {}
         self._by_id: dict[int, _Entry] = {}
+        # A tuple argument whose tensors all hit: (their entries, its reused TensorSummary).
+        self.tuples: dict[tuple, tuple[list[_Entry], Any]] = {}
         install()
         _CACHES.append(self)
 
@@ -68,10 +71,11 @@ class SummaryCache:
             _CACHES.remove(self)
         self._by_slot.clear()
         self._by_id.clear()
+        self.tuples.clear()
 
     def lookup(self, tensor: Any) -> _Entry | None:
-        entry = self._by_id.get(id(tensor))
-        if entry is None or entry.tensor is not tensor:
+        entry = self._by_id.get(_key(tensor))
+        if entry is None:
             return None
         if _TAINTED and entry.pointer in _TAINTED:
             self._drop(entry)
@@ -86,15 +90,15 @@ class SummaryCache:
         if pointer in _TAINTED:
             return
         old = self._by_slot.get(slot)
-        if old is not None and self._by_id.get(id(old.tensor)) is old:
-            del self._by_id[id(old.tensor)]
+        if old is not None and self._by_id.get(_key(old.tensor)) is old:
+            del self._by_id[_key(old.tensor)]
         entry = _Entry(tensor, full, row, index, pointer)
         self._by_slot[slot] = entry
-        self._by_id[id(tensor)] = entry
+        self._by_id[_key(tensor)] = entry
 
     def forget(self, tensor: Any) -> None:
-        entry = self._by_id.get(id(tensor))
-        if entry is not None and entry.tensor is tensor:
+        entry = self._by_id.get(_key(tensor))
+        if entry is not None:
             self._drop(entry)
 
     def forget_pointer(self, pointer: int) -> None:
@@ -102,10 +106,17 @@ class SummaryCache:
             self._drop(entry)
 
     def _drop(self, entry: _Entry) -> None:
-        if self._by_id.get(id(entry.tensor)) is entry:
-            del self._by_id[id(entry.tensor)]
+        if self._by_id.get(_key(entry.tensor)) is entry:
+            del self._by_id[_key(entry.tensor)]
         for slot in [s for s, e in self._by_slot.items() if e is entry]:
             del self._by_slot[slot]
+
+
+def _key(tensor: Any) -> int:
+    """The runtime object's address (a TVM tensor fetched twice from a container comes in two
+    Python wrappers); unique while the entry keeps the tensor referenced."""
+    handle = getattr(tensor, "__chandle__", None)
+    return handle() if handle is not None else id(tensor)
 
 
 def full_from_row(row: list[float], dtype: str) -> list[float]:
@@ -268,6 +279,9 @@ def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: in
         return full, None
 
     def one(tensor, key):
+        entry = cache.lookup(tensor) if lookup else None
+        if entry is not None and entry.summary is not None:
+            return entry.summary, entry.full
         full, reused = counts(tensor, key)
         if not full:
             return tensor_summary(mode, tensor), full
@@ -275,6 +289,7 @@ def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: in
         summary.debug_values.extend(mode_values(mode_name, full))
         if reused is not None:
             summary.summarized_in_execution = reused
+            entry.summary = summary
         return summary, full
 
     if is_tensor(value):
@@ -282,6 +297,10 @@ def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: in
     leaves = flatten(value)
     if leaves == [value]:
         return tensor_summary(mode, value)
+    entries = [cache.lookup(leaf) if lookup and is_tensor(leaf) else None for leaf in leaves]
+    memo = cache.tuples.get(slot)
+    if memo is not None and len(memo[0]) == len(entries) and all(a is b for a, b in zip(memo[0], entries)):
+        return memo[1]  # every tensor unchanged since the summary was built
     summary = pb.TensorSummary(dtype="tuple", shape=[len(leaves)])
     fulls, reused = [], []
     for j, leaf in enumerate(leaves):
@@ -304,6 +323,8 @@ def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: in
         codes = {f[1] for f in fulls}
         code = codes.pop() if len(codes) == 1 else pb.DTYPE_UNKNOWN
         summary.debug_values.extend([0, code, 0, size, neg_inf, pos_inf, nan, negative, zero, positive])
-    if all(r is not None for r in reused):
+    if all(r is not None for r in reused) and len(reused) == len(leaves):
         summary.summarized_in_execution = min(reused)
+        if all(entry is not None for entry in entries):
+            cache.tuples[slot] = (entries, summary)
     return summary
