@@ -502,9 +502,16 @@ def _row(row: int):
     return relax.prim_value(tvm.tirx.IntImm("int64", row))
 
 
+_EXTERNS: dict[str, object] = {}  # immutable IR nodes shared by every call site of a build
+
+
 def _binding(name: str, args) -> relax.VarBinding:
-    void = relax.TupleType([])
-    return relax.VarBinding(relax.Var("_", void), relax.Call(relax.ExternFunc(name), args, ty_args=[void]))
+    callee = _EXTERNS.get(name)
+    if callee is None:
+        callee = _EXTERNS[name] = relax.ExternFunc(name)
+        _EXTERNS.setdefault("", relax.TupleType([]))
+    void = _EXTERNS[""]
+    return relax.VarBinding(relax.Var("_", void), relax.Call(callee, args, ty_args=[void]))
 
 
 def _output_positions(site: graphs.SiteInfo) -> list[int]:
