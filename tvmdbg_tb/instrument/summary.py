@@ -67,8 +67,12 @@ def health(array: np.ndarray, float_kind: bool) -> tuple[int, int, int, int, int
         positive = int(np.count_nonzero(array))
         return 0, 0, 0, 0, array.size - positive, positive
     if float_kind:
-        # Four passes (five with infinities): NaN compares false to everything, so it is what
-        # <0, >0 and ==0 leave uncounted; the infinities are split only when there are any.
+        if np.isfinite(array).all():  # the common case: three passes, positive by partition
+            below = int(np.count_nonzero(array < 0))
+            zero = int(np.count_nonzero(array == 0))
+            return 0, 0, 0, below, zero, array.size - below - zero
+        # Non-finite values: NaN compares false to everything, so it is what <0, >0 and ==0
+        # leave uncounted; the infinities are split only when there are any.
         below = int(np.count_nonzero(array < 0))
         above = int(np.count_nonzero(array > 0))
         zero = int(np.count_nonzero(array == 0))
