@@ -379,7 +379,7 @@ def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[ob
         function_info = info.functions[gvar.name_hint]
         if not function_info.sites:
             continue
-        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, _fuser(mod, health))
+        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health)
         updates[gvar] = new_func
         functions[function_info.name] = compiled
     if not functions:
@@ -391,17 +391,7 @@ def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[ob
     return mod, functions
 
 
-def _fuser(mod, health):
-    """Health counted inside the producing PrimFunc where possible (epilogue.py), else None."""
-    from tvmdbg_tb.instrument import epilogue
-
-    if health is not True or not epilogue.ENABLED:
-        return None
-    cache: dict = {}
-    return lambda callee, position: epilogue.fused_kernel(mod, callee, position, cache)
-
-
-def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health, fuse=None):
+def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health):
     body = func.body
     if not isinstance(body, relax.SeqExpr) or any(
         isinstance(b.value, relax.If) for blk in body.blocks for b in blk.bindings
@@ -450,20 +440,11 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             if not is_site:
                 continue
             args = list(binding.value.args)
-            positions = plan[next_site][1]
-            for position in positions:
+            for position in plan[next_site][1]:
                 info = rows[row - 1]
                 out = args[position] if position < len(args) else None
                 info.health = info.health and out is not None and _summarisable(out)
-                op = binding.value.op
-                fused = None
-                if fuse is not None and info.health and len(positions) == 1 and not plan[next_site][0].inplace_indices:
-                    fused = fuse(op, position) if isinstance(op, relax.GlobalVar) else None
-                if fused is not None:  # the kernel's copy counts its output and stamps the row
-                    call = relax.Call(fused, [*args, stats, _row(row)], binding.value.attrs, binding.value.ty_args)
-                    bindings[-1] = relax.VarBinding(binding.var, call)
-                else:
-                    bindings.append(summary(out, row, info.health))
+                bindings.append(summary(out, row, info.health))
                 if out is not None:
                     output_rows.setdefault(hash(out), row)
                 row += 1
