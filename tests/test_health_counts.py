@@ -58,3 +58,31 @@ def test_both_paths_match_numpy(dtype):
         guarded(tvm.runtime.tensor(array), stats, 1)
         assert _values_list(pb.FULL_HEALTH, view[0].tolist(), dtype) == expected, (dtype, shape, "guarded")
         assert view[1].tolist() == [param_cache.SKIPPED] + [0.0] * (compiled.ROW_WIDTH - 1)
+
+
+def _kernel_values(array: np.ndarray) -> list[float]:
+    dtype = str(array.dtype)
+    kernel = tvm.get_global_func(compiled.kernel(dtype, array.ndim, True))
+    stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
+    kernel(tvm.runtime.tensor(array), stats, 0)
+    return _values_list(pb.FULL_HEALTH, stats.numpy()[0].tolist(), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_float_kernel_special_values(dtype):
+    """The one-pass float kernel detects infinities through a per-lane sum: only +inf, only
+    -inf, both, finite values whose sum overflows, and NaN with infinities all count exactly."""
+    big = np.finfo(dtype).max
+    cases = {
+        "pos_inf": np.array([1, np.inf, 0, -2] * 9, dtype),
+        "neg_inf": np.array([1, -np.inf, 0, -2] * 9 + [-np.inf], dtype),
+        "both_inf": np.array([np.inf, -np.inf] * 17 + [0], dtype),
+        "overflowing_sum": np.full(41, big, dtype),
+        "overflowing_negative_sum": np.concatenate([np.full(33, -big, dtype), np.zeros(3, dtype)]),
+        "nan_and_inf": np.array([np.nan, np.inf, -np.inf, 0, 3] * 7, dtype),
+        "tail_inf": np.concatenate([np.ones(32, dtype), np.array([np.inf], dtype)]),
+    }
+    for name, array in cases.items():
+        assert _kernel_values(array) == _expected("FULL_HEALTH", array), (dtype, name)
+        got = debug_values(pb.FULL_HEALTH, tvm.runtime.tensor(array), dtype, array.shape)
+        assert got == _expected("FULL_HEALTH", array), (dtype, name, "numpy path")
