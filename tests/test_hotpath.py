@@ -180,12 +180,12 @@ def test_numpy_health_counts_match_reference(dtype, shape):
     assert [neg_inf, pos_inf, nan, negative, zero, positive] == expected[4:]
 
 
-def _chain_traces(logdir, monkeypatch, vectorized: bool, op_regex=None):
+def _chain_traces(logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FULL_HEALTH"):
     from tvmdbg_tb.instrument import fast_tracer
 
     if not vectorized:
-        monkeypatch.setattr(fast_tracer.CompiledTracer, "_full_health_rows", lambda *args: False)
-    tvmdbg.enable_dump_debug_info(str(logdir), "FULL_HEALTH", circular_buffer_size=-1, op_regex=op_regex)
+        monkeypatch.setattr(fast_tracer.CompiledTracer, "_health_rows", lambda *args: False)
+    tvmdbg.enable_dump_debug_info(str(logdir), mode, circular_buffer_size=-1, op_regex=op_regex)
     try:
         executable, inputs = chain(30, 9)  # >= fast_tracer._VECTOR_ROWS rows
         function = relax.VirtualMachine(executable, tvm.cpu())["main"]
@@ -206,12 +206,13 @@ def _chain_traces(logdir, monkeypatch, vectorized: bool, op_regex=None):
     return [t.SerializeToString() for t in traces]
 
 
+@pytest.mark.parametrize("mode", ["FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH"])
 @pytest.mark.parametrize("op_regex", [None, "multiply"])
-def test_vectorised_full_health_traces_equal_row_loop(tmp_path, monkeypatch, op_regex):
-    """FULL_HEALTH trace payloads built in numpy are the bytes the per-row loop writes (all
+def test_vectorised_health_traces_equal_row_loop(tmp_path, monkeypatch, op_regex, mode):
+    """Health-mode trace payloads built in numpy are the bytes the per-row loop writes (all
     fields but the duration, which differs between runs), with and without filtered ops."""
     with trace_paths.using("compiled"):
-        fast = _chain_traces(tmp_path / "fast", monkeypatch, True, op_regex)
-        loop = _chain_traces(tmp_path / "loop", monkeypatch, False, op_regex)
+        fast = _chain_traces(tmp_path / "fast", monkeypatch, True, op_regex, mode)
+        loop = _chain_traces(tmp_path / "loop", monkeypatch, False, op_regex, mode)
     assert fast == loop
     assert len(fast) == (2 * 30 if op_regex is None else 2 * 15)

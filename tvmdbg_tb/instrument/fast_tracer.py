@@ -272,7 +272,7 @@ class CompiledTracer(Tracer):
                             stamps.append(cycles)
                         previous = cycles
                 continue
-            if mode == pb.FULL_HEALTH and self._full_health_rows(fid, array, statics, index, payloads, stamps):
+            if mode in _TAILS and self._health_rows(fid, array, statics, index, payloads, stamps):
                 continue
             rows = array[:count].tolist()
             previous = rows[0][0]
@@ -297,15 +297,15 @@ class CompiledTracer(Tracer):
             payloads = [payloads[i] for i in sorted(range(len(payloads)), key=stamps.__getitem__)]
         return payloads
 
-    def _full_health_rows(self, fid: int, array, statics, index: bytes, payloads: list, stamps: list) -> bool:
-        """FULL_HEALTH payloads of a function whose rows all hold counts of static shapes,
+    def _health_rows(self, fid: int, array, statics, index: bytes, payloads: list, stamps: list) -> bool:
+        """Health-mode payloads of a function whose rows all hold counts of static shapes,
         built in numpy: every row's tail (debug_values and duration fields, the bytes
         _debug_values and the loop above write) comes from one packed array, so Python only
         joins three byte strings per kernel. False when the function does not qualify."""
         codes = self._row_codes.get(fid, False)
         if codes is False:
             infos = compiled.FUNCTIONS[fid].rows
-            qualifies = all(info.health for info in infos) and not any(self._static(fid)[1])
+            qualifies = not any(self._static(fid)[1]) and all(info.health for info in infos)
             codes = np.array([dtype_code(info.dtype) for info in infos], "float64") if qualifies else None
             self._row_codes[fid] = codes
         if codes is None or len(codes) < _VECTOR_ROWS:
@@ -316,24 +316,38 @@ class CompiledTracer(Tracer):
         if not len(ran):
             return True
         before = np.concatenate(([0], ran[:-1]))
+        layout = _TAILS[self.mode]
+        tails = np.empty(len(ran), layout)
+        tails["duration"] = (cycles[ran] - cycles[before]) / self._rate
         rows = block[ran]
         size, lt, gt, eq, neg_inf, pos_inf = (rows[:, k] for k in range(1, 7))
-        tails = np.empty(len(ran), _FULL_TAIL)
-        tails["tag"], tails["length"], tails["duration_tag"] = 0x42, 0x50, 0x59
+        tails["tag"], tails["length"], tails["duration_tag"] = 0x42, layout["values"].itemsize, 0x59
         values = tails["values"]
-        values[:, 0] = 0.0
-        values[:, 1] = codes[ran - 1]
-        values[:, 2] = rows[:, 7]
-        values[:, 3] = size
-        values[:, 4] = neg_inf
-        values[:, 5] = pos_inf
-        values[:, 6] = size - lt - gt - eq
-        values[:, 7] = lt - neg_inf
-        values[:, 8] = eq
-        values[:, 9] = gt - pos_inf
-        tails["duration"] = (cycles[ran] - cycles[before]) / self._rate
+        nan = size - lt - gt - eq
+        if self.mode == pb.FULL_HEALTH:
+            values[:, 0] = 0.0
+            values[:, 1] = codes[ran - 1]
+            values[:, 2] = rows[:, 7]
+            values[:, 3] = size
+            values[:, 4] = neg_inf
+            values[:, 5] = pos_inf
+            values[:, 6] = nan
+            values[:, 7] = lt - neg_inf
+            values[:, 8] = eq
+            values[:, 9] = gt - pos_inf
+        elif self.mode == pb.CONCISE_HEALTH:
+            values[:, 0] = size
+            values[:, 1] = neg_inf
+            values[:, 2] = pos_inf
+            values[:, 3] = nan
+        else:  # CURT_HEALTH
+            values[:, 0] = (neg_inf + pos_inf + nan) > 0
+        return self._join(tails, ran, cycles, statics, index, payloads, stamps)
+
+    @staticmethod
+    def _join(tails, ran, cycles, statics, index: bytes, payloads: list, stamps: list) -> bool:
         blob = tails.tobytes()
-        width = _FULL_TAIL.itemsize
+        width = tails.dtype.itemsize
         stamp_list = cycles[ran].tolist()
         for k, i in enumerate((ran - 1).tolist()):
             static = statics[i]
@@ -596,11 +610,19 @@ class CompiledTracer(Tracer):
         return trace.SerializeToString()
 
 
-# One FULL_HEALTH trace tail: debug_values (field 8, 80 bytes of packed doubles), duration_us
-# (field 11, a double), byte for byte what _debug_values and the row loop write.
-_FULL_TAIL = np.dtype(
-    [("tag", "u1"), ("length", "u1"), ("values", "<f8", (10,)), ("duration_tag", "u1"), ("duration", "<f8")]
-)
+def _tail(count: int) -> np.dtype:
+    """One trace tail: debug_values (field 8, count packed doubles) and duration_us (field
+    11, a double), byte for byte what _debug_values and the row loop write."""
+    return np.dtype(
+        [("tag", "u1"), ("length", "u1"), ("values", "<f8", (count,)), ("duration_tag", "u1"), ("duration", "<f8")]
+    )
+
+
+_TAILS = {
+    pb.FULL_HEALTH: _tail(10),
+    pb.CONCISE_HEALTH: _tail(4),
+    pb.CURT_HEALTH: _tail(1),
+}  # NO_TENSOR keeps its loop over one column: measured as fast
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
 _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")
