@@ -378,6 +378,7 @@ class CompiledTracer(Tracer):
         function = compiled.FUNCTIONS[fid]
         skipped = {row for row, _ in call.skips}
         store, name = self._cache.store, call.function.name
+        wanted = []
         for kind, values, rows in (("in", inputs, function.param_rows), ("out", leaves or (), function.output_rows)):
             for k, value in enumerate(values):
                 row = rows[k] if k < len(rows) else None
@@ -385,15 +386,11 @@ class CompiledTracer(Tracer):
                     continue
                 if row <= len(function.rows) and not function.rows[row - 1].health:
                     continue  # a timestamp-only row
-                values_row = array[row].tolist()
-                if values_row[0]:
-                    store(
-                        (kind, name, k),
-                        value,
-                        param_cache.full_from_row(values_row, str(value.dtype)),
-                        values_row,
-                        call.index,
-                    )
+                wanted.append(((kind, name, k), value, row))
+        if wanted:
+            for (slot, value, _), values_row in zip(wanted, array[[w[2] for w in wanted]].tolist()):
+                if values_row[0]:  # FULL_HEALTH values derived only if a later call reuses them
+                    store(slot, value, None, values_row, call.index)
 
     def _finish_fast(self, call: _FastCall, inputs, outputs, error, frames, user_index) -> None:
         if call.skips and call.buffers and call.buffers[0][0] == call.fid:
@@ -402,7 +399,7 @@ class CompiledTracer(Tracer):
                 array[row] = (
                     entry.row
                     if entry.row is not None
-                    else param_cache.row_from_full(entry.full, tuple(entry.tensor.shape), compiled.ROW_WIDTH)
+                    else param_cache.row_from_full(entry.counts(), tuple(entry.tensor.shape), compiled.ROW_WIDTH)
                 )
         elif call.skips:
             call.skips = []

@@ -46,13 +46,19 @@ _INSTALLED = [False]
 class _Entry:
     __slots__ = ("tensor", "full", "row", "index", "pointer", "summary")
 
-    def __init__(self, tensor, full: list[float], row: list[float] | None, index: int, pointer: int):
+    def __init__(self, tensor, full: list[float] | None, row: list[float] | None, index: int, pointer: int):
         self.tensor = tensor
-        self.full = full  # FULL_HEALTH debug_values
+        self.full = full  # FULL_HEALTH debug_values (None: derived from row when first needed)
         self.row = row  # the kernel row (compiled path), or None
         self.index = index
         self.pointer = pointer
         self.summary = None  # the reused TensorSummary (built once)
+
+    def counts(self) -> list[float]:
+        """FULL_HEALTH debug_values."""
+        if self.full is None:
+            self.full = full_from_row(self.row, str(self.tensor.dtype))
+        return self.full
 
 
 class SummaryCache:
@@ -82,7 +88,8 @@ class SummaryCache:
             return None
         return entry
 
-    def store(self, slot: tuple, tensor: Any, full: list[float], row: list[float] | None, index: int) -> None:
+    def store(self, slot: tuple, tensor: Any, full: list[float] | None, row: list[float] | None, index: int) -> None:
+        """Records tensor's counts: FULL_HEALTH debug_values (full) or a kernel row (or both)."""
         try:
             pointer = int(tensor.data_ptr())
         except Exception:
@@ -272,7 +279,7 @@ def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: in
     def counts(tensor, key):
         entry = cache.lookup(tensor) if lookup else None
         if entry is not None:
-            return entry.full, entry.index
+            return entry.counts(), entry.index
         full = debug_values(pb.FULL_HEALTH, tensor, str(tensor.dtype), tuple(tensor.shape))
         if full:
             cache.store(key, tensor, full, None, index)
@@ -281,7 +288,7 @@ def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: in
     def one(tensor, key):
         entry = cache.lookup(tensor) if lookup else None
         if entry is not None and entry.summary is not None:
-            return entry.summary, entry.full
+            return entry.summary, entry.counts()
         full, reused = counts(tensor, key)
         if not full:
             return tensor_summary(mode, tensor), full
