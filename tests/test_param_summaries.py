@@ -198,3 +198,48 @@ def test_training_step_counts_equal_every_call(tmp_path, trace_path):
     assert any(any(v[0][6] > 0 for v in inputs) for _, inputs in once)  # the NaN reached the weights
     reused = [s for e in executions for s in e.inputs if s.HasField("summarized_in_execution")]
     assert len(reused) >= 10
+
+
+def _inplace_module():
+    """main(x, w): w += 1 in place (call_tir_inplace), then x + w."""
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def add_one(a: T.handle):
+        A = T.match_buffer(a, (8,), "float32")
+        for i in range(8):
+            A[i] = A[i] + T.float32(1)
+
+    bb = relax.BlockBuilder()
+    gvar = bb.add_func(add_one, "add_one")
+    x = relax.Var("x", relax.TensorType((8,), "float32"))
+    w = relax.Var("w", relax.TensorType((8,), "float32"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            bumped = bb.emit(relax.call_tir_inplace(gvar, relax.Tuple([w]), 0, relax.TensorType((8,), "float32")))
+            out = bb.emit_output(relax.op.add(x, bumped))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_function_with_inplace_kernel_never_reuses(tmp_path, trace_path):
+    """A weight the function itself updates in place is summarised on every call."""
+    tvmdbg.enable_dump_debug_info(
+        str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, param_summaries="once_per_value"
+    )
+    try:
+        function = relax.VirtualMachine(compile_module(_inplace_module(), fuse=False), tvm.cpu())["main"]
+        x = tvm.runtime.tensor(np.zeros(8, "float32"))
+        w = tvm.runtime.tensor(np.arange(-3, 5, dtype="float32"))  # -3..4: crosses zero as it grows
+        for _ in range(4):
+            function(x, w)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    executions, _ = _executions(str(tmp_path))
+    assert len(executions) == 4
+    assert not any(e.inputs[1].HasField("summarized_in_execution") for e in executions)
+    negatives = [e.inputs[1].debug_values[7] for e in executions]
+    # The compiled path summarises parameters before the first kernel, the VM-instrument path
+    # when the call returns (after the in-place update): either way they follow the updates.
+    assert negatives == ([3, 2, 1, 0] if trace_path == "compiled" else [2, 1, 0, 0])
+    np.testing.assert_array_equal(w.numpy(), np.arange(-3, 5, dtype="float32") + 4)

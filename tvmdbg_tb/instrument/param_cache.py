@@ -38,6 +38,7 @@ SKIPPED = -1.0  # column 0 of a parameter row Python pre-marks: the guarded kern
 
 _TAINTED: set[int] = set()  # data pointers writable from outside (see the rule above)
 _TAINT_LIMIT = 1 << 16
+_OVERFLOW = [False]  # more exported tensors than _TAINT_LIMIT: reuse off for the process
 _CACHES: list[SummaryCache] = []
 _LOCAL = threading.local()
 _INSTALLED = [False]
@@ -81,7 +82,7 @@ class SummaryCache:
 
     def lookup(self, tensor: Any) -> _Entry | None:
         entry = self._by_id.get(_key(tensor))
-        if entry is None:
+        if entry is None or _OVERFLOW[0]:
             return None
         if _TAINTED and entry.pointer in _TAINTED:
             self._drop(entry)
@@ -94,7 +95,7 @@ class SummaryCache:
             pointer = int(tensor.data_ptr())
         except Exception:
             return
-        if pointer in _TAINTED:
+        if pointer in _TAINTED or _OVERFLOW[0]:
             return
         old = self._by_slot.get(slot)
         if old is not None and self._by_id.get(_key(old.tensor)) is old:
@@ -107,6 +108,11 @@ class SummaryCache:
         entry = self._by_id.get(_key(tensor))
         if entry is not None:
             self._drop(entry)
+
+    def clear(self) -> None:
+        self._by_slot.clear()
+        self._by_id.clear()
+        self.tuples.clear()
 
     def forget_pointer(self, pointer: int) -> None:
         for entry in [e for e in self._by_id.values() if e.pointer == pointer]:
@@ -183,23 +189,26 @@ def _taint(tensor: Any) -> None:
         pointer = int(tensor.data_ptr())
     except Exception:
         return
-    if len(_TAINTED) >= _TAINT_LIMIT:  # too many to track: nothing is cached any more
-        for cache in _CACHES:
-            cache._by_id.clear()
-            cache._by_slot.clear()
+    if len(_TAINTED) >= _TAINT_LIMIT:  # too many to track: nothing is reused any more
+        _OVERFLOW[0] = True
+        for cache in list(_CACHES):
+            cache.clear()
         return
     _TAINTED.add(pointer)
 
 
 def _forget(tensor: Any) -> None:
+    """Runs inside the user's copyfrom/copyto: never raises (another thread may be changing
+    a cache; a failure then forgets everything, which is always sound)."""
     if not _CACHES:
         return
     try:
         pointer = int(tensor.data_ptr())
+        for cache in list(_CACHES):
+            cache.forget_pointer(pointer)
     except Exception:
-        return
-    for cache in _CACHES:
-        cache.forget_pointer(pointer)
+        for cache in list(_CACHES):
+            cache.clear()
 
 
 def install() -> None:
