@@ -411,8 +411,10 @@ def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[ob
 
 def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health):
     body = func.body
+    # Each tvm_ffi Array element read from Python is an FFI call: walk the bindings once.
+    block_bindings = [list(block.bindings) for block in body.blocks] if isinstance(body, relax.SeqExpr) else []
     if not isinstance(body, relax.SeqExpr) or any(
-        isinstance(b.value, relax.If) for blk in body.blocks for b in blk.bindings
+        isinstance(b.value, relax.If) for bindings in block_bindings for b in bindings
     ):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
     rows: list[RowInfo] = []
@@ -447,9 +449,9 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     output_rows: dict[int, int] = {hash(p): 1 + len(rows) + j for j, p in enumerate(params)}
     blocks = []
     next_site, row = 0, 1
-    for block in body.blocks:
+    for block_list in block_bindings:
         bindings = []
-        for binding in block.bindings:
+        for binding in block_list:
             is_site = next_site < len(plan) and _callee_name(binding.value) == plan[next_site][0].kernel
             if is_site and prologue:
                 bindings.extend(prologue)
@@ -474,7 +476,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     new_func = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs, func.span)
     compiled = CompiledFunction(fid, executable_id, function_info.name, rows, bool(health), nrows)
     compiled.param_rows = [output_rows.get(hash(p)) for p in func.params]
-    values = {hash(b.var): b.value for blk in body.blocks for b in blk.bindings}
+    values = {hash(b.var): b.value for bindings in block_bindings for b in bindings}
     leaves = _leaves(body.body, values)
     compiled.output_rows = [output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in leaves]
     compiled.param_specs = [_static_spec(p) for p in func.params]

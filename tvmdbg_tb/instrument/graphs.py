@@ -132,9 +132,10 @@ def _printed_dim(dim: int, value) -> str:
     """str(value) as the TVMScript printer writes it, without running the printer for ints."""
     if dim < 0:
         return str(value)
-    ty = getattr(value, "ty", None)
-    dtype = str(ty) if ty is not None else ""
-    return str(dim) if dtype == "int32" else f"T.{dtype}({dim})" if dtype.startswith("int") else str(value)
+    dtype = getattr(getattr(value, "ty", None), "dtype", None)
+    if dtype is None or dtype.type_code != 0 or dtype.lanes != 1:  # not a scalar int (DLPack code 0)
+        return str(value)
+    return str(dim) if dtype.bits == 32 else f"T.int{dtype.bits}({dim})"
 
 
 def tensor_specs(ty) -> list[Spec]:
