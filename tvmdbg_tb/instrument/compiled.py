@@ -13,8 +13,9 @@ Row layout (ROW_WIDTH doubles): [cycles, size, lt0, gt0, eq0, neg_inf, pos_inf, 
 dim_0..dim_7, min, max, mean, l2_norm, abs_max]; the last five (of the finite elements, NaN
 when there is none) only with FULL_STATS, whose builds use the "stats" summary kernels. Row 0 is the timestamp taken before the first kernel; rows 1..K belong to
 the K kernel outputs in call order; in health modes, rows after them summarise the tensor
-parameters (written before the first kernel). An unwritten row (cycles == 0) is a kernel
-that did not run (it raised, or a branch skipped it).
+parameters (written before the first kernel), by "guarded" kernels that leave a row Python
+pre-marked (param_cache.SKIPPED in column 0: a tensor already summarised, see param_cache).
+An unwritten row (cycles == 0) is a kernel that did not run (it raised, or a branch skipped it).
 """
 
 from __future__ import annotations
