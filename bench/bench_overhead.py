@@ -2,14 +2,16 @@
 
     .venv/bin/python bench/bench_overhead.py [--quick] [--threads N] [--workloads a,b]
 
-Workloads: a chain of 200 tiny element-wise kernels (added cost per kernel), one kernel
-with a 1M-element output (compared with one numpy read of that tensor), and whole models
+Workloads: a chain of 200 tiny element-wise kernels (added cost per kernel; chain200_fallback:
+the same traced by the VM instrument), one kernel with a 1M-element output (compared with one
+numpy read of that tensor), an MLP 784-1024-1024-10 with its weights as parameters (mlp1M;
+FULL_HEALTH+once: param_summaries="once_per_value"), and whole models
 compiled with fusion: the demo training step (digits MLP, tvm.relax.training), a small CNN
 and a small transformer block. For each mode the model is compiled under that mode (so
 compile-time instrumentation applies) next to an uninstrumented copy compiled without
 tvmdbg; calls of the two alternate, so machine noise hits both alike. The table gives the
 medians, the median of the per-pair ratios, and the added microseconds per kernel
-(kernel count read back from the dump).
+(kernel count read back from the dump: records/call shows every kernel execution recorded).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ MODES = ["NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "FULL_STAT
 # fused models where it matters.
 DEEP = "FULL_HEALTH+deep"
 DEEP_WORKLOADS = {"cnn", "transformer"}
+# param_summaries="once_per_value": arguments summarised once per tensor object (param_cache).
+ONCE = "FULL_HEALTH+once"
+ONCE_WORKLOADS = {"big1M", "mlp1M", "train_step"}
 
 
 def _vm_workload(build):
@@ -44,6 +49,31 @@ def _vm_workload(build):
     args = [tvm.runtime.tensor(a) for a in inputs]
     function = vm["main"]
     return lambda: function(*args)
+
+
+def _mlp():
+    """An MLP 784-1024-1024-10 (batch 1, fused), its ~1.8M weights passed as parameters."""
+    import models
+    import numpy as np
+    from tvm import relax
+
+    dims = (784, 1024, 1024, 10)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, dims[0]), "float32"))
+    weights = [relax.Var(f"w{i}", relax.TensorType((dims[i], dims[i + 1]), "float32")) for i in range(3)]
+    with bb.function("main", [x, *weights]):
+        with bb.dataflow():
+            value = x
+            for i, w in enumerate(weights):
+                value = bb.emit(relax.op.matmul(value, w))
+                if i < 2:
+                    value = bb.emit(relax.op.nn.relu(value))
+            out = bb.emit_output(value)
+        bb.emit_func_output(out)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((1, dims[0])).astype("float32")]
+    arrays += [(rng.standard_normal((dims[i], dims[i + 1])) / 32).astype("float32") for i in range(3)]
+    return models.compile_module(bb.get(), True), arrays
 
 
 def _training_workload():
@@ -63,7 +93,11 @@ def _workloads():
 
     return {
         "chain200": lambda: _vm_workload(lambda: models.chain(200, 16, fuse=False)),
+        # The same chain traced by the VM instrument (the path of check-numerics, control
+        # flow and executables compiled before enable or loaded from disk).
+        "chain200_fallback": lambda: _vm_workload(lambda: models.chain(200, 16, fuse=False)),
         "big1M": lambda: _vm_workload(models.big_elementwise),
+        "mlp1M": lambda: _vm_workload(_mlp),
         "train_step": _training_workload,
         "cnn": lambda: _vm_workload(models.small_cnn),
         "transformer": lambda: _vm_workload(models.transformer_block),
@@ -105,12 +139,28 @@ def _kernels_per_call(logdir: str) -> float:
 
 
 def measure(name: str, calls: int, seconds: float, modes: list[str] | None = None) -> list[tuple]:
+    from tvmdbg_tb.instrument import fast_tracer
+
+    saved = fast_tracer.ENABLED
+    fast_tracer.ENABLED = not name.endswith("_fallback")
+    try:
+        return _measure_modes(name, calls, seconds, modes)
+    finally:
+        fast_tracer.ENABLED = saved
+
+
+def _measure_modes(name: str, calls: int, seconds: float, modes: list[str] | None) -> list[tuple]:
     import tvmdbg
 
     build = _workloads()[name]
     rows = []
-    for mode in modes or MODES + ([DEEP] if name in DEEP_WORKLOADS else []):
-        if mode == DEEP and name not in DEEP_WORKLOADS:
+    default = (
+        ["NO_TENSOR", "FULL_HEALTH", "FULL_TENSOR"]
+        if name.endswith("_fallback")
+        else MODES + ([DEEP] if name in DEEP_WORKLOADS else []) + ([ONCE] if name in ONCE_WORKLOADS else [])
+    )
+    for mode in modes or default:
+        if (mode == DEEP and name not in DEEP_WORKLOADS) or (mode == ONCE and name not in ONCE_WORKLOADS):
             continue
         _tracing[0] = False
         base = build()
@@ -120,6 +170,7 @@ def measure(name: str, calls: int, seconds: float, modes: list[str] | None = Non
                 tensor_debug_mode=mode.split("+")[0],
                 circular_buffer_size=-1,
                 trace_fused_ops=mode == DEEP,
+                param_summaries="once_per_value" if mode == ONCE else "every_call",
             )
             try:
                 _tracing[0] = True
@@ -129,7 +180,15 @@ def measure(name: str, calls: int, seconds: float, modes: list[str] | None = Non
                 tvmdbg.disable_dump_debug_info()
             kernels = _kernels_per_call(logdir)
         rows.append(
-            (name, mode, base_us, traced_us, ratio, (traced_us - base_us) / kernels if kernels else float("nan"))
+            (
+                name,
+                mode,
+                base_us,
+                traced_us,
+                ratio,
+                (traced_us - base_us) / kernels if kernels else float("nan"),
+                kernels,
+            )
         )
     return rows
 
@@ -186,18 +245,23 @@ def compile_time(kernels: int, pairs: int = 3) -> tuple[float, float, float]:
     plain, traced = [], []
     with tempfile.TemporaryDirectory() as logdir:
         for i in range(pairs + 1):
+            # Only tvm.compile is timed: the module is built before (under tvmdbg, its
+            # BlockBuilder.emit calls record the user's lines, a cost of building, not compiling).
+            mod = module()
             start = clock()
-            models.compile_module(module(), fuse=False)
-            middle = clock()
+            models.compile_module(mod, fuse=False)
+            plain_s = clock() - start
             tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
             try:
-                models.compile_module(module(), fuse=False)
+                mod = module()
+                start = clock()
+                models.compile_module(mod, fuse=False)
+                traced_s = clock() - start
             finally:
                 tvmdbg.disable_dump_debug_info()
-            end = clock()
             if i:  # the first pair warms up both (and builds the summary kernels)
-                plain.append(middle - start)
-                traced.append(end - middle)
+                plain.append(plain_s)
+                traced.append(traced_s)
     ratio = statistics.median(t / p for p, t in zip(plain, traced))
     return statistics.median(plain) * 1e3, statistics.median(traced) * 1e3, ratio
 
@@ -254,7 +318,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
     parser.add_argument("--threads", type=int, default=0, help="TVM_NUM_THREADS (0: TVM's default)")
-    parser.add_argument("--workloads", default="chain200,big1M,train_step,cnn,transformer")
+    parser.add_argument("--workloads", default="chain200,chain200_fallback,big1M,mlp1M,train_step,cnn,transformer")
     parser.add_argument("--modes", default="", help=f"comma-separated modes (default: all; {DEEP} on cnn/transformer)")
     parser.add_argument(
         "--compile-kernels", default="100,1000", help="chain lengths for the compile-time rows ('' to skip)"
@@ -273,12 +337,16 @@ def main() -> None:
         f"tvmdbg overhead: median of >= {calls} alternating (uninstrumented, traced) call pairs; "
         f"clock={options.clock}, TVM_NUM_THREADS={threads}"
     )
-    print(f"{'workload':<12} {'mode':<15} {'base_us':>10} {'traced_us':>10} {'ratio':>7} {'added_us/kernel':>16}")
+    print(
+        f"{'workload':<12} {'mode':<17} {'base_us':>10} {'traced_us':>10} {'ratio':>7} {'added_us/kernel':>16}"
+        f" {'records/call':>12}"
+    )
     for name in options.workloads.split(","):
         modes = options.modes.split(",") if options.modes else None
-        for workload, mode, base_us, traced_us, ratio, per_kernel in measure(name, calls, seconds, modes):
+        for workload, mode, base_us, traced_us, ratio, per_kernel, records in measure(name, calls, seconds, modes):
             print(
-                f"{workload:<12} {mode:<15} {base_us:>10.1f} {traced_us:>10.1f} {ratio:>7.3f} {per_kernel:>16.2f}",
+                f"{workload:<12} {mode:<17} {base_us:>10.1f} {traced_us:>10.1f} {ratio:>7.3f} {per_kernel:>16.2f}"
+                f" {records:>12.2f}",
                 flush=True,
             )
     for kernels in options.compile_kernels.split(","):

@@ -178,3 +178,41 @@ def test_numpy_health_counts_match_reference(dtype, shape):
     expected = _reference(array)
     neg_inf, pos_inf, nan, negative, zero, positive = health(array, is_float_dtype(dtype))
     assert [neg_inf, pos_inf, nan, negative, zero, positive] == expected[4:]
+
+
+def _chain_traces(logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FULL_HEALTH"):
+    from tvmdbg_tb.instrument import fast_tracer
+
+    if not vectorized:
+        monkeypatch.setattr(fast_tracer.CompiledTracer, "_health_rows", lambda *args: False)
+    tvmdbg.enable_dump_debug_info(str(logdir), mode, circular_buffer_size=-1, op_regex=op_regex)
+    try:
+        executable, inputs = chain(30, 9)  # >= fast_tracer._VECTOR_ROWS rows
+        function = relax.VirtualMachine(executable, tvm.cpu())["main"]
+        special = inputs[0].copy()
+        special[[0, 3, 5]] = [np.nan, np.inf, -np.inf]
+        for data in (inputs[0], special):
+            function(tvm.runtime.tensor(data))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+        monkeypatch.undo()
+    with tvmdbg.DebugDataReader(str(logdir)) as reader:
+        reader.update()
+        run = reader.run()
+        traces = [run.trace(i) for i in range(run.num_traces())]
+    assert all(t.duration_us > 0 for t in traces)
+    for trace in traces:
+        trace.duration_us = 0
+    return [t.SerializeToString() for t in traces]
+
+
+@pytest.mark.parametrize("mode", ["FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH"])
+@pytest.mark.parametrize("op_regex", [None, "multiply"])
+def test_vectorised_health_traces_equal_row_loop(tmp_path, monkeypatch, op_regex, mode):
+    """Health-mode trace payloads built in numpy are the bytes the per-row loop writes (all
+    fields but the duration, which differs between runs), with and without filtered ops."""
+    with trace_paths.using("compiled"):
+        fast = _chain_traces(tmp_path / "fast", monkeypatch, True, op_regex, mode)
+        loop = _chain_traces(tmp_path / "loop", monkeypatch, False, op_regex, mode)
+    assert fast == loop
+    assert len(fast) == (2 * 30 if op_regex is None else 2 * 15)

@@ -54,6 +54,7 @@ def enable_dump_debug_info(
     trace_fused_ops: bool = False,
     live: bool = False,
     live_timeout: float = 60.0,
+    param_summaries: str = "every_call",
 ) -> DebugEventsWriter:
     """Records every Relax compile and VM run of this process under logdir; returns the writer.
 
@@ -73,6 +74,10 @@ def enable_dump_debug_info(
         see tvmdbg_tb/live). Kernels are then traced by the VM instrument, one by one.
     live_timeout: seconds a paused program waits without any dashboard contact before it
         resumes with a warning.
+    param_summaries: "every_call" (default) summarises every tensor argument of every call;
+        "once_per_value" (health modes) summarises an argument tensor object once and repeats
+        its counts while no write to it is seen (the rule and what it cannot see:
+        tvmdbg_tb/instrument/param_cache.py; such summaries carry summarized_in_execution).
     Calling it again with the same arguments returns the same writer; with different ones
     it raises ValueError (call disable_dump_debug_info() first).
     Never raises for the file system: if logdir cannot be created or written (a regular file
@@ -86,6 +91,7 @@ def enable_dump_debug_info(
         op_regex,
         tensor_dtypes,
         trace_fused_ops,
+        param_summaries,
         extra_args=(bool(live),),
     )
     if live:

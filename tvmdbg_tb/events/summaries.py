@@ -59,6 +59,12 @@ LAYOUTS: dict[int, tuple[str, ...]] = {
 }
 
 
+_NONFINITE_INDEX = {
+    mode: (len(LAYOUTS[mode]), *(LAYOUTS[mode].index(name) for name in ("nan", "neg_inf", "pos_inf")))
+    for mode in (pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)
+}
+
+
 def mode_value(mode: str | int) -> int:
     """The TensorDebugMode enum value of a mode given by name (any case) or value."""
     if isinstance(mode, int) and not isinstance(mode, bool):
@@ -129,9 +135,10 @@ def nonfinite_counts(mode: int, values: Sequence[float]) -> tuple[int, int, int]
     """(nan, neg_inf, pos_inf) where the mode records them; for CURT_HEALTH, which only knows
     "any", an unknown count is -1; None when the mode says nothing about finiteness."""
     if mode in (pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS):
-        fields = describe(mode, values)
-        if fields:
-            return fields["nan"], fields["neg_inf"], fields["pos_inf"]
+        # Indexed directly (no describe() dict): the VM-instrument path asks once per kernel.
+        size, nan, neg_inf, pos_inf = _NONFINITE_INDEX[mode]
+        if len(values) >= size:
+            return int(values[nan]), int(values[neg_inf]), int(values[pos_inf])
     elif mode == pb.CURT_HEALTH and values:
         return (-1, -1, -1) if values[0] else (0, 0, 0)
     return None

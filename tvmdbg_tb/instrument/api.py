@@ -34,6 +34,7 @@ import re
 import threading
 import warnings
 from collections.abc import Callable, Collection
+from typing import NamedTuple
 
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
@@ -88,9 +89,22 @@ class _ListenerSink:
         return None
 
 
+class DumpArgs(NamedTuple):
+    """enable_dump_debug_info's arguments, normalised: a second call must match them."""
+
+    logdir: str
+    mode: int
+    circular_buffer_size: int
+    op_regex: str | None
+    tensor_dtypes: tuple | Callable | None
+    trace_fused_ops: bool
+    param_summaries: str
+    extra: tuple  # the layer above's (tvmdbg_tb.debugger: live)
+
+
 class _State:
     session: Session | None = None
-    dump_args: tuple | None = None
+    dump_args: DumpArgs | None = None
     writer: DebugEventsWriter | None = None
     check: CheckNumerics | None = None
     extra_sinks: list = []  # sinks of tools built on top (tvmdbg_tb.live), kept across sessions
@@ -114,6 +128,8 @@ def _activate(session: Session | None) -> None:
     old = _STATE.session
     if old is not None and old is not session:
         vm_tracer.detach_all()
+        if old.param_cache is not None:
+            old.param_cache.close()
     _STATE.session = session
     vm_tracer.ACTIVE.session = session
     capture.STATE.on_executable = (lambda executable, info: session.register_executable(info)) if session else None
@@ -142,12 +158,18 @@ def _new_session() -> Session | None:
     writer = _STATE.writer if _STATE.writer is not None and not _STATE.writer.failed else None
     if writer is None and _STATE.check is None:
         return None  # a writer that could not create its files has warned: trace nothing
-    if _STATE.dump_args is not None:
-        _, mode, _, op_regex, tensor_dtypes, deep = _STATE.dump_args[:6]
+    args = _STATE.dump_args
+    if args is not None:
+        mode, op_regex, tensor_dtypes, deep = args.mode, args.op_regex, args.tensor_dtypes, args.trace_fused_ops
     else:
         mode, op_regex, tensor_dtypes, deep = pb.NO_TENSOR, None, None, False
     session = Session(mode, op_regex, tensor_dtypes, writer)
     session.trace_fused_ops = deep or (_STATE.check is not None and _STATE.check.trace_fused_ops)
+    if args is not None and args.param_summaries != "every_call":
+        from tvmdbg_tb.instrument import param_cache
+
+        if mode in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH):
+            session.param_cache = param_cache.SummaryCache()
     if writer is not None:
         session.add_sink(WriterSink(writer))
         for hook in SESSION_HOOKS:
@@ -167,6 +189,7 @@ def enable_dump_debug_info(
     op_regex: str | None = None,
     tensor_dtypes: Collection[str] | Callable[[str], bool] | None = None,
     trace_fused_ops: bool = False,
+    param_summaries: str = "every_call",
     extra_args: tuple = (),
 ) -> DebugEventsWriter:
     """Starts the dumping session and returns its writer. The arguments are documented on
@@ -187,14 +210,19 @@ def enable_dump_debug_info(
         raise ValueError(f"logdir must be a non-empty path, got {logdir!r}")
     if not isinstance(trace_fused_ops, bool):
         raise TypeError(f"trace_fused_ops must be True or False, got {trace_fused_ops!r}")
-    args = (
+    from tvmdbg_tb.instrument import param_cache
+
+    if param_summaries not in param_cache.CHOICES:
+        raise ValueError(f"param_summaries must be one of {param_cache.CHOICES}, got {param_summaries!r}")
+    args = DumpArgs(
         os.path.abspath(os.fspath(logdir)),
         mode,
         circular_buffer_size,
         op_regex,
         _normalise_dtypes(tensor_dtypes),
         trace_fused_ops,
-        *extra_args,
+        param_summaries,
+        tuple(extra_args),
     )
     with _LOCK:
         if _STATE.writer is not None:
@@ -236,7 +264,9 @@ def enable_check_numerics(trace_fused_ops: bool = False, inner_origin: Callable 
         if _STATE.check is not None:
             _STATE.check.trace_fused_ops = trace_fused_ops
             if _STATE.session is not None:
-                _STATE.session.trace_fused_ops = trace_fused_ops or bool(_STATE.dump_args and _STATE.dump_args[5])
+                _STATE.session.trace_fused_ops = trace_fused_ops or bool(
+                    _STATE.dump_args and _STATE.dump_args.trace_fused_ops
+                )
             return
         capture.install()
         vm_tracer.install()
@@ -257,7 +287,7 @@ def disable_check_numerics() -> None:
         check, _STATE.check = _STATE.check, None
         if _STATE.writer is not None:
             _STATE.session.remove_sink(check)
-            _STATE.session.trace_fused_ops = bool(_STATE.dump_args[5])
+            _STATE.session.trace_fused_ops = bool(_STATE.dump_args.trace_fused_ops)
             vm_tracer.detach_all()
             capture.STATE.compile_health = _compile_health(_STATE.session)
         else:

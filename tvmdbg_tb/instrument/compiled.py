@@ -13,8 +13,9 @@ Row layout (ROW_WIDTH doubles): [cycles, size, lt0, gt0, eq0, neg_inf, pos_inf, 
 dim_0..dim_7, min, max, mean, l2_norm, abs_max]; the last five (of the finite elements, NaN
 when there is none) only with FULL_STATS, whose builds use the "stats" summary kernels. Row 0 is the timestamp taken before the first kernel; rows 1..K belong to
 the K kernel outputs in call order; in health modes, rows after them summarise the tensor
-parameters (written before the first kernel). An unwritten row (cycles == 0) is a kernel
-that did not run (it raised, or a branch skipped it).
+parameters (written before the first kernel), by "guarded" kernels that leave a row Python
+pre-marked (param_cache.SKIPPED in column 0: a tensor already summarised, see param_cache).
+An unwritten row (cycles == 0) is a kernel that did not run (it raised, or a branch skipped it).
 """
 
 from __future__ import annotations
@@ -121,9 +122,13 @@ def _counting_loop(size: str, tests: dict[int, str]) -> list[str]:
 def _health_lines(dtype: str, size: str) -> list[str]:
     """Counts over the flattened tensor into S[row, 2:7] = lt0, gt0, eq0, -inf, +inf.
 
-    Floats take one pass of three tests (< 0, > 0, finite); only a tensor with
-    non-finite values gets a second pass that tells NaN, -inf and +inf apart (NaN compares
-    false everywhere, so eq0 = size - lt0 - gt0 - nan)."""
+    Floats take one pass of three compares (< 0, > 0, == 0: NaN fails all three, so the NaN
+    count is what they leave) plus a per-lane sum, which is finite only when no element is
+    infinite; only a tensor with a NaN or a non-finite sum (infinities, or finite values
+    that overflow it) gets a second pass that counts NaN, -inf and +inf exactly. bad[0] ends
+    as the exact number of non-finite elements (FULL_STATS' lines use it). One pass of three
+    compares runs at the speed of a plain read of the tensor (1M float32: 0.21 ms vs 0.26 ms
+    with a per-element finiteness test)."""
     lines = [
         f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
         f'    acc = T.alloc_buffer((6, {LANES}), "int32", scope="local")',
@@ -142,39 +147,53 @@ def _health_lines(dtype: str, size: str) -> list[str]:
         )
     else:
         zero = f"T.{dtype}(0)"
-        lines += _counting_loop(
+        sum_dtype = "float64" if dtype == "float64" else "float32"
+        lines += [
+            f'    fs = T.alloc_buffer(({LANES},), "{sum_dtype}", scope="local")',
+            f"    for j in T.vectorized({LANES}):",
+            f"        fs[j] = T.{sum_dtype}(0)",
+        ]
+        first = _counting_loop(
             size,
-            {
-                0: cast.format(f"{{v}} < {zero}"),
-                1: cast.format(f"{{v}} > {zero}"),
-                5: cast.format("T.isfinite({v})"),
-            },
+            {0: cast.format(f"{{v}} < {zero}"), 1: cast.format(f"{{v}} > {zero}"), 2: cast.format(f"{{v}} == {zero}")},
         )
+        for line in first:  # the per-lane sum rides in the same loops
+            lines.append(line)
+            if line.lstrip().startswith("acc[2, j]"):
+                lines.append(f'            fs[j] = fs[j] + T.Cast("{sum_dtype}", F[io * {LANES} + j])')
+            elif line.lstrip().startswith("acc[2, 0]"):
+                tail = f"F[({size}) // {LANES} * {LANES} + i]"
+                lines.append(f'        fs[0] = fs[0] + T.Cast("{sum_dtype}", {tail})')
         lines += [
             '    bad = T.alloc_buffer((1,), "int64", scope="local")',
+            f'    total = T.alloc_buffer((1,), "{sum_dtype}", scope="local")',
             f"    bad[0] = {size}",
+            f"    total[0] = T.{sum_dtype}(0)",
             f"    for j in range({LANES}):",
-            '        bad[0] = bad[0] - T.Cast("int64", acc[5, j])',
-            "    if bad[0] > 0:",
+            '        bad[0] = bad[0] - T.Cast("int64", acc[0, j]) - T.Cast("int64", acc[1, j]) - T.Cast("int64", acc[2, j])',
+            "        total[0] = total[0] + fs[j]",
+            "    if bad[0] > 0 or not T.isfinite(total[0]):",
         ]
         second = _counting_loop(
             size,
             {
                 3: cast.format(f'{{v}} == T.{dtype}("-inf")'),
                 4: cast.format(f'{{v}} == T.{dtype}("inf")'),
-                2: cast.format("T.isnan({v})"),
+                5: cast.format("T.isnan({v})"),
             },
         )
         lines += ["    " + line for line in second]
+        lines += [
+            "        bad[0] = T.int64(0)",
+            f"        for j in range({LANES}):",
+            '            bad[0] = bad[0] + T.Cast("int64", acc[3, j] + acc[4, j] + acc[5, j])',
+        ]
     lines += [
         "    for k in range(5):",
         "        S[row, 2 + k] = T.float64(0)",
         f"        for j in range({LANES}):",
         '            S[row, 2 + k] = S[row, 2 + k] + T.Cast("float64", acc[k, j])',
     ]
-    if dtype.startswith("float"):
-        # acc[2] counted NaNs (second pass): turn it into the zero count.
-        lines.append(f'    S[row, 4] = T.Cast("float64", {size}) - S[row, 2] - S[row, 3] - S[row, 4]')
     return lines
 
 
@@ -283,14 +302,28 @@ def _extreme(dtype: str, largest: bool) -> str:
     return f"T.{dtype}({(1 << (bits - 1)) - 1 if largest else -(1 << (bits - 1))})"
 
 
-def _summary_name(dtype: str, rank: int, health: bool, stats: bool = False) -> str:
-    return f"tvmdbg_{'stats' if stats else 'health' if health else 'tick'}_{dtype}_r{rank}"
+def _summary_name(dtype: str, rank: int, health: bool, stats: bool = False, guarded: bool = False) -> str:
+    prefix = "tvmdbg_param_" if guarded else "tvmdbg_"
+    return f"{prefix}{'stats' if stats else 'health' if health else 'tick'}_{dtype}_r{rank}"
 
 
-def _summary_func(dtype: str, rank: int, health: bool, stats: bool = False):
-    name = _summary_name(dtype, rank, health, stats)
-    func = tvm.script.from_source(_summary_source(name, dtype, rank, health, stats))
+def _summary_func(dtype: str, rank: int, health: bool, stats: bool = False, guarded: bool = False):
+    name = _summary_name(dtype, rank, health, stats, guarded)
+    source = _summary_source(name, dtype, rank, health, stats)
+    if guarded:
+        source = _guarded_source(source)
+    func = tvm.script.from_source(source)
     return name, func.with_attr("global_symbol", name)
+
+
+def _guarded_source(source: str) -> str:
+    """The summary kernel made a no-op when its row's column 0 is not 0 on entry: the
+    parameter summaries, which Python pre-marks (param_cache.SKIPPED) for a tensor it
+    already summarised (see param_cache); one load and compare when it runs."""
+    lines = source.splitlines()
+    split = next(k for k, line in enumerate(lines) if "S = T.match_buffer" in line) + 1
+    body = ["    " + line for line in lines[split:]]
+    return "\n".join([*lines[:split], "    if S[row, 0] == T.float64(0):", *body]) + "\n"
 
 
 def _tick_func():
@@ -311,11 +344,12 @@ _KERNELS: dict[str, object] = {}
 _KERNELS_LOCK = threading.Lock()
 
 
-def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False) -> str:
+def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False, guarded: bool = False) -> str:
     """The global name of a summary kernel, compiled (once per process) and registered, so
     that VM calls reach native code directly; dtype None is the timestamp-only kernel;
-    stats adds FULL_STATS' statistics to the health counts."""
-    name = "tvmdbg_tick" if dtype is None else _summary_name(dtype, rank, health, stats)
+    stats adds FULL_STATS' statistics to the health counts; guarded (parameters) skips
+    the work when Python pre-marked the row."""
+    name = "tvmdbg_tick" if dtype is None else _summary_name(dtype, rank, health, stats, guarded)
     global_name = "tvmdbg." + name
     # Checked before any TVMScript is parsed: a call site costs a dict lookup, not a parse.
     if global_name in _KERNELS:
@@ -325,7 +359,7 @@ def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False) -> s
             if dtype is None:
                 name, prim = _tick_func()
             else:
-                name, prim = _summary_func(dtype, rank, health, stats)
+                name, prim = _summary_func(dtype, rank, health, stats, guarded)
             function = tvm.compile(tvm.IRModule({name: prim}), "llvm")[name]
             tvm.register_global_func(global_name, function, override=True)
             _KERNELS[global_name] = function
@@ -378,8 +412,10 @@ def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[ob
 
 def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health):
     body = func.body
+    # Each tvm_ffi Array element read from Python is an FFI call: walk the bindings once.
+    block_bindings = [list(block.bindings) for block in body.blocks] if isinstance(body, relax.SeqExpr) else []
     if not isinstance(body, relax.SeqExpr) or any(
-        isinstance(b.value, relax.If) for blk in body.blocks for b in blk.bindings
+        isinstance(b.value, relax.If) for bindings in block_bindings for b in bindings
     ):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
     rows: list[RowInfo] = []
@@ -397,10 +433,10 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     stats = relax.Var("tvmdbg_stats", stats_ty)
     tick_name = kernel(None, 0, False)
 
-    def summary(value, row: int, wanted: bool) -> relax.VarBinding:
+    def summary(value, row: int, wanted: bool, guarded: bool = False) -> relax.VarBinding:
         """A health kernel on value writing `row`, or a bare timestamp."""
         if wanted and _summarisable(value):
-            name = kernel(str(value.ty.dtype), int(value.ty.ndim), True, health == "stats")
+            name = kernel(str(value.ty.dtype), int(value.ty.ndim), True, health == "stats", guarded)
             return _binding(name, [value, stats, _row(row)])
         return _binding(tick_name, [stats, _row(row)])
 
@@ -408,15 +444,15 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     # the tensor parameters, stamp the start.
     prologue = [
         relax.VarBinding(stats, relax.Call(relax.ExternFunc(STATS_FUNC), [_row(fid), _row(nrows)], ty_args=[stats_ty])),
-        *[summary(p, 1 + len(rows) + j, True) for j, p in enumerate(params)],
+        *[summary(p, 1 + len(rows) + j, True, guarded=True) for j, p in enumerate(params)],
         summary(None, 0, False),
     ]
     output_rows: dict[int, int] = {hash(p): 1 + len(rows) + j for j, p in enumerate(params)}
     blocks = []
     next_site, row = 0, 1
-    for block in body.blocks:
+    for block_list in block_bindings:
         bindings = []
-        for binding in block.bindings:
+        for binding in block_list:
             is_site = next_site < len(plan) and _callee_name(binding.value) == plan[next_site][0].kernel
             if is_site and prologue:
                 bindings.extend(prologue)
@@ -441,7 +477,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     new_func = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs, func.span)
     compiled = CompiledFunction(fid, executable_id, function_info.name, rows, bool(health), nrows)
     compiled.param_rows = [output_rows.get(hash(p)) for p in func.params]
-    values = {hash(b.var): b.value for blk in body.blocks for b in blk.bindings}
+    values = {hash(b.var): b.value for bindings in block_bindings for b in bindings}
     leaves = _leaves(body.body, values)
     compiled.output_rows = [output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in leaves]
     compiled.param_specs = [_static_spec(p) for p in func.params]
@@ -473,6 +509,8 @@ def _leaves(expr, values: dict) -> list:
         value = values[hash(expr)]
         if _callee_name(value) == "vm.builtin.make_tuple":
             expr = relax.Tuple(list(value.args))
+        elif isinstance(value, relax.Tuple):  # a nested tuple bound to a var (the optimizer's)
+            expr = value
     if isinstance(expr, relax.Tuple):
         out = []
         for item in expr.fields:
@@ -485,9 +523,16 @@ def _row(row: int):
     return relax.prim_value(tvm.tirx.IntImm("int64", row))
 
 
+_EXTERNS: dict[str, object] = {}  # immutable IR nodes shared by every call site of a build
+
+
 def _binding(name: str, args) -> relax.VarBinding:
-    void = relax.TupleType([])
-    return relax.VarBinding(relax.Var("_", void), relax.Call(relax.ExternFunc(name), args, ty_args=[void]))
+    callee = _EXTERNS.get(name)
+    if callee is None:
+        callee = _EXTERNS[name] = relax.ExternFunc(name)
+        _EXTERNS.setdefault("", relax.TupleType([]))
+    void = _EXTERNS[""]
+    return relax.VarBinding(relax.Var("_", void), relax.Call(callee, args, ty_args=[void]))
 
 
 def _output_positions(site: graphs.SiteInfo) -> list[int]:

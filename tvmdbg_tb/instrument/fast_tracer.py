@@ -22,7 +22,7 @@ import tvm
 
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.wire import varint as _varint
-from tvmdbg_tb.instrument import compiled
+from tvmdbg_tb.instrument import compiled, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import flatten, is_tensor
@@ -56,7 +56,7 @@ def usable(session: Session, vm: Any) -> bool:
 
 
 class _FastCall:
-    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit", "bad")
+    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit", "bad", "fid", "skips")
 
     def __init__(self, tracer: CompiledTracer, function: RuntimeFunction, implicit: bool):
         self.tracer = tracer
@@ -66,6 +66,9 @@ class _FastCall:
         self.start = _perf()
         self.implicit = implicit
         self.bad: tuple[int, int] | None = None  # first non-finite row, while replay hunts
+        self.fid = 0
+        # Parameter rows whose tensor was summarised before: [(row, param_cache entry)].
+        self.skips: list = []
 
 
 class _Local(threading.local):
@@ -103,6 +106,9 @@ def _stats(fid, nrows) -> Any:
             call = None  # compiled in another process: nothing maps the rows
         tensor, array = _buffer(fid, nrows)
         array[:, 0] = 0.0
+        if call is not None and call.skips and fid == call.fid and not call.buffers:
+            for row, _ in call.skips:  # the guarded parameter kernels leave these rows
+                array[row, 0] = param_cache.SKIPPED
         if call is None:  # an untraced call (tvmdbg disabled, or a raw module call)
             _release(fid, tensor, array)
         else:
@@ -158,6 +164,8 @@ class CompiledTracer(Tracer):
         self._health_templates: dict[tuple[int, int, int], tuple | None] = {}
         self._locations: dict[tuple, bytes] = {}
         self._rate = cycles_per_us()
+        self._cache = session.param_cache  # param_summaries="once_per_value"
+        self._row_codes: dict[int, Any] = {}  # fid -> dtype codes of its rows (FULL_HEALTH)
         self._vm = weakref.ref(vm)
         vm._set_instrument(None)
 
@@ -166,6 +174,8 @@ class CompiledTracer(Tracer):
             return invoke(*args)
         frames, user_index = frames_mod.capture_call(2)
         call = _FastCall(self, self.session.function(self.program, function_name), implicit=False)
+        if self._cache is not None:
+            self._safely(self._plan_skips, call, inputs)
         _LOCAL.call = call
         try:
             result = invoke(*args)
@@ -262,6 +272,8 @@ class CompiledTracer(Tracer):
                             stamps.append(cycles)
                         previous = cycles
                 continue
+            if mode in _TAILS and self._health_rows(fid, array, statics, index, payloads, stamps):
+                continue
             rows = array[:count].tolist()
             previous = rows[0][0]
             for i, row in enumerate(rows[1:]):
@@ -285,7 +297,112 @@ class CompiledTracer(Tracer):
             payloads = [payloads[i] for i in sorted(range(len(payloads)), key=stamps.__getitem__)]
         return payloads
 
+    def _health_rows(self, fid: int, array, statics, index: bytes, payloads: list, stamps: list) -> bool:
+        """Health-mode payloads of a function whose rows all hold counts of static shapes,
+        built in numpy: every row's tail (debug_values and duration fields, the bytes
+        _debug_values and the loop above write) comes from one packed array, so Python only
+        joins three byte strings per kernel. False when the function does not qualify."""
+        codes = self._row_codes.get(fid, False)
+        if codes is False:
+            infos = compiled.FUNCTIONS[fid].rows
+            qualifies = not any(self._static(fid)[1]) and all(info.health for info in infos)
+            codes = np.array([dtype_code(info.dtype) for info in infos], "float64") if qualifies else None
+            self._row_codes[fid] = codes
+        if codes is None or len(codes) < _VECTOR_ROWS:
+            return False
+        block = array[: len(codes) + 1]
+        cycles = block[:, 0]
+        ran = np.flatnonzero(cycles[1:]) + 1  # rows of the kernels that ran
+        if not len(ran):
+            return True
+        before = np.concatenate(([0], ran[:-1]))
+        layout = _TAILS[self.mode]
+        tails = np.empty(len(ran), layout)
+        tails["duration"] = (cycles[ran] - cycles[before]) / self._rate
+        rows = block[ran]
+        size, lt, gt, eq, neg_inf, pos_inf = (rows[:, k] for k in range(1, 7))
+        tails["tag"], tails["length"], tails["duration_tag"] = 0x42, layout["values"].itemsize, 0x59
+        values = tails["values"]
+        nan = size - lt - gt - eq
+        if self.mode == pb.FULL_HEALTH:
+            values[:, 0] = 0.0
+            values[:, 1] = codes[ran - 1]
+            values[:, 2] = rows[:, 7]
+            values[:, 3] = size
+            values[:, 4] = neg_inf
+            values[:, 5] = pos_inf
+            values[:, 6] = nan
+            values[:, 7] = lt - neg_inf
+            values[:, 8] = eq
+            values[:, 9] = gt - pos_inf
+        elif self.mode == pb.CONCISE_HEALTH:
+            values[:, 0] = size
+            values[:, 1] = neg_inf
+            values[:, 2] = pos_inf
+            values[:, 3] = nan
+        else:  # CURT_HEALTH
+            values[:, 0] = (neg_inf + pos_inf + nan) > 0
+        return self._join(tails, ran, cycles, statics, index, payloads, stamps)
+
+    @staticmethod
+    def _join(tails, ran, cycles, statics, index: bytes, payloads: list, stamps: list) -> bool:
+        blob = tails.tobytes()
+        width = tails.dtype.itemsize
+        stamp_list = cycles[ran].tolist()
+        for k, i in enumerate((ran - 1).tolist()):
+            static = statics[i]
+            if static:
+                payloads.append(static + index + blob[k * width : (k + 1) * width])
+                stamps.append(stamp_list[k])
+        return True
+
+    def _plan_skips(self, call: _FastCall, inputs) -> None:
+        """The parameter rows this call need not compute (param_cache's rule)."""
+        fid = self._fids.get(call.function.name)
+        function = compiled.FUNCTIONS.get(fid) if fid is not None else None
+        if function is None or not param_cache.reuse_allowed(call.function):
+            return
+        call.fid = fid
+        lookup = self._cache.lookup
+        for k, row in enumerate(function.param_rows[: len(inputs)]):
+            if row is not None and row > len(function.rows):
+                entry = lookup(inputs[k])
+                if entry is not None:
+                    call.skips.append((row, entry))
+
+    def _remember(self, call: _FastCall, inputs, leaves) -> None:
+        """Stores the counts of this call's parameter and output rows (param_cache)."""
+        if not call.buffers or call.buffers[0][0] != self._fids.get(call.function.name):
+            return
+        fid, _, array = call.buffers[0]
+        function = compiled.FUNCTIONS[fid]
+        skipped = {row for row, _ in call.skips}
+        store, name = self._cache.store, call.function.name
+        wanted = []
+        for kind, values, rows in (("in", inputs, function.param_rows), ("out", leaves or (), function.output_rows)):
+            for k, value in enumerate(values):
+                row = rows[k] if k < len(rows) else None
+                if row is None or row in skipped or not is_tensor(value):
+                    continue
+                if row <= len(function.rows) and not function.rows[row - 1].health:
+                    continue  # a timestamp-only row
+                wanted.append(((kind, name, k), value, row))
+        if wanted:
+            for (slot, value, _), values_row in zip(wanted, array[[w[2] for w in wanted]].tolist()):
+                if values_row[0]:  # FULL_HEALTH values derived only if a later call reuses them
+                    store(slot, value, None, values_row, call.index)
+
     def _finish_fast(self, call: _FastCall, inputs, outputs, error, frames, user_index) -> None:
+        if call.skips and call.buffers and call.buffers[0][0] == call.fid:
+            array = call.buffers[0][2]
+            for row, entry in call.skips:  # the counts of the earlier summary, as if computed now
+                array[row] = (
+                    entry.row
+                    if entry.row is not None
+                    else param_cache.row_from_full(entry.counts(), tuple(entry.tensor.shape), compiled.ROW_WIDTH)
+                )
+        elif call.skips:
+            call.skips = []
         try:
             replayer = self.session.replay
             if replayer is not None and replayer.hunting and error is None and not call.implicit:
@@ -297,6 +414,7 @@ class CompiledTracer(Tracer):
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
         leaves = flatten(outputs) if outputs is not None else None
+        remember = self._cache is not None and error is None and not call.implicit
         if error is None and not call.implicit:
             static = self._static_execution(call, len(inputs), leaves)
             if static is None:
@@ -318,9 +436,13 @@ class CompiledTracer(Tracer):
                     )
                 )
                 self.session.execution_done(ExecutionPayload(payload), TraceBatch(payloads=payloads))
+                if remember:
+                    self._safely(self._remember, call, inputs, leaves)
                 return
         summaries = self._row_summaries(call, inputs, leaves)
         self._emit(call, TraceBatch(payloads=payloads), inputs, leaves, error, frames, user_index, summaries)
+        if remember:  # after the inputs were looked up: outputs replace their slots' entries
+            self._safely(self._remember, call, inputs, leaves)
 
     def _static_execution(self, call: _FastCall, num_inputs: int, leaves) -> bytes | None:
         """The serialized constant part of this function's Execution, when inputs and outputs
@@ -375,10 +497,13 @@ class CompiledTracer(Tracer):
         rows = array[row_ids].tolist()  # one conversion for every summarised input and output
         mode = self.mode
         out = [header]
-        for row, (tag, dtype, spec_bytes) in zip(rows, parts):
+        reused = {row: entry.index for row, entry in call.skips} if call.skips else None
+        for row_id, row, (tag, dtype, spec_bytes) in zip(row_ids, rows, parts):
             if not row[0]:
                 return None  # a row not written: let the generic path say what it knows
             body = b"\x0a" + _debug_values(mode, row, dtype)[1:] + spec_bytes
+            if reused and row_id in reused:  # TensorSummary.summarized_in_execution (70)
+                body += b"\xb0\x04" + _varint(reused[row_id])
             out.append(tag + _varint(len(body)) + body)
         return b"".join(out)
 
@@ -432,6 +557,7 @@ class CompiledTracer(Tracer):
         if function.name != call.function.name:
             return None
         mode = self.mode
+        reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
 
         def from_rows(values, row_ids):
             out = []
@@ -441,13 +567,14 @@ class CompiledTracer(Tracer):
                     out.append(None)
                     continue
                 dtype = str(value.dtype)
-                out.append(
-                    pb.TensorSummary(
-                        dtype=dtype,
-                        shape=tuple(value.shape),
-                        debug_values=_values_list(mode, array[row].tolist(), dtype),
-                    )
+                summary = pb.TensorSummary(
+                    dtype=dtype,
+                    shape=tuple(value.shape),
+                    debug_values=_values_list(mode, array[row].tolist(), dtype),
                 )
+                if row in reused:
+                    summary.summarized_in_execution = reused[row]
+                out.append(summary)
             return out
 
         return from_rows(inputs, function.param_rows), from_rows(leaves or [], function.output_rows)
@@ -480,6 +607,20 @@ class CompiledTracer(Tracer):
         return trace.SerializeToString()
 
 
+def _tail(count: int) -> np.dtype:
+    """One trace tail: debug_values (field 8, count packed doubles) and duration_us (field
+    11, a double), byte for byte what _debug_values and the row loop write."""
+    return np.dtype(
+        [("tag", "u1"), ("length", "u1"), ("values", "<f8", (count,)), ("duration_tag", "u1"), ("duration", "<f8")]
+    )
+
+
+_TAILS = {
+    pb.FULL_HEALTH: _tail(10),
+    pb.CONCISE_HEALTH: _tail(4),
+    pb.CURT_HEALTH: _tail(1),
+}  # NO_TENSOR keeps its loop over one column: measured as fast
+_VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
 _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")
 _FULL = struct.Struct("<10d")

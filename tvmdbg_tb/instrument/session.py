@@ -183,6 +183,7 @@ class Session:
         self.want_nonfinite = False  # some sink needs per-output finiteness
         self.replay = None  # tvmdbg_tb.replay.auto.AutoReplay when a dump is written
         self.trace_fused_ops = False  # deep mode (see api.enable_dump_debug_info)
+        self.param_cache = None  # param_cache.SummaryCache with param_summaries="once_per_value"
         self._ids = threading.Lock()
         self._graph_ids = itertools.count()
         self._op_ids = itertools.count()

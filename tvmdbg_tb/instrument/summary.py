@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from tvmdbg_tb.events.summaries import dtype_code, finite_statistics, is_float_dtype
+from tvmdbg_tb.instrument import param_cache
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 # FULL_TENSOR keeps at most this many bytes of one tensor (the rest is marked truncated).
@@ -38,6 +39,9 @@ def as_numpy(value: Any) -> np.ndarray | None:
     if isinstance(value, np.ndarray):
         return value
     try:
+        if param_cache._CACHES:  # tvmdbg's own read-only view: not a write path (param_cache)
+            with param_cache.internal():
+                return np.from_dlpack(value)
         return np.from_dlpack(value)
     except Exception:  # dtypes numpy cannot view (bfloat16, float8), non-CPU tensors
         return None
@@ -63,8 +67,12 @@ def health(array: np.ndarray, float_kind: bool) -> tuple[int, int, int, int, int
         positive = int(np.count_nonzero(array))
         return 0, 0, 0, 0, array.size - positive, positive
     if float_kind:
-        # Four passes (five with infinities): NaN compares false to everything, so it is what
-        # <0, >0 and ==0 leave uncounted; the infinities are split only when there are any.
+        if np.isfinite(array).all():  # the common case: three passes, positive by partition
+            below = int(np.count_nonzero(array < 0))
+            zero = int(np.count_nonzero(array == 0))
+            return 0, 0, 0, below, zero, array.size - below - zero
+        # Non-finite values: NaN compares false to everything, so it is what <0, >0 and ==0
+        # leave uncounted; the infinities are split only when there are any.
         below = int(np.count_nonzero(array < 0))
         above = int(np.count_nonzero(array > 0))
         zero = int(np.count_nonzero(array == 0))

@@ -17,7 +17,7 @@ from typing import Any
 
 from tvm import relax
 
-from tvmdbg_tb.instrument import capture
+from tvmdbg_tb.instrument import capture, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument.session import KernelCall, RuntimeFunction, RuntimeSite, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import (
@@ -152,13 +152,26 @@ class Tracer:
             executable_id=self.program.executable_id,
         )
         known_inputs, known_outputs = known if known is not None else ((), ())
+        cache = self.session.param_cache
+        name = call.function.name
         for k, value in enumerate(inputs):
             summary = known_inputs[k] if k < len(known_inputs) else None
-            execution.inputs.append(summary if summary is not None else tensor_summary(mode, value))
+            if summary is None:
+                if cache is not None and error is None:  # param_summaries="once_per_value"
+                    lookup = param_cache.reuse_allowed(call.function)
+                    summary = param_cache.summarize(cache, mode, value, ("in", name, k), call.index, lookup)
+                else:
+                    summary = tensor_summary(mode, value)
+            execution.inputs.append(summary)
         if outputs is not None:
             for k, value in enumerate(flatten(outputs)):
                 summary = known_outputs[k] if k < len(known_outputs) else None
-                execution.outputs.append(summary if summary is not None else tensor_summary(mode, value))
+                if summary is None:
+                    if cache is not None and error is None:  # counted where produced
+                        summary = param_cache.summarize(cache, mode, value, ("out", name, k), call.index, False)
+                    else:
+                        summary = tensor_summary(mode, value)
+                execution.outputs.append(summary)
         if error is not None:
             execution.error = _message(error)
         elif getattr(call, "stop", None) is not None:

@@ -258,18 +258,20 @@ class TensorValue(_message.Message):
     def __init__(self, dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., content: _Optional[bytes] = ..., truncated: bool = ...) -> None: ...
 
 class TensorSummary(_message.Message):
-    __slots__ = ("debug_values", "tensor_value", "dtype", "shape", "items")
+    __slots__ = ("debug_values", "tensor_value", "dtype", "shape", "items", "summarized_in_execution")
     DEBUG_VALUES_FIELD_NUMBER: _ClassVar[int]
     TENSOR_VALUE_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIZED_IN_EXECUTION_FIELD_NUMBER: _ClassVar[int]
     debug_values: _containers.RepeatedScalarFieldContainer[float]
     tensor_value: TensorValue
     dtype: str
     shape: _containers.RepeatedScalarFieldContainer[int]
     items: _containers.RepeatedCompositeFieldContainer[TensorSummary]
-    def __init__(self, debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., items: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ...) -> None: ...
+    summarized_in_execution: int
+    def __init__(self, debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., items: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., summarized_in_execution: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
     __slots__ = ("index", "function_name", "graph_id", "tensor_debug_mode", "inputs", "outputs", "duration_us", "code_location", "num_traces", "error", "executable_id")

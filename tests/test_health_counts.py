@@ -1,0 +1,88 @@
+"""FULL_HEALTH counts of both tracing paths against a numpy reference: the TIR summary
+kernel the compiled path inserts, and the numpy summary of the VM-instrument path, on every
+health dtype, odd shapes, empty tensors and planted NaN/Inf; the guarded parameter kernels
+(param_summaries) count the same, and leave a row Python pre-marked untouched."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from test_instrument_modes import _expected
+
+from tvmdbg_tb.instrument import compiled, param_cache
+from tvmdbg_tb.instrument.fast_tracer import _values_list
+from tvmdbg_tb.instrument.summary import debug_values
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+DTYPES = sorted(compiled.HEALTH_DTYPES)
+SHAPES = [(0,), (1,), (7,), (3, 5, 7), (2, 0, 3), (1, 1, 1, 1, 13)]
+
+
+def _array(dtype: str, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if dtype.startswith("float"):
+        data = rng.integers(-3, 4, size=shape).astype(dtype) * np.asarray(0.5, dtype)
+        flat = data.reshape(-1)
+        for i, special in enumerate([np.nan, np.inf, -np.inf, np.nan]):
+            if i * 3 < flat.size:
+                flat[i * 3] = special
+        return data
+    info = np.iinfo(dtype)
+    return rng.integers(max(info.min, -5), min(info.max, 5) + 1, size=shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_both_paths_match_numpy(dtype):
+    for seed, shape in enumerate(SHAPES):
+        array = _array(dtype, shape, seed)
+        expected = _expected("FULL_HEALTH", array)
+        # VM-instrument path: numpy on the zero-copy view.
+        got = debug_values(pb.FULL_HEALTH, tvm.runtime.tensor(array), dtype, shape)
+        assert got == expected, (dtype, shape, "numpy path")
+        # Compiled path: the TIR summary kernel writing one row of the stats buffer.
+        kernel = tvm.get_global_func(compiled.kernel(dtype, len(shape), True))
+        stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
+        kernel(tvm.runtime.tensor(array), stats, 0)
+        row = stats.numpy()[0].tolist()
+        assert row[8 : 8 + len(shape)] == list(shape)
+        assert _values_list(pb.FULL_HEALTH, row, dtype) == expected, (dtype, shape, "kernel path")
+        # The guarded parameter kernel: same counts on a fresh row, nothing on a pre-marked one.
+        guarded = tvm.get_global_func(compiled.kernel(dtype, len(shape), True, guarded=True))
+        stats = tvm.runtime.tensor(np.zeros((2, compiled.ROW_WIDTH), "float64"))
+        view = np.from_dlpack(stats)
+        view[1, 0] = param_cache.SKIPPED
+        guarded(tvm.runtime.tensor(array), stats, 0)
+        guarded(tvm.runtime.tensor(array), stats, 1)
+        assert _values_list(pb.FULL_HEALTH, view[0].tolist(), dtype) == expected, (dtype, shape, "guarded")
+        assert view[1].tolist() == [param_cache.SKIPPED] + [0.0] * (compiled.ROW_WIDTH - 1)
+
+
+def _kernel_values(array: np.ndarray) -> list[float]:
+    dtype = str(array.dtype)
+    kernel = tvm.get_global_func(compiled.kernel(dtype, array.ndim, True))
+    stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
+    kernel(tvm.runtime.tensor(array), stats, 0)
+    return _values_list(pb.FULL_HEALTH, stats.numpy()[0].tolist(), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_float_kernel_special_values(dtype):
+    """The one-pass float kernel detects infinities through a per-lane sum: only +inf, only
+    -inf, both, finite values whose sum overflows, and NaN with infinities all count exactly."""
+    big = np.finfo(dtype).max
+    cases = {
+        "pos_inf": np.array([1, np.inf, 0, -2] * 9, dtype),
+        "neg_inf": np.array([1, -np.inf, 0, -2] * 9 + [-np.inf], dtype),
+        "both_inf": np.array([np.inf, -np.inf] * 17 + [0], dtype),
+        "overflowing_sum": np.full(41, big, dtype),
+        "overflowing_negative_sum": np.concatenate([np.full(33, -big, dtype), np.zeros(3, dtype)]),
+        "nan_and_inf": np.array([np.nan, np.inf, -np.inf, 0, 3] * 7, dtype),
+        "tail_inf": np.concatenate([np.ones(32, dtype), np.array([np.inf], dtype)]),
+    }
+    for name, array in cases.items():
+        assert _kernel_values(array) == _expected("FULL_HEALTH", array), (dtype, name)
+        got = debug_values(pb.FULL_HEALTH, tvm.runtime.tensor(array), dtype, array.shape)
+        assert got == _expected("FULL_HEALTH", array), (dtype, name, "numpy path")

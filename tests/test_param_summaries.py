@@ -1,0 +1,245 @@
+"""param_summaries="once_per_value": a weight passed again as the same tensor object is not
+re-summarised, and every write the rule can see (a DLPack/numpy view, copyfrom, copyto,
+an in-place kernel) still shows a NaN written into the weight between calls, on both
+tracing paths, with counts equal to numpy's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import trace_paths
+import tvm
+from models import compile_module
+from tvm import relax
+
+import tvmdbg
+
+
+@pytest.fixture(params=trace_paths.PATHS)
+def trace_path(request):
+    with trace_paths.using(request.param):
+        yield request.param
+
+
+def _mlp(batch=2, dims=(12, 16, 4)):
+    """y = relu(x @ w1) @ w2, the weights as function parameters."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((batch, dims[0]), "float32"))
+    w1 = relax.Var("w1", relax.TensorType((dims[0], dims[1]), "float32"))
+    w2 = relax.Var("w2", relax.TensorType((dims[1], dims[2]), "float32"))
+    with bb.function("main", [x, w1, w2]):
+        with bb.dataflow():
+            h = bb.emit(relax.op.nn.relu(relax.op.matmul(x, w1)))
+            out = bb.emit_output(relax.op.matmul(h, w2))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _numpy_health(array):
+    a = np.asarray(array, dtype=np.float64)
+    neg_inf, pos_inf, nan = int(np.isneginf(a).sum()), int(np.isposinf(a).sum()), int(np.isnan(a).sum())
+    finite = a[np.isfinite(a)]
+    return [a.size, neg_inf, pos_inf, nan, int((finite < 0).sum()), int((finite == 0).sum()), int((finite > 0).sum())]
+
+
+def _executions(logdir):
+    with tvmdbg.DebugDataReader(logdir) as reader:
+        reader.update()
+        run = reader.run()
+        return [run.execution(i) for i in range(run.num_executions())], run.num_traces()
+
+
+def _run(tmp_path, calls, param_summaries="once_per_value"):
+    """Compiles the MLP under FULL_HEALTH, then runs calls(function, x, w1, w2, snapshots):
+    snapshots.append() records the weights' values as numpy saw them before each call."""
+    tvmdbg.enable_dump_debug_info(
+        str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, param_summaries=param_summaries
+    )
+    try:
+        rng = np.random.default_rng(0)
+        executable = compile_module(_mlp(), fuse=False)
+        function = relax.VirtualMachine(executable, tvm.cpu())["main"]
+        x = tvm.runtime.tensor(rng.standard_normal((2, 12)).astype("float32"))
+        w1 = tvm.runtime.tensor(rng.standard_normal((12, 16)).astype("float32"))
+        w2 = tvm.runtime.tensor(rng.standard_normal((16, 4)).astype("float32"))
+        snapshots = []
+        calls(function, x, w1, w2, snapshots)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    return _executions(str(tmp_path)), snapshots
+
+
+def _call(function, x, w1, w2, snapshots):
+    snapshots.append((w1.numpy().copy(), w2.numpy().copy()))
+    function(x, w1, w2)
+
+
+def _check(executions, snapshots):
+    assert len(executions) == len(snapshots)
+    for execution, (w1, w2) in zip(executions, snapshots):
+        assert list(execution.inputs[1].debug_values)[3:] == _numpy_health(w1)
+        assert list(execution.inputs[2].debug_values)[3:] == _numpy_health(w2)
+
+
+def test_unchanged_weights_summarised_once(tmp_path, trace_path):
+    def calls(function, x, w1, w2, snapshots):
+        for _ in range(3):
+            _call(function, x, w1, w2, snapshots)
+
+    (executions, traces), snapshots = _run(tmp_path, calls)
+    _check(executions, snapshots)
+    first = executions[0].index
+    assert not executions[0].inputs[1].HasField("summarized_in_execution")
+    for execution in executions[1:]:
+        assert execution.inputs[1].summarized_in_execution == first
+        assert execution.inputs[2].summarized_in_execution == first
+    assert traces == 3 * 3  # matmul, relu, matmul: every kernel execution still recorded
+
+
+def test_default_summarises_every_call(tmp_path, trace_path):
+    def calls(function, x, w1, w2, snapshots):
+        for _ in range(2):
+            _call(function, x, w1, w2, snapshots)
+
+    (executions, _), snapshots = _run(tmp_path, calls, param_summaries="every_call")
+    _check(executions, snapshots)
+    assert not any(e.inputs[1].HasField("summarized_in_execution") for e in executions)
+
+
+def test_nan_written_through_numpy_view_is_caught(tmp_path, trace_path):
+    """The view is made after the first call (the weight already summarised)."""
+
+    def calls(function, x, w1, w2, snapshots):
+        _call(function, x, w1, w2, snapshots)
+        _call(function, x, w1, w2, snapshots)
+        view = np.from_dlpack(w1)
+        view[3, 5] = np.nan
+        _call(function, x, w1, w2, snapshots)
+        view[0, 0] = np.inf
+        _call(function, x, w1, w2, snapshots)
+
+    (executions, _), snapshots = _run(tmp_path, calls)
+    _check(executions, snapshots)
+    assert executions[1].inputs[1].HasField("summarized_in_execution")
+    assert executions[2].inputs[1].debug_values[6] == 1  # the NaN, in the weight's own summary
+    assert not executions[2].inputs[1].HasField("summarized_in_execution")
+    assert executions[3].inputs[1].debug_values[5] == 1  # +inf written later through the same view
+    # w2 was never exported nor written: still reused.
+    assert executions[3].inputs[2].summarized_in_execution == executions[0].index
+
+
+def test_view_made_before_first_call_is_caught(tmp_path, trace_path):
+    def calls(function, x, w1, w2, snapshots):
+        view = np.from_dlpack(w2)
+        _call(function, x, w1, w2, snapshots)
+        _call(function, x, w1, w2, snapshots)
+        view[1, 1] = np.nan
+        _call(function, x, w1, w2, snapshots)
+
+    (executions, _), snapshots = _run(tmp_path, calls)
+    _check(executions, snapshots)
+    assert executions[2].inputs[2].debug_values[6] == 1
+
+
+def test_nan_written_by_copyfrom_and_copyto_is_caught(tmp_path, trace_path):
+    def calls(function, x, w1, w2, snapshots):
+        _call(function, x, w1, w2, snapshots)
+        _call(function, x, w1, w2, snapshots)
+        bad = w1.numpy()
+        bad[2, 2] = np.nan
+        w1.copyfrom(bad)
+        _call(function, x, w1, w2, snapshots)
+        _call(function, x, w1, w2, snapshots)  # unchanged again: reused, NaN included
+        worse = w2.numpy()
+        worse[0, :] = -np.inf
+        tvm.runtime.tensor(worse).copyto(w2)
+        _call(function, x, w1, w2, snapshots)
+
+    (executions, _), snapshots = _run(tmp_path, calls)
+    _check(executions, snapshots)
+    assert executions[2].inputs[1].debug_values[6] == 1
+    assert not executions[2].inputs[1].HasField("summarized_in_execution")
+    assert executions[3].inputs[1].summarized_in_execution == executions[2].index
+    assert executions[4].inputs[2].debug_values[4] == 4  # the -inf row
+
+
+def test_bad_param_summaries_rejected(tmp_path):
+    with pytest.raises(ValueError, match="param_summaries"):
+        tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", param_summaries="sometimes")
+
+
+def _training_summaries(logdir, param_summaries):
+    from models import digits_training
+
+    tvmdbg.enable_dump_debug_info(
+        str(logdir), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, param_summaries=param_summaries
+    )
+    try:
+        training = digits_training(lr=7.0, fuse=True)
+        for _ in range(6):  # goes NaN after ~3 steps: the updated weights carry it
+            training.trainer.update(training.inputs, training.targets)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    executions, traces = _executions(str(logdir))
+
+    def values(summary):
+        return [list(summary.debug_values), [list(item.debug_values) for item in summary.items]]
+
+    return [(e.function_name, [values(s) for s in e.inputs]) for e in executions], executions, traces
+
+
+def test_training_step_counts_equal_every_call(tmp_path, trace_path):
+    """Weights updated by the optimizer come back as the outputs it returned (summarised
+    there): every input summary equals the one computed every call, NaNs included."""
+    every, _, every_traces = _training_summaries(tmp_path / "every", "every_call")
+    once, executions, once_traces = _training_summaries(tmp_path / "once", "once_per_value")
+    assert once == every
+    assert once_traces == every_traces
+    assert any(any(v[0][6] > 0 for v in inputs) for _, inputs in once)  # the NaN reached the weights
+    reused = [s for e in executions for s in e.inputs if s.HasField("summarized_in_execution")]
+    assert len(reused) >= 10
+
+
+def _inplace_module():
+    """main(x, w): w += 1 in place (call_tir_inplace), then x + w."""
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def add_one(a: T.handle):
+        A = T.match_buffer(a, (8,), "float32")
+        for i in range(8):
+            A[i] = A[i] + T.float32(1)
+
+    bb = relax.BlockBuilder()
+    gvar = bb.add_func(add_one, "add_one")
+    x = relax.Var("x", relax.TensorType((8,), "float32"))
+    w = relax.Var("w", relax.TensorType((8,), "float32"))
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            bumped = bb.emit(relax.call_tir_inplace(gvar, relax.Tuple([w]), 0, relax.TensorType((8,), "float32")))
+            out = bb.emit_output(relax.op.add(x, bumped))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_function_with_inplace_kernel_never_reuses(tmp_path, trace_path):
+    """A weight the function itself updates in place is summarised on every call."""
+    tvmdbg.enable_dump_debug_info(
+        str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, param_summaries="once_per_value"
+    )
+    try:
+        function = relax.VirtualMachine(compile_module(_inplace_module(), fuse=False), tvm.cpu())["main"]
+        x = tvm.runtime.tensor(np.zeros(8, "float32"))
+        w = tvm.runtime.tensor(np.arange(-3, 5, dtype="float32"))  # -3..4: crosses zero as it grows
+        for _ in range(4):
+            function(x, w)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    executions, _ = _executions(str(tmp_path))
+    assert len(executions) == 4
+    assert not any(e.inputs[1].HasField("summarized_in_execution") for e in executions)
+    negatives = [e.inputs[1].debug_values[7] for e in executions]
+    # The compiled path summarises parameters before the first kernel, the VM-instrument path
+    # when the call returns (after the in-place update): either way they follow the updates.
+    assert negatives == ([3, 2, 1, 0] if trace_path == "compiled" else [2, 1, 0, 0])
+    np.testing.assert_array_equal(w.numpy(), np.arange(-3, 5, dtype="float32") + 4)

@@ -1,0 +1,346 @@
+"""Parameter summaries once per value (opt-in: param_summaries="once_per_value").
+
+Re-summarising unchanged weights on every call is most of the health cost of a call whose
+parameters are large (a 1M-element weight reads 4 MB per call). TVM tensors carry no version
+counter, so "unchanged" is decided by this rule:
+
+- a tensor argument (or a tensor inside a tuple argument) that is the same TVM tensor
+  object (the same runtime object, whatever Python wrapper carries it) as one summarised earlier in this session, in a function that has no in-place
+  kernel, is not re-summarised: its Execution summary repeats the earlier counts and says
+  where they come from (TensorSummary.summarized_in_execution);
+- a tensor returned by a traced call counts as summarised there (its kernel row), so the
+  updated weights of a training step are not summarised again when they come back in;
+- writes the session can see end that: `copyfrom`/`copyto` into the tensor forget it;
+  exporting it through DLPack (np.from_dlpack, torch.from_dlpack, `__dlpack__`), making a
+  view of it, or importing memory with `tvm.runtime.from_dlpack` marks its memory as
+  writable from outside for the rest of the session (summarised on every call);
+- traced calls of a function with an in-place kernel forget their arguments.
+
+What the rule cannot see (why it is opt-in): writes from native code that bypasses these
+Python entry points (a raw compiled kernel called with the tensor as its output, a VM that
+tvmdbg does not trace, C extensions holding the data pointer) and DLPack views made before
+enable_dump_debug_info. A NaN written that way still shows in the first traced kernel output
+it reaches (NaN and Inf propagate through arithmetic), but not in the parameter's own row.
+Memory: one tensor per (function, argument slot) is kept referenced (the last one seen).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from tvmdbg_tb.events.summaries import dtype_code
+
+PER_CALL = "every_call"
+PER_VALUE = "once_per_value"
+CHOICES = (PER_CALL, PER_VALUE)
+SKIPPED = -1.0  # column 0 of a parameter row Python pre-marks: the guarded kernel leaves it
+
+_TAINTED: set[int] = set()  # data pointers writable from outside (see the rule above)
+_TAINT_LIMIT = 1 << 16
+_OVERFLOW = [False]  # more exported tensors than _TAINT_LIMIT: reuse off for the process
+_CACHES: list[SummaryCache] = []
+_LOCAL = threading.local()
+_INSTALLED = [False]
+
+
+class _Entry:
+    __slots__ = ("tensor", "full", "row", "index", "pointer", "summary")
+
+    def __init__(self, tensor, full: list[float] | None, row: list[float] | None, index: int, pointer: int):
+        self.tensor = tensor
+        self.full = full  # FULL_HEALTH debug_values (None: derived from row when first needed)
+        self.row = row  # the kernel row (compiled path), or None
+        self.index = index
+        self.pointer = pointer
+        self.summary = None  # the reused TensorSummary (built once)
+
+    def counts(self) -> list[float]:
+        """FULL_HEALTH debug_values."""
+        if self.full is None:
+            self.full = full_from_row(self.row, str(self.tensor.dtype))
+        return self.full
+
+
+class SummaryCache:
+    """Health of tensors already summarised in this session, by object identity."""
+
+    def __init__(self) -> None:
+        self._by_slot: dict[tuple, _Entry] = {}
+        self._by_id: dict[int, _Entry] = {}
+        # A tuple argument whose tensors all hit: (their entries, its reused TensorSummary).
+        self.tuples: dict[tuple, tuple[list[_Entry], Any]] = {}
+        install()
+        _CACHES.append(self)
+
+    def close(self) -> None:
+        if self in _CACHES:
+            _CACHES.remove(self)
+        self._by_slot.clear()
+        self._by_id.clear()
+        self.tuples.clear()
+
+    def lookup(self, tensor: Any) -> _Entry | None:
+        entry = self._by_id.get(_key(tensor))
+        if entry is None or _OVERFLOW[0]:
+            return None
+        if _TAINTED and entry.pointer in _TAINTED:
+            self._drop(entry)
+            return None
+        return entry
+
+    def store(self, slot: tuple, tensor: Any, full: list[float] | None, row: list[float] | None, index: int) -> None:
+        """Records tensor's counts: FULL_HEALTH debug_values (full) or a kernel row (or both)."""
+        try:
+            pointer = int(tensor.data_ptr())
+        except Exception:
+            return
+        if pointer in _TAINTED or _OVERFLOW[0]:
+            return
+        old = self._by_slot.get(slot)
+        if old is not None and self._by_id.get(_key(old.tensor)) is old:
+            del self._by_id[_key(old.tensor)]
+        entry = _Entry(tensor, full, row, index, pointer)
+        self._by_slot[slot] = entry
+        self._by_id[_key(tensor)] = entry
+
+    def forget(self, tensor: Any) -> None:
+        entry = self._by_id.get(_key(tensor))
+        if entry is not None:
+            self._drop(entry)
+
+    def clear(self) -> None:
+        self._by_slot.clear()
+        self._by_id.clear()
+        self.tuples.clear()
+
+    def forget_pointer(self, pointer: int) -> None:
+        for entry in [e for e in self._by_id.values() if e.pointer == pointer]:
+            self._drop(entry)
+
+    def _drop(self, entry: _Entry) -> None:
+        if self._by_id.get(_key(entry.tensor)) is entry:
+            del self._by_id[_key(entry.tensor)]
+        for slot in [s for s, e in self._by_slot.items() if e is entry]:
+            del self._by_slot[slot]
+
+
+def _key(tensor: Any) -> int:
+    """The runtime object's address (a TVM tensor fetched twice from a container comes in two
+    Python wrappers); unique while the entry keeps the tensor referenced."""
+    handle = getattr(tensor, "__chandle__", None)
+    return handle() if handle is not None else id(tensor)
+
+
+def full_from_row(row: list[float], dtype: str) -> list[float]:
+    """FULL_HEALTH debug_values from a summary kernel row (compiled.py's layout)."""
+    size, lt, gt, eq, neg_inf, pos_inf, rank = row[1:8]
+    nan = size - lt - gt - eq
+    return [0.0, float(dtype_code(dtype)), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
+
+
+def row_from_full(full: list[float], shape: tuple[int, ...], width: int) -> list[float]:
+    """A summary kernel row (column 0 = 1.0: written) from FULL_HEALTH debug_values."""
+    _, _, rank, size, neg_inf, pos_inf, nan, negative, zero, positive = full
+    row = [1.0, size, negative + neg_inf, positive + pos_inf, zero, neg_inf, pos_inf, rank, *map(float, shape)]
+    return row + [0.0] * (width - len(row))
+
+
+def mode_values(mode_name: str, full: list[float]) -> list[float]:
+    """A health mode's debug_values from FULL_HEALTH's."""
+    size, neg_inf, pos_inf, nan = full[3:7]
+    if mode_name == "CURT_HEALTH":
+        return [1.0 if neg_inf + pos_inf + nan > 0 else 0.0]
+    if mode_name == "CONCISE_HEALTH":
+        return [size, neg_inf, pos_inf, nan]
+    return list(full)
+
+
+def reuse_allowed(function: Any) -> bool:
+    """Whether a session.RuntimeFunction writes none of its arguments: every site is known
+    and none is in place or a packed call (which may write what it is given)."""
+    cached = getattr(function, "_tvmdbg_reuse", None)
+    if cached is None:
+        cached = bool(function.mapped) and all(
+            site.info is not None and not site.info.inplace_indices and site.info.call_type != "call_packed"
+            for site in function.sites
+        )
+        function._tvmdbg_reuse = cached
+    return cached
+
+
+# -- the writes and exports the session can see -----------------------------------------------
+
+
+class internal:
+    """Context: DLPack exports made by tvmdbg itself (read-only views) taint nothing."""
+
+    def __enter__(self):
+        _LOCAL.depth = getattr(_LOCAL, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _LOCAL.depth -= 1
+
+
+def _taint(tensor: Any) -> None:
+    if not _CACHES or getattr(_LOCAL, "depth", 0):
+        return
+    try:
+        pointer = int(tensor.data_ptr())
+    except Exception:
+        return
+    if len(_TAINTED) >= _TAINT_LIMIT:  # too many to track: nothing is reused any more
+        _OVERFLOW[0] = True
+        for cache in list(_CACHES):
+            cache.clear()
+        return
+    _TAINTED.add(pointer)
+
+
+def _forget(tensor: Any) -> None:
+    """Runs inside the user's copyfrom/copyto: never raises (another thread may be changing
+    a cache; a failure then forgets everything, which is always sound)."""
+    if not _CACHES:
+        return
+    try:
+        pointer = int(tensor.data_ptr())
+        for cache in list(_CACHES):
+            cache.forget_pointer(pointer)
+    except Exception:
+        for cache in list(_CACHES):
+            cache.clear()
+
+
+def install() -> None:
+    """Wraps the Tensor methods that export or write memory (once per process)."""
+    if _INSTALLED[0]:
+        return
+    import tvm
+    import tvm_ffi
+
+    tensor_type = tvm.runtime.Tensor
+
+    def exporting(name):
+        original = getattr(tensor_type, name, None)
+        if original is None:
+            return
+
+        def wrapper(self, *args, **kwargs):
+            _taint(self)
+            return original(self, *args, **kwargs)
+
+        wrapper.__wrapped__ = original
+        setattr(tensor_type, name, wrapper)
+
+    for name in ("__dlpack__", "_to_dlpack", "_to_dlpack_versioned", "_create_view"):
+        exporting(name)
+
+    copyfrom = tensor_type.copyfrom
+
+    def copyfrom_wrapper(self, source_array):
+        try:
+            return copyfrom(self, source_array)
+        finally:
+            _forget(self)
+
+    copyfrom_wrapper.__wrapped__ = copyfrom
+    tensor_type.copyfrom = copyfrom_wrapper
+    copyto = tensor_type.copyto
+
+    def copyto_wrapper(self, target, *args, **kwargs):
+        try:
+            return copyto(self, target, *args, **kwargs)
+        finally:
+            if isinstance(target, tensor_type):
+                _forget(target)
+
+    copyto_wrapper.__wrapped__ = copyto
+    tensor_type.copyto = copyto_wrapper
+
+    def importing(module):
+        original = getattr(module, "from_dlpack", None)
+        if original is None or getattr(original, "_tvmdbg", False):
+            return
+
+        def wrapper(*args, **kwargs):
+            result = original(*args, **kwargs)
+            _taint(result)
+            return result
+
+        wrapper._tvmdbg = True
+        wrapper.__wrapped__ = original
+        module.from_dlpack = wrapper
+
+    for module in (tvm.runtime, tvm_ffi, getattr(tvm.runtime, "_tensor", None)):
+        if module is not None:
+            importing(module)
+    _INSTALLED[0] = True
+
+
+def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: int, lookup: bool = True):
+    """The TensorSummary of a call's argument (or returned value) in a health mode, reusing
+    (lookup) and recording the counts of its tensors; the layouts of summary.tensor_summary."""
+    from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, tensor_summary
+    from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+    mode_name = pb.TensorDebugMode.Name(mode)
+
+    def counts(tensor, key):
+        entry = cache.lookup(tensor) if lookup else None
+        if entry is not None:
+            return entry.counts(), entry.index
+        full = debug_values(pb.FULL_HEALTH, tensor, str(tensor.dtype), tuple(tensor.shape))
+        if full:
+            cache.store(key, tensor, full, None, index)
+        return full, None
+
+    def one(tensor, key):
+        entry = cache.lookup(tensor) if lookup else None
+        if entry is not None and entry.summary is not None:
+            return entry.summary, entry.counts()
+        full, reused = counts(tensor, key)
+        if not full:
+            return tensor_summary(mode, tensor), full
+        summary = pb.TensorSummary(dtype=str(tensor.dtype), shape=tuple(tensor.shape))
+        summary.debug_values.extend(mode_values(mode_name, full))
+        if reused is not None:
+            summary.summarized_in_execution = reused
+            entry.summary = summary
+        return summary, full
+
+    if is_tensor(value):
+        return one(value, slot)[0]
+    leaves = flatten(value)
+    if leaves == [value]:
+        return tensor_summary(mode, value)
+    entries = [cache.lookup(leaf) if lookup and is_tensor(leaf) else None for leaf in leaves]
+    memo = cache.tuples.get(slot)
+    if memo is not None and len(memo[0]) == len(entries) and all(a is b for a, b in zip(memo[0], entries)):
+        return memo[1]  # every tensor unchanged since the summary was built
+    summary = pb.TensorSummary(dtype="tuple", shape=[len(leaves)])
+    fulls, reused = [], []
+    for j, leaf in enumerate(leaves):
+        if not is_tensor(leaf):
+            summary.items.append(tensor_summary(mode, leaf))
+            continue
+        item, full = one(leaf, (*slot, j))
+        summary.items.append(item)
+        fulls.append(full)
+        reused.append(item.summarized_in_execution if item.HasField("summarized_in_execution") else None)
+    if not fulls or any(not f for f in fulls):
+        return summary  # an element we cannot read: health unknown (as summary.tuple_summary)
+    totals = [sum(f[k] for f in fulls) for k in range(3, 10)]
+    size, neg_inf, pos_inf, nan, negative, zero, positive = totals
+    if mode == pb.CURT_HEALTH:
+        summary.debug_values.append(1.0 if neg_inf + pos_inf + nan else 0.0)
+    elif mode == pb.CONCISE_HEALTH:
+        summary.debug_values.extend([size, neg_inf, pos_inf, nan])
+    else:
+        codes = {f[1] for f in fulls}
+        code = codes.pop() if len(codes) == 1 else pb.DTYPE_UNKNOWN
+        summary.debug_values.extend([0, code, 0, size, neg_inf, pos_inf, nan, negative, zero, positive])
+    if all(r is not None for r in reused) and len(reused) == len(leaves):
+        summary.summarized_in_execution = min(reused)
+        if all(entry is not None for entry in entries):
+            cache.tuples[slot] = (entries, summary)
+    return summary
