@@ -26,10 +26,11 @@ Memory: one tensor per (function, argument slot) is kept referenced (the last on
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from tvmdbg_tb.events.summaries import dtype_code
+from tvmdbg_tb.instrument.summary import TRACK_OWN_READS, debug_values, flatten, is_tensor, reading_own, tensor_summary
+from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 PER_CALL = "every_call"
 PER_VALUE = "once_per_value"
@@ -40,7 +41,6 @@ _TAINTED: set[int] = set()  # data pointers writable from outside (see the rule 
 _TAINT_LIMIT = 1 << 16
 _OVERFLOW = [False]  # more exported tensors than _TAINT_LIMIT: reuse off for the process
 _CACHES: list[SummaryCache] = []
-_LOCAL = threading.local()
 _INSTALLED = [False]
 
 
@@ -172,18 +172,8 @@ def reuse_allowed(function: Any) -> bool:
 # -- the writes and exports the session can see -----------------------------------------------
 
 
-class internal:
-    """Context: DLPack exports made by tvmdbg itself (read-only views) taint nothing."""
-
-    def __enter__(self):
-        _LOCAL.depth = getattr(_LOCAL, "depth", 0) + 1
-
-    def __exit__(self, *exc):
-        _LOCAL.depth -= 1
-
-
 def _taint(tensor: Any) -> None:
-    if not _CACHES or getattr(_LOCAL, "depth", 0):
+    if not _CACHES or reading_own():
         return
     try:
         pointer = int(tensor.data_ptr())
@@ -215,6 +205,7 @@ def install() -> None:
     """Wraps the Tensor methods that export or write memory (once per process)."""
     if _INSTALLED[0]:
         return
+    TRACK_OWN_READS[0] = True
     import tvm
     import tvm_ffi
 
@@ -280,9 +271,6 @@ def install() -> None:
 def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: int, lookup: bool = True):
     """The TensorSummary of a call's argument (or returned value) in a health mode, reusing
     (lookup) and recording the counts of its tensors; the layouts of summary.tensor_summary."""
-    from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, tensor_summary
-    from tvmdbg_tb.proto import debug_event_pb2 as pb
-
     mode_name = pb.TensorDebugMode.Name(mode)
 
     def counts(tensor, key):

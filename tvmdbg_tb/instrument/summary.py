@@ -6,16 +6,26 @@ The layouts are those of debug_event.proto (decoded by tvmdbg_tb.events.summarie
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
 
 from tvmdbg_tb.events.summaries import dtype_code, finite_statistics, is_float_dtype
-from tvmdbg_tb.instrument import param_cache
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 # FULL_TENSOR keeps at most this many bytes of one tensor (the rest is marked truncated).
 MAX_TENSOR_BYTES = 64 << 20
+
+# tvmdbg's own DLPack reads (read-only views) on this thread, counted only while something
+# watches exports (param_cache sets TRACK_OWN_READS): they must not count as the user's.
+TRACK_OWN_READS = [False]
+_OWN_READS = threading.local()
+
+
+def reading_own() -> bool:
+    """Whether this thread is inside one of tvmdbg's own DLPack reads."""
+    return getattr(_OWN_READS, "depth", 0) > 0
 
 
 _TENSOR_TYPES: tuple[type, ...] = ()
@@ -39,10 +49,13 @@ def as_numpy(value: Any) -> np.ndarray | None:
     if isinstance(value, np.ndarray):
         return value
     try:
-        if param_cache._CACHES:  # tvmdbg's own read-only view: not a write path (param_cache)
-            with param_cache.internal():
-                return np.from_dlpack(value)
-        return np.from_dlpack(value)
+        if not TRACK_OWN_READS[0]:
+            return np.from_dlpack(value)
+        _OWN_READS.depth = getattr(_OWN_READS, "depth", 0) + 1
+        try:
+            return np.from_dlpack(value)
+        finally:
+            _OWN_READS.depth -= 1
     except Exception:  # dtypes numpy cannot view (bfloat16, float8), non-CPU tensors
         return None
 
