@@ -40,12 +40,12 @@ def _vm_workload(build):
     import tvm
     from tvm import relax
 
-    from tvmdbg_tb.instrument import vm_tracer
+    from tvmdbg_tb.instrument import vm_wrapper
 
     executable, inputs = build()
     vm = relax.VirtualMachine(executable, tvm.cpu())
     if not _tracing[0]:
-        vm_tracer.exclude(vm)
+        vm_wrapper.exclude(vm)
     args = [tvm.runtime.tensor(a) for a in inputs]
     function = vm["main"]
     return lambda: function(*args)
@@ -79,11 +79,11 @@ def _mlp():
 def _training_workload():
     import models
 
-    from tvmdbg_tb.instrument import vm_tracer
+    from tvmdbg_tb.instrument import vm_wrapper
 
     training = models.digits_training(lr=0.05, fuse=True)
     if not _tracing[0]:
-        vm_tracer.exclude(training.trainer.vm)
+        vm_wrapper.exclude(training.trainer.vm)
     trainer = training.trainer
     return lambda: trainer.update(training.inputs, training.targets)
 

@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
-from tvmdbg_tb.instrument import capture, vm_tracer
+from tvmdbg_tb.instrument import capture, vm_wrapper
 from tvmdbg_tb.instrument.check_numerics import CheckNumerics, CheckNumericsError
 from tvmdbg_tb.instrument.session import Session, WriterSink, execution_message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -127,11 +127,11 @@ def _normalise_dtypes(tensor_dtypes):
 def _activate(session: Session | None) -> None:
     old = _STATE.session
     if old is not None and old is not session:
-        vm_tracer.detach_all()
+        vm_wrapper.detach_all()
         if old.param_cache is not None:
             old.param_cache.close()
     _STATE.session = session
-    vm_tracer.ACTIVE.session = session
+    vm_wrapper.ACTIVE.session = session
     capture.STATE.on_executable = (lambda executable, info: session.register_executable(info)) if session else None
     capture.STATE.recording = session is not None
     capture.STATE.compile_health = _compile_health(session)
@@ -233,7 +233,7 @@ def enable_dump_debug_info(
                 f"({_STATE.dump_args!r}); call tvmdbg.disable_dump_debug_info() first"
             )
         capture.install()
-        vm_tracer.install()
+        vm_wrapper.install()
         _STATE.writer = DebugEventsWriter(args[0], tensor_debug_mode=mode, circular_buffer_size=circular_buffer_size)
         _STATE.dump_args = args
         _activate(_new_session())
@@ -269,12 +269,12 @@ def enable_check_numerics(trace_fused_ops: bool = False, inner_origin: Callable 
                 )
             return
         capture.install()
-        vm_tracer.install()
+        vm_wrapper.install()
         _STATE.check = CheckNumerics(trace_fused_ops=trace_fused_ops, inner_origin=inner_origin)
         if _STATE.session is not None:
             _STATE.session.trace_fused_ops = _STATE.session.trace_fused_ops or trace_fused_ops
             _STATE.session.add_sink(_STATE.check)  # same run: keep the session and its ids
-            vm_tracer.detach_all()  # check-numerics needs the per-kernel VM instrument
+            vm_wrapper.detach_all()  # check-numerics needs the per-kernel VM instrument
             capture.STATE.compile_health = _compile_health(_STATE.session)
         else:
             _activate(_new_session())
@@ -288,7 +288,7 @@ def disable_check_numerics() -> None:
         if _STATE.writer is not None:
             _STATE.session.remove_sink(check)
             _STATE.session.trace_fused_ops = bool(_STATE.dump_args.trace_fused_ops)
-            vm_tracer.detach_all()
+            vm_wrapper.detach_all()
             capture.STATE.compile_health = _compile_health(_STATE.session)
         else:
             _activate(None)

@@ -15,7 +15,7 @@ import atexit
 import threading
 
 from tvmdbg_tb.instrument import api as instrument_api
-from tvmdbg_tb.instrument import capture, vm_tracer
+from tvmdbg_tb.instrument import capture, vm_wrapper
 from tvmdbg_tb.live.controller import LiveController
 from tvmdbg_tb.live.server import ControlServer
 
@@ -40,7 +40,7 @@ def _controller(writer) -> LiveController:
         state.extra_sinks.append(_LIVE.controller)
         if state.session is not None:
             state.session.add_sink(_LIVE.controller)
-            vm_tracer.detach_all()  # VMs built for the fast path get the per-kernel tracer
+            vm_wrapper.detach_all()  # VMs built for the fast path get the per-kernel tracer
             capture.STATE.compile_health = instrument_api._compile_health(state.session)
     _LIVE.controller.writer = writer
     return _LIVE.controller

@@ -188,10 +188,10 @@ def _compile(module):
     import tvm
     from tvm import relax
 
-    from tvmdbg_tb.instrument import capture, vm_tracer
+    from tvmdbg_tb.instrument import capture, vm_wrapper
 
     build = capture._ORIGINALS.get("build", relax.build)
     executable = build(module, target=tvm.target.Target("llvm"))
     vm = relax.VirtualMachine(executable, tvm.cpu())
-    vm_tracer.exclude(vm)
+    vm_wrapper.exclude(vm)
     return vm

@@ -1,0 +1,140 @@
+"""Wraps tvm.relax.VirtualMachine so that, while a session is active, every VM call goes
+through its tracer: the compiled one (fast_tracer) when the executable carries summary
+kernels, else the VM instrument (vm_tracer). Installed once; a pass-through when idle.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from tvm import relax
+
+from tvmdbg_tb.instrument import capture
+from tvmdbg_tb.instrument.fast_tracer import CompiledTracer, flush_implicit, usable
+from tvmdbg_tb.instrument.session import Session
+from tvmdbg_tb.instrument.vm_tracer import Tracer
+
+
+class _Holder:
+    session: Session | None = None
+
+
+ACTIVE = _Holder()  # the session VM calls are traced into (None: idle)
+
+_VMS: weakref.WeakSet = weakref.WeakSet()
+
+
+def exclude(vm) -> None:
+    """Never trace this VM (benchmarks use it for an uninstrumented reference)."""
+    vm.__dict__["_tvmdbg_excluded"] = True
+
+
+def tracer_of(vm) -> Tracer | None:
+    """The vm's tracer for the active session (created on first use); None when inactive."""
+    session = ACTIVE.session
+    if session is None or vm.__dict__.get("_tvmdbg_excluded"):
+        return None
+    tracer = vm.__dict__.get("_tvmdbg_tracer")
+    if tracer is None or tracer.session is not session:
+        tracer = CompiledTracer(session, vm) if usable(session, vm) else Tracer(session, vm)
+        vm.__dict__["_tvmdbg_tracer"] = tracer
+        _VMS.add(vm)
+    return tracer
+
+
+def detach_all() -> None:
+    """Removes the instrument from every traced VM (the session ended)."""
+    flush_implicit()
+    for vm in list(_VMS):
+        vm.__dict__.pop("_tvmdbg_tracer", None)
+        try:
+            vm._set_instrument(None)
+        except Exception:
+            pass
+    _VMS.clear()
+
+
+class TracedFunction:
+    """What vm["f"] returns while tvmdbg is enabled: the VM function, traced."""
+
+    __slots__ = ("_tracer", "_name", "_function")
+
+    def __init__(self, tracer: Tracer, name: str, function):
+        self._tracer = tracer
+        self._name = name
+        self._function = function
+
+    def __call__(self, *args):
+        return self._tracer.call(self._name, self._function, args, args)
+
+    def __getattr__(self, name):
+        return getattr(self._function, name)
+
+
+_INSTALLED = False
+
+
+def install() -> None:
+    """Wraps relax.VirtualMachine once; the wrappers pass straight through while inactive."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    vm_class = relax.VirtualMachine
+    original_init = vm_class.__init__
+    original_getitem = vm_class.__getitem__
+    original_set_input = vm_class.set_input
+    original_invoke_stateful = vm_class.invoke_stateful
+    original_time_evaluator = vm_class.time_evaluator
+
+    def __init__(self, rt_mod, *args, **kwargs):
+        original_init(self, rt_mod, *args, **kwargs)
+        self._tvmdbg_info = capture.info_of(rt_mod)
+
+    def __getitem__(self, key):
+        function = original_getitem(self, key)
+        tracer = tracer_of(self)
+        return function if tracer is None else TracedFunction(tracer, key, function)
+
+    def set_input(self, func_name, *args, **kwargs):
+        original_set_input(self, func_name, *args, **kwargs)
+        self.__dict__.setdefault("_tvmdbg_inputs", {})[func_name] = args
+
+    def invoke_stateful(self, func_name):
+        tracer = tracer_of(self)
+        if tracer is None:
+            return original_invoke_stateful(self, func_name)
+        inputs = self.__dict__.get("_tvmdbg_inputs", {}).get(func_name, ())
+        return tracer.call(
+            func_name,
+            lambda: original_invoke_stateful(self, func_name),
+            (),
+            inputs,
+            get_outputs=lambda: self.get_outputs(func_name),
+        )
+
+    def time_evaluator(self, func_name, dev, *args, **kwargs):
+        evaluator = original_time_evaluator(self, func_name, dev, *args, **kwargs)
+        vm = self
+
+        def timed(*call_args):
+            tracer = tracer_of(vm)
+            if tracer is None:
+                return evaluator(*call_args)
+            name = func_name
+            if func_name == "invoke_stateful" and call_args:
+                name = str(call_args[0])
+            return tracer.timed(name, evaluator, call_args)
+
+        return timed
+
+    for name, wrapper, original in (
+        ("__init__", __init__, original_init),
+        ("__getitem__", __getitem__, original_getitem),
+        ("set_input", set_input, original_set_input),
+        ("invoke_stateful", invoke_stateful, original_invoke_stateful),
+        ("time_evaluator", time_evaluator, original_time_evaluator),
+    ):
+        wrapper.__wrapped__ = original
+        wrapper.__doc__ = original.__doc__
+        setattr(vm_class, name, wrapper)
+    _INSTALLED = True
