@@ -8,7 +8,7 @@ the rest, as in a training run that diverges. Then, in a fresh process (so memor
 plugin's alone), builds the plugin, reads the dump once (the load) and times 200-row pages of
 `graph_execution/digests` and `alerts` at random offsets through the WSGI app. Repeated in
 fresh processes; medians are printed.
-Targets (issue 4): indexed <= 5 s, page <= 20 ms median, plugin memory <= 300 MB.
+Targets: indexed <= 5 s, page <= 20 ms median, plugin memory <= 300 MB.
 """
 
 from __future__ import annotations
