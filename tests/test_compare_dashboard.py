@@ -1,62 +1,163 @@
-"""The Compare view in real Chromium: the planted float16 reduction is named with its line,
-and clicking it shows both sides' statistics and the source line."""
+"""The Compare view and the `compare` route in real Chromium against a real TensorBoard, on
+the three planted cases: (a) a float16 build whose large reduction leaves tolerance first,
+(b) a torch-imported model whose tanh converter is skewed on purpose, against PyTorch eager,
+(c) fused vs unfused float32, which must come out within tolerance (no false alarm). Each names
+the right op and line in the route's JSON and in the dashboard; clicking an op shows both
+sides' statistics and the source line."""
 
 from __future__ import annotations
 
 import time
+from urllib.parse import urlencode
 
 import pytest
+from models import line_of
 from models_compare import reduction_model, run
 from test_dashboard_e2e import Browser, TensorBoardProcess  # skips without Chromium or bundle
 
 import tvmdbg
 
+TORCH_FILE = "test_compare_torch.py"
+
+
+def _record(logdir, build) -> None:
+    tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode="FULL_STATS")
+    try:
+        build()
+    finally:
+        tvmdbg.disable_dump_debug_info()
+
+
+def _reduction(dtype: str, fuse: bool):
+    def build():
+        executable, inputs, _ = reduction_model(dtype, fuse)
+        run(executable, inputs)
+
+    return build
+
 
 @pytest.fixture(scope="module")
 def tensorboard(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("compare_logdir")
-    for name, dtype, fuse in (("fp16", "float16", True), ("fp32", "float32", False)):
-        tvmdbg.enable_dump_debug_info(str(logdir / name), tensor_debug_mode="FULL_STATS")
-        try:
-            executable, inputs, line = reduction_model(dtype, fuse)
-            run(executable, inputs)
-        finally:
-            tvmdbg.disable_dump_debug_info()
+    for name, dtype, fuse in (("fp16", "float16", True), ("fp32", "float32", False), ("fp32fused", "float32", True)):
+        _record(logdir / name, _reduction(dtype, fuse))
+    expected = 3
+    torch_lines = None
+    try:
+        import test_compare_torch
+        import torch
+        from test_compare_torch import X, _Net, _tvm_run
+    except (ImportError, pytest.skip.Exception):  # test_compare_torch skips itself without torch
+        pass
+    else:  # (b): the planted tanh, unfused, against eager
+        _tvm_run(logdir / "torchtvm", fuse=False, planted=True)
+        exported = torch.export.export(_Net(), (torch.from_numpy(X),))
+        tvmdbg.record_torch_reference(exported, (torch.from_numpy(X),), logdir / "torchref")
+        torch_lines = line_of(test_compare_torch.__file__, "# planted: tanh")
+        expected = 5
     tb = TensorBoardProcess(logdir, tmp_path_factory.mktemp("tb") / "tensorboard.log")
     deadline = time.time() + 60
-    while len(tb.api("runs")["runs"]) < 2:
-        assert time.time() < deadline, "the plugin never listed both runs"
+    while len(tb.api("runs")["runs"]) < expected:
+        assert time.time() < deadline, "the plugin never listed every run"
         time.sleep(0.3)
-    yield tb, line
+    runs = {r["run"].split("/")[0]: r["run"] for r in tb.api("runs")["runs"]}
+    yield tb, runs, torch_lines
     tb.close()
 
 
-def test_compare_view_names_the_planted_reduction(tensorboard):
-    tb, line = tensorboard
-    runs = [r["run"] for r in tb.api("runs")["runs"]]
-    fp16 = next(r for r in runs if r.startswith("fp16"))
-    fp32 = next(r for r in runs if r.startswith("fp32"))
+def _route(tb, a: str, b: str, rtol: str, atol: str) -> dict:
+    return tb.api("compare?" + urlencode({"run_a": a, "run_b": b, "rtol": rtol, "atol": atol}))
+
+
+def _compare_in_browser(browser: Browser, tb, a: str, b: str, rtol: str, atol: str):
+    frame = browser.open_dashboard(tb)
+    frame.locator(".compare-panel > summary").click()
+    frame.locator(".compare-run-a").select_option(a)
+    frame.locator(".compare-run-b").select_option(b)
+    frame.locator(".compare-rtol").fill(rtol)
+    frame.locator(".compare-atol").fill(atol)
+    frame.locator(".compare-go").click()
+    frame.locator("[data-testid=compare-verdict]").wait_for(timeout=30_000)
+    return frame
+
+
+REDUCTION_LINE = line_of(reduction_model.__code__.co_filename, "# planted: large reduction")
+
+
+def test_float16_reduction_named_by_route_and_view(tensorboard):
+    """(a) float16 vs float32: relax.sum at its line, in the route and the dashboard."""
+    tb, runs, _ = tensorboard
+    body = _route(tb, runs["fp16"], runs["fp32"], "1e-2", "1e-2")
+    first = body["first_divergence"]
+    assert body["status"] == "divergent" and first["op_type"] == "relax.sum"
+    assert first["location"]["line"] == REDUCTION_LINE and first["location"]["file_path"].endswith("models_compare.py")
     browser = Browser()
     try:
-        frame = browser.open_dashboard(tb)
-        frame.locator(".compare-panel > summary").click()
-        frame.locator(".compare-run-a").select_option(fp16)
-        frame.locator(".compare-run-b").select_option(fp32)
-        frame.locator(".compare-rtol").fill("1e-2")
-        frame.locator(".compare-atol").fill("1e-2")
-        frame.locator(".compare-go").click()
-        verdict = frame.locator("[data-testid=compare-verdict]")
-        verdict.wait_for(timeout=30_000)
-        assert "relax.sum" in verdict.inner_text() and f"models_compare.py:{line}" in verdict.inner_text()
+        frame = _compare_in_browser(browser, tb, runs["fp16"], runs["fp32"], "1e-2", "1e-2")
+        verdict = frame.locator("[data-testid=compare-verdict]").inner_text()
+        assert "relax.sum" in verdict and f"models_compare.py:{REDUCTION_LINE}" in verdict
         first_row = frame.locator(".compare-row").first
         assert "divergent" in first_row.get_attribute("class") and "origin" in first_row.get_attribute("class")
         first_row.click()
         location = frame.locator("[data-testid=compare-location]")
         location.wait_for(timeout=10_000)
-        assert location.inner_text().endswith(f"models_compare.py:{line} (reduction_model)")
+        assert location.inner_text().endswith(f"models_compare.py:{REDUCTION_LINE} (reduction_model)")
         frame.locator(".compare-source").filter(has_text="planted: large reduction").wait_for(timeout=10_000)
         stats = frame.locator(".compare-stats").inner_text()
         assert "mean" in stats and "l2_norm" in stats
+        assert not browser.errors, browser.errors
+    finally:
+        browser.close()
+
+
+def test_planted_torch_op_named_by_route_and_view(tensorboard):
+    """(b) torch-imported model with a skewed tanh vs PyTorch eager: relax.tanh at the
+    forward line holding torch.tanh, in the route and the dashboard."""
+    tb, runs, line = tensorboard
+    if line is None:
+        pytest.skip("torch is not installed")
+    body = _route(tb, runs["torchtvm"], runs["torchref"], "1e-4", "1e-5")
+    first = body["first_divergence"]
+    assert body["status"] == "divergent" and first["op_type"] == "relax.tanh"
+    assert first["location"]["line"] == line and first["location"]["file_path"].endswith(TORCH_FILE)
+    matmul = [r for r in body["ops"] if r["op_type"] == "relax.matmul"]
+    assert matmul and matmul[0]["status"] == "within"  # before the planted op, eager agrees
+    browser = Browser()
+    try:
+        frame = _compare_in_browser(browser, tb, runs["torchtvm"], runs["torchref"], "1e-4", "1e-5")
+        verdict = frame.locator("[data-testid=compare-verdict]").inner_text()
+        assert "relax.tanh" in verdict and f"{TORCH_FILE}:{line}" in verdict
+        first_row = frame.locator(".compare-row").first
+        assert "origin" in first_row.get_attribute("class")
+        first_row.click()
+        location = frame.locator("[data-testid=compare-location]")
+        location.wait_for(timeout=10_000)
+        assert location.inner_text().endswith(f"{TORCH_FILE}:{line} (forward)")
+        frame.locator(".compare-source").filter(has_text="planted: tanh").wait_for(timeout=10_000)
+        stats = frame.locator(".compare-stats").inner_text()
+        assert "abs_max" in stats and "B (reference)" in stats
+        assert not browser.errors, browser.errors
+    finally:
+        browser.close()
+
+
+def test_fused_vs_unfused_is_within_tolerance_in_route_and_view(tensorboard):
+    """(c) fused vs unfused float32 at a tight tolerance: no false alarm anywhere; the
+    reduction is listed as within tolerance at its line, the fused-away divide as not
+    comparable (never as equal)."""
+    tb, runs, _ = tensorboard
+    body = _route(tb, runs["fp32fused"], runs["fp32"], "1e-5", "1e-6")
+    assert body["status"] == "within" and body["first_divergence"] is None
+    reduction = [r for r in body["ops"] if r["op_type"] == "relax.sum"]
+    assert reduction[0]["status"] == "within" and reduction[0]["location"]["line"] == REDUCTION_LINE
+    browser = Browser()
+    try:
+        frame = _compare_in_browser(browser, tb, runs["fp32fused"], runs["fp32"], "1e-5", "1e-6")
+        assert frame.locator("[data-testid=compare-verdict]").inner_text().startswith("Within tolerance")
+        assert frame.locator(".compare-row.divergent").count() == 0
+        row = frame.locator(".compare-row").filter(has_text="relax.sum")
+        assert "within" in row.get_attribute("class") and f"models_compare.py:{REDUCTION_LINE}" in row.inner_text()
+        assert frame.locator(".compare-row.not_comparable").count() == body["matched"]["a_only"]
         assert not browser.errors, browser.errors
     finally:
         browser.close()
