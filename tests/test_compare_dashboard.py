@@ -105,6 +105,28 @@ def test_float16_reduction_named_by_route_and_view(tensorboard):
         frame.locator(".compare-source").filter(has_text="planted: large reduction").wait_for(timeout=10_000)
         stats = frame.locator(".compare-stats").inner_text()
         assert "mean" in stats and "l2_norm" in stats
+        # The graph of run A, coloured by error: the planted reduction as the first
+        # divergence, the multiply before it (within tolerance) not.
+        multiply = next(r for r in body["ops"] if r["op_type"] == "relax.multiply")
+        origin_node = frame.locator(f'.graph-panel .op-node[data-op-id="{first["op_id_a"]}"]')
+        origin_node.wait_for(timeout=15_000)
+        assert "mark-cmp-origin" in origin_node.get_attribute("class")
+        assert "first divergence" in origin_node.locator("title").first.text_content()
+        within_node = frame.locator(f'.graph-panel .op-node[data-op-id="{multiply["op_id_a"]}"]')
+        within_class = within_node.get_attribute("class")
+        assert (
+            "mark-cmp-within" in within_class
+            and "cmp-origin" not in within_class
+            and "cmp-divergent" not in within_class
+        )
+        # Clicking a node in the graph shows that op's comparison.
+        within_node.click()
+        frame.locator(".compare-op-title").filter(has_text="relax.multiply").wait_for(timeout=10_000)
+        assert (
+            frame.locator("[data-testid=compare-location]")
+            .inner_text()
+            .endswith(f"models_compare.py:{multiply['location']['line']} (reduction_model)")
+        )
         assert not browser.errors, browser.errors
     finally:
         browser.close()
@@ -158,6 +180,12 @@ def test_fused_vs_unfused_is_within_tolerance_in_route_and_view(tensorboard):
         row = frame.locator(".compare-row").filter(has_text="relax.sum")
         assert "within" in row.get_attribute("class") and f"models_compare.py:{REDUCTION_LINE}" in row.inner_text()
         assert frame.locator(".compare-row.not_comparable").count() == body["matched"]["a_only"]
+        row.click()  # shows the fused run's graph, no node coloured as divergent
+        node = frame.locator(f'.graph-panel .op-node[data-op-id="{reduction[0]["op_id_a"]}"]')
+        node.wait_for(timeout=15_000)
+        assert "mark-cmp-within" in node.get_attribute("class")
+        assert frame.locator(".graph-panel .op-node.mark-cmp-within").count() >= 2
+        assert frame.locator(".graph-panel .mark-cmp-divergent, .graph-panel .mark-cmp-origin").count() == 0
         assert not browser.errors, browser.errors
     finally:
         browser.close()

@@ -1,15 +1,20 @@
 /** Compare view: two runs op by op (the `compare` route, docs/routes.md#compare). Pick the run
  * under test (A) and the reference (B), see each op's error in A's execution order with the
- * first divergent op first, and click an op for both sides' statistics and its source line. */
+ * first divergent op first, and click an op for both sides' statistics and its source line.
+ * The graph panel colours run A's kernels by their verdict (GraphPanel.setMarks); clicking an
+ * op here shows it in the graph, and clicking a marked node there shows its comparison here. */
 import type { Location, Num } from "../api";
 import { h, setChildren } from "../dom";
 import type { Store } from "../store";
+import type { GraphPanel, OpMark } from "./graph";
 
 interface CompareOp {
   kind: string;
   key: string;
   op_type: string;
   location: Location | null;
+  op_id_a?: number;
+  trace_index_a?: number;
   op_name_a?: string;
   op_name_b?: string;
   kernel_a?: string;
@@ -54,8 +59,15 @@ export class ComparePanel {
   private readonly atol: HTMLInputElement;
   private readonly body: HTMLElement;
   private readonly detail: HTMLElement;
+  /** The result shown, and the run A it was computed for (the graph's marks follow it). */
+  private result: CompareResult | null = null;
+  private resultRun = "";
+  private shown: CompareOp | null = null;
 
-  constructor(private readonly store: Store) {
+  constructor(
+    private readonly store: Store,
+    private readonly graph: GraphPanel | null = null,
+  ) {
     this.runA = h("select", { class: "compare-run-a", "aria-label": "run A" });
     this.runB = h("select", { class: "compare-run-b", "aria-label": "reference run B" });
     this.rtol = h("input", { class: "compare-rtol", value: "1e-4", size: 6, "aria-label": "rtol" });
@@ -79,6 +91,46 @@ export class ComparePanel {
       this.detail,
     );
     store.on("runs", () => this.renderRuns());
+    store.on("op", () => this.followGraph());
+  }
+
+  /** A marked node clicked in the graph (or any selection of a compared op of run A) shows
+   * that op's comparison. */
+  private followGraph(): void {
+    const op = this.store.op;
+    if (!this.result || !op || this.store.run !== this.resultRun) return;
+    const records = this.result.ops.filter((o) => o.kind === "op" && o.op_id_a === op.op_id);
+    const record = records.find((o) => o.origin) ?? records.find((o) => o.status === "divergent") ?? records[0];
+    if (record && record !== this.shown) void this.showOp(record);
+  }
+
+  /** Run A's kernels coloured by verdict: the first divergence, divergent, not comparable, within. */
+  private markGraph(result: CompareResult): void {
+    if (!this.graph) return;
+    if (result.status === "cannot_compare") return this.graph.setMarks(null);
+    const rank = (o: CompareOp) => (o.origin ? 3 : o.status === "divergent" ? 2 : o.status === "not_comparable" ? 1 : 0);
+    const worst = new Map<number, CompareOp>();
+    for (const o of result.ops) {
+      if (o.kind !== "op" || o.op_id_a === undefined) continue;
+      const seen = worst.get(o.op_id_a);
+      if (!seen || rank(o) > rank(seen)) worst.set(o.op_id_a, o);
+    }
+    const marks = new Map<number, OpMark>();
+    const cls = ["cmp-within", "cmp-nc", "cmp-divergent", "cmp-origin"];
+    for (const [id, o] of worst) {
+      const err =
+        o.max_abs_error === undefined ? "" : `, max abs error ${fmt(o.max_abs_error)}${o.basis === "stats" ? " (lower bound)" : ""}`;
+      const label = o.origin ? "first divergence" : o.status.replace("_", " ");
+      marks.set(id, { cls: cls[rank(o)], title: `compare vs ${this.runB.value}: ${label}${err}` });
+    }
+    this.graph.setMarks(this.resultRun, marks);
+  }
+
+  /** Shows a compared op of run A in the graph: the very kernel execution compared. */
+  private async showInGraph(op: CompareOp): Promise<void> {
+    if (op.trace_index_a === undefined || this.resultRun === "") return;
+    if (this.store.run !== this.resultRun) this.store.selectRun(this.resultRun);
+    await this.store.selectTrace(op.trace_index_a, op.trace_index_a);
   }
 
   private renderRuns(): void {
@@ -100,6 +152,9 @@ export class ComparePanel {
   async compare(): Promise<void> {
     setChildren(this.body, h("div", { class: "muted" }, "comparing…"));
     setChildren(this.detail);
+    this.result = null;
+    this.shown = null;
+    const runA = this.runA.value;
     try {
       const result = await this.store.api.get<CompareResult>("compare", {
         run_a: this.runA.value,
@@ -107,7 +162,10 @@ export class ComparePanel {
         rtol: this.rtol.value,
         atol: this.atol.value,
       });
+      this.result = result;
+      this.resultRun = runA;
       this.render(result);
+      this.markGraph(result);
     } catch (err) {
       setChildren(this.body, h("div", { class: "compare-error" }, String(err)));
     }
@@ -133,7 +191,13 @@ export class ComparePanel {
     const rows = ordered.map((op) =>
       h(
         "tr",
-        { class: `compare-row ${op.status}${op.origin ? " origin" : ""}`, onclick: () => this.showOp(op) },
+        {
+          class: `compare-row ${op.status}${op.origin ? " origin" : ""}`,
+          onclick: () => {
+            void this.showOp(op);
+            void this.showInGraph(op);
+          },
+        },
         h("td", null, op.origin ? "★ " + op.status : op.status),
         h("td", null, op.op_type),
         h("td", null, op.op_name_a ?? "–"),
@@ -164,12 +228,22 @@ export class ComparePanel {
         ),
         h("tbody", null, rows),
       ),
+      h(
+        "div",
+        { class: "graph-legend small compare-legend" },
+        "graph of A: ",
+        h("span", { class: "lg cmp-origin" }, "first divergence"),
+        h("span", { class: "lg cmp-divergent" }, "divergent"),
+        h("span", { class: "lg cmp-within" }, "within"),
+        h("span", { class: "lg cmp-nc" }, "not comparable"),
+      ),
       (result.notes ?? []).map((n) => h("div", { class: "muted small" }, n)),
       result.suggestion ? h("div", { class: "muted small compare-suggestion" }, result.suggestion) : null,
     );
   }
 
   private async showOp(op: CompareOp): Promise<void> {
+    this.shown = op;
     const keys = [...new Set([...Object.keys(op.stats_a ?? {}), ...Object.keys(op.stats_b ?? {})])];
     const line = h("pre", { class: "compare-source" }, "");
     setChildren(
