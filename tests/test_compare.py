@@ -175,7 +175,48 @@ def test_first_divergent_call_is_shown(tmp_path):
     result = analysis.compare(a, b)
     assert result["call"] == 2 and result["executions_compared"] == 3
     assert result["first_divergence"]["kind"] == "input"
+    assert [c["status"] for c in result["calls"]] == ["within", "within", "divergent"]
     assert analysis.compare(b, b)["status"] == "within"
+    # Call i of A against call i of B, picked by the user.
+    picked = analysis.compare(a, b, call=1)
+    assert picked["call"] == 1 and picked["status"] == "within" and picked["first_divergence"] is None
+    assert analysis.compare(a, b, call=2, function="main")["first_divergence"]["kind"] == "input"
+    with pytest.raises(analysis.CompareError, match="no paired call 3"):
+        analysis.compare(a, b, call=3)
+    with pytest.raises(analysis.CompareError, match="no paired function 'nope'"):
+        analysis.compare(a, b, function="nope")
+    assert _cli(a, b, "--call", "0").returncode == 0
+    text = _cli(a, b, "--all-calls")
+    assert text.returncode == 1 and "main call 2" in text.stdout and "1 divergent (main 2)" in text.stdout
+    assert [line.split()[0] for line in text.stdout.splitlines() if line.split()[1:3] == ["main", "1"]] == ["within"]
+    assert _cli(a, b, "--call", "9").returncode == 2
+
+
+def test_call_count_mismatch_is_reported(tmp_path):
+    """A calls main three times, B twice: the third call of A is listed as unpaired and a
+    note says so; the two pairs are compared (the second one diverges)."""
+
+    def calls(scales):
+        def build():
+            executable, inputs, _ = reduction_model("float32", False)
+            vm = tvm.relax.VirtualMachine(executable, tvm.cpu())
+            for scale in scales:
+                vm["main"](tvm.runtime.tensor(inputs[0] * np.float32(scale)))
+
+        return build
+
+    a = _record(tmp_path / "a", "FULL_STATS", calls([1.0, 1.5, 1.0]))
+    b = _record(tmp_path / "b", "FULL_STATS", calls([1.0, 1.0]))
+    result = analysis.compare(a, b)
+    assert result["call"] == 1 and result["status"] == "divergent"
+    assert result["executions_paired"] == 2
+    assert result["calls"][-1] == {"function": "main", "call": 2, "status": "unpaired", "missing_in": "B"}
+    assert any("called 3 times in A and 2 times in B" in note for note in result["notes"])
+    # Swapped: the extra call is missing in A.
+    swapped = analysis.compare(b, a)
+    assert swapped["calls"][-1]["missing_in"] == "A"
+    text = _cli(a, b)
+    assert "1 unpaired (not compared)" in text.stdout and "called 3 times in A and 2 times in B" in text.stdout
 
 
 def test_different_modes_compare_what_both_have(runs, tmp_path):

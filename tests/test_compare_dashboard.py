@@ -10,7 +10,9 @@ from __future__ import annotations
 import time
 from urllib.parse import urlencode
 
+import numpy as np
 import pytest
+import tvm
 from models import line_of
 from models_compare import reduction_model, run
 from test_dashboard_e2e import Browser, TensorBoardProcess  # skips without Chromium or bundle
@@ -36,12 +38,26 @@ def _reduction(dtype: str, fuse: bool):
     return build
 
 
+def _calls(scales: list[float]):
+    """Several VM calls of main, the input scaled per call."""
+
+    def build():
+        executable, inputs, _ = reduction_model("float32", False)
+        vm = tvm.relax.VirtualMachine(executable, tvm.cpu())
+        for scale in scales:
+            vm["main"](tvm.runtime.tensor(inputs[0] * np.float32(scale)))
+
+    return build
+
+
 @pytest.fixture(scope="module")
 def tensorboard(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("compare_logdir")
     for name, dtype, fuse in (("fp16", "float16", True), ("fp32", "float32", False), ("fp32fused", "float32", True)):
         _record(logdir / name, _reduction(dtype, fuse))
-    expected = 3
+    _record(logdir / "callsA", _calls([1.0, 1.5, 1.0]))
+    _record(logdir / "callsB", _calls([1.0, 1.0]))
+    expected = 5
     torch_lines = None
     try:
         import test_compare_torch
@@ -54,7 +70,7 @@ def tensorboard(tmp_path_factory):
         exported = torch.export.export(_Net(), (torch.from_numpy(X),))
         tvmdbg.record_torch_reference(exported, (torch.from_numpy(X),), logdir / "torchref")
         torch_lines = line_of(test_compare_torch.__file__, "# planted: tanh")
-        expected = 5
+        expected = 7
     tb = TensorBoardProcess(logdir, tmp_path_factory.mktemp("tb") / "tensorboard.log")
     deadline = time.time() + 60
     while len(tb.api("runs")["runs"]) < expected:
@@ -186,6 +202,33 @@ def test_fused_vs_unfused_is_within_tolerance_in_route_and_view(tensorboard):
         assert "mark-cmp-within" in node.get_attribute("class")
         assert frame.locator(".graph-panel .op-node.mark-cmp-within").count() >= 2
         assert frame.locator(".graph-panel .mark-cmp-divergent, .graph-panel .mark-cmp-origin").count() == 0
+        assert not browser.errors, browser.errors
+    finally:
+        browser.close()
+
+
+def test_calls_paired_by_order_pickable_in_route_and_view(tensorboard):
+    """A calls main three times (the second scaled), B twice: the first divergent call is
+    shown, the third call of A is listed as unpaired, and the user picks another call."""
+    tb, runs, _ = tensorboard
+    body = _route(tb, runs["callsA"], runs["callsB"], "1e-4", "1e-5")
+    assert body["status"] == "divergent" and body["call"] == 1
+    assert [(c["call"], c["status"]) for c in body["calls"]] == [(0, "within"), (1, "divergent"), (2, "unpaired")]
+    assert any("called 3 times in A and 2 times in B" in n for n in body["notes"])
+    picked = tb.api("compare?" + urlencode({"run_a": runs["callsA"], "run_b": runs["callsB"], "call": 0}))
+    assert picked["call"] == 0 and picked["status"] == "within"
+    missing = tb.api("compare?" + urlencode({"run_a": runs["callsA"], "run_b": runs["callsB"], "call": 2}))
+    assert missing["status"] == "cannot_compare" and "no paired call 2" in missing["error"]
+    browser = Browser()
+    try:
+        frame = _compare_in_browser(browser, tb, runs["callsA"], runs["callsB"], "1e-4", "1e-5")
+        assert frame.locator("[data-testid=compare-verdict]").inner_text().startswith("First divergent op")
+        strip = frame.locator("[data-testid=compare-calls]")
+        assert "main 2: unpaired (missing in B)" in strip.inner_text()
+        assert "shown" in strip.locator('[data-call="main:1"]').get_attribute("class")
+        strip.locator('[data-call="main:0"]').click()
+        frame.locator("[data-testid=compare-verdict]").filter(has_text="Within tolerance").wait_for(timeout=30_000)
+        assert "shown" in frame.locator('[data-testid=compare-calls] [data-call="main:0"]').get_attribute("class")
         assert not browser.errors, browser.errors
     finally:
         browser.close()

@@ -39,6 +39,17 @@ interface CompareResult {
   notes?: string[];
   suggestion?: string | null;
   matched?: { aligned: number; a_only: number; b_only: number; divergent: number };
+  function?: string;
+  call?: number;
+  calls?: CompareCall[];
+}
+
+/** One call pair's verdict (call i of A against call i of B), or a call without a pair. */
+interface CompareCall {
+  function: string;
+  call: number;
+  status: "within" | "divergent" | "unpaired" | "cannot_compare" | null;
+  missing_in?: "A" | "B";
 }
 
 function fmt(v: Num | null | undefined | string): string {
@@ -85,7 +96,7 @@ export class ComparePanel {
         h("label", null, " reference B ", this.runB),
         h("label", null, " rtol ", this.rtol),
         h("label", null, " atol ", this.atol),
-        h("button", { class: "compare-go", onclick: () => void this.compare() }, "Compare"),
+        h("button", { class: "compare-go", onclick: () => void this.compare(null) }, "Compare"),
       ),
       this.body,
       this.detail,
@@ -149,7 +160,8 @@ export class ComparePanel {
     }
   }
 
-  async compare(): Promise<void> {
+  /** Compares the chosen runs: the call pair `pick` (null: the first divergent over all calls). */
+  async compare(pick: { function: string; call: number } | null): Promise<void> {
     setChildren(this.body, h("div", { class: "muted" }, "comparing…"));
     setChildren(this.detail);
     this.result = null;
@@ -161,6 +173,7 @@ export class ComparePanel {
         run_b: this.runB.value,
         rtol: this.rtol.value,
         atol: this.atol.value,
+        ...(pick ? { function: pick.function, call: pick.call } : {}),
       });
       this.result = result;
       this.resultRun = runA;
@@ -212,8 +225,13 @@ export class ComparePanel {
       this.body,
       verdict,
       result.matched
-        ? h("div", { class: "muted small" }, `${result.matched.aligned} aligned, ${result.matched.divergent} beyond tolerance`)
+        ? h(
+            "div",
+            { class: "muted small" },
+            `${result.function} call ${result.call}: ${result.matched.aligned} aligned, ${result.matched.divergent} beyond tolerance`,
+          )
         : null,
+      this.renderCalls(result),
       h(
         "table",
         { class: "compare-table" },
@@ -239,6 +257,31 @@ export class ComparePanel {
       ),
       (result.notes ?? []).map((n) => h("div", { class: "muted small" }, n)),
       result.suggestion ? h("div", { class: "muted small compare-suggestion" }, result.suggestion) : null,
+    );
+  }
+
+  /** Every call pair's verdict; click one to show it (the shown one is marked). */
+  private renderCalls(result: CompareResult): HTMLElement | null {
+    const calls = result.calls ?? [];
+    if (calls.length < 2) return null;
+    return h(
+      "div",
+      { class: "compare-calls small", "data-testid": "compare-calls" },
+      "calls (call i of A vs call i of B): ",
+      calls.map((c) => {
+        const shown = c.function === result.function && c.call === result.call;
+        const label = `${c.function} ${c.call}: ${c.status === "unpaired" ? `unpaired (missing in ${c.missing_in})` : (c.status ?? "not checked")}`;
+        return h(
+          "button",
+          {
+            class: `compare-call small-btn ${c.status ?? "unknown"}${shown ? " shown" : ""}`,
+            "data-call": `${c.function}:${c.call}`,
+            disabled: c.status === "unpaired" || shown,
+            onclick: () => void this.compare({ function: c.function, call: c.call }),
+          },
+          label,
+        );
+      }),
     );
   }
 
