@@ -29,6 +29,9 @@ DEFAULT_RTOL = 1e-4
 DEFAULT_ATOL = 1e-5
 COMPARABLE_MODES = (pb.FULL_STATS, pb.FULL_TENSOR)
 _FULL_HEALTH_FIELDS = LAYOUTS[pb.FULL_HEALTH]
+# Prefix of a graph note saying ops inside control flow were not recorded (written by
+# tvmdbg_tb/instrument/torch_reference.py, which compare does not import).
+_CONTROL_FLOW_NOTE = "control flow: "
 # Paired calls compared record by record when a run holds values (FULL_TENSOR).
 _WALK_LIMIT = 256
 
@@ -240,9 +243,14 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
             sa, sb = _stats(a.mode, summary_a), _stats(b.mode, execution_b.inputs[position])
             record.update(_verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0]))
         else:
-            record.update(status="not_comparable", reason="run B's call has fewer inputs")
+            record.update(
+                status="not_comparable",
+                reason="run B's call has no input at this position (parameters lifted to inputs on one side only?)",
+            )
         status_of_param[position] = record["status"]
         rows.append(record)
+    control_flow = _control_flow_notes(a, b, execution_a, execution_b)
+    notes = _input_notes(b.run, execution_a, execution_b) + control_flow
     matched_b: set = set()
     for key, op_id, trace_a in tensors_a:
         identity: OpIdentity = a.ops[op_id]
@@ -263,7 +271,9 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
             found = by_line[key]
             record["aligned_by"] = "line"  # another op type at the same user line (see _line_matches)
         if found is None:
-            record.update(status="not_comparable", reason="no counterpart in run B (fused away or absent)")
+            why = "no counterpart in run B (fused away or absent"
+            why += ", or inside control flow that the reference ran as one node: see notes)" if control_flow else ")"
+            record.update(status="not_comparable", reason=why)
         else:
             op_id_b, trace_b = found
             matched_b.add(key if record.get("aligned_by") != "line" else (*b.ops[found[0]].key, key[-1]))
@@ -286,7 +296,6 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
             f"(e.g. {', '.join(describe_key(k[:-1]) for k, _, _ in tensors_b[:3]) or 'none'})"
         )
     divergent = [r for r in rows if r["status"] == "divergent"]
-    notes = []
     only_b = len(by_key_b) - len(matched_b)
     unmatched_a = sum(1 for r in rows if r["kind"] == "op" and "op_id_b" not in r)
     if unmatched_a or only_b:
@@ -379,6 +388,40 @@ def _line_matches(tensors_a: list, tensors_b: list, by_key_b: dict) -> dict:
         if taken[group] < len(candidates):
             out[key] = candidates[len(candidates) - 1 - taken[group]]
             taken[group] += 1
+    return out
+
+
+def _graph_of(run: RunReader, execution) -> pb.DebuggedGraph | None:
+    try:
+        return run.graph(execution.graph_id)
+    except (KeyError, LookupError):
+        return None
+
+
+def _input_notes(run_b: RunReader, execution_a, execution_b) -> list[str]:
+    """Inputs of B's call beyond A's: said, not silently dropped (a PyTorch reference records
+    the lifted parameters after the user inputs; a model imported without
+    keep_params_as_input holds them as constants)."""
+    extra = len(execution_b.inputs) - len(execution_a.inputs)
+    if extra <= 0:
+        return []
+    graph = _graph_of(run_b, execution_b)
+    names = list(graph.param_names[len(execution_a.inputs) :]) if graph is not None else []
+    listed = f" ({', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if names else ""
+    return [
+        f"run B's call has {extra} more inputs than A's{listed}: not compared (parameters lifted to inputs in B "
+        "are constants in A; import with from_exported_program(keep_params_as_input=True) to compare them)"
+    ]
+
+
+def _control_flow_notes(a: _Side, b: _Side, execution_a, execution_b) -> list[str]:
+    """A reference graph's note on control flow (record_torch_reference writes it): the ops
+    inside branches and loop bodies have no reference value."""
+    out = []
+    for side, execution in ((a, execution_a), (b, execution_b)):
+        graph = _graph_of(side.run, execution)
+        if graph is not None and graph.note.startswith(_CONTROL_FLOW_NOTE):
+            out.append(f"run {side.label}: {graph.note}")
     return out
 
 
