@@ -227,3 +227,40 @@ def test_different_modes_compare_what_both_have(runs, tmp_path):
     assert {r["basis"] for r in result["ops"] if r["status"] != "not_comparable"} == {"stats"}
     diverged = analysis.compare(runs["fp16_fused"], values, rtol=1e-2, atol=1e-2)
     assert diverged["first_divergence"]["op_type"] == "relax.sum"
+
+
+def test_equal_statistics_different_values_suggest_and_decide_by_full_tensor(tmp_path):
+    """Each row of the input reversed: every op's min, max, mean, L2 norm and abs-max are the
+    same as the reference's, so statistics cannot tell. The report says so (CLI note, JSON
+    `suggestion`) and names a FULL_TENSOR re-dump; following it, the values decide: the input
+    is the first divergence."""
+    import re
+
+    def build(flip: bool, mode: str, op_regex=None):
+        def body():
+            executable, inputs, _ = reduction_model("float32", False)
+            x = inputs[0][:, ::-1].copy() if flip else inputs[0]
+            run(executable, [x])
+
+        tvmdbg.enable_dump_debug_info(tmp_path / f"{mode}_{flip}", tensor_debug_mode=mode, op_regex=op_regex)
+        try:
+            body()
+        finally:
+            tvmdbg.disable_dump_debug_info()
+        return str(tmp_path / f"{mode}_{flip}")
+
+    a, b = build(True, "FULL_STATS"), build(False, "FULL_STATS")
+    result = analysis.compare(a, b)
+    assert result["status"] == "within"  # statistics agree everywhere...
+    assert "equal statistics can hide different values" in result["suggestion"]  # ...and the report says so
+    cli = _cli(a, b, "--json")
+    assert cli.returncode == 0 and json.loads(cli.stdout)["suggestion"] == result["suggestion"]
+    text = _cli(a, b)
+    assert "note: " in text.stdout and "tensor_debug_mode='FULL_TENSOR'" in text.stdout
+    op_regex = re.search(r"op_regex='([^']+)'", result["suggestion"]).group(1)
+    assert re.search(op_regex, "lv1")  # the suspects include kernel outputs by name
+    values_a, values_b = build(True, "FULL_TENSOR", op_regex), build(False, "FULL_TENSOR", op_regex)
+    decided = analysis.compare(values_a, values_b)
+    assert decided["status"] == "divergent" and decided["first_divergence"]["basis"] == "values"
+    assert decided["first_divergence"]["key"] == "main:input 0"
+    assert decided["suggestion"] is None
