@@ -57,7 +57,9 @@ def tensorboard(tmp_path_factory):
         _record(logdir / name, _reduction(dtype, fuse))
     _record(logdir / "callsA", _calls([1.0, 1.5, 1.0]))
     _record(logdir / "callsB", _calls([1.0, 1.0]))
-    expected = 5
+    _record(logdir / "manyA", _calls([1.5 if i == 30 else 1.0 for i in range(45)]))
+    _record(logdir / "manyB", _calls([1.0] * 45))
+    expected = 7
     torch_lines = None
     try:
         import test_compare_torch
@@ -70,7 +72,7 @@ def tensorboard(tmp_path_factory):
         exported = torch.export.export(_Net(), (torch.from_numpy(X),))
         tvmdbg.record_torch_reference(exported, (torch.from_numpy(X),), logdir / "torchref")
         torch_lines = line_of(test_compare_torch.__file__, "# planted: tanh")
-        expected = 7
+        expected = 9
     tb = TensorBoardProcess(logdir, tmp_path_factory.mktemp("tb") / "tensorboard.log")
     deadline = time.time() + 60
     while len(tb.api("runs")["runs"]) < expected:
@@ -229,6 +231,24 @@ def test_calls_paired_by_order_pickable_in_route_and_view(tensorboard):
         strip.locator('[data-call="main:0"]').click()
         frame.locator("[data-testid=compare-verdict]").filter(has_text="Within tolerance").wait_for(timeout=30_000)
         assert "shown" in frame.locator('[data-testid=compare-calls] [data-call="main:0"]').get_attribute("class")
+        assert not browser.errors, browser.errors
+    finally:
+        browser.close()
+
+
+def test_many_calls_pick_from_a_drop_down(tensorboard):
+    """45 calls: the first divergent one (call 30) is shown, the others are one drop-down."""
+    tb, runs, _ = tensorboard
+    browser = Browser()
+    try:
+        frame = _compare_in_browser(browser, tb, runs["manyA"], runs["manyB"], "1e-4", "1e-5")
+        calls = frame.locator("[data-testid=compare-calls]")
+        assert calls.inner_text().startswith("45 calls (call i of A vs call i of B): 1 divergent, 0 unpaired")
+        select = calls.locator("select.compare-call-select")
+        assert select.input_value() == "30" and "main call 30:" in frame.locator(".compare-body").inner_text()
+        select.select_option("3")
+        frame.locator("[data-testid=compare-verdict]").filter(has_text="Within tolerance").wait_for(timeout=30_000)
+        assert "main call 3:" in frame.locator(".compare-body").inner_text()
         assert not browser.errors, browser.errors
     finally:
         browser.close()

@@ -52,6 +52,9 @@ interface CompareCall {
   missing_in?: "A" | "B";
 }
 
+/** Up to this many calls are buttons; more are one drop-down. */
+const MAX_CALL_BUTTONS = 40;
+
 function fmt(v: Num | null | undefined | string): string {
   if (v === null || v === undefined) return "–";
   if (typeof v === "string") return v;
@@ -166,6 +169,7 @@ export class ComparePanel {
     setChildren(this.detail);
     this.result = null;
     this.shown = null;
+    this.graph?.setMarks(null); // no colours from an earlier comparison while this one runs
     const runA = this.runA.value;
     try {
       const result = await this.store.api.get<CompareResult>("compare", {
@@ -260,28 +264,53 @@ export class ComparePanel {
     );
   }
 
-  /** Every call pair's verdict; click one to show it (the shown one is marked). */
+  /** Every call pair's verdict; click one to show it (the shown one is marked). Many calls
+   * (a long loop) become one drop-down after a count of divergent and unpaired calls. */
   private renderCalls(result: CompareResult): HTMLElement | null {
     const calls = result.calls ?? [];
     if (calls.length < 2) return null;
+    const label = (c: CompareCall) =>
+      `${c.function} ${c.call}: ${c.status === "unpaired" ? `unpaired (missing in ${c.missing_in})` : (c.status ?? "not checked")}`;
+    const isShown = (c: CompareCall) => c.function === result.function && c.call === result.call;
+    const pick = (c: CompareCall) => void this.compare({ function: c.function, call: c.call });
+    if (calls.length > MAX_CALL_BUTTONS) {
+      const divergent = calls.filter((c) => c.status === "divergent").length;
+      const unpaired = calls.filter((c) => c.status === "unpaired").length;
+      const select = h(
+        "select",
+        {
+          class: "compare-call-select",
+          "aria-label": "call",
+          onchange: () => {
+            const c = calls[Number(select.value)];
+            if (c && c.status !== "unpaired") pick(c);
+          },
+        },
+        calls.map((c, i) => h("option", { value: i, selected: isShown(c), disabled: c.status === "unpaired" }, label(c))),
+      );
+      return h(
+        "div",
+        { class: "compare-calls small", "data-testid": "compare-calls" },
+        `${calls.length} calls (call i of A vs call i of B): ${divergent} divergent, ${unpaired} unpaired; show `,
+        select,
+      );
+    }
     return h(
       "div",
       { class: "compare-calls small", "data-testid": "compare-calls" },
       "calls (call i of A vs call i of B): ",
-      calls.map((c) => {
-        const shown = c.function === result.function && c.call === result.call;
-        const label = `${c.function} ${c.call}: ${c.status === "unpaired" ? `unpaired (missing in ${c.missing_in})` : (c.status ?? "not checked")}`;
-        return h(
+      calls.map((c) =>
+        h(
           "button",
           {
-            class: `compare-call small-btn ${c.status ?? "unknown"}${shown ? " shown" : ""}`,
+            class: `compare-call small-btn ${c.status ?? "unknown"}${isShown(c) ? " shown" : ""}`,
             "data-call": `${c.function}:${c.call}`,
-            disabled: c.status === "unpaired" || shown,
-            onclick: () => void this.compare({ function: c.function, call: c.call }),
+            disabled: c.status === "unpaired" || isShown(c),
+            onclick: () => pick(c),
           },
-          label,
-        );
-      }),
+          label(c),
+        ),
+      ),
     );
   }
 
