@@ -156,6 +156,14 @@ def test_compare_route(runs, tmp_path):
     assert client.get("/compare?run_a=fp16_fused&run_b=fp32&rtol=x").status_code == 400
     same = json.loads(client.get("/compare?run_a=fp32&run_b=fp32").get_data())
     assert same["status"] == "within"
+    assert client.get("/compare?run_a=fp32&run_b=fp32&call=-1").status_code == 400
+    assert client.get("/compare?run_a=fp32&run_b=fp32&call=x").status_code == 400
+    picked = json.loads(client.get("/compare?run_a=fp32&run_b=fp32&call=0&function=main").get_data())
+    assert picked["call"] == 0 and picked["calls"] == [
+        {"function": "main", "call": 0, "execution_index_a": 0, "execution_index_b": 0, "status": "within"}
+    ]
+    missing = json.loads(client.get("/compare?run_a=fp32&run_b=fp32&function=nope").get_data())
+    assert missing["status"] == "cannot_compare" and "nope" in missing["error"]
 
 
 def test_first_divergent_call_is_shown(tmp_path):
