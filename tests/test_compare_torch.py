@@ -96,6 +96,23 @@ def test_planted_tanh_is_the_first_divergence_against_eager(tmp_path, reference,
     )
     assert cli.returncode == 1, cli.stderr
     assert json.loads(cli.stdout)["first_divergence"]["location"]["line"] == first["location"]["line"]
+    text = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tvmdbg_tb.cli import main; sys.exit(main())",
+            "compare",
+            run,
+            reference,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    named = [ln for ln in text.stdout.splitlines() if ln.startswith("First divergent op: ")]
+    assert text.returncode == 1 and named and f"{__file__}:{first['location']['line']} (forward)" in named[0]
+    if not fuse:
+        assert named[0].startswith("First divergent op: relax.tanh ")
 
 
 def test_honest_import_agrees_with_eager(tmp_path, reference):
