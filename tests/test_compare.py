@@ -156,6 +156,14 @@ def test_compare_route(runs, tmp_path):
     assert client.get("/compare?run_a=fp16_fused&run_b=fp32&rtol=x").status_code == 400
     same = json.loads(client.get("/compare?run_a=fp32&run_b=fp32").get_data())
     assert same["status"] == "within"
+    assert client.get("/compare?run_a=fp32&run_b=fp32&call=-1").status_code == 400
+    assert client.get("/compare?run_a=fp32&run_b=fp32&call=x").status_code == 400
+    picked = json.loads(client.get("/compare?run_a=fp32&run_b=fp32&call=0&function=main").get_data())
+    assert picked["call"] == 0 and picked["calls"] == [
+        {"function": "main", "call": 0, "execution_index_a": 0, "execution_index_b": 0, "status": "within"}
+    ]
+    missing = json.loads(client.get("/compare?run_a=fp32&run_b=fp32&function=nope").get_data())
+    assert missing["status"] == "cannot_compare" and "nope" in missing["error"]
 
 
 def test_first_divergent_call_is_shown(tmp_path):
@@ -175,7 +183,48 @@ def test_first_divergent_call_is_shown(tmp_path):
     result = analysis.compare(a, b)
     assert result["call"] == 2 and result["executions_compared"] == 3
     assert result["first_divergence"]["kind"] == "input"
+    assert [c["status"] for c in result["calls"]] == ["within", "within", "divergent"]
     assert analysis.compare(b, b)["status"] == "within"
+    # Call i of A against call i of B, picked by the user.
+    picked = analysis.compare(a, b, call=1)
+    assert picked["call"] == 1 and picked["status"] == "within" and picked["first_divergence"] is None
+    assert analysis.compare(a, b, call=2, function="main")["first_divergence"]["kind"] == "input"
+    with pytest.raises(analysis.CompareError, match="no paired call 3"):
+        analysis.compare(a, b, call=3)
+    with pytest.raises(analysis.CompareError, match="no paired function 'nope'"):
+        analysis.compare(a, b, function="nope")
+    assert _cli(a, b, "--call", "0").returncode == 0
+    text = _cli(a, b, "--all-calls")
+    assert text.returncode == 1 and "main call 2" in text.stdout and "1 divergent (main 2)" in text.stdout
+    assert [line.split()[0] for line in text.stdout.splitlines() if line.split()[1:3] == ["main", "1"]] == ["within"]
+    assert _cli(a, b, "--call", "9").returncode == 2
+
+
+def test_call_count_mismatch_is_reported(tmp_path):
+    """A calls main three times, B twice: the third call of A is listed as unpaired and a
+    note says so; the two pairs are compared (the second one diverges)."""
+
+    def calls(scales):
+        def build():
+            executable, inputs, _ = reduction_model("float32", False)
+            vm = tvm.relax.VirtualMachine(executable, tvm.cpu())
+            for scale in scales:
+                vm["main"](tvm.runtime.tensor(inputs[0] * np.float32(scale)))
+
+        return build
+
+    a = _record(tmp_path / "a", "FULL_STATS", calls([1.0, 1.5, 1.0]))
+    b = _record(tmp_path / "b", "FULL_STATS", calls([1.0, 1.0]))
+    result = analysis.compare(a, b)
+    assert result["call"] == 1 and result["status"] == "divergent"
+    assert result["executions_paired"] == 2
+    assert result["calls"][-1] == {"function": "main", "call": 2, "status": "unpaired", "missing_in": "B"}
+    assert any("called 3 times in A and 2 times in B" in note for note in result["notes"])
+    # Swapped: the extra call is missing in A.
+    swapped = analysis.compare(b, a)
+    assert swapped["calls"][-1]["missing_in"] == "A"
+    text = _cli(a, b)
+    assert "1 unpaired (not compared)" in text.stdout and "called 3 times in A and 2 times in B" in text.stdout
 
 
 def test_different_modes_compare_what_both_have(runs, tmp_path):
@@ -186,3 +235,40 @@ def test_different_modes_compare_what_both_have(runs, tmp_path):
     assert {r["basis"] for r in result["ops"] if r["status"] != "not_comparable"} == {"stats"}
     diverged = analysis.compare(runs["fp16_fused"], values, rtol=1e-2, atol=1e-2)
     assert diverged["first_divergence"]["op_type"] == "relax.sum"
+
+
+def test_equal_statistics_different_values_suggest_and_decide_by_full_tensor(tmp_path):
+    """Each row of the input reversed: every op's min, max, mean, L2 norm and abs-max are the
+    same as the reference's, so statistics cannot tell. The report says so (CLI note, JSON
+    `suggestion`) and names a FULL_TENSOR re-dump; following it, the values decide: the input
+    is the first divergence."""
+    import re
+
+    def build(flip: bool, mode: str, op_regex=None):
+        def body():
+            executable, inputs, _ = reduction_model("float32", False)
+            x = inputs[0][:, ::-1].copy() if flip else inputs[0]
+            run(executable, [x])
+
+        tvmdbg.enable_dump_debug_info(tmp_path / f"{mode}_{flip}", tensor_debug_mode=mode, op_regex=op_regex)
+        try:
+            body()
+        finally:
+            tvmdbg.disable_dump_debug_info()
+        return str(tmp_path / f"{mode}_{flip}")
+
+    a, b = build(True, "FULL_STATS"), build(False, "FULL_STATS")
+    result = analysis.compare(a, b)
+    assert result["status"] == "within"  # statistics agree everywhere...
+    assert "equal statistics can hide different values" in result["suggestion"]  # ...and the report says so
+    cli = _cli(a, b, "--json")
+    assert cli.returncode == 0 and json.loads(cli.stdout)["suggestion"] == result["suggestion"]
+    text = _cli(a, b)
+    assert "note: " in text.stdout and "tensor_debug_mode='FULL_TENSOR'" in text.stdout
+    op_regex = re.search(r"op_regex='([^']+)'", result["suggestion"]).group(1)
+    assert re.search(op_regex, "lv1")  # the suspects include kernel outputs by name
+    values_a, values_b = build(True, "FULL_TENSOR", op_regex), build(False, "FULL_TENSOR", op_regex)
+    decided = analysis.compare(values_a, values_b)
+    assert decided["status"] == "divergent" and decided["first_divergence"]["basis"] == "values"
+    assert decided["first_divergence"]["key"] == "main:input 0"
+    assert decided["suggestion"] is None

@@ -96,6 +96,23 @@ def test_planted_tanh_is_the_first_divergence_against_eager(tmp_path, reference,
     )
     assert cli.returncode == 1, cli.stderr
     assert json.loads(cli.stdout)["first_divergence"]["location"]["line"] == first["location"]["line"]
+    text = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from tvmdbg_tb.cli import main; sys.exit(main())",
+            "compare",
+            run,
+            reference,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    named = [ln for ln in text.stdout.splitlines() if ln.startswith("First divergent op: ")]
+    assert text.returncode == 1 and named and f"{__file__}:{first['location']['line']} (forward)" in named[0]
+    if not fuse:
+        assert named[0].startswith("First divergent op: relax.tanh ")
 
 
 def test_honest_import_agrees_with_eager(tmp_path, reference):
@@ -103,6 +120,89 @@ def test_honest_import_agrees_with_eager(tmp_path, reference):
     result = analysis.compare(run, reference, rtol=1e-4, atol=1e-5)
     assert result["status"] == "within", [r for r in result["ops"] if r["status"] == "divergent"]
     assert result["matched"]["aligned"] >= 2  # the two fused kernels, each at a node boundary
+    assert not any("more inputs" in note for note in result["notes"])  # a buffer is a constant on both sides
+
+
+class _Linear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x))
+
+
+def _linear_run(logdir, keep_params_as_input: bool, scale: float = 1.0) -> str:
+    from tvm.relax.frontend import detach_params
+    from tvm.relax.frontend.torch import from_exported_program
+
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_STATS")  # before the import: source lines
+    try:
+        exported = torch.export.export(_Linear(), (torch.from_numpy(X),))
+        mod, params = detach_params(from_exported_program(exported, keep_params_as_input=keep_params_as_input))
+        vm = relax.VirtualMachine(compile_module(mod, True), tvm.cpu())
+        weights = [tvm.runtime.tensor(p.numpy() * scale) for p in params.get("main", [])]
+        vm["main"](tvm.runtime.tensor(X), *weights)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    return str(logdir)
+
+
+def test_lifted_parameters_compared_when_kept_as_inputs(tmp_path):
+    """The reference captures the lifted parameters after the user inputs, the order of the
+    compiled main's parameters with keep_params_as_input=True: they are compared like any
+    input (a skewed weight is the first divergence); imported as constants, the extra
+    reference inputs are reported in a note, not silently dropped."""
+    exported = torch.export.export(_Linear(), (torch.from_numpy(X),))
+    reference = tvmdbg.record_torch_reference(exported, (torch.from_numpy(X),), tmp_path / "ref")
+    kept = analysis.compare(_linear_run(tmp_path / "kept", True), reference, rtol=1e-4, atol=1e-5)
+    inputs = [r for r in kept["ops"] if r["kind"] == "input"]
+    assert [r["status"] for r in inputs] == ["within", "within", "within"] and kept["status"] == "within"
+    assert inputs[1]["stats_b"]["size"] == 8 * 16 and inputs[2]["stats_b"]["size"] == 8
+    assert not any("more inputs" in note for note in kept["notes"])
+    skewed = analysis.compare(_linear_run(tmp_path / "skewed", True, 1.1), reference, rtol=1e-4, atol=1e-5)
+    assert skewed["first_divergence"]["key"] == "main:input 1"
+    constants = analysis.compare(_linear_run(tmp_path / "constants", False), reference, rtol=1e-4, atol=1e-5)
+    assert constants["status"] == "within"
+    assert any("2 more inputs than A's (p_lin_weight, p_lin_bias)" in n for n in constants["notes"])
+
+
+class _Branchy(torch.nn.Module):
+    def forward(self, x):
+        h = x * 2.0
+
+        def positive(h):
+            return torch.tanh(h)  # inside the cond: no eager value of its own
+
+        def negative(h):
+            return torch.sigmoid(h)
+
+        g = torch.cond(h.sum() > 0, positive, negative, (h,))  # control flow
+        return torch.relu(g + 1.0)
+
+
+def test_control_flow_is_reported_not_silently_skipped(tmp_path):
+    """torch.cond runs in eager as one node: the ops inside the taken branch are not
+    comparable and say why (a note naming the cond and its line); the ops after it compare."""
+    from tvm.relax.frontend.torch import from_exported_program
+
+    x = torch.from_numpy(np.abs(X))
+    exported = torch.export.export(_Branchy(), (x,))
+    reference = tvmdbg.record_torch_reference(exported, (x,), tmp_path / "ref")
+    tvmdbg.enable_dump_debug_info(tmp_path / "tvm", tensor_debug_mode="FULL_STATS")
+    try:
+        vm = relax.VirtualMachine(compile_module(from_exported_program(exported), False), tvm.cpu())
+        vm["main"](tvm.runtime.tensor(x.numpy()))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    result = analysis.compare(str(tmp_path / "tvm"), reference, rtol=1e-4, atol=1e-5)
+    line = line_of(__file__, "# control flow")
+    assert any("control flow: cond" in n and f"test_compare_torch.py:{line}" in n for n in result["notes"])
+    tanh = [r for r in result["ops"] if r["op_type"] == "relax.tanh"]
+    assert tanh and tanh[0]["status"] == "not_comparable" and "control flow" in tanh[0]["reason"]
+    relu = [r for r in result["ops"] if r["op_type"] == "relax.nn.relu"]
+    assert relu and relu[0]["status"] == "within" and result["status"] == "within"
 
 
 def _tanh_via_sigmoid(scale: float):

@@ -34,14 +34,45 @@ def _num(value) -> str:
     return f"{value:.3g}"
 
 
-def lines(result: dict, style: Style) -> list[str]:
+def call_lines(result: dict) -> list[str]:
+    """Every call pair's verdict (call i of A against call i of B) and the unpaired calls."""
+    rows = [
+        [
+            ("*" if (c["function"], c["call"]) == (result["function"], result["call"]) else "") + c["status"],
+            c["function"],
+            str(c["call"]),
+            "-" if c.get("execution_index_a") is None else str(c["execution_index_a"]),
+            "-" if c.get("execution_index_b") is None else str(c["execution_index_b"]),
+            f"missing in {c['missing_in']}" if c["status"] == "unpaired" else "",
+        ]
+        for c in result["calls"]
+    ]
+    return table(["call status", "function", "call", "execution A", "execution B", ""], rows, right=(2, 3, 4))
+
+
+def _calls_summary(result: dict) -> str:
+    paired = [c for c in result["calls"] if c["status"] != "unpaired"]
+    divergent = [f"{c['function']} {c['call']}" for c in paired if c["status"] == "divergent"]
+    unpaired = len(result["calls"]) - len(paired)
+    return (
+        f"calls: {len(paired)} paired, {len(divergent)} divergent"
+        + (f" ({', '.join(divergent[:5])}{', ...' if len(divergent) > 5 else ''})" if divergent else "")
+        + (f", {unpaired} unpaired (not compared)" if unpaired else "")
+        + ("" if len(result["calls"]) < 2 else "; --all-calls lists them, --call K shows one")
+    )
+
+
+def lines(result: dict, style: Style, all_calls: bool = False) -> list[str]:
     """The report: verdict, first divergent op, the table in A's execution order, notes."""
     out = [
         f"A: {result['run_a']} ({result['mode_a']})",
         f"B: {result['run_b']} ({result['mode_b']}, the reference)",
         f"{result['function']} call {result['call']}; rtol={result['rtol']:g} atol={result['atol']:g}; "
         f"{result['matched']['aligned']} kernel outputs aligned, {result['matched']['divergent']} beyond tolerance",
+        _calls_summary(result),
     ]
+    if all_calls:
+        out += call_lines(result)
     first = result["first_divergence"]
     if first is not None:
         where = first["location"] or {}
@@ -82,7 +113,9 @@ def main(args) -> int:
     from tvmdbg_tb.compare import CompareError, compare
 
     try:
-        result = compare(_run(args.run_a), _run(args.run_b), rtol=args.rtol, atol=args.atol)
+        result = compare(
+            _run(args.run_a), _run(args.run_b), rtol=args.rtol, atol=args.atol, call=args.call, function=args.function
+        )
     except CompareError as error:
         if args.json:
             print(dumps({"status": "cannot_compare", "error": str(error), "first_divergence": None}))
@@ -91,5 +124,5 @@ def main(args) -> int:
     if args.json:
         print(dumps(result))
     else:
-        print("\n".join(lines(result, Style.for_stream(sys.stdout))))
+        print("\n".join(lines(result, Style.for_stream(sys.stdout), all_calls=args.all_calls)))
     return 1 if result["status"] == "divergent" else 0

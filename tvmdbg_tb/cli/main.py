@@ -187,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
             """\
             examples:
               tvmdbg compare /tmp/run_fp16 /tmp/run_fp32 --rtol 1e-2 --atol 1e-2
-              tvmdbg compare /tmp/tvm_logdir /tmp/torch_reference --json"""
+              tvmdbg compare /tmp/tvm_logdir /tmp/torch_reference --json
+              tvmdbg compare /tmp/a /tmp/b --all-calls --call 2   (call i of A against call i of B)"""
         ),
         formatter_class=_formatter,
     )
@@ -196,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance (default: 1e-4)")
     p.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance (default: 1e-5)")
     p.add_argument("--json", action="store_true", help="print one JSON object (key first_divergence)")
+    p.add_argument("--call", type=int, metavar="K", help="show the K-th call (from 0; default: the first divergent)")
+    p.add_argument("--function", metavar="NAME", help="only this function's calls (default: all)")
+    p.add_argument("--all-calls", action="store_true", help="also list every call pair's verdict")
 
     p = sub.add_parser(
         "run",

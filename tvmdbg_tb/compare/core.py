@@ -6,8 +6,9 @@ pair, kernel outputs are paired by op identity (identity.py), function inputs by
 Each aligned tensor gets a verdict (errors.py). The first divergent op is the first one, in
 A's execution order, beyond tolerance while everything it reads (its inputs, looking
 through ops without a counterpart) was within tolerance: where the error starts, not where
-it propagated to. The pairs are walked in order and the walk stops after the first pair
-that diverges, so the table shows that pair (or, when all agree, the last one).
+it propagated to. Every pair gets a verdict (for two FULL_STATS runs from all kernel
+outputs' statistics at once, bulk.py); the table shows the first pair that diverges, over
+all calls, or the pair asked for (calls.py), or when all agree the last one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from tvmdbg_tb.compare import bulk, errors
+from tvmdbg_tb.compare import bulk, calls, errors
 from tvmdbg_tb.compare.identity import OpIdentity, describe_key, op_identities
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.events.summaries import LAYOUTS, describe, finite_statistics, mode_name
@@ -28,6 +29,11 @@ DEFAULT_RTOL = 1e-4
 DEFAULT_ATOL = 1e-5
 COMPARABLE_MODES = (pb.FULL_STATS, pb.FULL_TENSOR)
 _FULL_HEALTH_FIELDS = LAYOUTS[pb.FULL_HEALTH]
+# Prefix of a graph note saying ops inside control flow were not recorded (written by
+# tvmdbg_tb/instrument/torch_reference.py, which compare does not import).
+_CONTROL_FLOW_NOTE = "control flow: "
+# Paired calls compared record by record when a run holds values (FULL_TENSOR).
+_WALK_LIMIT = 256
 
 
 class CompareError(ValueError):
@@ -155,35 +161,60 @@ def compare(
     run_b: str | os.PathLike | RunReader,
     rtol: float = DEFAULT_RTOL,
     atol: float = DEFAULT_ATOL,
+    call: int | None = None,
+    function: str | None = None,
 ) -> dict:
     """Op-by-op comparison of run A against the reference run B (paths or RunReaders).
 
-    Returns {"status": "within"|"divergent", "first_divergence": op record or None, "ops":
-    records in A's execution order, "matched": alignment counts, "notes": [...],
-    "suggestion": str or None, ...}. Raises CompareError when the runs cannot be compared
-    (no statistics, nothing aligned, ...)."""
+    Calls are paired by order (calls.py): the i-th call of a function in A with the i-th in
+    B. The table shows the first divergent pair over all calls, or the pair `function`/`call`
+    picks. Returns {"status": "within"|"divergent", "first_divergence": op record or None,
+    "ops": records in A's execution order, "matched": alignment counts, "calls": every
+    pair's verdict and the unpaired calls, "notes": [...], "suggestion": str or None, ...}.
+    Raises CompareError when the runs cannot be compared (no statistics, nothing aligned,
+    no such call, ...)."""
     if not (rtol >= 0 and atol >= 0):
         raise CompareError(f"rtol and atol must be >= 0 (got rtol={rtol}, atol={atol})")
+    if call is not None and call < 0:
+        raise CompareError(f"call must be >= 0 (got {call})")
     a, b = _Side(open_run(run_a), "A"), _Side(open_run(run_b), "B")
-    pairs = [(key, a.calls[key], b.calls[key]) for key in a.order if key in b.calls]
+    keys, unpaired, call_notes = calls.pair_calls(a.order, b.order)
+    pairs = [(key, a.calls[key], b.calls[key]) for key in keys]
     if not pairs:
         raise CompareError(
             "no function call of run A has a counterpart in run B "
             f"(A calls {sorted({k[0] for k in a.order}) or 'nothing'}, B calls {sorted({k[0] for k in b.order}) or 'nothing'})"
         )
-    result: dict = {}
+    statuses: list[str | None] = [None] * len(pairs)
+    results: dict[int, dict | CompareError] = {}
     if a.mode == b.mode == pb.FULL_STATS and len(pairs) > 1:
-        # Every pair's verdicts in numpy; only the pair to show is read record by record.
-        shown = _first_divergent_pair(a, b, pairs, rtol, atol)
-        result = _compare_pair(a, b, pairs[shown], rtol, atol)
-        result["executions_compared"] = len(pairs)
-    else:
-        for pair in pairs:
-            result = _compare_pair(a, b, pair, rtol, atol)
-            if result["status"] == "divergent":
-                break
-        result["executions_compared"] = pairs.index(pair) + 1
+        # Every pair's verdict in numpy; only the pair to show is read record by record.
+        flags = _divergent_pairs(a, b, pairs, rtol, atol)
+        statuses = ["divergent" if flag else "within" for flag in flags.tolist()]
+    else:  # values on one side at least: each pair record by record (such runs are small)
+        for i, pair in enumerate(pairs[:_WALK_LIMIT]):
+            try:
+                results[i] = _compare_pair(a, b, pair, rtol, atol)
+                statuses[i] = results[i]["status"]
+            except CompareError as error:
+                results[i], statuses[i] = error, "cannot_compare"
+    try:
+        shown = calls.pick(keys, statuses, function, call)
+    except calls.CallError as error:
+        raise CompareError(str(error)) from None
+    result = results.get(shown) or _compare_pair(a, b, pairs[shown], rtol, atol)
+    if isinstance(result, CompareError):
+        raise result
+    statuses[shown] = result["status"]
+    result["calls"] = [
+        {"function": f, "call": k, "execution_index_a": ia, "execution_index_b": ib, "status": status}
+        for ((f, k), ia, ib), status in zip(pairs, statuses)
+    ] + unpaired
+    result["executions_compared"] = sum(1 for status in statuses if status is not None)
     result["executions_paired"] = len(pairs)
+    result["notes"] = call_notes + result["notes"]
+    if len(pairs) > _WALK_LIMIT and not a.mode == b.mode == pb.FULL_STATS:
+        result["notes"].append(f"only the first {_WALK_LIMIT} of {len(pairs)} paired calls were checked (values)")
     result.update(
         run_a=a.run.path,
         run_b=b.run.path,
@@ -212,9 +243,14 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
             sa, sb = _stats(a.mode, summary_a), _stats(b.mode, execution_b.inputs[position])
             record.update(_verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0]))
         else:
-            record.update(status="not_comparable", reason="run B's call has fewer inputs")
+            record.update(
+                status="not_comparable",
+                reason="run B's call has no input at this position (parameters lifted to inputs on one side only?)",
+            )
         status_of_param[position] = record["status"]
         rows.append(record)
+    control_flow = _control_flow_notes(a, b, execution_a, execution_b)
+    notes = _input_notes(b.run, execution_a, execution_b) + control_flow
     matched_b: set = set()
     for key, op_id, trace_a in tensors_a:
         identity: OpIdentity = a.ops[op_id]
@@ -235,7 +271,9 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
             found = by_line[key]
             record["aligned_by"] = "line"  # another op type at the same user line (see _line_matches)
         if found is None:
-            record.update(status="not_comparable", reason="no counterpart in run B (fused away or absent)")
+            why = "no counterpart in run B (fused away or absent"
+            why += ", or inside control flow that the reference ran as one node: see notes)" if control_flow else ")"
+            record.update(status="not_comparable", reason=why)
         else:
             op_id_b, trace_b = found
             matched_b.add(key if record.get("aligned_by") != "line" else (*b.ops[found[0]].key, key[-1]))
@@ -258,7 +296,6 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
             f"(e.g. {', '.join(describe_key(k[:-1]) for k, _, _ in tensors_b[:3]) or 'none'})"
         )
     divergent = [r for r in rows if r["status"] == "divergent"]
-    notes = []
     only_b = len(by_key_b) - len(matched_b)
     unmatched_a = sum(1 for r in rows if r["kind"] == "op" and "op_id_b" not in r)
     if unmatched_a or only_b:
@@ -293,9 +330,9 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
     }
 
 
-def _first_divergent_pair(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) -> int:
-    """Index in pairs of the first call pair with a kernel output beyond tolerance (from the
-    statistics of all traces at once, bulk.py), else of the last pair."""
+def _divergent_pairs(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) -> np.ndarray:
+    """Per call pair, whether an aligned kernel output is beyond tolerance (from the
+    statistics of all traces at once, bulk.py)."""
     keys: dict[tuple, int] = {}
     kids = [
         {op_id: keys.setdefault(identity.key, len(keys)) for op_id, identity in side.ops.items()} for side in (a, b)
@@ -312,8 +349,9 @@ def _first_divergent_pair(a: _Side, b: _Side, pairs: list, rtol: float, atol: fl
         code = (pair * (len(keys) + 1) + kid) * 4096 + digests["output_slot"]
         composite.append((np.where(usable, code, -1), digests["offset"], pair))
     (code_a, offset_a, pair_a), (code_b, offset_b, _) = composite
+    flags = np.zeros(len(pairs), dtype=bool)
     if not len(code_b) or not len(code_a):
-        return len(pairs) - 1
+        return flags
     order_b = np.argsort(code_b, kind="stable")
     at = np.searchsorted(code_b[order_b], code_a)
     at = np.minimum(at, len(order_b) - 1)
@@ -322,12 +360,11 @@ def _first_divergent_pair(a: _Side, b: _Side, pairs: list, rtol: float, atol: fl
     rows_b = order_b[at[matched]]
     reference = bulk.stats_matrix(b.run, offset_b[rows_b])
     del order_b, at, code_b, offset_b, rows_b
-    first = len(pairs)
     for positions, rows in bulk.iter_stats(a.run, offset_a[rows_a]):  # A chunk by chunk: bounded memory
         diverge = bulk.divergent(rows, reference[positions], rtol, atol)
         if diverge.any():
-            first = min(first, int(pair_a[rows_a[positions[diverge]]].min()))
-    return first if first < len(pairs) else len(pairs) - 1
+            flags[pair_a[rows_a[positions[diverge]]]] = True
+    return flags
 
 
 def _line_matches(tensors_a: list, tensors_b: list, by_key_b: dict) -> dict:
@@ -351,6 +388,40 @@ def _line_matches(tensors_a: list, tensors_b: list, by_key_b: dict) -> dict:
         if taken[group] < len(candidates):
             out[key] = candidates[len(candidates) - 1 - taken[group]]
             taken[group] += 1
+    return out
+
+
+def _graph_of(run: RunReader, execution) -> pb.DebuggedGraph | None:
+    try:
+        return run.graph(execution.graph_id)
+    except (KeyError, LookupError):
+        return None
+
+
+def _input_notes(run_b: RunReader, execution_a, execution_b) -> list[str]:
+    """Inputs of B's call beyond A's: said, not silently dropped (a PyTorch reference records
+    the lifted parameters after the user inputs; a model imported without
+    keep_params_as_input holds them as constants)."""
+    extra = len(execution_b.inputs) - len(execution_a.inputs)
+    if extra <= 0:
+        return []
+    graph = _graph_of(run_b, execution_b)
+    names = list(graph.param_names[len(execution_a.inputs) :]) if graph is not None else []
+    listed = f" ({', '.join(names[:8])}{', ...' if len(names) > 8 else ''})" if names else ""
+    return [
+        f"run B's call has {extra} more inputs than A's{listed}: not compared (parameters lifted to inputs in B "
+        "are constants in A; import with from_exported_program(keep_params_as_input=True) to compare them)"
+    ]
+
+
+def _control_flow_notes(a: _Side, b: _Side, execution_a, execution_b) -> list[str]:
+    """A reference graph's note on control flow (record_torch_reference writes it): the ops
+    inside branches and loop bodies have no reference value."""
+    out = []
+    for side, execution in ((a, execution_a), (b, execution_b)):
+        graph = _graph_of(side.run, execution)
+        if graph is not None and graph.note.startswith(_CONTROL_FLOW_NOTE):
+            out.append(f"run {side.label}: {graph.note}")
     return out
 
 
@@ -406,7 +477,7 @@ def _suggestion(rows: list[dict], first: dict | None) -> str | None:
     suspects = sorted(
         stats_within, key=lambda r: -(r.get("max_abs_error") or 0.0) / max(r.get("tolerance") or 1e-300, 1e-300)
     )[:5]
-    if first is not None:
+    if first is not None and first["kind"] == "op":  # inputs are dumped whatever op_regex says
         suspects = [first, *[r for r in suspects if r is not first]][:5]
     names = sorted({r["op_name_a"] for r in suspects})
     regex = "^(" + "|".join(names) + ")$"

@@ -29,16 +29,44 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 _FRONTEND = "relax" + "/frontend/torch"
 
 
-def _converting_node():
-    """The fx node the torch importer is converting (a local `node` in its frames), or None."""
+# Prefix of the reference graph's note on control flow, read by tvmdbg_tb/compare/core.py.
+CONTROL_FLOW_NOTE = "control flow: "
+
+
+def _converting_node(top_graph):
+    """The fx node of top_graph the torch importer is converting (a local `node` in its
+    frames), or None; None too inside a control-flow branch (a subgraph's node)."""
     frame = sys._getframe(2)
     while frame is not None:
         if _FRONTEND in frame.f_code.co_filename.replace("\\", "/"):
             node = frame.f_locals.get("node")
             if node is not None and hasattr(node, "meta"):
-                return node
+                return node if getattr(node, "graph", None) is top_graph else None
         frame = frame.f_back
     return None
+
+
+def _is_control_flow(node) -> bool:
+    """A higher-order op (torch.cond, while_loop, map, ...): its branches are subgraphs that
+    eager runs as one node, so their inner ops have no reference value."""
+    import torch
+
+    return isinstance(node.target, torch._ops.HigherOrderOperator)
+
+
+def _lifted_inputs(program) -> list[tuple[str, Any]]:
+    """(name, value) of the parameters torch.export lifted to inputs, in the order
+    from_exported_program(keep_params_as_input=True) appends them after the user inputs (the
+    graph signature's order). Buffers and constants are not: the importer always binds them
+    as constants."""
+    import torch
+
+    parameter = torch.export.graph_signature.InputKind.PARAMETER
+    return [
+        (spec.arg.name, program.state_dict.get(spec.target))
+        for spec in program.graph_signature.input_specs
+        if spec.kind is parameter
+    ]
 
 
 def relax_ops_per_node(exported_program) -> dict[str, list[str]]:
@@ -52,7 +80,7 @@ def relax_ops_per_node(exported_program) -> dict[str, list[str]]:
     def wrap(original):
         def emit(self, expr, *args, **kwargs):
             var = original(self, expr, *args, **kwargs)
-            node = _converting_node()
+            node = _converting_node(exported_program.graph)
             if node is not None:
                 emitted.setdefault(node.name, []).append(graphs.op_type_of(expr))
             return var
@@ -94,7 +122,11 @@ def record_torch_reference(
     run_ep_decomposition: bool = True,
 ) -> str:
     """Runs exported_program eagerly on example_inputs and writes a reference run to logdir;
-    returns the run's directory. tensor_debug_mode FULL_STATS (statistics) or FULL_TENSOR
+    returns the run's directory. The call's inputs are the user inputs, then the lifted
+    parameters (compared when the model was imported with keep_params_as_input=True, else
+    reported as extra inputs). Control flow (torch.cond, while_loop, ...) runs as one node:
+    its output is recorded, the ops inside its branches are not, which the graph's note says
+    and `compare` reports (not comparable, with why). tensor_debug_mode FULL_STATS (statistics) or FULL_TENSOR
     (values too). run_ep_decomposition must match the from_exported_program call of the
     compiled model (the same default, True)."""
     import torch
@@ -119,15 +151,28 @@ def record_torch_reference(
         final = _Recorder(module).run(*inputs)
     writer = DebugEventsWriter(logdir, tensor_debug_mode=mode, circular_buffer_size=-1)
     try:
-        _write(writer, mode, module.graph, relax_ops, outputs, inputs, final)
+        _write(writer, mode, module.graph, relax_ops, outputs, inputs, final, _lifted_inputs(program))
     finally:
         writer.close()
     return writer.run_dir
 
 
-def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inputs, final) -> None:
+def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inputs, final, lifted) -> None:
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     param_index = {n.name: i for i, n in enumerate(placeholders)}
+    control_flow = []
+    for node in graph.nodes:
+        if node.op == "call_function" and _is_control_flow(node):
+            frames = frames_mod.parse_traceback(node.meta.get("stack_trace", ""))
+            index = frames_mod.user_index(frames) if frames else -1
+            where = f" at {os.path.basename(frames[index][0])}:{frames[index][1]}" if index >= 0 else ""
+            control_flow.append(f"{node.name} (torch higher-order op {node.target}){where}")
+    note = "PyTorch eager reference written by tvmdbg.record_torch_reference"
+    if control_flow:
+        note = (
+            f"{CONTROL_FLOW_NOTE}{', '.join(control_flow)} ran in eager as one node each: their outputs are "
+            "compared, the ops inside their branches or loop bodies are not (not comparable). " + note
+        )
     writer.write_graph(
         pb.DebuggedGraph(
             graph_id=0,
@@ -135,9 +180,11 @@ def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inpu
             executable_id="torch_eager",
             source_mapped=True,
             instrumentation="torch_eager",
-            param_names=[n.name for n in placeholders],
+            # User inputs, then the lifted parameters: the order of the
+            # Relax function's parameters with from_exported_program(keep_params_as_input=True).
+            param_names=[n.name for n in placeholders] + [name for name, _ in lifted],
             target="torch eager (cpu)",
-            note="PyTorch eager reference written by tvmdbg.record_torch_reference",
+            note=note,
         )
     )
     op_ids: dict[str, int] = {}
@@ -188,8 +235,10 @@ def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inpu
             if summary.HasField("tensor_value"):
                 trace.tensor_value.CopyFrom(summary.tensor_value)
             traces.append(trace)
-    # User inputs only: lifted parameters and buffers are constants in the compiled model.
-    user_inputs = [_numpy(x) for x in inputs]
+    # User inputs, then the lifted parameters (a model imported with keep_params_as_input=True
+    # takes them as inputs in this order; otherwise they are constants in the compiled model
+    # and these extra inputs are reported, not compared).
+    user_inputs = [_numpy(x) for x in inputs] + [_numpy(value) for _, value in lifted]
     execution = pb.Execution(
         index=writer.allocate_execution_index(),
         function_name="main",
@@ -199,7 +248,8 @@ def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inpu
         duration_us=math.nan,
         executable_id="torch_eager",
     )
-    execution.inputs.extend(tensor_summary(mode, x) for x in user_inputs if x is not None)
+    # A value that is not a tensor keeps its position with an empty summary (not comparable).
+    execution.inputs.extend(pb.TensorSummary() if x is None else tensor_summary(mode, x) for x in user_inputs)
     execution.outputs.extend(tensor_summary(mode, x) for x in map(_numpy, _leaves(final)) if x is not None)
     writer.write_graph_execution_traces(traces)
     writer.write_execution(execution)

@@ -550,7 +550,15 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
             if not value >= 0 or value == float("inf"):
                 raise BadRequest(f"parameter {name!r} must be a finite number >= 0")
             tolerances.append(value)
+        call = _int_param(request, "call", minimum=0)
         try:
-            return analysis.compare(runs[0], runs[1], rtol=tolerances[0], atol=tolerances[1])
+            return analysis.compare(
+                runs[0],
+                runs[1],
+                rtol=tolerances[0],
+                atol=tolerances[1],
+                call=call,
+                function=request.args.get("function") or None,
+            )
         except CompareError as error:
             return {"status": "cannot_compare", "error": str(error), "first_divergence": None, "ops": []}

@@ -35,7 +35,7 @@ export function render(root: HTMLElement = document.body): Store {
   const details = new DetailsPanel(store);
   const stack = new StackPanel(store);
   const source = new SourcePanel(store);
-  const compare = new ComparePanel(store);
+  const compare = new ComparePanel(store, graph);
   const main = h(
     "main",
     { class: "layout" },

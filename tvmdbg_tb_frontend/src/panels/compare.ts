@@ -1,15 +1,20 @@
 /** Compare view: two runs op by op (the `compare` route, docs/routes.md#compare). Pick the run
  * under test (A) and the reference (B), see each op's error in A's execution order with the
- * first divergent op first, and click an op for both sides' statistics and its source line. */
+ * first divergent op first, and click an op for both sides' statistics and its source line.
+ * The graph panel colours run A's kernels by their verdict (GraphPanel.setMarks); clicking an
+ * op here shows it in the graph, and clicking a marked node there shows its comparison here. */
 import type { Location, Num } from "../api";
 import { h, setChildren } from "../dom";
 import type { Store } from "../store";
+import type { GraphPanel, OpMark } from "./graph";
 
 interface CompareOp {
   kind: string;
   key: string;
   op_type: string;
   location: Location | null;
+  op_id_a?: number;
+  trace_index_a?: number;
   op_name_a?: string;
   op_name_b?: string;
   kernel_a?: string;
@@ -34,7 +39,21 @@ interface CompareResult {
   notes?: string[];
   suggestion?: string | null;
   matched?: { aligned: number; a_only: number; b_only: number; divergent: number };
+  function?: string;
+  call?: number;
+  calls?: CompareCall[];
 }
+
+/** One call pair's verdict (call i of A against call i of B), or a call without a pair. */
+interface CompareCall {
+  function: string;
+  call: number;
+  status: "within" | "divergent" | "unpaired" | "cannot_compare" | null;
+  missing_in?: "A" | "B";
+}
+
+/** Up to this many calls are buttons; more are one drop-down. */
+const MAX_CALL_BUTTONS = 40;
 
 function fmt(v: Num | null | undefined | string): string {
   if (v === null || v === undefined) return "–";
@@ -54,8 +73,15 @@ export class ComparePanel {
   private readonly atol: HTMLInputElement;
   private readonly body: HTMLElement;
   private readonly detail: HTMLElement;
+  /** The result shown, and the run A it was computed for (the graph's marks follow it). */
+  private result: CompareResult | null = null;
+  private resultRun = "";
+  private shown: CompareOp | null = null;
 
-  constructor(private readonly store: Store) {
+  constructor(
+    private readonly store: Store,
+    private readonly graph: GraphPanel | null = null,
+  ) {
     this.runA = h("select", { class: "compare-run-a", "aria-label": "run A" });
     this.runB = h("select", { class: "compare-run-b", "aria-label": "reference run B" });
     this.rtol = h("input", { class: "compare-rtol", value: "1e-4", size: 6, "aria-label": "rtol" });
@@ -73,12 +99,52 @@ export class ComparePanel {
         h("label", null, " reference B ", this.runB),
         h("label", null, " rtol ", this.rtol),
         h("label", null, " atol ", this.atol),
-        h("button", { class: "compare-go", onclick: () => void this.compare() }, "Compare"),
+        h("button", { class: "compare-go", onclick: () => void this.compare(null) }, "Compare"),
       ),
       this.body,
       this.detail,
     );
     store.on("runs", () => this.renderRuns());
+    store.on("op", () => this.followGraph());
+  }
+
+  /** A marked node clicked in the graph (or any selection of a compared op of run A) shows
+   * that op's comparison. */
+  private followGraph(): void {
+    const op = this.store.op;
+    if (!this.result || !op || this.store.run !== this.resultRun) return;
+    const records = this.result.ops.filter((o) => o.kind === "op" && o.op_id_a === op.op_id);
+    const record = records.find((o) => o.origin) ?? records.find((o) => o.status === "divergent") ?? records[0];
+    if (record && record !== this.shown) void this.showOp(record);
+  }
+
+  /** Run A's kernels coloured by verdict: the first divergence, divergent, not comparable, within. */
+  private markGraph(result: CompareResult): void {
+    if (!this.graph) return;
+    if (result.status === "cannot_compare") return this.graph.setMarks(null);
+    const rank = (o: CompareOp) => (o.origin ? 3 : o.status === "divergent" ? 2 : o.status === "not_comparable" ? 1 : 0);
+    const worst = new Map<number, CompareOp>();
+    for (const o of result.ops) {
+      if (o.kind !== "op" || o.op_id_a === undefined) continue;
+      const seen = worst.get(o.op_id_a);
+      if (!seen || rank(o) > rank(seen)) worst.set(o.op_id_a, o);
+    }
+    const marks = new Map<number, OpMark>();
+    const cls = ["cmp-within", "cmp-nc", "cmp-divergent", "cmp-origin"];
+    for (const [id, o] of worst) {
+      const err =
+        o.max_abs_error === undefined ? "" : `, max abs error ${fmt(o.max_abs_error)}${o.basis === "stats" ? " (lower bound)" : ""}`;
+      const label = o.origin ? "first divergence" : o.status.replace("_", " ");
+      marks.set(id, { cls: cls[rank(o)], title: `compare vs ${this.runB.value}: ${label}${err}` });
+    }
+    this.graph.setMarks(this.resultRun, marks);
+  }
+
+  /** Shows a compared op of run A in the graph: the very kernel execution compared. */
+  private async showInGraph(op: CompareOp): Promise<void> {
+    if (op.trace_index_a === undefined || this.resultRun === "") return;
+    if (this.store.run !== this.resultRun) this.store.selectRun(this.resultRun);
+    await this.store.selectTrace(op.trace_index_a, op.trace_index_a);
   }
 
   private renderRuns(): void {
@@ -97,17 +163,26 @@ export class ComparePanel {
     }
   }
 
-  async compare(): Promise<void> {
+  /** Compares the chosen runs: the call pair `pick` (null: the first divergent over all calls). */
+  async compare(pick: { function: string; call: number } | null): Promise<void> {
     setChildren(this.body, h("div", { class: "muted" }, "comparing…"));
     setChildren(this.detail);
+    this.result = null;
+    this.shown = null;
+    this.graph?.setMarks(null); // no colours from an earlier comparison while this one runs
+    const runA = this.runA.value;
     try {
       const result = await this.store.api.get<CompareResult>("compare", {
         run_a: this.runA.value,
         run_b: this.runB.value,
         rtol: this.rtol.value,
         atol: this.atol.value,
+        ...(pick ? { function: pick.function, call: pick.call } : {}),
       });
+      this.result = result;
+      this.resultRun = runA;
       this.render(result);
+      this.markGraph(result);
     } catch (err) {
       setChildren(this.body, h("div", { class: "compare-error" }, String(err)));
     }
@@ -133,7 +208,13 @@ export class ComparePanel {
     const rows = ordered.map((op) =>
       h(
         "tr",
-        { class: `compare-row ${op.status}${op.origin ? " origin" : ""}`, onclick: () => this.showOp(op) },
+        {
+          class: `compare-row ${op.status}${op.origin ? " origin" : ""}`,
+          onclick: () => {
+            void this.showOp(op);
+            void this.showInGraph(op);
+          },
+        },
         h("td", null, op.origin ? "★ " + op.status : op.status),
         h("td", null, op.op_type),
         h("td", null, op.op_name_a ?? "–"),
@@ -148,8 +229,13 @@ export class ComparePanel {
       this.body,
       verdict,
       result.matched
-        ? h("div", { class: "muted small" }, `${result.matched.aligned} aligned, ${result.matched.divergent} beyond tolerance`)
+        ? h(
+            "div",
+            { class: "muted small" },
+            `${result.function} call ${result.call}: ${result.matched.aligned} aligned, ${result.matched.divergent} beyond tolerance`,
+          )
         : null,
+      this.renderCalls(result),
       h(
         "table",
         { class: "compare-table" },
@@ -164,12 +250,72 @@ export class ComparePanel {
         ),
         h("tbody", null, rows),
       ),
+      h(
+        "div",
+        { class: "graph-legend small compare-legend" },
+        "graph of A: ",
+        h("span", { class: "lg cmp-origin" }, "first divergence"),
+        h("span", { class: "lg cmp-divergent" }, "divergent"),
+        h("span", { class: "lg cmp-within" }, "within"),
+        h("span", { class: "lg cmp-nc" }, "not comparable"),
+      ),
       (result.notes ?? []).map((n) => h("div", { class: "muted small" }, n)),
       result.suggestion ? h("div", { class: "muted small compare-suggestion" }, result.suggestion) : null,
     );
   }
 
+  /** Every call pair's verdict; click one to show it (the shown one is marked). Many calls
+   * (a long loop) become one drop-down after a count of divergent and unpaired calls. */
+  private renderCalls(result: CompareResult): HTMLElement | null {
+    const calls = result.calls ?? [];
+    if (calls.length < 2) return null;
+    const label = (c: CompareCall) =>
+      `${c.function} ${c.call}: ${c.status === "unpaired" ? `unpaired (missing in ${c.missing_in})` : (c.status ?? "not checked")}`;
+    const isShown = (c: CompareCall) => c.function === result.function && c.call === result.call;
+    const pick = (c: CompareCall) => void this.compare({ function: c.function, call: c.call });
+    if (calls.length > MAX_CALL_BUTTONS) {
+      const divergent = calls.filter((c) => c.status === "divergent").length;
+      const unpaired = calls.filter((c) => c.status === "unpaired").length;
+      const select = h(
+        "select",
+        {
+          class: "compare-call-select",
+          "aria-label": "call",
+          onchange: () => {
+            const c = calls[Number(select.value)];
+            if (c && c.status !== "unpaired") pick(c);
+          },
+        },
+        calls.map((c, i) => h("option", { value: i, selected: isShown(c), disabled: c.status === "unpaired" }, label(c))),
+      );
+      return h(
+        "div",
+        { class: "compare-calls small", "data-testid": "compare-calls" },
+        `${calls.length} calls (call i of A vs call i of B): ${divergent} divergent, ${unpaired} unpaired; show `,
+        select,
+      );
+    }
+    return h(
+      "div",
+      { class: "compare-calls small", "data-testid": "compare-calls" },
+      "calls (call i of A vs call i of B): ",
+      calls.map((c) =>
+        h(
+          "button",
+          {
+            class: `compare-call small-btn ${c.status ?? "unknown"}${isShown(c) ? " shown" : ""}`,
+            "data-call": `${c.function}:${c.call}`,
+            disabled: c.status === "unpaired" || isShown(c),
+            onclick: () => pick(c),
+          },
+          label(c),
+        ),
+      ),
+    );
+  }
+
   private async showOp(op: CompareOp): Promise<void> {
+    this.shown = op;
     const keys = [...new Set([...Object.keys(op.stats_a ?? {}), ...Object.keys(op.stats_b ?? {})])];
     const line = h("pre", { class: "compare-source" }, "");
     setChildren(

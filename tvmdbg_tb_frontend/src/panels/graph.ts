@@ -25,6 +25,13 @@ const NEIGHBORHOOD_DEPTH = 4;
  * nearest ones): dagre's cost grows faster than linearly. */
 const MAX_LAYOUT_OPS = 400;
 
+/** An optional mark on an op node set by another view (the Compare view's error colours):
+ * the node gets class `mark-<cls>` and the title line `title`. */
+export interface OpMark {
+  cls: string;
+  title: string;
+}
+
 interface NodeBox {
   id: string;
   x: number;
@@ -45,6 +52,7 @@ export class GraphPanel {
   private svgEl: SVGSVGElement | null = null;
   private seq = 0;
   private wholeGraph = false;
+  private marks: { run: string; ops: Map<number, OpMark> } | null = null;
 
   constructor(private readonly store: Store) {
     this.title = h("span", { class: "muted" });
@@ -88,6 +96,12 @@ export class GraphPanel {
       void this.render();
     });
     store.on("op", () => void this.render());
+  }
+
+  /** Marks op nodes of `run` until replaced (null clears): shown whenever that run is drawn. */
+  setMarks(run: string | null, ops: Map<number, OpMark> = new Map()): void {
+    this.marks = run === null ? null : { run, ops };
+    void this.render();
   }
 
   private async render(): Promise<void> {
@@ -211,7 +225,8 @@ export class GraphPanel {
       const hl = trace ? healthOf(trace) : null;
       const role = id === selected.op_id ? "selected" : inputs.has(id) ? "input" : consumers.has(id) ? "consumer" : "";
       const state = !hl ? "unknown" : isNonFinite(hl) ? "bad" : "ok";
-      nodesG.appendChild(this.opNode(op, n, role, state, hl, hood.frontier.has(id), trace));
+      const mark = this.marks?.run === this.store.run ? this.marks.ops.get(id) : undefined;
+      nodesG.appendChild(this.opNode(op, n, role, state, hl, hood.frontier.has(id), trace, mark));
     }
     root.appendChild(nodesG);
     this.svgEl = root;
@@ -258,9 +273,10 @@ export class GraphPanel {
     hl: Health | null,
     frontier: boolean,
     trace: TraceData | undefined,
+    mark?: OpMark,
   ): SVGElement {
     const grp = svg("g", {
-      class: `node op-node${role ? ` role-${role}` : ""} health-${state}`,
+      class: `node op-node${role ? ` role-${role}` : ""} health-${state}${mark ? ` mark-${mark.cls}` : ""}`,
       transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})`,
       "data-op-id": String(op.op_id),
       "data-op-name": op.op_name,
@@ -288,7 +304,7 @@ export class GraphPanel {
       }
     }
     const title = svg("title");
-    title.textContent = `${op.op_name} = ${op.kernel} (${op.call_type})${hl ? `\n${healthText(hl)}` : ""}${op.original_ops.length ? `\nops: ${op.original_ops.map((o) => o.op_type).join(", ")}` : ""}`;
+    title.textContent = `${op.op_name} = ${op.kernel} (${op.call_type})${hl ? `\n${healthText(hl)}` : ""}${op.original_ops.length ? `\nops: ${op.original_ops.map((o) => o.op_type).join(", ")}` : ""}${mark ? `\n${mark.title}` : ""}`;
     grp.appendChild(title);
     if (op.original_ops.length > 1) {
       const open = this.expanded.has(op.op_id);
