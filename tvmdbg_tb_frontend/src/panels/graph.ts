@@ -29,7 +29,7 @@ const MAX_LAYOUT_OPS = 400;
  * text list under the drawing carries the rest. */
 export const MIN_LEGIBLE_SCALE = 0.92;
 /** Margin around the framed op and its neighbours, in layout units. */
-const FRAME_PAD = 24;
+const FRAME_PAD = 14;
 
 interface NodeBox {
   id: string;
@@ -359,8 +359,8 @@ export class GraphPanel {
       items.length ? items.flatMap((x, i) => (i ? [", ", x] : [x])) : [h("span", { class: "muted" }, "none")];
     setChildren(
       this.links,
-      h("div", { class: "graph-links-row", "data-testid": "graph-inputs" }, h("span", { class: "muted" }, "inputs: "), list(ins)),
-      h("div", { class: "graph-links-row", "data-testid": "graph-consumers" }, h("span", { class: "muted" }, "consumers: "), list(outs)),
+      h("span", { class: "graph-links-row", "data-testid": "graph-inputs" }, h("span", { class: "muted" }, "inputs: "), list(ins)),
+      h("span", { class: "graph-links-row", "data-testid": "graph-consumers" }, h("span", { class: "muted" }, "consumers: "), list(outs)),
     );
   }
 

@@ -54,13 +54,18 @@ export class TimelinePanel {
     const run = this.store.run;
     const total = this.store.runInfo?.num_executions ?? 0;
     this.total = total;
-    if (run === null) return this.render();
+    // The count shows at once, in the same task as the header's, so the two never disagree.
+    this.render();
+    if (run === null) return;
     if (this.followTail) this.begin = Math.max(0, Math.floor(Math.max(0, total - 1) / PAGE) * PAGE);
     try {
       const page = await this.store.api.executionDigests(run, this.begin, this.begin + PAGE);
       if (this.store.run !== run) return;
-      this.digests = page.execution_digests;
-      this.total = page.num_digests;
+      // One snapshot for every panel: the count is the runs poll's (what the header shows),
+      // even when the route, asked later, already sees calls a live program wrote since.
+      const snapshot = this.store.runInfo?.num_executions ?? page.num_digests;
+      this.total = Math.min(page.num_digests, snapshot);
+      this.digests = page.execution_digests.filter((d) => d.position < this.total);
     } catch (err) {
       this.store.reportError(err);
     }
