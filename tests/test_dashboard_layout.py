@@ -201,3 +201,67 @@ def test_missing_logdir_is_reported_once(tmp_path):
     finally:
         b.close()
         tb.close()
+
+
+# Records, after every DOM change, the call count the header shows and the timeline's.
+WATCH_COUNTS = """() => {
+  const parse = (sel, re) => {
+    const m = (document.querySelector(sel)?.textContent ?? "").match(re);
+    return m ? Number(m[1].replace(/,/g, "")) : null;
+  };
+  window.__counts = [];
+  const record = () => {
+    const header = parse(".topbar .run-info", /([\\d,]+) calls/);
+    const timeline = parse(".timeline-panel .timeline-nav", /of ([\\d,]+) calls/);
+    if (header !== null && timeline !== null) window.__counts.push([header, timeline]);
+  };
+  new MutationObserver(record).observe(document.body, { subtree: true, childList: true, characterData: true });
+}"""
+
+
+def test_growing_run_header_and_timeline_agree_on_the_call_count(tmp_path):
+    """A live run grows between refreshes: at every DOM change the header and the timeline show
+    the same number of calls (both read the store's one snapshot of the run)."""
+    import tvm
+    from models import nn_planted
+
+    import tvmdbg
+
+    logdir = tmp_path / "logdir"
+    model = nn_planted("log", fuse=False)
+    writer = tvmdbg.enable_dump_debug_info(
+        str(logdir / "grow"), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1
+    )
+    tb = b = None
+    try:
+        vm = tvm.relax.VirtualMachine(model.executable, tvm.cpu())
+        args = [tvm.runtime.tensor(a) for a in model.inputs]
+        vm[model.function](*args)
+        writer.flush()
+        tb = TensorBoardProcess(logdir, tmp_path / "tensorboard.log")
+        b = Browser()
+        frame = b.open_dashboard(tb)
+        frame.locator(".timeline-panel .timeline-nav", has_text="calls").wait_for()
+        inner = next(f for f in b.page.frames if "plugin_entry.html" in f.url)
+        inner.evaluate(WATCH_COUNTS)
+        deadline = time.time() + 9  # three polls of the dashboard
+        calls = 1
+        while time.time() < deadline:
+            for _ in range(5):
+                vm[model.function](*args)
+            calls += 5
+            writer.flush()
+            time.sleep(0.15)
+        frame.locator(".topbar .run-info", has_text=f"{calls:,} calls").wait_for(timeout=15_000)
+        frame.locator(".timeline-panel .timeline-nav", has_text=f"of {calls:,} calls").wait_for(timeout=15_000)
+        counts = inner.evaluate("() => window.__counts")
+        assert len({h for h, _ in counts}) >= 3, counts  # the run grew while the page watched
+        disagree = [c for c in counts if c[0] != c[1]]
+        assert disagree == [], disagree[:10]
+        assert b.errors == []
+    finally:
+        tvmdbg.disable_dump_debug_info()
+        if b:
+            b.close()
+        if tb:
+            tb.close()
