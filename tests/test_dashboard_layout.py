@@ -88,6 +88,15 @@ def test_alert_click_graph_is_legible_with_inputs_in_view_and_listed(demo, viewp
             box = frame.locator(f".graph-panel .op-node.role-input[data-op-id='{op_id}']").bounding_box()
             assert box is not None and _inside(box, area), (names[op_id], box, area)
 
+        # Shapes read as numbers: the route's "(T.int64(1437), T.int64(10))" shows as (1437, 10).
+        op_info = tb.api(f"graphs/op_info?run={run}&op_id={origin['op_id']}")
+        assert any("T.int64" in i["shape_expr"] for i in op_info["inputs"])
+        frame.locator("[data-testid=selected-op]", has_text=origin["op_name"]).wait_for()
+        details = frame.locator(".details-panel").inner_text()
+        assert "T.int64" not in details
+        first = op_info["inputs"][0]
+        assert f"{first['name']} {first['dtype']} ({', '.join(map(str, first['shape']))})" in details, details
+
         # The text list names every producing op and every consumer, as links.
         listed_in = {int(a.get_attribute("data-op-id")) for a in frame.locator("[data-testid=graph-inputs] a").all()}
         listed_out = {
