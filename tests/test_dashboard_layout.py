@@ -88,6 +88,10 @@ def test_alert_click_graph_is_legible_with_inputs_in_view_and_listed(demo, viewp
             box = frame.locator(f".graph-panel .op-node.role-input[data-op-id='{op_id}']").bounding_box()
             assert box is not None and _inside(box, area), (names[op_id], box, area)
 
+        # The source box scrolls to the creating line, never sideways.
+        frame.locator(".source-panel .src-line.highlighted").wait_for()
+        assert frame.locator(".source-panel .source-body").evaluate("el => el.scrollLeft") == 0
+
         # Shapes read as numbers: the route's "(T.int64(1437), T.int64(10))" shows as (1437, 10).
         op_info = tb.api(f"graphs/op_info?run={run}&op_id={origin['op_id']}")
         assert any("T.int64" in i["shape_expr"] for i in op_info["inputs"])
@@ -190,6 +194,8 @@ def test_narrow_window_header_one_line_and_alert_click_keeps_alert_in_view(demo)
         b.page.wait_for_timeout(500)  # any late scroll would have happened by now
         after = alert.bounding_box()
         assert abs(after["y"] - before["y"]) < 2, (before, after)
+        # The source box scrolled to the line, not sideways (the line's start stays readable).
+        assert frame.locator(".source-panel .source-body").evaluate("el => el.scrollLeft") == 0
         assert after["y"] >= 0 and after["y"] + after["height"] <= 700
         assert b.errors == []
     finally:

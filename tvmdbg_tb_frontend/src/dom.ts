@@ -65,6 +65,8 @@ export function scrollWithin(container: HTMLElement, target: HTMLElement, centre
   if (centre) container.scrollTop = Math.max(0, top - (container.clientHeight - t.height) / 2);
   else if (top < container.scrollTop) container.scrollTop = top;
   else if (top + t.height > container.scrollTop + container.clientHeight) container.scrollTop = top + t.height - container.clientHeight;
+  // Sideways only for a target narrower than the box (a timeline item, not a source line).
+  if (t.width > container.clientWidth) return;
   if (left < container.scrollLeft) container.scrollLeft = left;
   else if (left + t.width > container.scrollLeft + container.clientWidth) container.scrollLeft = left + t.width - container.clientWidth;
 }
