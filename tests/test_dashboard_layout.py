@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from test_dashboard_e2e import ROOT, Browser, TensorBoardProcess
+from test_dashboard_e2e import ROOT, Browser, TensorBoardProcess, _screenshot_dir
 
 pytestmark = pytest.mark.browser
 
@@ -123,7 +123,7 @@ def test_alert_click_graph_is_legible_with_inputs_in_view_and_listed(demo, viewp
         b.close()
 
 
-def test_graph_can_be_enlarged(demo):
+def test_graph_can_be_enlarged(demo, tmp_path_factory):
     tb, run = demo
     b = Browser()
     try:
@@ -137,6 +137,7 @@ def test_graph_can_be_enlarged(demo):
         assert after["width"] * after["height"] > 2 * before["width"] * before["height"], (before, after)
         svg = frame.locator(".graph-panel .graph-svg").bounding_box()
         assert svg["width"] >= after["width"] - 1 and svg["height"] >= after["height"] - 1  # drawn at the new size
+        b.page.screenshot(path=str(_screenshot_dir(tmp_path_factory) / "graph-enlarged.png"))
         b.page.keyboard.press("Escape")
         frame.locator(".graph-panel:not(.enlarged)").wait_for()
         again = frame.locator(".graph-panel .graph-canvas").bounding_box()
