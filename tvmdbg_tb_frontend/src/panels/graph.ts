@@ -314,14 +314,12 @@ export class GraphPanel {
     this.home = { ...this.view };
     this.applyView();
     this.enablePanZoom(root);
-    const note = whole
-      ? null
-      : h(
-          "div",
-          { class: "graph-note small muted" },
-          `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}; click a node to move there`,
-        );
-    setChildren(this.canvas, root, note);
+    // Said in the text row under the drawing, where it never hides a node.
+    if (!whole)
+      this.links.appendChild(
+        h("span", { class: "graph-note muted" }, `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}`),
+      );
+    setChildren(this.canvas, root);
   }
 
   /** The selected op's inputs (producers and function parameters) and consumers as text; each
