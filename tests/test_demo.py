@@ -248,6 +248,10 @@ def test_tutorial_in_the_dashboard(demo_logdir, nan_fused, fixed_demo, tmp_path)
         assert "bad" in frame.locator("[data-testid=selected-health] .health-pill").get_attribute("class")
         details = frame.locator("[data-panel=details]")
         assert "relax.log" in details.inner_text()
+        # The README's step 4: the graph lists the kernel's inputs lv, labels and consumer gv2.
+        frame.locator("[data-testid=graph-inputs] a").first.wait_for()
+        assert frame.locator("[data-testid=graph-inputs]").inner_text() == "inputs: lv, labels"
+        assert frame.locator("[data-testid=graph-consumers]").inner_text() == "consumers: gv2"
         browser.page.screenshot(path=str(shots / "dashboard.png"))
         for panel in ("details", "source"):
             frame.locator(f"[data-panel={panel}]").screenshot(path=str(shots / f"{panel}.png"))

@@ -51,3 +51,22 @@ export function svg<K extends keyof SVGElementTagNameMap>(
   for (const c of children) if (c) el.appendChild(c);
   return el;
 }
+
+/**
+ * Scrolls `container` alone so that `target` (a descendant) is in view: centred vertically when
+ * `centre`, else only as far as needed. Unlike scrollIntoView it never scrolls the page or an
+ * outer panel, so a selection cannot move the part of the page the user is looking at.
+ */
+export function scrollWithin(container: HTMLElement, target: HTMLElement, centre = false): void {
+  const c = container.getBoundingClientRect();
+  const t = target.getBoundingClientRect();
+  const top = t.top - c.top + container.scrollTop;
+  const left = t.left - c.left + container.scrollLeft;
+  if (centre) container.scrollTop = Math.max(0, top - (container.clientHeight - t.height) / 2);
+  else if (top < container.scrollTop) container.scrollTop = top;
+  else if (top + t.height > container.scrollTop + container.clientHeight) container.scrollTop = top + t.height - container.clientHeight;
+  // Sideways only for a target narrower than the box (a timeline item, not a source line).
+  if (t.width > container.clientWidth) return;
+  if (left < container.scrollLeft) container.scrollLeft = left;
+  else if (left + t.width > container.scrollLeft + container.clientWidth) container.scrollLeft = left + t.width - container.clientWidth;
+}

@@ -37,6 +37,9 @@ export class Store {
   errors: { when: number; message: string }[] = [];
   /** Execution indices with a NaN/Inf alert (among the alerts loaded), for timeline markers. */
   alertExecutions = new Set<number>();
+  /** The run's first origin alert (the first bad call), where the timeline and the kernel list
+   * open when a run with alerts is loaded; set by the alerts panel before it emits "alerts". */
+  firstBad: { executionIndex: number; executionPosition: number | null; tracePosition: number | null } | null = null;
 
   private seq = 0;
   private execTraces = new Map<string, Promise<Map<number, TraceData>>>();
@@ -162,6 +165,7 @@ export class Store {
     this.graphInfos.clear();
     this.executions.clear();
     this.alertExecutions = new Set();
+    this.firstBad = null;
     this.tracePosition = null;
     this.trace = null;
     this.op = null;

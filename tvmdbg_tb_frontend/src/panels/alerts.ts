@@ -60,6 +60,10 @@ export class AlertsPanel {
         this.firstOrigin = one.alerts[0];
       }
       this.store.alertExecutions = new Set(page.alerts.map((a) => a.execution_index));
+      const fb = this.firstOrigin;
+      this.store.firstBad = fb
+        ? { executionIndex: fb.execution_index, executionPosition: fb.execution_position, tracePosition: fb.trace_position }
+        : null;
       this.store.emit("alerts");
     } catch (err) {
       this.loadedFor = "";

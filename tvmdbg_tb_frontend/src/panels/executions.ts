@@ -38,6 +38,7 @@ export class ExecutionsPanel {
   private opsLoadedFor = -1;
   /** Monotonic index of the oldest trace kept, to notice a circular buffer moving on. */
   private firstIndex: number | null = null;
+  private openedOnFirstBad = false;
 
   constructor(private readonly store: Store) {
     this.pager = this.makePager();
@@ -117,6 +118,17 @@ export class ExecutionsPanel {
     store.on("run", () => this.onRun());
     store.on("runs", () => this.onRunsUpdate());
     store.on("trace", () => this.onSelection());
+    store.on("alerts", () => this.openOnFirstBad());
+  }
+
+  /** A run with alerts opens the list on its first bad kernel execution (the first origin
+   * alert), once per run and only while nothing is selected or filtered. */
+  private openOnFirstBad(): void {
+    const fb = this.store.firstBad;
+    if (this.openedOnFirstBad || !fb || fb.tracePosition === null) return;
+    this.openedOnFirstBad = true;
+    if (this.store.tracePosition !== null || this.filterOp || this.nonfiniteOnly) return;
+    if (fb.tracePosition < this.total) this.scrollToRow(fb.tracePosition);
   }
 
   private makePager(): Pager<TraceData> {
@@ -142,6 +154,7 @@ export class ExecutionsPanel {
     this.ops = [];
     this.opsLoadedFor = -1;
     this.firstIndex = null;
+    this.openedOnFirstBad = false;
     setChildren(this.filterInfo);
     this.pager.reset(this.store.runInfo?.num_traces ?? 0);
     this.scroller.scrollTop = 0;

@@ -9,7 +9,7 @@ import dagre from "@dagrejs/dagre";
 import type { ExecutionData, GraphInfo, Op, TraceData } from "../api";
 import { h, setChildren, svg } from "../dom";
 import { type Health, formatLocation, formatShapeExpr, healthOf, healthText, isNonFinite, pillSegments, summaryHealth } from "../format";
-import { neighborhood } from "../neighborhood";
+import { type Neighborhood, neighborhood } from "../neighborhood";
 import type { Store } from "../store";
 
 const NODE_W = 184;
@@ -24,6 +24,12 @@ const NEIGHBORHOOD_DEPTH = 4;
 /** Never lay out more than this many ops at once ("whole graph" on a huge graph shows the
  * nearest ones): dagre's cost grows faster than linearly. */
 const MAX_LAYOUT_OPS = 400;
+/** Framing never zooms out below this: node names (11 px) stay above 10 px on screen. When
+ * the op with its inputs and consumers does not fit, the op and its inputs are framed and the
+ * text list under the drawing carries the rest. */
+export const MIN_LEGIBLE_SCALE = 0.92;
+/** Margin around the framed op and its neighbours, in layout units. */
+const FRAME_PAD = 14;
 
 /** An optional mark on an op node set by another view (the Compare view's error colours):
  * the node gets class `mark-<cls>` and the title line `title`. */
@@ -45,6 +51,9 @@ export class GraphPanel {
   private readonly title: HTMLElement;
   private readonly canvas: HTMLElement;
   private readonly legend: HTMLElement;
+  /** Text list of the selected op's inputs and consumers: always readable, whatever the zoom. */
+  private readonly links: HTMLElement;
+  private readonly enlargeBtn: HTMLButtonElement;
   private expanded = new Set<number>();
   private view = { x: 0, y: 0, w: 100, h: 100 };
   /** The view that centres the selected op, restored by the "centre" button after panning. */
@@ -75,6 +84,20 @@ export class GraphPanel {
       },
     });
     const whole = h("label", { class: "small" }, wholeBox, " whole graph");
+    this.links = h("div", { class: "graph-links small", "data-testid": "graph-links" });
+    this.enlargeBtn = h(
+      "button",
+      {
+        class: "small-btn",
+        "data-testid": "graph-enlarge",
+        title: "show the graph over the whole page (Esc closes)",
+        onclick: () => this.setEnlarged(!this.enlarged),
+      },
+      "enlarge",
+    );
+    document.addEventListener("keydown", (e) => {
+      if (e.key === "Escape" && this.enlarged) this.setEnlarged(false);
+    });
     this.el = h(
       "section",
       { class: "panel graph-panel", "data-panel": "graph" },
@@ -86,8 +109,10 @@ export class GraphPanel {
         h("span", { class: "spacer" }),
         whole,
         h("button", { class: "small-btn", onclick: () => this.centre(), title: "centre on the selected op" }, "centre"),
+        this.enlargeBtn,
       ),
       this.canvas,
+      this.links,
       this.legend,
     );
     store.on("run", () => {
@@ -104,6 +129,18 @@ export class GraphPanel {
     void this.render();
   }
 
+  private get enlarged(): boolean {
+    return this.el.classList.contains("enlarged");
+  }
+
+  /** Full-page view of the graph (a larger drawing area), framed again for its new size. */
+  private setEnlarged(on: boolean): void {
+    this.el.classList.toggle("enlarged", on);
+    this.enlargeBtn.textContent = on ? "close" : "enlarge";
+    this.enlargeBtn.setAttribute("aria-pressed", String(on));
+    void this.render();
+  }
+
   private async render(): Promise<void> {
     const seq = ++this.seq;
     const run = this.store.run;
@@ -111,6 +148,7 @@ export class GraphPanel {
     if (run === null || !op) {
       this.title.textContent = "";
       this.svgEl = null;
+      setChildren(this.links);
       return setChildren(this.canvas, h("div", { class: "empty" }, "Select a kernel execution or an alert to see its op in the graph."));
     }
     try {
@@ -132,50 +170,71 @@ export class GraphPanel {
 
   private draw(graph: GraphInfo, selected: Op, health: Map<number, TraceData>, call: ExecutionData | null): void {
     const byId = new Map(graph.ops.map((o) => [o.op_id, o]));
-    const whole = graph.ops.length <= WHOLE_GRAPH_LIMIT || (this.wholeGraph && graph.ops.length <= MAX_LAYOUT_OPS);
-    const hood = whole
-      ? { ops: graph.ops.map((o) => o.op_id), frontier: new Set<number>() }
-      : this.wholeGraph
-        ? neighborhood(selected.op_id, graph.edges, Infinity, MAX_LAYOUT_OPS)
-        : neighborhood(selected.op_id, graph.edges, NEIGHBORHOOD_DEPTH, NEIGHBORHOOD_OPS);
-    const shown = new Set(hood.ops);
     const inputs = new Set(graph.edges.filter((e) => e.dst_op_id === selected.op_id && e.src_op_id !== null).map((e) => e.src_op_id!));
     const consumers = new Set(graph.edges.filter((e) => e.src_op_id === selected.op_id).map((e) => e.dst_op_id));
+    this.renderLinks(graph, selected, byId, health);
 
-    const g = new dagre.graphlib.Graph({ multigraph: true });
-    g.setGraph({ rankdir: "TB", nodesep: 24, ranksep: 36, marginx: 16, marginy: 16 });
-    g.setDefaultEdgeLabel(() => ({}));
-    for (const id of shown) {
-      const op = byId.get(id)!;
-      const extra = this.expanded.has(id) ? op.original_ops.length * ORIG_ROW_H + 6 : 0;
-      g.setNode(`op${id}`, { width: NODE_W, height: NODE_H + extra });
-    }
-    const paramNodes = new Map<string, { label: string; title: string; health: Health | null }>();
-    for (const e of graph.edges) {
-      if (!shown.has(e.dst_op_id)) continue;
-      if (e.src_op_id !== null) {
-        if (shown.has(e.src_op_id))
-          g.setEdge(
-            `op${e.src_op_id}`,
-            `op${e.dst_op_id}`,
-            { name: e.name },
-            `${e.src_op_id}.${e.src_output_slot}-${e.dst_op_id}.${e.dst_input_slot}`,
-          );
-        continue;
+    const cw = Math.max(200, this.canvas.clientWidth || 600);
+    const ch = Math.max(150, this.canvas.clientHeight || 400);
+    const layOut = (shown: Set<number>) => {
+      const g = new dagre.graphlib.Graph({ multigraph: true });
+      g.setGraph({ rankdir: "TB", nodesep: 24, ranksep: 36, marginx: 16, marginy: 16 });
+      g.setDefaultEdgeLabel(() => ({}));
+      for (const id of shown) {
+        const op = byId.get(id)!;
+        const extra = this.expanded.has(id) ? op.original_ops.length * ORIG_ROW_H + 6 : 0;
+        g.setNode(`op${id}`, { width: NODE_W, height: NODE_H + extra });
       }
-      if (e.kind !== "PARAM") continue;
-      const pid = `param${e.param_index}`;
-      if (!paramNodes.has(pid)) {
-        const p = graph.params.find((x) => x.index === e.param_index);
-        const summary = e.param_index === null ? undefined : call?.inputs[e.param_index];
-        const hl = summary && Object.keys(summary.summary).length ? summaryHealth(summary) : null;
-        const title = `${p ? `${p.name}: ${p.dtype} ${formatShapeExpr(p.shape_expr)}` : e.name}${hl ? `\n${healthText(hl)}` : ""}`;
-        paramNodes.set(pid, { label: e.name || `param ${e.param_index}`, title, health: hl });
-        g.setNode(pid, { width: PARAM_W, height: PARAM_H });
+      const paramNodes = new Map<string, { label: string; title: string; health: Health | null }>();
+      for (const e of graph.edges) {
+        if (!shown.has(e.dst_op_id)) continue;
+        if (e.src_op_id !== null) {
+          if (shown.has(e.src_op_id))
+            g.setEdge(
+              `op${e.src_op_id}`,
+              `op${e.dst_op_id}`,
+              { name: e.name },
+              `${e.src_op_id}.${e.src_output_slot}-${e.dst_op_id}.${e.dst_input_slot}`,
+            );
+          continue;
+        }
+        if (e.kind !== "PARAM") continue;
+        const pid = `param${e.param_index}`;
+        if (!paramNodes.has(pid)) {
+          const p = graph.params.find((x) => x.index === e.param_index);
+          const summary = e.param_index === null ? undefined : call?.inputs[e.param_index];
+          const hl = summary && Object.keys(summary.summary).length ? summaryHealth(summary) : null;
+          const title = `${p ? `${p.name}: ${p.dtype} ${formatShapeExpr(p.shape_expr)}` : e.name}${hl ? `\n${healthText(hl)}` : ""}`;
+          paramNodes.set(pid, { label: e.name || `param ${e.param_index}`, title, health: hl });
+          g.setNode(pid, { width: PARAM_W, height: PARAM_H });
+        }
+        g.setEdge(pid, `op${e.dst_op_id}`, { name: e.name }, `${pid}-${e.dst_op_id}.${e.dst_input_slot}`);
       }
-      g.setEdge(pid, `op${e.dst_op_id}`, { name: e.name }, `${pid}-${e.dst_op_id}.${e.dst_input_slot}`);
+      dagre.layout(g);
+      return { g, paramNodes };
+    };
+    // The whole graph when it is small (or asked for), else the op's neighbourhood; when the op
+    // with its inputs and consumers then cannot be framed legibly (they sit far apart in a big
+    // layout), a nearer neighbourhood is laid out, down to the op with its direct neighbours.
+    const askedWhole = this.wholeGraph && graph.ops.length <= MAX_LAYOUT_OPS;
+    const candidates: Neighborhood[] = [];
+    if (graph.ops.length <= WHOLE_GRAPH_LIMIT || askedWhole)
+      candidates.push({ ops: graph.ops.map((o) => o.op_id), frontier: new Set<number>() });
+    if (this.wholeGraph && !askedWhole) candidates.push(neighborhood(selected.op_id, graph.edges, Infinity, MAX_LAYOUT_OPS));
+    if (!this.wholeGraph)
+      for (let depth = NEIGHBORHOOD_DEPTH; depth >= 1; depth--)
+        candidates.push(neighborhood(selected.op_id, graph.edges, depth, NEIGHBORHOOD_OPS));
+    let hood = candidates[0];
+    let laid = layOut(new Set(hood.ops));
+    for (const next of candidates.slice(1)) {
+      if (this.wholeGraph || framingScale(laid.g, selected.op_id, [...inputs, ...consumers], cw, ch) >= MIN_LEGIBLE_SCALE) break;
+      if (next.ops.length >= hood.ops.length) continue; // the same ops: the same layout
+      hood = next;
+      laid = layOut(new Set(hood.ops));
     }
-    dagre.layout(g);
+    const { g, paramNodes } = laid;
+    const shown = new Set(hood.ops);
+    const whole = shown.size === graph.ops.length;
     const size = g.graph() as { width?: number; height?: number };
 
     const root = svg("svg", { class: "graph-svg", role: "img", "aria-label": "graph structure" });
@@ -231,8 +290,6 @@ export class GraphPanel {
     root.appendChild(nodesG);
     this.svgEl = root;
     const sel = g.node(`op${selected.op_id}`) as NodeBox;
-    const cw = Math.max(200, this.canvas.clientWidth || 600);
-    const ch = Math.max(150, this.canvas.clientHeight || 400);
     // Frame the selected op with all its drawn inputs and consumers: the box around them, at
     // the usual zoom (0.75-1.2, the whole graph when it fits), lower only when they need it.
     let [x0, y0, x1, y1] = [sel.x - sel.width / 2, sel.y - sel.height / 2, sel.x + sel.width / 2, sel.y + sel.height / 2];
@@ -245,24 +302,79 @@ export class GraphPanel {
       x1 = Math.max(x1, n.x + n.width / 2);
       y1 = Math.max(y1, n.y + n.height / 2);
     }
-    const pad = 24;
-    const fit = Math.min(cw / (x1 - x0 + 2 * pad), ch / (y1 - y0 + 2 * pad));
+    const pad = FRAME_PAD;
+    const boxOf = (ids: Iterable<number>) => {
+      let b = [sel.x - sel.width / 2, sel.y - sel.height / 2, sel.x + sel.width / 2, sel.y + sel.height / 2];
+      for (const id of ids) {
+        const n = shown.has(id) ? (g.node(`op${id}`) as NodeBox | undefined) : undefined;
+        if (n)
+          b = [
+            Math.min(b[0], n.x - n.width / 2),
+            Math.min(b[1], n.y - n.height / 2),
+            Math.max(b[2], n.x + n.width / 2),
+            Math.max(b[3], n.y + n.height / 2),
+          ];
+      }
+      return b;
+    };
+    const fitOf = (b: number[]) => Math.min(cw / (b[2] - b[0] + 2 * pad), ch / (b[3] - b[1] + 2 * pad));
+    // Too many to frame legibly: the op and its inputs first (the text list names the rest).
+    if (fitOf([x0, y0, x1, y1]) < MIN_LEGIBLE_SCALE) [x0, y0, x1, y1] = boxOf(inputs);
+    const fit = fitOf([x0, y0, x1, y1]);
     const wholeFit = Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20));
-    const scale = Math.max(0.2, Math.min(fit, Math.min(1.2, Math.max(0.75, wholeFit))));
+    const scale = Math.max(MIN_LEGIBLE_SCALE, Math.min(fit, Math.min(1.2, Math.max(MIN_LEGIBLE_SCALE, wholeFit))));
     const cx = (x0 + x1) / 2;
     const cy = (y0 + y1) / 2;
     this.view = { w: cw / scale, h: ch / scale, x: cx - cw / scale / 2, y: cy - ch / scale / 2 };
     this.home = { ...this.view };
     this.applyView();
     this.enablePanZoom(root);
-    const note = whole
-      ? null
-      : h(
-          "div",
-          { class: "graph-note small muted" },
-          `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}; click a node to move there`,
-        );
-    setChildren(this.canvas, root, note);
+    // Said in the text row under the drawing, where it never hides a node.
+    if (!whole)
+      this.links.appendChild(
+        h("span", { class: "graph-note muted" }, `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}`),
+      );
+    setChildren(this.canvas, root);
+  }
+
+  /** The selected op's inputs (producers and function parameters) and consumers as text; each
+   * op is a link through the one navigation model (Store.goToOp keeps an execution). */
+  private renderLinks(graph: GraphInfo, selected: Op, byId: Map<number, Op>, health: Map<number, TraceData>): void {
+    const link = (id: number, cls: string) => {
+      const op = byId.get(id);
+      const t = health.get(id);
+      const bad = t ? isNonFinite(healthOf(t)) : false;
+      return h(
+        "a",
+        {
+          href: "#",
+          class: `graph-link ${cls}${bad ? " bad" : ""}`,
+          "data-op-id": String(id),
+          title: op ? `${op.op_name} = ${op.kernel}${t ? `\n${healthText(healthOf(t))}` : ""}` : "",
+          onclick: (e: Event) => (e.preventDefault(), void this.store.goToOp(id)),
+        },
+        op?.op_name ?? `op ${id}`,
+      );
+    };
+    const ins: (HTMLElement | string)[] = [];
+    const seen = new Set<string>();
+    for (const e of graph.edges.filter((x) => x.dst_op_id === selected.op_id).sort((a, b) => a.dst_input_slot - b.dst_input_slot)) {
+      const key = e.src_op_id !== null ? `op${e.src_op_id}` : `p${e.param_index}|${e.name}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      if (e.src_op_id !== null) ins.push(link(e.src_op_id, "graph-input-link"));
+      else ins.push(h("span", { class: "graph-param", title: e.kind.toLowerCase() }, e.name || `param ${e.param_index}`));
+    }
+    const outs = [...new Set(graph.edges.filter((e) => e.src_op_id === selected.op_id).map((e) => e.dst_op_id))].map((id) =>
+      link(id, "graph-consumer-link"),
+    );
+    const list = (items: (HTMLElement | string)[]) =>
+      items.length ? items.flatMap((x, i) => (i ? [", ", x] : [x])) : [h("span", { class: "muted" }, "none")];
+    setChildren(
+      this.links,
+      h("span", { class: "graph-links-row", "data-testid": "graph-inputs" }, h("span", { class: "muted" }, "inputs: "), list(ins)),
+      h("span", { class: "graph-links-row", "data-testid": "graph-consumers" }, h("span", { class: "muted" }, "consumers: "), list(outs)),
+    );
   }
 
   private opNode(
@@ -384,6 +496,29 @@ export class GraphPanel {
       { passive: false },
     );
   }
+}
+
+/** The zoom at which the selected op with the given neighbours (those laid out) fits the canvas. */
+function framingScale(
+  g: { node(id: string): unknown; hasNode(id: string): boolean },
+  selected: number,
+  ids: number[],
+  cw: number,
+  ch: number,
+): number {
+  const sel = g.node(`op${selected}`) as NodeBox;
+  let [x0, y0, x1, y1] = [sel.x - sel.width / 2, sel.y - sel.height / 2, sel.x + sel.width / 2, sel.y + sel.height / 2];
+  for (const id of ids) {
+    const n = g.hasNode(`op${id}`) ? (g.node(`op${id}`) as NodeBox) : undefined;
+    if (!n) continue;
+    [x0, y0, x1, y1] = [
+      Math.min(x0, n.x - n.width / 2),
+      Math.min(y0, n.y - n.height / 2),
+      Math.max(x1, n.x + n.width / 2),
+      Math.max(y1, n.y + n.height / 2),
+    ];
+  }
+  return Math.min(cw / (x1 - x0 + 2 * FRAME_PAD), ch / (y1 - y0 + 2 * FRAME_PAD));
 }
 
 function truncate(s: string, n: number): string {

@@ -78,7 +78,8 @@ export class HeaderBar {
       ),
     );
     this.completeness.update(info?.completeness);
-    const problems: string[] = [...(this.status?.problems ?? [])];
+    // With no runs the empty-logdir page lists the logdir's problems itself: say them once.
+    const problems: string[] = runs.length ? [...(this.status?.problems ?? [])] : [];
     if (this.status?.reader.error) problems.push(`reader: ${this.status.reader.error}`);
     const rs = this.status?.runs.find((r) => r.run === current);
     if (rs?.error) problems.push(`reading ${rs.run}: ${rs.error}`);

@@ -3,7 +3,7 @@
 import hljs from "highlight.js/lib/core";
 import python from "highlight.js/lib/languages/python";
 import type { Op, SourceFile } from "../api";
-import { h, setChildren } from "../dom";
+import { h, scrollWithin, setChildren } from "../dom";
 import { baseName, orderFrames } from "../format";
 import type { ShownFrame, Store } from "../store";
 
@@ -144,7 +144,7 @@ export class SourcePanel {
     const pre = h("div", { class: "src hljs" }, rows);
     setChildren(this.body, pre);
     const target = rows[line - 1];
-    if (target) target.scrollIntoView({ block: "center" });
+    if (target) scrollWithin(this.body, target, true);
   }
 }
 

@@ -1,7 +1,7 @@
 /** Execution timeline: the top-level VM function calls in order, paged, with alert markers;
  * a click shows the call's details and the kernels it ran. */
 import type { ExecutionData, ExecutionDigest, TraceData } from "../api";
-import { h, setChildren } from "../dom";
+import { h, scrollWithin, setChildren } from "../dom";
 import { formatClock, formatCount, formatDuration, formatLocation, formatShape, summaryHealth } from "../format";
 import type { Store } from "../store";
 import { healthPill } from "./pill";
@@ -19,6 +19,8 @@ export class TimelinePanel {
   /** Follow the newest page while the run grows, until the user pages back. */
   private followTail = true;
   private seq = 0;
+  /** Whether this run's timeline was already opened on its first bad call (once per run). */
+  private openedOnFirstBad = false;
 
   constructor(private readonly store: Store) {
     this.strip = h("div", { class: "timeline-strip" });
@@ -34,6 +36,7 @@ export class TimelinePanel {
     store.on("run", () => {
       this.begin = 0;
       this.followTail = true;
+      this.openedOnFirstBad = false;
       this.digests = [];
       setChildren(this.details, h("div", { class: "muted small" }, "Click a call to see its inputs, outputs and the kernels it ran."));
       void this.load();
@@ -43,7 +46,7 @@ export class TimelinePanel {
       if ((this.store.runInfo?.num_executions ?? 0) !== this.total || this.store.runInfo?.live) void this.load();
     });
     store.on("trace", () => void this.syncToTrace());
-    store.on("alerts", () => this.render());
+    store.on("alerts", () => (this.openOnFirstBad() ? undefined : this.render()));
     store.on("execution", () => void this.showExecution());
   }
 
@@ -51,17 +54,40 @@ export class TimelinePanel {
     const run = this.store.run;
     const total = this.store.runInfo?.num_executions ?? 0;
     this.total = total;
-    if (run === null) return this.render();
+    // The count shows at once, in the same task as the header's, so the two never disagree.
+    this.render();
+    if (run === null) return;
     if (this.followTail) this.begin = Math.max(0, Math.floor(Math.max(0, total - 1) / PAGE) * PAGE);
     try {
       const page = await this.store.api.executionDigests(run, this.begin, this.begin + PAGE);
       if (this.store.run !== run) return;
-      this.digests = page.execution_digests;
-      this.total = page.num_digests;
+      // One snapshot for every panel: the count is the runs poll's (what the header shows),
+      // even when the route, asked later, already sees calls a live program wrote since.
+      const snapshot = this.store.runInfo?.num_executions ?? page.num_digests;
+      this.total = Math.min(page.num_digests, snapshot);
+      this.digests = page.execution_digests.filter((d) => d.position < this.total);
     } catch (err) {
       this.store.reportError(err);
     }
     this.render();
+  }
+
+  /** A run with alerts opens on its first bad call (the first origin alert's execution), not on
+   * the newest page, unless the user already picked a call. Returns whether it did. */
+  private openOnFirstBad(): boolean {
+    const fb = this.store.firstBad;
+    if (this.openedOnFirstBad || !fb || fb.executionPosition === null || this.store.executionIndex !== null) return false;
+    this.openedOnFirstBad = true;
+    const position = fb.executionPosition;
+    const run = this.store.run;
+    this.begin = position - (position % PAGE);
+    this.followTail = this.begin + PAGE >= this.total;
+    void this.load().then(() => {
+      if (this.store.run !== run || this.store.executionIndex !== null) return;
+      const d = this.digests.find((x) => x.index === fb.executionIndex);
+      if (d) this.store.selectExecution(d.position, d.index);
+    });
+    return true;
   }
 
   private page(begin: number): void {
@@ -135,7 +161,8 @@ export class TimelinePanel {
       }),
       this.digests.length ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
     );
-    this.strip.querySelector(".tl-item.selected")?.scrollIntoView({ block: "nearest", inline: "nearest" });
+    const selected = this.strip.querySelector<HTMLElement>(".tl-item.selected");
+    if (selected) scrollWithin(this.strip, selected);
   }
 
   private async showExecution(): Promise<void> {
