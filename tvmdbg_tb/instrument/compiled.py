@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import tvm
 from tvm import relax
 
-from tvmdbg_tb.instrument import graphs
+from tvmdbg_tb.instrument import graphs, stats_kernel
 
 ROW_WIDTH = 21
 STATS_COLUMN = 16  # min, max, mean, l2_norm, abs_max (FULL_STATS' last five values)
@@ -92,10 +92,10 @@ def _summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool 
         "    nrows = T.int64()",
         f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
     ]
-    if health:
+    if stats and dtype != "bool":  # the counts and the statistics in one pass
+        lines += stats_kernel.stats_lines(dtype, size, STATS_COLUMN)
+    elif health:
         lines += _health_lines(dtype, size)
-    if stats and dtype != "bool":
-        lines += _stats_lines(dtype, size)
     lines += [
         '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
         f'    S[row, 1] = T.Cast("float64", {size})',
@@ -195,111 +195,6 @@ def _health_lines(dtype: str, size: str) -> list[str]:
         '            S[row, 2 + k] = S[row, 2 + k] + T.Cast("float64", acc[k, j])',
     ]
     return lines
-
-
-BLOCK = 256  # iterations summed in the block dtype before they are added in float64
-
-
-def _stats_lines(dtype: str, size: str) -> list[str]:
-    """FULL_STATS: min, max, sum and sum of squares of the finite elements into S[row, 16:20].
-
-    Follows the health lines (it reuses their count of non-finite elements: only a tensor
-    with some takes the slower loop that masks them). Vectorized over LANES; sums of 16-
-    and 32-bit floats run in float32 within blocks of LANES * BLOCK elements and are added
-    in float64 per block, so precision stays near float64's at float32 speed."""
-    floating = dtype.startswith("float")
-    block_dtype = "float32" if dtype in ("float16", "float32") else "float64"
-    span = LANES * BLOCK
-    lines = [
-        f'    F2 = T.decl_buffer(({size},), "{dtype}", data=A.data)',
-        f'    mn = T.alloc_buffer(({LANES},), "{dtype}", scope="local")',
-        f'    mx = T.alloc_buffer(({LANES},), "{dtype}", scope="local")',
-        f'    sm = T.alloc_buffer(({LANES},), "float64", scope="local")',
-        f'    sq = T.alloc_buffer(({LANES},), "float64", scope="local")',
-        f'    bs = T.alloc_buffer(({LANES},), "{block_dtype}", scope="local")',
-        f'    bq = T.alloc_buffer(({LANES},), "{block_dtype}", scope="local")',
-        f"    for j in T.vectorized({LANES}):",
-        f"        mn[j] = {_extreme(dtype, True)}",
-        f"        mx[j] = {_extreme(dtype, False)}",
-        "        sm[j] = T.float64(0)",
-        "        sq[j] = T.float64(0)",
-    ]
-
-    def loops(masked: bool, indent: str) -> list[str]:
-        def update(v: str, j: str, acc_s: str, acc_q: str, acc_dtype: str) -> list[str]:
-            cast = f'T.Cast("{acc_dtype}", {v})'
-            if masked:
-                fin = f"T.isfinite({v})"
-                return [
-                    f'mn[{j}] = T.min(mn[{j}], T.if_then_else({fin}, {v}, T.{dtype}("inf")))',
-                    f'mx[{j}] = T.max(mx[{j}], T.if_then_else({fin}, {v}, T.{dtype}("-inf")))',
-                    f"{acc_s}[{j}] = {acc_s}[{j}] + T.if_then_else({fin}, {cast}, T.{acc_dtype}(0))",
-                    f"{acc_q}[{j}] = {acc_q}[{j}] + T.if_then_else({fin}, {cast} * {cast}, T.{acc_dtype}(0))",
-                ]
-            return [
-                f"mn[{j}] = T.min(mn[{j}], {v})",
-                f"mx[{j}] = T.max(mx[{j}], {v})",
-                f"{acc_s}[{j}] = {acc_s}[{j}] + {cast}",
-                f"{acc_q}[{j}] = {acc_q}[{j}] + {cast} * {cast}",
-            ]
-
-        out = [
-            f"for bo in range(({size}) // {span}):",
-            f"    for j in T.vectorized({LANES}):",
-            f"        bs[j] = T.{block_dtype}(0)",
-            f"        bq[j] = T.{block_dtype}(0)",
-            f"    for bi in range({BLOCK}):",
-            f"        for j in T.vectorized({LANES}):",
-        ]
-        v = f"F2[bo * {span} + bi * {LANES} + j]"
-        out += ["            " + u for u in update(v, "j", "bs", "bq", block_dtype)]
-        out += [
-            f"    for j in T.vectorized({LANES}):",
-            '        sm[j] = sm[j] + T.Cast("float64", bs[j])',
-            '        sq[j] = sq[j] + T.Cast("float64", bq[j])',
-            f"for i in range(({size}) % {span}):",
-        ]
-        tail = f"F2[({size}) // {span} * {span} + i]"
-        out += ["    " + u for u in update(tail, "0", "sm", "sq", "float64")]
-        return [indent + line for line in out]
-
-    if floating:
-        lines += ["    if bad[0] > 0:", *loops(True, "        "), "    else:", *loops(False, "        ")]
-    else:
-        lines += loops(False, "    ")
-    c = STATS_COLUMN
-    lines += [
-        f'    S[row, {c}] = T.Cast("float64", mn[0])',
-        f'    S[row, {c + 1}] = T.Cast("float64", mx[0])',
-        f"    S[row, {c + 2}] = T.float64(0)",
-        f"    S[row, {c + 3}] = T.float64(0)",
-        f"    for j in range({LANES}):",
-        f'        S[row, {c}] = T.min(S[row, {c}], T.Cast("float64", mn[j]))',
-        f'        S[row, {c + 1}] = T.max(S[row, {c + 1}], T.Cast("float64", mx[j]))',
-        f"        S[row, {c + 2}] = S[row, {c + 2}] + sm[j]",
-        f"        S[row, {c + 3}] = S[row, {c + 3}] + sq[j]",
-    ]
-    # Finished here rather than in Python (per row, Python is the costlier side).
-    finite = f'T.Cast("float64", ({size}) - bad[0])' if floating else f'T.Cast("float64", {size})'
-    lines += [
-        f"    if {finite} > T.float64(0):",
-        f"        S[row, {c + 2}] = S[row, {c + 2}] / {finite}",
-        f"        S[row, {c + 3}] = T.sqrt(S[row, {c + 3}])",
-        f"        S[row, {c + 4}] = T.max(S[row, {c + 1}], T.float64(0) - S[row, {c}])",
-        "    else:",
-        *[f'        S[row, {c + k}] = T.float64("nan")' for k in range(5)],
-    ]
-    return lines
-
-
-def _extreme(dtype: str, largest: bool) -> str:
-    """The identity of min (largest=True) or max in dtype: +/-inf for floats, the limits for ints."""
-    if dtype.startswith("float"):
-        return f'T.{dtype}("{"inf" if largest else "-inf"}")'
-    bits = int(dtype.lstrip("uint"))
-    if dtype.startswith("uint"):
-        return f"T.{dtype}({(1 << bits) - 1 if largest else 0})"
-    return f"T.{dtype}({(1 << (bits - 1)) - 1 if largest else -(1 << (bits - 1))})"
 
 
 def _summary_name(dtype: str, rank: int, health: bool, stats: bool = False, guarded: bool = False) -> str:

@@ -484,7 +484,10 @@ class CompiledTracer(Tracer):
         """Health modes: the serialized Execution without its per-call fields (index,
         duration, location, num_traces), from a per-function template and one conversion of
         the summary rows; None when a value is not fully static or has no summary row."""
-        if self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH) or len(call.buffers) != 1:
+        if (
+            self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)
+            or len(call.buffers) != 1
+        ):
             return None
         fid, _, array = call.buffers[0]
         key = (fid, num_inputs, len(leaves or ()))
