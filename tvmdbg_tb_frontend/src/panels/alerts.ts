@@ -46,6 +46,13 @@ export class AlertsPanel {
     // A live run can drop old alerts (circular buffer) without changing their count: reload.
     const key = `${run}|${info.num_alerts}`;
     if (key === this.loadedFor && !info.live) return;
+    if (!this.loadedFor.startsWith(`${run}|`)) {
+      // Another run: never show the previous run's alerts (or its button) while this one loads.
+      this.page = null;
+      this.listPage = null;
+      this.firstOrigin = undefined;
+      this.render();
+    }
     this.loadedFor = key;
     try {
       const page = await this.store.api.alerts(run, 0, Math.min(info.num_alerts, MAX_LISTED));
