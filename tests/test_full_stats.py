@@ -35,7 +35,21 @@ def _record(logdir, path: str, build):
     return instrumentation, traces, inputs, flags
 
 
+def _large_values():
+    """All finite, but squares beyond float32's range (|x| ~ 1e20): the masked float64 pass."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((5000,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.multiply(x, relax.const(0.5, "float32")))
+        bb.emit_func_output(y)
+    values = np.random.default_rng(3).uniform(-3e20, 3e20, size=5000).astype("float32")
+    values[7] = 0
+    return tvm.compile(bb.get(), "llvm"), [values]
+
+
 BUILDS = {
+    "large_values": _large_values,
     "mixed_dtypes": lambda: mixed_dtypes(fuse=False),
     "planted_log_fused": lambda: (lambda p: (p.executable, p.inputs))(blockbuilder_planted("log", fuse=True)),
     "reduction_fp16": lambda: reduction_model("float16", fuse=True)[:2],

@@ -5,8 +5,9 @@ tensor, so FULL_STATS reads each output once like FULL_HEALTH does.
 The pass assumes every element finite (the common case): per lane it counts < 0 and > 0 and
 keeps min, max, sum and sum of squares (a NaN or inf element makes a sum non-finite, so no
 finite test is needed). Only a tensor whose sums are not finite (non-finite elements, or
-squares that overflowed) takes a second, masked pass that tells NaN/-inf/+inf apart and
-recomputes the statistics over the finite elements. Kept apart from the health kernels
+squares that overflowed in the float32 block sums) takes a second, masked pass that tells
+NaN/-inf/+inf apart and recomputes the statistics over the finite elements, summing in
+float64. Kept apart from the health kernels
 (compiled.py) so that both can change independently.
 """
 
@@ -95,6 +96,14 @@ def stats_lines(dtype: str, size: str, stats_column: int) -> list[str]:
         ]
 
     def one_pass(masked: bool, indent: str) -> list[str]:
+        if masked:  # rare (non-finite elements or overflowed squares): sums straight in float64
+            v = f"F[bo * {LANES} + j]"
+            tail = f"F[({size}) // {LANES} * {LANES} + i]"
+            out = [f"for bo in range(({size}) // {LANES}):", f"    for j in T.vectorized({LANES}):"]
+            out += ["        " + u for u in count(v, "j", True) + update(v, "j", "sm", "sq", "float64", True)]
+            out.append(f"for i in range(({size}) % {LANES}):")
+            out += ["    " + u for u in count(tail, "0", True) + update(tail, "0", "sm", "sq", "float64", True)]
+            return [indent + line for line in out]
         out = [
             f"for bo in range(({size}) // {span}):",
             f"    for j in T.vectorized({LANES}):",
