@@ -173,7 +173,14 @@ def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
     if mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS):
         return summary
     tensors = [leaf for leaf in leaves if is_tensor(leaf) or isinstance(leaf, np.ndarray)]
-    rows = [debug_values(pb.FULL_HEALTH, t, str(t.dtype), tuple(t.shape)) for t in tensors]
+    if mode == pb.FULL_HEALTH:  # the items already hold each tensor's FULL_HEALTH row: one pass each
+        rows = [
+            list(item.debug_values)
+            for leaf, item in zip(leaves, summary.items)
+            if is_tensor(leaf) or isinstance(leaf, np.ndarray)
+        ]
+    else:
+        rows = [debug_values(pb.FULL_HEALTH, t, str(t.dtype), tuple(t.shape)) for t in tensors]
     if any(not row for row in rows):
         return summary  # an element we cannot read: health unknown
     totals = np.sum(np.array(rows, dtype=np.float64).reshape(-1, 10)[:, 3:], axis=0).tolist()
