@@ -34,3 +34,16 @@ def test_full_health_tuple_totals_match_each_tensor():
     assert totals[0] == sum(a.size for a in arrays) and totals[3] == 3  # sizes; NaNs
     same = tuple_summary(pb.FULL_HEALTH, leaves[:1] * 3)
     assert list(same.debug_values)[1] == rows[0][1]  # one shared dtype is named
+
+
+def test_flatten_reads_nested_ffi_arrays_in_order():
+    """flatten's direct read of an FFI Array gives the leaves its Python iteration gives."""
+    import tvm_ffi
+
+    from tvmdbg_tb.instrument.summary import flatten
+
+    leaves, _ = _leaves()
+    nested = tvm_ffi.Array([leaves[0], tvm_ffi.Array([leaves[1], tvm_ffi.Array([leaves[2]])]), leaves[3]])
+    flat = flatten(nested)
+    assert [t.same_as(r) for t, r in zip(flat, leaves[:4])] == [True] * 4 and len(flat) == 4
+    assert flatten((leaves[4], [leaves[5]])) == [leaves[4], leaves[5]]
