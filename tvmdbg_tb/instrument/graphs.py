@@ -149,10 +149,11 @@ def tensor_specs(ty) -> list[Spec]:
         dtype = str(ty.dtype) if ty.dtype is not None else ""
         shape = ty.shape
         if isinstance(shape, relax.ShapeExpr):
-            dims = tuple(_dim(v) for v in shape.values)
+            values = tuple(shape.values)  # one read of the FFI Array (its iteration is Python)
+            dims = tuple(_dim(v) for v in values)
             # Static dims printed from their value: str() of a PrimExpr runs the TVMScript
             # printer (~30 us per dim, most of a 1000-kernel compile's instrumentation cost).
-            printed = ", ".join(_printed_dim(d, v) for d, v in zip(dims, shape.values))
+            printed = ", ".join(_printed_dim(d, v) for d, v in zip(dims, values))
             printed = "(" + printed + ("," if len(dims) == 1 else "") + ")"
             return [(dtype, dims, printed)]
         ndim = int(ty.ndim)

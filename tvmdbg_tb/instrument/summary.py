@@ -29,10 +29,20 @@ def reading_own() -> bool:
 
 
 _TENSOR_TYPES: tuple[type, ...] = ()
+_ARRAY_TYPE: Any = None
 try:
     import tvm
 
     _TENSOR_TYPES = (tvm.runtime.Tensor,)
+    from tvm_ffi import container as _ffi_container
+
+    # An FFI Array's elements read without its Python __getitem__ helper (flatten runs on
+    # every call's parameter and output tuples).
+    _ARRAY_TYPE, _ARRAY_GET, _ARRAY_SIZE = (
+        _ffi_container.Array,
+        _ffi_container._ffi_api.ArrayGetItem,
+        _ffi_container._ffi_api.ArraySize,
+    )
 except (ImportError, AttributeError):  # pragma: no cover - the instrumentation needs TVM anyway
     pass
 
@@ -64,6 +74,15 @@ def flatten(value: Any) -> list[Any]:
     """The leaves of a (possibly nested) tuple of runtime values."""
     if is_tensor(value) or isinstance(value, np.ndarray):
         return [value]
+    if _ARRAY_TYPE is not None and type(value) is _ARRAY_TYPE:
+        out = []
+        for i in range(_ARRAY_SIZE(value)):
+            item = _ARRAY_GET(value, i)
+            if isinstance(item, _TENSOR_TYPES):
+                out.append(item)
+            else:
+                out.extend(flatten(item))
+        return out
     if isinstance(value, (list, tuple)) or (
         hasattr(value, "__len__") and hasattr(value, "__getitem__") and type(value).__name__ == "Array"
     ):
@@ -173,7 +192,14 @@ def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
     if mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS):
         return summary
     tensors = [leaf for leaf in leaves if is_tensor(leaf) or isinstance(leaf, np.ndarray)]
-    rows = [debug_values(pb.FULL_HEALTH, t, str(t.dtype), tuple(t.shape)) for t in tensors]
+    if mode == pb.FULL_HEALTH:  # the items already hold each tensor's FULL_HEALTH row: one pass each
+        rows = [
+            list(item.debug_values)
+            for leaf, item in zip(leaves, summary.items)
+            if is_tensor(leaf) or isinstance(leaf, np.ndarray)
+        ]
+    else:
+        rows = [debug_values(pb.FULL_HEALTH, t, str(t.dtype), tuple(t.shape)) for t in tensors]
     if any(not row for row in rows):
         return summary  # an element we cannot read: health unknown
     totals = np.sum(np.array(rows, dtype=np.float64).reshape(-1, 10)[:, 3:], axis=0).tolist()
