@@ -95,6 +95,18 @@ def test_offset_limit_pages_tile_the_list(big):
     server.get("alerts", expect=400, run="big", offset=-1, limit=5)
 
 
+def test_every_paged_route_takes_offset_and_limit(big):
+    server, _ = big
+    by_offset = server.json("graph_execution/digests", run="big", offset=10, limit=3)
+    by_range = server.json("graph_execution/digests", run="big", begin=10, end=13)
+    assert (by_offset["begin"], by_offset["end"]) == (10, 13)
+    assert by_offset["graph_execution_digests"] == by_range["graph_execution_digests"]
+    calls = server.json("execution/data", run="big", offset=0, limit=2)
+    assert (calls["begin"], calls["end"]) == (0, 2)
+    err = server.get("execution/data", expect=400, run="big", offset=0, limit=101).get_data(as_text=True)
+    assert "limit 101 is larger than 100" in err
+
+
 def write_small_buffer(logdir, run_name: str = "small") -> None:
     """30 calls of 4 NaN kernels through a circular buffer of 50: the run's start is dropped."""
     w = DebugEventsWriter(logdir, run_name=run_name, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=50)

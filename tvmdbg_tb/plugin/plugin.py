@@ -101,7 +101,14 @@ def _required_int(request, name: str, minimum: int | None = None) -> int:
 
 
 def _page(request, total: int, max_page: int = MAX_PAGE) -> tuple[int, int]:
-    """(begin, end) from the begin/end parameters: end=-1 means all, end is clamped to total."""
+    """(begin, end) from begin/end (end=-1 means all, end is clamped to total) or, when either
+    is given, from offset/limit ([offset, offset + limit); limit defaults to a full page)."""
+    if "offset" in request.args or "limit" in request.args:
+        offset = _int_param(request, "offset", 0, minimum=0)
+        limit = _int_param(request, "limit", min(max_page, total), minimum=0)
+        if limit > max_page:
+            raise BadRequest(f"limit {limit} is larger than {max_page}; page with offset and limit")
+        return min(offset, total), min(offset + limit, total)
     begin = _int_param(request, "begin", 0, minimum=0)
     end = _int_param(request, "end", -1, minimum=-1)
     if end != -1 and end < begin:
@@ -373,15 +380,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         """NaN/Inf alerts in execution order — see docs/routes.md#alerts."""
         run = self._run(request)
         alert_type = request.args.get("alert_type") or None
-        total = analysis.num_alerts(run)
-        if "offset" in request.args or "limit" in request.args:  # paging by offset/limit
-            offset = _int_param(request, "offset", 0, minimum=0)
-            limit = _int_param(request, "limit", min(MAX_PAGE, total), minimum=0)
-            if limit > MAX_PAGE:
-                raise BadRequest(f"limit {limit} is larger than {MAX_PAGE}; page with offset and limit")
-            begin, end = min(offset, total), min(offset + limit, total)
-        else:
-            begin, end = _page(request, total)
+        begin, end = _page(request, analysis.num_alerts(run))
         return analysis.alerts(run, begin, end, alert_type)
 
     @_json_route
