@@ -206,10 +206,10 @@ def _chain_traces(logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FU
     return [t.SerializeToString() for t in traces]
 
 
-@pytest.mark.parametrize("mode", ["FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH"])
+@pytest.mark.parametrize("mode", ["FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH", "FULL_STATS"])
 @pytest.mark.parametrize("op_regex", [None, "multiply"])
 def test_vectorised_health_traces_equal_row_loop(tmp_path, monkeypatch, op_regex, mode):
-    """Health-mode trace payloads built in numpy are the bytes the per-row loop writes (all
+    """Health-mode (and FULL_STATS) trace payloads built in numpy are the bytes the per-row loop writes (all
     fields but the duration, which differs between runs), with and without filtered ops."""
     with trace_paths.using("compiled"):
         fast = _chain_traces(tmp_path / "fast", monkeypatch, True, op_regex, mode)

@@ -306,6 +306,8 @@ class CompiledTracer(Tracer):
         if codes is False:
             infos = compiled.FUNCTIONS[fid].rows
             qualifies = not any(self._static(fid)[1]) and all(info.health for info in infos)
+            if self.mode == pb.FULL_STATS:  # bool rows take their statistics from the counts
+                qualifies = qualifies and all(info.dtype != "bool" for info in infos)
             codes = np.array([dtype_code(info.dtype) for info in infos], "float64") if qualifies else None
             self._row_codes[fid] = codes
         if codes is None or len(codes) < _VECTOR_ROWS:
@@ -324,7 +326,7 @@ class CompiledTracer(Tracer):
         tails["tag"], tails["length"], tails["duration_tag"] = 0x42, layout["values"].itemsize, 0x59
         values = tails["values"]
         nan = size - lt - gt - eq
-        if self.mode == pb.FULL_HEALTH:
+        if self.mode in (pb.FULL_HEALTH, pb.FULL_STATS):
             values[:, 0] = 0.0
             values[:, 1] = codes[ran - 1]
             values[:, 2] = rows[:, 7]
@@ -335,6 +337,8 @@ class CompiledTracer(Tracer):
             values[:, 7] = lt - neg_inf
             values[:, 8] = eq
             values[:, 9] = gt - pos_inf
+            if self.mode == pb.FULL_STATS:
+                values[:, 10:15] = rows[:, compiled.STATS_COLUMN : compiled.STATS_COLUMN + 5]
         elif self.mode == pb.CONCISE_HEALTH:
             values[:, 0] = size
             values[:, 1] = neg_inf
@@ -619,6 +623,7 @@ def _tail(count: int) -> np.dtype:
 
 
 _TAILS = {
+    pb.FULL_STATS: _tail(15),
     pb.FULL_HEALTH: _tail(10),
     pb.CONCISE_HEALTH: _tail(4),
     pb.CURT_HEALTH: _tail(1),
