@@ -29,7 +29,15 @@ from __future__ import annotations
 from typing import Any
 
 from tvmdbg_tb.events.summaries import dtype_code
-from tvmdbg_tb.instrument.summary import TRACK_OWN_READS, debug_values, flatten, is_tensor, reading_own, tensor_summary
+from tvmdbg_tb.instrument.summary import (
+    TRACK_OWN_READS,
+    debug_values,
+    flatten,
+    is_tensor,
+    reading_own,
+    tensor_summary,
+    tuple_health_values,
+)
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 PER_CALL = "every_call"
@@ -317,16 +325,7 @@ def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: in
         reused.append(item.summarized_in_execution if item.HasField("summarized_in_execution") else None)
     if not fulls or any(not f for f in fulls):
         return summary  # an element we cannot read: health unknown (as summary.tuple_summary)
-    totals = [sum(f[k] for f in fulls) for k in range(3, 10)]
-    size, neg_inf, pos_inf, nan, negative, zero, positive = totals
-    if mode == pb.CURT_HEALTH:
-        summary.debug_values.append(1.0 if neg_inf + pos_inf + nan else 0.0)
-    elif mode == pb.CONCISE_HEALTH:
-        summary.debug_values.extend([size, neg_inf, pos_inf, nan])
-    else:
-        codes = {f[1] for f in fulls}
-        code = codes.pop() if len(codes) == 1 else pb.DTYPE_UNKNOWN
-        summary.debug_values.extend([0, code, 0, size, neg_inf, pos_inf, nan, negative, zero, positive])
+    summary.debug_values.extend(tuple_health_values(mode, fulls))
     if all(r is not None for r in reused) and len(reused) == len(leaves):
         summary.summarized_in_execution = min(reused)
         if all(entry is not None for entry in entries):

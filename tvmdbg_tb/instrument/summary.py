@@ -202,19 +202,24 @@ def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
         rows = [debug_values(pb.FULL_HEALTH, t, str(t.dtype), tuple(t.shape)) for t in tensors]
     if any(not row for row in rows):
         return summary  # an element we cannot read: health unknown
+    summary.debug_values.extend(tuple_health_values(mode, rows))
+    if mode == pb.FULL_STATS:
+        summary.debug_values.extend(_tuple_statistics(tensors))
+    return summary
+
+
+def tuple_health_values(mode: int, rows: list[list[float]]) -> list[float]:
+    """A tuple's debug_values in a health mode (FULL_STATS: its FULL_HEALTH part) from its
+    tensors' FULL_HEALTH rows: the counts summed, rank 0, the DType when they share one."""
     totals = np.sum(np.array(rows, dtype=np.float64).reshape(-1, 10)[:, 3:], axis=0).tolist()
     size, neg_inf, pos_inf, nan, negative, zero, positive = totals
     if mode == pb.CURT_HEALTH:
-        summary.debug_values.append(1.0 if neg_inf + pos_inf + nan else 0.0)
-    elif mode == pb.CONCISE_HEALTH:
-        summary.debug_values.extend([size, neg_inf, pos_inf, nan])
-    else:
-        dtypes = {dtype_code(str(t.dtype)) for t in tensors}
-        dtype = dtypes.pop() if len(dtypes) == 1 else pb.DTYPE_UNKNOWN
-        summary.debug_values.extend([0, dtype, 0, size, neg_inf, pos_inf, nan, negative, zero, positive])
-        if mode == pb.FULL_STATS:
-            summary.debug_values.extend(_tuple_statistics(tensors))
-    return summary
+        return [1.0 if neg_inf + pos_inf + nan else 0.0]
+    if mode == pb.CONCISE_HEALTH:
+        return [size, neg_inf, pos_inf, nan]
+    codes = {row[1] for row in rows}
+    code = codes.pop() if len(codes) == 1 else pb.DTYPE_UNKNOWN
+    return [0, code, 0, size, neg_inf, pos_inf, nan, negative, zero, positive]
 
 
 def _tuple_statistics(tensors: list[Any]) -> list[float]:
