@@ -5,9 +5,13 @@
 
 In float16 the elementwise ops stay within a 1e-2 relative tolerance of float32, and the
 large reduction is the first op to leave it; its error then reaches everything after it.
+Also the `tvmdbg compare` command as a user runs it (compare_cli).
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import numpy as np
 import tvm
@@ -36,3 +40,25 @@ def reduction_model(dtype: str = "float32", fuse: bool = False):
 def run(executable, inputs) -> None:
     vm = relax.VirtualMachine(executable, tvm.cpu())
     vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
+
+
+def scaled_calls(scales: list[float]):
+    """A build running main of the float32 unfused model once per scale, its input scaled."""
+
+    def build():
+        executable, inputs, _ = reduction_model("float32", False)
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        for scale in scales:
+            vm["main"](tvm.runtime.tensor(inputs[0] * np.float32(scale)))
+
+    return build
+
+
+def compare_cli(*args: str) -> subprocess.CompletedProcess:
+    """`tvmdbg compare *args` in a fresh process (text output, exit status)."""
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())", "compare", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-import tvm
 from models import blockbuilder_planted
-from models_compare import reduction_model, run
+from models_compare import compare_cli, reduction_model, run, scaled_calls
 
 import tvmdbg
 from tvmdbg_tb import analysis
@@ -36,15 +33,6 @@ def _reduction(logdir, dtype, fuse, mode="FULL_STATS"):
     return _record(logdir, mode, build)
 
 
-def _cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())", "compare", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
@@ -65,12 +53,12 @@ def test_float16_build_first_divergence_is_the_large_reduction(runs):
     # The multiply before it was within tolerance in float16.
     before = [r for r in result["ops"] if r["op_type"] == "relax.multiply"]
     assert before and before[0]["status"] == "within"
-    cli = _cli(runs["fp16_fused"], runs["fp32"], *TOL, "--json")
+    cli = compare_cli(runs["fp16_fused"], runs["fp32"], *TOL, "--json")
     assert cli.returncode == 1, cli.stderr
     payload = json.loads(cli.stdout)
     assert payload["first_divergence"]["location"]["line"] == line
     assert set(payload["first_divergence"]["location"]) == {"file_path", "line", "function"}
-    text = _cli(runs["fp16_fused"], runs["fp32"], *TOL)
+    text = compare_cli(runs["fp16_fused"], runs["fp32"], *TOL)
     assert text.returncode == 1 and f"models_compare.py:{line}" in text.stdout
 
 
@@ -79,7 +67,7 @@ def test_fused_and_unfused_agree_without_false_alarm(runs):
     assert result["status"] == "within" and result["first_divergence"] is None
     assert result["matched"]["aligned"] >= 3 and result["matched"]["b_only"] >= 1  # divide fused away
     assert result["suggestion"] and "FULL_TENSOR" in result["suggestion"]
-    cli = _cli(runs["fp32_fused"], runs["fp32"], "--json")
+    cli = compare_cli(runs["fp32_fused"], runs["fp32"], "--json")
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout)["first_divergence"] is None
 
@@ -100,16 +88,16 @@ def test_different_models_cannot_be_compared(runs, tmp_path):
     other = _record(tmp_path / "other", "FULL_STATS", lambda: blockbuilder_planted("log").run())
     with pytest.raises(analysis.CompareError, match="different models"):
         analysis.compare(runs["fp32"], other)
-    cli = _cli(runs["fp32"], other, "--json")
+    cli = compare_cli(runs["fp32"], other, "--json")
     assert cli.returncode == 2 and "different models" in cli.stderr
     assert json.loads(cli.stdout)["first_divergence"] is None
 
 
 def test_run_without_statistics_says_so(runs, tmp_path):
     health = _reduction(tmp_path / "health", "float32", False, mode="FULL_HEALTH")
-    cli = _cli(health, runs["fp32"])
+    cli = compare_cli(health, runs["fp32"])
     assert cli.returncode == 2 and "FULL_HEALTH" in cli.stderr and "FULL_STATS" in cli.stderr
-    assert _cli(str(tmp_path / "missing"), runs["fp32"]).returncode == 2
+    assert compare_cli(str(tmp_path / "missing"), runs["fp32"]).returncode == 2
 
 
 def test_nan_on_one_side_only_is_a_divergence(runs, tmp_path):
@@ -169,17 +157,8 @@ def test_compare_route(runs, tmp_path):
 def test_first_divergent_call_is_shown(tmp_path):
     """Three calls each: only the third call of A differs (its input), found by the bulk scan."""
 
-    def calls(scales):
-        def build():
-            executable, inputs, _ = reduction_model("float32", False)
-            vm = tvm.relax.VirtualMachine(executable, tvm.cpu())
-            for scale in scales:
-                vm["main"](tvm.runtime.tensor(inputs[0] * np.float32(scale)))
-
-        return build
-
-    a = _record(tmp_path / "a", "FULL_STATS", calls([1.0, 1.0, 1.5]))
-    b = _record(tmp_path / "b", "FULL_STATS", calls([1.0, 1.0, 1.0]))
+    a = _record(tmp_path / "a", "FULL_STATS", scaled_calls([1.0, 1.0, 1.5]))
+    b = _record(tmp_path / "b", "FULL_STATS", scaled_calls([1.0, 1.0, 1.0]))
     result = analysis.compare(a, b)
     assert result["call"] == 2 and result["executions_compared"] == 3
     assert result["first_divergence"]["kind"] == "input"
@@ -193,28 +172,19 @@ def test_first_divergent_call_is_shown(tmp_path):
         analysis.compare(a, b, call=3)
     with pytest.raises(analysis.CompareError, match="no paired function 'nope'"):
         analysis.compare(a, b, function="nope")
-    assert _cli(a, b, "--call", "0").returncode == 0
-    text = _cli(a, b, "--all-calls")
+    assert compare_cli(a, b, "--call", "0").returncode == 0
+    text = compare_cli(a, b, "--all-calls")
     assert text.returncode == 1 and "main call 2" in text.stdout and "1 divergent (main 2)" in text.stdout
     assert [line.split()[0] for line in text.stdout.splitlines() if line.split()[1:3] == ["main", "1"]] == ["within"]
-    assert _cli(a, b, "--call", "9").returncode == 2
+    assert compare_cli(a, b, "--call", "9").returncode == 2
 
 
 def test_call_count_mismatch_is_reported(tmp_path):
     """A calls main three times, B twice: the third call of A is listed as unpaired and a
     note says so; the two pairs are compared (the second one diverges)."""
 
-    def calls(scales):
-        def build():
-            executable, inputs, _ = reduction_model("float32", False)
-            vm = tvm.relax.VirtualMachine(executable, tvm.cpu())
-            for scale in scales:
-                vm["main"](tvm.runtime.tensor(inputs[0] * np.float32(scale)))
-
-        return build
-
-    a = _record(tmp_path / "a", "FULL_STATS", calls([1.0, 1.5, 1.0]))
-    b = _record(tmp_path / "b", "FULL_STATS", calls([1.0, 1.0]))
+    a = _record(tmp_path / "a", "FULL_STATS", scaled_calls([1.0, 1.5, 1.0]))
+    b = _record(tmp_path / "b", "FULL_STATS", scaled_calls([1.0, 1.0]))
     result = analysis.compare(a, b)
     assert result["call"] == 1 and result["status"] == "divergent"
     assert result["executions_paired"] == 2
@@ -223,7 +193,7 @@ def test_call_count_mismatch_is_reported(tmp_path):
     # Swapped: the extra call is missing in A.
     swapped = analysis.compare(b, a)
     assert swapped["calls"][-1]["missing_in"] == "A"
-    text = _cli(a, b)
+    text = compare_cli(a, b)
     assert "1 unpaired (not compared)" in text.stdout and "called 3 times in A and 2 times in B" in text.stdout
 
 
@@ -261,9 +231,9 @@ def test_equal_statistics_different_values_suggest_and_decide_by_full_tensor(tmp
     result = analysis.compare(a, b)
     assert result["status"] == "within"  # statistics agree everywhere...
     assert "equal statistics can hide different values" in result["suggestion"]  # ...and the report says so
-    cli = _cli(a, b, "--json")
+    cli = compare_cli(a, b, "--json")
     assert cli.returncode == 0 and json.loads(cli.stdout)["suggestion"] == result["suggestion"]
-    text = _cli(a, b)
+    text = compare_cli(a, b)
     assert "note: " in text.stdout and "tensor_debug_mode='FULL_TENSOR'" in text.stdout
     op_regex = re.search(r"op_regex='([^']+)'", result["suggestion"]).group(1)
     assert re.search(op_regex, "lv1")  # the suspects include kernel outputs by name

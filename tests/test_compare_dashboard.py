@@ -10,11 +10,9 @@ from __future__ import annotations
 import time
 from urllib.parse import urlencode
 
-import numpy as np
 import pytest
-import tvm
 from models import line_of
-from models_compare import reduction_model, run
+from models_compare import reduction_model, run, scaled_calls
 from test_dashboard_e2e import Browser, TensorBoardProcess  # skips without Chromium or bundle
 
 import tvmdbg
@@ -38,27 +36,15 @@ def _reduction(dtype: str, fuse: bool):
     return build
 
 
-def _calls(scales: list[float]):
-    """Several VM calls of main, the input scaled per call."""
-
-    def build():
-        executable, inputs, _ = reduction_model("float32", False)
-        vm = tvm.relax.VirtualMachine(executable, tvm.cpu())
-        for scale in scales:
-            vm["main"](tvm.runtime.tensor(inputs[0] * np.float32(scale)))
-
-    return build
-
-
 @pytest.fixture(scope="module")
 def tensorboard(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("compare_logdir")
     for name, dtype, fuse in (("fp16", "float16", True), ("fp32", "float32", False), ("fp32fused", "float32", True)):
         _record(logdir / name, _reduction(dtype, fuse))
-    _record(logdir / "callsA", _calls([1.0, 1.5, 1.0]))
-    _record(logdir / "callsB", _calls([1.0, 1.0]))
-    _record(logdir / "manyA", _calls([1.5 if i == 30 else 1.0 for i in range(45)]))
-    _record(logdir / "manyB", _calls([1.0] * 45))
+    _record(logdir / "callsA", scaled_calls([1.0, 1.5, 1.0]))
+    _record(logdir / "callsB", scaled_calls([1.0, 1.0]))
+    _record(logdir / "manyA", scaled_calls([1.5 if i == 30 else 1.0 for i in range(45)]))
+    _record(logdir / "manyB", scaled_calls([1.0] * 45))
     expected = 7
     torch_lines = None
     try:

@@ -4,8 +4,6 @@ we made differ on purpose is named, with its forward line; an honest import agre
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 import tvm  # noqa: E402
 from models import compile_module, line_of  # noqa: E402
+from models_compare import compare_cli  # noqa: E402
 from tvm import relax  # noqa: E402
 
 import tvmdbg  # noqa: E402
@@ -80,35 +79,10 @@ def test_planted_tanh_is_the_first_divergence_against_eager(tmp_path, reference,
     if not fuse:  # before the planted op, the matmul agrees with eager (fused, it is in tanh's kernel)
         matmul = [r for r in result["ops"] if r["op_type"] == "relax.matmul"]
         assert matmul and matmul[0]["status"] == "within"
-    cli = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from tvmdbg_tb.cli import main; sys.exit(main())",
-            "compare",
-            run,
-            reference,
-        ]
-        + ["--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    cli = compare_cli(run, reference, "--json")
     assert cli.returncode == 1, cli.stderr
     assert json.loads(cli.stdout)["first_divergence"]["location"]["line"] == first["location"]["line"]
-    text = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from tvmdbg_tb.cli import main; sys.exit(main())",
-            "compare",
-            run,
-            reference,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    text = compare_cli(run, reference)
     named = [ln for ln in text.stdout.splitlines() if ln.startswith("First divergent op: ")]
     assert text.returncode == 1 and named and f"{__file__}:{first['location']['line']} (forward)" in named[0]
     if not fuse:
