@@ -51,24 +51,28 @@ def test_execution_summaries_match_numpy(tmp_path, trace_path, mode):
 
 @pytest.mark.parametrize("mode", ["CONCISE_HEALTH", "FULL_HEALTH"])
 def test_static_function_summaries_match_numpy(tmp_path, trace_path, mode):
-    """A fully static function (the compiled path's pre-serialised template applies)."""
+    """A fully static function (the compiled path's pre-serialised template applies): every
+    call's summaries, index, kernel count, duration and the user's frame."""
     tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode=mode, circular_buffer_size=-1)
     try:
         executable, inputs = chain(4, 7)
         vm = relax.VirtualMachine(executable, tvm.cpu())
         planted = inputs[0].copy()
-        planted[[1, 4]] = [np.nan, -np.inf]
+        planted[[1, 4, 5]] = [np.nan, -np.inf, np.inf]
+        datas = [inputs[0], planted, inputs[0], np.zeros(7, "float32"), -np.ones(7, "float32")]
         results = []
-        for data in [inputs[0], planted, inputs[0]]:
+        for data in datas:
             results.append((data, vm["main"](tvm.runtime.tensor(data)).numpy()))
     finally:
         tvmdbg.disable_dump_debug_info()
     reader = tvmdbg.DebugDataReader(str(tmp_path))
     reader.update()
     run = reader.run()
-    assert run.num_executions() == 3 and run.num_traces() == 12
+    assert run.num_executions() == len(datas) and run.num_traces() == 4 * len(datas)
     for i, (data, out) in enumerate(results):
         execution = run.execution(i)
+        assert execution.index == i and execution.num_traces == 4 and execution.duration_us > 0
+        assert run.user_frame(execution.code_location).function == "test_static_function_summaries_match_numpy"
         assert [s.dtype for s in (*execution.inputs, *execution.outputs)] == ["float32", "float32"]
         assert list(execution.inputs[0].shape) == [7] and list(execution.outputs[0].shape) == [7]
         assert list(execution.inputs[0].debug_values) == _expected(mode, data)
