@@ -40,6 +40,7 @@ from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.instrument import capture, vm_wrapper
 from tvmdbg_tb.instrument.check_numerics import CheckNumerics, CheckNumericsError
+from tvmdbg_tb.instrument.fast_tracer import FAST_MODES, supported_platform
 from tvmdbg_tb.instrument.session import Session, WriterSink, execution_message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -142,8 +143,6 @@ def _activate(session: Session | None) -> None:
 def _compile_health(session: Session | None) -> bool | str | None:
     """How builds are instrumented: None (the VM instrument traces them), False (timestamps
     only: NO_TENSOR), True (summary kernels) or "stats" (with FULL_STATS' statistics)."""
-    from tvmdbg_tb.instrument.fast_tracer import FAST_MODES, supported_platform
-
     if session is None or session.want_nonfinite or session.mode not in FAST_MODES or not supported_platform():
         return None
     if session.trace_fused_ops:  # deep mode replays fused kernels on their live inputs
