@@ -77,3 +77,77 @@ def test_static_function_summaries_match_numpy(tmp_path, trace_path, mode):
         assert list(execution.inputs[0].shape) == [7] and list(execution.outputs[0].shape) == [7]
         assert list(execution.inputs[0].debug_values) == _expected(mode, data)
         assert list(execution.outputs[0].debug_values) == _expected(mode, out)
+
+
+def _optimizer_executions(logdir, mode: str, params: str, steps: int = 4):
+    """A diverging training run (tvm.relax.training, SGD at lr 7: NaN after a few steps):
+    each optimizer call's Execution and, taken before it, its parameter and gradient arrays."""
+    from models import digits_training
+
+    pytest.importorskip("sklearn")
+    tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode=mode, circular_buffer_size=-1, param_summaries=params)
+    try:
+        training = digits_training(lr=7.0, fuse=True)
+        trainer = training.trainer
+        seen = []
+        for _ in range(steps):
+            before = [p.numpy() for p in trainer._params]
+            trainer.update(training.inputs, training.targets)
+            seen.append(before)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    with tvmdbg.DebugDataReader(str(logdir)) as reader:
+        reader.update()
+        run = reader.run()
+        executions = [run.execution(i) for i in range(run.num_executions())]
+    return [e for e in executions if e.function_name == "optimizer"], seen
+
+
+def _assert_same_summary(a, b) -> None:
+    """Equal summaries; FULL_STATS' float statistics to rounding (the kernel sums in blocks)."""
+    assert (a.dtype, list(a.shape), len(a.items)) == (b.dtype, list(b.shape), len(b.items))
+    assert a.HasField("summarized_in_execution") == b.HasField("summarized_in_execution")
+    assert a.summarized_in_execution == b.summarized_in_execution
+    assert len(a.debug_values) == len(b.debug_values)
+    np.testing.assert_allclose(a.debug_values, b.debug_values, rtol=1e-5)
+    for x, y in zip(a.items, b.items):
+        _assert_same_summary(x, y)
+
+
+@pytest.mark.parametrize("params", ["every_call", "once_per_value"])
+@pytest.mark.parametrize("mode", ["NO_TENSOR", "SHAPE", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "FULL_STATS"])
+def test_tuple_arguments_match_numpy_on_both_paths(tmp_path, mode, params):
+    """The optimizer's tuple arguments (parameters, gradients, state): the compiled path's
+    template (kernel rows per tensor) writes what the VM-instrument path computes in numpy,
+    and the parameter tuple's totals and items match numpy as the run goes NaN."""
+    recorded = {}
+    for path in trace_paths.PATHS:
+        with trace_paths.using(path):
+            recorded[path] = _optimizer_executions(tmp_path / path, mode, params)
+    (fast, seen), (slow, _) = recorded["compiled"], recorded["vm_instrument"]
+    assert len(fast) == len(slow) == 4
+    for a, b in zip(fast, slow):
+        assert [s.dtype for s in a.inputs] == ["tuple", "tuple", "tuple"]
+        for x, y in zip([*a.inputs, *a.outputs], [*b.inputs, *b.outputs], strict=True):
+            _assert_same_summary(x, y)
+    nonfinite = 0
+    for execution, arrays in zip(fast, seen):
+        tuple_summary = execution.inputs[0]
+        assert list(tuple_summary.shape) == [len(arrays)]
+        if mode == "NO_TENSOR":
+            assert not tuple_summary.items and not tuple_summary.debug_values
+            continue
+        if mode == "SHAPE":  # each tensor's shape, nothing for the tuple
+            assert [list(i.debug_values) for i in tuple_summary.items] == [_expected(mode, a) for a in arrays]
+            assert not tuple_summary.debug_values
+            continue
+        for item, array in zip(tuple_summary.items, arrays):
+            np.testing.assert_allclose(item.debug_values, _expected(mode, array), rtol=1e-5)
+        flat = np.concatenate([a.ravel() for a in arrays])
+        expected = _expected(mode, flat)
+        if mode in ("FULL_HEALTH", "FULL_STATS"):
+            expected[2] = 0  # a tuple's rank
+        np.testing.assert_allclose(tuple_summary.debug_values, expected, rtol=1e-5)
+        nonfinite += int(not np.isfinite(flat).all())
+    if mode not in ("NO_TENSOR", "SHAPE"):
+        assert nonfinite, "the run was meant to reach non-finite parameters"

@@ -72,6 +72,11 @@ class CompiledFunction:
     # (dtype, shape) of each parameter / returned value when fully static, else None.
     param_specs: list[tuple[str, tuple[int, ...]] | None] = field(default_factory=list)
     output_specs: list[tuple[str, tuple[int, ...]] | None] = field(default_factory=list)
+    # Tuple parameters (the optimizer's parameter, gradient and state tuples): the static
+    # (dtype, shape) of each leaf, flattened like the runtime value, and, in health modes, the
+    # rows summarising them (written before the first kernel); None for other parameters.
+    param_leaf_specs: list[list[tuple[str, tuple[int, ...]]] | None] = field(default_factory=list)
+    param_leaf_rows: list[list[int] | None] = field(default_factory=list)
 
 
 _FIDS = iter(range(1, 1 << 62))
@@ -322,7 +327,9 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
             rows.append(RowInfo(site, slot, dtype, bool(health) and dtype in HEALTH_DTYPES))
     params = [p for p in func.params if bool(health) and _summarisable(p)]
-    nrows = 1 + len(rows) + len(params)
+    leaf_specs = [_tuple_leaf_specs(p) for p in func.params]
+    tuples = [(k, p) for k, p in enumerate(func.params) if health and leaf_specs[k] and _leaves_summarisable(p.ty)]
+    nrows = 1 + len(rows) + len(params) + sum(len(leaf_specs[k]) for k, _ in tuples)
     fid = next(_FIDS)
     stats_ty = relax.TensorType((nrows, ROW_WIDTH), "float64")
     stats = relax.Var("tvmdbg_stats", stats_ty)
@@ -340,8 +347,16 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     prologue = [
         relax.VarBinding(stats, relax.Call(relax.ExternFunc(STATS_FUNC), [_row(fid), _row(nrows)], ty_args=[stats_ty])),
         *[summary(p, 1 + len(rows) + j, True, guarded=True) for j, p in enumerate(params)],
-        summary(None, 0, False),
     ]
+    leaf_rows: list[list[int] | None] = [None] * len(func.params)
+    next_row = 1 + len(rows) + len(params)
+    for k, p in tuples:
+        leaf_rows[k] = []
+        for leaf in _tuple_items(p, prologue):
+            prologue.append(summary(leaf, next_row, True, guarded=True))
+            leaf_rows[k].append(next_row)
+            next_row += 1
+    prologue.append(summary(None, 0, False))
     output_rows: dict[int, int] = {hash(p): 1 + len(rows) + j for j, p in enumerate(params)}
     blocks = []
     next_site, row = 0, 1
@@ -377,11 +392,54 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     compiled.output_rows = [output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in leaves]
     compiled.param_specs = [_static_spec(p) for p in func.params]
     compiled.output_specs = [_static_spec(v) for v in leaves]
+    compiled.param_leaf_specs = leaf_specs
+    compiled.param_leaf_rows = leaf_rows
     return new_func, compiled
 
 
+def _tuple_leaf_specs(param) -> list[tuple[str, tuple[int, ...]]] | None:
+    """The static (dtype, shape) of each tensor of a tuple parameter, flattened; None unless
+    every leaf is a tensor of static shape."""
+    ty = getattr(param, "ty", None)
+    if not isinstance(ty, relax.TupleType) or not _all_tensors(ty):
+        return None
+    specs = graphs.tensor_specs(ty)
+    if not specs or any(not dtype or any(d < 0 for d in shape) for dtype, shape, _ in specs):
+        return None
+    return [(dtype, shape) for dtype, shape, _ in specs]
+
+
+def _all_tensors(ty) -> bool:
+    if isinstance(ty, relax.TupleType):
+        return all(_all_tensors(f) for f in ty.fields)
+    return isinstance(ty, relax.TensorType)
+
+
+def _leaves_summarisable(ty) -> bool:
+    if isinstance(ty, relax.TupleType):
+        return all(_leaves_summarisable(f) for f in ty.fields)
+    return isinstance(ty, relax.TensorType) and str(ty.dtype) in HEALTH_DTYPES and 0 <= int(ty.ndim) <= MAX_RANK
+
+
+def _tuple_items(value, bindings: list) -> list:
+    """Vars bound (appended to bindings) to the tensors of a tuple value, depth first: the
+    order in which summary.flatten lists the runtime tuple's tensors."""
+    ty = value.ty
+    if not isinstance(ty, relax.TupleType):
+        return [value]
+    out = []
+    for i, field_ty in enumerate(ty.fields):
+        item = relax.Var("tvmdbg_item", field_ty)
+        bindings.append(relax.VarBinding(item, relax.TupleGetItem(value, i)))
+        out.extend(_tuple_items(item, bindings))
+    return out
+
+
 def _static_spec(value) -> tuple[str, tuple[int, ...]] | None:
-    specs = graphs.tensor_specs(getattr(value, "ty", None))
+    """A tensor's static (dtype, shape); None for other values (a tuple of one tensor too)."""
+    if not isinstance(getattr(value, "ty", None), relax.TensorType):
+        return None
+    specs = graphs.tensor_specs(value.ty)
     if len(specs) != 1 or any(d < 0 for d in specs[0][1]) or not specs[0][0]:
         return None
     return specs[0][0], specs[0][1]

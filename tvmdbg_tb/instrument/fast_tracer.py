@@ -25,7 +25,7 @@ from tvmdbg_tb.events.wire import varint as _varint
 from tvmdbg_tb.instrument import compiled, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
-from tvmdbg_tb.instrument.summary import flatten, is_tensor
+from tvmdbg_tb.instrument.summary import flatten, is_tensor, tuple_health_values
 from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -373,6 +373,11 @@ class CompiledTracer(Tracer):
                 entry = lookup(inputs[k])
                 if entry is not None:
                     call.skips.append((row, entry))
+        for k, rows in _tuple_leaf_rows(function, inputs):
+            for leaf, row in zip(flatten(inputs[k]), rows):
+                entry = lookup(leaf)
+                if entry is not None:
+                    call.skips.append((row, entry))
 
     def _remember(self, call: _FastCall, inputs, leaves) -> None:
         """Stores the counts of this call's parameter and output rows (param_cache)."""
@@ -391,6 +396,10 @@ class CompiledTracer(Tracer):
                 if row <= len(function.rows) and not function.rows[row - 1].health:
                     continue  # a timestamp-only row
                 wanted.append(((kind, name, k), value, row))
+        for k, rows in _tuple_leaf_rows(function, inputs):
+            for j, (leaf, row) in enumerate(zip(flatten(inputs[k]), rows)):
+                if row not in skipped:
+                    wanted.append((("in", name, k, j), leaf, row))  # param_cache.summarize's slots
         if wanted:
             for (slot, value, _), values_row in zip(wanted, array[[w[2] for w in wanted]].tolist()):
                 if values_row[0]:  # FULL_HEALTH values derived only if a later call reuses them
@@ -461,25 +470,27 @@ class CompiledTracer(Tracer):
         fid = self._fids.get(name)
         function = compiled.FUNCTIONS.get(fid) if fid is not None else None
         leaves = leaves or []
-        if (
-            function is not None
-            and len(function.param_specs) == num_inputs
-            and len(function.output_specs) == len(leaves)
-            and all(function.param_specs)
-            and all(function.output_specs)
-        ):
+        if function is not None and len(function.param_specs) == num_inputs:
+            leaf_specs = function.param_leaf_specs or [None] * num_inputs
+            inputs = [spec if spec is not None else leaf_specs[k] for k, spec in enumerate(function.param_specs)]
+        else:
+            inputs = [None]
+        if len(function.output_specs if function else ()) == len(leaves) and all(inputs) and all(function.output_specs):
             execution = pb.Execution(
                 function_name=name,
                 graph_id=call.function.graph_id,
                 tensor_debug_mode=self.mode,
                 executable_id=self.program.executable_id,
             )
-            for target, specs in ((execution.inputs, function.param_specs), (execution.outputs, function.output_specs)):
-                for dtype, shape in specs:
-                    summary = target.add(dtype=dtype, shape=shape)
-                    if self.mode == pb.SHAPE:
-                        size = int(np.prod(shape)) if shape else 1
-                        summary.debug_values.extend([dtype_code(dtype), len(shape), size, *shape])
+            for target, specs in ((execution.inputs, inputs), (execution.outputs, function.output_specs)):
+                for spec in specs:
+                    if isinstance(spec, list):  # a tuple (summary.tuple_summary's layout)
+                        summary = target.add(dtype="tuple", shape=[len(spec)])
+                        if self.mode == pb.SHAPE:
+                            for dtype, shape in spec:
+                                _shape_summary(summary.items.add(), dtype, shape)
+                    else:
+                        _shape_summary(target.add(), *spec, with_values=self.mode == pb.SHAPE)
             static = execution.SerializeToString()
         self._execution_statics[key] = static
         return static
@@ -502,17 +513,34 @@ class CompiledTracer(Tracer):
             return None
         header, row_ids, parts = template
         rows = array[row_ids].tolist()  # one conversion for every summarised input and output
+        if not all(row[0] for row in rows):
+            return None  # a row not written: let the generic path say what it knows
+        by_row = dict(zip(row_ids, rows))
         mode = self.mode
         out = [header]
-        reused = {row: entry.index for row, entry in call.skips} if call.skips else None
-        for row_id, row, (tag, dtype, spec_bytes) in zip(row_ids, rows, parts):
-            if not row[0]:
-                return None  # a row not written: let the generic path say what it knows
-            body = b"\x0a" + _debug_values(mode, row, dtype)[1:] + spec_bytes
-            if reused and row_id in reused:  # TensorSummary.summarized_in_execution (70)
-                body += b"\xb0\x04" + _varint(reused[row_id])
+        reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
+        for tag, row_id, dtype, spec_bytes in parts:
+            if isinstance(row_id, tuple):  # a tuple argument: its totals, then each tensor as an item
+                body = self._tuple_body(mode, [by_row[r] for r in row_id], row_id, dtype, spec_bytes, reused)
+            else:
+                body = _summary_body(mode, by_row[row_id], dtype, spec_bytes, reused.get(row_id))
             out.append(tag + _varint(len(body)) + body)
         return b"".join(out)
+
+    @staticmethod
+    def _tuple_body(mode: int, rows: list, row_ids: tuple, items: list, spec_bytes: bytes, reused: dict) -> bytes:
+        """A tuple's TensorSummary (summary.tuple_summary's layout) from its tensors' rows;
+        items: each tensor's dtype and serialized dtype and shape."""
+        fulls = [_values_list(pb.FULL_HEALTH, row, dtype) for row, (dtype, _) in zip(rows, items)]
+        totals = tuple_health_values(mode, fulls)
+        parts = [b"\x0a" + _varint(8 * len(totals)) + struct.pack(f"<{len(totals)}d", *totals), spec_bytes]
+        indices = [reused.get(r) for r in row_ids]
+        for row, (item_dtype, item_spec), index in zip(rows, items, indices):
+            item = _summary_body(mode, row, item_dtype, item_spec, index)
+            parts.append(b"\xc2\x02" + _varint(len(item)) + item)  # TensorSummary.items (40)
+        if indices and all(i is not None for i in indices):
+            parts.append(b"\xb0\x04" + _varint(min(indices)))
+        return b"".join(parts)
 
     def _health_template(self, call: _FastCall, fid: int, num_inputs: int, leaves) -> tuple | None:
         function = compiled.FUNCTIONS.get(fid)
@@ -521,12 +549,15 @@ class CompiledTracer(Tracer):
             or function.name != call.function.name
             or len(function.param_specs) != num_inputs
             or len(function.output_specs) != len(leaves)
-            or not all(function.param_specs)
             or not all(function.output_specs)
-            or None in function.param_rows[:num_inputs]
             or None in function.output_rows[: len(leaves)]
         ):
             return None
+        leaf_rows = function.param_leaf_rows or [None] * num_inputs
+        for k in range(num_inputs):
+            tensor = function.param_specs[k] is not None and function.param_rows[k] is not None
+            if not tensor and (leaf_rows[k] is None or self.mode == pb.FULL_STATS):
+                return None  # FULL_STATS tuples: their statistics need the tensors (summary.py)
         header = pb.Execution(
             function_name=call.function.name,
             graph_id=call.function.graph_id,
@@ -534,15 +565,29 @@ class CompiledTracer(Tracer):
             executable_id=self.program.executable_id,
         ).SerializeToString()
         row_ids, parts = [], []
-        for tag, specs, rows in (
-            (b"\x2a", function.param_specs, function.param_rows),  # Execution.inputs
-            (b"\x32", function.output_specs, function.output_rows),  # Execution.outputs
+        inputs = [
+            (function.param_specs[k], function.param_rows[k])
+            if function.param_rows[k] is not None
+            else (function.param_leaf_specs[k], tuple(leaf_rows[k]))
+            for k in range(num_inputs)
+        ]
+        for tag, values in (
+            (b"\x2a", inputs),  # Execution.inputs
+            (b"\x32", list(zip(function.output_specs, function.output_rows))),  # Execution.outputs
         ):
-            for (dtype, shape), row in zip(specs, rows):
-                if row <= len(function.rows) and not function.rows[row - 1].health:
+            for spec, row in values:
+                ids = row if isinstance(row, tuple) else (row,)
+                if any(r <= len(function.rows) and not function.rows[r - 1].health for r in ids):
                     return None  # a timestamp-only row (a dtype without counts)
-                row_ids.append(row)
-                parts.append((tag, dtype, pb.TensorSummary(dtype=dtype, shape=shape).SerializeToString()))
+                row_ids.extend(ids)
+                if isinstance(row, tuple):
+                    items = [(d, pb.TensorSummary(dtype=d, shape=s).SerializeToString()) for d, s in spec]
+                    tuple_spec = pb.TensorSummary(dtype="tuple", shape=[len(spec)]).SerializeToString()
+                    parts.append((tag, row, items, tuple_spec))
+                else:
+                    parts.append(
+                        (tag, row, spec[0], pb.TensorSummary(dtype=spec[0], shape=spec[1]).SerializeToString())
+                    )
         return header, row_ids, parts
 
     def _location_bytes(self, frames, user_index) -> bytes:
@@ -612,6 +657,30 @@ class CompiledTracer(Tracer):
                 trace.output_slot = row.slot
                 break
         return trace.SerializeToString()
+
+
+def _shape_summary(summary: pb.TensorSummary, dtype: str, shape: tuple[int, ...], with_values: bool = True) -> None:
+    """A static tensor's TensorSummary in SHAPE mode (without values: NO_TENSOR's)."""
+    summary.dtype = dtype
+    summary.shape.extend(shape)
+    if with_values:
+        size = int(np.prod(shape)) if shape else 1
+        summary.debug_values.extend([dtype_code(dtype), len(shape), size, *shape])
+
+
+def _tuple_leaf_rows(function: compiled.CompiledFunction, inputs) -> list[tuple[int, list[int]]]:
+    """(argument position, rows of its tensors) of each tuple argument summarised by rows."""
+    leaf_rows = function.param_leaf_rows[: len(inputs)]
+    return [(k, rows) for k, rows in enumerate(leaf_rows) if rows is not None]
+
+
+def _summary_body(mode: int, row: list[float], dtype: str, spec_bytes: bytes, reused: int | None) -> bytes:
+    """One tensor's serialized TensorSummary: debug_values, dtype and shape, and where its
+    counts were computed when they were reused (summarized_in_execution, field 70)."""
+    body = b"\x0a" + _debug_values(mode, row, dtype)[1:] + spec_bytes
+    if reused is not None:
+        body += b"\xb0\x04" + _varint(reused)
+    return body
 
 
 def _tail(count: int) -> np.dtype:

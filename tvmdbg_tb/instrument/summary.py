@@ -211,8 +211,8 @@ def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
 def tuple_health_values(mode: int, rows: list[list[float]]) -> list[float]:
     """A tuple's debug_values in a health mode (FULL_STATS: its FULL_HEALTH part) from its
     tensors' FULL_HEALTH rows: the counts summed, rank 0, the DType when they share one."""
-    totals = np.sum(np.array(rows, dtype=np.float64).reshape(-1, 10)[:, 3:], axis=0).tolist()
-    size, neg_inf, pos_inf, nan, negative, zero, positive = totals
+    # Plain Python: a tuple has a handful of tensors, and this runs on every traced call.
+    size, neg_inf, pos_inf, nan, negative, zero, positive = (float(sum(c)) for c in zip(*(r[3:10] for r in rows)))
     if mode == pb.CURT_HEALTH:
         return [1.0 if neg_inf + pos_inf + nan else 0.0]
     if mode == pb.CONCISE_HEALTH:
