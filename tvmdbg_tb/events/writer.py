@@ -295,17 +295,13 @@ class DebugEventsWriter:
         """Queues a batch of traces (their `index` is assigned here)."""
         self.write_graph_execution_trace_payloads([t.SerializeToString() for t in traces], wall_time, step)
 
-    def write_execution_payload(
-        self, payload: bytes | Callable[[], bytes], wall_time: float | None = None, step: int = 0
-    ) -> None:
-        """Queues an Execution given serialized (the instrumentation's fast path), or a
-        function serializing it, called by the flusher."""
+    def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
+        """Queues an Execution given serialized (the instrumentation's fast path)."""
         if self._failed or self._closed:
             return
         try:
             head = _envelope_prefix(wall_time or time.time(), step) + _EXECUTION_TAG
-            payloads = (lambda: [payload()]) if callable(payload) else (payload,)
-            self._queue(layout.EXECUTION, [_Unframed(head, payloads, None, 1)])
+            self._queue(layout.EXECUTION, [_Unframed(head, (payload,), None, 1)])
         except Exception as error:
             self._fail(f"could not encode an execution: {error!r}")
 

@@ -16,7 +16,6 @@ import struct
 import threading
 import time
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -365,10 +364,11 @@ class CompiledTracer(Tracer):
             static = self._static_execution(call, len(inputs), leaves)
             if static is None:
                 static = self._health_execution(call, len(inputs), leaves)
-            if static is not None:  # the common case: no message built
+            if static is not None:  # the common case in NO_TENSOR and SHAPE: no message built
                 location = self._location_bytes(frames, user_index)
-                tail = b"".join(
+                payload = b"".join(
                     (
+                        static,
                         b"\x08",
                         _varint(call.index),
                         b"\x39",
@@ -380,11 +380,7 @@ class CompiledTracer(Tracer):
                         _varint(len(traces)),
                     )
                 )
-                if callable(static):  # built by the writer's flushing thread
-                    execution = ExecutionPayload(build=functools.partial(_concatenated, static, tail))
-                else:
-                    execution = ExecutionPayload(static + tail)
-                self.session.execution_done(execution, traces)
+                self.session.execution_done(ExecutionPayload(payload), traces)
                 if remember:
                     self._safely(self._remember, call, inputs, leaves)
                 return
@@ -431,11 +427,10 @@ class CompiledTracer(Tracer):
         self._execution_statics[key] = static
         return static
 
-    def _health_execution(self, call: _FastCall, num_inputs: int, leaves) -> Callable[[], bytes] | None:
-        """Health modes: a builder of the serialized Execution without its per-call fields
-        (index, duration, location, num_traces), from a per-function template and a copy of
-        the summary rows (the writer's flushing thread runs it); None when a value is not
-        fully static or has no summary row."""
+    def _health_execution(self, call: _FastCall, num_inputs: int, leaves) -> bytes | None:
+        """Health modes: the serialized Execution without its per-call fields (index,
+        duration, location, num_traces), from a per-function template and one conversion of
+        the summary rows; None when a value is not fully static or has no summary row."""
         if (
             self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)
             or len(call.buffers) != 1
@@ -448,11 +443,36 @@ class CompiledTracer(Tracer):
             template = self._health_templates[key] = self._health_template(call, fid, num_inputs, leaves or [])
         if template is None:
             return None
-        rows = array[template[1]]  # a copy: the buffer goes back to the pool
-        if not rows[:, 0].all():
+        header, row_ids, parts = template
+        rows = array[row_ids].tolist()  # one conversion for every summarised input and output
+        if not all(row[0] for row in rows):
             return None  # a row not written: let the generic path say what it knows
+        by_row = dict(zip(row_ids, rows))
+        mode = self.mode
+        out = [header]
         reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
-        return functools.partial(_health_execution_bytes, self.mode, template, rows, reused)
+        for tag, row_id, dtype, spec_bytes in parts:
+            if isinstance(row_id, tuple):  # a tuple argument: its totals, then each tensor as an item
+                body = self._tuple_body(mode, [by_row[r] for r in row_id], row_id, dtype, spec_bytes, reused)
+            else:
+                body = _summary_body(mode, by_row[row_id], dtype, spec_bytes, reused.get(row_id))
+            out.append(tag + _varint(len(body)) + body)
+        return b"".join(out)
+
+    @staticmethod
+    def _tuple_body(mode: int, rows: list, row_ids: tuple, items: list, spec_bytes: bytes, reused: dict) -> bytes:
+        """A tuple's TensorSummary (summary.tuple_summary's layout) from its tensors' rows;
+        items: each tensor's dtype and serialized dtype and shape."""
+        fulls = [_values_list(pb.FULL_HEALTH, row, dtype) for row, (dtype, _) in zip(rows, items)]
+        totals = tuple_health_values(mode, fulls)
+        parts = [b"\x0a" + _varint(8 * len(totals)) + struct.pack(f"<{len(totals)}d", *totals), spec_bytes]
+        indices = [reused.get(r) for r in row_ids]
+        for row, (item_dtype, item_spec), index in zip(rows, items, indices):
+            item = _summary_body(mode, row, item_dtype, item_spec, index)
+            parts.append(b"\xc2\x02" + _varint(len(item)) + item)  # TensorSummary.items (40)
+        if indices and all(i is not None for i in indices):
+            parts.append(b"\xb0\x04" + _varint(min(indices)))
+        return b"".join(parts)
 
     def _health_template(self, call: _FastCall, fid: int, num_inputs: int, leaves) -> tuple | None:
         function = compiled.FUNCTIONS.get(fid)
@@ -681,39 +701,6 @@ def _tuple_leaf_rows(function: compiled.CompiledFunction, inputs) -> list[tuple[
     """(argument position, rows of its tensors) of each tuple argument summarised by rows."""
     leaf_rows = function.param_leaf_rows[: len(inputs)]
     return [(k, rows) for k, rows in enumerate(leaf_rows) if rows is not None]
-
-
-def _concatenated(build: Callable[[], bytes], tail: bytes) -> bytes:
-    return build() + tail
-
-
-def _health_execution_bytes(mode: int, template: tuple, rows: np.ndarray, reused: dict) -> bytes:
-    """The serialized Execution (but its per-call fields) from its template and rows."""
-    header, row_ids, parts = template
-    by_row = dict(zip(row_ids, rows.tolist()))
-    out = [header]
-    for tag, row_id, dtype, spec_bytes in parts:
-        if isinstance(row_id, tuple):  # a tuple argument: its totals, then each tensor as an item
-            body = _tuple_body(mode, [by_row[r] for r in row_id], row_id, dtype, spec_bytes, reused)
-        else:
-            body = _summary_body(mode, by_row[row_id], dtype, spec_bytes, reused.get(row_id))
-        out.append(tag + _varint(len(body)) + body)
-    return b"".join(out)
-
-
-def _tuple_body(mode: int, rows: list, row_ids: tuple, items: list, spec_bytes: bytes, reused: dict) -> bytes:
-    """A tuple's TensorSummary (summary.tuple_summary's layout) from its tensors' rows;
-    items: each tensor's dtype and serialized dtype and shape."""
-    fulls = [_values_list(pb.FULL_HEALTH, row, dtype) for row, (dtype, _) in zip(rows, items)]
-    totals = tuple_health_values(mode, fulls)
-    parts = [b"\x0a" + _varint(8 * len(totals)) + struct.pack(f"<{len(totals)}d", *totals), spec_bytes]
-    indices = [reused.get(r) for r in row_ids]
-    for row, (item_dtype, item_spec), index in zip(rows, items, indices):
-        item = _summary_body(mode, row, item_dtype, item_spec, index)
-        parts.append(b"\xc2\x02" + _varint(len(item)) + item)  # TensorSummary.items (40)
-    if indices and all(i is not None for i in indices):
-        parts.append(b"\xb0\x04" + _varint(min(indices)))
-    return b"".join(parts)
 
 
 def _summary_body(mode: int, row: list[float], dtype: str, spec_bytes: bytes, reused: int | None) -> bytes:

@@ -110,26 +110,13 @@ class TraceBatch(Sequence):
 
 
 class ExecutionPayload:
-    """A serialized Execution (the fast path); sinks that need the message call message().
-    It may come as a builder instead, which the writer runs in its flushing thread
-    (`deferred`); reading `payload` here builds it at once."""
+    """A serialized Execution (the fast path); sinks that need the message call message()."""
 
-    __slots__ = ("_payload", "_build", "_message")
+    __slots__ = ("payload", "_message")
 
-    def __init__(self, payload: bytes | None = None, build: Callable[[], bytes] | None = None):
-        self._payload = payload
-        self._build = build
+    def __init__(self, payload: bytes):
+        self.payload = payload
         self._message: pb.Execution | None = None
-
-    @property
-    def payload(self) -> bytes:
-        if self._payload is None and self._build is not None:
-            self._payload, self._build = self._build(), None
-        return self._payload or b""
-
-    @property
-    def deferred(self) -> bool:
-        return self._build is not None
 
     def message(self) -> pb.Execution:
         if self._message is None:
@@ -475,8 +462,7 @@ class WriterSink:
         else:
             self.writer.write_graph_execution_traces(list(traces), wall_time=now)
         if isinstance(execution, ExecutionPayload):
-            payload = (lambda: execution.payload) if execution.deferred else execution.payload
-            self.writer.write_execution_payload(payload, wall_time=now)
+            self.writer.write_execution_payload(execution.payload, wall_time=now)
         else:
             self.writer.write_execution(execution, wall_time=now)
 
