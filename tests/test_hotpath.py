@@ -130,7 +130,7 @@ def _chain_traces(logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FU
     from tvmdbg_tb.instrument import fast_tracer
 
     if not vectorized:
-        monkeypatch.setattr(fast_tracer, "_VECTOR_ROWS", 1 << 30)  # every function takes the row loop
+        monkeypatch.setattr(fast_tracer.CompiledTracer, "_health_rows", lambda *args: False)
     tvmdbg.enable_dump_debug_info(str(logdir), mode, circular_buffer_size=-1, op_regex=op_regex)
     try:
         executable, inputs = chain(30, 9)  # >= fast_tracer._VECTOR_ROWS rows

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import metadata as _metadata
 
 from tvmdbg_tb.events import layout, records
@@ -60,37 +60,26 @@ def _envelope_prefix(wall_time: float, step: int) -> bytes:
     return prefix
 
 
-# Bytes assumed per trace whose payload is built later (for the bound on queued memory).
-_DEFERRED_TRACE_BYTES = 256
-
-
 class _Unframed:
     """Serialized events queued by the hot path, framed as records when written (by the
-    flushing thread): prefix + length + payload + suffix of each (see records.encode).
-    payloads may be a builder called then (the instrumentation's deferred payloads), which
-    must return exactly count payloads: their indices were handed out when queued."""
+    flushing thread): prefix + length + payload + suffix of each (see records.encode)."""
 
-    __slots__ = ("prefix", "payloads", "first", "count", "size")
+    __slots__ = ("prefix", "payloads", "first", "size")
 
-    def __init__(self, prefix: bytes, payloads: Sequence[bytes] | Callable, first: int | None, count: int):
+    def __init__(self, prefix: bytes, payloads: Sequence[bytes], first: int | None):
         self.prefix = prefix
         self.payloads = payloads  # not modified by the caller after it queued them
         self.first = first  # trace index of payloads[0]; None: one execution per payload
-        self.count = count
-        built = sum(map(len, payloads)) if not callable(payloads) else count * _DEFERRED_TRACE_BYTES
-        self.size = built + count * (len(prefix) + 32)
+        self.size = sum(map(len, payloads)) + len(payloads) * (len(prefix) + 32)
 
     def records(self) -> list[bytes]:
         encode, prefix = records.encode, self.prefix
-        payloads = self.payloads() if callable(self.payloads) else self.payloads
-        if len(payloads) != self.count:
-            raise ValueError(f"{len(payloads)} trace payloads built where {self.count} were announced")
         if self.first is None:
-            return [encode(prefix + varint(len(p)) + p) for p in payloads]
+            return [encode(prefix + varint(len(p)) + p) for p in self.payloads]
         index_field, first, extra = _INDEX_FIELD.pack, self.first, _INDEX_FIELD.size
         return [
             encode(prefix + varint(len(p) + extra) + p + index_field(_INDEX_TAG, first + i))
-            for i, p in enumerate(payloads)
+            for i, p in enumerate(self.payloads)
         ]
 
 
@@ -301,34 +290,27 @@ class DebugEventsWriter:
             return
         try:
             head = _envelope_prefix(wall_time or time.time(), step) + _EXECUTION_TAG
-            self._queue(layout.EXECUTION, [_Unframed(head, (payload,), None, 1)])
+            self._queue(layout.EXECUTION, [_Unframed(head, (payload,), None)])
         except Exception as error:
             self._fail(f"could not encode an execution: {error!r}")
 
     def write_graph_execution_trace_payloads(
-        self,
-        payloads: Sequence[bytes] | Callable[[], Sequence[bytes]],
-        wall_time: float | None = None,
-        step: int = 0,
-        count: int | None = None,
+        self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
     ) -> None:
         """Queues a batch of serialized GraphExecutionTrace messages (without `index`).
 
         The hot path of the instrumentation: a call site's static fields can be serialized
         once and reused; the envelope and the index are appended as raw protobuf fields (a
         later field wins, and concatenated messages merge) when the flusher frames the batch;
-        here, one lock round trip per batch. payloads must not change after this call; it
-        may be a function building them, called by the flusher, with count saying how many.
+        here, one lock round trip per batch. payloads must not change after this call.
         """
-        if count is None:
-            count = len(payloads)
-        if self._failed or self._closed or not count:
+        if self._failed or self._closed or not payloads:
             return
         try:
             prefix = _envelope_prefix(wall_time or time.time(), step) + _TRACE_TAG
             with self._lock:
-                item = _Unframed(prefix, payloads, self._next_trace, count)
-                self._next_trace += count
+                item = _Unframed(prefix, payloads, self._next_trace)
+                self._next_trace += len(payloads)
                 self._pending[layout.GRAPH_EXECUTION_TRACES].append(item)
             self._queued(item.size)
         except Exception as error:

@@ -9,7 +9,6 @@ execution index, the summary values, the runtime shape and the duration are appe
 
 from __future__ import annotations
 
-import functools
 import math
 import platform
 import struct
@@ -167,7 +166,6 @@ class CompiledTracer(Tracer):
         self._rate = cycles_per_us()
         self._cache = session.param_cache  # param_summaries="once_per_value"
         self._row_codes: dict[int, Any] = {}  # fid -> dtype codes of its rows (FULL_HEALTH)
-        self._traced: dict[int, tuple] = {}  # fid -> which rows become traces
         self._vm = weakref.ref(vm)
         vm._set_instrument(None)
 
@@ -250,35 +248,60 @@ class CompiledTracer(Tracer):
             cached = self._statics[fid] = (statics, dynamic)
         return cached
 
-    def _snapshot(self, call: _FastCall) -> tuple[list[tuple], int]:
-        """What this call's trace payloads are built from, copied out of the buffers (they go
-        back to the pool), and how many payloads that makes: one per row whose kernel ran
-        and whose output is traced. The payloads themselves are built later, by the writer's
-        flushing thread (_build_payloads), so the user's thread only copies the rows."""
-        parts, count = [], 0
+    def _payloads(self, call: _FastCall) -> list[bytes]:
+        """One payload per executed row (plain Python on .tolist(): rows are few and small)."""
+        mode = self.mode
+        index = b"\x18" + _varint(call.index)
+        rate = self._rate
+        pack = _F64.pack
+        payloads: list[bytes] = []
+        stamps: list[float] = []
         for fid, _, array in call.buffers:
             statics, dynamic = self._static(fid)
-            traced, traced_list = self._traced_rows(fid)
-            rows = array[: len(statics) + 1].copy()
-            if len(statics) >= _VECTOR_ROWS:
-                count += int(np.count_nonzero(rows[1:, 0][traced]))
-            else:
-                count += sum(1 for c, t in zip(rows[1:, 0].tolist(), traced_list) if c and t)
-            codes = self._codes(fid) if self.mode in _TAILS else None
-            parts.append((rows, statics, dynamic, compiled.FUNCTIONS[fid].rows, codes))
-        return parts, count
+            infos = compiled.FUNCTIONS[fid].rows
+            count = len(infos) + 1
+            if mode == pb.NO_TENSOR and not any(dynamic):
+                # Only the timestamps are needed: convert one column, not whole rows.
+                stamp_column = array[:count, 0].tolist()
+                previous = stamp_column[0]
+                for i, cycles in enumerate(stamp_column[1:]):
+                    if cycles:
+                        static = statics[i]
+                        if static:
+                            payloads.append(static + index + b"\x59" + pack((cycles - previous) / rate))
+                            stamps.append(cycles)
+                        previous = cycles
+                continue
+            if mode in _TAILS and self._health_rows(fid, array, statics, index, payloads, stamps):
+                continue
+            rows = array[:count].tolist()
+            previous = rows[0][0]
+            for i, row in enumerate(rows[1:]):
+                cycles = row[0]
+                if not cycles:
+                    continue
+                duration = (cycles - previous) / rate
+                previous = cycles
+                static = statics[i]
+                if not static:
+                    continue
+                tail = b"\x59" + pack(duration)
+                if mode != pb.NO_TENSOR and infos[i].health:
+                    tail = _debug_values(mode, row, infos[i].dtype) + tail
+                if dynamic[i]:
+                    dims = b"".join([_varint(int(d)) for d in row[8 : 8 + int(row[7])]])
+                    tail = b"\x7a" + _varint(len(dims)) + dims + tail
+                payloads.append(static + index + tail)
+                stamps.append(cycles)
+        if len(call.buffers) > 1:  # nested function calls: order by time
+            payloads = [payloads[i] for i in sorted(range(len(payloads)), key=stamps.__getitem__)]
+        return payloads
 
-    def _traced_rows(self, fid: int) -> tuple[np.ndarray, list[bool]]:
-        """Which rows of fid's buffer become a trace (their output is traced)."""
-        found = self._traced.get(fid)
-        if found is None:
-            flags = [bool(s) for s in self._static(fid)[0]]
-            found = self._traced[fid] = (np.array(flags, dtype=bool), flags)
-        return found
-
-    def _codes(self, fid: int) -> np.ndarray | None:
-        """Health modes: the dtype codes of fid's rows when its payloads can be built in numpy
-        (every row holds counts of a static shape), else None."""
+    def _health_rows(self, fid: int, array, statics, index: bytes, payloads: list, stamps: list) -> bool:
+        """Health-mode payloads of a function whose rows all hold counts of static shapes,
+        built in numpy: every row's tail (debug_values and duration fields, the bytes
+        _debug_values and the loop above write) comes from one packed array, so Python only
+        joins three byte strings per kernel. False when the function does not qualify."""
         codes = self._row_codes.get(fid, False)
         if codes is False:
             infos = compiled.FUNCTIONS[fid].rows
@@ -287,7 +310,55 @@ class CompiledTracer(Tracer):
                 qualifies = qualifies and all(info.dtype != "bool" for info in infos)
             codes = np.array([dtype_code(info.dtype) for info in infos], "float64") if qualifies else None
             self._row_codes[fid] = codes
-        return codes
+        if codes is None or len(codes) < _VECTOR_ROWS:
+            return False
+        block = array[: len(codes) + 1]
+        cycles = block[:, 0]
+        ran = np.flatnonzero(cycles[1:]) + 1  # rows of the kernels that ran
+        if not len(ran):
+            return True
+        before = np.concatenate(([0], ran[:-1]))
+        layout = _TAILS[self.mode]
+        tails = np.empty(len(ran), layout)
+        tails["duration"] = (cycles[ran] - cycles[before]) / self._rate
+        rows = block[ran]
+        size, lt, gt, eq, neg_inf, pos_inf = (rows[:, k] for k in range(1, 7))
+        tails["tag"], tails["length"], tails["duration_tag"] = 0x42, layout["values"].itemsize, 0x59
+        values = tails["values"]
+        nan = size - lt - gt - eq
+        if self.mode in (pb.FULL_HEALTH, pb.FULL_STATS):
+            values[:, 0] = 0.0
+            values[:, 1] = codes[ran - 1]
+            values[:, 2] = rows[:, 7]
+            values[:, 3] = size
+            values[:, 4] = neg_inf
+            values[:, 5] = pos_inf
+            values[:, 6] = nan
+            values[:, 7] = lt - neg_inf
+            values[:, 8] = eq
+            values[:, 9] = gt - pos_inf
+            if self.mode == pb.FULL_STATS:
+                values[:, 10:15] = rows[:, compiled.STATS_COLUMN : compiled.STATS_COLUMN + 5]
+        elif self.mode == pb.CONCISE_HEALTH:
+            values[:, 0] = size
+            values[:, 1] = neg_inf
+            values[:, 2] = pos_inf
+            values[:, 3] = nan
+        else:  # CURT_HEALTH
+            values[:, 0] = (neg_inf + pos_inf + nan) > 0
+        return self._join(tails, ran, cycles, statics, index, payloads, stamps)
+
+    @staticmethod
+    def _join(tails, ran, cycles, statics, index: bytes, payloads: list, stamps: list) -> bool:
+        blob = tails.tobytes()
+        width = tails.dtype.itemsize
+        stamp_list = cycles[ran].tolist()
+        for k, i in enumerate((ran - 1).tolist()):
+            static = statics[i]
+            if static:
+                payloads.append(static + index + blob[k * width : (k + 1) * width])
+                stamps.append(stamp_list[k])
+        return True
 
     def _plan_skips(self, call: _FastCall, inputs) -> None:
         """The parameter rows this call need not compute (param_cache's rule)."""
@@ -349,12 +420,9 @@ class CompiledTracer(Tracer):
             replayer = self.session.replay
             if replayer is not None and replayer.hunting and error is None and not call.implicit:
                 call.bad = replayer.scan_buffers(call.buffers)
-            parts, count = self._snapshot(call)
-            traces = TraceBatch(
-                build=functools.partial(_build_payloads, self.mode, self._rate, call.index, parts), count=count
-            )
-            if error is not None:  # rare: built now, with the trace of the kernel that raised
-                traces = TraceBatch(payloads=[*traces.payloads, self._failure(call, error)])
+            payloads = self._payloads(call)
+            if error is not None:
+                payloads.append(self._failure(call, error))
         finally:
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
@@ -377,15 +445,15 @@ class CompiledTracer(Tracer):
                         _varint(len(location)),
                         location,
                         b"\x48",
-                        _varint(len(traces)),
+                        _varint(len(payloads)),
                     )
                 )
-                self.session.execution_done(ExecutionPayload(payload), traces)
+                self.session.execution_done(ExecutionPayload(payload), TraceBatch(payloads=payloads))
                 if remember:
                     self._safely(self._remember, call, inputs, leaves)
                 return
         summaries = self._row_summaries(call, inputs, leaves)
-        self._emit(call, traces, inputs, leaves, error, frames, user_index, summaries)
+        self._emit(call, TraceBatch(payloads=payloads), inputs, leaves, error, frames, user_index, summaries)
         if remember:  # after the inputs were looked up: outputs replace their slots' entries
             self._safely(self._remember, call, inputs, leaves)
 
@@ -598,103 +666,6 @@ def _shape_summary(summary: pb.TensorSummary, dtype: str, shape: tuple[int, ...]
     if with_values:
         size = int(np.prod(shape)) if shape else 1
         summary.debug_values.extend([dtype_code(dtype), len(shape), size, *shape])
-
-
-def _build_payloads(mode: int, rate: float, index: int, parts: list[tuple]) -> list[bytes]:
-    """The trace payloads of one call from its snapshot (CompiledTracer._snapshot): each
-    op's constant fields serialized once per session, then the execution index, the summary
-    values, the runtime shape and the duration (protobuf merges repeated fields, so
-    concatenated messages parse as one). Pure: it runs in the writer's flushing thread."""
-    index_bytes = b"\x18" + _varint(index)
-    pack = _F64.pack
-    payloads: list[bytes] = []
-    stamps: list[float] = []
-    for rows_array, statics, dynamic, infos, codes in parts:
-        if mode == pb.NO_TENSOR and not any(dynamic):
-            # Only the timestamps are needed: convert one column, not whole rows.
-            stamp_column = rows_array[:, 0].tolist()
-            previous = stamp_column[0]
-            for i, cycles in enumerate(stamp_column[1:]):
-                if cycles:
-                    static = statics[i]
-                    if static:
-                        payloads.append(static + index_bytes + b"\x59" + pack((cycles - previous) / rate))
-                        stamps.append(cycles)
-                    previous = cycles
-            continue
-        if codes is not None and len(codes) >= _VECTOR_ROWS:
-            _health_rows(mode, rate, codes, rows_array, statics, index_bytes, payloads, stamps)
-            continue
-        rows = rows_array.tolist()
-        previous = rows[0][0]
-        for i, row in enumerate(rows[1:]):
-            cycles = row[0]
-            if not cycles:
-                continue
-            duration = (cycles - previous) / rate
-            previous = cycles
-            static = statics[i]
-            if not static:
-                continue
-            tail = b"\x59" + pack(duration)
-            if mode != pb.NO_TENSOR and infos[i].health:
-                tail = _debug_values(mode, row, infos[i].dtype) + tail
-            if dynamic[i]:
-                dims = b"".join([_varint(int(d)) for d in row[8 : 8 + int(row[7])]])
-                tail = b"\x7a" + _varint(len(dims)) + dims + tail
-            payloads.append(static + index_bytes + tail)
-            stamps.append(cycles)
-    if len(parts) > 1:  # nested function calls: order by time
-        payloads = [payloads[i] for i in sorted(range(len(payloads)), key=stamps.__getitem__)]
-    return payloads
-
-
-def _health_rows(mode: int, rate: float, codes, block, statics, index: bytes, payloads: list, stamps: list) -> None:
-    """Health-mode payloads of a function whose rows all hold counts of static shapes,
-    built in numpy: every row's tail (debug_values and duration fields, the bytes
-    _debug_values and the row loop write) comes from one packed array, so Python only
-    joins three byte strings per kernel."""
-    cycles = block[:, 0]
-    ran = np.flatnonzero(cycles[1:]) + 1  # rows of the kernels that ran
-    if not len(ran):
-        return
-    before = np.concatenate(([0], ran[:-1]))
-    layout = _TAILS[mode]
-    tails = np.empty(len(ran), layout)
-    tails["duration"] = (cycles[ran] - cycles[before]) / rate
-    rows = block[ran]
-    size, lt, gt, eq, neg_inf, pos_inf = (rows[:, k] for k in range(1, 7))
-    tails["tag"], tails["length"], tails["duration_tag"] = 0x42, layout["values"].itemsize, 0x59
-    values = tails["values"]
-    nan = size - lt - gt - eq
-    if mode in (pb.FULL_HEALTH, pb.FULL_STATS):
-        values[:, 0] = 0.0
-        values[:, 1] = codes[ran - 1]
-        values[:, 2] = rows[:, 7]
-        values[:, 3] = size
-        values[:, 4] = neg_inf
-        values[:, 5] = pos_inf
-        values[:, 6] = nan
-        values[:, 7] = lt - neg_inf
-        values[:, 8] = eq
-        values[:, 9] = gt - pos_inf
-        if mode == pb.FULL_STATS:
-            values[:, 10:15] = rows[:, compiled.STATS_COLUMN : compiled.STATS_COLUMN + 5]
-    elif mode == pb.CONCISE_HEALTH:
-        values[:, 0] = size
-        values[:, 1] = neg_inf
-        values[:, 2] = pos_inf
-        values[:, 3] = nan
-    else:  # CURT_HEALTH
-        values[:, 0] = (neg_inf + pos_inf + nan) > 0
-    blob = tails.tobytes()
-    width = tails.dtype.itemsize
-    stamp_list = cycles[ran].tolist()
-    for k, i in enumerate((ran - 1).tolist()):
-        static = statics[i]
-        if static:
-            payloads.append(static + index + blob[k * width : (k + 1) * width])
-            stamps.append(stamp_list[k])
 
 
 def _tuple_leaf_rows(function: compiled.CompiledFunction, inputs) -> list[tuple[int, list[int]]]:

@@ -62,33 +62,11 @@ class KernelCall:
 
 class TraceBatch(Sequence):
     """The traces of one execution: messages, or serialized payloads (the fast path) that
-    are parsed only if a sink asks for messages. The fast path may hand over a builder of
-    the payloads and their count instead: the writer then builds them in its flushing
-    thread (`deferred`), and a sink that reads them here builds them at once."""
+    are parsed only if a sink asks for messages."""
 
-    def __init__(
-        self,
-        messages: list[pb.GraphExecutionTrace] | None = None,
-        payloads: list[bytes] | None = None,
-        build: Callable[[], list[bytes]] | None = None,
-        count: int = 0,
-    ):
+    def __init__(self, messages: list[pb.GraphExecutionTrace] | None = None, payloads: list[bytes] | None = None):
         self._messages = messages
-        self._payloads = payloads
-        self._build = build
-        self._count = count
-
-    @property
-    def payloads(self) -> list[bytes] | None:
-        if self._payloads is None and self._build is not None:
-            self._payloads, self._build = self._build(), None
-        return self._payloads
-
-    @property
-    def deferred(self) -> tuple[Callable[[], list[bytes]], int] | None:
-        """(builder, count) while the payloads are not built yet."""
-        build = self._build
-        return (build, self._count) if build is not None else None
+        self.payloads = payloads
 
     def _parsed(self) -> list[pb.GraphExecutionTrace]:
         if self._messages is None:
@@ -96,11 +74,7 @@ class TraceBatch(Sequence):
         return self._messages
 
     def __len__(self) -> int:
-        if self._messages is not None:
-            return len(self._messages)
-        if self._build is not None:
-            return self._count
-        return len(self._payloads or ())
+        return len(self.payloads) if self._messages is None else len(self._messages)
 
     def __getitem__(self, i):
         return self._parsed()[i]
@@ -453,11 +427,8 @@ class WriterSink:
 
     def on_execution(self, execution: pb.Execution, traces: Sequence[pb.GraphExecutionTrace]) -> None:
         now = time.time()
-        deferred = getattr(traces, "deferred", None)
-        payloads = getattr(traces, "payloads", None) if deferred is None else None
-        if deferred is not None:
-            self.writer.write_graph_execution_trace_payloads(lambda: traces.payloads, wall_time=now, count=deferred[1])
-        elif payloads is not None:
+        payloads = getattr(traces, "payloads", None)
+        if payloads is not None:
             self.writer.write_graph_execution_trace_payloads(payloads, wall_time=now)
         else:
             self.writer.write_graph_execution_traces(list(traces), wall_time=now)
