@@ -364,35 +364,3 @@ def test_records_larger_than_a_read_chunk(tmp_path, monkeypatch):
     assert list(run.trace_digests()["op_id"]) == [1, 0, 2]
     value = run.trace(1).tensor_value
     assert np.frombuffer(value.content, dtype="float32")[999] == 999
-
-
-def test_hot_path_batches_are_framed_by_the_flusher_and_bounded(tmp_path, monkeypatch):
-    """Serialized batches are queued unframed: past the eager bound the flusher writes them
-    without waiting for its timer, and past the backpressure bound the caller writes them
-    itself; every record is framed as TFRecord, indexed in order, and none is lost."""
-    from tensorboard.backend.event_processing import event_file_loader
-
-    from tvmdbg_tb.events import writer as writer_mod
-
-    monkeypatch.setattr(writer_mod, "_EAGER_WRITE_BYTES", 64 << 10)
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=3600)
-    path = _trace_file(w.run_dir)
-    payload = trace(0, 0).SerializeToString()
-    batch = [payload] * 1000  # ~0.15 MB per batch with its envelopes: over the eager bound
-    w.write_graph_execution_trace_payloads(batch)
-    deadline = time.monotonic() + 10
-    while os.path.getsize(path) == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert os.path.getsize(path) > 0, "the flusher did not wake before its hour-long timer"
-    w._stop.set()  # no flusher from here on: only backpressure can write
-    w._wake.set()
-    w._flusher.join(timeout=10)
-    before = os.path.getsize(path)
-    for _ in range(3):
-        w.write_graph_execution_trace_payloads(batch)
-    assert os.path.getsize(path) > before, "past four times the eager bound the caller must write"
-    w.write_graph_execution_trace_payloads(batch[:7])
-    w.close()
-    raw = list(event_file_loader.RawEventFileLoader(path).Load())
-    assert len(raw) == 4007
-    assert [pb.DebugEvent.FromString(r).graph_execution_trace.index for r in raw] == list(range(4007))
