@@ -10,10 +10,6 @@ Design choices, each for a failure tfdbg2 has:
   (and at most `circular_buffer_bytes`).
 - An I/O error (disk full, permission) warns once and turns the writer off; nothing here
   ever raises into the user's program.
-- The hot path's records (executions and traces handed over serialized) are framed (length,
-  CRCs) by the flushing thread, not by the caller: the user's thread only queues the bytes it
-  built. Past a few MB queued, the caller wakes the flusher; only past four times that does it
-  write itself (backpressure, so memory stays bounded when the disk is slower than the program).
 """
 
 from __future__ import annotations
@@ -36,10 +32,8 @@ from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 DEFAULT_RING_BYTES = 256 << 20
-# Pending bytes that wake the flusher before its timer fires, and (times _BACKPRESSURE) that
-# make the caller write itself: memory stays bounded between flushes.
+# Pending bytes that trigger a write before the timer fires (bounds memory between flushes).
 _EAGER_WRITE_BYTES = 8 << 20
-_BACKPRESSURE = 4
 # Source files larger than this are not copied into the dump.
 _MAX_SOURCE_BYTES = 8 << 20
 
@@ -58,29 +52,6 @@ def _envelope_prefix(wall_time: float, step: int) -> bytes:
     if step:
         prefix += bytes([2 << 3]) + varint(step & 0xFFFFFFFFFFFFFFFF)
     return prefix
-
-
-class _Unframed:
-    """Serialized events queued by the hot path, framed as records when written (by the
-    flushing thread): prefix + length + payload + suffix of each (see records.encode)."""
-
-    __slots__ = ("prefix", "payloads", "first", "size")
-
-    def __init__(self, prefix: bytes, payloads: Sequence[bytes], first: int | None):
-        self.prefix = prefix
-        self.payloads = payloads  # not modified by the caller after it queued them
-        self.first = first  # trace index of payloads[0]; None: one execution per payload
-        self.size = sum(map(len, payloads)) + len(payloads) * (len(prefix) + 32)
-
-    def records(self) -> list[bytes]:
-        encode, prefix = records.encode, self.prefix
-        if self.first is None:
-            return [encode(prefix + varint(len(p)) + p) for p in self.payloads]
-        index_field, first, extra = _INDEX_FIELD.pack, self.first, _INDEX_FIELD.size
-        return [
-            encode(prefix + varint(len(p) + extra) + p + index_field(_INDEX_TAG, first + i))
-            for i, p in enumerate(self.payloads)
-        ]
 
 
 def package_version(name: str) -> str:
@@ -172,7 +143,7 @@ class DebugEventsWriter:
         self.logdir = os.fspath(logdir)
         self._lock = threading.Lock()  # guards pending buffers and counters
         self._io_lock = threading.Lock()  # serialises file writes and compaction
-        self._pending: dict[str, list[bytes | _Unframed]] = {s: [] for s in layout.STREAMS}
+        self._pending: dict[str, list[bytes]] = {s: [] for s in layout.STREAMS}
         self._pending_bytes = 0
         self._failed: str | None = None
         self._ended = False  # the RunEnd record is written
@@ -217,7 +188,6 @@ class DebugEventsWriter:
         )
         self.flush()
         self._stop = threading.Event()
-        self._wake = threading.Event()  # set when enough is queued to write before the timer
         self._flusher = threading.Thread(
             target=self._flush_periodically, args=(flush_interval,), name="tvmdbg-flush", daemon=True
         )
@@ -290,7 +260,7 @@ class DebugEventsWriter:
             return
         try:
             head = _envelope_prefix(wall_time or time.time(), step) + _EXECUTION_TAG
-            self._queue(layout.EXECUTION, [_Unframed(head, (payload,), None)])
+            self._queue(layout.EXECUTION, [records.encode(head + varint(len(payload)) + payload)])
         except Exception as error:
             self._fail(f"could not encode an execution: {error!r}")
 
@@ -300,19 +270,22 @@ class DebugEventsWriter:
         """Queues a batch of serialized GraphExecutionTrace messages (without `index`).
 
         The hot path of the instrumentation: a call site's static fields can be serialized
-        once and reused; the envelope and the index are appended as raw protobuf fields (a
-        later field wins, and concatenated messages merge) when the flusher frames the batch;
-        here, one lock round trip per batch. payloads must not change after this call.
+        once and reused; the envelope and the index are appended here as raw protobuf fields
+        (a later field wins, and concatenated messages merge), with one lock round trip per batch.
         """
         if self._failed or self._closed or not payloads:
             return
         try:
             prefix = _envelope_prefix(wall_time or time.time(), step) + _TRACE_TAG
             with self._lock:
-                item = _Unframed(prefix, payloads, self._next_trace)
+                first = self._next_trace
                 self._next_trace += len(payloads)
-                self._pending[layout.GRAPH_EXECUTION_TRACES].append(item)
-            self._queued(item.size)
+            encode, index_field = records.encode, _INDEX_FIELD.pack
+            chunks = [
+                encode(prefix + varint(len(p) + _INDEX_FIELD.size) + p + index_field(_INDEX_TAG, first + i))
+                for i, p in enumerate(payloads)
+            ]
+            self._queue(layout.GRAPH_EXECUTION_TRACES, chunks)
         except Exception as error:
             self._fail(f"could not encode traces: {error!r}")
 
@@ -352,22 +325,14 @@ class DebugEventsWriter:
         )
         return index
 
-    def _queue(self, stream: str, chunks: list[bytes | _Unframed]) -> None:
-        size = sum(c.size if isinstance(c, _Unframed) else len(c) for c in chunks)
+    def _queue(self, stream: str, chunks: list[bytes]) -> None:
+        size = sum(map(len, chunks))
         with self._lock:
             self._pending[stream].extend(chunks)
-        self._queued(size)
-
-    def _queued(self, size: int) -> None:
-        """Counts size more bytes pending: wakes the flusher past _EAGER_WRITE_BYTES, and
-        writes in this thread past _BACKPRESSURE times that."""
-        with self._lock:
             self._pending_bytes += size
-            pending = self._pending_bytes
-        if pending >= _EAGER_WRITE_BYTES * _BACKPRESSURE:
+            eager = self._pending_bytes >= _EAGER_WRITE_BYTES
+        if eager:
             self.flush()
-        elif pending >= _EAGER_WRITE_BYTES:
-            self._wake.set()
 
     # -- flushing --------------------------------------------------------------------------
 
@@ -388,13 +353,7 @@ class DebugEventsWriter:
         if self._failed:
             return
         try:
-            for stream, items in pending.items():
-                chunks: list[bytes] = []
-                for item in items:
-                    if isinstance(item, _Unframed):
-                        chunks.extend(item.records())
-                    else:
-                        chunks.append(item)
+            for stream, chunks in pending.items():
                 self._files[stream].append(chunks)
             for record_file in self._files.values():
                 record_file.handle.flush()
@@ -443,11 +402,8 @@ class DebugEventsWriter:
         return (n > 0 and len(record_file.ends) >= 2 * n) or record_file.size >= 2 * self._byte_bound()
 
     def _flush_periodically(self, interval: float) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(interval)
-            self._wake.clear()
-            if not self._stop.is_set():
-                self.flush()
+        while not self._stop.wait(interval):
+            self.flush()
 
     def close(self) -> None:
         """Flushes, trims ring files to exactly their bounds, fsyncs and closes. Idempotent."""
@@ -455,7 +411,6 @@ class DebugEventsWriter:
             return
         self._closed = True  # later writes are dropped; what was queued is written below
         self._stop.set()
-        self._wake.set()
         if self._flusher is not threading.current_thread():
             self._flusher.join(timeout=10)
         with self._io_lock:
