@@ -193,6 +193,46 @@ def _measure_modes(name: str, calls: int, seconds: float, modes: list[str] | Non
     return rows
 
 
+def sustained(name: str, mode: str, calls: int = 500, reps: int = 5) -> tuple[float, ...]:
+    """Process CPU time per call (every thread: the writer's flushing thread, which frames
+    and builds the records, included) over alternating blocks of calls, each traced block's
+    records flushed to disk inside it: what tracing costs in total, where the paired rows
+    measure the caller's thread. Returns plain and traced us per call in process CPU time,
+    the same in wall-clock time, and records per call."""
+    import tvmdbg
+
+    build = _workloads()[name]
+    _tracing[0] = False
+    base = build()
+    with tempfile.TemporaryDirectory() as logdir:
+        writer = tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=-1)
+        try:
+            _tracing[0] = True
+            traced = build()
+            for _ in range(20):
+                base()
+                traced()
+            writer.flush()
+            a, b, wa, wb = [], [], [], []
+            for _ in range(reps):
+                start, wall_start = time.process_time(), time.perf_counter()
+                for _ in range(calls):
+                    base()
+                middle, wall_middle = time.process_time(), time.perf_counter()
+                for _ in range(calls):
+                    traced()
+                writer.flush()
+                a.append((middle - start) / calls)
+                b.append((time.process_time() - middle) / calls)
+                wa.append((wall_middle - wall_start) / calls)
+                wb.append((time.perf_counter() - wall_middle) / calls)
+        finally:
+            tvmdbg.disable_dump_debug_info()
+        records = _kernels_per_call(logdir)
+    us = [statistics.median(x) * 1e6 for x in (a, b, wa, wb)]
+    return us[0], us[1], us[2], us[3], records
+
+
 def _median_us(fn, n: int = 200) -> float:
     clock = _clock[0]
     samples = []
@@ -326,6 +366,11 @@ def main() -> None:
     parser.add_argument(
         "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time (use with --threads 1)"
     )
+    parser.add_argument(
+        "--sustained",
+        default="chain200,train_step",
+        help="workloads of the process-CPU rows (writer thread included; '' to skip)",
+    )
     options = parser.parse_args()
     if options.threads:
         os.environ["TVM_NUM_THREADS"] = str(options.threads)
@@ -341,12 +386,24 @@ def main() -> None:
         f"{'workload':<12} {'mode':<17} {'base_us':>10} {'traced_us':>10} {'ratio':>7} {'added_us/kernel':>16}"
         f" {'records/call':>12}"
     )
-    for name in options.workloads.split(","):
+    for name in filter(None, options.workloads.split(",")):
         modes = options.modes.split(",") if options.modes else None
         for workload, mode, base_us, traced_us, ratio, per_kernel, records in measure(name, calls, seconds, modes):
             print(
                 f"{workload:<12} {mode:<17} {base_us:>10.1f} {traced_us:>10.1f} {ratio:>7.3f} {per_kernel:>16.2f}"
                 f" {records:>12.2f}",
+                flush=True,
+            )
+    for name in options.sustained.split(","):
+        for mode in ("NO_TENSOR", "FULL_HEALTH") if name else ():
+            plain_us, traced_us, plain_wall, traced_wall, records = sustained(
+                name, mode, calls=100 if options.quick else 500
+            )
+            print(
+                f"{name} {mode}, blocks of calls with their records flushed: process CPU (all threads) "
+                f"{plain_us:.1f} -> {traced_us:.1f} us, ratio {traced_us / plain_us:.3f}, "
+                f"+{(traced_us - plain_us) / records:.2f} us per kernel; wall {plain_wall:.1f} -> "
+                f"{traced_wall:.1f} us, ratio {traced_wall / plain_wall:.3f}",
                 flush=True,
             )
     for kernels in options.compile_kernels.split(","):
