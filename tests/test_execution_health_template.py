@@ -124,6 +124,11 @@ def test_tuple_arguments_match_numpy_on_both_paths(tmp_path, mode, params):
     for path in trace_paths.PATHS:
         with trace_paths.using(path):
             recorded[path] = _optimizer_executions(tmp_path / path, mode, params)
+    if mode not in ("NO_TENSOR", "SHAPE"):  # the compiled path summarised each tuple's tensors in kernels
+        from tvmdbg_tb.instrument import compiled
+
+        optimizer = max((f for f in compiled.FUNCTIONS.values() if f.name == "optimizer"), key=lambda f: f.fid)
+        assert [len(rows or ()) for rows in optimizer.param_leaf_rows] == [4, 4, 1]
     (fast, seen), (slow, _) = recorded["compiled"], recorded["vm_instrument"]
     assert len(fast) == len(slow) == 4
     for a, b in zip(fast, slow):
