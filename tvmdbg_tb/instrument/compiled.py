@@ -328,7 +328,9 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             rows.append(RowInfo(site, slot, dtype, bool(health) and dtype in HEALTH_DTYPES))
     params = [p for p in func.params if bool(health) and _summarisable(p)]
     leaf_specs = [_tuple_leaf_specs(p) for p in func.params]
-    tuples = [(k, p) for k, p in enumerate(func.params) if health and leaf_specs[k] and _leaves_summarisable(p.ty)]
+    # FULL_STATS ("stats") keeps summarising tuples in numpy: their statistics combine the tensors'.
+    summarised = bool(health) and health != "stats"
+    tuples = [(k, p) for k, p in enumerate(func.params) if summarised and leaf_specs[k] and _leaves_summarisable(p.ty)]
     nrows = 1 + len(rows) + len(params) + sum(len(leaf_specs[k]) for k, _ in tuples)
     fid = next(_FIDS)
     stats_ty = relax.TensorType((nrows, ROW_WIDTH), "float64")
