@@ -156,3 +156,66 @@ def test_tuple_arguments_match_numpy_on_both_paths(tmp_path, mode, params):
         nonfinite += int(not np.isfinite(flat).all())
     if mode not in ("NO_TENSOR", "SHAPE"):
         assert nonfinite, "the run was meant to reach non-finite parameters"
+
+
+def _nested_tuple_model():
+    """main(x, t) with t = (a, (k, b)): a nested tuple argument of two dtypes."""
+    from models import compile_module
+
+    f32, i32 = relax.TensorType((2, 3), "float32"), relax.TensorType((3,), "int32")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", f32)
+    t = relax.Var("t", relax.TupleType([f32, relax.TupleType([i32, f32])]))
+    with bb.function("main", [x, t]):
+        with bb.dataflow():
+            a = bb.emit(relax.TupleGetItem(t, 0))
+            inner = bb.emit(relax.TupleGetItem(t, 1))
+            b = bb.emit(relax.TupleGetItem(inner, 1))
+            total = bb.emit(relax.op.add(x, a))
+            out = bb.emit_output(relax.op.multiply(total, b))
+        bb.emit_func_output(out)
+    return compile_module(bb.get(), False)
+
+
+@pytest.mark.parametrize("mode", ["NO_TENSOR", "CONCISE_HEALTH", "FULL_HEALTH"])
+def test_nested_tuple_argument_in_flatten_order(tmp_path, mode):
+    """A nested tuple argument's tensors are summarised in the order summary.flatten lists
+    the runtime value, on both paths, and match numpy."""
+    a = np.array([[1.0, -2.0, np.nan], [0.0, 3.0, np.inf]], "float32")
+    k = np.array([0, -7, 9], "int32")
+    b = np.array([[2.0, 0.0, -1.0], [np.nan, 1.0, 1.0]], "float32")
+    x = np.ones((2, 3), "float32")
+    recorded = {}
+    for path in trace_paths.PATHS:
+        with trace_paths.using(path):
+            tvmdbg.enable_dump_debug_info(str(tmp_path / path), tensor_debug_mode=mode, circular_buffer_size=-1)
+            try:
+                vm = relax.VirtualMachine(_nested_tuple_model(), tvm.cpu())
+                tensors = [tvm.runtime.tensor(v) for v in (a, k, b)]
+                nested = (tensors[0], (tensors[1], tensors[2]))
+                for _ in range(2):
+                    vm["main"](tvm.runtime.tensor(x), nested)
+            finally:
+                tvmdbg.disable_dump_debug_info()
+            with tvmdbg.DebugDataReader(str(tmp_path / path)) as reader:
+                reader.update()
+                recorded[path] = [reader.run().execution(i) for i in range(2)]
+            if path == "compiled" and mode != "NO_TENSOR":
+                from tvmdbg_tb.instrument import compiled
+
+                main = max((f for f in compiled.FUNCTIONS.values() if f.name == "main"), key=lambda f: f.fid)
+                assert [len(rows or ()) for rows in main.param_leaf_rows] == [0, 3]
+    for fast, slow in zip(recorded["compiled"], recorded["vm_instrument"]):
+        for p, q in zip([*fast.inputs, *fast.outputs], [*slow.inputs, *slow.outputs], strict=True):
+            _assert_same_summary(p, q)
+        summary = fast.inputs[1]
+        assert summary.dtype == "tuple" and list(summary.shape) == [3]
+        if mode == "NO_TENSOR":
+            continue
+        assert [i.dtype for i in summary.items] == ["float32", "int32", "float32"]
+        for item, array in zip(summary.items, (a, k, b)):
+            assert list(item.debug_values) == _expected(mode, array)
+        totals = _expected(mode, np.concatenate([a.ravel(), b.ravel(), k.ravel().astype("float32")]))
+        if mode == "FULL_HEALTH":
+            totals[1:3] = [0, 0]  # no common dtype; a tuple's rank
+        assert list(summary.debug_values) == totals
