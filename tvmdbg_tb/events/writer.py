@@ -46,6 +46,9 @@ _INDEX_FIELD = struct.Struct("<Bq")  # GraphExecutionTrace.index: field 13, sfix
 _INDEX_TAG = 13 << 3 | 1
 
 
+_SMALL_VARINTS = [varint(n) for n in range(16384)]  # a list lookup instead of a call per record
+
+
 def _envelope_prefix(wall_time: float, step: int) -> bytes:
     """The leading fields of a serialized DebugEvent: wall_time and, if set, step."""
     prefix = _WALL_TIME.pack(1 << 3 | 1, wall_time)
@@ -280,11 +283,14 @@ class DebugEventsWriter:
             with self._lock:
                 first = self._next_trace
                 self._next_trace += len(payloads)
-            encode, index_field = records.encode, _INDEX_FIELD.pack
-            chunks = [
-                encode(prefix + varint(len(p) + _INDEX_FIELD.size) + p + index_field(_INDEX_TAG, first + i))
-                for i, p in enumerate(payloads)
-            ]
+            index_field, small, extra = _INDEX_FIELD.pack, _SMALL_VARINTS, _INDEX_FIELD.size
+            chunks = records.encode_all(
+                [
+                    b"".join((prefix, small[len(p) + extra] if len(p) < 16000 else varint(len(p) + extra), p,
+                              index_field(_INDEX_TAG, first + i)))
+                    for i, p in enumerate(payloads)
+                ]
+            )  # fmt: skip
             self._queue(layout.GRAPH_EXECUTION_TRACES, chunks)
         except Exception as error:
             self._fail(f"could not encode traces: {error!r}")
