@@ -1,5 +1,6 @@
 """FULL_HEALTH counts of both tracing paths against a numpy reference: the TIR summary
-kernel the compiled path inserts, and the numpy summary of the VM-instrument path, on every
+kernel the compiled path inserts (which the VM-instrument path calls from its callback in
+health modes), and the numpy summary (FULL_STATS, and where no kernel applies), on every
 health dtype, odd shapes, empty tensors and planted NaN/Inf; the guarded parameter kernels
 (param_summaries) count the same, and leave a row Python pre-marked untouched."""
 
@@ -10,8 +11,8 @@ import pytest
 import tvm
 from test_instrument_modes import _expected
 
-from tvmdbg_tb.instrument import compiled, param_cache
-from tvmdbg_tb.instrument.fast_tracer import _values_list
+from tvmdbg_tb.instrument import compiled, kernel_summary, param_cache
+from tvmdbg_tb.instrument.compiled import row_values
 from tvmdbg_tb.instrument.summary import debug_values
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -39,16 +40,22 @@ def test_both_paths_match_numpy(dtype):
     for seed, shape in enumerate(SHAPES):
         array = _array(dtype, shape, seed)
         expected = _expected("FULL_HEALTH", array)
-        # VM-instrument path: numpy on the zero-copy view.
+        # numpy on the zero-copy view (FULL_STATS and the fallback when no kernel applies).
         got = debug_values(pb.FULL_HEALTH, tvm.runtime.tensor(array), dtype, shape)
         assert got == expected, (dtype, shape, "numpy path")
+        # VM-instrument path in health modes: the summary kernel called from the callback.
+        for mode in ("CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH"):
+            values = kernel_summary.health_values(
+                pb.TensorDebugMode.Value(mode), tvm.runtime.tensor(array), dtype, shape
+            )
+            assert values == _expected(mode, array), (dtype, shape, mode, "VM-instrument path")
         # Compiled path: the TIR summary kernel writing one row of the stats buffer.
         kernel = tvm.get_global_func(compiled.kernel(dtype, len(shape), True))
         stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
         kernel(tvm.runtime.tensor(array), stats, 0)
         row = stats.numpy()[0].tolist()
         assert row[8 : 8 + len(shape)] == list(shape)
-        assert _values_list(pb.FULL_HEALTH, row, dtype) == expected, (dtype, shape, "kernel path")
+        assert row_values(pb.FULL_HEALTH, row, dtype) == expected, (dtype, shape, "kernel path")
         # The guarded parameter kernel: same counts on a fresh row, nothing on a pre-marked one.
         guarded = tvm.get_global_func(compiled.kernel(dtype, len(shape), True, guarded=True))
         stats = tvm.runtime.tensor(np.zeros((2, compiled.ROW_WIDTH), "float64"))
@@ -56,7 +63,7 @@ def test_both_paths_match_numpy(dtype):
         view[1, 0] = param_cache.SKIPPED
         guarded(tvm.runtime.tensor(array), stats, 0)
         guarded(tvm.runtime.tensor(array), stats, 1)
-        assert _values_list(pb.FULL_HEALTH, view[0].tolist(), dtype) == expected, (dtype, shape, "guarded")
+        assert row_values(pb.FULL_HEALTH, view[0].tolist(), dtype) == expected, (dtype, shape, "guarded")
         assert view[1].tolist() == [param_cache.SKIPPED] + [0.0] * (compiled.ROW_WIDTH - 1)
 
 
@@ -65,7 +72,7 @@ def _kernel_values(array: np.ndarray) -> list[float]:
     kernel = tvm.get_global_func(compiled.kernel(dtype, array.ndim, True))
     stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
     kernel(tvm.runtime.tensor(array), stats, 0)
-    return _values_list(pb.FULL_HEALTH, stats.numpy()[0].tolist(), dtype)
+    return row_values(pb.FULL_HEALTH, stats.numpy()[0].tolist(), dtype)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])

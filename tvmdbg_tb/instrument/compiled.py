@@ -20,13 +20,16 @@ An unwritten row (cycles == 0) is a kernel that did not run (it raised, or a bra
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 
 import tvm
 from tvm import relax
 
+from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.instrument import graphs, stats_kernel
+from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 ROW_WIDTH = 21
 STATS_COLUMN = 16  # min, max, mean, l2_norm, abs_max (FULL_STATS' last five values)
@@ -81,6 +84,31 @@ class CompiledFunction:
 
 _FIDS = iter(range(1, 1 << 62))
 FUNCTIONS: dict[int, CompiledFunction] = {}
+
+
+def row_statistics(row: list[float], dtype: str) -> list[float]:
+    """FULL_STATS' [min, max, mean, l2_norm, abs_max]: the kernel's, or from counts for bool."""
+    if dtype != "bool":
+        return row[STATS_COLUMN : STATS_COLUMN + 5]
+    size, lt, gt, eq, neg_inf, pos_inf = row[1:7]
+    if size <= 0:
+        return [math.nan] * 5
+    low, high = (0.0 if eq else 1.0), (1.0 if gt else 0.0)
+    return [low, high, gt / size, math.sqrt(gt), high]
+
+
+def row_values(mode: int, row: list[float], dtype: str) -> list[float]:
+    """The debug_values in a health mode or FULL_STATS of one summary row (ROW_WIDTH layout)."""
+    size, lt, gt, eq, neg_inf, pos_inf, rank = row[1:8]
+    nan = size - lt - gt - eq
+    if mode == pb.FULL_STATS:
+        full = [0.0, dtype_code(dtype), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
+        return full + row_statistics(row, dtype)
+    if mode == pb.FULL_HEALTH:
+        return [0.0, dtype_code(dtype), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
+    if mode == pb.CURT_HEALTH:
+        return [1.0 if neg_inf + pos_inf + nan > 0 else 0.0]
+    return [size, neg_inf, pos_inf, nan]
 
 
 def _summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool = False) -> str:

@@ -531,7 +531,7 @@ class CompiledTracer(Tracer):
     def _tuple_body(mode: int, rows: list, row_ids: tuple, items: list, spec_bytes: bytes, reused: dict) -> bytes:
         """A tuple's TensorSummary (summary.tuple_summary's layout) from its tensors' rows;
         items: each tensor's dtype and serialized dtype and shape."""
-        fulls = [_values_list(pb.FULL_HEALTH, row, dtype) for row, (dtype, _) in zip(rows, items)]
+        fulls = [compiled.row_values(pb.FULL_HEALTH, row, dtype) for row, (dtype, _) in zip(rows, items)]
         totals = tuple_health_values(mode, fulls)
         parts = [b"\x0a" + _varint(8 * len(totals)) + struct.pack(f"<{len(totals)}d", *totals), spec_bytes]
         indices = [reused.get(r) for r in row_ids]
@@ -622,7 +622,7 @@ class CompiledTracer(Tracer):
                 summary = pb.TensorSummary(
                     dtype=dtype,
                     shape=tuple(value.shape),
-                    debug_values=_values_list(mode, array[row].tolist(), dtype),
+                    debug_values=compiled.row_values(mode, array[row].tolist(), dtype),
                 )
                 if row in reused:
                     summary.summarized_in_execution = reused[row]
@@ -705,30 +705,6 @@ _STATS = struct.Struct("<15d")
 _CODES: dict[str, int] = {}
 
 
-def _statistics(row: list[float], dtype: str) -> list[float]:
-    """FULL_STATS' [min, max, mean, l2_norm, abs_max]: the kernel's, or from counts for bool."""
-    if dtype != "bool":
-        return row[compiled.STATS_COLUMN : compiled.STATS_COLUMN + 5]
-    size, lt, gt, eq, neg_inf, pos_inf = row[1:7]
-    if size <= 0:
-        return [math.nan] * 5
-    low, high = (0.0 if eq else 1.0), (1.0 if gt else 0.0)
-    return [low, high, gt / size, math.sqrt(gt), high]
-
-
-def _values_list(mode: int, row: list[float], dtype: str) -> list[float]:
-    size, lt, gt, eq, neg_inf, pos_inf, rank = row[1:8]
-    nan = size - lt - gt - eq
-    if mode == pb.FULL_STATS:
-        full = [0.0, dtype_code(dtype), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
-        return full + _statistics(row, dtype)
-    if mode == pb.FULL_HEALTH:
-        return [0.0, dtype_code(dtype), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
-    if mode == pb.CURT_HEALTH:
-        return [1.0 if neg_inf + pos_inf + nan > 0 else 0.0]
-    return [size, neg_inf, pos_inf, nan]
-
-
 def _debug_values(mode: int, row: list[float], dtype: str) -> bytes:
     """The debug_values field (tag, length, packed doubles) of one row in mode."""
     size, lt, gt, eq, neg_inf, pos_inf, rank = row[1:8]
@@ -742,7 +718,7 @@ def _debug_values(mode: int, row: list[float], dtype: str) -> bytes:
         return b"\x42\x08" + _CURT.pack(1.0 if neg_inf + pos_inf + nan > 0 else 0.0)
     if mode == pb.FULL_STATS:
         if dtype == "bool":
-            return b"\x42\x78" + _STATS.pack(*_values_list(mode, row, dtype))
+            return b"\x42\x78" + _STATS.pack(*compiled.row_values(mode, row, dtype))
         code = _CODES.get(dtype)
         if code is None:
             code = _CODES[dtype] = dtype_code(dtype)

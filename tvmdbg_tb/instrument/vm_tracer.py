@@ -9,13 +9,15 @@ are computed there, on zero-copy numpy views.
 from __future__ import annotations
 
 import math
+import struct
 import threading
 import time
 import warnings
 from typing import Any
 
+from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import param_cache
+from tvmdbg_tb.instrument import kernel_summary, param_cache
 from tvmdbg_tb.instrument.session import KernelCall, RuntimeFunction, RuntimeSite, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import (
     as_numpy,
@@ -30,33 +32,37 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 SKIP_RUN = 1
 _perf = time.perf_counter
+_F64 = struct.Struct("<d")
 
 
 class _Activation:
     """One Relax function being run (a top-level call or a nested closure call)."""
 
-    __slots__ = ("function", "counts")
+    __slots__ = ("function", "counts", "relevant")
 
-    def __init__(self, function: RuntimeFunction):
+    def __init__(self, function: RuntimeFunction, relevant: frozenset[str] | None):
         self.function = function
         self.counts: dict[str, int] = {}
+        # Symbols worth a look (its kernel sites and the nested functions); None: all of them.
+        self.relevant = relevant if function.mapped else None
 
 
 class _Call:
     """State of one top-level VM call on one thread."""
 
-    __slots__ = ("index", "function", "stack", "pending", "traces", "start", "stop", "fresh", "implicit")
+    __slots__ = ("index", "function", "stack", "pending", "traces", "start", "stop", "fresh", "implicit", "builtin")
 
-    def __init__(self, index: int, function: RuntimeFunction, implicit: bool):
+    def __init__(self, index: int, function: RuntimeFunction, implicit: bool, relevant: frozenset[str] | None):
         self.index = index
         self.function = function
-        self.stack = [_Activation(function)]
+        self.stack = [_Activation(function, relevant)]
         self.pending: list[tuple[RuntimeSite | None, str, float, bool]] = []
-        self.traces: list[pb.GraphExecutionTrace] = []
+        self.traces: list[pb.GraphExecutionTrace | bytes] = []  # serialized (_payloads); failures as messages
         self.start = _perf()
         self.stop: BaseException | None = None
         self.fresh: set[int] = set()  # tensors allocated and not yet written (unmapped functions)
         self.implicit = implicit
+        self.builtin: str | None = None  # a skipped builtin that started and did not return
 
 
 class Tracer:
@@ -69,6 +75,8 @@ class Tracer:
         self.program = session.program(info, vm)
         self.function_names = frozenset(info.functions) if info is not None and info.source_mapped else frozenset()
         self._local = threading.local()
+        self._relevant_symbols: dict[str, tuple[RuntimeFunction, frozenset[str]]] = {}
+        self._trace_statics: dict[tuple, bytes] = {}  # (site, slot, dtype) -> constant fields
         vm._set_instrument(self._instrument)
 
     # -- top-level calls -------------------------------------------------------------------
@@ -113,7 +121,17 @@ class Tracer:
 
     def _begin(self, function_name: str, implicit: bool) -> _Call:
         function = self.session.function(self.program, function_name)
-        return _Call(self.session.next_execution_index(), function, implicit)
+        return _Call(self.session.next_execution_index(), function, implicit, self._relevant(function))
+
+    def _relevant(self, function: RuntimeFunction) -> frozenset[str]:
+        """The symbols of function's kernel sites and of the functions it may call."""
+        found = self._relevant_symbols.get(function.name)
+        if found is None or found[0] is not function:
+            found = self._relevant_symbols[function.name] = (
+                function,
+                frozenset(function.by_symbol) | self.function_names,
+            )
+        return found[1]
 
     def _safely(self, fn, *args) -> None:
         try:
@@ -124,7 +142,7 @@ class Tracer:
     def _finish(self, call: _Call, inputs, outputs, error, frames, user_index) -> None:
         if error is not None:
             self._record_failure(call, error)
-        self._emit(call, TraceBatch(messages=call.traces), inputs, outputs, error, frames, user_index)
+        self._emit(call, _trace_batch(call.traces), inputs, outputs, error, frames, user_index)
 
     def _emit(self, call, traces: TraceBatch, inputs, outputs, error, frames, user_index, known=None) -> None:
         """Builds the call's Execution and hands it with its traces to the session's sinks.
@@ -171,6 +189,8 @@ class Tracer:
 
     def _record_failure(self, call: _Call, error: BaseException) -> None:
         """The call that raised is the one that saw BEFORE but no AFTER."""
+        if call.builtin is not None:  # a builtin the instrument let pass (a shape check...)
+            call.pending.append((None, call.builtin, 0.0, False))
         if not call.pending:
             return
         site, symbol, _, _ = call.pending[-1]
@@ -197,6 +217,13 @@ class Tracer:
             if implicit is None:
                 return 0
             call = self._local.call = self._begin(implicit[0], implicit=True)
+        # Most calls are VM builtins (allocations, null values, checks): in a mapped function
+        # one set lookup tells they are neither a kernel site nor a nested function, the same
+        # way before and after the call (the activation only changes on a nested function).
+        relevant = call.stack[-1].relevant
+        if relevant is not None and symbol not in relevant:
+            call.builtin = symbol if before else None  # the builtin running, if it raises
+            return 0
         try:
             if before:
                 return self._before(call, str(symbol), args)
@@ -207,7 +234,8 @@ class Tracer:
 
     def _before(self, call: _Call, symbol: str, args: tuple) -> int:
         if symbol in self.function_names:
-            call.stack.append(_Activation(self.session.function(self.program, symbol)))
+            nested = self.session.function(self.program, symbol)
+            call.stack.append(_Activation(nested, self._relevant(nested)))
             call.pending.append((None, symbol, 0.0, True))
             return 0
         site = self._site(call, symbol, args)
@@ -242,6 +270,48 @@ class Tracer:
             return sites[k]
         return self.session.dynamic_site(function, symbol, args, call.fresh)
 
+    def _payloads(self, index: int, site: RuntimeSite, outputs, duration: float) -> list[bytes]:
+        """The serialized traces of one kernel run: each (site, slot, dtype)'s constant
+        fields serialized once, then the execution index, the debug values (and tensor), the
+        duration and the shape appended as raw fields (concatenated messages merge)."""
+        mode = self.mode
+        out = []
+        for slot in site.slots:
+            if slot >= len(outputs):
+                continue
+            value = outputs[slot]
+            if not is_tensor(value):
+                continue
+            dtype = str(value.dtype)
+            shape = tuple(value.shape)
+            key = (site, slot, dtype)
+            static = self._trace_statics.get(key)
+            if static is None:
+                static = self._trace_statics[key] = pb.GraphExecutionTrace(
+                    op_id=site.op_id,
+                    output_slot=slot,
+                    op_name=site.name,
+                    kernel=site.kernel,
+                    graph_id=site.graph_id,
+                    tensor_debug_mode=mode,
+                    device="cpu:0",
+                    dtype=dtype,
+                ).SerializeToString()
+            parts = [static, b"\x18", varint(index)]
+            values = _values(mode, value, dtype, shape)
+            if values:
+                packed = struct.pack(f"<{len(values)}d", *values)
+                parts += [b"\x42", varint(len(packed)), packed]  # debug_values (8)
+            if mode == pb.FULL_TENSOR:
+                tensor = tensor_value(value, dtype, shape).SerializeToString()
+                parts += [b"\x4a", varint(len(tensor)), tensor]  # tensor_value (9)
+            parts += [b"\x59", _F64.pack(duration)]  # duration_us (11)
+            if shape:
+                dims = b"".join([varint(int(d)) for d in shape])
+                parts += [b"\x7a", varint(len(dims)), dims]  # shape (15)
+            out.append(b"".join(parts))
+        return out
+
     def _next_repetition(self, call: _Call) -> _Call:
         implicit = self._local.implicit
         self._safely(self._finish, call, (), None, None, implicit[1], implicit[2])
@@ -267,36 +337,15 @@ class Tracer:
         if call.fresh:
             for value in outputs:
                 call.fresh.discard(hash(value))
-        mode = self.mode
-        traces = []
-        for slot in site.slots:
-            if slot >= len(outputs):
-                continue
-            value = outputs[slot]
-            if not is_tensor(value):
-                continue
-            dtype = str(value.dtype)
-            shape = tuple(value.shape)
-            trace = pb.GraphExecutionTrace(
-                op_id=site.op_id,
-                output_slot=slot,
-                execution_index=call.index,
-                op_name=site.name,
-                kernel=site.kernel,
-                graph_id=site.graph_id,
-                tensor_debug_mode=mode,
-                debug_values=debug_values(mode, value, dtype, shape),
-                device="cpu:0",
-                duration_us=duration,
-                dtype=dtype,
-                shape=shape,
-            )
-            if mode == pb.FULL_TENSOR:
-                trace.tensor_value.CopyFrom(tensor_value(value, dtype, shape))
-            traces.append(trace)
-        call.traces.extend(traces)
         replayer = self.session.replay
-        if replayer is not None and replayer.watching:
+        watching = replayer is not None and replayer.watching
+        payloads = self._payloads(call.index, site, outputs, duration)
+        call.traces.extend(payloads)
+        if not watching and not self.session.want_nonfinite:
+            return
+        # The replay and the kernel sinks read messages: parsed (cheaper than built field by field).
+        traces = [pb.GraphExecutionTrace.FromString(p) for p in payloads]
+        if watching:
             replayer.on_traces(self.program, call.index, site, args, outputs, traces)
         if self.session.want_nonfinite:
             nonfinite = [_nonfinite(v) for v in outputs]
@@ -304,6 +353,20 @@ class Tracer:
             stop = self.session.kernel_done(kernel)
             if stop is not None and call.stop is None:
                 call.stop = stop
+
+
+def _values(mode: int, value, dtype: str, shape: tuple[int, ...]) -> list[float]:
+    """A kernel output's debug_values: counted by the summary kernel in health modes, else
+    (and whenever that kernel does not apply) in numpy."""
+    found = kernel_summary.health_values(mode, value, dtype, shape)
+    return found if found is not None else debug_values(mode, value, dtype, shape)
+
+
+def _trace_batch(traces: list) -> TraceBatch:
+    """A call's traces (serialized ones and messages, in kernel order) as one batch."""
+    if all(type(t) is bytes for t in traces):
+        return TraceBatch(payloads=traces)
+    return TraceBatch(payloads=[t if type(t) is bytes else t.SerializeToString() for t in traces])
 
 
 def _nonfinite(value) -> bool:
