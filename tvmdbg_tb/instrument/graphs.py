@@ -125,35 +125,62 @@ def _name(node) -> str:
 
 
 def _dim(value) -> int:
-    return int(value.value) if hasattr(value, "value") and isinstance(value.value, int) else -1
+    number = getattr(value, "value", None)
+    return int(number) if isinstance(number, int) else -1
+
+
+# PrimType by node address -> (the type, kept alive so the address stays its own; str() of
+# it; the bit width when it is a scalar int, else None). TVM interns the PrimTypes of a
+# dtype, so a module's thousands of dims and tensors read a handful of entries instead of
+# one FFI dtype read (~0.7 us) each.
+_PRIM_TYPES: dict[int, tuple[object, str, int | None]] = {}
+
+
+def _prim_type(prim_ty) -> tuple[object, str, int | None]:
+    key = prim_ty.__chandle__()
+    found = _PRIM_TYPES.get(key)
+    if found is None:
+        if len(_PRIM_TYPES) > 4096:  # not interned after all: stay bounded
+            _PRIM_TYPES.clear()
+        dtype = getattr(prim_ty, "dtype", None)
+        scalar_int = dtype is not None and dtype.type_code == 0 and dtype.lanes == 1  # DLPack int
+        found = _PRIM_TYPES[key] = (prim_ty, str(prim_ty), dtype.bits if scalar_int else None)
+    return found
 
 
 def _printed_dim(dim: int, value) -> str:
     """str(value) as the TVMScript printer writes it, without running the printer for ints."""
     if dim < 0:
         return str(value)
-    dtype = getattr(getattr(value, "ty", None), "dtype", None)
-    if dtype is None or dtype.type_code != 0 or dtype.lanes != 1:  # not a scalar int (DLPack code 0)
+    prim_ty = getattr(value, "ty", None)
+    bits = _prim_type(prim_ty)[2] if isinstance(prim_ty, tvm.ir.PrimType) else None
+    if bits is None:  # not a scalar int
         return str(value)
-    return str(dim) if dtype.bits == 32 else f"T.int{dtype.bits}({dim})"
+    return str(dim) if bits == 32 else f"T.int{bits}({dim})"
 
 
 def tensor_specs(ty) -> list[Spec]:
     """The tensor specs of a Relax type (a tuple type gives one per field, flattened)."""
     if isinstance(ty, relax.TupleType):
         out: list[Spec] = []
-        for field_ty in ty.fields:
+        for field_ty in ty.fields[:]:
             out.extend(tensor_specs(field_ty))
         return out
     if isinstance(ty, relax.TensorType):
-        dtype = str(ty.dtype) if ty.dtype is not None else ""
+        element = ty.dtype
+        if element is None:
+            dtype = ""
+        elif isinstance(element, tvm.ir.PrimType):
+            dtype = _prim_type(element)[1]
+        else:
+            dtype = str(element)
         shape = ty.shape
         if isinstance(shape, relax.ShapeExpr):
-            values = tuple(shape.values)  # one read of the FFI Array (its iteration is Python)
-            dims = tuple(_dim(v) for v in values)
+            values = shape.values[:]  # one read of the FFI Array (its iteration is Python)
+            dims = tuple([_dim(v) for v in values])
             # Static dims printed from their value: str() of a PrimExpr runs the TVMScript
             # printer (~30 us per dim, most of a 1000-kernel compile's instrumentation cost).
-            printed = ", ".join(_printed_dim(d, v) for d, v in zip(dims, values))
+            printed = ", ".join([_printed_dim(d, v) for d, v in zip(dims, values)])
             printed = "(" + printed + ("," if len(dims) == 1 else "") + ")"
             return [(dtype, dims, printed)]
         ndim = int(ty.ndim)
@@ -169,8 +196,10 @@ def _spec(expr) -> Spec | None:
 def _bindings(expr):
     """All bindings of a function body, in textual order (If branches included)."""
     if isinstance(expr, relax.SeqExpr):
-        for block in expr.blocks:
-            for binding in block.bindings:
+        # Slices read a tvm_ffi Array in one comprehension (its iterator is one __getitem__,
+        # with its checks, per element).
+        for block in expr.blocks[:]:
+            for binding in block.bindings[:]:
                 yield binding
                 yield from _bindings(binding.value)
         yield from _bindings(expr.body)
@@ -279,8 +308,8 @@ def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict
 def _call_operands(value) -> list:
     if isinstance(value, relax.Call):
         operands = []
-        for arg in value.args:
-            operands.extend(arg.fields if isinstance(arg, relax.Tuple) else [arg])
+        for arg in value.args[:]:
+            operands.extend(arg.fields[:] if isinstance(arg, relax.Tuple) else [arg])
         return operands
     return []
 
@@ -434,10 +463,10 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
         op = _op_name(value)
         site = None
         if op in _DPS_OPS:
-            callee = value.args[0]
-            args = value.args[1]
-            arg_list = list(args.fields) if isinstance(args, relax.Tuple) else [args]
-            outputs = tensor_specs(value.ty_args[0]) if len(value.ty_args) else tensor_specs(var.ty)
+            callee, args = value.args[:2]
+            arg_list = args.fields[:] if isinstance(args, relax.Tuple) else [args]
+            ty_args = value.ty_args[:]
+            outputs = tensor_specs(ty_args[0]) if ty_args else tensor_specs(var.ty)
             inplace: tuple[int, ...] = ()
             if op == "relax.call_tir_inplace":
                 inplace = tuple(int(i) for i in value.attrs.inplace_indices)
@@ -446,7 +475,7 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             callee = value.args[0] if op in _PACKED_OPS else value.op
             symbol = _name(callee)
             if not symbol.startswith("vm."):
-                arg_list = list(value.args[1:] if op in _PACKED_OPS else value.args)
+                arg_list = value.args[1:] if op in _PACKED_OPS else value.args[:]
                 site = (symbol, "call_packed", arg_list, tensor_specs(var.ty), ())
         if site is None:
             continue
