@@ -314,11 +314,6 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     body = func.body
     if not isinstance(body, relax.SeqExpr):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
-    # One walk reads every binding and its value once (each FFI read is a call; a slice reads a
-    # tvm_ffi Array in one comprehension instead of one __getitem__ per element).
-    block_bindings = [[(b, b.value) for b in block.bindings[:]] for block in body.blocks[:]]
-    if any(isinstance(value, relax.If) for bindings in block_bindings for _, value in bindings):
-        raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
     rows: list[RowInfo] = []
     plan: list[tuple[graphs.SiteInfo, list[int]]] = []
     for site in function_info.sites:
@@ -362,11 +357,22 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     prologue.append(summary(None, 0, False))
     output_rows: dict[int, int] = {hash(p): 1 + len(rows) + j for j, p in enumerate(params)}
     blocks = []
+    values: dict[int, object] = {}  # the tuples bound to vars, for _leaves
     next_site, row = 0, 1
-    for block_list in block_bindings:
+    # One walk reads each binding and its value once (each FFI read is a call; a slice reads a
+    # tvm_ffi Array in one comprehension, not one checked __getitem__ per element), holding no
+    # more IR wrappers than the new blocks need: each is a GC-tracked Python object, and
+    # thousands of them kept at once trigger collections of the whole heap.
+    for block in body.blocks[:]:
         bindings = []
-        for binding, value in block_list:
-            is_site = next_site < len(plan) and _callee_name(value) == plan[next_site][0].kernel
+        for binding in block.bindings[:]:
+            value = binding.value
+            if isinstance(value, relax.If):
+                raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
+            callee = _callee_name(value)
+            if callee == "vm.builtin.make_tuple" or isinstance(value, relax.Tuple):
+                values[hash(binding.var)] = value
+            is_site = next_site < len(plan) and callee == plan[next_site][0].kernel
             if is_site and prologue:
                 bindings.extend(prologue)
                 prologue = []
@@ -393,7 +399,6 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     new_func = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs, func.span)
     compiled = CompiledFunction(fid, executable_id, function_info.name, rows, bool(health), nrows)
     compiled.param_rows = [output_rows.get(hash(p)) for p in func.params]
-    values = {hash(b.var): value for bindings in block_bindings for b, value in bindings}
     leaves = _leaves(body.body, values)
     compiled.output_rows = [output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in leaves]
     compiled.param_specs = [_static_spec(p) for p in func.params]

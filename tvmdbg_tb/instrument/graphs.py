@@ -120,7 +120,7 @@ def _name(node) -> str:
     for attr in ("name_hint", "global_symbol", "name"):
         value = getattr(node, attr, None)
         if isinstance(value, str) and value:
-            return value
+            return str(value)  # a plain str: a tvm_ffi String is two GC-tracked objects
     return type(node).__name__
 
 
@@ -182,10 +182,25 @@ def tensor_specs(ty) -> list[Spec]:
             # printer (~30 us per dim, most of a 1000-kernel compile's instrumentation cost).
             printed = ", ".join([_printed_dim(d, v) for d, v in zip(dims, values)])
             printed = "(" + printed + ("," if len(dims) == 1 else "") + ")"
-            return [(dtype, dims, printed)]
+            return [_interned((dtype, dims, printed))]
         ndim = int(ty.ndim)
-        return [(dtype, tuple([-1] * max(ndim, 0)), "")]
+        return [_interned((dtype, tuple([-1] * max(ndim, 0)), ""))]
     return []
+
+
+_SPECS: dict[Spec, Spec] = {}
+
+
+def _interned(spec: Spec) -> Spec:
+    """One tuple per distinct spec: a model repeats a few shapes over thousands of tensors, and
+    every tuple kept alive until the next collection counts towards Python's GC thresholds
+    (a 1000-kernel compile kept enough objects to trigger a ~100 ms full collection)."""
+    found = _SPECS.get(spec)
+    if found is None:
+        if len(_SPECS) > 4096:
+            _SPECS.clear()
+        found = _SPECS[spec] = spec
+    return found
 
 
 def _spec(expr) -> Spec | None:
@@ -219,7 +234,7 @@ def _relax_functions(mod, primitive: bool):
 
 def _op_name(value) -> str | None:
     if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
-        return value.op.name
+        return str(value.op.name)
     return None
 
 
@@ -272,14 +287,15 @@ def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict
     by_name: dict[NameKey, list[Origin]] = {}
     by_operand: ByOperand = {}
     for fname, func in _relax_functions(mod, primitive=False):
-        function_origins: list[tuple[int, list, Origin]] = []
+        function_origins: list[tuple[int, list[int], Origin]] = []
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
+            var_name = str(var.name)
             if isinstance(value, relax.Var):
                 source = by_var.get(hash(value))
                 if source is not None:
                     by_var[hash(var)] = source
-                    by_name.setdefault((fname, var.name), []).append(source)
+                    by_name.setdefault((fname, var_name), []).append(source)
                 continue
             op_type = op_type_of(value)
             if not op_type:
@@ -288,17 +304,18 @@ def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict
             if entry is None:
                 frames, user_index = _span_frames(value, fname)
                 if not frames:
-                    entry = emitted.find(var.name, op_type)
+                    entry = emitted.find(var_name, op_type)
             if entry is not None:
                 frames, user_index = entry.frames, entry.user_index
                 op_type = entry.op_type or op_type  # the op the user wrote, before legalization
-            origin = Origin(op_type, var.name, frames, user_index)
+            origin = Origin(op_type, var_name, frames, user_index)
             by_var[hash(var)] = origin
-            by_name.setdefault((fname, var.name), []).append(origin)
-            # Operand vars read once (each FFI container access costs ~5 us on 1000-op models).
-            operand_vars = [o for o in _call_operands(value) if isinstance(o, relax.Var)]
-            function_origins.append((hash(var), operand_vars, origin))
-            operands = frozenset(hash(o) for o in operand_vars)
+            by_name.setdefault((fname, var_name), []).append(origin)
+            # Operands read once (each FFI container access costs ~5 us on 1000-op models), kept
+            # as hashes: IR wrappers are GC-tracked Python objects, not worth holding.
+            operand_keys = [hash(o) for o in _call_operands(value) if isinstance(o, relax.Var)]
+            function_origins.append((hash(var), operand_keys, origin))
+            operands = frozenset(operand_keys)
             for operand in operands:
                 by_operand.setdefault(operand, []).append((hash(var), operands))
         _inherit_from_consumers(function_origins)
@@ -314,19 +331,19 @@ def _call_operands(value) -> list:
     return []
 
 
-def _inherit_from_consumers(function_origins: list[tuple[int, list, Origin]]) -> None:
+def _inherit_from_consumers(function_origins: list[tuple[int, list[int], Origin]]) -> None:
     """Ops the user did not emit themselves (the inner calls of a nested expression given to
     one BlockBuilder.emit, ops re-created by passes) take the location of their first
     consumer that has one: the line that wrote the expression."""
     inherited: dict[int, Origin] = {}
-    for key, operand_vars, origin in reversed(function_origins):
+    for key, operand_keys, origin in reversed(function_origins):
         if not origin.frames:
             source = inherited.get(key)
             if source is not None:
                 origin.frames, origin.user_index = source.frames, source.user_index
         if origin.frames:
-            for operand in operand_vars:
-                inherited[hash(operand)] = origin
+            for operand in operand_keys:
+                inherited[operand] = origin
 
 
 def _span_frames(value, function_name: str) -> tuple[list[Frame], int]:
@@ -377,7 +394,7 @@ def fused_members(fuse_snapshot, by_operand: ByOperand) -> dict[str, list[Member
                     var = argument[hash(var)]
                 return fresh.get(hash(var), hash(var)) if isinstance(var, relax.Var) else None
 
-            keys = [(hash(b.var), b.var.name) for b in inner[:-1]]
+            keys = [(hash(b.var), str(b.var.name)) for b in inner[:-1]]
             last = inner[-1]
             operands = {original(o) for o in _call_operands(last.value) if isinstance(o, relax.Var)} - {None}
             claimed = {key for key, _ in keys}
@@ -388,10 +405,10 @@ def fused_members(fuse_snapshot, by_operand: ByOperand) -> dict[str, list[Member
                 if operands <= needs and var_hash not in claimed
             ]
             if candidates:
-                keys.append((candidates[0], last.var.name))
+                keys.append((candidates[0], str(last.var.name)))
                 fresh[hash(binding.var)] = candidates[0]
             else:
-                keys.append((hash(last.var), last.var.name))
+                keys.append((hash(last.var), str(last.var.name)))
             members.setdefault(name, keys)
     return members
 
@@ -447,10 +464,10 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
         if isinstance(expr, relax.Var):
             if hash(expr) in produced:
                 position, slot = produced[hash(expr)]
-                return InputInfo(1, expr.name, _spec(expr), position, slot)
+                return InputInfo(1, str(expr.name), _spec(expr), position, slot)
             if hash(expr) in param_index:
-                return InputInfo(2, expr.name, _spec(expr), param_index=param_index[hash(expr)])
-            return InputInfo(0, expr.name, _spec(expr))
+                return InputInfo(2, str(expr.name), _spec(expr), param_index=param_index[hash(expr)])
+            return InputInfo(0, str(expr.name), _spec(expr))
         if isinstance(expr, tvm.ir.expr.Constant):
             return InputInfo(3, "const", _spec(expr))
         return InputInfo(0, type(expr).__name__, _spec(expr))
@@ -481,7 +498,8 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             continue
         kernel, call_type, arg_list, outputs, inplace = site
         position = len(sites)
-        name = var.name if var.name not in used_names else f"{var.name}_{position}"
+        var_name = str(var.name)
+        name = var_name if var_name not in used_names else f"{var_name}_{position}"
         used_names.add(name)
         members = fused.get(kernel)
         found: list[Origin | None] = []
@@ -489,7 +507,7 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             found = [_origin_of(key, fname, origins, origins_by_name) for key in members]
             site_origins = [o for o in found if o is not None]
         else:
-            origin = _origin_of((hash(var), var.name), fname, origins, origins_by_name)
+            origin = _origin_of((hash(var), var_name), fname, origins, origins_by_name)
             site_origins = [origin] if origin is not None else []
         # Drop repeats (an alias resolves to the op it names).
         unique: list[Origin] = []
@@ -516,7 +534,7 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
         produced[hash(var)] = (position, 0)
     return FunctionInfo(
         name=fname,
-        param_names=[p.name for p in params],
+        param_names=[str(p.name) for p in params],
         params=[_spec(p) for p in params],
         sites=sites,
         pure=bool(getattr(func, "is_pure", True)),
