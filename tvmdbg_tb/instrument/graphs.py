@@ -279,10 +279,12 @@ NameKey = tuple[str, str]  # (Relax function, var name): names repeat across fun
 ByOperand = dict[int, list[tuple[int, frozenset[int]]]]
 
 
-def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict[NameKey, list[Origin]], ByOperand]:
+def collect_origins(
+    mod, emitted: OriginSource, by_operands: bool = True
+) -> tuple[dict[int, Origin], dict[NameKey, list[Origin]], ByOperand]:
     """Original ops of mod by var identity, by (function, var name) as a fallback, and an
     index of ops by their operands (to recognise the last op of a fused group, whose var
-    FuseOps replaces)."""
+    FuseOps replaces; left empty unless by_operands: a build without FuseOps has no use for it)."""
     by_var: dict[int, Origin] = {}
     by_name: dict[NameKey, list[Origin]] = {}
     by_operand: ByOperand = {}
@@ -315,9 +317,10 @@ def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict
             # as hashes: IR wrappers are GC-tracked Python objects, not worth holding.
             operand_keys = [hash(o) for o in _call_operands(value) if isinstance(o, relax.Var)]
             function_origins.append((hash(var), operand_keys, origin))
-            operands = frozenset(operand_keys)
-            for operand in operands:
-                by_operand.setdefault(operand, []).append((hash(var), operands))
+            if by_operands:
+                operands = frozenset(operand_keys)
+                for operand in operands:
+                    by_operand.setdefault(operand, []).append((hash(var), operands))
         _inherit_from_consumers(function_origins)
     return by_var, by_name, by_operand
 
