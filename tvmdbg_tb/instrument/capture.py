@@ -219,7 +219,7 @@ def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> gra
     """The ExecutableInfo of one build; never raises (a failure becomes a note)."""
     executable_id = uuid.uuid4().hex[:12]
     try:
-        origins, by_name, by_operand = graphs.collect_origins(mod, REGISTRY)
+        origins, by_name, by_operand = graphs.collect_origins(mod, REGISTRY, snapshots.fused is not None)
         fused = graphs.fused_members(snapshots.fused, by_operand)
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
         functions = graphs.extract_functions(sites_mod, origins, by_name, fused)

@@ -120,45 +120,87 @@ def _name(node) -> str:
     for attr in ("name_hint", "global_symbol", "name"):
         value = getattr(node, attr, None)
         if isinstance(value, str) and value:
-            return value
+            return str(value)  # a plain str: a tvm_ffi String is two GC-tracked objects
     return type(node).__name__
 
 
 def _dim(value) -> int:
-    return int(value.value) if hasattr(value, "value") and isinstance(value.value, int) else -1
+    number = getattr(value, "value", None)
+    return int(number) if isinstance(number, int) else -1
+
+
+# PrimType by node address -> (the type, kept alive so the address stays its own; str() of
+# it; the bit width when it is a scalar int, else None). TVM interns the PrimTypes of a
+# dtype, so a module's thousands of dims and tensors read a handful of entries instead of
+# one FFI dtype read (~0.7 us) each.
+_PRIM_TYPES: dict[int, tuple[object, str, int | None]] = {}
+
+
+def _prim_type(prim_ty) -> tuple[object, str, int | None]:
+    key = prim_ty.__chandle__()
+    found = _PRIM_TYPES.get(key)
+    if found is None:
+        if len(_PRIM_TYPES) > 4096:  # not interned after all: stay bounded
+            _PRIM_TYPES.clear()
+        dtype = getattr(prim_ty, "dtype", None)
+        scalar_int = dtype is not None and dtype.type_code == 0 and dtype.lanes == 1  # DLPack int
+        found = _PRIM_TYPES[key] = (prim_ty, str(prim_ty), dtype.bits if scalar_int else None)
+    return found
 
 
 def _printed_dim(dim: int, value) -> str:
     """str(value) as the TVMScript printer writes it, without running the printer for ints."""
     if dim < 0:
         return str(value)
-    dtype = getattr(getattr(value, "ty", None), "dtype", None)
-    if dtype is None or dtype.type_code != 0 or dtype.lanes != 1:  # not a scalar int (DLPack code 0)
+    prim_ty = getattr(value, "ty", None)
+    bits = _prim_type(prim_ty)[2] if isinstance(prim_ty, tvm.ir.PrimType) else None
+    if bits is None:  # not a scalar int
         return str(value)
-    return str(dim) if dtype.bits == 32 else f"T.int{dtype.bits}({dim})"
+    return str(dim) if bits == 32 else f"T.int{bits}({dim})"
 
 
 def tensor_specs(ty) -> list[Spec]:
     """The tensor specs of a Relax type (a tuple type gives one per field, flattened)."""
     if isinstance(ty, relax.TupleType):
         out: list[Spec] = []
-        for field_ty in ty.fields:
+        for field_ty in ty.fields[:]:
             out.extend(tensor_specs(field_ty))
         return out
     if isinstance(ty, relax.TensorType):
-        dtype = str(ty.dtype) if ty.dtype is not None else ""
+        element = ty.dtype
+        if element is None:
+            dtype = ""
+        elif isinstance(element, tvm.ir.PrimType):
+            dtype = _prim_type(element)[1]
+        else:
+            dtype = str(element)
         shape = ty.shape
         if isinstance(shape, relax.ShapeExpr):
-            values = tuple(shape.values)  # one read of the FFI Array (its iteration is Python)
-            dims = tuple(_dim(v) for v in values)
+            values = shape.values[:]  # one read of the FFI Array (its iteration is Python)
+            dims = tuple([_dim(v) for v in values])
             # Static dims printed from their value: str() of a PrimExpr runs the TVMScript
             # printer (~30 us per dim, most of a 1000-kernel compile's instrumentation cost).
-            printed = ", ".join(_printed_dim(d, v) for d, v in zip(dims, values))
+            printed = ", ".join([_printed_dim(d, v) for d, v in zip(dims, values)])
             printed = "(" + printed + ("," if len(dims) == 1 else "") + ")"
-            return [(dtype, dims, printed)]
+            return [_interned((dtype, dims, printed))]
         ndim = int(ty.ndim)
-        return [(dtype, tuple([-1] * max(ndim, 0)), "")]
+        return [_interned((dtype, tuple([-1] * max(ndim, 0)), ""))]
     return []
+
+
+_SPECS: dict[Spec, Spec] = {}
+
+
+def _interned(spec: Spec) -> Spec:
+    """One tuple per distinct spec: a model repeats a few shapes over thousands of tensors, and
+    every tuple kept alive until the next collection counts towards Python's GC thresholds
+    (a 1000-kernel compile kept enough objects to trigger a ~100 ms full collection)."""
+    found = _SPECS.get(spec)
+    if found is None:
+        if len(_SPECS) > 4096:
+            _SPECS.clear()
+        found = _SPECS[spec] = spec
+    return found
 
 
 def _spec(expr) -> Spec | None:
@@ -169,8 +211,10 @@ def _spec(expr) -> Spec | None:
 def _bindings(expr):
     """All bindings of a function body, in textual order (If branches included)."""
     if isinstance(expr, relax.SeqExpr):
-        for block in expr.blocks:
-            for binding in block.bindings:
+        # Slices read a tvm_ffi Array in one comprehension (its iterator is one __getitem__,
+        # with its checks, per element).
+        for block in expr.blocks[:]:
+            for binding in block.bindings[:]:
                 yield binding
                 yield from _bindings(binding.value)
         yield from _bindings(expr.body)
@@ -190,7 +234,7 @@ def _relax_functions(mod, primitive: bool):
 
 def _op_name(value) -> str | None:
     if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
-        return value.op.name
+        return str(value.op.name)
     return None
 
 
@@ -235,22 +279,25 @@ NameKey = tuple[str, str]  # (Relax function, var name): names repeat across fun
 ByOperand = dict[int, list[tuple[int, frozenset[int]]]]
 
 
-def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict[NameKey, list[Origin]], ByOperand]:
+def collect_origins(
+    mod, emitted: OriginSource, by_operands: bool = True
+) -> tuple[dict[int, Origin], dict[NameKey, list[Origin]], ByOperand]:
     """Original ops of mod by var identity, by (function, var name) as a fallback, and an
     index of ops by their operands (to recognise the last op of a fused group, whose var
-    FuseOps replaces)."""
+    FuseOps replaces; left empty unless by_operands: a build without FuseOps has no use for it)."""
     by_var: dict[int, Origin] = {}
     by_name: dict[NameKey, list[Origin]] = {}
     by_operand: ByOperand = {}
     for fname, func in _relax_functions(mod, primitive=False):
-        function_origins: list[tuple[int, list, Origin]] = []
+        function_origins: list[tuple[int, list[int], Origin]] = []
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
+            var_name = str(var.name)
             if isinstance(value, relax.Var):
                 source = by_var.get(hash(value))
                 if source is not None:
                     by_var[hash(var)] = source
-                    by_name.setdefault((fname, var.name), []).append(source)
+                    by_name.setdefault((fname, var_name), []).append(source)
                 continue
             op_type = op_type_of(value)
             if not op_type:
@@ -259,19 +306,21 @@ def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict
             if entry is None:
                 frames, user_index = _span_frames(value, fname)
                 if not frames:
-                    entry = emitted.find(var.name, op_type)
+                    entry = emitted.find(var_name, op_type)
             if entry is not None:
                 frames, user_index = entry.frames, entry.user_index
                 op_type = entry.op_type or op_type  # the op the user wrote, before legalization
-            origin = Origin(op_type, var.name, frames, user_index)
+            origin = Origin(op_type, var_name, frames, user_index)
             by_var[hash(var)] = origin
-            by_name.setdefault((fname, var.name), []).append(origin)
-            # Operand vars read once (each FFI container access costs ~5 us on 1000-op models).
-            operand_vars = [o for o in _call_operands(value) if isinstance(o, relax.Var)]
-            function_origins.append((hash(var), operand_vars, origin))
-            operands = frozenset(hash(o) for o in operand_vars)
-            for operand in operands:
-                by_operand.setdefault(operand, []).append((hash(var), operands))
+            by_name.setdefault((fname, var_name), []).append(origin)
+            # Operands read once (each FFI container access costs ~5 us on 1000-op models), kept
+            # as hashes: IR wrappers are GC-tracked Python objects, not worth holding.
+            operand_keys = [hash(o) for o in _call_operands(value) if isinstance(o, relax.Var)]
+            function_origins.append((hash(var), operand_keys, origin))
+            if by_operands:
+                operands = frozenset(operand_keys)
+                for operand in operands:
+                    by_operand.setdefault(operand, []).append((hash(var), operands))
         _inherit_from_consumers(function_origins)
     return by_var, by_name, by_operand
 
@@ -279,25 +328,25 @@ def collect_origins(mod, emitted: OriginSource) -> tuple[dict[int, Origin], dict
 def _call_operands(value) -> list:
     if isinstance(value, relax.Call):
         operands = []
-        for arg in value.args:
-            operands.extend(arg.fields if isinstance(arg, relax.Tuple) else [arg])
+        for arg in value.args[:]:
+            operands.extend(arg.fields[:] if isinstance(arg, relax.Tuple) else [arg])
         return operands
     return []
 
 
-def _inherit_from_consumers(function_origins: list[tuple[int, list, Origin]]) -> None:
+def _inherit_from_consumers(function_origins: list[tuple[int, list[int], Origin]]) -> None:
     """Ops the user did not emit themselves (the inner calls of a nested expression given to
     one BlockBuilder.emit, ops re-created by passes) take the location of their first
     consumer that has one: the line that wrote the expression."""
     inherited: dict[int, Origin] = {}
-    for key, operand_vars, origin in reversed(function_origins):
+    for key, operand_keys, origin in reversed(function_origins):
         if not origin.frames:
             source = inherited.get(key)
             if source is not None:
                 origin.frames, origin.user_index = source.frames, source.user_index
         if origin.frames:
-            for operand in operand_vars:
-                inherited[hash(operand)] = origin
+            for operand in operand_keys:
+                inherited[operand] = origin
 
 
 def _span_frames(value, function_name: str) -> tuple[list[Frame], int]:
@@ -348,7 +397,7 @@ def fused_members(fuse_snapshot, by_operand: ByOperand) -> dict[str, list[Member
                     var = argument[hash(var)]
                 return fresh.get(hash(var), hash(var)) if isinstance(var, relax.Var) else None
 
-            keys = [(hash(b.var), b.var.name) for b in inner[:-1]]
+            keys = [(hash(b.var), str(b.var.name)) for b in inner[:-1]]
             last = inner[-1]
             operands = {original(o) for o in _call_operands(last.value) if isinstance(o, relax.Var)} - {None}
             claimed = {key for key, _ in keys}
@@ -359,10 +408,10 @@ def fused_members(fuse_snapshot, by_operand: ByOperand) -> dict[str, list[Member
                 if operands <= needs and var_hash not in claimed
             ]
             if candidates:
-                keys.append((candidates[0], last.var.name))
+                keys.append((candidates[0], str(last.var.name)))
                 fresh[hash(binding.var)] = candidates[0]
             else:
-                keys.append((hash(last.var), last.var.name))
+                keys.append((hash(last.var), str(last.var.name)))
             members.setdefault(name, keys)
     return members
 
@@ -418,10 +467,10 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
         if isinstance(expr, relax.Var):
             if hash(expr) in produced:
                 position, slot = produced[hash(expr)]
-                return InputInfo(1, expr.name, _spec(expr), position, slot)
+                return InputInfo(1, str(expr.name), _spec(expr), position, slot)
             if hash(expr) in param_index:
-                return InputInfo(2, expr.name, _spec(expr), param_index=param_index[hash(expr)])
-            return InputInfo(0, expr.name, _spec(expr))
+                return InputInfo(2, str(expr.name), _spec(expr), param_index=param_index[hash(expr)])
+            return InputInfo(0, str(expr.name), _spec(expr))
         if isinstance(expr, tvm.ir.expr.Constant):
             return InputInfo(3, "const", _spec(expr))
         return InputInfo(0, type(expr).__name__, _spec(expr))
@@ -434,10 +483,10 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
         op = _op_name(value)
         site = None
         if op in _DPS_OPS:
-            callee = value.args[0]
-            args = value.args[1]
-            arg_list = list(args.fields) if isinstance(args, relax.Tuple) else [args]
-            outputs = tensor_specs(value.ty_args[0]) if len(value.ty_args) else tensor_specs(var.ty)
+            callee, args = value.args[:2]
+            arg_list = args.fields[:] if isinstance(args, relax.Tuple) else [args]
+            ty_args = value.ty_args[:]
+            outputs = tensor_specs(ty_args[0]) if ty_args else tensor_specs(var.ty)
             inplace: tuple[int, ...] = ()
             if op == "relax.call_tir_inplace":
                 inplace = tuple(int(i) for i in value.attrs.inplace_indices)
@@ -446,13 +495,14 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             callee = value.args[0] if op in _PACKED_OPS else value.op
             symbol = _name(callee)
             if not symbol.startswith("vm."):
-                arg_list = list(value.args[1:] if op in _PACKED_OPS else value.args)
+                arg_list = value.args[1:] if op in _PACKED_OPS else value.args[:]
                 site = (symbol, "call_packed", arg_list, tensor_specs(var.ty), ())
         if site is None:
             continue
         kernel, call_type, arg_list, outputs, inplace = site
         position = len(sites)
-        name = var.name if var.name not in used_names else f"{var.name}_{position}"
+        var_name = str(var.name)
+        name = var_name if var_name not in used_names else f"{var_name}_{position}"
         used_names.add(name)
         members = fused.get(kernel)
         found: list[Origin | None] = []
@@ -460,7 +510,7 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             found = [_origin_of(key, fname, origins, origins_by_name) for key in members]
             site_origins = [o for o in found if o is not None]
         else:
-            origin = _origin_of((hash(var), var.name), fname, origins, origins_by_name)
+            origin = _origin_of((hash(var), var_name), fname, origins, origins_by_name)
             site_origins = [origin] if origin is not None else []
         # Drop repeats (an alias resolves to the op it names).
         unique: list[Origin] = []
@@ -487,7 +537,7 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
         produced[hash(var)] = (position, 0)
     return FunctionInfo(
         name=fname,
-        param_names=[p.name for p in params],
+        param_names=[str(p.name) for p in params],
         params=[_spec(p) for p in params],
         sites=sites,
         pure=bool(getattr(func, "is_pure", True)),

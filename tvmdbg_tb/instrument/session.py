@@ -191,6 +191,7 @@ class Session:
         self._programs: dict[str, Program] = {}
         self._lock = threading.Lock()
         self._locations: dict[tuple, pb.CodeLocation] = {}
+        self._specs: dict[graphs.Spec, pb.TensorSpec] = {}
 
     # -- sinks -----------------------------------------------------------------------------
 
@@ -255,9 +256,15 @@ class Session:
         return self.dtype_ok is None or self.dtype_ok(dtype)
 
     def _spec(self, spec: graphs.Spec | None) -> pb.TensorSpec:
+        """The message of a spec, built once per distinct spec (callers copy it into theirs)."""
         if spec is None:
             return pb.TensorSpec()
-        return pb.TensorSpec(dtype=spec[0], shape=spec[1], shape_expr=spec[2])
+        message = self._specs.get(spec)
+        if message is None:
+            message = pb.TensorSpec(dtype=spec[0], shape=spec[1], shape_expr=spec[2])
+            if len(self._specs) < 4096:
+                self._specs[spec] = message
+        return message
 
     def _graph(self, program: Program, name: str, params, param_names, mapped: bool) -> pb.DebuggedGraph:
         info = program.info
@@ -292,16 +299,14 @@ class Session:
                 device="cpu:0",
                 position=site.position,
             )
+            first_located = None
             for origin in site.origins:
-                op.original_ops.add(
-                    op_type=origin.op_type,
-                    var_name=origin.var_name,
-                    code_location=self.code_location(origin.frames, origin.user_index),
-                )
-            for original in op.original_ops:
-                if original.code_location.stack_frame_ids:
-                    op.code_location.CopyFrom(original.code_location)
-                    break
+                location = self.code_location(origin.frames, origin.user_index)
+                op.original_ops.add(op_type=origin.op_type, var_name=origin.var_name, code_location=location)
+                if first_located is None and location.stack_frame_ids:
+                    first_located = location
+            if first_located is not None:
+                op.code_location.CopyFrom(first_located)
             for item in site.inputs:
                 entry = op.inputs.add(kind=item.kind, name=item.name, spec=self._spec(item.spec))
                 if item.kind == pb.OpInput.OP_OUTPUT:
