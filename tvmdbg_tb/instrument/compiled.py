@@ -57,6 +57,7 @@ class RowInfo:
     slot: int
     dtype: str
     health: bool  # the row holds element counts (else only the timestamp)
+    fused: bool = False  # written by the kernel itself (epilogue.py), not a summary call
 
 
 @dataclass
@@ -111,7 +112,14 @@ def row_values(mode: int, row: list[float], dtype: str) -> list[float]:
     return [size, neg_inf, pos_inf, nan]
 
 
-def _summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool = False) -> str:
+def health_source(name: str, dtype: str, rank: int, fused: bool = False) -> str:
+    """The TVMScript of the FULL_HEALTH summary kernel of dtype/rank; fused: its first
+    counting pass replaced by one placeholder loop whose body counts one element `v` into lane
+    `lane` (epilogue.py moves those statements into the kernel producing the tensor)."""
+    return _summary_source(name, dtype, rank, True, fused=fused)
+
+
+def _summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool = False, fused: bool = False) -> str:
     dims = [f"n{i}" for i in range(rank)]
     size = " * ".join(dims) if dims else "T.int64(1)"
     lines = [
@@ -128,7 +136,7 @@ def _summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool 
     if stats and dtype != "bool":  # the counts and the statistics in one pass
         lines += stats_kernel.stats_lines(dtype, size, STATS_COLUMN)
     elif health:
-        lines += _health_lines(dtype, size)
+        lines += _health_lines(dtype, size, fused)
     lines += [
         '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
         f'    S[row, 1] = T.Cast("float64", {size})',
@@ -152,7 +160,25 @@ def _counting_loop(size: str, tests: dict[int, str]) -> list[str]:
     return lines
 
 
-def _health_lines(dtype: str, size: str) -> list[str]:
+def _element_counting(dtype: str, tests: dict[int, str], sum_dtype: str | None) -> list[str]:
+    """The placeholder of a fused first pass: the same tests on one element v, into lane `lane`."""
+    lines = [
+        "    for io in range(1):",
+        "        for j in range(1):",
+        f"            v: T.let[T.{dtype}] = F[0]",
+        "            lane: T.let[T.int64] = T.int64(0)",
+    ]
+    lines += [f"            acc[{k}, lane] = acc[{k}, lane] + {t.format(v='v')}" for k, t in tests.items()]
+    if sum_dtype:
+        lines.append(f'            fs[lane] = fs[lane] + T.Cast("{sum_dtype}", v)')
+    return lines
+
+
+def _counting_with_placeholder(dtype: str):
+    return lambda tests, sum_dtype: _element_counting(dtype, tests, sum_dtype)
+
+
+def _health_lines(dtype: str, size: str, fused: bool = False) -> list[str]:
     """Counts over the flattened tensor into S[row, 2:7] = lt0, gt0, eq0, -inf, +inf.
 
     Floats take one pass of three compares (< 0, > 0, == 0: NaN fails all three, so the NaN
@@ -170,13 +196,14 @@ def _health_lines(dtype: str, size: str) -> list[str]:
         "            acc[k, j] = 0",
     ]
     cast = 'T.Cast("int32", {})'
+    first_pass = (lambda tests, _: _counting_loop(size, tests)) if not fused else _counting_with_placeholder(dtype)
     if dtype == "bool":
-        lines += _counting_loop(size, {1: cast.format("{v}"), 2: cast.format("not {v}")})
+        lines += first_pass({1: cast.format("{v}"), 2: cast.format("not {v}")}, None)
     elif not dtype.startswith("float"):
         zero = f"T.{dtype}(0)"
-        lines += _counting_loop(
-            size,
+        lines += first_pass(
             {0: cast.format(f"{{v}} < {zero}"), 1: cast.format(f"{{v}} > {zero}"), 2: cast.format(f"{{v}} == {zero}")},
+            None,
         )
     else:
         zero = f"T.{dtype}(0)"
@@ -186,17 +213,21 @@ def _health_lines(dtype: str, size: str) -> list[str]:
             f"    for j in T.vectorized({LANES}):",
             f"        fs[j] = T.{sum_dtype}(0)",
         ]
-        first = _counting_loop(
-            size,
-            {0: cast.format(f"{{v}} < {zero}"), 1: cast.format(f"{{v}} > {zero}"), 2: cast.format(f"{{v}} == {zero}")},
-        )
-        for line in first:  # the per-lane sum rides in the same loops
-            lines.append(line)
-            if line.lstrip().startswith("acc[2, j]"):
-                lines.append(f'            fs[j] = fs[j] + T.Cast("{sum_dtype}", F[io * {LANES} + j])')
-            elif line.lstrip().startswith("acc[2, 0]"):
-                tail = f"F[({size}) // {LANES} * {LANES} + i]"
-                lines.append(f'        fs[0] = fs[0] + T.Cast("{sum_dtype}", {tail})')
+        tests = {
+            0: cast.format(f"{{v}} < {zero}"),
+            1: cast.format(f"{{v}} > {zero}"),
+            2: cast.format(f"{{v}} == {zero}"),
+        }
+        if fused:
+            lines += _element_counting(dtype, tests, sum_dtype)
+        else:
+            for line in _counting_loop(size, tests):  # the per-lane sum rides in the same loops
+                lines.append(line)
+                if line.lstrip().startswith("acc[2, j]"):
+                    lines.append(f'            fs[j] = fs[j] + T.Cast("{sum_dtype}", F[io * {LANES} + j])')
+                elif line.lstrip().startswith("acc[2, 0]"):
+                    tail = f"F[({size}) // {LANES} * {LANES} + i]"
+                    lines.append(f'        fs[0] = fs[0] + T.Cast("{sum_dtype}", {tail})')
         lines += [
             '    bad = T.alloc_buffer((1,), "int64", scope="local")',
             f'    total = T.alloc_buffer((1,), "{sum_dtype}", scope="local")',
@@ -320,25 +351,63 @@ def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[ob
     "stats" adds FULL_STATS' statistics to the counts."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
+    kernels = _fused_kernels(mod, info) if health is True else {}
+    fused = frozenset(gvar.name_hint for gvar in kernels)
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function) or gvar.name_hint not in info.functions:
             continue
         function_info = info.functions[gvar.name_hint]
         if not function_info.sites:
             continue
-        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health)
+        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, fused)
         updates[gvar] = new_func
         functions[function_info.name] = compiled
     if not functions:
         return mod, {}
-    for gvar, func in updates.items():
+    for gvar, func in [*updates.items(), *kernels.items()]:  # nothing changed before every function was done
         mod[gvar] = func
     for compiled in functions.values():
         FUNCTIONS[compiled.fid] = compiled
     return mod, functions
 
 
-def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health):
+def _fused_kernels(mod, info: graphs.ExecutableInfo) -> dict:
+    """The kernels of mod made to count their own output (epilogue.py), by GlobalVar: those of
+    a CPU build whose every call is an instrumented site writing one tensor at the same
+    position. Any other kernel, or any surprise, keeps the separate summary call."""
+    from tvmdbg_tb.instrument import epilogue
+
+    if not info.target.startswith("llvm"):  # a GPU kernel's blocks are thread-bound: counted apart
+        return frozenset()
+    positions: dict[str, int | None] = {}
+    instrumented = set()
+    for name, function in info.functions.items():
+        if function.sites:
+            instrumented.add(name)
+        for site in function.sites:
+            out = _output_positions(site)
+            single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
+            position = out[0] if single else None
+            positions[site.kernel] = position if positions.get(site.kernel, position) == position else None
+    for gvar, func in mod.functions_items():  # a kernel also called from elsewhere keeps its signature
+        if isinstance(func, relax.Function) and gvar.name_hint not in instrumented:
+            for used in relax.analysis.all_global_vars(func):
+                positions[used.name_hint] = None
+    fused = {}
+    for gvar, func in mod.functions_items():
+        position = positions.get(gvar.name_hint)
+        if position is None or not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        try:
+            new_func = epilogue.fuse(func, position)
+        except Exception:  # an unexpected kernel shape: the separate summary counts it
+            new_func = None
+        if new_func is not None:
+            fused[gvar] = new_func
+    return fused
+
+
+def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health, fused=frozenset()):
     body = func.body
     if not isinstance(body, relax.SeqExpr):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
@@ -408,6 +477,16 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             if not is_site:
                 continue
             args = value.args[:]
+            if callee in fused and isinstance(value.op, relax.GlobalVar):  # it counts its output (epilogue.py)
+                bindings[-1] = relax.VarBinding(
+                    binding.var, relax.Call(value.op, [*args, stats, _row(row)], value.attrs, value.ty_args)
+                )
+                out = args[plan[next_site][1][0]]
+                output_rows.setdefault(hash(out), row)
+                rows[row - 1].fused = True
+                row += 1
+                next_site += 1
+                continue
             for position in plan[next_site][1]:
                 info = rows[row - 1]
                 out = args[position] if position < len(args) else None

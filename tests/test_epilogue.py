@@ -1,0 +1,149 @@
+"""Health counted inside the producing kernel (instrument/epilogue.py): the kernels that store
+each output element once count it in their own loop, on every health dtype, odd and empty
+shapes and planted NaN/Inf (with the size threshold lifted), with the same values as numpy and
+unchanged outputs; the others (reductions, FULL_STATS, small outputs by default) keep the
+separate summary kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from models import compile_module, small_cnn
+from test_health_counts import _array
+from test_instrument_modes import _expected
+from tvm import relax
+
+import tvmdbg
+from tvmdbg_tb.instrument import compiled, epilogue
+
+DTYPES = sorted(compiled.HEALTH_DTYPES)
+# Fused where the innermost dimension splits into vectors of compiled.LANES (or a scalar);
+# the others are counted by the separate summary kernel.
+SHAPES = [(), (0,), (1,), (7,), (16,), (64,), (3, 5, 7), (3, 5, 16), (2, 0, 32), (4, 32), (1, 1, 1, 1, 13), (1, 1, 48)]
+
+
+def _where_module(dtype: str, shapes=SHAPES):
+    """One function per shape: out = where(mask, x, y), an elementwise kernel of any dtype."""
+    bb = relax.BlockBuilder()
+    for k, shape in enumerate(shapes):
+        mask = relax.Var("mask", relax.TensorType(shape, "bool"))
+        x = relax.Var("x", relax.TensorType(shape, dtype))
+        y = relax.Var("y", relax.TensorType(shape, dtype))
+        with bb.function(f"f{k}", [mask, x, y]):
+            with bb.dataflow():
+                out = bb.emit_output(relax.op.where(mask, x, y))
+            bb.emit_func_output(out)
+    return bb.get()
+
+
+def _traced(logdir, mode: str, build):
+    """Runs build() -> (executable, [(function, inputs)]) under tvmdbg; the outputs, the run read
+    back, and the executable's instrumented functions."""
+    tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode=mode, circular_buffer_size=-1)
+    try:
+        executable, calls = build()
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        outputs = [vm[name](*[tvm.runtime.tensor(a) for a in inputs]).numpy() for name, inputs in calls]
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    reader = tvmdbg.DebugDataReader(str(logdir))
+    reader.update()
+    return outputs, reader.run()
+
+
+def _instrumented(name_prefix: str) -> dict[str, compiled.CompiledFunction]:
+    """The newest instrumented function of each name starting with name_prefix."""
+    found = {}
+    for function in compiled.FUNCTIONS.values():
+        if function.name.startswith(name_prefix):
+            found[function.name] = function
+    return found
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fused_counts_match_numpy(tmp_path, monkeypatch, dtype):
+    monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)  # every output counted in its kernel
+    arrays = []
+    for k, shape in enumerate(SHAPES):
+        mask = np.random.default_rng(k).random(shape) < 0.6
+        arrays.append((mask, _array(dtype, shape, k), _array(dtype, shape, k + 100)))
+
+    def build():
+        return compile_module(_where_module(dtype), False), [(f"f{k}", a) for k, a in enumerate(arrays)]
+
+    outputs, run = _traced(tmp_path, "FULL_HEALTH", build)
+    assert run.num_traces() == len(SHAPES)
+    for k, ((mask, x, y), out) in enumerate(zip(arrays, outputs)):
+        expected = np.where(mask, x, y)
+        np.testing.assert_array_equal(out, expected)  # the fused kernel still computes its output
+        trace = run.trace(k)
+        assert list(trace.debug_values) == _expected("FULL_HEALTH", expected), (dtype, SHAPES[k])
+    functions = _instrumented("f")
+    fused = [functions[f"f{k}"].rows[0].fused for k in range(len(SHAPES))]
+    assert fused == [not shape or shape[-1] % compiled.LANES == 0 for shape in SHAPES], dtype
+
+
+def test_small_outputs_keep_the_summary_kernel(tmp_path):
+    """By default only outputs of MIN_ELEMENTS or more whose innermost dimension splits into
+    vectors are counted in their kernel (smaller ones are still in cache for the separate
+    summary, a scalar counting loop would be slower than it); both count the same."""
+    shapes = [(4, 16), (epilogue.MIN_ELEMENTS // 16, 16), (3, epilogue.MIN_ELEMENTS // 3 + 1)]
+    arrays = [(np.ones(s, bool), _array("float32", s, k), _array("float32", s, k)) for k, s in enumerate(shapes)]
+
+    def build():
+        return compile_module(_where_module("float32", shapes), False), [(f"f{k}", a) for k, a in enumerate(arrays)]
+
+    outputs, run = _traced(tmp_path, "FULL_HEALTH", build)
+    for k, out in enumerate(outputs):
+        assert list(run.trace(k).debug_values) == _expected("FULL_HEALTH", out)
+    functions = _instrumented("f")
+    assert [functions[f"f{k}"].rows[0].fused for k in range(len(shapes))] == [False, True, False]
+
+
+def _cnn():
+    executable, inputs = small_cnn()  # compiled while tvmdbg is enabled
+    return executable, [("main", inputs)]
+
+
+def test_only_kernels_storing_each_element_once_are_fused(tmp_path, monkeypatch):
+    """The CNN: convolutions count their own output; the max-pools (a reduction into their
+    output) and the dense layer (rows of 10) keep the separate summary; the last counts match
+    the output."""
+    monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)
+    outputs, run = _traced(tmp_path, "FULL_HEALTH", _cnn)
+    rows = [row for row in compiled.FUNCTIONS[max(compiled.FUNCTIONS)].rows]
+    fused = {row.site.kernel: row.fused for row in rows}
+    assert {k for k in fused if k.startswith("max_pool2d")} == {"max_pool2d", "max_pool2d1"}
+    assert {k: v for k, v in fused.items() if k.startswith("max_pool2d")} == {"max_pool2d": False, "max_pool2d1": False}
+    assert {k: v for k, v in fused.items() if k.startswith(("fused_conv2d", "fused_matmul"))} == {
+        "fused_conv2d_relu": True,
+        "fused_conv2d1_relu1": True,
+        "fused_matmul_add": False,  # (4, 10): no vector of 16 in its rows
+    }, fused
+    last = run.trace(run.num_traces() - 1)
+    assert list(last.debug_values) == _expected("FULL_HEALTH", outputs[0])
+
+
+def test_full_stats_keeps_the_summary_kernels(tmp_path, monkeypatch):
+    monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)
+    _traced(tmp_path, "FULL_STATS", _cnn)
+    rows = compiled.FUNCTIONS[max(compiled.FUNCTIONS)].rows
+    assert rows and not any(row.fused for row in rows)
+
+
+def test_unsupported_kernel_shapes_are_left_alone():
+    """epilogue.fuse declines a reduction's output and an out-of-range position."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def row_sum(a: T.Buffer((4, 8), "float32"), b: T.Buffer((4,), "float32")):
+        for i, j in T.grid(4, 8):
+            with T.sblock("sum"):
+                vi, vj = T.axis.remap("SR", [i, j])
+                with T.init():
+                    b[vi] = T.float32(0)
+                b[vi] = b[vi] + a[vi, vj]
+
+    assert epilogue.fuse(row_sum, 1) is None
+    assert epilogue.fuse(row_sum, 5) is None

@@ -1,0 +1,213 @@
+"""Health counted inside the producing kernel (compile-time path, health modes).
+
+The separate summary kernel reads each output a second time, after it left the cache: on a
+1M-element output that pass costs 0.7x the kernel itself. Here the kernel that writes the
+output counts it: the block storing each output element also adds that element's tests
+(< 0, > 0, == 0 and, for floats, a running sum) into per-lane accumulators, and the loop
+storing the output is split by the lane count and vectorized, so the counts ride in the
+same vector loop as the values. After the kernel's own loop nest, the summary kernel's
+remaining code runs unchanged (the second pass counting NaN and infinities, taken only when
+the first one found any; the row's totals, shape and timestamp). The counting expressions,
+the accumulators and that code come from the summary kernel's own generator
+(compiled.health_source), so the counts are the same numbers.
+
+The fused kernel takes the stats buffer and the row as two extra parameters and replaces the
+original in the module (one VM call per kernel instead of two, nothing more to compile). The
+counts stay in the stats buffer, read once per VM call, so nothing is added on the host side of
+a GPU target either. Any kernel whose output is not stored by one complete spatial block, one
+element per iteration, keeps the separate summary call (compiled.py).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import tvm
+import tvm_ffi
+from tvm import s_tir, tirx
+
+from tvmdbg_tb.instrument import compiled
+
+# Smaller outputs keep the separate summary kernel: it reads them back from cache, so counting
+# in the producer saves no time there (chain of 200 16-element kernels: 1.37-1.40 vs
+# 1.38-1.44 us/kernel), while each fused kernel is one more copy of the counting code for LLVM
+# to compile (~30 ms; the separate kernel is compiled once per dtype and rank).
+MIN_ELEMENTS = 1 << 16
+
+_TEMPLATES: dict[tuple[str, int], tuple[tirx.PrimFunc, int]] = {}
+_LOCK = threading.Lock()
+
+
+def _template(dtype: str, rank: int) -> tuple[tirx.PrimFunc, int]:
+    """The fused form of the summary kernel of dtype/rank (parsed once per process) and the
+    index, in its body, of the placeholder loop whose innermost body holds the per-element
+    counting statements."""
+    key = (dtype, rank)
+    found = _TEMPLATES.get(key)
+    if found is None:
+        with _LOCK:
+            found = _TEMPLATES.get(key)
+            if found is None:
+                name = f"tvmdbg_fused_{dtype}_r{rank}"
+                func = tvm.script.from_source(compiled.health_source(name, dtype, rank, fused=True))
+                body = list(func.body.seq)
+                index = next(k for k, s in enumerate(body) if _is_placeholder(s))
+                found = _TEMPLATES[key] = (func, index)
+    return found
+
+
+def _is_placeholder(stmt) -> bool:
+    inner = stmt.body if isinstance(stmt, tirx.For) else None
+    return (
+        isinstance(inner, tirx.For)
+        and isinstance(inner.body, tirx.SeqStmt)
+        and isinstance(inner.body.seq[0], tirx.Bind)
+    )
+
+
+def _element_statements(loop: tirx.For) -> tuple[list, object, object]:
+    """The placeholder's statements: (counting stores, the element var, the lane var)."""
+    body = loop.body.body  # for io: for j: [v = ..., lane = ..., stores...]
+    statements = list(body.seq)
+    element, lane = statements[0], statements[1]
+    return statements[2:], element.var, lane.var
+
+
+def _output_block(sch: s_tir.Schedule, buffer) -> object | None:
+    """The only block writing buffer, when it stores each element exactly once: a spatial
+    block, no init, no predicate, one loop per dimension bound to it in order from 0, its body
+    one store at its own iteration variables."""
+    writers = []
+    for block_rv in sch.get_child_blocks(sch.get_sblock("root")):
+        block = sch.get(block_rv)
+        if any(region.source.same_as(buffer) for region in block.writes):
+            writers.append(block_rv)
+    if len(writers) != 1:
+        return None
+    block_rv = writers[0]
+    block = sch.get(block_rv)
+    realize = sch.get_sref(block_rv)
+    store = block.body
+    if block.init is not None or not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(buffer):
+        return None
+    if any(int(iv.iter_type) != 0 for iv in block.iter_vars):  # 0: data parallel
+        return None
+    loops = sch.get_loops(block_rv)
+    bindings = _realize_of(sch, realize)
+    if bindings is None or not (isinstance(bindings.predicate, tirx.IntImm) and int(bindings.predicate.value) == 1):
+        return None
+    if not len(buffer.shape):  # a scalar: one store, under no loop
+        return block_rv if not len(store.indices) and not len(loops) else None
+    if len(store.indices) != len(block.iter_vars) or any(
+        not index.same_as(iv.var) for index, iv in zip(store.indices, block.iter_vars)
+    ):
+        return None
+    if len(loops) != len(block.iter_vars):
+        return None
+    for loop_rv, iv, dim, value in zip(loops, block.iter_vars, buffer.shape, bindings.iter_values):
+        loop = sch.get(loop_rv)
+        if not value.same_as(loop.loop_var) or not _is_zero(loop.min) or not _is_zero(iv.dom.min):
+            return None
+        if not tvm_ffi.structural_equal(loop.extent, dim) or not tvm_ffi.structural_equal(iv.dom.extent, dim):
+            return None
+    return block_rv
+
+
+def _realize_of(sch: s_tir.Schedule, block_sref):
+    """The SBlockRealize of a block (its bindings and predicate)."""
+    parent = block_sref.parent
+    if parent is None:
+        return None
+    container = sch.get(parent) if parent.stmt is not None else None
+    stack = [container.body] if container is not None else []
+    target = block_sref.stmt
+    while stack:
+        node = stack.pop()
+        if isinstance(node, s_tir.SBlockRealize) and node.block.same_as(target):
+            return node
+        if isinstance(node, tirx.SeqStmt):
+            stack.extend(node.seq)
+        elif isinstance(node, tirx.For):
+            stack.append(node.body)
+    return None
+
+
+def _size(shape) -> int:
+    """The number of elements of a static shape, 0 when a dimension is symbolic."""
+    size = 1
+    for dim in shape:
+        if not isinstance(dim, tirx.IntImm):
+            return 0
+        size *= int(dim.value)
+    return size
+
+
+def _is_zero(value) -> bool:
+    return isinstance(value, tirx.IntImm) and int(value.value) == 0
+
+
+def fuse(prim: tirx.PrimFunc, position: int) -> tirx.PrimFunc | None:
+    """prim counting its output (parameter `position`) into the stats row given as two extra
+    parameters (stats, row), or None when it keeps the separate summary call."""
+    if position >= len(prim.params):
+        return None
+    out = prim.params[position]
+    dtype = str(getattr(out, "dtype", ""))
+    shape = getattr(out, "shape", None)
+    if dtype not in compiled.HEALTH_DTYPES or shape is None or len(shape) > compiled.MAX_RANK:
+        return None
+    if len(out.strides) or not _is_zero(out.elem_offset) or _size(shape) < MIN_ELEMENTS:
+        return None
+    sch = s_tir.Schedule(tvm.IRModule({"main": prim}))
+    block_rv = _output_block(sch, out)
+    if block_rv is None:
+        return None
+    rank = len(shape)
+    template, index = _template(dtype, rank)
+    statements, element, lane = _element_statements(template.body.seq[index])
+    if rank:  # the innermost loop in vectors of LANES (the lane index then folds to a ramp)
+        inner = sch.get_loops(block_rv)[-1]
+        extent = sch.get(inner).extent
+        if not isinstance(extent, tirx.IntImm) or int(extent.value) % compiled.LANES:
+            return None  # counted as a scalar loop it would cost more than the separate pass
+        _, lanes = sch.split(inner, [None, compiled.LANES])
+        sch.vectorize(lanes)
+    block = sch.get(block_rv)
+    store = block.body
+    lane_value = (
+        tirx.floormod(block.iter_vars[-1].var, tirx.const(compiled.LANES, "int64")) if rank else tirx.const(0, "int64")
+    )
+    body = tirx.SeqStmt(
+        [
+            store,
+            tirx.Bind(element, tirx.BufferLoad(out, store.indices)),
+            tirx.Bind(lane, lane_value),
+            *statements,
+        ]
+    )
+    counting = s_tir.SBlock(
+        block.iter_vars,
+        block.reads,
+        block.writes,
+        block.name_hint,
+        body,
+        None,
+        block.alloc_buffers,
+        block.match_buffers,
+        block.annotations,
+    )
+    sch.state.replace(sch.get_sref(block_rv), counting, {block: counting})
+    producer = sch.mod["main"]
+    source, stats, row = template.params
+    seq = list(template.body.seq)
+    joined = tirx.PrimFunc(
+        [*producer.params, source, stats, row],
+        tirx.SeqStmt([*seq[:index], producer.body, *seq[index + 1 :]]),
+        producer.ret_type,
+        producer.attrs,
+        producer.span,
+    )
+    fused = joined.specialize({source: out})
+    if len(fused.params) != len(prim.params) + 2:
+        return None
+    return fused
