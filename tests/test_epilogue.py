@@ -18,7 +18,7 @@ import tvmdbg
 from tvmdbg_tb.instrument import compiled, epilogue
 
 DTYPES = sorted(compiled.HEALTH_DTYPES)
-# Fused where the innermost dimension splits into vectors of compiled.LANES (or a scalar);
+# Fused where the innermost dimension splits into vectors of epilogue.LANES (or a scalar);
 # the others are counted by the separate summary kernel.
 SHAPES = [(), (0,), (1,), (7,), (16,), (64,), (3, 5, 7), (3, 5, 16), (2, 0, 32), (4, 32), (1, 1, 1, 1, 13), (1, 1, 48)]
 
@@ -81,7 +81,7 @@ def test_fused_counts_match_numpy(tmp_path, monkeypatch, dtype):
         assert list(trace.debug_values) == _expected("FULL_HEALTH", expected), (dtype, SHAPES[k])
     functions = _instrumented("f")
     fused = [functions[f"f{k}"].rows[0].fused for k in range(len(SHAPES))]
-    assert fused == [not shape or shape[-1] % compiled.LANES == 0 for shape in SHAPES], dtype
+    assert fused == [not shape or shape[-1] % epilogue.LANES == 0 for shape in SHAPES], dtype
 
 
 def test_small_outputs_keep_the_summary_kernel(tmp_path):

@@ -112,37 +112,15 @@ def row_values(mode: int, row: list[float], dtype: str) -> list[float]:
     return [size, neg_inf, pos_inf, nan]
 
 
-def health_source(name: str, dtype: str, rank: int, fused: bool = False) -> str:
-    """The TVMScript of the FULL_HEALTH summary kernel of dtype/rank; fused: its first
-    counting pass replaced by one placeholder loop whose body counts one element `v` into lane
-    `lane` (epilogue.py moves those statements into the kernel producing the tensor)."""
-    return _summary_source(name, dtype, rank, True, fused=fused)
-
-
-def _summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool = False, fused: bool = False) -> str:
+def _summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool = False) -> str:
     dims = [f"n{i}" for i in range(rank)]
     size = " * ".join(dims) if dims else "T.int64(1)"
-    lines = [
-        "@T.prim_func",
-        f"def {name}(a: T.handle, stats: T.handle, row: T.int64):",
-        '    T.func_attr({"tirx.noalias": True})',
-    ]
-    lines += [f"    {d} = T.int64()" for d in dims]
-    lines += [
-        f'    A = T.match_buffer(a, ({", ".join(dims)}{"," if rank == 1 else ""}), "{dtype}")',
-        "    nrows = T.int64()",
-        f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
-    ]
+    lines = _signature(name, dtype, dims)
     if stats and dtype != "bool":  # the counts and the statistics in one pass
         lines += stats_kernel.stats_lines(dtype, size, STATS_COLUMN)
     elif health:
-        lines += _health_lines(dtype, size, fused)
-    lines += [
-        '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
-        f'    S[row, 1] = T.Cast("float64", {size})',
-        f"    S[row, 7] = T.float64({rank})",
-    ]
-    lines += [f'    S[row, {8 + i}] = T.Cast("float64", {d})' for i, d in enumerate(dims)]
+        lines += _health_lines(dtype, size)
+    lines += _stamp_lines(dims, size)
     return "\n".join(lines) + "\n"
 
 
@@ -160,25 +138,21 @@ def _counting_loop(size: str, tests: dict[int, str]) -> list[str]:
     return lines
 
 
-def _element_counting(dtype: str, tests: dict[int, str], sum_dtype: str | None) -> list[str]:
-    """The placeholder of a fused first pass: the same tests on one element v, into lane `lane`."""
-    lines = [
-        "    for io in range(1):",
-        "        for j in range(1):",
-        f"            v: T.let[T.{dtype}] = F[0]",
-        "            lane: T.let[T.int64] = T.int64(0)",
-    ]
-    lines += [f"            acc[{k}, lane] = acc[{k}, lane] + {t.format(v='v')}" for k, t in tests.items()]
-    if sum_dtype:
-        lines.append(f'            fs[lane] = fs[lane] + T.Cast("{sum_dtype}", v)')
-    return lines
+def _first_pass_tests(dtype: str) -> tuple[dict[int, str], str | None]:
+    """The first pass's tests (acc row -> an int32 expression of {v}) and, for floats, the dtype
+    of the per-lane sum that rides with them: shared by the summary kernel and the kernels
+    counting their own output (epilogue.py), so both count the same."""
+    cast = 'T.Cast("int32", {})'
+    if dtype == "bool":
+        return {1: cast.format("{v}"), 2: cast.format("not {v}")}, None
+    zero = f"T.{dtype}(0)"
+    tests = {0: cast.format(f"{{v}} < {zero}"), 1: cast.format(f"{{v}} > {zero}"), 2: cast.format(f"{{v}} == {zero}")}
+    if not dtype.startswith("float"):
+        return tests, None
+    return tests, "float64" if dtype == "float64" else "float32"
 
 
-def _counting_with_placeholder(dtype: str):
-    return lambda tests, sum_dtype: _element_counting(dtype, tests, sum_dtype)
-
-
-def _health_lines(dtype: str, size: str, fused: bool = False) -> list[str]:
+def _health_lines(dtype: str, size: str) -> list[str]:
     """Counts over the flattened tensor into S[row, 2:7] = lt0, gt0, eq0, -inf, +inf.
 
     Floats take one pass of three compares (< 0, > 0, == 0: NaN fails all three, so the NaN
@@ -195,49 +169,25 @@ def _health_lines(dtype: str, size: str, fused: bool = False) -> list[str]:
         f"        for j in T.vectorized({LANES}):",
         "            acc[k, j] = 0",
     ]
-    cast = 'T.Cast("int32", {})'
-    first_pass = (lambda tests, _: _counting_loop(size, tests)) if not fused else _counting_with_placeholder(dtype)
-    if dtype == "bool":
-        lines += first_pass({1: cast.format("{v}"), 2: cast.format("not {v}")}, None)
-    elif not dtype.startswith("float"):
-        zero = f"T.{dtype}(0)"
-        lines += first_pass(
-            {0: cast.format(f"{{v}} < {zero}"), 1: cast.format(f"{{v}} > {zero}"), 2: cast.format(f"{{v}} == {zero}")},
-            None,
-        )
+    tests, sum_dtype = _first_pass_tests(dtype)
+    if sum_dtype is None:
+        lines += _counting_loop(size, tests)
     else:
-        zero = f"T.{dtype}(0)"
-        sum_dtype = "float64" if dtype == "float64" else "float32"
         lines += [
             f'    fs = T.alloc_buffer(({LANES},), "{sum_dtype}", scope="local")',
             f"    for j in T.vectorized({LANES}):",
             f"        fs[j] = T.{sum_dtype}(0)",
         ]
-        tests = {
-            0: cast.format(f"{{v}} < {zero}"),
-            1: cast.format(f"{{v}} > {zero}"),
-            2: cast.format(f"{{v}} == {zero}"),
-        }
-        if fused:
-            lines += _element_counting(dtype, tests, sum_dtype)
-        else:
-            for line in _counting_loop(size, tests):  # the per-lane sum rides in the same loops
-                lines.append(line)
-                if line.lstrip().startswith("acc[2, j]"):
-                    lines.append(f'            fs[j] = fs[j] + T.Cast("{sum_dtype}", F[io * {LANES} + j])')
-                elif line.lstrip().startswith("acc[2, 0]"):
-                    tail = f"F[({size}) // {LANES} * {LANES} + i]"
-                    lines.append(f'        fs[0] = fs[0] + T.Cast("{sum_dtype}", {tail})')
-        lines += [
-            '    bad = T.alloc_buffer((1,), "int64", scope="local")',
-            f'    total = T.alloc_buffer((1,), "{sum_dtype}", scope="local")',
-            f"    bad[0] = {size}",
-            f"    total[0] = T.{sum_dtype}(0)",
-            f"    for j in range({LANES}):",
-            '        bad[0] = bad[0] - T.Cast("int64", acc[0, j]) - T.Cast("int64", acc[1, j]) - T.Cast("int64", acc[2, j])',
-            "        total[0] = total[0] + fs[j]",
-            "    if bad[0] > 0 or not T.isfinite(total[0]):",
-        ]
+        for line in _counting_loop(size, tests):  # the per-lane sum rides in the same loops
+            lines.append(line)
+            if line.lstrip().startswith("acc[2, j]"):
+                lines.append(f'            fs[j] = fs[j] + T.Cast("{sum_dtype}", F[io * {LANES} + j])')
+            elif line.lstrip().startswith("acc[2, 0]"):
+                tail = f"F[({size}) // {LANES} * {LANES} + i]"
+                lines.append(f'        fs[0] = fs[0] + T.Cast("{sum_dtype}", {tail})')
+        lines += _bad_and_total(size, sum_dtype, LANES)
+        lines.append("    if bad[0] > 0 or not T.isfinite(total[0]):")
+        cast = 'T.Cast("int32", {})'
         second = _counting_loop(
             size,
             {
@@ -259,6 +209,90 @@ def _health_lines(dtype: str, size: str, fused: bool = False) -> list[str]:
         '            S[row, 2 + k] = S[row, 2 + k] + T.Cast("float64", acc[k, j])',
     ]
     return lines
+
+
+def _bad_and_total(size: str, sum_dtype: str, lanes: int) -> list[str]:
+    """bad[0]: the elements the first pass left uncounted (NaN); total[0]: the sum of the lanes."""
+    return [
+        '    bad = T.alloc_buffer((1,), "int64", scope="local")',
+        f'    total = T.alloc_buffer((1,), "{sum_dtype}", scope="local")',
+        f"    bad[0] = {size}",
+        f"    total[0] = T.{sum_dtype}(0)",
+        f"    for j in range({lanes}):",
+        '        bad[0] = bad[0] - T.Cast("int64", acc[0, j]) - T.Cast("int64", acc[1, j]) - T.Cast("int64", acc[2, j])',
+        "        total[0] = total[0] + fs[j]",
+    ]
+
+
+def fused_source(name: str, dtype: str, rank: int, lanes: int) -> str:
+    """The TVMScript of what a kernel counting its own output adds (epilogue.py): per-lane
+    accumulators, one placeholder loop whose body counts one element `v` into lane `lane`
+    (epilogue.py moves those statements into the kernel's block), and the row, written only
+    when every element was finite. Otherwise the row is left unwritten for the guarded summary
+    kernel called after the kernel, whose passes count NaN and infinities exactly: that code
+    stays compiled once per dtype and rank, not once per kernel."""
+    dims = [f"n{i}" for i in range(rank)]
+    size = " * ".join(dims) if dims else "T.int64(1)"
+    tests, sum_dtype = _first_pass_tests(dtype)
+    lines = _signature(name, dtype, dims) + [
+        f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
+        f'    acc = T.alloc_buffer((3, {lanes}), "int32", scope="local")',
+        "    for k in range(3):",
+        f"        for j in T.vectorized({lanes}):",
+        "            acc[k, j] = 0",
+    ]
+    if sum_dtype:
+        lines += [
+            f'    fs = T.alloc_buffer(({lanes},), "{sum_dtype}", scope="local")',
+            f"    for j in T.vectorized({lanes}):",
+            f"        fs[j] = T.{sum_dtype}(0)",
+        ]
+    lines += [
+        "    for io in range(1):",
+        "        for j in range(1):",
+        f"            v: T.let[T.{dtype}] = F[0]",
+        "            lane: T.let[T.int64] = T.int64(0)",
+    ]
+    lines += [f"            acc[{k}, lane] = acc[{k}, lane] + {t.format(v='v')}" for k, t in tests.items()]
+    indent = "    "
+    if sum_dtype:
+        lines.append(f'            fs[lane] = fs[lane] + T.Cast("{sum_dtype}", v)')
+        lines += _bad_and_total(size, sum_dtype, lanes)
+        lines.append("    if bad[0] == 0 and T.isfinite(total[0]):")
+        indent = "        "
+    lines += [
+        f"{indent}for k in range(3):",
+        f"{indent}    S[row, 2 + k] = T.float64(0)",
+        f"{indent}    for j in range({lanes}):",
+        f'{indent}        S[row, 2 + k] = S[row, 2 + k] + T.Cast("float64", acc[k, j])',
+        f"{indent}S[row, 5] = T.float64(0)",
+        f"{indent}S[row, 6] = T.float64(0)",
+    ]
+    lines += [indent + line.lstrip() for line in _stamp_lines(dims, size)]
+    return "\n".join(lines) + "\n"
+
+
+def _signature(name: str, dtype: str, dims: list[str]) -> list[str]:
+    rank = len(dims)
+    return [
+        "@T.prim_func",
+        f"def {name}(a: T.handle, stats: T.handle, row: T.int64):",
+        '    T.func_attr({"tirx.noalias": True})',
+        *[f"    {d} = T.int64()" for d in dims],
+        f'    A = T.match_buffer(a, ({", ".join(dims)}{"," if rank == 1 else ""}), "{dtype}")',
+        "    nrows = T.int64()",
+        f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
+    ]
+
+
+def _stamp_lines(dims: list[str], size: str) -> list[str]:
+    """The row's timestamp (written last), size, rank and dims."""
+    return [
+        '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
+        f'    S[row, 1] = T.Cast("float64", {size})',
+        f"    S[row, 7] = T.float64({len(dims)})",
+        *[f'    S[row, {8 + i}] = T.Cast("float64", {d})' for i, d in enumerate(dims)],
+    ]
 
 
 def _summary_name(dtype: str, rank: int, health: bool, stats: bool = False, guarded: bool = False) -> str:
@@ -482,6 +516,8 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                     binding.var, relax.Call(value.op, [*args, stats, _row(row)], value.attrs, value.ty_args)
                 )
                 out = args[plan[next_site][1][0]]
+                # Counts the row only when the kernel left it unwritten (a NaN or an infinity).
+                bindings.append(_binding(_health_kernel(out, False, guarded=True), [out, stats, _row(row)]))
                 output_rows.setdefault(hash(out), row)
                 rows[row - 1].fused = True
                 row += 1

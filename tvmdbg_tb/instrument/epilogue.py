@@ -4,18 +4,18 @@ The separate summary kernel reads each output a second time, after it left the c
 1M-element output that pass costs 0.7x the kernel itself. Here the kernel that writes the
 output counts it: the block storing each output element also adds that element's tests
 (< 0, > 0, == 0 and, for floats, a running sum) into per-lane accumulators, and the loop
-storing the output is split by the lane count and vectorized, so the counts ride in the
-same vector loop as the values. After the kernel's own loop nest, the summary kernel's
-remaining code runs unchanged (the second pass counting NaN and infinities, taken only when
-the first one found any; the row's totals, shape and timestamp). The counting expressions,
-the accumulators and that code come from the summary kernel's own generator
-(compiled.health_source), so the counts are the same numbers.
+storing the output is split by LANES and vectorized, so the counts ride in the same vector
+loop as the values. After the kernel's own loop nest the lanes are summed into the row, when
+every element was finite; otherwise the guarded summary kernel called right after the kernel
+(compiled.py) finds the row unwritten and counts NaN and infinities exactly. The tests come
+from the summary kernel's own generator (compiled.fused_source), so the counts are the same.
 
 The fused kernel takes the stats buffer and the row as two extra parameters and replaces the
-original in the module (one VM call per kernel instead of two, nothing more to compile). The
-counts stay in the stats buffer, read once per VM call, so nothing is added on the host side of
-a GPU target either. Any kernel whose output is not stored by one complete spatial block, one
-element per iteration, keeps the separate summary call (compiled.py).
+original in the module. The counts stay in the stats buffer, read once per VM call, so a GPU
+target would add no host synchronisation either (its kernels are not fused today: their
+blocks are thread-bound). Any kernel whose output is not stored by one complete spatial block,
+one element per iteration, in a loop that splits into vectors, keeps the separate summary call;
+so do outputs under MIN_ELEMENTS.
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ from tvmdbg_tb.instrument import compiled
 # 1.38-1.44 us/kernel), while each fused kernel is one more copy of the counting code for LLVM
 # to compile (~30 ms; the separate kernel is compiled once per dtype and rank).
 MIN_ELEMENTS = 1 << 16
+# 8 lanes compile in 36 ms per kernel, 16 in 54 (the first pass and its accumulators are
+# compiled into every fused kernel), and count 1M floats as fast (bench_fused_health.py).
+LANES = 8
 
 _TEMPLATES: dict[tuple[str, int], tuple[tirx.PrimFunc, int]] = {}
 _LOCK = threading.Lock()
@@ -49,7 +52,7 @@ def _template(dtype: str, rank: int) -> tuple[tirx.PrimFunc, int]:
             found = _TEMPLATES.get(key)
             if found is None:
                 name = f"tvmdbg_fused_{dtype}_r{rank}"
-                func = tvm.script.from_source(compiled.health_source(name, dtype, rank, fused=True))
+                func = tvm.script.from_source(compiled.fused_source(name, dtype, rank, LANES))
                 body = list(func.body.seq)
                 index = next(k for k, s in enumerate(body) if _is_placeholder(s))
                 found = _TEMPLATES[key] = (func, index)
@@ -168,15 +171,13 @@ def fuse(prim: tirx.PrimFunc, position: int) -> tirx.PrimFunc | None:
     if rank:  # the innermost loop in vectors of LANES (the lane index then folds to a ramp)
         inner = sch.get_loops(block_rv)[-1]
         extent = sch.get(inner).extent
-        if not isinstance(extent, tirx.IntImm) or int(extent.value) % compiled.LANES:
+        if not isinstance(extent, tirx.IntImm) or int(extent.value) % LANES:
             return None  # counted as a scalar loop it would cost more than the separate pass
-        _, lanes = sch.split(inner, [None, compiled.LANES])
+        _, lanes = sch.split(inner, [None, LANES])
         sch.vectorize(lanes)
     block = sch.get(block_rv)
     store = block.body
-    lane_value = (
-        tirx.floormod(block.iter_vars[-1].var, tirx.const(compiled.LANES, "int64")) if rank else tirx.const(0, "int64")
-    )
+    lane_value = tirx.floormod(block.iter_vars[-1].var, tirx.const(LANES, "int64")) if rank else tirx.const(0, "int64")
     body = tirx.SeqStmt(
         [
             store,
