@@ -64,21 +64,25 @@ def _instrumented(name_prefix: str) -> dict[str, compiled.CompiledFunction]:
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_fused_counts_match_numpy(tmp_path, monkeypatch, dtype):
     monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)  # every output counted in its kernel
-    arrays = []
-    for k, shape in enumerate(SHAPES):
-        mask = np.random.default_rng(k).random(shape) < 0.6
-        arrays.append((mask, _array(dtype, shape, k), _array(dtype, shape, k + 100)))
+    calls = []  # each shape with planted NaN/Inf (the guarded kernel counts), then finite
+    for finite in (False, True):
+        for k, shape in enumerate(SHAPES):
+            mask = np.random.default_rng(k).random(shape) < 0.6
+            x, y = _array(dtype, shape, k), _array(dtype, shape, k + 100)
+            if finite and dtype.startswith("float"):
+                x, y = np.nan_to_num(x, posinf=3, neginf=-3), np.nan_to_num(y, posinf=2, neginf=-2)
+            calls.append((f"f{k}", (mask, x, y)))
 
     def build():
-        return compile_module(_where_module(dtype), False), [(f"f{k}", a) for k, a in enumerate(arrays)]
+        return compile_module(_where_module(dtype), False), calls
 
     outputs, run = _traced(tmp_path, "FULL_HEALTH", build)
-    assert run.num_traces() == len(SHAPES)
-    for k, ((mask, x, y), out) in enumerate(zip(arrays, outputs)):
+    assert run.num_traces() == len(calls)
+    for k, ((_, (mask, x, y)), out) in enumerate(zip(calls, outputs)):
         expected = np.where(mask, x, y)
         np.testing.assert_array_equal(out, expected)  # the fused kernel still computes its output
         trace = run.trace(k)
-        assert list(trace.debug_values) == _expected("FULL_HEALTH", expected), (dtype, SHAPES[k])
+        assert list(trace.debug_values) == _expected("FULL_HEALTH", expected), (dtype, expected.shape, k)
     functions = _instrumented("f")
     fused = [functions[f"f{k}"].rows[0].fused for k in range(len(SHAPES))]
     assert fused == [not shape or shape[-1] % epilogue.LANES == 0 for shape in SHAPES], dtype
