@@ -2,11 +2,13 @@
 
     TVM_NUM_THREADS=1 python bench/bench_fused_health.py
 
-One kernel, y = x + 1 on 1M float32 (the big1M workload), timed four ways (medians of
+One kernel, y = x + 1 on 1M float32 (the big1M workload), timed five ways (medians of
 alternating calls, this thread's CPU time): plain; followed by the separate FULL_HEALTH
-summary kernel the compiled path calls today (compiled.kernel); with the counts fused into
-its loop lane by lane (the loop split by 8, vectorized, one int32 accumulator per lane and
-count); and fused as a plain scalar loop. All variants must report the same counts.
+summary kernel (compiled.kernel: what smaller or unfusable outputs get); the kernel tvmdbg
+builds (epilogue.fuse of TVM's legalized add, then the guarded summary kernel, which skips a
+row the kernel wrote); hand-written TIR with the counts fused into its loop lane by lane (the
+loop split by 8, vectorized, one int32 accumulator per lane and count); and fused as a plain
+scalar loop. All variants must report the same counts.
 """
 
 from __future__ import annotations
@@ -82,6 +84,25 @@ def _kernels():
     return lib["plain"], lib["lanes"], lib["scalar"]
 
 
+def _tvmdbg_fused():
+    """The add kernel as TVM legalizes it, made to count its output by epilogue.fuse."""
+    import tvm
+    from tvm import relax
+
+    from tvmdbg_tb.instrument import epilogue
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((N,), "float32"))
+    with bb.function("main", [x]):
+        out = bb.emit(relax.op.add(x, relax.const(1.0, "float32")))
+        bb.emit_func_output(out)
+    legal = relax.transform.LegalizeOps()(bb.get())
+    prim = next(f for _, f in legal.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
+    fused = epilogue.fuse(prim, 1)
+    assert fused is not None, "epilogue.fuse declined the add kernel"
+    return tvm.compile(tvm.IRModule({"fused": fused.with_attr("global_symbol", "fused")}), "llvm")["fused"]
+
+
 def _alternating_us(variants: dict, calls: int = 300) -> dict:
     """Median thread CPU time of each variant, the variants called in turn (one round each)."""
     samples = {name: [] for name in variants}
@@ -100,22 +121,33 @@ def main() -> None:
 
     plain, lanes, scalar = _kernels()
     summary = tvm.get_global_func(compiled.kernel("float32", 1, True))
+    guarded = tvm.get_global_func(compiled.kernel("float32", 1, True, guarded=True))
+    fused = _tvmdbg_fused()
     x = tvm.runtime.tensor(np.linspace(-1, 1, N, dtype="float32"))
     y = tvm.runtime.tensor(np.zeros(N, "float32"))
     stats = tvm.runtime.tensor(np.zeros((1, 21), "float64"))
     counts = []
+
+    def tvmdbg_fused():
+        view[0, 0] = 0.0  # as tvmdbg.stats hands the buffer out
+        fused(x, y, stats, 0)
+        guarded(y, stats, 0)
+
+    view = np.from_dlpack(stats)
     for variant in (
         lambda: (plain(x, y), summary(y, stats, 0)),
+        tvmdbg_fused,
         lambda: lanes(x, y, stats, 0),
         lambda: scalar(x, y, stats, 0),
     ):
         variant()
         counts.append(stats.numpy()[0, 2:7].tolist())
-    assert counts[0] == counts[1] == counts[2], counts
+    assert counts[0] == counts[1] == counts[2] == counts[3], counts
     medians = _alternating_us(
         {
             "plain": lambda: plain(x, y),
             "separate summary kernel": lambda: (plain(x, y), summary(y, stats, 0)),
+            "counting in the kernel (epilogue.fuse)": tvmdbg_fused,
             "counts fused lane by lane": lambda: lanes(x, y, stats, 0),
             "counts fused, scalar loop": lambda: scalar(x, y, stats, 0),
         }
