@@ -258,17 +258,35 @@ def health_vs_read(size: int = 1 << 20, stats: bool = False) -> tuple[float, flo
     return _median_us(lambda: kernel(tensor, stats, 0)), _median_us(data.sum)
 
 
-def compile_time(kernels: int, pairs: int = 3, size: int = 16) -> tuple[float, float, float]:
-    """tvm.compile of a chain of `kernels` kernels of `size` elements, plain and under
-    FULL_HEALTH, in alternating pairs (medians in ms, median ratio). The summary kernels are
-    built once per process (a warm-up compile pays for them first), so this is the
-    per-call-site cost (with large sizes, also the kernels that count their own output)."""
+def _model_module(builder: str):
+    """The Relax module (and its fuse flag) a tests/models.py builder would compile."""
+    import models
+
+    captured = []
+    original = models.compile_module
+    models.compile_module = lambda mod, fuse: captured.append((mod, fuse))
+    try:
+        getattr(models, builder)()
+    finally:
+        models.compile_module = original
+    return captured[0]
+
+
+def compile_time(kernels: int, pairs: int = 3, size: int = 16, model: str = "") -> tuple[float, float, float]:
+    """tvm.compile of a chain of `kernels` kernels of `size` elements (or of a tests/models.py
+    model), plain and under FULL_HEALTH, in alternating pairs (medians in ms, median ratio).
+    The summary kernels are built once per process (a warm-up compile pays for them first),
+    so this is the per-call-site cost (with large outputs, also the kernels that count their
+    own output)."""
     import models
 
     import tvmdbg
 
     def module():
         from tvm import relax
+
+        if model:
+            return _model_module(model)
 
         bb = relax.BlockBuilder()
         x = relax.Var("x", relax.TensorType((size,), "float32"))
@@ -280,7 +298,7 @@ def compile_time(kernels: int, pairs: int = 3, size: int = 16) -> tuple[float, f
                     value = bb.emit(op(value, relax.const(1.0 if i % 2 == 0 else 0.5, "float32")))
                 out = bb.emit_output(value)
             bb.emit_func_output(out)
-        return bb.get()
+        return bb.get(), False
 
     clock = time.perf_counter  # compile is single-threaded Python + LLVM: wall time on purpose
     plain, traced = [], []
@@ -288,15 +306,15 @@ def compile_time(kernels: int, pairs: int = 3, size: int = 16) -> tuple[float, f
         for i in range(pairs + 1):
             # Only tvm.compile is timed: the module is built before (under tvmdbg, its
             # BlockBuilder.emit calls record the user's lines, a cost of building, not compiling).
-            mod = module()
+            mod, fuse = module()
             start = clock()
-            models.compile_module(mod, fuse=False)
+            models.compile_module(mod, fuse)
             plain_s = clock() - start
             tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
             try:
-                mod = module()
+                mod, fuse = module()
                 start = clock()
-                models.compile_module(mod, fuse=False)
+                models.compile_module(mod, fuse)
                 traced_s = clock() - start
             finally:
                 tvmdbg.disable_dump_debug_info()
@@ -364,6 +382,9 @@ def main() -> None:
     parser.add_argument(
         "--compile-kernels", default="100,1000", help="chain lengths for the compile-time rows ('' to skip)"
     )
+    parser.add_argument(
+        "--compile-models", default="", help="tests/models.py builders for compile-time rows, e.g. small_cnn"
+    )
     parser.add_argument("--compile-size", type=int, default=16, help="elements per kernel of the compile-time rows")
     parser.add_argument(
         "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time (use with --threads 1)"
@@ -417,6 +438,9 @@ def main() -> None:
                 f"{traced_ms:.0f} ms, ratio {ratio:.3f}",
                 flush=True,
             )
+    for model in filter(None, options.compile_models.split(",")):
+        plain_ms, traced_ms, ratio = compile_time(0, model=model)
+        print(f"tvm.compile of {model}: plain {plain_ms:.0f} ms, FULL_HEALTH {traced_ms:.0f} ms, ratio {ratio:.3f}")
     for mode in ("NO_TENSOR", "FULL_HEALTH"):
         base_us, traced_us = per_call_cost(mode, seconds=seconds)
         print(
