@@ -28,27 +28,18 @@ import tvm
 from tvm import relax
 
 from tvmdbg_tb.events.summaries import dtype_code
-from tvmdbg_tb.instrument import graphs, stats_kernel
+from tvmdbg_tb.instrument import epilogue, graphs
+from tvmdbg_tb.instrument.kernel_source import (
+    HEALTH_DTYPES,
+    MAX_RANK,
+    ROW_WIDTH,
+    STATS_COLUMN,
+    guarded_source,
+    summary_source,
+)
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
-ROW_WIDTH = 21
-STATS_COLUMN = 16  # min, max, mean, l2_norm, abs_max (FULL_STATS' last five values)
-MAX_RANK = 8
 STATS_FUNC = "tvmdbg.stats"
-HEALTH_DTYPES = {
-    "float16",
-    "float32",
-    "float64",
-    "int8",
-    "int16",
-    "int32",
-    "int64",
-    "uint8",
-    "uint16",
-    "uint32",
-    "uint64",
-    "bool",
-}
 
 
 @dataclass
@@ -112,189 +103,6 @@ def row_values(mode: int, row: list[float], dtype: str) -> list[float]:
     return [size, neg_inf, pos_inf, nan]
 
 
-def _summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool = False) -> str:
-    dims = [f"n{i}" for i in range(rank)]
-    size = " * ".join(dims) if dims else "T.int64(1)"
-    lines = _signature(name, dtype, dims)
-    if stats and dtype != "bool":  # the counts and the statistics in one pass
-        lines += stats_kernel.stats_lines(dtype, size, STATS_COLUMN)
-    elif health:
-        lines += _health_lines(dtype, size)
-    lines += _stamp_lines(dims, size)
-    return "\n".join(lines) + "\n"
-
-
-LANES = 16
-
-
-def _counting_loop(size: str, tests: dict[int, str]) -> list[str]:
-    """A loop adding each test (an int32 expression of {v}) into its acc row, LANES counters
-    per row so that LLVM vectorizes it; the tail goes to lane 0."""
-    lines = [f"    for io in range(({size}) // {LANES}):", f"        for j in T.vectorized({LANES}):"]
-    lines += [f"            acc[{k}, j] = acc[{k}, j] + {t.format(v=f'F[io * {LANES} + j]')}" for k, t in tests.items()]
-    lines.append(f"    for i in range(({size}) % {LANES}):")
-    tail = f"F[({size}) // {LANES} * {LANES} + i]"
-    lines += [f"        acc[{k}, 0] = acc[{k}, 0] + {t.format(v=tail)}" for k, t in tests.items()]
-    return lines
-
-
-def _first_pass_tests(dtype: str) -> tuple[dict[int, str], str | None]:
-    """The first pass's tests (acc row -> an int32 expression of {v}) and, for floats, the dtype
-    of the per-lane sum that rides with them: shared by the summary kernel and the kernels
-    counting their own output (epilogue.py), so both count the same."""
-    cast = 'T.Cast("int32", {})'
-    if dtype == "bool":
-        return {1: cast.format("{v}"), 2: cast.format("not {v}")}, None
-    zero = f"T.{dtype}(0)"
-    tests = {0: cast.format(f"{{v}} < {zero}"), 1: cast.format(f"{{v}} > {zero}"), 2: cast.format(f"{{v}} == {zero}")}
-    if not dtype.startswith("float"):
-        return tests, None
-    return tests, "float64" if dtype == "float64" else "float32"
-
-
-def _health_lines(dtype: str, size: str) -> list[str]:
-    """Counts over the flattened tensor into S[row, 2:7] = lt0, gt0, eq0, -inf, +inf.
-
-    Floats take one pass of three compares (< 0, > 0, == 0: NaN fails all three, so the NaN
-    count is what they leave) plus a per-lane sum, which is finite only when no element is
-    infinite; only a tensor with a NaN or a non-finite sum (infinities, or finite values
-    that overflow it) gets a second pass that counts NaN, -inf and +inf exactly. bad[0] ends
-    as the exact number of non-finite elements (FULL_STATS' lines use it). One pass of three
-    compares runs at the speed of a plain read of the tensor (1M float32: 0.21 ms vs 0.26 ms
-    with a per-element finiteness test)."""
-    lines = [
-        f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
-        f'    acc = T.alloc_buffer((6, {LANES}), "int32", scope="local")',
-        "    for k in range(6):",
-        f"        for j in T.vectorized({LANES}):",
-        "            acc[k, j] = 0",
-    ]
-    tests, sum_dtype = _first_pass_tests(dtype)
-    if sum_dtype is None:
-        lines += _counting_loop(size, tests)
-    else:
-        lines += [
-            f'    fs = T.alloc_buffer(({LANES},), "{sum_dtype}", scope="local")',
-            f"    for j in T.vectorized({LANES}):",
-            f"        fs[j] = T.{sum_dtype}(0)",
-        ]
-        for line in _counting_loop(size, tests):  # the per-lane sum rides in the same loops
-            lines.append(line)
-            if line.lstrip().startswith("acc[2, j]"):
-                lines.append(f'            fs[j] = fs[j] + T.Cast("{sum_dtype}", F[io * {LANES} + j])')
-            elif line.lstrip().startswith("acc[2, 0]"):
-                tail = f"F[({size}) // {LANES} * {LANES} + i]"
-                lines.append(f'        fs[0] = fs[0] + T.Cast("{sum_dtype}", {tail})')
-        lines += _bad_and_total(size, sum_dtype, LANES)
-        lines.append("    if bad[0] > 0 or not T.isfinite(total[0]):")
-        cast = 'T.Cast("int32", {})'
-        second = _counting_loop(
-            size,
-            {
-                3: cast.format(f'{{v}} == T.{dtype}("-inf")'),
-                4: cast.format(f'{{v}} == T.{dtype}("inf")'),
-                5: cast.format("T.isnan({v})"),
-            },
-        )
-        lines += ["    " + line for line in second]
-        lines += [
-            "        bad[0] = T.int64(0)",
-            f"        for j in range({LANES}):",
-            '            bad[0] = bad[0] + T.Cast("int64", acc[3, j] + acc[4, j] + acc[5, j])',
-        ]
-    lines += [
-        "    for k in range(5):",
-        "        S[row, 2 + k] = T.float64(0)",
-        f"        for j in range({LANES}):",
-        '            S[row, 2 + k] = S[row, 2 + k] + T.Cast("float64", acc[k, j])',
-    ]
-    return lines
-
-
-def _bad_and_total(size: str, sum_dtype: str, lanes: int) -> list[str]:
-    """bad[0]: the elements the first pass left uncounted (NaN); total[0]: the sum of the lanes."""
-    return [
-        '    bad = T.alloc_buffer((1,), "int64", scope="local")',
-        f'    total = T.alloc_buffer((1,), "{sum_dtype}", scope="local")',
-        f"    bad[0] = {size}",
-        f"    total[0] = T.{sum_dtype}(0)",
-        f"    for j in range({lanes}):",
-        '        bad[0] = bad[0] - T.Cast("int64", acc[0, j]) - T.Cast("int64", acc[1, j]) - T.Cast("int64", acc[2, j])',
-        "        total[0] = total[0] + fs[j]",
-    ]
-
-
-def fused_source(name: str, dtype: str, rank: int, lanes: int) -> str:
-    """The TVMScript of what a kernel counting its own output adds (epilogue.py): per-lane
-    accumulators, one placeholder loop whose body counts one element `v` into lane `lane`
-    (epilogue.py moves those statements into the kernel's block), and the row, written only
-    when every element was finite. Otherwise the row is left unwritten for the guarded summary
-    kernel called after the kernel, whose passes count NaN and infinities exactly: that code
-    stays compiled once per dtype and rank, not once per kernel."""
-    dims = [f"n{i}" for i in range(rank)]
-    size = " * ".join(dims) if dims else "T.int64(1)"
-    tests, sum_dtype = _first_pass_tests(dtype)
-    lines = _signature(name, dtype, dims) + [
-        f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
-        f'    acc = T.alloc_buffer((3, {lanes}), "int32", scope="local")',
-        "    for k in range(3):",
-        f"        for j in T.vectorized({lanes}):",
-        "            acc[k, j] = 0",
-    ]
-    if sum_dtype:
-        lines += [
-            f'    fs = T.alloc_buffer(({lanes},), "{sum_dtype}", scope="local")',
-            f"    for j in T.vectorized({lanes}):",
-            f"        fs[j] = T.{sum_dtype}(0)",
-        ]
-    lines += [
-        "    for io in range(1):",
-        "        for j in range(1):",
-        f"            v: T.let[T.{dtype}] = F[0]",
-        "            lane: T.let[T.int64] = T.int64(0)",
-    ]
-    lines += [f"            acc[{k}, lane] = acc[{k}, lane] + {t.format(v='v')}" for k, t in tests.items()]
-    indent = "    "
-    if sum_dtype:
-        lines.append(f'            fs[lane] = fs[lane] + T.Cast("{sum_dtype}", v)')
-        lines += _bad_and_total(size, sum_dtype, lanes)
-        lines.append("    if bad[0] == 0 and T.isfinite(total[0]):")
-        indent = "        "
-    lines += [
-        f"{indent}for k in range(3):",
-        f"{indent}    S[row, 2 + k] = T.float64(0)",
-        f"{indent}    for j in range({lanes}):",
-        f'{indent}        S[row, 2 + k] = S[row, 2 + k] + T.Cast("float64", acc[k, j])',
-        f"{indent}S[row, 5] = T.float64(0)",
-        f"{indent}S[row, 6] = T.float64(0)",
-    ]
-    lines += [indent + line.lstrip() for line in _stamp_lines(dims, size)]
-    return "\n".join(lines) + "\n"
-
-
-def _signature(name: str, dtype: str, dims: list[str]) -> list[str]:
-    rank = len(dims)
-    return [
-        "@T.prim_func",
-        f"def {name}(a: T.handle, stats: T.handle, row: T.int64):",
-        '    T.func_attr({"tirx.noalias": True})',
-        *[f"    {d} = T.int64()" for d in dims],
-        f'    A = T.match_buffer(a, ({", ".join(dims)}{"," if rank == 1 else ""}), "{dtype}")',
-        "    nrows = T.int64()",
-        f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
-    ]
-
-
-def _stamp_lines(dims: list[str], size: str) -> list[str]:
-    """The row's timestamp (written last), size, rank and dims."""
-    return [
-        '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
-        f'    S[row, 1] = T.Cast("float64", {size})',
-        f"    S[row, 7] = T.float64({len(dims)})",
-        *[f'    S[row, {8 + i}] = T.Cast("float64", {d})' for i, d in enumerate(dims)],
-    ]
-
-
 def _summary_name(dtype: str, rank: int, health: bool, stats: bool = False, guarded: bool = False) -> str:
     prefix = "tvmdbg_param_" if guarded else "tvmdbg_"
     return f"{prefix}{'stats' if stats else 'health' if health else 'tick'}_{dtype}_r{rank}"
@@ -302,21 +110,11 @@ def _summary_name(dtype: str, rank: int, health: bool, stats: bool = False, guar
 
 def _summary_func(dtype: str, rank: int, health: bool, stats: bool = False, guarded: bool = False):
     name = _summary_name(dtype, rank, health, stats, guarded)
-    source = _summary_source(name, dtype, rank, health, stats)
+    source = summary_source(name, dtype, rank, health, stats)
     if guarded:
-        source = _guarded_source(source)
+        source = guarded_source(source)
     func = tvm.script.from_source(source)
     return name, func.with_attr("global_symbol", name)
-
-
-def _guarded_source(source: str) -> str:
-    """The summary kernel made a no-op when its row's column 0 is not 0 on entry: the
-    parameter summaries, which Python pre-marks (param_cache.SKIPPED) for a tensor it
-    already summarised (see param_cache); one load and compare when it runs."""
-    lines = source.splitlines()
-    split = next(k for k, line in enumerate(lines) if "S = T.match_buffer" in line) + 1
-    body = ["    " + line for line in lines[split:]]
-    return "\n".join([*lines[:split], "    if S[row, 0] == T.float64(0):", *body]) + "\n"
 
 
 def _tick_func():
@@ -409,8 +207,6 @@ def _fused_kernels(mod, info: graphs.ExecutableInfo) -> dict:
     """The kernels of mod made to count their own output (epilogue.py), by GlobalVar: those of
     a CPU build whose every call is an instrumented site writing one tensor at the same
     position. Any other kernel, or any surprise, keeps the separate summary call."""
-    from tvmdbg_tb.instrument import epilogue
-
     if not info.target.startswith("llvm"):  # a GPU kernel's blocks are thread-bound: counted apart
         return frozenset()
     positions: dict[str, int | None] = {}

@@ -8,7 +8,7 @@ storing the output is split by LANES and vectorized, so the counts ride in the s
 loop as the values. After the kernel's own loop nest the lanes are summed into the row, when
 every element was finite; otherwise the guarded summary kernel called right after the kernel
 (compiled.py) finds the row unwritten and counts NaN and infinities exactly. The tests come
-from the summary kernel's own generator (compiled.fused_source), so the counts are the same.
+from the summary kernel's own generator (kernel_source.fused_source), so the counts are the same.
 
 The fused kernel takes the stats buffer and the row as two extra parameters and replaces the
 original in the module. The counts stay in the stats buffer, read once per VM call, so a GPU
@@ -26,7 +26,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from tvmdbg_tb.instrument import compiled
+from tvmdbg_tb.instrument import kernel_source
 
 # Smaller outputs keep the separate summary kernel: it reads them back from cache, so counting
 # in the producer saves no time there (chain of 200 16-element kernels: 1.37-1.40 vs
@@ -52,7 +52,7 @@ def _template(dtype: str, rank: int) -> tuple[tirx.PrimFunc, int]:
             found = _TEMPLATES.get(key)
             if found is None:
                 name = f"tvmdbg_fused_{dtype}_r{rank}"
-                func = tvm.script.from_source(compiled.fused_source(name, dtype, rank, LANES))
+                func = tvm.script.from_source(kernel_source.fused_source(name, dtype, rank, LANES))
                 body = list(func.body.seq)
                 index = next(k for k, s in enumerate(body) if _is_placeholder(s))
                 found = _TEMPLATES[key] = (func, index)
@@ -157,7 +157,7 @@ def fuse(prim: tirx.PrimFunc, position: int) -> tirx.PrimFunc | None:
     out = prim.params[position]
     dtype = str(getattr(out, "dtype", ""))
     shape = getattr(out, "shape", None)
-    if dtype not in compiled.HEALTH_DTYPES or shape is None or len(shape) > compiled.MAX_RANK:
+    if dtype not in kernel_source.HEALTH_DTYPES or shape is None or len(shape) > kernel_source.MAX_RANK:
         return None
     if len(out.strides) or not _is_zero(out.elem_offset) or _size(shape) < MIN_ELEMENTS:
         return None
