@@ -116,3 +116,37 @@ def test_nonfinite_digests_follow_the_mode(dumps):
     digests = run.trace_digests()
     log_row = [i for i, t in enumerate(traces) if t.op_name == "lv"][0]
     assert (digests["nan"][log_row], digests["neg_inf"][log_row], digests["pos_inf"][log_row]) == (3, 1, 1)
+
+
+def test_a_shape_build_counts_nothing_and_health_sessions_count_again(tmp_path):
+    """SHAPE builds write sizes and dims only (kernels without counts, no parameter rows); a
+    later health session on the same executable still gets exact counts, and a health build
+    serves SHAPE."""
+    from tvmdbg_tb.instrument import compiled
+
+    data = np.array([[1.0, np.nan, 0.0, -3.0], [2.0, 2.0, -np.inf, 0.5]], "float32")
+
+    def run(mode, executable, logdir):
+        tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode=mode, circular_buffer_size=-1)
+        try:
+            if executable is None:
+                executable, _ = mixed_dtypes()
+            vm = relax.VirtualMachine(executable, tvm.cpu())
+            outs = [o.numpy() for o in vm["main"](tvm.runtime.tensor(data))]
+        finally:
+            tvmdbg.disable_dump_debug_info()
+        reader = tvmdbg.DebugDataReader(str(logdir))
+        reader.update()
+        execution = reader.run().execution(0)
+        for summary, array in zip(execution.outputs, outs):
+            assert list(summary.debug_values) == _expected(mode, array), (mode, summary.dtype)
+        return executable, vm._tvmdbg_info
+
+    with trace_paths.using("compiled"):
+        shape_build, info = run("SHAPE", None, tmp_path / "shape")
+        assert info.compiled_health == "shape"
+        function = compiled.FUNCTIONS[info.compiled["main"]]
+        assert function.nrows == 1 + len(function.rows)  # no parameter rows
+        run("FULL_HEALTH", shape_build, tmp_path / "health_on_shape")
+        health_build, _ = run("FULL_HEALTH", None, tmp_path / "health")
+        run("SHAPE", health_build, tmp_path / "shape_on_health")

@@ -142,13 +142,16 @@ def _activate(session: Session | None) -> None:
 
 def _compile_health(session: Session | None) -> bool | str | None:
     """How builds are instrumented: None (the VM instrument traces them), False (timestamps
-    only: NO_TENSOR), True (summary kernels) or "stats" (with FULL_STATS' statistics)."""
+    only: NO_TENSOR), "shape" (sizes and dims, no counts: SHAPE), True (summary kernels) or
+    "stats" (with FULL_STATS' statistics)."""
     if session is None or session.want_nonfinite or session.mode not in FAST_MODES or not supported_platform():
         return None
     if session.trace_fused_ops:  # deep mode replays fused kernels on their live inputs
         return None
     if session.mode == pb.FULL_STATS:
         return "stats"
+    if session.mode == pb.SHAPE:
+        return "shape"
     return session.mode != pb.NO_TENSOR
 
 

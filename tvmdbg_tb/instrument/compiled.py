@@ -47,7 +47,7 @@ class RowInfo:
     site: graphs.SiteInfo
     slot: int
     dtype: str
-    health: bool  # the row holds element counts (else only the timestamp)
+    health: bool  # the row holds a summary: element counts (only size and dims in SHAPE), else a timestamp
     fused: bool = False  # written by the kernel itself (epilogue.py), not a summary call
 
 
@@ -180,7 +180,7 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
 
 def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[object, dict[str, CompiledFunction]]:
     """Adds the summary calls to every Relax function of the lowered module mod; health
-    "stats" adds FULL_STATS' statistics to the counts."""
+    "stats" adds FULL_STATS' statistics to the counts, "shape" writes sizes and dims only."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
     kernels = _fused_kernels(mod, info) if health is True else {}
@@ -249,10 +249,11 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
         for slot in range(len(positions)):
             dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
             rows.append(RowInfo(site, slot, dtype, bool(health) and dtype in HEALTH_DTYPES))
-    params = [p for p in func.params if bool(health) and _summarisable(p)]
+    counts = health is True or health == "stats"  # SHAPE reads the outputs' dims, nothing else
+    params = [p for p in func.params if counts and _summarisable(p)]
     leaf_specs = [_tuple_leaf_specs(p) for p in func.params]
     # FULL_STATS ("stats") keeps summarising tuples in numpy: their statistics combine the tensors'.
-    summarised = bool(health) and health != "stats"
+    summarised = health is True
     tuples = [(k, p) for k, p in enumerate(func.params) if summarised and leaf_specs[k] and _leaves_summarisable(p.ty)]
     nrows = 1 + len(rows) + len(params) + sum(len(leaf_specs[k]) for k, _ in tuples)
     fid = next(_FIDS)
@@ -322,7 +323,9 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             for position in plan[next_site][1]:
                 info = rows[row - 1]
                 out = args[position] if position < len(args) else None
-                name = _health_kernel(out, health == "stats") if info.health and out is not None else None
+                name = (
+                    _health_kernel(out, health == "stats", counts=counts) if info.health and out is not None else None
+                )
                 info.health = name is not None
                 bindings.append(
                     _binding(name, [out, stats, _row(row)]) if name else _binding(tick_name, [stats, _row(row)])
@@ -395,15 +398,16 @@ def _static_spec(value) -> tuple[str, tuple[int, ...]] | None:
     return specs[0][0], specs[0][1]
 
 
-def _health_kernel(value, stats: bool, guarded: bool = False) -> str | None:
-    """The summary kernel of a tensor value (its type read once), None when not summarisable."""
+def _health_kernel(value, stats: bool, guarded: bool = False, counts: bool = True) -> str | None:
+    """The summary kernel of a tensor value (its type read once), None when not summarisable;
+    without counts, the kernel writing its size and dims (SHAPE)."""
     ty = getattr(value, "ty", None)
     if not isinstance(ty, relax.TensorType) or ty.dtype is None:
         return None
     dtype, ndim = str(ty.dtype), int(ty.ndim)
     if dtype not in HEALTH_DTYPES or not 0 <= ndim <= MAX_RANK:
         return None
-    return kernel(dtype, ndim, True, stats, guarded)
+    return kernel(dtype, ndim, counts, stats, guarded)
 
 
 def _summarisable(value) -> bool:

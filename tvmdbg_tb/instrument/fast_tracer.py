@@ -52,7 +52,9 @@ def usable(session: Session, vm: Any) -> bool:
         return False
     if session.mode == pb.FULL_STATS:
         return info.compiled_health == "stats"
-    return session.mode == pb.NO_TENSOR or bool(info.compiled_health)
+    if session.mode == pb.SHAPE:  # sizes and dims: every build but NO_TENSOR's writes them
+        return bool(info.compiled_health)
+    return session.mode == pb.NO_TENSOR or info.compiled_health in (True, "stats")  # counts
 
 
 class _FastCall:
