@@ -151,3 +151,44 @@ def test_unsupported_kernel_shapes_are_left_alone():
 
     assert epilogue.fuse(row_sum, 1) is None
     assert epilogue.fuse(row_sum, 5) is None
+
+
+def test_padding_gather_and_concat_kernels_count_their_output(tmp_path):
+    """Outputs made by conditional reads (pad), gathers (take) and concatenation, vectorized
+    in their own kernel, stay right and count like numpy (a planted NaN included)."""
+    rng = np.random.default_rng(0)
+    image = rng.standard_normal((1, 4, 126, 126)).astype("float32")
+    image[0, 0, 0, 0] = np.nan
+    indices = rng.integers(0, 4 * 128 * 128, size=70000).astype("int64")
+    table = rng.standard_normal((300, 256)).astype("float32")
+
+    def build():
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorType(image.shape, "float32"))
+        i = relax.Var("i", relax.TensorType(indices.shape, "int64"))
+        y = relax.Var("y", relax.TensorType(table.shape, "float32"))
+        with bb.function("main", [x, i, y]):
+            with bb.dataflow():
+                padded = bb.emit(relax.op.nn.pad(x, (0, 0, 0, 0, 1, 1, 1, 1), pad_value=0.0))
+                taken = bb.emit(relax.op.take(relax.op.reshape(padded, (4 * 128 * 128,)), i, axis=0))
+                joined = bb.emit(relax.op.concat([y, y], axis=0))
+                out = bb.emit_output((padded, taken, joined))
+            bb.emit_func_output(out)
+        return compile_module(bb.get(), False), [("main", (image, indices, table))]
+
+    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        executable, [(_, arrays)] = build()
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        outs = [o.numpy() for o in vm["main"](*[tvm.runtime.tensor(a) for a in arrays])]
+        fid = vm._tvmdbg_info.compiled["main"]
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    padded = np.pad(image, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for out, expected in zip(outs, [padded, padded.reshape(-1)[indices], np.concatenate([table, table])]):
+        np.testing.assert_array_equal(out, expected)
+    assert [row.fused for row in compiled.FUNCTIONS[fid].rows] == [True, True, True]
+    reader = tvmdbg.DebugDataReader(str(tmp_path))
+    reader.update()
+    run = reader.run()
+    assert [list(run.trace(k).debug_values) for k in range(3)] == [_expected("FULL_HEALTH", o) for o in outs]
