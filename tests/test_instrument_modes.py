@@ -150,3 +150,36 @@ def test_a_shape_build_counts_nothing_and_health_sessions_count_again(tmp_path):
         run("FULL_HEALTH", shape_build, tmp_path / "health_on_shape")
         health_build, _ = run("FULL_HEALTH", None, tmp_path / "health")
         run("SHAPE", health_build, tmp_path / "shape_on_health")
+
+
+def test_shape_values_of_static_and_symbolic_outputs(tmp_path):
+    """SHAPE on the compiled path: a static output's values come with its constant trace
+    fields, a symbolic one's from the kernel's row; each written once, in a function that
+    has both."""
+    n = tvm.tirx.Var("n", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((n, 4), "float32"))
+    y = relax.Var("y", relax.TensorType((3,), "float32"))
+    with bb.function("main", [x, y]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.add(x, relax.const(1.0, "float32")))
+            b = bb.emit(relax.op.multiply(y, relax.const(2.0, "float32")))
+            c = bb.emit(relax.op.multiply(a, relax.const(2.0, "float32")))
+            out = bb.emit_output(relax.Tuple([c, b]))
+        bb.emit_func_output(out)
+    xs, ys = np.ones((5, 4), "float32"), np.ones(3, "float32")
+    with trace_paths.using("compiled"):
+        tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="SHAPE", circular_buffer_size=-1)
+        try:
+            vm = relax.VirtualMachine(tvm.compile(bb.get(), "llvm"), tvm.cpu())
+            for _ in range(2):
+                vm["main"](tvm.runtime.tensor(xs), tvm.runtime.tensor(ys))
+            assert vm._tvmdbg_info.compiled
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    reader = tvmdbg.DebugDataReader(str(tmp_path))
+    reader.update()
+    run = reader.run()
+    assert run.num_traces() == 6
+    expected = [_expected("SHAPE", arr) for arr in (xs + 1, ys * 2, (xs + 1) * 2)] * 2
+    assert [list(run.trace(k).debug_values) for k in range(6)] == expected

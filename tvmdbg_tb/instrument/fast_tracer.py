@@ -245,6 +245,8 @@ class CompiledTracer(Tracer):
                 runtime_shape = row.health and any(d < 0 for d in spec[1])
                 if not runtime_shape:
                     trace.shape.extend(spec[1])
+                    if self.mode == pb.SHAPE and row.health:  # a static shape's values are constant
+                        trace.debug_values.extend([dtype_code(spec[0]), len(spec[1]), math.prod(spec[1]), *spec[1]])
                 statics.append(trace.SerializeToString() if row.slot in site.slots else b"")
                 dynamic.append(runtime_shape)
             cached = self._statics[fid] = (statics, dynamic)
@@ -262,8 +264,9 @@ class CompiledTracer(Tracer):
             statics, dynamic = self._static(fid)
             infos = compiled.FUNCTIONS[fid].rows
             count = len(infos) + 1
-            if mode == pb.NO_TENSOR and not any(dynamic):
-                # Only the timestamps are needed: convert one column, not whole rows.
+            if mode in (pb.NO_TENSOR, pb.SHAPE) and not any(dynamic):
+                # Only the timestamps are needed (static shapes' values are in statics):
+                # convert one column, not whole rows.
                 stamp_column = array[:count, 0].tolist()
                 previous = stamp_column[0]
                 for i, cycles in enumerate(stamp_column[1:]):
@@ -288,7 +291,7 @@ class CompiledTracer(Tracer):
                 if not static:
                     continue
                 tail = b"\x59" + pack(duration)
-                if mode != pb.NO_TENSOR and infos[i].health:
+                if mode != pb.NO_TENSOR and infos[i].health and (mode != pb.SHAPE or dynamic[i]):
                     tail = _debug_values(mode, row, infos[i].dtype) + tail
                 if dynamic[i]:
                     dims = b"".join([_varint(int(d)) for d in row[8 : 8 + int(row[7])]])
