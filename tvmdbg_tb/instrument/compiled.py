@@ -184,7 +184,7 @@ def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[ob
     functions: dict[str, CompiledFunction] = {}
     updates = {}
     kernels = _fused_kernels(mod, info) if health is True else {}
-    fused = frozenset(gvar.name_hint for gvar in kernels)
+    fused = {gvar.name_hint: guard for gvar, (_, guard) in kernels.items()}
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function) or gvar.name_hint not in info.functions:
             continue
@@ -196,19 +196,20 @@ def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[ob
         functions[function_info.name] = compiled
     if not functions:
         return mod, {}
-    for gvar, func in [*updates.items(), *kernels.items()]:  # nothing changed before every function was done
-        mod[gvar] = func
+    for gvar, func in [*updates.items(), *[(g, k) for g, (k, _) in kernels.items()]]:
+        mod[gvar] = func  # nothing changed before every function was done
     for compiled in functions.values():
         FUNCTIONS[compiled.fid] = compiled
     return mod, functions
 
 
 def _fused_kernels(mod, info: graphs.ExecutableInfo) -> dict:
-    """The kernels of mod made to count their own output (epilogue.py), by GlobalVar: those of
-    a CPU build whose every call is an instrumented site writing one tensor at the same
-    position. Any other kernel, or any surprise, keeps the separate summary call."""
+    """The kernels of mod made to count their own output (epilogue.py), by GlobalVar, with the
+    guarded summary kernel that counts a row they left unwritten: those of a CPU build whose
+    every call is an instrumented site writing one tensor at the same position. Any other
+    kernel, or any surprise, keeps the separate summary call."""
     if not info.target.startswith("llvm"):  # a GPU kernel's blocks are thread-bound: counted apart
-        return frozenset()
+        return {}
     positions: dict[str, int | None] = {}
     instrumented = set()
     for name, function in info.functions.items():
@@ -230,14 +231,16 @@ def _fused_kernels(mod, info: graphs.ExecutableInfo) -> dict:
             continue
         try:
             new_func = epilogue.fuse(func, position)
+            if new_func is not None:
+                out = func.params[position]
+                fused[gvar] = (new_func, kernel(str(out.dtype), len(out.shape), True, guarded=True))
         except Exception:  # an unexpected kernel shape: the separate summary counts it
-            new_func = None
-        if new_func is not None:
-            fused[gvar] = new_func
+            pass
     return fused
 
 
-def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health, fused=frozenset()):
+def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health, fused=None):
+    fused = fused or {}  # kernel name -> the guarded summary kernel after it (_fused_kernels)
     body = func.body
     if not isinstance(body, relax.SeqExpr):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
@@ -314,7 +317,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 )
                 out = args[plan[next_site][1][0]]
                 # Counts the row only when the kernel left it unwritten (a NaN or an infinity).
-                bindings.append(_binding(_health_kernel(out, False, guarded=True), [out, stats, _row(row)]))
+                bindings.append(_binding(fused[callee], [out, stats, _row(row)]))
                 output_rows.setdefault(hash(out), row)
                 rows[row - 1].fused = True
                 row += 1
