@@ -17,7 +17,7 @@ from typing import Any
 
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import kernel_summary, param_cache
+from tvmdbg_tb.instrument import kernel_summary, native_filter, param_cache
 from tvmdbg_tb.instrument.session import KernelCall, RuntimeFunction, RuntimeSite, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import (
     as_numpy,
@@ -77,7 +77,11 @@ class Tracer:
         self._local = threading.local()
         self._relevant_symbols: dict[str, tuple[RuntimeFunction, frozenset[str]]] = {}
         self._trace_statics: dict[tuple, bytes] = {}  # (site, slot, dtype) -> constant fields
-        vm._set_instrument(self._instrument)
+        # The VM calls a native pre-filter that forwards only the calls _instrument reads
+        # (kept in step by _steer); without it, _instrument itself.
+        self._native = native_filter.attach(vm, self._instrument)
+        if self._native is None:
+            vm._set_instrument(self._instrument)
 
     # -- top-level calls -------------------------------------------------------------------
 
@@ -88,13 +92,17 @@ class Tracer:
         frames, user_index = frames_mod.capture_call(2)
         call = self._begin(function_name, implicit=False)
         local.call = call
+        if self._native is not None:
+            self._native.enter(self._native.set_of(call.stack[-1].relevant))
         try:
             result = invoke(*args)
         except BaseException as error:
             local.call = None
+            self._end_native(call)
             self._safely(self._finish, call, inputs, None, error, frames, user_index)
             raise
         local.call = None
+        self._end_native(call)
         outputs = get_outputs() if get_outputs is not None else result
         self._safely(self._finish, call, inputs, outputs, None, frames, user_index)
         if self.session.replay is not None:  # tvmdbg_tb.replay.auto: replay what was captured
@@ -110,14 +118,36 @@ class Tracer:
             return evaluator(*args)
         frames, user_index = frames_mod.capture_call(2)
         local.implicit = (function_name, frames, user_index)
+        if self._native is not None:
+            self._native.enter(native_filter.ALL)  # the first call of a repetition starts one
         try:
             return evaluator(*args)
         finally:
             call = getattr(local, "call", None)
             local.call = None
             local.implicit = None
+            self._end_native(call)
             if call is not None:
                 self._safely(self._finish, call, (), None, None, frames, user_index)
+
+    def _end_native(self, call: _Call | None) -> None:
+        """No call traced on this thread any more: the native filter answers alone; the
+        builtin it saw start and not return becomes the call's (named if the call raised)."""
+        native = self._native
+        if native is None:
+            return
+        native.activate(native_filter.IDLE)
+        if call is not None:
+            call.builtin = native.builtin()
+
+    def _steer(self, call: _Call, fresh: bool) -> None:
+        """Points the native filter at the running activation's symbols (fresh: a new call)."""
+        native = self._native
+        number = native.set_of(call.stack[-1].relevant)
+        if fresh:
+            native.enter(number)
+        else:
+            native.activate(number)
 
     def _begin(self, function_name: str, implicit: bool) -> _Call:
         function = self.session.function(self.program, function_name)
@@ -217,12 +247,16 @@ class Tracer:
             if implicit is None:
                 return 0
             call = self._local.call = self._begin(implicit[0], implicit=True)
+            if self._native is not None:
+                self._steer(call, fresh=True)
         # Most calls are VM builtins (allocations, null values, checks): in a mapped function
         # one set lookup tells they are neither a kernel site nor a nested function, the same
         # way before and after the call (the activation only changes on a nested function).
         relevant = call.stack[-1].relevant
         if relevant is not None and symbol not in relevant:
             call.builtin = symbol if before else None  # the builtin running, if it raises
+            if self._native is not None:
+                self._native.note(call.builtin)
             return 0
         try:
             if before:
@@ -237,6 +271,8 @@ class Tracer:
             nested = self.session.function(self.program, symbol)
             call.stack.append(_Activation(nested, self._relevant(nested)))
             call.pending.append((None, symbol, 0.0, True))
+            if self._native is not None:
+                self._steer(call, fresh=False)
             return 0
         site = self._site(call, symbol, args)
         call = self._local.call  # a time_evaluator repetition may have started a new call
@@ -317,6 +353,8 @@ class Tracer:
         self._safely(self._finish, call, (), None, None, implicit[1], implicit[2])
         fresh = self._begin(implicit[0], implicit=True)
         self._local.call = fresh
+        if self._native is not None:
+            self._steer(fresh, fresh=True)
         return fresh
 
     def _after(self, call: _Call, ret, args: tuple) -> None:
@@ -327,6 +365,8 @@ class Tracer:
         if nested:
             if len(call.stack) > 1:
                 call.stack.pop()
+                if self._native is not None:
+                    self._steer(call, fresh=False)
             return
         if site is None:
             if symbol == "vm.builtin.alloc_tensor" and not call.stack[-1].function.mapped:

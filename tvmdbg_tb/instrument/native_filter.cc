@@ -1,0 +1,182 @@
+// The VM instrument's native pre-filter (see native_filter.py).
+//
+// The Relax VM calls its instrument before and after every call instruction, builtins
+// included. Most of those calls are VM builtins (vm.builtin.alloc_tensor, null_value, ...)
+// that the Python tracer ignores after one set lookup, yet each still pays the conversion
+// of its arguments to Python objects. This filter is the VM's instrument instead: it keeps,
+// per thread, the symbols the running Relax function's tracer wants (its kernel sites and
+// the nested functions) and forwards only those calls to the Python callback. A skipped
+// call started and not returned is remembered (the builtin to name if the VM call raises).
+#include <tvm/ffi/any.h>
+#include <tvm/ffi/container/array.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/optional.h>
+#include <tvm/ffi/string.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace {
+
+using tvm::ffi::Any;
+using tvm::ffi::AnyView;
+using tvm::ffi::Array;
+using tvm::ffi::Function;
+using tvm::ffi::Optional;
+using tvm::ffi::PackedArgs;
+using tvm::ffi::String;
+
+constexpr int64_t kIdle = -2;  // no traced call on this thread: answer 0, forward nothing
+constexpr int64_t kAll = -1;   // forward every call (an unmapped function, a call starting)
+
+struct SymbolSet {
+  std::vector<std::string> names;  // owns the characters the index points at; never resized
+  std::unordered_set<std::string_view> index;
+};
+
+struct ThreadState {
+  const SymbolSet* active = nullptr;  // null with mode kAll
+  int64_t mode = kIdle;               // kIdle, kAll, or >= 0 (a set is active)
+  bool has_builtin = false;
+  std::string builtin;                // a skipped call that started and did not return
+};
+
+struct Filter {
+  int64_t id;
+  Function callback;
+  std::mutex mutex;             // guards sets (appended from Python)
+  std::deque<SymbolSet> sets;   // a deque: appending never moves an existing set
+};
+
+std::mutex registry_mutex;
+std::unordered_map<int64_t, std::weak_ptr<Filter>> registry;  // the VM owns the filter
+std::atomic<int64_t> next_id{1};
+
+ThreadState& StateOf(int64_t id) {
+  thread_local std::unordered_map<int64_t, ThreadState> states;
+  thread_local int64_t last_id = 0;
+  thread_local ThreadState* last = nullptr;
+  if (last_id != id || last == nullptr) {
+    last = &states[id];  // node-based map: the reference stays valid
+    last_id = id;
+  }
+  return *last;
+}
+
+std::shared_ptr<Filter> Find(int64_t id) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  auto it = registry.find(id);
+  if (it == registry.end()) return nullptr;
+  auto filter = it->second.lock();
+  if (!filter) registry.erase(it);
+  return filter;
+}
+
+void Run(const std::shared_ptr<Filter>& filter, PackedArgs args, Any* rv) {
+  ThreadState& state = StateOf(filter->id);
+  if (state.mode == kIdle) {
+    *rv = static_cast<int64_t>(0);
+    return;
+  }
+  if (state.active != nullptr && args.size() >= 3) {
+    Optional<String> symbol = args[1].try_cast<String>();
+    if (symbol.has_value()) {
+      const String& name = symbol.value();
+      std::string_view view(name.data(), name.size());
+      if (state.active->index.find(view) == state.active->index.end()) {
+        bool before = args[2].try_cast<bool>().value_or(false);
+        state.has_builtin = before;
+        if (before) state.builtin.assign(view.data(), view.size());
+        *rv = static_cast<int64_t>(0);
+        return;
+      }
+    }
+  }
+  filter->callback.CallPacked(args, rv);
+}
+
+}  // namespace
+
+// A new filter forwarding to callback: [its id (the handle Python steers it with), the
+// instrument function to hand to the VM]. Only that function owns the filter.
+Array<Any> filter_create(Function callback) {
+  auto filter = std::make_shared<Filter>();
+  filter->id = next_id.fetch_add(1);
+  filter->callback = std::move(callback);
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    registry[filter->id] = filter;
+  }
+  Function instrument =
+      Function::FromPacked([filter](PackedArgs args, Any* rv) { Run(filter, args, rv); });
+  return Array<Any>{Any(filter->id), Any(instrument)};
+}
+
+// Registers a set of symbols; returns its number for filter_enter/filter_activate.
+int64_t filter_add_set(int64_t id, Array<String> names) {
+  std::shared_ptr<Filter> filter = Find(id);
+  if (filter == nullptr) return kAll;
+  std::lock_guard<std::mutex> lock(filter->mutex);
+  SymbolSet& set = filter->sets.emplace_back();
+  set.names.reserve(names.size());
+  for (const String& name : names) set.names.emplace_back(name.data(), name.size());
+  for (const std::string& name : set.names) set.index.emplace(name);
+  return static_cast<int64_t>(filter->sets.size()) - 1;
+}
+
+void Activate(int64_t id, int64_t mode, bool fresh) {
+  std::shared_ptr<Filter> filter = Find(id);
+  if (filter == nullptr) return;
+  ThreadState& state = StateOf(id);
+  const SymbolSet* active = nullptr;
+  if (mode >= 0) {
+    std::lock_guard<std::mutex> lock(filter->mutex);
+    if (mode < static_cast<int64_t>(filter->sets.size())) {
+      active = &filter->sets[mode];
+    } else {
+      mode = kAll;
+    }
+  }
+  state.mode = mode;
+  state.active = active;
+  if (fresh) {
+    state.has_builtin = false;
+    state.builtin.clear();
+  }
+}
+
+// A traced call starts on this thread with set `mode` (or kAll/kIdle): the builtin is forgotten.
+void filter_enter(int64_t id, int64_t mode) { Activate(id, mode, true); }
+
+// The running Relax function changed (a nested function was entered or returned).
+void filter_activate(int64_t id, int64_t mode) { Activate(id, mode, false); }
+
+// The builtin the Python callback itself skipped (or none).
+void filter_note(int64_t id, Optional<String> builtin) {
+  ThreadState& state = StateOf(id);
+  state.has_builtin = builtin.has_value();
+  state.builtin = builtin.has_value() ? std::string(builtin.value().data(), builtin.value().size())
+                                      : std::string();
+}
+
+// The skipped call that started and did not return on this thread, if any.
+Optional<String> filter_builtin(int64_t id) {
+  ThreadState& state = StateOf(id);
+  if (!state.has_builtin) return std::nullopt;
+  return String(state.builtin);
+}
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_create, filter_create);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_add_set, filter_add_set);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_enter, filter_enter);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_activate, filter_activate);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_note, filter_note);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_builtin, filter_builtin);
