@@ -100,7 +100,19 @@ void Run(const std::shared_ptr<Filter>& filter, PackedArgs args, Any* rv) {
       }
     }
   }
-  filter->callback.CallPacked(args, rv);
+  // The tracer never reads the callee object (args[0]): None spares its Python wrapper.
+  constexpr int kInline = 16;
+  int n = args.size();
+  AnyView inline_args[kInline];
+  std::vector<AnyView> heap_args;
+  AnyView* forwarded = inline_args;
+  if (n > kInline) {
+    heap_args.resize(n);
+    forwarded = heap_args.data();
+  }
+  for (int i = 1; i < n; ++i) forwarded[i] = args[i];
+  if (n > 0) forwarded[0] = AnyView(nullptr);
+  filter->callback.CallPacked(forwarded, n, rv);
 }
 
 }  // namespace
