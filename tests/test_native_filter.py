@@ -143,7 +143,8 @@ def test_native_and_python_dumps_are_identical(tmp_path, monkeypatch, mode, befo
 
 @needs_compiler
 @pytest.mark.parametrize("native", [True, False], indirect=True, ids=["native", "python"])
-def test_check_numerics_stops_at_the_first_bad_kernel(native):
+def test_check_numerics_stops_at_the_first_bad_kernel(native, tmp_path):
+    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
     tvmdbg.enable_check_numerics()
     try:
         model = blockbuilder_planted("log", fuse=False)
@@ -154,10 +155,17 @@ def test_check_numerics_stops_at_the_first_bad_kernel(native):
         assert (vm.__dict__["_tvmdbg_tracer"]._native is not None) == native
     finally:
         tvmdbg.disable_check_numerics()
+        tvmdbg.disable_dump_debug_info()
     error = caught.value
     assert error.kernel == "tir_log" and error.original_ops == [("relax.log", "lv1")]
     assert error.source == (model.fault_file, model.fault_line)
     assert "nan=0 -inf=0 +inf=0 negative=2 zero=1 positive=5" in str(error)
+    with tvmdbg.DebugDataReader(tmp_path) as reader:
+        reader.update()
+        run = reader.run()
+        kernels = [run.trace(i).kernel for i in range(run.num_traces())]
+        assert "CheckNumericsError" in run.execution(0).error
+    assert len(kernels) == 2 and kernels[-1] == "tir_log"  # subtract, log; multiply... never ran
 
 
 def _failing_runs(logdir) -> tuple[list[str], list[tuple[str, str]]]:
@@ -202,6 +210,50 @@ def test_a_builtin_that_raises_is_named_the_same(tmp_path, monkeypatch):
     assert results[True] == results[False]
 
 
+def _raise_in_kernel(x, out):
+    raise ValueError("the extern kernel refused its input")
+
+
+tvm.register_global_func("tvmdbg_test.native_failing_kernel", _raise_in_kernel, override=True)
+
+
+def _failing_kernel_traces(logdir) -> list[tuple[str, str, int, str]]:
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.exp(x))
+            b = bb.emit(
+                relax.call_dps_packed("tvmdbg_test.native_failing_kernel", [a], relax.TensorType((4,), "float32"))
+            )
+            out = bb.emit_output(relax.op.add(b, a))
+        bb.emit_func_output(out)
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH")
+    try:
+        vm = relax.VirtualMachine(tvm.compile(bb.get(), "llvm"), tvm.cpu())
+        with pytest.raises(ValueError, match="refused its input"):
+            vm["main"](tvm.runtime.tensor(np.ones(4, "float32")))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    with tvmdbg.DebugDataReader(logdir) as reader:
+        reader.update()
+        run = reader.run()
+        traces = [run.trace(int(i)) for i in run.execution_trace_indices(0)]
+        return [(t.kernel, t.op_name, t.op_id, t.error) for t in traces]
+
+
+@needs_compiler
+def test_a_kernel_that_raises_is_named_the_same(tmp_path, monkeypatch):
+    results = {}
+    for use in (True, False):
+        monkeypatch.setenv(native_filter.ENV_SWITCH, "1" if use else "0")
+        with trace_paths.using("vm_instrument"):
+            results[use] = _failing_kernel_traces(tmp_path / str(use))
+    assert [t[0] for t in results[True]] == ["tir_exp", "tvmdbg_test.native_failing_kernel"]
+    assert "refused its input" in results[True][1][3] and results[True][1][2] >= 0  # a mapped site
+    assert results[True] == results[False]
+
+
 def test_without_a_compiler_the_python_instrument_traces(tmp_path, monkeypatch, caplog):
     """A failed build is said once in the log, never retried, and tracing goes on in Python."""
     monkeypatch.setattr(native_filter, "_state", {})
@@ -240,4 +292,4 @@ def test_disabled_by_the_environment(monkeypatch):
     assert not native_filter.enabled()
     model = blockbuilder_planted("log", fuse=False)
     vm = relax.VirtualMachine(model.executable, tvm.cpu())
-    assert native_filter.attach(vm, lambda *args: 0) is None
+    assert native_filter.attach(vm, lambda *args: 0, lambda *args: 0, frozenset()) is None

@@ -14,6 +14,7 @@
 #include <tvm/ffi/string.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -45,13 +46,19 @@ struct SymbolSet {
 struct ThreadState {
   const SymbolSet* active = nullptr;  // null with mode kAll
   int64_t mode = kIdle;               // kIdle, kAll, or >= 0 (a set is active)
+  bool stop = false;                  // the tracer skips the remaining kernels: it sees them all
   bool has_builtin = false;
-  std::string builtin;                // a skipped call that started and did not return
+  std::string builtin;                // a skipped builtin that started and did not return
+  bool has_kernel = false;            // a kernel whose start was taken here, not returned
+  std::string kernel;
+  std::chrono::steady_clock::time_point start;
 };
 
 struct Filter {
   int64_t id;
-  Function callback;
+  Function callback;   // the tracer's instrument: (callee, symbol, before, ret, *args)
+  Function on_kernel;  // a kernel returned: (None, symbol, duration_us, ret, *args)
+  SymbolSet functions;  // the Relax functions (nested calls): always the tracer's
   std::mutex mutex;             // guards sets (appended from Python)
   std::deque<SymbolSet> sets;   // a deque: appending never moves an existing set
 };
@@ -80,27 +87,54 @@ std::shared_ptr<Filter> Find(int64_t id) {
   return filter;
 }
 
+void Forward(const Function& callback, PackedArgs args, AnyView before, Any* rv);
+
 void Run(const std::shared_ptr<Filter>& filter, PackedArgs args, Any* rv) {
   ThreadState& state = StateOf(filter->id);
   if (state.mode == kIdle) {
     *rv = static_cast<int64_t>(0);
     return;
   }
-  if (state.active != nullptr && args.size() >= 3) {
+  if (state.active != nullptr && args.size() >= 4) {
     Optional<String> symbol = args[1].try_cast<String>();
-    if (symbol.has_value()) {
+    Optional<bool> before = args[2].try_cast<bool>();
+    if (symbol.has_value() && before.has_value()) {
       const String& name = symbol.value();
       std::string_view view(name.data(), name.size());
       if (state.active->index.find(view) == state.active->index.end()) {
-        bool before = args[2].try_cast<bool>().value_or(false);
-        state.has_builtin = before;
-        if (before) state.builtin.assign(view.data(), view.size());
+        // A builtin: remembered while it runs (named if it raises), never forwarded.
+        state.has_builtin = before.value();
+        if (before.value()) state.builtin.assign(view.data(), view.size());
         *rv = static_cast<int64_t>(0);
         return;
       }
+      if (filter->functions.index.find(view) == filter->functions.index.end()) {
+        // A kernel site of a mapped function: its start is taken here, its end forwarded
+        // with the duration (unless the tracer is stopping: then it sees both).
+        if (before.value() && !state.stop) {
+          state.has_kernel = true;
+          state.kernel.assign(view.data(), view.size());
+          state.start = std::chrono::steady_clock::now();
+          *rv = static_cast<int64_t>(0);
+          return;
+        }
+        if (!before.value() && state.has_kernel) {
+          double duration = std::chrono::duration<double, std::micro>(
+                                std::chrono::steady_clock::now() - state.start)
+                                .count();
+          state.has_kernel = false;
+          Forward(filter->on_kernel, args, AnyView(duration), rv);
+          return;
+        }
+      }
     }
   }
-  // The tracer never reads the callee object (args[0]): None spares its Python wrapper.
+  Forward(filter->callback, args, args.size() > 2 ? args[2] : AnyView(), rv);
+}
+
+// Calls callback with args, the callee object (args[0], never read by the tracer) as None
+// (sparing its Python wrapper) and args[2] replaced by `before`.
+void Forward(const Function& callback, PackedArgs args, AnyView before, Any* rv) {
   constexpr int kInline = 16;
   int n = args.size();
   AnyView inline_args[kInline];
@@ -112,17 +146,21 @@ void Run(const std::shared_ptr<Filter>& filter, PackedArgs args, Any* rv) {
   }
   for (int i = 1; i < n; ++i) forwarded[i] = args[i];
   if (n > 0) forwarded[0] = AnyView(nullptr);
-  filter->callback.CallPacked(forwarded, n, rv);
+  if (n > 2) forwarded[2] = before;
+  callback.CallPacked(forwarded, n, rv);
 }
 
 }  // namespace
 
 // A new filter forwarding to callback: [its id (the handle Python steers it with), the
 // instrument function to hand to the VM]. Only that function owns the filter.
-Array<Any> filter_create(Function callback) {
+Array<Any> filter_create(Function callback, Function on_kernel, Array<String> functions) {
   auto filter = std::make_shared<Filter>();
   filter->id = next_id.fetch_add(1);
   filter->callback = std::move(callback);
+  filter->on_kernel = std::move(on_kernel);
+  for (const String& name : functions) filter->functions.names.emplace_back(name.data(), name.size());
+  for (const std::string& name : filter->functions.names) filter->functions.index.emplace(name);
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
     registry[filter->id] = filter;
@@ -161,11 +199,12 @@ void Activate(int64_t id, int64_t mode, bool fresh) {
   state.active = active;
   if (fresh) {
     state.has_builtin = false;
-    state.builtin.clear();
+    state.has_kernel = false;
+    state.stop = false;
   }
 }
 
-// A traced call starts on this thread with set `mode` (or kAll/kIdle): the builtin is forgotten.
+// A traced call starts on this thread with set `mode` (or kAll/kIdle): what started is forgotten.
 void filter_enter(int64_t id, int64_t mode) { Activate(id, mode, true); }
 
 // The running Relax function changed (a nested function was entered or returned).
@@ -176,14 +215,18 @@ void filter_note(int64_t id, Optional<String> builtin) {
   ThreadState& state = StateOf(id);
   state.has_builtin = builtin.has_value();
   state.builtin = builtin.has_value() ? std::string(builtin.value().data(), builtin.value().size())
-                                      : std::string();
+                                     : std::string();
 }
 
-// The skipped call that started and did not return on this thread, if any.
-Optional<String> filter_builtin(int64_t id) {
+// The tracer stops the call: it sees every remaining kernel start (to skip it).
+void filter_stop(int64_t id) { StateOf(id).stop = true; }
+
+// What started and did not return on this thread: [the builtin or None, the kernel or None].
+Array<Any> filter_started(int64_t id) {
   ThreadState& state = StateOf(id);
-  if (!state.has_builtin) return std::nullopt;
-  return String(state.builtin);
+  Any builtin = state.has_builtin ? Any(String(state.builtin)) : Any(nullptr);
+  Any kernel = state.has_kernel ? Any(String(state.kernel)) : Any(nullptr);
+  return Array<Any>{builtin, kernel};
 }
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_create, filter_create);
@@ -191,4 +234,5 @@ TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_add_set, filter_add_set);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_enter, filter_enter);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_activate, filter_activate);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_note, filter_note);
-TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_builtin, filter_builtin);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_stop, filter_stop);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(filter_started, filter_started);

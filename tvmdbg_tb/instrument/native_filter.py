@@ -5,7 +5,9 @@ Why: the VM calls its instrument before and after every call instruction; on a c
 tiny kernels two of every three are builtins (alloc_tensor, null_value) that the tracer
 ignores after one set lookup, yet each paid the conversion of its arguments to Python.
 The filter makes that lookup in C++, per thread, against the set the tracer activates
-(vm_tracer keeps it in step at the start and end of a call and on nested functions).
+(vm_tracer keeps it in step at the start and end of a call and on nested functions), and
+takes each kernel's start itself: the tracer hears once per kernel, when it returned, with
+its duration.
 
 Built once with the system C++ compiler (g++, no ninja) into a user cache directory, one
 .so per (source, tvm, tvm_ffi, python) version, and loaded at the first traced VM. Without
@@ -134,15 +136,16 @@ def _build(path: Path) -> None:
 class NativeFilter:
     """Steers one VM's native filter from its Python tracer (per thread, like the tracer)."""
 
-    __slots__ = ("_id", "_enter", "_activate", "_note", "_builtin", "_add_set", "_sets", "__weakref__")
+    __slots__ = ("_id", "_enter", "_activate", "_note", "_stop", "_started", "_add_set", "_sets", "__weakref__")
 
-    def __init__(self, module, vm, callback: Callable) -> None:
-        handle, instrument = module.filter_create(callback)
+    def __init__(self, module, vm, callback: Callable, on_kernel: Callable, functions: frozenset[str]) -> None:
+        handle, instrument = module.filter_create(callback, on_kernel, sorted(functions))
         self._id = int(handle)
         self._enter = module.filter_enter
         self._activate = module.filter_activate
         self._note = module.filter_note
-        self._builtin = module.filter_builtin
+        self._stop = module.filter_stop
+        self._started = module.filter_started
         self._add_set = module.filter_add_set
         self._sets: dict[frozenset[str], int] = {}
         vm._set_instrument(instrument)  # the VM owns the filter; we keep only its id
@@ -168,22 +171,31 @@ class NativeFilter:
         """The builtin the Python callback skipped itself (or None when it returned)."""
         self._note(self._id, builtin)
 
-    def builtin(self) -> str | None:
-        """The skipped call that started and did not return on this thread."""
-        found = self._builtin(self._id)
-        return None if found is None else str(found)
+    def stop(self) -> None:
+        """The tracer skips the call's remaining kernels: forward every kernel start again."""
+        self._stop(self._id)
+
+    def started(self) -> tuple[str | None, str | None]:
+        """(the skipped builtin, the kernel whose start was taken natively) that started and
+        did not return on this thread."""
+        builtin, kernel = self._started(self._id)
+        return (None if builtin is None else str(builtin), None if kernel is None else str(kernel))
 
 
-def attach(vm, callback: Callable) -> NativeFilter | None:
-    """Installs the native filter as vm's instrument, forwarding to callback; None (and
-    nothing installed) when disabled or unavailable."""
+def attach(vm, callback: Callable, on_kernel: Callable, functions: frozenset[str]) -> NativeFilter | None:
+    """Installs the native filter as vm's instrument; None (and nothing installed) when
+    disabled or unavailable.
+
+    callback: the tracer's instrument, for the calls it reads; on_kernel(None, symbol,
+    duration_us, ret, *args): a kernel of an active symbol set returned, its start taken
+    natively (functions: the Relax functions' symbols, whose calls always go to callback)."""
     if not enabled():
         return None
     module = load()
     if module is None:
         return None
     try:
-        return NativeFilter(module, vm, callback)
+        return NativeFilter(module, vm, callback, on_kernel, functions)
     except Exception as error:
         logger.warning("tvmdbg: native VM filter could not be attached, tracing in pure Python: %s", error)
         return None

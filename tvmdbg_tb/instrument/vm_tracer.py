@@ -79,7 +79,7 @@ class Tracer:
         self._trace_statics: dict[tuple, bytes] = {}  # (site, slot, dtype) -> constant fields
         # The VM calls a native pre-filter that forwards only the calls _instrument reads
         # (kept in step by _steer); without it, _instrument itself.
-        self._native = native_filter.attach(vm, self._instrument)
+        self._native = native_filter.attach(vm, self._instrument, self._kernel, self.function_names)
         if self._native is None:
             vm._set_instrument(self._instrument)
 
@@ -98,11 +98,11 @@ class Tracer:
             result = invoke(*args)
         except BaseException as error:
             local.call = None
-            self._end_native(call)
+            self._end_native(call, failed=True)
             self._safely(self._finish, call, inputs, None, error, frames, user_index)
             raise
         local.call = None
-        self._end_native(call)
+        self._end_native(call, failed=False)
         outputs = get_outputs() if get_outputs is not None else result
         self._safely(self._finish, call, inputs, outputs, None, frames, user_index)
         if self.session.replay is not None:  # tvmdbg_tb.replay.auto: replay what was captured
@@ -126,19 +126,23 @@ class Tracer:
             call = getattr(local, "call", None)
             local.call = None
             local.implicit = None
-            self._end_native(call)
+            self._end_native(call, failed=False)
             if call is not None:
                 self._safely(self._finish, call, (), None, None, frames, user_index)
 
-    def _end_native(self, call: _Call | None) -> None:
-        """No call traced on this thread any more: the native filter answers alone; the
-        builtin it saw start and not return becomes the call's (named if the call raised)."""
+    def _end_native(self, call: _Call | None, failed: bool) -> None:
+        """No call traced on this thread any more: the native filter answers alone. A call
+        that raised gets what the filter saw start and not return, as the pure-Python
+        instrument would have: the kernel pending, the builtin running."""
         native = self._native
         if native is None:
             return
         native.activate(native_filter.IDLE)
-        if call is not None:
-            call.builtin = native.builtin()
+        if call is not None and failed:
+            builtin, kernel = native.started()
+            if kernel is not None:
+                call.pending.append((self._site(call, kernel, ()), kernel, 0.0, False))
+            call.builtin = builtin
 
     def _steer(self, call: _Call, fresh: bool) -> None:
         """Points the native filter at the running activation's symbols (fresh: a new call)."""
@@ -372,7 +376,24 @@ class Tracer:
             if symbol == "vm.builtin.alloc_tensor" and not call.stack[-1].function.mapped:
                 call.fresh.add(hash(ret))
             return
-        duration = (_perf() - start) * 1e6
+        self._done(call, site, ret, args, (_perf() - start) * 1e6)
+
+    def _kernel(self, _callee, symbol, duration: float, ret, *args) -> int:
+        """The native filter's call when a kernel returned whose start it took (a mapped
+        function's site, no stop asked): what _before and _after do, at once."""
+        call = getattr(self._local, "call", None)
+        if call is None:
+            return 0
+        try:
+            site = self._site(call, str(symbol), args)
+            if site is not None:
+                self._done(self._local.call, site, ret, args, duration)
+        except Exception as error:  # never let a debugger bug reach the VM
+            warnings.warn(f"tvmdbg: tracing a kernel failed: {error!r}", RuntimeWarning, stacklevel=2)
+        return 0
+
+    def _done(self, call: _Call, site: RuntimeSite, ret, args: tuple, duration: float) -> None:
+        """Records one kernel run (duration in microseconds)."""
         outputs = site.outputs(args, ret)
         if call.fresh:
             for value in outputs:
@@ -393,6 +414,8 @@ class Tracer:
             stop = self.session.kernel_done(kernel)
             if stop is not None and call.stop is None:
                 call.stop = stop
+                if self._native is not None:
+                    self._native.stop()  # the remaining kernel starts come back to _before
 
 
 def _values(mode: int, value, dtype: str, shape: tuple[int, ...]) -> list[float]:
