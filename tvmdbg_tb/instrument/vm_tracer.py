@@ -33,6 +33,8 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 SKIP_RUN = 1
 _perf = time.perf_counter
 _F64 = struct.Struct("<d")
+_NO_VALUES = (pb.NO_TENSOR, pb.FULL_TENSOR)  # modes whose traces carry no debug_values
+_MAX_SHAPES = 4096
 
 
 class _Activation:
@@ -77,6 +79,7 @@ class Tracer:
         self._local = threading.local()
         self._relevant_symbols: dict[str, tuple[RuntimeFunction, frozenset[str]]] = {}
         self._trace_statics: dict[tuple, bytes] = {}  # (site, slot, dtype) -> constant fields
+        self._shape_fields: dict[tuple, bytes] = {}  # shape -> its serialized field (bounded)
         # The VM calls a native pre-filter that forwards only the calls _instrument reads
         # (kept in step by _steer); without it, _instrument itself.
         self._native = native_filter.attach(vm, self._instrument, self._kernel, self.function_names)
@@ -315,6 +318,7 @@ class Tracer:
         fields serialized once, then the execution index, the debug values (and tensor), the
         duration and the shape appended as raw fields (concatenated messages merge)."""
         mode = self.mode
+        counted = mode not in _NO_VALUES
         out = []
         for slot in site.slots:
             if slot >= len(outputs):
@@ -338,7 +342,7 @@ class Tracer:
                     dtype=dtype,
                 ).SerializeToString()
             parts = [static, b"\x18", varint(index)]
-            values = _values(mode, value, dtype, shape)
+            values = _values(mode, value, dtype, shape) if counted else None
             if values:
                 packed = struct.pack(f"<{len(values)}d", *values)
                 parts += [b"\x42", varint(len(packed)), packed]  # debug_values (8)
@@ -347,8 +351,13 @@ class Tracer:
                 parts += [b"\x4a", varint(len(tensor)), tensor]  # tensor_value (9)
             parts += [b"\x59", _F64.pack(duration)]  # duration_us (11)
             if shape:
-                dims = b"".join([varint(int(d)) for d in shape])
-                parts += [b"\x7a", varint(len(dims)), dims]  # shape (15)
+                field = self._shape_fields.get(shape)
+                if field is None:
+                    dims = b"".join([varint(int(d)) for d in shape])
+                    field = b"\x7a" + varint(len(dims)) + dims  # shape (15)
+                    if len(self._shape_fields) < _MAX_SHAPES:  # dynamic shapes: not kept forever
+                        self._shape_fields[shape] = field
+                parts.append(field)
             out.append(b"".join(parts))
         return out
 
