@@ -143,6 +143,10 @@ def measure(name: str, calls: int, seconds: float, modes: list[str] | None = Non
 
     saved = fast_tracer.ENABLED
     fast_tracer.ENABLED = not name.endswith("_fallback")
+    if name.endswith("_fallback"):
+        from tvmdbg_tb.instrument import native_filter
+
+        native_filter.load()  # built (once, cached) before anything is timed
     try:
         return _measure_modes(name, calls, seconds, modes)
     finally:

@@ -17,7 +17,7 @@ from typing import Any
 
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import kernel_summary, param_cache
+from tvmdbg_tb.instrument import kernel_summary, native_filter, param_cache
 from tvmdbg_tb.instrument.session import KernelCall, RuntimeFunction, RuntimeSite, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import (
     as_numpy,
@@ -33,6 +33,8 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 SKIP_RUN = 1
 _perf = time.perf_counter
 _F64 = struct.Struct("<d")
+_NO_VALUES = (pb.NO_TENSOR, pb.FULL_TENSOR)  # modes whose traces carry no debug_values
+_MAX_SHAPES = 4096
 
 
 class _Activation:
@@ -77,7 +79,12 @@ class Tracer:
         self._local = threading.local()
         self._relevant_symbols: dict[str, tuple[RuntimeFunction, frozenset[str]]] = {}
         self._trace_statics: dict[tuple, bytes] = {}  # (site, slot, dtype) -> constant fields
-        vm._set_instrument(self._instrument)
+        self._shape_fields: dict[tuple, bytes] = {}  # shape -> its serialized field (bounded)
+        # The VM calls a native pre-filter that forwards only the calls _instrument reads
+        # (kept in step by _steer); without it, _instrument itself.
+        self._native = native_filter.attach(vm, self._instrument, self._kernel, self.function_names)
+        if self._native is None:
+            vm._set_instrument(self._instrument)
 
     # -- top-level calls -------------------------------------------------------------------
 
@@ -88,13 +95,17 @@ class Tracer:
         frames, user_index = frames_mod.capture_call(2)
         call = self._begin(function_name, implicit=False)
         local.call = call
+        if self._native is not None:
+            self._native.enter(self._native.set_of(call.stack[-1].relevant))
         try:
             result = invoke(*args)
         except BaseException as error:
             local.call = None
+            self._end_native(call, failed=True)
             self._safely(self._finish, call, inputs, None, error, frames, user_index)
             raise
         local.call = None
+        self._end_native(call, failed=False)
         outputs = get_outputs() if get_outputs is not None else result
         self._safely(self._finish, call, inputs, outputs, None, frames, user_index)
         if self.session.replay is not None:  # tvmdbg_tb.replay.auto: replay what was captured
@@ -110,14 +121,40 @@ class Tracer:
             return evaluator(*args)
         frames, user_index = frames_mod.capture_call(2)
         local.implicit = (function_name, frames, user_index)
+        if self._native is not None:
+            self._native.enter(native_filter.ALL)  # the first call of a repetition starts one
         try:
             return evaluator(*args)
         finally:
             call = getattr(local, "call", None)
             local.call = None
             local.implicit = None
+            self._end_native(call, failed=False)
             if call is not None:
                 self._safely(self._finish, call, (), None, None, frames, user_index)
+
+    def _end_native(self, call: _Call | None, failed: bool) -> None:
+        """No call traced on this thread any more: the native filter answers alone. A call
+        that raised gets what the filter saw start and not return, as the pure-Python
+        instrument would have: the kernel pending, the builtin running."""
+        native = self._native
+        if native is None:
+            return
+        native.activate(native_filter.IDLE)
+        if call is not None and failed:
+            builtin, kernel = native.started()
+            if kernel is not None:
+                call.pending.append((self._site(call, kernel, ()), kernel, 0.0, False))
+            call.builtin = builtin
+
+    def _steer(self, call: _Call, fresh: bool) -> None:
+        """Points the native filter at the running activation's symbols (fresh: a new call)."""
+        native = self._native
+        number = native.set_of(call.stack[-1].relevant)
+        if fresh:
+            native.enter(number)
+        else:
+            native.activate(number)
 
     def _begin(self, function_name: str, implicit: bool) -> _Call:
         function = self.session.function(self.program, function_name)
@@ -217,12 +254,16 @@ class Tracer:
             if implicit is None:
                 return 0
             call = self._local.call = self._begin(implicit[0], implicit=True)
+            if self._native is not None:
+                self._steer(call, fresh=True)
         # Most calls are VM builtins (allocations, null values, checks): in a mapped function
         # one set lookup tells they are neither a kernel site nor a nested function, the same
         # way before and after the call (the activation only changes on a nested function).
         relevant = call.stack[-1].relevant
         if relevant is not None and symbol not in relevant:
             call.builtin = symbol if before else None  # the builtin running, if it raises
+            if self._native is not None:
+                self._native.note(call.builtin)
             return 0
         try:
             if before:
@@ -237,6 +278,8 @@ class Tracer:
             nested = self.session.function(self.program, symbol)
             call.stack.append(_Activation(nested, self._relevant(nested)))
             call.pending.append((None, symbol, 0.0, True))
+            if self._native is not None:
+                self._steer(call, fresh=False)
             return 0
         site = self._site(call, symbol, args)
         call = self._local.call  # a time_evaluator repetition may have started a new call
@@ -275,6 +318,7 @@ class Tracer:
         fields serialized once, then the execution index, the debug values (and tensor), the
         duration and the shape appended as raw fields (concatenated messages merge)."""
         mode = self.mode
+        counted = mode not in _NO_VALUES
         out = []
         for slot in site.slots:
             if slot >= len(outputs):
@@ -298,7 +342,7 @@ class Tracer:
                     dtype=dtype,
                 ).SerializeToString()
             parts = [static, b"\x18", varint(index)]
-            values = _values(mode, value, dtype, shape)
+            values = _values(mode, value, dtype, shape) if counted else None
             if values:
                 packed = struct.pack(f"<{len(values)}d", *values)
                 parts += [b"\x42", varint(len(packed)), packed]  # debug_values (8)
@@ -307,8 +351,13 @@ class Tracer:
                 parts += [b"\x4a", varint(len(tensor)), tensor]  # tensor_value (9)
             parts += [b"\x59", _F64.pack(duration)]  # duration_us (11)
             if shape:
-                dims = b"".join([varint(int(d)) for d in shape])
-                parts += [b"\x7a", varint(len(dims)), dims]  # shape (15)
+                field = self._shape_fields.get(shape)
+                if field is None:
+                    dims = b"".join([varint(int(d)) for d in shape])
+                    field = b"\x7a" + varint(len(dims)) + dims  # shape (15)
+                    if len(self._shape_fields) < _MAX_SHAPES:  # dynamic shapes: not kept forever
+                        self._shape_fields[shape] = field
+                parts.append(field)
             out.append(b"".join(parts))
         return out
 
@@ -317,6 +366,8 @@ class Tracer:
         self._safely(self._finish, call, (), None, None, implicit[1], implicit[2])
         fresh = self._begin(implicit[0], implicit=True)
         self._local.call = fresh
+        if self._native is not None:
+            self._steer(fresh, fresh=True)
         return fresh
 
     def _after(self, call: _Call, ret, args: tuple) -> None:
@@ -327,12 +378,31 @@ class Tracer:
         if nested:
             if len(call.stack) > 1:
                 call.stack.pop()
+                if self._native is not None:
+                    self._steer(call, fresh=False)
             return
         if site is None:
             if symbol == "vm.builtin.alloc_tensor" and not call.stack[-1].function.mapped:
                 call.fresh.add(hash(ret))
             return
-        duration = (_perf() - start) * 1e6
+        self._done(call, site, ret, args, (_perf() - start) * 1e6)
+
+    def _kernel(self, _callee, symbol, duration: float, ret, *args) -> int:
+        """The native filter's call when a kernel returned whose start it took (a mapped
+        function's site, no stop asked): what _before and _after do, at once."""
+        call = getattr(self._local, "call", None)
+        if call is None:
+            return 0
+        try:
+            site = self._site(call, str(symbol), args)
+            if site is not None:
+                self._done(self._local.call, site, ret, args, duration)
+        except Exception as error:  # never let a debugger bug reach the VM
+            warnings.warn(f"tvmdbg: tracing a kernel failed: {error!r}", RuntimeWarning, stacklevel=2)
+        return 0
+
+    def _done(self, call: _Call, site: RuntimeSite, ret, args: tuple, duration: float) -> None:
+        """Records one kernel run (duration in microseconds)."""
         outputs = site.outputs(args, ret)
         if call.fresh:
             for value in outputs:
@@ -353,6 +423,8 @@ class Tracer:
             stop = self.session.kernel_done(kernel)
             if stop is not None and call.stop is None:
                 call.stop = stop
+                if self._native is not None:
+                    self._native.stop()  # the remaining kernel starts come back to _before
 
 
 def _values(mode: int, value, dtype: str, shape: tuple[int, ...]) -> list[float]:
