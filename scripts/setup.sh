@@ -19,6 +19,12 @@ fi
 if [ -f tvmdbg_tb_frontend/package.json ]; then
     bash tvmdbg_tb_frontend/build.sh
 fi
+# The fallback path's native pre-filter (tvmdbg_tb/instrument/native_filter.py) is built with
+# the system C++ compiler; without one tvmdbg traces in pure Python and its tests skip.
+if ! command -v c++ >/dev/null && ! command -v g++ >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "== installing g++ for the native VM filter"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++ >/dev/null
+fi
 # The dashboard's browser tests drive Debian's Chromium (playwright cannot download a browser
 # here). Installed only when missing and only as root (CI); elsewhere those tests skip.
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
