@@ -331,3 +331,32 @@ def big_elementwise(size: int = 1 << 20):
             out = bb.emit_output(relax.op.add(x, relax.const(1.0, "float32")))
         bb.emit_func_output(out)
     return compile_module(bb.get(), False), [np.linspace(-1, 1, size, dtype="float32")]
+
+
+def extern_kernel_between(symbol: str):
+    """exp, then the extern packed kernel `symbol` (DPS, float32[4]), then add: a model whose
+    middle kernel may raise; returns the Relax module."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.exp(x))
+            b = bb.emit(relax.call_dps_packed(symbol, [a], relax.TensorType((4,), "float32")))
+            out = bb.emit_output(relax.op.add(b, a))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def mismatched_shapes():
+    """exp(x) + y with x and y sharing a symbolic length: called with two lengths, a VM
+    builtin's shape check raises; returns the Relax module."""
+    bb = relax.BlockBuilder()
+    n = tvm.tirx.Var("n", "int64")
+    x = relax.Var("x", relax.TensorType((n,), "float32"))
+    y = relax.Var("y", relax.TensorType((n,), "float32"))
+    with bb.function("main", [x, y]):
+        with bb.dataflow():
+            a = bb.emit(relax.op.exp(x))
+            out = bb.emit_output(relax.op.add(a, y))
+        bb.emit_func_output(out)
+    return bb.get()

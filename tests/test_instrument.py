@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import trace_paths
 import tvm
-from models import FAULTS, FRONTENDS, planted
+from models import FAULTS, FRONTENDS, extern_kernel_between, mismatched_shapes, planted
 from tvm import relax
 
 import tvmdbg
@@ -147,16 +147,7 @@ def test_executions_record_calls(planted_dump):
 
 
 def test_failing_kernel_is_recorded_and_error_unchanged(tmp_path, trace_path):
-    bb = relax.BlockBuilder()
-    n = tvm.tirx.Var("n", "int64") if hasattr(tvm, "tirx") else tvm.tir.Var("n", "int64")
-    x = relax.Var("x", relax.TensorType((n,), "float32"))
-    y = relax.Var("y", relax.TensorType((n,), "float32"))
-    with bb.function("main", [x, y]):
-        with bb.dataflow():
-            a = bb.emit(relax.op.exp(x))
-            out = bb.emit_output(relax.op.add(a, y))
-        bb.emit_func_output(out)
-    mod = bb.get()
+    mod = mismatched_shapes()
     ex = tvm.compile(mod, "llvm")
     vm = relax.VirtualMachine(ex, tvm.cpu())
     args = (tvm.runtime.tensor(np.ones(3, "float32")), tvm.runtime.tensor(np.ones(4, "float32")))
@@ -192,17 +183,9 @@ tvm.register_global_func("tvmdbg_test.failing_kernel", _raise_in_kernel, overrid
 
 
 def test_failing_extern_kernel_is_the_error_site(tmp_path, trace_path):
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((4,), "float32"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            a = bb.emit(relax.op.exp(x))
-            b = bb.emit(relax.call_dps_packed("tvmdbg_test.failing_kernel", [a], relax.TensorType((4,), "float32")))
-            out = bb.emit_output(relax.op.add(b, a))
-        bb.emit_func_output(out)
     tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH")
     try:
-        vm = relax.VirtualMachine(tvm.compile(bb.get(), "llvm"), tvm.cpu())
+        vm = relax.VirtualMachine(tvm.compile(extern_kernel_between("tvmdbg_test.failing_kernel"), "llvm"), tvm.cpu())
         with pytest.raises(ValueError, match="refused its input"):
             vm["main"](tvm.runtime.tensor(np.ones(4, "float32")))
     finally:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import trace_paths
 import tvm
-from models import blockbuilder_planted, compile_module, mixed_dtypes
+from models import blockbuilder_planted, compile_module, extern_kernel_between, mismatched_shapes, mixed_dtypes
 from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
@@ -170,19 +170,10 @@ def test_check_numerics_stops_at_the_first_bad_kernel(native, tmp_path):
 
 def _failing_runs(logdir) -> tuple[list[str], list[tuple[str, str]]]:
     """A shape mismatch caught by a VM builtin, then a good call: errors and named culprits."""
-    bb = relax.BlockBuilder()
-    n = tvm.tirx.Var("n", "int64") if hasattr(tvm, "tirx") else tvm.tir.Var("n", "int64")
-    x = relax.Var("x", relax.TensorType((n,), "float32"))
-    y = relax.Var("y", relax.TensorType((n,), "float32"))
-    with bb.function("main", [x, y]):
-        with bb.dataflow():
-            a = bb.emit(relax.op.exp(x))
-            out = bb.emit_output(relax.op.add(a, y))
-        bb.emit_func_output(out)
     tvmdbg.enable_dump_debug_info(logdir, circular_buffer_size=-1)
     errors = []
     try:
-        vm = relax.VirtualMachine(tvm.compile(bb.get(), "llvm"), tvm.cpu())
+        vm = relax.VirtualMachine(tvm.compile(mismatched_shapes(), "llvm"), tvm.cpu())
         with pytest.raises(Exception) as raised:
             vm["main"](tvm.runtime.tensor(np.ones(3, "float32")), tvm.runtime.tensor(np.ones(4, "float32")))
         errors.append(str(raised.value))
@@ -198,13 +189,19 @@ def _failing_runs(logdir) -> tuple[list[str], list[tuple[str, str]]]:
     return errors, named
 
 
-@needs_compiler
-def test_a_builtin_that_raises_is_named_the_same(tmp_path, monkeypatch):
+def _on_both_paths(monkeypatch, run, tmp_path) -> dict:
+    """run(logdir) on the VM instrument with the native filter (True) and without (False)."""
     results = {}
     for use in (True, False):
         monkeypatch.setenv(native_filter.ENV_SWITCH, "1" if use else "0")
         with trace_paths.using("vm_instrument"):
-            results[use] = _failing_runs(tmp_path / str(use))
+            results[use] = run(tmp_path / str(use))
+    return results
+
+
+@needs_compiler
+def test_a_builtin_that_raises_is_named_the_same(tmp_path, monkeypatch):
+    results = _on_both_paths(monkeypatch, _failing_runs, tmp_path)
     errors, named = results[True]
     assert len(named) == 1 and named[0][0].startswith("vm.builtin."), named
     assert results[True] == results[False]
@@ -218,19 +215,10 @@ tvm.register_global_func("tvmdbg_test.native_failing_kernel", _raise_in_kernel, 
 
 
 def _failing_kernel_traces(logdir) -> list[tuple[str, str, int, str]]:
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((4,), "float32"))
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            a = bb.emit(relax.op.exp(x))
-            b = bb.emit(
-                relax.call_dps_packed("tvmdbg_test.native_failing_kernel", [a], relax.TensorType((4,), "float32"))
-            )
-            out = bb.emit_output(relax.op.add(b, a))
-        bb.emit_func_output(out)
     tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH")
     try:
-        vm = relax.VirtualMachine(tvm.compile(bb.get(), "llvm"), tvm.cpu())
+        module = extern_kernel_between("tvmdbg_test.native_failing_kernel")
+        vm = relax.VirtualMachine(tvm.compile(module, "llvm"), tvm.cpu())
         with pytest.raises(ValueError, match="refused its input"):
             vm["main"](tvm.runtime.tensor(np.ones(4, "float32")))
     finally:
@@ -244,11 +232,7 @@ def _failing_kernel_traces(logdir) -> list[tuple[str, str, int, str]]:
 
 @needs_compiler
 def test_a_kernel_that_raises_is_named_the_same(tmp_path, monkeypatch):
-    results = {}
-    for use in (True, False):
-        monkeypatch.setenv(native_filter.ENV_SWITCH, "1" if use else "0")
-        with trace_paths.using("vm_instrument"):
-            results[use] = _failing_kernel_traces(tmp_path / str(use))
+    results = _on_both_paths(monkeypatch, _failing_kernel_traces, tmp_path)
     assert [t[0] for t in results[True]] == ["tir_exp", "tvmdbg_test.native_failing_kernel"]
     assert "refused its input" in results[True][1][3] and results[True][1][2] >= 0  # a mapped site
     assert results[True] == results[False]
