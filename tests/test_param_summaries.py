@@ -243,3 +243,34 @@ def test_function_with_inplace_kernel_never_reuses(tmp_path, trace_path):
     # when the call returns (after the in-place update): either way they follow the updates.
     assert negatives == ([3, 2, 1, 0] if trace_path == "compiled" else [2, 1, 0, 0])
     np.testing.assert_array_equal(w.numpy(), np.arange(-3, 5, dtype="float32") + 4)
+
+
+def test_exports_of_an_earlier_session_are_forgotten(tmp_path, trace_path):
+    """A session starts from its own exports: memory a finished session saw exported (and the
+    allocator may hand to a new tensor) does not stop reuse later, as views made before
+    enable_dump_debug_info are not noticed (the documented rule)."""
+    w = {}
+
+    def export(function, x, w1, w2, snapshots):
+        _call(function, x, w1, w2, snapshots)
+        w["view"] = np.from_dlpack(w1)  # tainted for the rest of this session
+        _call(function, x, w1, w2, snapshots)
+
+    (first, _), _ = _run(tmp_path / "first", export)
+    assert not first[1].inputs[1].HasField("summarized_in_execution")
+
+    def again(function, x, w1, w2, snapshots):
+        w1.copyfrom(w["view"])  # a new tensor; then two calls with it unchanged
+        _call(function, x, w1, w2, snapshots)
+        _call(function, x, w1, w2, snapshots)
+
+    tvmdbg.enable_dump_debug_info(
+        str(tmp_path / "second"), tensor_debug_mode="FULL_HEALTH", param_summaries="once_per_value"
+    )
+    tvmdbg.disable_dump_debug_info()  # a whole session in between: nothing carried over
+    from tvmdbg_tb.instrument import param_cache
+
+    assert not param_cache._TAINTED
+    (second, _), snapshots = _run(tmp_path / "third", again)
+    _check(second, snapshots)
+    assert second[1].inputs[1].summarized_in_execution == second[0].index

@@ -87,6 +87,9 @@ class SummaryCache:
         self._by_slot.clear()
         self._by_id.clear()
         self.tuples.clear()
+        if not _CACHES:  # the next session starts from its own exports (see the rule above)
+            _TAINTED.clear()
+            _OVERFLOW[0] = False
 
     def lookup(self, tensor: Any) -> _Entry | None:
         entry = self._by_id.get(_key(tensor))
