@@ -15,6 +15,7 @@ import time
 import warnings
 from typing import Any
 
+from tvmdbg_tb.events.summaries import nonfinite_counts
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument import kernel_summary, native_filter, param_cache
@@ -313,12 +314,14 @@ class Tracer:
             return sites[k]
         return self.session.dynamic_site(function, symbol, args, call.fresh)
 
-    def _payloads(self, index: int, site: RuntimeSite, outputs, duration: float) -> list[bytes]:
+    def _payloads(self, index: int, site: RuntimeSite, outputs, duration: float) -> tuple[list[bytes], bool]:
         """The serialized traces of one kernel run: each (site, slot, dtype)'s constant
         fields serialized once, then the execution index, the debug values (and tensor), the
-        duration and the shape appended as raw fields (concatenated messages merge)."""
+        duration and the shape appended as raw fields (concatenated messages merge); and
+        whether an output may be non-finite (its values say so, or FULL_TENSOR: not counted)."""
         mode = self.mode
         counted = mode not in _NO_VALUES
+        suspect = mode == pb.FULL_TENSOR
         out = []
         for slot in site.slots:
             if slot >= len(outputs):
@@ -346,6 +349,9 @@ class Tracer:
             if values:
                 packed = struct.pack(f"<{len(values)}d", *values)
                 parts += [b"\x42", varint(len(packed)), packed]  # debug_values (8)
+                if not suspect:
+                    counts = nonfinite_counts(mode, values)
+                    suspect = counts is not None and any(counts)
             if mode == pb.FULL_TENSOR:
                 tensor = tensor_value(value, dtype, shape).SerializeToString()
                 parts += [b"\x4a", varint(len(tensor)), tensor]  # tensor_value (9)
@@ -359,7 +365,7 @@ class Tracer:
                         self._shape_fields[shape] = field
                 parts.append(field)
             out.append(b"".join(parts))
-        return out
+        return out, suspect
 
     def _next_repetition(self, call: _Call) -> _Call:
         implicit = self._local.implicit
@@ -409,10 +415,10 @@ class Tracer:
                 call.fresh.discard(hash(value))
         replayer = self.session.replay
         watching = replayer is not None and replayer.watching
-        payloads = self._payloads(call.index, site, outputs, duration)
+        payloads, suspect = self._payloads(call.index, site, outputs, duration)
         call.traces.extend(payloads)
-        if not watching and not self.session.want_nonfinite:
-            return
+        if not self.session.want_nonfinite and (not watching or not (suspect or replayer.watching_all)):
+            return  # the replay only hunts non-finite outputs: nothing to parse for it here
         # The replay and the kernel sinks read messages: parsed (cheaper than built field by field).
         traces = [pb.GraphExecutionTrace.FromString(p) for p in payloads]
         if watching:

@@ -61,6 +61,11 @@ class AutoReplay:
         return self.hunting or self.deep or self._sources
 
     @property
+    def watching_all(self) -> bool:
+        """Whether on_traces must see every kernel, not only those with a non-finite output."""
+        return self.deep or bool(self._sources)
+
+    @property
     def deep(self) -> bool:
         """Deep mode (trace_fused_ops=True): every fused kernel call is replayed op by op."""
         return self.session.writer is not None and self.session.trace_fused_ops
