@@ -311,24 +311,24 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             if not is_site:
                 continue
             args = value.args[:]
-            if callee in fused and isinstance(value.op, relax.GlobalVar):  # it counts its output (epilogue.py)
+            # A kernel counting its own output (epilogue.py) gets the buffer and its row; the
+            # guarded summary after it counts the row only if the kernel left it unwritten.
+            guard = fused.get(callee) if isinstance(value.op, relax.GlobalVar) else None
+            if guard is not None:
                 bindings[-1] = relax.VarBinding(
                     binding.var, relax.Call(value.op, [*args, stats, _row(row)], value.attrs, value.ty_args)
                 )
-                out = args[plan[next_site][1][0]]
-                # Counts the row only when the kernel left it unwritten (a NaN or an infinity).
-                bindings.append(_binding(fused[callee], [out, stats, _row(row)]))
-                output_rows.setdefault(hash(out), row)
-                rows[row - 1].fused = True
-                row += 1
-                next_site += 1
-                continue
             for position in plan[next_site][1]:
                 info = rows[row - 1]
                 out = args[position] if position < len(args) else None
-                name = (
-                    _health_kernel(out, health == "stats", counts=counts) if info.health and out is not None else None
-                )
+                if guard is not None:
+                    name, info.fused = guard, True
+                else:
+                    name = (
+                        _health_kernel(out, health == "stats", counts=counts)
+                        if info.health and out is not None
+                        else None
+                    )
                 info.health = name is not None
                 bindings.append(
                     _binding(name, [out, stats, _row(row)]) if name else _binding(tick_name, [stats, _row(row)])

@@ -31,7 +31,7 @@ from tvmdbg_tb.instrument import kernel_source
 # Smaller outputs keep the separate summary kernel: it reads them back from cache, so counting
 # in the producer saves no time there (chain of 200 16-element kernels: 1.37-1.40 vs
 # 1.38-1.44 us/kernel), while each fused kernel is one more copy of the counting code for LLVM
-# to compile (~30 ms; the separate kernel is compiled once per dtype and rank).
+# to compile (~15 ms; the separate kernel is compiled once per dtype and rank).
 MIN_ELEMENTS = 1 << 16
 # 8 lanes compile in 36 ms per kernel, 16 in 54 (the first pass and its accumulators are
 # compiled into every fused kernel), and count 1M floats as fast (bench_fused_health.py).
@@ -89,14 +89,13 @@ def _output_block(sch: s_tir.Schedule, buffer) -> object | None:
         return None
     block_rv = writers[0]
     block = sch.get(block_rv)
-    realize = sch.get_sref(block_rv)
     store = block.body
     if block.init is not None or not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(buffer):
         return None
     if any(int(iv.iter_type) != 0 for iv in block.iter_vars):  # 0: data parallel
         return None
     loops = sch.get_loops(block_rv)
-    bindings = _realize_of(sch, realize)
+    bindings = _realize_of(sch, sch.get_sref(block_rv))
     if bindings is None or not (isinstance(bindings.predicate, tirx.IntImm) and int(bindings.predicate.value) == 1):
         return None
     if not len(buffer.shape):  # a scalar: one store, under no loop

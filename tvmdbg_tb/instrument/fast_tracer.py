@@ -25,7 +25,7 @@ from tvmdbg_tb.events.wire import varint as _varint
 from tvmdbg_tb.instrument import compiled, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
-from tvmdbg_tb.instrument.summary import flatten, is_tensor, tuple_health_values
+from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, tuple_health_values
 from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -246,7 +246,7 @@ class CompiledTracer(Tracer):
                 if not runtime_shape:
                     trace.shape.extend(spec[1])
                     if self.mode == pb.SHAPE and row.health:  # a static shape's values are constant
-                        trace.debug_values.extend([dtype_code(spec[0]), len(spec[1]), math.prod(spec[1]), *spec[1]])
+                        trace.debug_values.extend(debug_values(pb.SHAPE, None, spec[0], spec[1]))
                 statics.append(trace.SerializeToString() if row.slot in site.slots else b"")
                 dynamic.append(runtime_shape)
             cached = self._statics[fid] = (statics, dynamic)
@@ -669,8 +669,7 @@ def _shape_summary(summary: pb.TensorSummary, dtype: str, shape: tuple[int, ...]
     summary.dtype = dtype
     summary.shape.extend(shape)
     if with_values:
-        size = int(np.prod(shape)) if shape else 1
-        summary.debug_values.extend([dtype_code(dtype), len(shape), size, *shape])
+        summary.debug_values.extend(debug_values(pb.SHAPE, None, dtype, shape))
 
 
 def _tuple_leaf_rows(function: compiled.CompiledFunction, inputs) -> list[tuple[int, list[int]]]:

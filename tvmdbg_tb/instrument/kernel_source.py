@@ -28,8 +28,7 @@ HEALTH_DTYPES = {
 
 
 def summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool = False) -> str:
-    dims = [f"n{i}" for i in range(rank)]
-    size = " * ".join(dims) if dims else "T.int64(1)"
+    dims, size = _dims(rank)
     lines = _signature(name, dtype, dims)
     if stats and dtype != "bool":  # the counts and the statistics in one pass
         lines += stats_kernel.stats_lines(dtype, size, STATS_COLUMN)
@@ -40,6 +39,32 @@ def summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool =
 
 
 LANES = 16
+_COUNT = 'T.Cast("int32", {})'  # a test of one element, as a count
+
+
+def _dims(rank: int) -> tuple[list[str], str]:
+    """The symbolic dims of a rank-`rank` tensor and its element count, as TVMScript."""
+    dims = [f"n{i}" for i in range(rank)]
+    return dims, " * ".join(dims) if dims else "T.int64(1)"
+
+
+def _accumulators(dtype: str, size: str, rows: int, lanes: int, sum_dtype: str | None) -> list[str]:
+    """The tensor's flat view F, `rows` rows of per-lane int32 counters and, for floats, the
+    per-lane sums, all zeroed."""
+    lines = [
+        f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
+        f'    acc = T.alloc_buffer(({rows}, {lanes}), "int32", scope="local")',
+        f"    for k in range({rows}):",
+        f"        for j in T.vectorized({lanes}):",
+        "            acc[k, j] = 0",
+    ]
+    if sum_dtype:
+        lines += [
+            f'    fs = T.alloc_buffer(({lanes},), "{sum_dtype}", scope="local")',
+            f"    for j in T.vectorized({lanes}):",
+            f"        fs[j] = T.{sum_dtype}(0)",
+        ]
+    return lines
 
 
 def _counting_loop(size: str, tests: dict[int, str]) -> list[str]:
@@ -57,11 +82,14 @@ def _first_pass_tests(dtype: str) -> tuple[dict[int, str], str | None]:
     """The first pass's tests (acc row -> an int32 expression of {v}) and, for floats, the dtype
     of the per-lane sum that rides with them: shared by the summary kernel and the kernels
     counting their own output (epilogue.py), so both count the same."""
-    cast = 'T.Cast("int32", {})'
     if dtype == "bool":
-        return {1: cast.format("{v}"), 2: cast.format("not {v}")}, None
+        return {1: _COUNT.format("{v}"), 2: _COUNT.format("not {v}")}, None
     zero = f"T.{dtype}(0)"
-    tests = {0: cast.format(f"{{v}} < {zero}"), 1: cast.format(f"{{v}} > {zero}"), 2: cast.format(f"{{v}} == {zero}")}
+    tests = {
+        0: _COUNT.format(f"{{v}} < {zero}"),
+        1: _COUNT.format(f"{{v}} > {zero}"),
+        2: _COUNT.format(f"{{v}} == {zero}"),
+    }
     if not dtype.startswith("float"):
         return tests, None
     return tests, "float64" if dtype == "float64" else "float32"
@@ -77,22 +105,11 @@ def _health_lines(dtype: str, size: str) -> list[str]:
     as the exact number of non-finite elements (FULL_STATS' lines use it). One pass of three
     compares runs at the speed of a plain read of the tensor (1M float32: 0.21 ms vs 0.26 ms
     with a per-element finiteness test)."""
-    lines = [
-        f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
-        f'    acc = T.alloc_buffer((6, {LANES}), "int32", scope="local")',
-        "    for k in range(6):",
-        f"        for j in T.vectorized({LANES}):",
-        "            acc[k, j] = 0",
-    ]
     tests, sum_dtype = _first_pass_tests(dtype)
+    lines = _accumulators(dtype, size, 6, LANES, sum_dtype)
     if sum_dtype is None:
         lines += _counting_loop(size, tests)
     else:
-        lines += [
-            f'    fs = T.alloc_buffer(({LANES},), "{sum_dtype}", scope="local")',
-            f"    for j in T.vectorized({LANES}):",
-            f"        fs[j] = T.{sum_dtype}(0)",
-        ]
         for line in _counting_loop(size, tests):  # the per-lane sum rides in the same loops
             lines.append(line)
             if line.lstrip().startswith("acc[2, j]"):
@@ -102,13 +119,12 @@ def _health_lines(dtype: str, size: str) -> list[str]:
                 lines.append(f'        fs[0] = fs[0] + T.Cast("{sum_dtype}", {tail})')
         lines += _bad_and_total(size, sum_dtype, LANES)
         lines.append("    if bad[0] > 0 or not T.isfinite(total[0]):")
-        cast = 'T.Cast("int32", {})'
         second = _counting_loop(
             size,
             {
-                3: cast.format(f'{{v}} == T.{dtype}("-inf")'),
-                4: cast.format(f'{{v}} == T.{dtype}("inf")'),
-                5: cast.format("T.isnan({v})"),
+                3: _COUNT.format(f'{{v}} == T.{dtype}("-inf")'),
+                4: _COUNT.format(f'{{v}} == T.{dtype}("inf")'),
+                5: _COUNT.format("T.isnan({v})"),
             },
         )
         lines += ["    " + line for line in second]
@@ -146,22 +162,9 @@ def fused_source(name: str, dtype: str, rank: int, lanes: int) -> str:
     when every element was finite. Otherwise the row is left unwritten for the guarded summary
     kernel called after the kernel, whose passes count NaN and infinities exactly: that code
     stays compiled once per dtype and rank, not once per kernel."""
-    dims = [f"n{i}" for i in range(rank)]
-    size = " * ".join(dims) if dims else "T.int64(1)"
+    dims, size = _dims(rank)
     tests, sum_dtype = _first_pass_tests(dtype)
-    lines = _signature(name, dtype, dims) + [
-        f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
-        f'    acc = T.alloc_buffer((3, {lanes}), "int32", scope="local")',
-        "    for k in range(3):",
-        f"        for j in T.vectorized({lanes}):",
-        "            acc[k, j] = 0",
-    ]
-    if sum_dtype:
-        lines += [
-            f'    fs = T.alloc_buffer(({lanes},), "{sum_dtype}", scope="local")',
-            f"    for j in T.vectorized({lanes}):",
-            f"        fs[j] = T.{sum_dtype}(0)",
-        ]
+    lines = _signature(name, dtype, dims) + _accumulators(dtype, size, 3, lanes, sum_dtype)
     lines += [
         "    for io in range(1):",
         "        for j in range(1):",

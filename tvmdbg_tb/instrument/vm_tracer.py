@@ -96,8 +96,7 @@ class Tracer:
         frames, user_index = frames_mod.capture_call(2)
         call = self._begin(function_name, implicit=False)
         local.call = call
-        if self._native is not None:
-            self._native.enter(self._native.set_of(call.stack[-1].relevant))
+        self._steer(call, fresh=True)
         try:
             result = invoke(*args)
         except BaseException as error:
@@ -149,8 +148,10 @@ class Tracer:
             call.builtin = builtin
 
     def _steer(self, call: _Call, fresh: bool) -> None:
-        """Points the native filter at the running activation's symbols (fresh: a new call)."""
+        """Points the native filter, if any, at the running activation's symbols (fresh: a new call)."""
         native = self._native
+        if native is None:
+            return
         number = native.set_of(call.stack[-1].relevant)
         if fresh:
             native.enter(number)
@@ -255,8 +256,7 @@ class Tracer:
             if implicit is None:
                 return 0
             call = self._local.call = self._begin(implicit[0], implicit=True)
-            if self._native is not None:
-                self._steer(call, fresh=True)
+            self._steer(call, fresh=True)
         # Most calls are VM builtins (allocations, null values, checks): in a mapped function
         # one set lookup tells they are neither a kernel site nor a nested function, the same
         # way before and after the call (the activation only changes on a nested function).
@@ -279,8 +279,7 @@ class Tracer:
             nested = self.session.function(self.program, symbol)
             call.stack.append(_Activation(nested, self._relevant(nested)))
             call.pending.append((None, symbol, 0.0, True))
-            if self._native is not None:
-                self._steer(call, fresh=False)
+            self._steer(call, fresh=False)
             return 0
         site = self._site(call, symbol, args)
         call = self._local.call  # a time_evaluator repetition may have started a new call
@@ -372,8 +371,7 @@ class Tracer:
         self._safely(self._finish, call, (), None, None, implicit[1], implicit[2])
         fresh = self._begin(implicit[0], implicit=True)
         self._local.call = fresh
-        if self._native is not None:
-            self._steer(fresh, fresh=True)
+        self._steer(fresh, fresh=True)
         return fresh
 
     def _after(self, call: _Call, ret, args: tuple) -> None:
@@ -384,8 +382,7 @@ class Tracer:
         if nested:
             if len(call.stack) > 1:
                 call.stack.pop()
-                if self._native is not None:
-                    self._steer(call, fresh=False)
+                self._steer(call, fresh=False)
             return
         if site is None:
             if symbol == "vm.builtin.alloc_tensor" and not call.stack[-1].function.mapped:
