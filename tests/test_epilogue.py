@@ -38,27 +38,22 @@ def _where_module(dtype: str, shapes=SHAPES):
 
 
 def _traced(logdir, mode: str, build):
-    """Runs build() -> (executable, [(function, inputs)]) under tvmdbg; the outputs, the run read
-    back, and the executable's instrumented functions."""
+    """Runs build() -> (executable, [(function, inputs)]) under tvmdbg; the outputs (a tuple's
+    flattened), the run read back, and each function's instrumentation (compiled.FUNCTIONS)."""
     tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode=mode, circular_buffer_size=-1)
     try:
         executable, calls = build()
         vm = relax.VirtualMachine(executable, tvm.cpu())
-        outputs = [vm[name](*[tvm.runtime.tensor(a) for a in inputs]).numpy() for name, inputs in calls]
+        outputs = []
+        for name, inputs in calls:
+            result = vm[name](*[tvm.runtime.tensor(a) for a in inputs])
+            outputs += [result.numpy()] if hasattr(result, "numpy") else [o.numpy() for o in result]
+        functions = {name: compiled.FUNCTIONS[fid] for name, fid in vm._tvmdbg_info.compiled.items()}
     finally:
         tvmdbg.disable_dump_debug_info()
     reader = tvmdbg.DebugDataReader(str(logdir))
     reader.update()
-    return outputs, reader.run()
-
-
-def _instrumented(name_prefix: str) -> dict[str, compiled.CompiledFunction]:
-    """The newest instrumented function of each name starting with name_prefix."""
-    found = {}
-    for function in compiled.FUNCTIONS.values():
-        if function.name.startswith(name_prefix):
-            found[function.name] = function
-    return found
+    return outputs, reader.run(), functions
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -76,14 +71,13 @@ def test_fused_counts_match_numpy(tmp_path, monkeypatch, dtype):
     def build():
         return compile_module(_where_module(dtype), False), calls
 
-    outputs, run = _traced(tmp_path, "FULL_HEALTH", build)
+    outputs, run, functions = _traced(tmp_path, "FULL_HEALTH", build)
     assert run.num_traces() == len(calls)
     for k, ((_, (mask, x, y)), out) in enumerate(zip(calls, outputs)):
         expected = np.where(mask, x, y)
         np.testing.assert_array_equal(out, expected)  # the fused kernel still computes its output
         trace = run.trace(k)
         assert list(trace.debug_values) == _expected("FULL_HEALTH", expected), (dtype, expected.shape, k)
-    functions = _instrumented("f")
     fused = [functions[f"f{k}"].rows[0].fused for k in range(len(SHAPES))]
     assert fused == [not shape or shape[-1] % epilogue.LANES == 0 for shape in SHAPES], dtype
 
@@ -98,10 +92,9 @@ def test_small_outputs_keep_the_summary_kernel(tmp_path):
     def build():
         return compile_module(_where_module("float32", shapes), False), [(f"f{k}", a) for k, a in enumerate(arrays)]
 
-    outputs, run = _traced(tmp_path, "FULL_HEALTH", build)
+    outputs, run, functions = _traced(tmp_path, "FULL_HEALTH", build)
     for k, out in enumerate(outputs):
         assert list(run.trace(k).debug_values) == _expected("FULL_HEALTH", out)
-    functions = _instrumented("f")
     assert [functions[f"f{k}"].rows[0].fused for k in range(len(shapes))] == [False, True, False]
 
 
@@ -115,8 +108,8 @@ def test_only_kernels_storing_each_element_once_are_fused(tmp_path, monkeypatch)
     output) and the dense layer (rows of 10) keep the separate summary; the last counts match
     the output."""
     monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)
-    outputs, run = _traced(tmp_path, "FULL_HEALTH", _cnn)
-    rows = [row for row in compiled.FUNCTIONS[max(compiled.FUNCTIONS)].rows]
+    outputs, run, functions = _traced(tmp_path, "FULL_HEALTH", _cnn)
+    rows = functions["main"].rows
     fused = {row.site.kernel: row.fused for row in rows}
     assert {k for k in fused if k.startswith("max_pool2d")} == {"max_pool2d", "max_pool2d1"}
     assert {k: v for k, v in fused.items() if k.startswith("max_pool2d")} == {"max_pool2d": False, "max_pool2d1": False}
@@ -131,8 +124,8 @@ def test_only_kernels_storing_each_element_once_are_fused(tmp_path, monkeypatch)
 
 def test_full_stats_keeps_the_summary_kernels(tmp_path, monkeypatch):
     monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)
-    _traced(tmp_path, "FULL_STATS", _cnn)
-    rows = compiled.FUNCTIONS[max(compiled.FUNCTIONS)].rows
+    _, _, functions = _traced(tmp_path, "FULL_STATS", _cnn)
+    rows = functions["main"].rows
     assert rows and not any(row.fused for row in rows)
 
 
@@ -176,19 +169,9 @@ def test_padding_gather_and_concat_kernels_count_their_output(tmp_path):
             bb.emit_func_output(out)
         return compile_module(bb.get(), False), [("main", (image, indices, table))]
 
-    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
-    try:
-        executable, [(_, arrays)] = build()
-        vm = relax.VirtualMachine(executable, tvm.cpu())
-        outs = [o.numpy() for o in vm["main"](*[tvm.runtime.tensor(a) for a in arrays])]
-        fid = vm._tvmdbg_info.compiled["main"]
-    finally:
-        tvmdbg.disable_dump_debug_info()
+    outs, run, functions = _traced(tmp_path, "FULL_HEALTH", build)
     padded = np.pad(image, ((0, 0), (0, 0), (1, 1), (1, 1)))
     for out, expected in zip(outs, [padded, padded.reshape(-1)[indices], np.concatenate([table, table])]):
         np.testing.assert_array_equal(out, expected)
-    assert [row.fused for row in compiled.FUNCTIONS[fid].rows] == [True, True, True]
-    reader = tvmdbg.DebugDataReader(str(tmp_path))
-    reader.update()
-    run = reader.run()
+    assert [row.fused for row in functions["main"].rows] == [True, True, True]
     assert [list(run.trace(k).debug_values) for k in range(3)] == [_expected("FULL_HEALTH", o) for o in outs]
