@@ -182,19 +182,29 @@ def _raise_in_kernel(x, out):
 tvm.register_global_func("tvmdbg_test.failing_kernel", _raise_in_kernel, override=True)
 
 
-def test_failing_extern_kernel_is_the_error_site(tmp_path, trace_path):
-    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH")
+def failing_extern_traces(logdir) -> list[tuple[str, str, int, str]]:
+    """A FULL_HEALTH run whose extern kernel raises (the error unchanged): (kernel, op name,
+    op id, error) of each trace of that call."""
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH")
     try:
         vm = relax.VirtualMachine(tvm.compile(extern_kernel_between("tvmdbg_test.failing_kernel"), "llvm"), tvm.cpu())
         with pytest.raises(ValueError, match="refused its input"):
             vm["main"](tvm.runtime.tensor(np.ones(4, "float32")))
     finally:
         tvmdbg.disable_dump_debug_info()
-    with tvmdbg.DebugDataReader(tmp_path) as reader:
+    with tvmdbg.DebugDataReader(logdir) as reader:
         reader.update()
         run = reader.run()
         traces = [run.trace(int(i)) for i in run.execution_trace_indices(0)]
-        assert [t.kernel for t in traces] == ["tir_exp", "tvmdbg_test.failing_kernel"]
-        assert not traces[0].error and "refused its input" in traces[1].error
-        assert run.op(traces[1].op_id).call_type == "call_dps_packed"
+        return [(t.kernel, t.op_name, t.op_id, t.error) for t in traces]
+
+
+def test_failing_extern_kernel_is_the_error_site(tmp_path, trace_path):
+    traces = failing_extern_traces(tmp_path)
+    assert [t[0] for t in traces] == ["tir_exp", "tvmdbg_test.failing_kernel"]
+    assert not traces[0][3] and "refused its input" in traces[1][3]
+    with tvmdbg.DebugDataReader(tmp_path) as reader:
+        reader.update()
+        run = reader.run()
+        assert run.op(traces[1][2]).call_type == "call_dps_packed"
         assert "refused its input" in run.execution(0).error

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import trace_paths
 import tvm
-from models import blockbuilder_planted, compile_module, extern_kernel_between, mismatched_shapes, mixed_dtypes
+from models import blockbuilder_planted, compile_module, mismatched_shapes, mixed_dtypes
+from test_instrument import failing_extern_traces
 from tvm import relax
 from tvm.script import ir as I
 from tvm.script import relax as R
@@ -207,33 +208,10 @@ def test_a_builtin_that_raises_is_named_the_same(tmp_path, monkeypatch):
     assert results[True] == results[False]
 
 
-def _raise_in_kernel(x, out):
-    raise ValueError("the extern kernel refused its input")
-
-
-tvm.register_global_func("tvmdbg_test.native_failing_kernel", _raise_in_kernel, override=True)
-
-
-def _failing_kernel_traces(logdir) -> list[tuple[str, str, int, str]]:
-    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH")
-    try:
-        module = extern_kernel_between("tvmdbg_test.native_failing_kernel")
-        vm = relax.VirtualMachine(tvm.compile(module, "llvm"), tvm.cpu())
-        with pytest.raises(ValueError, match="refused its input"):
-            vm["main"](tvm.runtime.tensor(np.ones(4, "float32")))
-    finally:
-        tvmdbg.disable_dump_debug_info()
-    with tvmdbg.DebugDataReader(logdir) as reader:
-        reader.update()
-        run = reader.run()
-        traces = [run.trace(int(i)) for i in run.execution_trace_indices(0)]
-        return [(t.kernel, t.op_name, t.op_id, t.error) for t in traces]
-
-
 @needs_compiler
 def test_a_kernel_that_raises_is_named_the_same(tmp_path, monkeypatch):
-    results = _on_both_paths(monkeypatch, _failing_kernel_traces, tmp_path)
-    assert [t[0] for t in results[True]] == ["tir_exp", "tvmdbg_test.native_failing_kernel"]
+    results = _on_both_paths(monkeypatch, failing_extern_traces, tmp_path)
+    assert [t[0] for t in results[True]] == ["tir_exp", "tvmdbg_test.failing_kernel"]
     assert "refused its input" in results[True][1][3] and results[True][1][2] >= 0  # a mapped site
     assert results[True] == results[False]
 
