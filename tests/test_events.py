@@ -238,6 +238,48 @@ def test_concurrent_writer_and_polling_reader_lose_nothing(tmp_path):
     assert reader.corruptions == []
 
 
+def test_traces_from_several_threads_are_in_index_order_on_disk(tmp_path):
+    """Indices are handed out and batches queued in one step: the file is in index order."""
+    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=0.005)
+    threads, batches, per_batch = 4, 300, 7
+
+    def produce(op):
+        for _ in range(batches):
+            w.write_graph_execution_traces([trace(op, 0) for _ in range(per_batch)])
+
+    workers = [threading.Thread(target=produce, args=(op,)) for op in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    w.close()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    digests = reader.run().trace_digests()
+    assert list(digests["index"]) == list(range(threads * batches * per_batch))
+    ops = list(digests["op_id"])  # each batch stays whole
+    assert all(len(set(ops[k : k + per_batch])) == 1 for k in range(0, len(ops), per_batch))
+
+
+def test_a_large_queue_wakes_the_flush_thread(tmp_path):
+    """Past the eager bound the flush thread writes without waiting for its timer."""
+    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=3600)
+    path = tmp_path / w.run_name / layout.file_name(layout.GRAPH_EXECUTION_TRACES)
+    payload = trace(0, 0).SerializeToString()
+    count = (9 << 20) // len(payload)
+    for _ in range(0, count, 1000):
+        w.write_graph_execution_trace_payloads([payload] * 1000)
+    deadline = time.monotonic() + 30
+    while path.stat().st_size < 8 << 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert path.stat().st_size >= 8 << 20
+    w.close()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    assert reader.run().num_traces() == (count + 999) // 1000 * 1000
+    assert reader.corruptions == []
+
+
 def test_several_runs_and_nested_directories(tmp_path):
     a = write_small_run(tmp_path, run_name="a")
     b = write_small_run(tmp_path / "exp2", run_name="b")

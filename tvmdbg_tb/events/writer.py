@@ -10,6 +10,8 @@ Design choices, each for a failure tfdbg2 has:
   (and at most `circular_buffer_bytes`).
 - An I/O error (disk full, permission) warns once and turns the writer off; nothing here
   ever raises into the user's program.
+- Traces, the bulk of the data, are framed (envelope, index, CRC) by the flush thread, not by
+  the traced program's thread: queueing a batch is one lock round trip and a list append.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from importlib import metadata as _metadata
+from typing import NamedTuple
 
 from tvmdbg_tb.events import layout, records
 from tvmdbg_tb.events.summaries import mode_value
@@ -32,8 +35,12 @@ from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 DEFAULT_RING_BYTES = 256 << 20
-# Pending bytes that trigger a write before the timer fires (bounds memory between flushes).
+# Pending bytes that wake the flush thread before its timer fires, and the bound past which
+# the writing thread flushes itself (the flush thread is behind: memory stays bounded).
 _EAGER_WRITE_BYTES = 8 << 20
+_INLINE_WRITE_BYTES = 4 * _EAGER_WRITE_BYTES
+# Framing adds at most this much to a trace payload (envelope, length, index, record framing).
+_TRACE_OVERHEAD = 48
 # Source files larger than this are not copied into the dump.
 _MAX_SOURCE_BYTES = 8 << 20
 
@@ -114,6 +121,38 @@ class _RecordFile:
         return self.ends[index - 1] if index > 0 else 0
 
 
+class _TraceBatch(NamedTuple):
+    """Serialized traces queued as given: framed into records when written."""
+
+    prefix: bytes  # the envelope's leading fields and the trace field's tag
+    first: int  # the index of the first trace
+    payloads: Sequence[bytes]
+
+    def records(self) -> list[bytes]:
+        prefix, first, extra = self.prefix, self.first, _INDEX_FIELD.size
+        index_field, small = _INDEX_FIELD.pack, _SMALL_VARINTS
+        return records.encode_all(
+            [
+                b"".join((prefix, small[len(p) + extra] if len(p) < 16000 else varint(len(p) + extra), p,
+                          index_field(_INDEX_TAG, first + i)))
+                for i, p in enumerate(self.payloads)
+            ]
+        )  # fmt: skip
+
+
+def _framed(chunks: list) -> list[bytes]:
+    """A stream's queued items as records: trace batches framed, the rest as they are."""
+    if not any(isinstance(chunk, _TraceBatch) for chunk in chunks):
+        return chunks
+    out: list[bytes] = []
+    for chunk in chunks:
+        if isinstance(chunk, _TraceBatch):
+            out.extend(chunk.records())
+        else:
+            out.append(chunk)
+    return out
+
+
 class DebugEventsWriter:
     """Writes the events of one run to `<logdir>/<run_name>/tvmdbg.*`. Thread-safe."""
 
@@ -146,7 +185,9 @@ class DebugEventsWriter:
         self.logdir = os.fspath(logdir)
         self._lock = threading.Lock()  # guards pending buffers and counters
         self._io_lock = threading.Lock()  # serialises file writes and compaction
-        self._pending: dict[str, list[bytes]] = {s: [] for s in layout.STREAMS}
+        # Encoded records per stream; the trace stream also holds _TraceBatch items, framed
+        # when they are written.
+        self._pending: dict[str, list] = {s: [] for s in layout.STREAMS}
         self._pending_bytes = 0
         self._failed: str | None = None
         self._ended = False  # the RunEnd record is written
@@ -191,6 +232,7 @@ class DebugEventsWriter:
         )
         self.flush()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set when enough is queued, or to stop
         self._flusher = threading.Thread(
             target=self._flush_periodically, args=(flush_interval,), name="tvmdbg-flush", daemon=True
         )
@@ -280,20 +322,16 @@ class DebugEventsWriter:
             return
         try:
             prefix = _envelope_prefix(wall_time or time.time(), step) + _TRACE_TAG
-            with self._lock:
-                first = self._next_trace
+            size = sum(map(len, payloads)) + _TRACE_OVERHEAD * len(payloads)
+            with self._lock:  # indices in file order: allocated and queued together
+                batch = _TraceBatch(prefix, self._next_trace, payloads)
                 self._next_trace += len(payloads)
-            index_field, small, extra = _INDEX_FIELD.pack, _SMALL_VARINTS, _INDEX_FIELD.size
-            chunks = records.encode_all(
-                [
-                    b"".join((prefix, small[len(p) + extra] if len(p) < 16000 else varint(len(p) + extra), p,
-                              index_field(_INDEX_TAG, first + i)))
-                    for i, p in enumerate(payloads)
-                ]
-            )  # fmt: skip
-            self._queue(layout.GRAPH_EXECUTION_TRACES, chunks)
+                self._pending[layout.GRAPH_EXECUTION_TRACES].append(batch)
+                self._pending_bytes += size
+                pending = self._pending_bytes
+            self._wake_if(pending)
         except Exception as error:
-            self._fail(f"could not encode traces: {error!r}")
+            self._fail(f"could not queue traces: {error!r}")
 
     def code_location(self, frames: Sequence[tuple[str, int, str]], user_frame_index: int = -1) -> pb.CodeLocation:
         """A CodeLocation for frames (file, line, function), outermost first; writes each new
@@ -336,9 +374,16 @@ class DebugEventsWriter:
         with self._lock:
             self._pending[stream].extend(chunks)
             self._pending_bytes += size
-            eager = self._pending_bytes >= _EAGER_WRITE_BYTES
-        if eager:
-            self.flush()
+            pending = self._pending_bytes
+        self._wake_if(pending)
+
+    def _wake_if(self, pending: int) -> None:
+        """Past the eager bound, wakes the flush thread; far past it, writes here."""
+        if pending >= _EAGER_WRITE_BYTES:
+            if pending >= _INLINE_WRITE_BYTES:
+                self.flush()
+            else:
+                self._wake.set()
 
     # -- flushing --------------------------------------------------------------------------
 
@@ -360,7 +405,7 @@ class DebugEventsWriter:
             return
         try:
             for stream, chunks in pending.items():
-                self._files[stream].append(chunks)
+                self._files[stream].append(_framed(chunks))
             for record_file in self._files.values():
                 record_file.handle.flush()
                 if fsync:
@@ -408,7 +453,11 @@ class DebugEventsWriter:
         return (n > 0 and len(record_file.ends) >= 2 * n) or record_file.size >= 2 * self._byte_bound()
 
     def _flush_periodically(self, interval: float) -> None:
-        while not self._stop.wait(interval):
+        while True:
+            self._wake.wait(interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             self.flush()
 
     def close(self) -> None:
@@ -417,6 +466,7 @@ class DebugEventsWriter:
             return
         self._closed = True  # later writes are dropped; what was queued is written below
         self._stop.set()
+        self._wake.set()
         if self._flusher is not threading.current_thread():
             self._flusher.join(timeout=10)
         with self._io_lock:
