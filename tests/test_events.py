@@ -280,6 +280,34 @@ def test_a_large_queue_wakes_the_flush_thread(tmp_path):
     assert reader.corruptions == []
 
 
+@pytest.mark.parametrize("broken", ["traces", "execution"])
+def test_records_that_fail_to_build_in_the_flush_thread_abort_the_run(tmp_path, broken):
+    """Traces and Executions handed over unbuilt (the instrumentation's fast path) are built
+    when written; a build that fails, or disagrees with the count it announced, is never
+    written as complete data: the run ends ABORTED with the reason, what came before is kept."""
+    from tvmdbg_tb.instrument.session import ExecutionPayload, LazyPayloads
+
+    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=3600)
+    good = [trace(0, 0).SerializeToString()] * 3
+    w.write_graph_execution_trace_payloads(LazyPayloads(lambda: good, 3))
+    w.write_execution_payload(ExecutionPayload(lambda: execution(0, 3).SerializeToString()).serialized)
+    w.flush()
+    if broken == "traces":
+        w.write_graph_execution_trace_payloads(LazyPayloads(lambda: good, 5))
+    else:
+        w.write_execution_payload(ExecutionPayload(lambda: 1 / 0).serialized)
+    with pytest.warns(RuntimeWarning, match="debug dumping is disabled"):
+        w.close()
+    assert ("5 were counted" if broken == "traces" else "ZeroDivisionError") in w.failed
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    run = reader.run()
+    assert list(run.trace_digests()["index"]) == [0, 1, 2]
+    assert run.num_executions() == 1
+    state = run.completeness()
+    assert not state.complete and "aborted" in [p.kind for p in state.problems]
+
+
 def test_several_runs_and_nested_directories(tmp_path):
     a = write_small_run(tmp_path, run_name="a")
     b = write_small_run(tmp_path / "exp2", run_name="b")

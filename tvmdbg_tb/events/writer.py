@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata as _metadata
 from typing import NamedTuple
 
@@ -41,6 +41,9 @@ _EAGER_WRITE_BYTES = 8 << 20
 _INLINE_WRITE_BYTES = 4 * _EAGER_WRITE_BYTES
 # Framing adds at most this much to a trace payload (envelope, length, index, record framing).
 _TRACE_OVERHEAD = 48
+# Queued bytes counted for a trace or an Execution built later (typical health-mode sizes).
+_TRACE_ESTIMATE = 200
+_EXECUTION_ESTIMATE = 1024
 # Source files larger than this are not copied into the dump.
 _MAX_SOURCE_BYTES = 8 << 20
 
@@ -140,13 +143,27 @@ class _TraceBatch(NamedTuple):
         )  # fmt: skip
 
 
+class _ExecutionItem(NamedTuple):
+    """An Execution serialized when written."""
+
+    head: bytes  # the envelope's leading fields and the execution field's tag
+    build: Callable[[], bytes]
+
+    def records(self) -> list[bytes]:
+        payload = self.build()
+        return [records.encode(self.head + varint(len(payload)) + payload)]
+
+
+_DEFERRED = (_TraceBatch, _ExecutionItem)
+
+
 def _framed(chunks: list) -> list[bytes]:
-    """A stream's queued items as records: trace batches framed, the rest as they are."""
-    if not any(isinstance(chunk, _TraceBatch) for chunk in chunks):
+    """A stream's queued items as records: deferred items built and framed, the rest as they are."""
+    if not any(isinstance(chunk, _DEFERRED) for chunk in chunks):
         return chunks
     out: list[bytes] = []
     for chunk in chunks:
-        if isinstance(chunk, _TraceBatch):
+        if isinstance(chunk, _DEFERRED):
             out.extend(chunk.records())
         else:
             out.append(chunk)
@@ -299,13 +316,21 @@ class DebugEventsWriter:
         """Queues a batch of traces (their `index` is assigned here)."""
         self.write_graph_execution_trace_payloads([t.SerializeToString() for t in traces], wall_time, step)
 
-    def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
-        """Queues an Execution given serialized (the instrumentation's fast path)."""
+    def write_execution_payload(
+        self, payload: bytes | Callable[[], bytes], wall_time: float | None = None, step: int = 0
+    ) -> None:
+        """Queues an Execution given serialized (the instrumentation's fast path), or a
+        function that serializes it: called by the flush thread, off the traced thread."""
         if self._failed or self._closed:
             return
         try:
             head = _envelope_prefix(wall_time or time.time(), step) + _EXECUTION_TAG
-            self._queue(layout.EXECUTION, [records.encode(head + varint(len(payload)) + payload)])
+            if isinstance(payload, bytes):
+                self._queue(layout.EXECUTION, [records.encode(head + varint(len(payload)) + payload)])
+            else:
+                with self._lock:
+                    self._pending[layout.EXECUTION].append(_ExecutionItem(head, payload))
+                    self._pending_bytes += _EXECUTION_ESTIMATE
         except Exception as error:
             self._fail(f"could not encode an execution: {error!r}")
 
@@ -315,14 +340,19 @@ class DebugEventsWriter:
         """Queues a batch of serialized GraphExecutionTrace messages (without `index`).
 
         The hot path of the instrumentation: a call site's static fields can be serialized
-        once and reused; the envelope and the index are appended here as raw protobuf fields
-        (a later field wins, and concatenated messages merge), with one lock round trip per batch.
+        once and reused; the envelope and the index are appended when the flush thread frames
+        them, as raw protobuf fields (a later field wins, and concatenated messages merge).
+        payloads may be any sequence whose len() is known now and whose items are built
+        on first use (the flush thread's).
         """
-        if self._failed or self._closed or not payloads:
+        if self._failed or self._closed or not len(payloads):
             return
         try:
             prefix = _envelope_prefix(wall_time or time.time(), step) + _TRACE_TAG
-            size = sum(map(len, payloads)) + _TRACE_OVERHEAD * len(payloads)
+            if isinstance(payloads, (list, tuple)):
+                size = sum(map(len, payloads)) + _TRACE_OVERHEAD * len(payloads)
+            else:
+                size = _TRACE_ESTIMATE * len(payloads)
             with self._lock:  # indices in file order: allocated and queued together
                 batch = _TraceBatch(prefix, self._next_trace, payloads)
                 self._next_trace += len(payloads)
