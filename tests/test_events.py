@@ -289,13 +289,13 @@ def test_records_that_fail_to_build_in_the_flush_thread_abort_the_run(tmp_path, 
 
     w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=3600)
     good = [trace(0, 0).SerializeToString()] * 3
-    w.write_graph_execution_trace_payloads(LazyPayloads(lambda: good, 3))
-    w.write_execution_payload(ExecutionPayload(lambda: execution(0, 3).SerializeToString()).serialized)
+    w.write_graph_execution_trace_payloads(LazyPayloads(3, lambda: good))
+    w.write_execution_payload(ExecutionPayload(lambda: execution(0, 3).SerializeToString()))
     w.flush()
     if broken == "traces":
-        w.write_graph_execution_trace_payloads(LazyPayloads(lambda: good, 5))
+        w.write_graph_execution_trace_payloads(LazyPayloads(5, lambda: good))
     else:
-        w.write_execution_payload(ExecutionPayload(lambda: 1 / 0).serialized)
+        w.write_execution_payload(ExecutionPayload(lambda: 1 / 0))
     with pytest.warns(RuntimeWarning, match="debug dumping is disabled"):
         w.close()
     assert ("5 were counted" if broken == "traces" else "ZeroDivisionError") in w.failed

@@ -453,7 +453,7 @@ class CompiledTracer(Tracer):
             # (LazyPayloads); their number is counted now.
             blocks = [(fid, None, self._kept_rows(fid, array)) for fid, _, array in call.buffers]
             if error is None:
-                payloads = LazyPayloads(partial(self._payloads, call.index, blocks), self._count(blocks))
+                payloads = LazyPayloads(self._count(blocks), self._payloads, call.index, blocks)
             else:
                 payloads = [*self._payloads(call.index, blocks), self._failure(call, error)]
             if error is None and not call.implicit:
@@ -479,11 +479,8 @@ class CompiledTracer(Tracer):
                     _varint(len(payloads)),
                 )
             )
-            if isinstance(head, bytes):
-                execution = ExecutionPayload(head + tail)
-            else:  # health counts: serialized when written
-                execution = ExecutionPayload(lambda: head() + tail)
-            self.session.execution_done(execution, TraceBatch(payloads=payloads))
+            # health counts: serialized when written
+            self.session.execution_done(ExecutionPayload(head, tail), TraceBatch(payloads=payloads))
             if remember:
                 self._safely(self._remember, call, inputs, leaves)
             return
@@ -550,11 +547,13 @@ class CompiledTracer(Tracer):
         rows = array[row_ids]  # a copy: serialized later, by the writer's flush thread
         if not rows[:, 0].all():
             return None  # a row not written: let the generic path say what it knows
-        reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
-        return partial(self._health_body, header, row_ids, parts, rows, reused)
+        reused = {row: entry.index for row, entry in call.skips} if call.skips else None
+        return partial(self._health_body, template, rows, reused)
 
-    def _health_body(self, header: bytes, row_ids: list, parts: list, rows: np.ndarray, reused: dict) -> bytes:
+    def _health_body(self, template: tuple, rows: np.ndarray, reused: dict | None) -> bytes:
         """The Execution's serialized fields but the per-call ones, from its rows."""
+        header, row_ids, parts = template
+        reused = reused or {}
         by_row = dict(zip(row_ids, rows.tolist()))  # one conversion for every input and output
         mode = self.mode
         out = [header]
