@@ -449,13 +449,16 @@ class CompiledTracer(Tracer):
             replayer = self.session.replay
             if replayer is not None and replayer.hunting and error is None and not call.implicit:
                 call.bad = replayer.scan_buffers(call.buffers)
-            # The traces are built from copies of the rows, by the writer's flush thread
-            # (LazyPayloads); their number is counted now.
-            blocks = [(fid, None, self._kept_rows(fid, array)) for fid, _, array in call.buffers]
-            if error is None:
+            # The traces of a call with many kernels are built from copies of the rows, by the
+            # writer's flush thread (LazyPayloads); their number is counted now. A few are
+            # built here: cheaper than the copy and the count.
+            if error is None and sum(len(compiled.FUNCTIONS[b[0]].rows) for b in call.buffers) > _EAGER_ROWS:
+                blocks = [(fid, None, self._kept_rows(fid, array)) for fid, _, array in call.buffers]
                 payloads = LazyPayloads(self._count(blocks), self._payloads, call.index, blocks)
             else:
-                payloads = [*self._payloads(call.index, blocks), self._failure(call, error)]
+                payloads = self._payloads(call.index, call.buffers)
+                if error is not None:
+                    payloads.append(self._failure(call, error))
             if error is None and not call.implicit:
                 head = self._static_execution(call, len(inputs), leaves)
                 if head is None:
@@ -735,6 +738,7 @@ _TAILS = {
     pb.CURT_HEALTH: _tail(1),
 }  # NO_TENSOR keeps its loop over one column: measured as fast
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
+_EAGER_ROWS = 8  # up to this many kernel rows a call's traces are built at once (see _finish_fast)
 _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")
 _FULL = struct.Struct("<10d")
