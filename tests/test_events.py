@@ -261,8 +261,8 @@ def test_traces_from_several_threads_are_in_index_order_on_disk(tmp_path):
     assert all(len(set(ops[k : k + per_batch])) == 1 for k in range(0, len(ops), per_batch))
 
 
-def test_a_large_queue_wakes_the_flush_thread(tmp_path):
-    """Past the eager bound the flush thread writes without waiting for its timer."""
+def test_a_large_queue_is_written_before_the_timer_fires(tmp_path):
+    """Past the eager bound queued records are written without waiting for the flush timer."""
     w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=3600)
     path = tmp_path / w.run_name / layout.file_name(layout.GRAPH_EXECUTION_TRACES)
     payload = trace(0, 0).SerializeToString()
@@ -278,34 +278,6 @@ def test_a_large_queue_wakes_the_flush_thread(tmp_path):
     reader.update()
     assert reader.run().num_traces() == (count + 999) // 1000 * 1000
     assert reader.corruptions == []
-
-
-@pytest.mark.parametrize("broken", ["traces", "execution"])
-def test_records_that_fail_to_build_in_the_flush_thread_abort_the_run(tmp_path, broken):
-    """Traces and Executions handed over unbuilt (the instrumentation's fast path) are built
-    when written; a build that fails, or disagrees with the count it announced, is never
-    written as complete data: the run ends ABORTED with the reason, what came before is kept."""
-    from tvmdbg_tb.instrument.session import ExecutionPayload, LazyPayloads
-
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=3600)
-    good = [trace(0, 0).SerializeToString()] * 3
-    w.write_graph_execution_trace_payloads(LazyPayloads(3, lambda: good))
-    w.write_execution_payload(ExecutionPayload(lambda: execution(0, 3).SerializeToString()))
-    w.flush()
-    if broken == "traces":
-        w.write_graph_execution_trace_payloads(LazyPayloads(5, lambda: good))
-    else:
-        w.write_execution_payload(ExecutionPayload(lambda: 1 / 0))
-    with pytest.warns(RuntimeWarning, match="debug dumping is disabled"):
-        w.close()
-    assert ("5 were counted" if broken == "traces" else "ZeroDivisionError") in w.failed
-    reader = DebugDataReader(tmp_path)
-    reader.update()
-    run = reader.run()
-    assert list(run.trace_digests()["index"]) == [0, 1, 2]
-    assert run.num_executions() == 1
-    state = run.completeness()
-    assert not state.complete and "aborted" in [p.kind for p in state.problems]
 
 
 def test_several_runs_and_nested_directories(tmp_path):

@@ -10,8 +10,6 @@ Design choices, each for a failure tfdbg2 has:
   (and at most `circular_buffer_bytes`).
 - An I/O error (disk full, permission) warns once and turns the writer off; nothing here
   ever raises into the user's program.
-- Traces, the bulk of the data, are framed (envelope, index, CRC) by the flush thread, not by
-  the traced program's thread: queueing a batch is one lock round trip and a list append.
 """
 
 from __future__ import annotations
@@ -25,9 +23,8 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import metadata as _metadata
-from typing import NamedTuple
 
 from tvmdbg_tb.events import layout, records
 from tvmdbg_tb.events.summaries import mode_value
@@ -35,15 +32,8 @@ from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 DEFAULT_RING_BYTES = 256 << 20
-# Pending bytes that wake the flush thread before its timer fires, and the bound past which
-# the writing thread flushes itself (the flush thread is behind: memory stays bounded).
+# Pending bytes that trigger a write before the timer fires (bounds memory between flushes).
 _EAGER_WRITE_BYTES = 8 << 20
-_INLINE_WRITE_BYTES = 4 * _EAGER_WRITE_BYTES
-# Framing adds at most this much to a trace payload (envelope, length, index, record framing).
-_TRACE_OVERHEAD = 48
-# Queued bytes counted for a trace or an Execution built later (typical health-mode sizes).
-_TRACE_ESTIMATE = 200
-_EXECUTION_ESTIMATE = 1024
 # Source files larger than this are not copied into the dump.
 _MAX_SOURCE_BYTES = 8 << 20
 
@@ -124,52 +114,6 @@ class _RecordFile:
         return self.ends[index - 1] if index > 0 else 0
 
 
-class _TraceBatch(NamedTuple):
-    """Serialized traces queued as given: framed into records when written."""
-
-    prefix: bytes  # the envelope's leading fields and the trace field's tag
-    first: int  # the index of the first trace
-    payloads: Sequence[bytes]
-
-    def records(self) -> list[bytes]:
-        prefix, first, extra = self.prefix, self.first, _INDEX_FIELD.size
-        index_field, small = _INDEX_FIELD.pack, _SMALL_VARINTS
-        return records.encode_all(
-            [
-                b"".join((prefix, small[len(p) + extra] if len(p) < 16000 else varint(len(p) + extra), p,
-                          index_field(_INDEX_TAG, first + i)))
-                for i, p in enumerate(self.payloads)
-            ]
-        )  # fmt: skip
-
-
-class _ExecutionItem(NamedTuple):
-    """An Execution serialized when written."""
-
-    head: bytes  # the envelope's leading fields and the execution field's tag
-    build: Callable[[], bytes]
-
-    def records(self) -> list[bytes]:
-        payload = self.build()
-        return [records.encode(self.head + varint(len(payload)) + payload)]
-
-
-_DEFERRED = (_TraceBatch, _ExecutionItem)
-
-
-def _framed(chunks: list) -> list[bytes]:
-    """A stream's queued items as records: deferred items built and framed, the rest as they are."""
-    if not any(isinstance(chunk, _DEFERRED) for chunk in chunks):
-        return chunks
-    out: list[bytes] = []
-    for chunk in chunks:
-        if isinstance(chunk, _DEFERRED):
-            out.extend(chunk.records())
-        else:
-            out.append(chunk)
-    return out
-
-
 class DebugEventsWriter:
     """Writes the events of one run to `<logdir>/<run_name>/tvmdbg.*`. Thread-safe."""
 
@@ -202,9 +146,7 @@ class DebugEventsWriter:
         self.logdir = os.fspath(logdir)
         self._lock = threading.Lock()  # guards pending buffers and counters
         self._io_lock = threading.Lock()  # serialises file writes and compaction
-        # Encoded records per stream; the trace stream also holds _TraceBatch items, framed
-        # when they are written.
-        self._pending: dict[str, list] = {s: [] for s in layout.STREAMS}
+        self._pending: dict[str, list[bytes]] = {s: [] for s in layout.STREAMS}
         self._pending_bytes = 0
         self._failed: str | None = None
         self._ended = False  # the RunEnd record is written
@@ -249,7 +191,6 @@ class DebugEventsWriter:
         )
         self.flush()
         self._stop = threading.Event()
-        self._wake = threading.Event()  # set when enough is queued, or to stop
         self._flusher = threading.Thread(
             target=self._flush_periodically, args=(flush_interval,), name="tvmdbg-flush", daemon=True
         )
@@ -316,21 +257,13 @@ class DebugEventsWriter:
         """Queues a batch of traces (their `index` is assigned here)."""
         self.write_graph_execution_trace_payloads([t.SerializeToString() for t in traces], wall_time, step)
 
-    def write_execution_payload(
-        self, payload: bytes | Callable[[], bytes], wall_time: float | None = None, step: int = 0
-    ) -> None:
-        """Queues an Execution given serialized (the instrumentation's fast path), or a
-        function that serializes it: called by the flush thread, off the traced thread."""
+    def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
+        """Queues an Execution given serialized (the instrumentation's fast path)."""
         if self._failed or self._closed:
             return
         try:
             head = _envelope_prefix(wall_time or time.time(), step) + _EXECUTION_TAG
-            if isinstance(payload, bytes):
-                self._queue(layout.EXECUTION, [records.encode(head + varint(len(payload)) + payload)])
-            else:
-                with self._lock:
-                    self._pending[layout.EXECUTION].append(_ExecutionItem(head, payload))
-                    self._pending_bytes += _EXECUTION_ESTIMATE
+            self._queue(layout.EXECUTION, [records.encode(head + varint(len(payload)) + payload)])
         except Exception as error:
             self._fail(f"could not encode an execution: {error!r}")
 
@@ -340,28 +273,33 @@ class DebugEventsWriter:
         """Queues a batch of serialized GraphExecutionTrace messages (without `index`).
 
         The hot path of the instrumentation: a call site's static fields can be serialized
-        once and reused; the envelope and the index are appended when the flush thread frames
-        them, as raw protobuf fields (a later field wins, and concatenated messages merge).
-        payloads may be any sequence whose len() is known now and whose items are built
-        on first use (the flush thread's).
+        once and reused; the envelope and the index are appended here as raw protobuf fields
+        (a later field wins, and concatenated messages merge), with one lock round trip per
+        batch. Indices are allocated and the batch queued under that one lock, so the file is
+        in index order whichever threads write.
         """
-        if self._failed or self._closed or not len(payloads):
+        if self._failed or self._closed or not payloads:
             return
         try:
             prefix = _envelope_prefix(wall_time or time.time(), step) + _TRACE_TAG
-            if isinstance(payloads, (list, tuple)):
-                size = sum(map(len, payloads)) + _TRACE_OVERHEAD * len(payloads)
-            else:
-                size = _TRACE_ESTIMATE * len(payloads)
-            with self._lock:  # indices in file order: allocated and queued together
-                batch = _TraceBatch(prefix, self._next_trace, payloads)
+            index_field, small, extra = _INDEX_FIELD.pack, _SMALL_VARINTS, _INDEX_FIELD.size
+            with self._lock:
+                first = self._next_trace
+                chunks = records.encode_all(
+                    [
+                        b"".join((prefix, small[len(p) + extra] if len(p) < 16000 else varint(len(p) + extra), p,
+                                  index_field(_INDEX_TAG, first + i)))
+                        for i, p in enumerate(payloads)
+                    ]
+                )  # fmt: skip
                 self._next_trace += len(payloads)
-                self._pending[layout.GRAPH_EXECUTION_TRACES].append(batch)
-                self._pending_bytes += size
-                pending = self._pending_bytes
-            self._wake_if(pending)
+                self._pending[layout.GRAPH_EXECUTION_TRACES].extend(chunks)
+                self._pending_bytes += sum(map(len, chunks))
+                eager = self._pending_bytes >= _EAGER_WRITE_BYTES
+            if eager:
+                self.flush()
         except Exception as error:
-            self._fail(f"could not queue traces: {error!r}")
+            self._fail(f"could not encode traces: {error!r}")
 
     def code_location(self, frames: Sequence[tuple[str, int, str]], user_frame_index: int = -1) -> pb.CodeLocation:
         """A CodeLocation for frames (file, line, function), outermost first; writes each new
@@ -404,16 +342,9 @@ class DebugEventsWriter:
         with self._lock:
             self._pending[stream].extend(chunks)
             self._pending_bytes += size
-            pending = self._pending_bytes
-        self._wake_if(pending)
-
-    def _wake_if(self, pending: int) -> None:
-        """Past the eager bound, wakes the flush thread; far past it, writes here."""
-        if pending >= _EAGER_WRITE_BYTES:
-            if pending >= _INLINE_WRITE_BYTES:
-                self.flush()
-            else:
-                self._wake.set()
+            eager = self._pending_bytes >= _EAGER_WRITE_BYTES
+        if eager:
+            self.flush()
 
     # -- flushing --------------------------------------------------------------------------
 
@@ -435,7 +366,7 @@ class DebugEventsWriter:
             return
         try:
             for stream, chunks in pending.items():
-                self._files[stream].append(_framed(chunks))
+                self._files[stream].append(chunks)
             for record_file in self._files.values():
                 record_file.handle.flush()
                 if fsync:
@@ -483,11 +414,7 @@ class DebugEventsWriter:
         return (n > 0 and len(record_file.ends) >= 2 * n) or record_file.size >= 2 * self._byte_bound()
 
     def _flush_periodically(self, interval: float) -> None:
-        while True:
-            self._wake.wait(interval)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
+        while not self._stop.wait(interval):
             self.flush()
 
     def close(self) -> None:
@@ -496,7 +423,6 @@ class DebugEventsWriter:
             return
         self._closed = True  # later writes are dropped; what was queued is written below
         self._stop.set()
-        self._wake.set()
         if self._flusher is not threading.current_thread():
             self._flusher.join(timeout=10)
         with self._io_lock:

@@ -15,8 +15,6 @@ import struct
 import threading
 import time
 import weakref
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,7 +24,7 @@ from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.wire import varint as _varint
 from tvmdbg_tb.instrument import compiled, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument.session import ExecutionPayload, LazyPayloads, RuntimeFunction, Session, TraceBatch
+from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, tuple_health_values
 from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -170,7 +168,6 @@ class CompiledTracer(Tracer):
         self._rate = cycles_per_us()
         self._cache = session.param_cache  # param_summaries="once_per_value"
         self._row_codes: dict[int, Any] = {}  # fid -> dtype codes of its rows (FULL_HEALTH)
-        self._traced: dict[int, np.ndarray] = {}  # fid -> which rows have a trace
         self._vm = weakref.ref(vm)
         vm._set_instrument(None)
 
@@ -255,34 +252,15 @@ class CompiledTracer(Tracer):
             cached = self._statics[fid] = (statics, dynamic)
         return cached
 
-    def _kept_rows(self, fid: int, array: np.ndarray) -> np.ndarray:
-        """A copy of what _payloads reads of a buffer: the kernel rows, or only their
-        timestamps where the mode and static shapes need no more."""
-        count = len(compiled.FUNCTIONS[fid].rows) + 1
-        if self.mode in (pb.NO_TENSOR, pb.SHAPE) and not any(self._static(fid)[1]):
-            return array[:count, :1].copy()
-        return array[:count].copy()
-
-    def _count(self, blocks) -> int:
-        """How many traces _payloads will build from blocks: the rows that ran and have a
-        trace (the same two tests it applies)."""
-        total = 0
-        for fid, _, array in blocks:
-            traced = self._traced.get(fid)
-            if traced is None:
-                traced = self._traced[fid] = np.array([bool(s) for s in self._static(fid)[0]], bool)
-            total += int(np.count_nonzero(array[1:, 0][traced]))
-        return total
-
-    def _payloads(self, index: int, buffers) -> list[bytes]:
+    def _payloads(self, call: _FastCall) -> list[bytes]:
         """One payload per executed row (plain Python on .tolist(): rows are few and small)."""
         mode = self.mode
-        index = b"\x18" + _varint(index)
+        index = b"\x18" + _varint(call.index)
         rate = self._rate
         pack = _F64.pack
         payloads: list[bytes] = []
         stamps: list[float] = []
-        for fid, _, array in buffers:
+        for fid, _, array in call.buffers:
             statics, dynamic = self._static(fid)
             infos = compiled.FUNCTIONS[fid].rows
             count = len(infos) + 1
@@ -320,7 +298,7 @@ class CompiledTracer(Tracer):
                     tail = b"\x7a" + _varint(len(dims)) + dims + tail
                 payloads.append(static + index + tail)
                 stamps.append(cycles)
-        if len(buffers) > 1:  # nested function calls: order by time
+        if len(call.buffers) > 1:  # nested function calls: order by time
             payloads = [payloads[i] for i in sorted(range(len(payloads)), key=stamps.__getitem__)]
         return payloads
 
@@ -443,50 +421,42 @@ class CompiledTracer(Tracer):
                 )
         elif call.skips:
             call.skips = []
-        leaves = flatten(outputs) if outputs is not None else None
-        head = None
         try:
             replayer = self.session.replay
             if replayer is not None and replayer.hunting and error is None and not call.implicit:
                 call.bad = replayer.scan_buffers(call.buffers)
-            # The traces of a call with many kernels are built from copies of the rows, by the
-            # writer's flush thread (LazyPayloads); their number is counted now. A few are
-            # built here: cheaper than the copy and the count.
-            if error is None and sum(len(compiled.FUNCTIONS[b[0]].rows) for b in call.buffers) > _EAGER_ROWS:
-                blocks = [(fid, None, self._kept_rows(fid, array)) for fid, _, array in call.buffers]
-                payloads = LazyPayloads(self._count(blocks), self._payloads, call.index, blocks)
-            else:
-                payloads = self._payloads(call.index, call.buffers)
-                if error is not None:
-                    payloads.append(self._failure(call, error))
-            if error is None and not call.implicit:
-                head = self._static_execution(call, len(inputs), leaves)
-                if head is None:
-                    head = self._health_execution(call, len(inputs), leaves)
+            payloads = self._payloads(call)
+            if error is not None:
+                payloads.append(self._failure(call, error))
         finally:
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
+        leaves = flatten(outputs) if outputs is not None else None
         remember = self._cache is not None and error is None and not call.implicit
-        if head is not None:  # the common case: no message built
-            location = self._location_bytes(frames, user_index)
-            tail = b"".join(
-                (
-                    b"\x08",
-                    _varint(call.index),
-                    b"\x39",
-                    _F64.pack((_perf() - call.start) * 1e6),
-                    b"\x42",
-                    _varint(len(location)),
-                    location,
-                    b"\x48",
-                    _varint(len(payloads)),
+        if error is None and not call.implicit:
+            static = self._static_execution(call, len(inputs), leaves)
+            if static is None:
+                static = self._health_execution(call, len(inputs), leaves)
+            if static is not None:  # the common case in NO_TENSOR and SHAPE: no message built
+                location = self._location_bytes(frames, user_index)
+                payload = b"".join(
+                    (
+                        static,
+                        b"\x08",
+                        _varint(call.index),
+                        b"\x39",
+                        _F64.pack((_perf() - call.start) * 1e6),
+                        b"\x42",
+                        _varint(len(location)),
+                        location,
+                        b"\x48",
+                        _varint(len(payloads)),
+                    )
                 )
-            )
-            # health counts: serialized when written
-            self.session.execution_done(ExecutionPayload(head, tail), TraceBatch(payloads=payloads))
-            if remember:
-                self._safely(self._remember, call, inputs, leaves)
-            return
+                self.session.execution_done(ExecutionPayload(payload), TraceBatch(payloads=payloads))
+                if remember:
+                    self._safely(self._remember, call, inputs, leaves)
+                return
         summaries = self._row_summaries(call, inputs, leaves)
         self._emit(call, TraceBatch(payloads=payloads), inputs, leaves, error, frames, user_index, summaries)
         if remember:  # after the inputs were looked up: outputs replace their slots' entries
@@ -530,10 +500,10 @@ class CompiledTracer(Tracer):
         self._execution_statics[key] = static
         return static
 
-    def _health_execution(self, call: _FastCall, num_inputs: int, leaves) -> Callable[[], bytes] | None:
-        """Health modes: what serializes the Execution without its per-call fields (index,
-        duration, location, num_traces), from a per-function template and a copy of the
-        summary rows; None when a value is not fully static or has no summary row."""
+    def _health_execution(self, call: _FastCall, num_inputs: int, leaves) -> bytes | None:
+        """Health modes: the serialized Execution without its per-call fields (index,
+        duration, location, num_traces), from a per-function template and one conversion of
+        the summary rows; None when a value is not fully static or has no summary row."""
         if (
             self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)
             or len(call.buffers) != 1
@@ -547,19 +517,13 @@ class CompiledTracer(Tracer):
         if template is None:
             return None
         header, row_ids, parts = template
-        rows = array[row_ids]  # a copy: serialized later, by the writer's flush thread
-        if not rows[:, 0].all():
+        rows = array[row_ids].tolist()  # one conversion for every summarised input and output
+        if not all(row[0] for row in rows):
             return None  # a row not written: let the generic path say what it knows
-        reused = {row: entry.index for row, entry in call.skips} if call.skips else None
-        return partial(self._health_body, template, rows, reused)
-
-    def _health_body(self, template: tuple, rows: np.ndarray, reused: dict | None) -> bytes:
-        """The Execution's serialized fields but the per-call ones, from its rows."""
-        header, row_ids, parts = template
-        reused = reused or {}
-        by_row = dict(zip(row_ids, rows.tolist()))  # one conversion for every input and output
+        by_row = dict(zip(row_ids, rows))
         mode = self.mode
         out = [header]
+        reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
         for tag, row_id, dtype, spec_bytes in parts:
             if isinstance(row_id, tuple):  # a tuple argument: its totals, then each tensor as an item
                 body = self._tuple_body(mode, [by_row[r] for r in row_id], row_id, dtype, spec_bytes, reused)
@@ -738,7 +702,6 @@ _TAILS = {
     pb.CURT_HEALTH: _tail(1),
 }  # NO_TENSOR keeps its loop over one column: measured as fast
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
-_EAGER_ROWS = 8  # up to this many kernel rows a call's traces are built at once (see _finish_fast)
 _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")
 _FULL = struct.Struct("<10d")

@@ -83,68 +83,18 @@ class TraceBatch(Sequence):
         return iter(self._parsed())
 
 
-class LazyPayloads(Sequence):
-    """Serialized traces built on first use, usually by the writer's flush thread rather than
-    the traced one. Their number is known up front: trace indices and Execution.num_traces
-    never wait for the bytes, and a build that disagrees with it raises."""
-
-    # Few objects per call: they stay alive until the next flush, and the garbage collector
-    # walks every one of them while they do.
-    __slots__ = ("_count", "_build", "_args", "_items")
-
-    def __init__(self, count: int, build: Callable[..., list[bytes]], *args):
-        self._count = count
-        self._build = build
-        self._args = args
-        self._items: list[bytes] | None = None
-
-    def _built(self) -> list[bytes]:
-        items = self._items
-        if items is None:
-            items = self._build(*self._args)
-            if len(items) != self._count:
-                raise RuntimeError(f"{len(items)} traces built where {self._count} were counted")
-            self._items = items
-        return items
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __getitem__(self, i):
-        return self._built()[i]
-
-    def __iter__(self):
-        return iter(self._built())
-
-
 class ExecutionPayload:
-    """A serialized Execution (the fast path), given or built on first use (see
-    LazyPayloads); sinks that need the message call message()."""
+    """A serialized Execution (the fast path); sinks that need the message call message()."""
 
-    __slots__ = ("_payload", "_build", "_suffix", "_message")
+    __slots__ = ("payload", "_message")
 
-    def __init__(self, payload: bytes | Callable[[], bytes], suffix: bytes = b""):
-        """payload: the serialized Execution, or what serializes it; suffix: more fields."""
-        self._payload = payload + suffix if isinstance(payload, bytes) else None
-        self._build = None if isinstance(payload, bytes) else payload
-        self._suffix = suffix
+    def __init__(self, payload: bytes):
+        self.payload = payload
         self._message: pb.Execution | None = None
-
-    def serialized(self) -> bytes:
-        payload = self._payload
-        if payload is None:
-            payload = self._payload = self._build() + self._suffix
-        return payload
-
-    __call__ = serialized  # the writer's builder
-
-    @property
-    def payload(self) -> bytes:
-        return self.serialized()
 
     def message(self) -> pb.Execution:
         if self._message is None:
-            self._message = pb.Execution.FromString(self.serialized())
+            self._message = pb.Execution.FromString(self.payload)
         return self._message
 
 
@@ -487,8 +437,8 @@ class WriterSink:
             self.writer.write_graph_execution_trace_payloads(payloads, wall_time=now)
         else:
             self.writer.write_graph_execution_traces(list(traces), wall_time=now)
-        if isinstance(execution, ExecutionPayload):  # built when written, if not yet
-            self.writer.write_execution_payload(execution, wall_time=now)
+        if isinstance(execution, ExecutionPayload):
+            self.writer.write_execution_payload(execution.payload, wall_time=now)
         else:
             self.writer.write_execution(execution, wall_time=now)
 
