@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent / "tvmdbg_tb"
 LAYERS = [
     "tvmdbg_tb",
     "proto",
+    "native",  # C++ helpers built on the user's machine
     "events",  # writer, files, reader
     "instrument",  # compile/run hooks that write events
     "replay",  # fused kernels re-run op by op, on top of the instrumentation

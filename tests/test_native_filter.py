@@ -118,7 +118,7 @@ def test_the_native_filter_builds_and_loads():
     assert native_filter.enabled()
     module = native_filter.load()
     assert module is not None, native_filter.failure()
-    assert native_filter.library_path().exists()
+    assert native_filter.LIBRARY.path().exists()
     assert native_filter.load() is module  # loaded once per process
 
 
@@ -218,19 +218,19 @@ def test_a_kernel_that_raises_is_named_the_same(tmp_path, monkeypatch):
 
 def test_without_a_compiler_the_python_instrument_traces(tmp_path, monkeypatch, caplog):
     """A failed build is said once in the log, never retried, and tracing goes on in Python."""
-    monkeypatch.setattr(native_filter, "_state", {})
+    monkeypatch.setattr(native_filter.LIBRARY, "_state", {})
     monkeypatch.setenv("TVMDBG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CXX", "/bin/false")
     monkeypatch.setenv(native_filter.ENV_SWITCH, "1")
     builds = [0]
-    original = native_filter._build
+    original = native_filter.LIBRARY._build
 
     def counted(path):
         builds[0] += 1
         return original(path)
 
-    monkeypatch.setattr(native_filter, "_build", counted)
-    with caplog.at_level(logging.WARNING, logger="tvmdbg.instrument"), trace_paths.using("vm_instrument"):
+    monkeypatch.setattr(native_filter.LIBRARY, "_build", counted)
+    with caplog.at_level(logging.WARNING, logger="tvmdbg.native"), trace_paths.using("vm_instrument"):
         tvmdbg.enable_dump_debug_info(tmp_path / "dump", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
         try:
             for _ in range(3):

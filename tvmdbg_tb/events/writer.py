@@ -15,6 +15,7 @@ Design choices, each for a failure tfdbg2 has:
 from __future__ import annotations
 
 import atexit
+import itertools
 import linecache
 import os
 import socket
@@ -25,8 +26,9 @@ import time
 import warnings
 from collections.abc import Sequence
 from importlib import metadata as _metadata
+from typing import NamedTuple
 
-from tvmdbg_tb.events import layout, records
+from tvmdbg_tb.events import layout, native_records, records
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -46,6 +48,8 @@ _INDEX_FIELD = struct.Struct("<Bq")  # GraphExecutionTrace.index: field 13, sfix
 _INDEX_TAG = 13 << 3 | 1
 
 
+_NATIVE = native_records.MIN_BATCH  # batches from this size are framed natively, if loaded
+
 _SMALL_VARINTS = [varint(n) for n in range(16384)]  # a list lookup instead of a call per record
 
 
@@ -64,6 +68,26 @@ def package_version(name: str) -> str:
         return "unknown"
 
 
+def _frame_traces(prefix: bytes, payloads: Sequence[bytes], first: int) -> list[bytes]:
+    """Each payload as a framed DebugEvent record, its index first + k (the Python path of
+    native_records.frame_traces, byte for byte)."""
+    index_field, small, extra = _INDEX_FIELD.pack, _SMALL_VARINTS, _INDEX_FIELD.size
+    return records.encode_all(
+        [
+            b"".join((prefix, small[len(p) + extra] if len(p) < 16000 else varint(len(p) + extra), p,
+                      index_field(_INDEX_TAG, first + i)))
+            for i, p in enumerate(payloads)
+        ]
+    )  # fmt: skip
+
+
+class _Framed(NamedTuple):
+    """Records framed natively: their bytes end to end, and each one's size."""
+
+    blob: memoryview
+    sizes: list[int]
+
+
 class _RecordFile:
     """One append-only record file; a ring file also remembers where its records end."""
 
@@ -74,14 +98,21 @@ class _RecordFile:
         self.size = self.handle.tell()
         self.ends: list[int] = []  # end offset of each record (ring files only)
 
-    def append(self, chunks: list[bytes]) -> None:
-        data = b"".join(chunks)
+    def append(self, chunks: list) -> None:
+        """Writes chunks: records (bytes) or runs of records (_Framed)."""
+        data = b"".join([c.blob if type(c) is _Framed else c for c in chunks])
         self.handle.write(data)
         if self.ring:
             end = self.size
             for chunk in chunks:
-                end += len(chunk)
-                self.ends.append(end)
+                if type(chunk) is _Framed:
+                    running = itertools.accumulate(chunk.sizes, initial=end)
+                    next(running)  # `end` itself: no record of this run ends there
+                    self.ends.extend(running)
+                    end = self.ends[-1]
+                else:
+                    end += len(chunk)
+                    self.ends.append(end)
         self.size += len(data)
 
     def compact(self, max_records: int, max_bytes: int) -> None:
@@ -190,6 +221,7 @@ class DebugEventsWriter:
             ),
         )
         self.flush()
+        native_records.start_loading()  # in the background: no traced call waits for a build
         self._stop = threading.Event()
         self._flusher = threading.Thread(
             target=self._flush_periodically, args=(flush_interval,), name="tvmdbg-flush", daemon=True
@@ -282,19 +314,18 @@ class DebugEventsWriter:
             return
         try:
             prefix = _envelope_prefix(wall_time or time.time(), step) + _TRACE_TAG
-            index_field, small, extra = _INDEX_FIELD.pack, _SMALL_VARINTS, _INDEX_FIELD.size
             with self._lock:
                 first = self._next_trace
-                chunks = records.encode_all(
-                    [
-                        b"".join((prefix, small[len(p) + extra] if len(p) < 16000 else varint(len(p) + extra), p,
-                                  index_field(_INDEX_TAG, first + i)))
-                        for i, p in enumerate(payloads)
-                    ]
-                )  # fmt: skip
+                framed = native_records.frame_traces(prefix, payloads, first) if len(payloads) >= _NATIVE else None
+                if framed is not None:
+                    chunks = [_Framed(*framed)]
+                    size = len(framed[0])
+                else:
+                    chunks = _frame_traces(prefix, payloads, first)
+                    size = sum(map(len, chunks))
                 self._next_trace += len(payloads)
                 self._pending[layout.GRAPH_EXECUTION_TRACES].extend(chunks)
-                self._pending_bytes += sum(map(len, chunks))
+                self._pending_bytes += size
                 eager = self._pending_bytes >= _EAGER_WRITE_BYTES
             if eager:
                 self.flush()

@@ -9,128 +9,42 @@ The filter makes that lookup in C++, per thread, against the set the tracer acti
 takes each kernel's start itself: the tracer hears once per kernel, when it returned, with
 its duration.
 
-Built once with the system C++ compiler (g++, no ninja) into a user cache directory, one
-.so per (source, tvm, tvm_ffi, python) version, and loaded at the first traced VM. Without
-a compiler, or when the build fails, or with TVMDBG_NATIVE_FILTER=0, the tracer stays pure
-Python: said once in the log, never retried in the same process.
+Built and loaded by tvmdbg_tb.native (once, cached per version) at the first traced VM.
+Without a compiler, or when the build fails, or with TVMDBG_NATIVE_FILTER=0, the tracer
+stays pure Python: said once in the log, never retried in the same process.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-logger = logging.getLogger("tvmdbg.instrument")
+from tvmdbg_tb.native import NativeLibrary
 
 ENV_SWITCH = "TVMDBG_NATIVE_FILTER"  # "0": never use the native filter
 IDLE = -2  # no traced call on this thread: the VM's calls are answered 0 natively
 ALL = -1  # every call is forwarded to Python
 
-_SOURCE = Path(__file__).with_name("native_filter.cc")
-_lock = threading.Lock()
-_state: dict[str, Any] = {}  # "module" once loaded, "error" once it failed: never retried
+LIBRARY = NativeLibrary(Path(__file__).with_name("native_filter.cc"), ENV_SWITCH, "native VM filter")
 
 
 def enabled() -> bool:
     """False when TVMDBG_NATIVE_FILTER=0 disables the native filter."""
-    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-def cache_dir() -> Path:
-    """Where built filters are kept: $TVMDBG_CACHE_DIR, else $XDG_CACHE_HOME/tvmdbg, else ~/.cache/tvmdbg."""
-    explicit = os.environ.get("TVMDBG_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tvmdbg"
-
-
-def library_path() -> Path:
-    """The cached .so for this source and these tvm / tvm_ffi / python versions."""
-    import tvm
-    import tvm_ffi
-
-    key = hashlib.sha256()
-    key.update(_SOURCE.read_bytes())
-    for part in (tvm.__version__, tvm_ffi.__version__, sys.version, sys.platform):
-        key.update(part.encode())
-    return cache_dir() / f"native_filter-{key.hexdigest()[:16]}.so"
+    return LIBRARY.enabled()
 
 
 def load() -> Any | None:
     """The loaded filter module (built on first use), or None when it is unavailable.
 
-    Called once per process at the first traced VM (and by benchmarks before timing); a
-    failure is logged once and remembered."""
-    if "module" in _state or "error" in _state:
-        return _state.get("module")
-    with _lock:
-        if "module" in _state or "error" in _state:
-            return _state.get("module")
-        try:
-            _state["module"] = _build_and_load()
-        except Exception as error:  # no compiler, a failed build, an unloadable library
-            _state["error"] = error
-            logger.warning("tvmdbg: native VM filter unavailable, tracing in pure Python: %s", error)
-        return _state.get("module")
+    Called once per process at the first traced VM (and by benchmarks before timing)."""
+    return LIBRARY.load()
 
 
 def failure() -> BaseException | None:
     """Why load() returned None (None when it worked or was not tried)."""
-    return _state.get("error")
-
-
-def _build_and_load():
-    import tvm_ffi
-
-    path = library_path()
-    if not path.exists():
-        _build(path)
-    return tvm_ffi.load_module(str(path))
-
-
-def _build(path: Path) -> None:
-    from tvm_ffi import libinfo
-
-    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-    if compiler is None:
-        raise RuntimeError("no C++ compiler found (c++/g++ not on PATH)")
-    library = Path(libinfo.find_libtvm_ffi())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=path.stem, suffix=".so.tmp", dir=path.parent)
-    os.close(descriptor)
-    command = [
-        compiler,
-        "-std=c++17",
-        "-O2",
-        "-fPIC",
-        "-shared",
-        f"-I{libinfo.find_include_path()}",
-        f"-I{libinfo.find_dlpack_include_path()}",
-        str(_SOURCE),
-        "-o",
-        temporary,
-        f"-L{library.parent}",
-        f"-Wl,-rpath,{library.parent}",
-        "-ltvm_ffi",
-    ]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise RuntimeError(f"building {_SOURCE.name} failed: {done.stderr.strip()[-2000:]}")
-        os.replace(temporary, path)  # atomic: concurrent builders never load half a file
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    return LIBRARY.failure()
 
 
 class NativeFilter:
@@ -197,5 +111,7 @@ def attach(vm, callback: Callable, on_kernel: Callable, functions: frozenset[str
     try:
         return NativeFilter(module, vm, callback, on_kernel, functions)
     except Exception as error:
-        logger.warning("tvmdbg: native VM filter could not be attached, tracing in pure Python: %s", error)
+        logging.getLogger("tvmdbg.native").warning(
+            "tvmdbg: native VM filter could not be attached, tracing in pure Python: %s", error
+        )
         return None

@@ -1,0 +1,98 @@
+"""Trace records framed in C++ are the Python path's, byte for byte, on real files."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("tvm")
+
+from eventgen import trace  # noqa: E402
+
+from tvmdbg_tb.events import layout, native_records, writer  # noqa: E402
+from tvmdbg_tb.events.reader import DebugDataReader  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def native():
+    module = native_records.LIBRARY.load()
+    assert module is not None, native_records.LIBRARY.failure()
+    return module
+
+
+def _payloads() -> list[bytes]:
+    """Traces of every size class: empty, one-byte lengths, two-byte and three-byte varints."""
+    out = [b"", trace(0, 0).SerializeToString()]
+    for size in (1, 100, 118, 119, 120, 127, 128, 500, 15990, 16000, 16500, 70000):
+        t = trace(size % 7, size)
+        t.op_name = "x" * size
+        out.append(t.SerializeToString())
+    return out * 3
+
+
+@pytest.mark.parametrize("first", [0, 1, 1 << 40])
+def test_the_same_bytes_as_the_python_path(native, first):
+    prefix = writer._envelope_prefix(1234.5, 7) + writer._TRACE_TAG
+    payloads = _payloads()
+    blob, sizes = native_records.frame_traces(prefix, payloads, first)
+    expected = writer._frame_traces(prefix, payloads, first)
+    assert bytes(blob) == b"".join(expected)
+    assert sizes == [len(r) for r in expected]
+
+
+def _dump(tmp_path, name, monkeypatch, use_native: bool, ring: int) -> bytes:
+    monkeypatch.setenv(native_records.ENV_SWITCH, "1" if use_native else "0")
+    framed = []
+    original = native_records.frame_traces
+
+    def counted(*args):
+        result = original(*args)
+        framed.append(result is not None)
+        return result
+
+    monkeypatch.setattr(native_records, "frame_traces", counted)
+    w = writer.DebugEventsWriter(tmp_path / name, run_name="run", circular_buffer_size=ring, flush_interval=3600)
+    payloads = _payloads()
+    for k in range(40):
+        batch = payloads[: 1 + k % len(payloads)]
+        w.write_graph_execution_trace_payloads(batch, wall_time=100.0 + k)
+        if k % 7 == 0:
+            w.flush()
+    w.close()
+    assert any(framed) == use_native and all(framed) == use_native  # the path under test ran
+    path = tmp_path / name / "run" / layout.file_name(layout.GRAPH_EXECUTION_TRACES)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("ring", [-1, 50])
+def test_dumps_are_identical_and_the_ring_keeps_exactly_the_last_records(native, tmp_path, monkeypatch, ring):
+    """Whole writer runs, batches small and large, with compaction: the same files."""
+    native_dump = _dump(tmp_path, "native", monkeypatch, True, ring)
+    python_dump = _dump(tmp_path, "python", monkeypatch, False, ring)
+    assert native_dump == python_dump
+    reader = DebugDataReader(tmp_path / "native")
+    reader.update()
+    indices = list(reader.run("run").trace_digests()["index"])
+    total = sum(1 + k % len(_payloads()) for k in range(40))
+    assert indices == list(range(total - 50 if ring > 0 else 0, total))
+    assert reader.corruptions == []
+
+
+def test_disabled_by_the_environment(native, monkeypatch):
+    monkeypatch.setenv(native_records.ENV_SWITCH, "0")
+    assert native_records.frame_traces(b"", [b"x"] * 20, 0) is None
+    monkeypatch.setenv(native_records.ENV_SWITCH, "1")
+    assert native_records.frame_traces(b"", [b"x"] * 20, 0) is not None
+
+
+def test_lengths_that_disagree_with_the_payloads_are_refused(native):
+    with pytest.raises(Exception, match="lengths exceed"):
+        native.frame_traces(b"", b"abc", (5).to_bytes(4, "little"), 0)
+    with pytest.raises(Exception, match="longer than"):
+        native.frame_traces(b"", b"abcdef", (5).to_bytes(4, "little"), 0)
+
+
+def test_the_library_is_cached_per_version(native):
+    path = native_records.LIBRARY.path()
+    assert path.exists() and os.path.basename(path).startswith("native_records-")
