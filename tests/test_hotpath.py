@@ -126,10 +126,14 @@ def test_numpy_health_counts_match_reference(dtype, shape):
     assert [neg_inf, pos_inf, nan, negative, zero, positive] == expected[4:]
 
 
-def _chain_traces(logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FULL_HEALTH"):
+def _chain_traces(logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FULL_HEALTH", native=True):
+    from tvmdbg_tb.events import native_records
     from tvmdbg_tb.instrument import fast_tracer
 
+    assert native_records.LIBRARY.load() is not None, native_records.LIBRARY.failure()
+    monkeypatch.setenv(native_records.ENV_SWITCH, "1" if native else "0")
     if not vectorized:
+        monkeypatch.setattr(fast_tracer.CompiledTracer, "_parts", lambda *args: None)
         monkeypatch.setattr(fast_tracer.CompiledTracer, "_health_rows", lambda *args: False)
     tvmdbg.enable_dump_debug_info(str(logdir), mode, circular_buffer_size=-1, op_regex=op_regex)
     try:
@@ -152,13 +156,15 @@ def _chain_traces(logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FU
     return [t.SerializeToString() for t in traces]
 
 
-@pytest.mark.parametrize("mode", ["FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH", "FULL_STATS"])
+@pytest.mark.parametrize("mode", ["FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH", "FULL_STATS", "NO_TENSOR", "SHAPE"])
 @pytest.mark.parametrize("op_regex", [None, "multiply"])
-def test_vectorised_health_traces_equal_row_loop(tmp_path, monkeypatch, op_regex, mode):
-    """Health-mode (and FULL_STATS) trace payloads built in numpy are the bytes the per-row loop writes (all
-    fields but the duration, which differs between runs), with and without filtered ops."""
+@pytest.mark.parametrize("native", [True, False], ids=["native_framing", "python_framing"])
+def test_vectorised_health_traces_equal_row_loop(tmp_path, monkeypatch, op_regex, mode, native):
+    """Trace payloads built in numpy as parts (framed natively, or built and framed in
+    Python) are the bytes the per-row loop writes (all fields but the duration, which
+    differs between runs), with and without filtered ops."""
     with trace_paths.using("compiled"):
-        fast = _chain_traces(tmp_path / "fast", monkeypatch, True, op_regex, mode)
-        loop = _chain_traces(tmp_path / "loop", monkeypatch, False, op_regex, mode)
+        fast = _chain_traces(tmp_path / "fast", monkeypatch, True, op_regex, mode, native)
+        loop = _chain_traces(tmp_path / "loop", monkeypatch, False, op_regex, mode, native)
     assert fast == loop
     assert len(fast) == (2 * 30 if op_regex is None else 2 * 15)

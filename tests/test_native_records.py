@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 
 pytest.importorskip("tvm")
@@ -12,6 +13,7 @@ from eventgen import trace  # noqa: E402
 
 from tvmdbg_tb.events import layout, native_records, writer  # noqa: E402
 from tvmdbg_tb.events.reader import DebugDataReader  # noqa: E402
+from tvmdbg_tb.events.trace_parts import TraceParts, static_table  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +41,29 @@ def test_the_same_bytes_as_the_python_path(native, first):
     expected = writer._frame_traces(prefix, payloads, first)
     assert bytes(blob) == b"".join(expected)
     assert sizes == [len(r) for r in expected]
+
+
+@pytest.mark.parametrize("width", [0, 9, 91])
+def test_parts_are_framed_as_the_payloads_they_stand_for(native, width):
+    """TraceParts framed natively equal its payloads built and framed in Python."""
+    statics = [p for p in _payloads() if len(p) < 20000][:14] + [b""]
+    table = static_table(statics)
+    which = np.array([3, 0, 14, 7, 7, 1, 13, 2] * 5, np.uint32)
+    tails = bytes(range(256)) * (len(which) * max(width, 1) // 256 + 1)
+    parts = TraceParts(statics, table, which, b"\x18\x96\x01", tails[: len(which) * width], width)
+    prefix = writer._envelope_prefix(99.0, 0) + writer._TRACE_TAG
+    blob, sizes = native_records.frame_parts(prefix, parts, 12)
+    expected = writer._frame_traces(prefix, parts.payloads(), 12)
+    assert bytes(blob) == b"".join(expected) and sizes == [len(r) for r in expected]
+    assert parts.payloads()[2] == statics[14] + b"\x18\x96\x01" + tails[2 * width : 3 * width]
+
+
+def test_parts_that_do_not_add_up_are_refused(native):
+    table = static_table([b"ab", b"c"])
+    with pytest.raises(Exception, match="out of range"):
+        native.frame_trace_parts(b"", *table, np.array([2], np.uint32).tobytes(), b"", b"", 0, 0)
+    with pytest.raises(Exception, match="tails do not match"):
+        native.frame_trace_parts(b"", *table, np.array([1], np.uint32).tobytes(), b"", b"xy", 3, 0)
 
 
 def _dump(tmp_path, name, monkeypatch, use_native: bool, ring: int) -> bytes:

@@ -100,43 +100,86 @@ void AppendVarint(std::string* out, uint64_t value) {
   out->push_back(static_cast<char>(value));
 }
 
+struct Span {
+  const char* data;
+  size_t size;
+};
+
+// Appends one record: its payload is the concatenation of parts, its index `index`.
+void AppendRecord(std::string* out, const Bytes& prefix, const Span* parts, int num_parts, int64_t index) {
+  size_t size = 0;
+  for (int p = 0; p < num_parts; ++p) size += parts[p].size;
+  const size_t record = out->size();
+  out->append(12, '\0');  // the length and its CRC, filled below
+  const size_t data = out->size();
+  out->append(prefix.data(), prefix.size());
+  AppendVarint(out, static_cast<uint64_t>(size) + 9);
+  for (int p = 0; p < num_parts; ++p) out->append(parts[p].data, parts[p].size);
+  out->push_back(static_cast<char>(kIndexTag));
+  AppendLe(out, static_cast<uint64_t>(index), 8);
+  const size_t data_size = out->size() - data;
+  PutLe(out, record, data_size, 8);
+  PutLe(out, record + 8, Masked(Crc32c(reinterpret_cast<const uint8_t*>(out->data()) + record, 8)), 4);
+  AppendLe(out, Masked(Crc32c(reinterpret_cast<const uint8_t*>(out->data()) + data, data_size)), 4);
+}
+
+uint32_t U32At(const Bytes& bytes, size_t k) {
+  uint32_t value;
+  std::memcpy(&value, bytes.data() + 4 * k, 4);
+  return value;
+}
+
 // frame_traces(prefix, payloads, lengths, first): payloads holds n serialized traces end to
 // end, lengths their sizes (n little-endian u32); trace k gets index first + k. Returns n
 // little-endian u64 record sizes followed by the n records.
 Bytes frame_traces(Bytes prefix, Bytes payloads, Bytes lengths, int64_t first) {
   const size_t n = lengths.size() / 4;
-  const auto* sizes = reinterpret_cast<const uint8_t*>(lengths.data());
-  const auto* source = reinterpret_cast<const uint8_t*>(payloads.data());
-  const size_t total = payloads.size();
   std::string out;
-  out.reserve(n * (8 + 12 + prefix.size() + 3 + 9 + 4) + total);
+  out.reserve(n * (8 + 12 + prefix.size() + 3 + 9 + 4) + payloads.size());
   out.resize(n * 8);
   size_t offset = 0;
   for (size_t k = 0; k < n; ++k) {
-    uint32_t size;
-    std::memcpy(&size, sizes + 4 * k, 4);
-    if (offset + size > total) throw std::runtime_error("frame_traces: lengths exceed the payloads");
+    const uint32_t size = U32At(lengths, k);
+    if (offset + size > payloads.size()) throw std::runtime_error("frame_traces: lengths exceed the payloads");
     const size_t record = out.size();
-    out.append(12, '\0');  // the length and its CRC, filled below
-    const size_t data = out.size();
-    out.append(prefix.data(), prefix.size());
-    AppendVarint(&out, static_cast<uint64_t>(size) + 9);
-    out.append(reinterpret_cast<const char*>(source + offset), size);
-    out.push_back(static_cast<char>(kIndexTag));
-    AppendLe(&out, static_cast<uint64_t>(first + static_cast<int64_t>(k)), 8);
-    const size_t data_size = out.size() - data;
-    PutLe(&out, record, data_size, 8);
-    const auto* base = reinterpret_cast<const uint8_t*>(out.data());
-    PutLe(&out, record + 8, Masked(Crc32c(base + record, 8)), 4);
-    const uint32_t crc = Masked(Crc32c(reinterpret_cast<const uint8_t*>(out.data()) + data, data_size));
-    AppendLe(&out, crc, 4);
+    const Span part{payloads.data() + offset, size};
+    AppendRecord(&out, prefix, &part, 1, first + static_cast<int64_t>(k));
     PutLe(&out, 8 * k, out.size() - record, 8);
     offset += size;
   }
-  if (offset != total) throw std::runtime_error("frame_traces: payloads longer than their lengths");
+  if (offset != payloads.size()) throw std::runtime_error("frame_traces: payloads longer than their lengths");
+  return Bytes(std::move(out));
+}
+
+// frame_trace_parts(prefix, statics, offsets, which, middle, tails, width, first): trace k's
+// payload is static which[k] (bytes offsets[i] to offsets[i + 1] of statics), then middle,
+// then bytes k * width to (k + 1) * width of tails. Returns what frame_traces returns.
+Bytes frame_trace_parts(Bytes prefix, Bytes statics, Bytes offsets, Bytes which, Bytes middle, Bytes tails,
+                        int64_t width, int64_t first) {
+  const size_t n = which.size() / 4;
+  const size_t num_statics = offsets.size() / 4;
+  if (num_statics == 0 || width < 0 || tails.size() != n * static_cast<size_t>(width)) {
+    throw std::runtime_error("frame_trace_parts: tails do not match the traces");
+  }
+  std::string out;
+  out.reserve(n * (8 + 12 + prefix.size() + 3 + 9 + 4 + middle.size() + width + 64));
+  out.resize(n * 8);
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t i = U32At(which, k);
+    if (i + 1 >= num_statics) throw std::runtime_error("frame_trace_parts: a static out of range");
+    const uint32_t begin = U32At(offsets, i), end = U32At(offsets, i + 1);
+    if (begin > end || end > statics.size()) throw std::runtime_error("frame_trace_parts: bad static offsets");
+    const size_t record = out.size();
+    const Span parts[3] = {{statics.data() + begin, end - begin},
+                           {middle.data(), middle.size()},
+                           {tails.data() + k * width, static_cast<size_t>(width)}};
+    AppendRecord(&out, prefix, parts, 3, first + static_cast<int64_t>(k));
+    PutLe(&out, 8 * k, out.size() - record, 8);
+  }
   return Bytes(std::move(out));
 }
 
 }  // namespace
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(frame_traces, frame_traces);
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(frame_trace_parts, frame_trace_parts);

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.native import NativeLibrary
 
 ENV_SWITCH = "TVMDBG_NATIVE_RECORDS"  # "0": always frame in Python
@@ -45,4 +46,19 @@ def frame_traces(prefix: bytes, payloads: Sequence[bytes], first: int) -> tuple[
     count = len(payloads)
     lengths = struct.pack(f"<{count}I", *map(len, payloads))
     out = memoryview(module.frame_traces(prefix, b"".join(payloads), lengths, first))
+    return out[8 * count :], out[: 8 * count].cast("Q").tolist()
+
+
+def frame_parts(prefix: bytes, parts: TraceParts, first: int) -> tuple[memoryview, list[int]] | None:
+    """frame_traces for traces given as parts: no payload is built in Python."""
+    module = LIBRARY.loaded()
+    if module is None or not LIBRARY.enabled():
+        return None
+    blob, offsets = parts.table
+    out = memoryview(
+        module.frame_trace_parts(
+            prefix, blob, offsets, parts.which.tobytes(), parts.middle, parts.tails, parts.width, first
+        )
+    )
+    count = len(parts)
     return out[8 * count :], out[: 8 * count].cast("Q").tolist()

@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from tvmdbg_tb.events import layout, native_records, records
 from tvmdbg_tb.events.summaries import mode_value
+from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -302,7 +303,8 @@ class DebugEventsWriter:
     def write_graph_execution_trace_payloads(
         self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
     ) -> None:
-        """Queues a batch of serialized GraphExecutionTrace messages (without `index`).
+        """Queues a batch of serialized GraphExecutionTrace messages (without `index`), a
+        list or TraceParts.
 
         The hot path of the instrumentation: a call site's static fields can be serialized
         once and reused; the envelope and the index are appended here as raw protobuf fields
@@ -316,7 +318,10 @@ class DebugEventsWriter:
             prefix = _envelope_prefix(wall_time or time.time(), step) + _TRACE_TAG
             with self._lock:
                 first = self._next_trace
-                framed = native_records.frame_traces(prefix, payloads, first) if len(payloads) >= _NATIVE else None
+                if isinstance(payloads, TraceParts):
+                    framed = native_records.frame_parts(prefix, payloads, first)
+                else:
+                    framed = native_records.frame_traces(prefix, payloads, first) if len(payloads) >= _NATIVE else None
                 if framed is not None:
                     chunks = [_Framed(*framed)]
                     size = len(framed[0])

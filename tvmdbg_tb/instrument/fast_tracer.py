@@ -15,12 +15,14 @@ import struct
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import tvm
 
 from tvmdbg_tb.events.summaries import dtype_code
+from tvmdbg_tb.events.trace_parts import TraceParts, static_table
 from tvmdbg_tb.events.wire import varint as _varint
 from tvmdbg_tb.instrument import compiled, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
@@ -168,6 +170,7 @@ class CompiledTracer(Tracer):
         self._rate = cycles_per_us()
         self._cache = session.param_cache  # param_summaries="once_per_value"
         self._row_codes: dict[int, Any] = {}  # fid -> dtype codes of its rows (FULL_HEALTH)
+        self._tables: dict[int, tuple] = {}  # fid -> (static_table of its statics, which rows have one)
         self._vm = weakref.ref(vm)
         vm._set_instrument(None)
 
@@ -252,8 +255,14 @@ class CompiledTracer(Tracer):
             cached = self._statics[fid] = (statics, dynamic)
         return cached
 
-    def _payloads(self, call: _FastCall) -> list[bytes]:
-        """One payload per executed row (plain Python on .tolist(): rows are few and small)."""
+    def _payloads(self, call: _FastCall) -> Sequence[bytes]:
+        """One payload per executed row: as parts built in numpy for one function with many
+        rows (_parts), else plain Python on .tolist() (rows are few and small)."""
+        if len(call.buffers) == 1:
+            fid, _, array = call.buffers[0]
+            parts = self._parts(call.index, fid, array)
+            if parts is not None:
+                return parts
         mode = self.mode
         index = b"\x18" + _varint(call.index)
         rate = self._rate
@@ -302,11 +311,48 @@ class CompiledTracer(Tracer):
             payloads = [payloads[i] for i in sorted(range(len(payloads)), key=stamps.__getitem__)]
         return payloads
 
+    def _parts(self, index: int, fid: int, array: np.ndarray) -> TraceParts | None:
+        """The traces of a function with many rows, all of static shape, as TraceParts: the
+        tails of every row in one numpy pass, no Python per trace. None otherwise."""
+        statics, dynamic = self._static(fid)
+        if len(statics) < _VECTOR_ROWS or any(dynamic):
+            return None
+        if self.mode in (pb.NO_TENSOR, pb.SHAPE):
+            cycles = array[: len(statics) + 1, 0]
+            ran = np.flatnonzero(cycles[1:]) + 1
+            tails = np.empty(len(ran), _DURATION_TAIL)
+            tails["tag"] = 0x59
+            tails["duration"] = (cycles[ran] - cycles[_previous(ran)]) / self._rate
+        elif self.mode in _TAILS:
+            found = self._health_tails(fid, array)
+            if found is None:
+                return None
+            tails, ran, _ = found
+        else:
+            return None
+        table = self._tables.get(fid)
+        if table is None:
+            table = self._tables[fid] = (static_table(statics), np.array([bool(s) for s in statics]))
+        traced = table[1][ran - 1]  # rows with a trace (a slot the site does not report has none)
+        which = (ran - 1)[traced].astype(np.uint32)
+        tails = tails[traced]
+        return TraceParts(statics, table[0], which, b"\x18" + _varint(index), tails.tobytes(), tails.dtype.itemsize)
+
     def _health_rows(self, fid: int, array, statics, index: bytes, payloads: list, stamps: list) -> bool:
         """Health-mode payloads of a function whose rows all hold counts of static shapes,
-        built in numpy: every row's tail (debug_values and duration fields, the bytes
-        _debug_values and the loop above write) comes from one packed array, so Python only
-        joins three byte strings per kernel. False when the function does not qualify."""
+        from _health_tails: Python only joins three byte strings per kernel. False when the
+        function does not qualify."""
+        found = self._health_tails(fid, array)
+        if found is None:
+            return False
+        tails, ran, cycles = found
+        return self._join(tails, ran, cycles, statics, index, payloads, stamps)
+
+    def _health_tails(self, fid: int, array) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(tails, buffer rows that ran, timestamps) of a function whose rows all hold counts
+        of static shapes, built in numpy: every row's tail (debug_values and duration fields,
+        the bytes _debug_values and the loop above write) in one packed array. None when the
+        function does not qualify."""
         codes = self._row_codes.get(fid, False)
         if codes is False:
             infos = compiled.FUNCTIONS[fid].rows
@@ -316,13 +362,11 @@ class CompiledTracer(Tracer):
             codes = np.array([dtype_code(info.dtype) for info in infos], "float64") if qualifies else None
             self._row_codes[fid] = codes
         if codes is None or len(codes) < _VECTOR_ROWS:
-            return False
+            return None
         block = array[: len(codes) + 1]
         cycles = block[:, 0]
         ran = np.flatnonzero(cycles[1:]) + 1  # rows of the kernels that ran
-        if not len(ran):
-            return True
-        before = np.concatenate(([0], ran[:-1]))
+        before = _previous(ran)
         layout = _TAILS[self.mode]
         tails = np.empty(len(ran), layout)
         tails["duration"] = (cycles[ran] - cycles[before]) / self._rate
@@ -351,7 +395,7 @@ class CompiledTracer(Tracer):
             values[:, 3] = nan
         else:  # CURT_HEALTH
             values[:, 0] = (neg_inf + pos_inf + nan) > 0
-        return self._join(tails, ran, cycles, statics, index, payloads, stamps)
+        return tails, ran, cycles
 
     @staticmethod
     def _join(tails, ran, cycles, statics, index: bytes, payloads: list, stamps: list) -> bool:
@@ -427,7 +471,7 @@ class CompiledTracer(Tracer):
                 call.bad = replayer.scan_buffers(call.buffers)
             payloads = self._payloads(call)
             if error is not None:
-                payloads.append(self._failure(call, error))
+                payloads = [*payloads, self._failure(call, error)]
         finally:
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
@@ -664,6 +708,12 @@ class CompiledTracer(Tracer):
         return trace.SerializeToString()
 
 
+def _previous(ran: np.ndarray) -> np.ndarray:
+    """For each buffer row that ran, the row whose timestamp its duration starts from: the
+    one that ran before it (row 0 holds the call's start)."""
+    return np.concatenate(([0], ran[:-1])) if len(ran) else ran
+
+
 def _shape_summary(summary: pb.TensorSummary, dtype: str, shape: tuple[int, ...], with_values: bool = True) -> None:
     """A static tensor's TensorSummary in SHAPE mode (without values: NO_TENSOR's)."""
     summary.dtype = dtype
@@ -701,6 +751,7 @@ _TAILS = {
     pb.CONCISE_HEALTH: _tail(4),
     pb.CURT_HEALTH: _tail(1),
 }  # NO_TENSOR keeps its loop over one column: measured as fast
+_DURATION_TAIL = np.dtype([("tag", "u1"), ("duration", "<f8")])  # NO_TENSOR and SHAPE: duration_us
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
 _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")
