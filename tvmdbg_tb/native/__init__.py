@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,7 @@ class NativeLibrary:
             raise RuntimeError("no C++ compiler found (c++/g++ not on PATH)")
         library = Path(libinfo.find_libtvm_ffi())
         path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_builds(path.parent)
         descriptor, temporary = tempfile.mkstemp(prefix=path.stem, suffix=".so.tmp", dir=path.parent)
         os.close(descriptor)
         command = [
@@ -119,3 +121,15 @@ class NativeLibrary:
         finally:
             if os.path.exists(temporary):
                 os.unlink(temporary)
+
+
+def _remove_stale_builds(directory: Path, age: float = 3600.0) -> None:
+    """Deletes temporary files of builds that never finished (a process that exited while
+    its background build ran leaves one)."""
+    now = time.time()
+    for stale in directory.glob("*.so.tmp"):
+        try:
+            if now - stale.stat().st_mtime > age:
+                stale.unlink()
+        except OSError:
+            pass
