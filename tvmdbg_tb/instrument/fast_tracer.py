@@ -750,7 +750,7 @@ _TAILS = {
     pb.FULL_HEALTH: _tail(10),
     pb.CONCISE_HEALTH: _tail(4),
     pb.CURT_HEALTH: _tail(1),
-}  # NO_TENSOR keeps its loop over one column: measured as fast
+}  # NO_TENSOR and SHAPE: _DURATION_TAIL
 _DURATION_TAIL = np.dtype([("tag", "u1"), ("duration", "<f8")])  # NO_TENSOR and SHAPE: duration_us
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
 _CURT = struct.Struct("<d")
