@@ -121,3 +121,43 @@ def test_lengths_that_disagree_with_the_payloads_are_refused(native):
 def test_the_library_is_cached_per_version(native):
     path = native_records.LIBRARY.path()
     assert path.exists() and os.path.basename(path).startswith("native_records-")
+
+
+def test_without_a_compiler_records_are_framed_in_python(tmp_path):
+    """A fresh process with no usable compiler: the background build fails once, is said
+    once in the log, and the dump is complete and readable."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = textwrap.dedent(
+        f"""
+        import logging, sys
+        sys.path[:0] = [{str(root)!r}, {str(root / "tests")!r}]
+        logging.basicConfig(level=logging.WARNING)
+        import tvm
+        from eventgen import trace
+        from tvmdbg_tb.events import native_records
+        from tvmdbg_tb.events.writer import DebugEventsWriter
+        w = DebugEventsWriter({str(tmp_path / "dump")!r}, circular_buffer_size=-1)
+        payload = trace(0, 0).SerializeToString()
+        for _ in range(50):
+            w.write_graph_execution_trace_payloads([payload] * 30)
+        native_records.LIBRARY.load()  # the background build's outcome, waited for
+        w.write_graph_execution_trace_payloads([payload] * 30)
+        w.close()
+        assert native_records.LIBRARY.loaded() is None and native_records.LIBRARY.failure() is not None
+        print("done")
+        """
+    )
+    env = dict(os.environ, TVMDBG_CACHE_DIR=str(tmp_path / "cache"), CXX="/bin/false")
+    env.pop(native_records.ENV_SWITCH, None)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0 and "done" in result.stdout, result.stderr
+    assert result.stderr.count("native record framing unavailable") == 1, result.stderr
+    reader = DebugDataReader(tmp_path / "dump")
+    reader.update()
+    assert list(reader.run().trace_digests()["index"]) == list(range(51 * 30))
+    assert reader.corruptions == []
