@@ -245,7 +245,10 @@ def _interned(spec: Spec) -> Spec:
 
 
 def _spec(expr) -> Spec | None:
-    specs = tensor_specs(getattr(expr, "ty", None))
+    ty = getattr(expr, "ty", None)
+    if isinstance(ty, relax.TensorType):
+        return _tensor_spec(ty)
+    specs = tensor_specs(ty)
     return specs[0] if len(specs) == 1 else None
 
 
@@ -529,6 +532,11 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
     used_names: set[str] = set()
 
     def resolve(expr) -> InputInfo:
+        key = hash(expr)
+        if isinstance(expr, relax.Var) and key not in aliases:  # the common case, first
+            found = produced.get(key)
+            if found is not None:
+                return InputInfo(1, str(expr.name), _spec(expr), found[0], found[1])
         slot_of = None
         while isinstance(expr, relax.Var) and hash(expr) in aliases:
             expr = aliases[hash(expr)]
@@ -595,10 +603,11 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             origin = _origin_of((hash(var), var_name), fname, origins, origins_by_name)
             site_origins = [origin] if origin is not None else []
         # Drop repeats (an alias resolves to the op it names).
-        unique: list[Origin] = []
-        for origin in site_origins:
-            if all(origin is not seen for seen in unique):
-                unique.append(origin)
+        unique: list[Origin] = site_origins if len(site_origins) < 2 else []
+        if len(site_origins) > 1:
+            for origin in site_origins:
+                if all(origin is not seen for seen in unique):
+                    unique.append(origin)
         output_names = [name] if len(outputs) == 1 else [f"{name}[{i}]" for i in range(len(outputs))]
         sites.append(
             SiteInfo(
