@@ -288,6 +288,7 @@ class Session:
         ops, sites = [], []
         producers: list[tuple[pb.OpInput, int]] = []  # inputs whose producer's op id is set below
         unfiltered = self.op_regex is None and self.dtype_ok is None
+        op_output = pb.OpInput.OP_OUTPUT
         for site in function.sites:
             op_id = next(self._op_ids)
             op = pb.GraphOpCreation(
@@ -310,12 +311,23 @@ class Session:
             if first_located is not None:
                 op.code_location.CopyFrom(first_located)
             for item in site.inputs:
-                entry = op.inputs.add(kind=item.kind, name=item.name, spec=self._spec(item.spec))
-                if item.kind == pb.OpInput.OP_OUTPUT:
+                kind = item.kind
+                if kind == op_output and item.producer_position < len(ops):  # an earlier site's
+                    producer = ops[item.producer_position].op_id
+                    op.inputs.add(
+                        kind=kind,
+                        name=item.name,
+                        spec=self._spec(item.spec),
+                        producer_op_id=producer,
+                        producer_output_slot=item.producer_slot,
+                    )
+                    continue
+                entry = op.inputs.add(kind=kind, name=item.name, spec=self._spec(item.spec))
+                if kind == op_output:
                     entry.producer_op_id = -1  # filled below, once all ids exist
                     entry.producer_output_slot = item.producer_slot
                     producers.append((entry, item.producer_position))
-                elif item.kind == pb.OpInput.PARAM:
+                elif kind == pb.OpInput.PARAM:
                     entry.param_index = item.param_index
                     if item.tuple_item >= 0:
                         entry.tuple_item = item.tuple_item
