@@ -302,16 +302,16 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             value = binding.value
             # Most bindings of a lowered function are calls of ops (allocations, checks):
             # told apart from kernel calls by one read of the callee.
-            op = value.op if isinstance(value, relax.Call) else None
-            if op is None or isinstance(op, tvm.ir.Op):
-                callee = None
+            if isinstance(value, relax.Call):
+                op = value.op
+                callee = None if isinstance(op, tvm.ir.Op) else _op_callee(op)
+                if callee == "vm.builtin.make_tuple":
+                    values[hash(binding.var)] = value
+            else:
+                op = callee = None
                 if isinstance(value, relax.If):
                     raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
                 if isinstance(value, relax.Tuple):
-                    values[hash(binding.var)] = value
-            else:
-                callee = _op_callee(op)
-                if callee == "vm.builtin.make_tuple":
                     values[hash(binding.var)] = value
             is_site = callee is not None and next_site < len(plan) and callee == plan[next_site][0].kernel
             if is_site and prologue:
@@ -320,17 +320,19 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             bindings.append(binding)
             if not is_site:
                 continue
-            args = graphs.items(value.args)
+            call_args = value.args
+            nargs = graphs.array_size(call_args)
             # A kernel counting its own output (epilogue.py) gets the buffer and its row; the
             # guarded summary after it counts the row only if the kernel left it unwritten.
             guard = fused.get(callee) if isinstance(op, relax.GlobalVar) else None
             if guard is not None:
+                args = graphs.items(call_args)
                 bindings[-1] = relax.VarBinding(
                     binding.var, relax.Call(op, [*args, stats, _row(row)], value.attrs, value.ty_args)
                 )
             for position in plan[next_site][1]:
                 info = rows[row - 1]
-                out = args[position] if position < len(args) else None
+                out = graphs.array_item(call_args, position) if position < nargs else None
                 if guard is not None:
                     name, info.fused = guard, True
                 else:

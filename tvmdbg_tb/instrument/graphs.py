@@ -116,8 +116,9 @@ class ExecutableInfo:
 
 # -- helpers -------------------------------------------------------------------------------
 
-_array_size = tvm_ffi._ffi_api.ArraySize
-_array_item = tvm_ffi._ffi_api.ArrayGetItem
+# len(array) and array[i] of a tvm_ffi Array without its Python index checks (i in range).
+array_size = _array_size = tvm_ffi._ffi_api.ArraySize
+array_item = _array_item = tvm_ffi._ffi_api.ArrayGetItem
 
 
 def items(array) -> list:
