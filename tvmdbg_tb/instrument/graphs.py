@@ -265,7 +265,9 @@ def _bindings(expr):
             for binding in items(block.bindings):
                 yield binding
                 value = binding.value
-                if isinstance(value, _NESTED):
+                # A negative isinstance of a relax class costs ~0.1 us (ABCMeta); a Call's is
+                # a type check: most values are calls.
+                if not isinstance(value, relax.Call) and isinstance(value, _NESTED):
                     yield from _bindings(value)
         if isinstance(expr.body, _NESTED):
             yield from _bindings(expr.body)
@@ -359,7 +361,7 @@ def collect_origins(
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
             var_name = str(var.name)
-            if isinstance(value, relax.Var):
+            if not isinstance(value, relax.Call) and isinstance(value, relax.Var):
                 source = by_var.get(hash(value))
                 if source is not None:
                     by_var[hash(var)] = source
@@ -566,8 +568,9 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
 
     for binding in _bindings(func.body):
         var, value = binding.var, binding.value
-        if isinstance(value, (relax.Var, relax.TupleGetItem)):
-            aliases[hash(var)] = value
+        if not isinstance(value, relax.Call):  # no site: an alias, or nothing to record
+            if isinstance(value, (relax.Var, relax.TupleGetItem)):
+                aliases[hash(var)] = value
             continue
         op = _op_name(value)
         site = None
