@@ -289,11 +289,12 @@ class Session:
         producers: list[tuple[pb.OpInput, int]] = []  # inputs whose producer's op id is set below
         unfiltered = self.op_regex is None and self.dtype_ok is None
         op_output = pb.OpInput.OP_OUTPUT
+        graph_id = graph.graph_id
         for site in function.sites:
             op_id = next(self._op_ids)
             op = pb.GraphOpCreation(
                 op_id=op_id,
-                graph_id=graph.graph_id,
+                graph_id=graph_id,
                 op_name=site.name,
                 kernel=site.kernel,
                 call_type=site.call_type,
@@ -340,7 +341,7 @@ class Session:
                     for i, s in enumerate(site.outputs)
                     if self._passes_filters(site.name, site.kernel, site.origins, s[0])
                 )
-            sites.append(RuntimeSite(op_id, graph.graph_id, site.name, site.kernel, _out_positions(site), slots, site))
+            sites.append(RuntimeSite(op_id, graph_id, site.name, site.kernel, _out_positions(site), slots, site))
         for entry, position in producers:
             entry.producer_op_id = ops[position].op_id
         self._emit_graph(graph, ops)
