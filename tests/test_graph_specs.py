@@ -72,6 +72,28 @@ def test_tensor_specs_match_the_printer_on_a_lowered_module():
     assert any(-1 in spec[1] and spec[2] for ty in types for spec in _printer_specs(ty))  # symbolic dims
 
 
+def test_dims_of_one_value_in_several_int_widths_print_as_their_own():
+    """The printed dims are kept per (value, bit width): dims given as int32, int64 and int16
+    (ShapeExpr may widen them), in any order, print as the printer does, the first and any
+    later time."""
+    widths = ["int64", "int32", "int16", "int64", "int32"]
+    types = [
+        relax.TensorType(relax.ShapeExpr([tvm.tirx.IntImm(w, 16), tvm.tirx.IntImm(w, 3)]), "float32") for w in widths
+    ]
+    types.append(
+        relax.TensorType(relax.ShapeExpr([tvm.tirx.IntImm("int32", 16), tvm.tirx.IntImm("int64", 16)]), "int8")
+    )
+    for ty in types + types:
+        assert graphs.tensor_specs(ty) == _printer_specs(ty), ty
+
+
+def test_items_reads_an_array_like_list():
+    for values in ([], [1], [3, 1, 2], ["a", "b"]):
+        array = tvm.runtime.convert(values)
+        assert graphs.items(array) == list(array)
+        assert graphs.array_size(array) == len(values)
+
+
 def test_dumped_graph_specs_and_names_match_the_ir(tmp_path):
     """A symbolic-shape model compiled and run under FULL_HEALTH: every op record of the dump
     carries the names, kernels and specs the printer gives, and the graph is complete."""

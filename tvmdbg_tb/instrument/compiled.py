@@ -158,12 +158,14 @@ def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False, guar
 
 
 def _callee_name(value) -> str | None:
-    if isinstance(value, relax.Call):
-        op = value.op
-        if isinstance(op, relax.GlobalVar):
-            return op.name_hint
-        if isinstance(op, relax.ExternFunc):
-            return op.global_symbol
+    return _op_callee(value.op) if isinstance(value, relax.Call) else None
+
+
+def _op_callee(op) -> str | None:
+    if isinstance(op, relax.GlobalVar):
+        return op.name_hint
+    if isinstance(op, relax.ExternFunc):
+        return op.global_symbol
     return None
 
 
@@ -294,33 +296,43 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     # tvm_ffi Array in one comprehension, not one checked __getitem__ per element), holding no
     # more IR wrappers than the new blocks need: each is a GC-tracked Python object, and
     # thousands of them kept at once trigger collections of the whole heap.
-    for block in body.blocks[:]:
+    for block in graphs.items(body.blocks):
         bindings = []
-        for binding in block.bindings[:]:
+        for binding in graphs.items(block.bindings):
             value = binding.value
-            if isinstance(value, relax.If):
-                raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
-            callee = _callee_name(value)
-            if callee == "vm.builtin.make_tuple" or isinstance(value, relax.Tuple):
-                values[hash(binding.var)] = value
-            is_site = next_site < len(plan) and callee == plan[next_site][0].kernel
+            # Most bindings of a lowered function are calls of ops (allocations, checks):
+            # told apart from kernel calls by one read of the callee.
+            if isinstance(value, relax.Call):
+                op = value.op
+                callee = None if isinstance(op, tvm.ir.Op) else _op_callee(op)
+                if callee == "vm.builtin.make_tuple":
+                    values[hash(binding.var)] = value
+            else:
+                op = callee = None
+                if isinstance(value, relax.If):
+                    raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
+                if isinstance(value, relax.Tuple):
+                    values[hash(binding.var)] = value
+            is_site = callee is not None and next_site < len(plan) and callee == plan[next_site][0].kernel
             if is_site and prologue:
                 bindings.extend(prologue)
                 prologue = []
             bindings.append(binding)
             if not is_site:
                 continue
-            args = value.args[:]
+            call_args = value.args
+            nargs = graphs.array_size(call_args)
             # A kernel counting its own output (epilogue.py) gets the buffer and its row; the
             # guarded summary after it counts the row only if the kernel left it unwritten.
-            guard = fused.get(callee) if isinstance(value.op, relax.GlobalVar) else None
+            guard = fused.get(callee) if isinstance(op, relax.GlobalVar) else None
             if guard is not None:
+                args = graphs.items(call_args)
                 bindings[-1] = relax.VarBinding(
-                    binding.var, relax.Call(value.op, [*args, stats, _row(row)], value.attrs, value.ty_args)
+                    binding.var, relax.Call(op, [*args, stats, _row(row)], value.attrs, value.ty_args)
                 )
             for position in plan[next_site][1]:
                 info = rows[row - 1]
-                out = args[position] if position < len(args) else None
+                out = graphs.array_item(call_args, position) if position < nargs else None
                 if guard is not None:
                     name, info.fused = guard, True
                 else:
@@ -405,12 +417,23 @@ def _health_kernel(value, stats: bool, guarded: bool = False, counts: bool = Tru
     """The summary kernel of a tensor value (its type read once), None when not summarisable;
     without counts, the kernel writing its size and dims (SHAPE)."""
     ty = getattr(value, "ty", None)
-    if not isinstance(ty, relax.TensorType) or ty.dtype is None:
+    if not isinstance(ty, relax.TensorType):
         return None
-    dtype, ndim = str(ty.dtype), int(ty.ndim)
-    if dtype not in HEALTH_DTYPES or not 0 <= ndim <= MAX_RANK:
+    element = ty.dtype
+    if element is None:
         return None
-    return kernel(dtype, ndim, counts, stats, guarded)
+    dtype = graphs.dtype_name(element)  # read once per distinct PrimType, not per site
+    key = (dtype, int(ty.ndim), counts, stats, guarded)
+    name = _SITE_KERNELS.get(key)
+    if name is None:
+        if dtype not in HEALTH_DTYPES or not 0 <= key[1] <= MAX_RANK:
+            return None
+        name = _SITE_KERNELS[key] = kernel(*key)
+    return name
+
+
+# (dtype, rank, counts, stats, guarded) -> kernel(...)'s name: a call site costs one lookup.
+_SITE_KERNELS: dict[tuple[str, int, bool, bool, bool], str] = {}
 
 
 def _summarisable(value) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import tvm
+import tvm_ffi
 from tvm import relax
 
 from tvmdbg_tb.instrument.frames import Frame
@@ -115,6 +116,17 @@ class ExecutableInfo:
 
 # -- helpers -------------------------------------------------------------------------------
 
+# len(array) and array[i] of a tvm_ffi Array without its Python index checks (i in range).
+array_size = _array_size = tvm_ffi._ffi_api.ArraySize
+array_item = _array_item = tvm_ffi._ffi_api.ArrayGetItem
+
+
+def items(array) -> list:
+    """The elements of a tvm_ffi Array as a list, read by the two FFI calls its __getitem__
+    wraps: a slice goes through Python index normalisation per element (~1.1 us for a
+    two-element Array, ~0.5 us this way), and a compile reads a few Arrays per call site."""
+    return [_array_item(array, i) for i in range(_array_size(array))]
+
 
 def _name(node) -> str:
     for attr in ("name_hint", "global_symbol", "name"):
@@ -152,8 +164,7 @@ def _printed_dim(dim: int, value) -> str:
     """str(value) as the TVMScript printer writes it, without running the printer for ints."""
     if dim < 0:
         return str(value)
-    prim_ty = getattr(value, "ty", None)
-    bits = _prim_type(prim_ty)[2] if isinstance(prim_ty, tvm.ir.PrimType) else None
+    bits = _int_bits(value)
     if bits is None:  # not a scalar int
         return str(value)
     return str(dim) if bits == 32 else f"T.int{bits}({dim})"
@@ -161,31 +172,62 @@ def _printed_dim(dim: int, value) -> str:
 
 def tensor_specs(ty) -> list[Spec]:
     """The tensor specs of a Relax type (a tuple type gives one per field, flattened)."""
+    if isinstance(ty, relax.TensorType):
+        return [_tensor_spec(ty)]
     if isinstance(ty, relax.TupleType):
         out: list[Spec] = []
-        for field_ty in ty.fields[:]:
+        for field_ty in items(ty.fields):
             out.extend(tensor_specs(field_ty))
         return out
-    if isinstance(ty, relax.TensorType):
-        element = ty.dtype
-        if element is None:
-            dtype = ""
-        elif isinstance(element, tvm.ir.PrimType):
-            dtype = _prim_type(element)[1]
-        else:
-            dtype = str(element)
-        shape = ty.shape
-        if isinstance(shape, relax.ShapeExpr):
-            values = shape.values[:]  # one read of the FFI Array (its iteration is Python)
-            dims = tuple([_dim(v) for v in values])
-            # Static dims printed from their value: str() of a PrimExpr runs the TVMScript
-            # printer (~30 us per dim, most of a 1000-kernel compile's instrumentation cost).
-            printed = ", ".join([_printed_dim(d, v) for d, v in zip(dims, values)])
-            printed = "(" + printed + ("," if len(dims) == 1 else "") + ")"
-            return [_interned((dtype, dims, printed))]
-        ndim = int(ty.ndim)
-        return [_interned((dtype, tuple([-1] * max(ndim, 0)), ""))]
     return []
+
+
+def dtype_name(element) -> str:
+    """str() of a TensorType's dtype ("" for None), read once per distinct PrimType."""
+    if element is None:
+        return ""
+    if isinstance(element, tvm.ir.PrimType):
+        return _prim_type(element)[1]
+    return str(element)
+
+
+def _tensor_spec(ty) -> Spec:
+    element = ty.dtype
+    known = _PRIM_TYPES.get(element.__chandle__()) if element is not None else None
+    dtype = known[1] if known is not None else dtype_name(element)
+    shape = ty.shape
+    if isinstance(shape, relax.ShapeExpr):
+        # One pass over the dims (the FFI Array read element by element: see items), each
+        # static one printed from its value and bit width: str() of a PrimExpr runs the
+        # TVMScript printer (~30 us per dim, most of a 1000-kernel compile's instrumentation
+        # cost before), and the printed forms of (value, width) are kept.
+        values = shape.values
+        dims, texts = [], []
+        for i in range(_array_size(values)):
+            value = _array_item(values, i)
+            dim = _dim(value)
+            bits = _int_bits(value) if dim >= 0 else None
+            text = _DIM_TEXTS.get((dim, bits)) if bits is not None else None
+            if text is None:
+                text = _printed_dim(dim, value)
+                if bits is not None and len(_DIM_TEXTS) < 4096:
+                    _DIM_TEXTS[(dim, bits)] = text
+            dims.append(dim)
+            texts.append(text)
+        printed = "(" + ", ".join(texts) + ("," if len(dims) == 1 else "") + ")"
+        return _interned((dtype, tuple(dims), printed))
+    ndim = int(ty.ndim)
+    return _interned((dtype, tuple([-1] * max(ndim, 0)), ""))
+
+
+# (value, bit width) of a static int dim -> its printed form (_printed_dim).
+_DIM_TEXTS: dict[tuple[int, int], str] = {}
+
+
+def _int_bits(value) -> int | None:
+    """The bit width of a scalar int PrimExpr (None for anything else)."""
+    prim_ty = getattr(value, "ty", None)
+    return _prim_type(prim_ty)[2] if isinstance(prim_ty, tvm.ir.PrimType) else None
 
 
 _SPECS: dict[Spec, Spec] = {}
@@ -204,8 +246,14 @@ def _interned(spec: Spec) -> Spec:
 
 
 def _spec(expr) -> Spec | None:
-    specs = tensor_specs(getattr(expr, "ty", None))
+    ty = getattr(expr, "ty", None)
+    if isinstance(ty, relax.TensorType):
+        return _tensor_spec(ty)
+    specs = tensor_specs(ty)
     return specs[0] if len(specs) == 1 else None
+
+
+_NESTED = (relax.SeqExpr, relax.If)
 
 
 def _bindings(expr):
@@ -213,11 +261,16 @@ def _bindings(expr):
     if isinstance(expr, relax.SeqExpr):
         # Slices read a tvm_ffi Array in one comprehension (its iterator is one __getitem__,
         # with its checks, per element).
-        for block in expr.blocks[:]:
-            for binding in block.bindings[:]:
+        for block in items(expr.blocks):
+            for binding in items(block.bindings):
                 yield binding
-                yield from _bindings(binding.value)
-        yield from _bindings(expr.body)
+                value = binding.value
+                # A negative isinstance of a relax class costs ~0.1 us (ABCMeta); a Call's is
+                # a type check: most values are calls.
+                if not isinstance(value, relax.Call) and isinstance(value, _NESTED):
+                    yield from _bindings(value)
+        if isinstance(expr.body, _NESTED):
+            yield from _bindings(expr.body)
     elif isinstance(expr, relax.If):
         yield from _bindings(expr.true_branch)
         yield from _bindings(expr.false_branch)
@@ -232,10 +285,25 @@ def _relax_functions(mod, primitive: bool):
                 yield _name(gvar), func
 
 
+# Op by node address -> (the Op, kept alive so the address stays its own; its name). Ops are
+# registry singletons: a module's thousands of calls read a few entries, not one FFI string
+# read (~0.5 us) each.
+_OP_NAMES: dict[int, tuple[object, str]] = {}
+
+
 def _op_name(value) -> str | None:
-    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
-        return str(value.op.name)
-    return None
+    if not isinstance(value, relax.Call):
+        return None
+    op = value.op
+    if not isinstance(op, tvm.ir.Op):
+        return None
+    key = op.__chandle__()
+    found = _OP_NAMES.get(key)
+    if found is None:
+        if len(_OP_NAMES) > 4096:  # not singletons after all: stay bounded
+            _OP_NAMES.clear()
+        found = _OP_NAMES[key] = (op, str(op.name))
+    return found[1]
 
 
 # -- origins -------------------------------------------------------------------------------
@@ -248,7 +316,7 @@ def op_type_of(value) -> str:
     if op_type is None:
         return "call:" + _name(value.op) if isinstance(value, relax.Call) else ""
     if op_type in _DPS_OPS or op_type in _PACKED_OPS:
-        return f"{op_type}:{_name(value.args[0])}"
+        return f"{op_type}:{_name(_array_item(value.args, 0))}"
     return op_type
 
 
@@ -293,7 +361,7 @@ def collect_origins(
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
             var_name = str(var.name)
-            if isinstance(value, relax.Var):
+            if not isinstance(value, relax.Call) and isinstance(value, relax.Var):
                 source = by_var.get(hash(value))
                 if source is not None:
                     by_var[hash(var)] = source
@@ -313,23 +381,41 @@ def collect_origins(
             origin = Origin(op_type, var_name, frames, user_index)
             by_var[hash(var)] = origin
             by_name.setdefault((fname, var_name), []).append(origin)
+            if not by_operands:  # read below, only if some op of the function needs them
+                function_origins.append((hash(var), [], origin))
+                continue
             # Operands read once (each FFI container access costs ~5 us on 1000-op models), kept
             # as hashes: IR wrappers are GC-tracked Python objects, not worth holding.
-            operand_keys = [hash(o) for o in _call_operands(value) if isinstance(o, relax.Var)]
+            operand_keys = _operand_keys(value)
             function_origins.append((hash(var), operand_keys, origin))
-            if by_operands:
-                operands = frozenset(operand_keys)
-                for operand in operands:
-                    by_operand.setdefault(operand, []).append((hash(var), operands))
+            operands = frozenset(operand_keys)
+            for operand in operands:
+                by_operand.setdefault(operand, []).append((hash(var), operands))
+        if not by_operands and any(not origin.frames for _, _, origin in function_origins):
+            _read_operands(func, function_origins)
         _inherit_from_consumers(function_origins)
     return by_var, by_name, by_operand
+
+
+def _operand_keys(value) -> list[int]:
+    return [hash(o) for o in _call_operands(value) if isinstance(o, relax.Var)]
+
+
+def _read_operands(func, function_origins: list[tuple[int, list[int], Origin]]) -> None:
+    """Fills the operand hashes of function_origins (collect_origins skips them when every op
+    has its own location: then no op inherits one, and a call site saves its operand reads)."""
+    keys = {key: operand_keys for key, operand_keys, _ in function_origins}
+    for binding in _bindings(func.body):
+        operand_keys = keys.get(hash(binding.var))
+        if operand_keys is not None:
+            operand_keys.extend(_operand_keys(binding.value))
 
 
 def _call_operands(value) -> list:
     if isinstance(value, relax.Call):
         operands = []
-        for arg in value.args[:]:
-            operands.extend(arg.fields[:] if isinstance(arg, relax.Tuple) else [arg])
+        for arg in items(value.args):
+            operands.extend(items(arg.fields) if isinstance(arg, relax.Tuple) else [arg])
         return operands
     return []
 
@@ -449,6 +535,11 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
     used_names: set[str] = set()
 
     def resolve(expr) -> InputInfo:
+        key = hash(expr)
+        if isinstance(expr, relax.Var) and key not in aliases:  # the common case, first
+            found = produced.get(key)
+            if found is not None:
+                return InputInfo(1, str(expr.name), _spec(expr), found[0], found[1])
         slot_of = None
         while isinstance(expr, relax.Var) and hash(expr) in aliases:
             expr = aliases[hash(expr)]
@@ -477,15 +568,18 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
 
     for binding in _bindings(func.body):
         var, value = binding.var, binding.value
-        if isinstance(value, (relax.Var, relax.TupleGetItem)):
-            aliases[hash(var)] = value
+        if not isinstance(value, relax.Call):  # no site: an alias, or nothing to record
+            if isinstance(value, (relax.Var, relax.TupleGetItem)):
+                aliases[hash(var)] = value
             continue
         op = _op_name(value)
         site = None
         if op in _DPS_OPS:
-            callee, args = value.args[:2]
-            arg_list = args.fields[:] if isinstance(args, relax.Tuple) else [args]
-            ty_args = value.ty_args[:]
+            call_args = value.args
+            callee, args = _array_item(call_args, 0), _array_item(call_args, 1)
+            arg_list = items(args.fields) if isinstance(args, relax.Tuple) else [args]
+            ty_args = value.ty_args
+            ty_args = [_array_item(ty_args, 0)] if _array_size(ty_args) else []
             outputs = tensor_specs(ty_args[0]) if ty_args else tensor_specs(var.ty)
             inplace: tuple[int, ...] = ()
             if op == "relax.call_tir_inplace":
@@ -513,10 +607,11 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             origin = _origin_of((hash(var), var_name), fname, origins, origins_by_name)
             site_origins = [origin] if origin is not None else []
         # Drop repeats (an alias resolves to the op it names).
-        unique: list[Origin] = []
-        for origin in site_origins:
-            if all(origin is not seen for seen in unique):
-                unique.append(origin)
+        unique: list[Origin] = site_origins if len(site_origins) < 2 else []
+        if len(site_origins) > 1:
+            for origin in site_origins:
+                if all(origin is not seen for seen in unique):
+                    unique.append(origin)
         output_names = [name] if len(outputs) == 1 else [f"{name}[{i}]" for i in range(len(outputs))]
         sites.append(
             SiteInfo(

@@ -286,11 +286,15 @@ class Session:
     def _register_function(self, program: Program, function: graphs.FunctionInfo) -> RuntimeFunction:
         graph = self._graph(program, function.name, function.params, function.param_names, True)
         ops, sites = [], []
+        producers: list[tuple[pb.OpInput, int]] = []  # inputs whose producer's op id is set below
+        unfiltered = self.op_regex is None and self.dtype_ok is None
+        op_output = pb.OpInput.OP_OUTPUT
+        graph_id = graph.graph_id
         for site in function.sites:
             op_id = next(self._op_ids)
             op = pb.GraphOpCreation(
                 op_id=op_id,
-                graph_id=graph.graph_id,
+                graph_id=graph_id,
                 op_name=site.name,
                 kernel=site.kernel,
                 call_type=site.call_type,
@@ -308,25 +312,38 @@ class Session:
             if first_located is not None:
                 op.code_location.CopyFrom(first_located)
             for item in site.inputs:
-                entry = op.inputs.add(kind=item.kind, name=item.name, spec=self._spec(item.spec))
-                if item.kind == pb.OpInput.OP_OUTPUT:
+                kind = item.kind
+                if kind == op_output and item.producer_position < len(ops):  # an earlier site's
+                    producer = ops[item.producer_position].op_id
+                    op.inputs.add(
+                        kind=kind,
+                        name=item.name,
+                        spec=self._spec(item.spec),
+                        producer_op_id=producer,
+                        producer_output_slot=item.producer_slot,
+                    )
+                    continue
+                entry = op.inputs.add(kind=kind, name=item.name, spec=self._spec(item.spec))
+                if kind == op_output:
                     entry.producer_op_id = -1  # filled below, once all ids exist
                     entry.producer_output_slot = item.producer_slot
-                elif item.kind == pb.OpInput.PARAM:
+                    producers.append((entry, item.producer_position))
+                elif kind == pb.OpInput.PARAM:
                     entry.param_index = item.param_index
                     if item.tuple_item >= 0:
                         entry.tuple_item = item.tuple_item
             ops.append(op)
-            slots = tuple(
-                i
-                for i, s in enumerate(site.outputs)
-                if self._passes_filters(site.name, site.kernel, site.origins, s[0])
-            )
-            sites.append(RuntimeSite(op_id, graph.graph_id, site.name, site.kernel, _out_positions(site), slots, site))
-        for op, site in zip(ops, function.sites):
-            for entry, item in zip(op.inputs, site.inputs):
-                if item.kind == pb.OpInput.OP_OUTPUT:
-                    entry.producer_op_id = ops[item.producer_position].op_id
+            if unfiltered:
+                slots = tuple(range(len(site.outputs)))
+            else:
+                slots = tuple(
+                    i
+                    for i, s in enumerate(site.outputs)
+                    if self._passes_filters(site.name, site.kernel, site.origins, s[0])
+                )
+            sites.append(RuntimeSite(op_id, graph_id, site.name, site.kernel, _out_positions(site), slots, site))
+        for entry, position in producers:
+            entry.producer_op_id = ops[position].op_id
         self._emit_graph(graph, ops)
         return RuntimeFunction(function.name, graph.graph_id, sites, mapped=True)
 
