@@ -640,8 +640,10 @@ class CompiledTracer(Tracer):
                         (tag, row, spec[0], pb.TensorSummary(dtype=spec[0], shape=spec[1]).SerializeToString())
                     )
         vectorised = None
-        if self.mode in execution_template.MODES and len(row_ids) >= _VECTOR_SUMMARIES and all(
-            not isinstance(row, tuple) or row for _, row, _, _ in parts
+        if (
+            self.mode in execution_template.MODES
+            and len(row_ids) >= _VECTOR_SUMMARIES
+            and all(not isinstance(row, tuple) or row for _, row, _, _ in parts)
         ):
             vectorised = execution_template.ExecutionTemplate(self.mode, header, parts)
         return header, row_ids, parts, vectorised
