@@ -52,14 +52,14 @@ class ExecutionTemplate:
     """The constant bytes of one function's health-mode Execution (header, tags, lengths,
     dtypes and shapes) and where each summary's values go; fill() writes one call's."""
 
-    __slots__ = ("rows", "select", "linear", "keep", "constant", "curt", "buffer", "positions")
+    __slots__ = ("rows", "select", "linear", "keep", "constant", "curt", "full", "buffer", "positions")
 
     def __init__(self, mode: int, header: bytes, parts: list[tuple]):
         """parts: fast_tracer's (field tag, buffer row or tuple of rows, dtype or items,
         serialized dtype and shape) of each input and output, in Execution order."""
         if mode not in MODES:
             raise ValueError(f"no Execution template in mode {mode}")
-        self.curt = mode == pb.CURT_HEALTH
+        self.curt, self.full = mode == pb.CURT_HEALTH, mode == pb.FULL_HEALTH
         self.linear = _linear_map(mode)
         width = self.linear.shape[1]
         values_field = b"\x0a" + varint(8 * width)  # TensorSummary.debug_values, packed
@@ -116,12 +116,12 @@ class ExecutionTemplate:
         """The Execution's bytes (without its per-call fields) from one call's summary rows;
         None when a row was not written (a kernel that did not run)."""
         rows = array[self.rows]
-        if not rows[:, 0].all():
+        if np.count_nonzero(rows[:, 0]) < len(rows):  # cheaper than .all() (no ufunc reduction)
             return None
         values = self.select @ rows[:, _COUNT_COLUMNS] @ self.linear
         if self.curt:
             values = (values > 0).astype(np.float64)
-        else:
+        elif self.full:  # the dtype codes, and a tuple's rank 0
             values *= self.keep
             values += self.constant
         out = self.buffer.copy()

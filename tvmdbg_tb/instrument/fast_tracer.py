@@ -563,13 +563,19 @@ class CompiledTracer(Tracer):
         header, row_ids, parts, vectorised = template
         if vectorised is not None and not call.skips:  # reused counts add fields: the loop below
             return vectorised.fill(array)
+        reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
+        return self._loop_execution(template, array, reused)
+
+    def _loop_execution(self, template: tuple, array: np.ndarray, reused: dict) -> bytes | None:
+        """_health_execution's bytes built per summary in Python (reused counts, FULL_STATS,
+        few summaries): what execution_template writes in numpy, and its reference."""
+        header, row_ids, parts, _ = template
         rows = array[row_ids].tolist()  # one conversion for every summarised input and output
         if not all(row[0] for row in rows):
             return None  # a row not written: let the generic path say what it knows
         by_row = dict(zip(row_ids, rows))
         mode = self.mode
         out = [header]
-        reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
         for tag, row_id, dtype, spec_bytes in parts:
             if isinstance(row_id, tuple):  # a tuple argument: its totals, then each tensor as an item
                 body = self._tuple_body(mode, [by_row[r] for r in row_id], row_id, dtype, spec_bytes, reused)
