@@ -561,8 +561,8 @@ class CompiledTracer(Tracer):
         if template is None:
             return None
         header, row_ids, parts, vectorised = template
-        if vectorised is not None and not call.skips:  # reused counts add fields: the loop below
-            return vectorised.fill(array)
+        if vectorised is not None and not call.skips and _perf() - call.start < _VECTOR_CALL_SECONDS:
+            return vectorised.fill(array)  # (reused counts add fields: the loop below)
         reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
         return self._loop_execution(template, array, reused)
 
@@ -769,6 +769,10 @@ _TAILS = {
 _DURATION_TAIL = np.dtype([("tag", "u1"), ("duration", "<f8")])  # NO_TENSOR and SHAPE: duration_us
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
 _VECTOR_SUMMARIES = 4  # Execution summaries from as many rows: execution_template's numpy, not the loop
+# ... unless the call ran longer: its kernels evicted numpy's code and data from the caches,
+# and each numpy operation then costs 2-4 us, more than the loop for ~12 summaries (small
+# CNN, transformer block: +4 to +8 us per call measured, <1% of such a call either way).
+_VECTOR_CALL_SECONDS = 500e-6
 _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")
 _FULL = struct.Struct("<10d")
