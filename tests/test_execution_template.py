@@ -1,0 +1,100 @@
+"""execution_template (a static function's health-mode Execution built in numpy) writes
+byte for byte what the per-summary Python loop writes: on a real training step's functions
+(tensor and tuple arguments), from the rows their kernels wrote and from rows of every
+count pattern (empty tensors, all non-finite, counts near 2**45); a row not written gives no
+bytes on either."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from models import digits_training
+
+import tvmdbg
+from tvmdbg_tb.instrument import compiled, execution_template, fast_tracer, vm_wrapper
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+pytest.importorskip("sklearn")
+
+
+def _trained(tmp_path, mode: str):
+    """The tracer of a traced training run (2 steps) and its functions' templates."""
+    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode=mode, circular_buffer_size=-1)
+    try:
+        training = digits_training(lr=0.05, fuse=True)
+        for _ in range(2):
+            training.trainer.update(training.inputs, training.targets)
+        tracer = vm_wrapper.tracer_of(training.trainer.vm)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    assert isinstance(tracer, fast_tracer.CompiledTracer)
+    templates = {key[0]: t for key, t in tracer._health_templates.items() if t is not None}
+    return tracer, templates
+
+
+def _random_rows(rng, nrows: int, big: bool) -> np.ndarray:
+    """Summary rows (compiled.py's layout) with consistent random counts."""
+    array = np.zeros((nrows, compiled.ROW_WIDTH))
+    scale = 2**45 if big else 50
+    # negative, zero, positive, -inf, +inf, NaN; some rows all zero (an empty tensor)
+    counts = rng.integers(0, scale, (nrows, 6)) * (rng.random((nrows, 6)) < 0.7)
+    negative, zero, positive, neg_inf, pos_inf, nan = counts.T.astype(np.float64)
+    array[:, 0] = rng.uniform(1e9, 1e12, nrows)  # the kernel's timestamp: written
+    array[:, 1] = negative + zero + positive + neg_inf + pos_inf + nan
+    array[:, 2] = negative + neg_inf
+    array[:, 3] = positive + pos_inf
+    array[:, 4] = zero
+    array[:, 5], array[:, 6] = neg_inf, pos_inf
+    array[:, 7] = rng.integers(0, compiled.MAX_RANK + 1, nrows)
+    return array
+
+
+@pytest.mark.parametrize("mode", ["CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH"])
+def test_template_bytes_equal_the_loop(tmp_path, mode):
+    tracer, templates = _trained(tmp_path, mode)
+    names = {compiled.FUNCTIONS[fid].name: fid for fid in templates}
+    assert {"backbone_loss_adjoint", "optimizer"} <= set(names)
+    optimizer = templates[names["optimizer"]]
+    assert optimizer[3] is not None and sum(isinstance(p[1], tuple) for p in optimizer[2]) == 3  # tuples covered
+    rng = np.random.default_rng(14)
+    for fid, template in templates.items():
+        vectorised = template[3]
+        assert vectorised is not None, compiled.FUNCTIONS[fid].name
+        real = fast_tracer._LOCAL.pool[fid][-1][1]  # the rows the last call's kernels wrote
+        nrows = len(real)
+        arrays = [real] + [_random_rows(rng, nrows, big) for big in (False, True) for _ in range(20)]
+        for array in arrays:
+            expected = tracer._loop_execution(template, array, {})
+            assert expected is not None
+            assert vectorised.fill(array) == expected  # every byte
+        execution = pb.Execution.FromString(vectorised.fill(real))
+        first = execution.inputs[0].items[0] if execution.inputs[0].items else execution.inputs[0]
+        row = real[template[1][0]].tolist()
+        assert list(first.debug_values) == compiled.row_values(pb.TensorDebugMode.Value(mode), row, first.dtype)
+        for k in (0, len(template[1]) - 1):  # a kernel that did not run: no template bytes
+            unwritten = arrays[1].copy()
+            unwritten[template[1][k], 0] = 0.0
+            assert vectorised.fill(unwritten) is None and tracer._loop_execution(template, unwritten, {}) is None
+
+
+def test_a_wrong_value_changes_the_bytes(tmp_path):
+    """Each count of each summarised row reaches the bytes: the equality above can fail."""
+    tracer, templates = _trained(tmp_path, "FULL_HEALTH")
+    rng = np.random.default_rng(0)
+    for template in templates.values():
+        vectorised = template[3]
+        array = _random_rows(rng, max(template[1]) + 1, False)
+        before = vectorised.fill(array)
+        for row in set(template[1]):
+            for column in range(1, 8):
+                changed = array.copy()
+                changed[row, column] += 1.0
+                assert vectorised.fill(changed) != before, (row, column)
+                assert vectorised.fill(changed) == tracer._loop_execution(template, changed, {})
+
+
+def test_modes_without_a_template():
+    with pytest.raises(ValueError, match="no Execution template"):
+        execution_template.ExecutionTemplate(pb.FULL_STATS, b"", [])
+    with pytest.raises(ValueError, match="empty tuple"):
+        execution_template.ExecutionTemplate(pb.FULL_HEALTH, b"", [(b"\x2a", (), [], b"")])
