@@ -37,28 +37,23 @@ def start_loading() -> None:
     threading.Thread(target=LIBRARY.load, name="tvmdbg-native-build", daemon=True).start()
 
 
-def frame_traces(prefix: bytes, payloads: Sequence[bytes], first: int) -> tuple[memoryview, list[int]] | None:
-    """The framed records of payloads (trace k gets index first + k) and each record's size,
-    or None to frame in Python (library not loaded, or switched off since)."""
+def frame(prefix: bytes, payloads: Sequence[bytes], first: int) -> tuple[memoryview, list[int]] | None:
+    """The framed records of payloads (trace k gets index first + k; a list, or TraceParts
+    whose payloads are never built) and each record's size; None to frame in Python: the
+    library is not loaded or switched off, or a list is too short to gain from it."""
     module = LIBRARY.loaded()
     if module is None or not LIBRARY.enabled():
         return None
     count = len(payloads)
-    lengths = struct.pack(f"<{count}I", *map(len, payloads))
-    out = memoryview(module.frame_traces(prefix, b"".join(payloads), lengths, first))
-    return out[8 * count :], out[: 8 * count].cast("Q").tolist()
-
-
-def frame_parts(prefix: bytes, parts: TraceParts, first: int) -> tuple[memoryview, list[int]] | None:
-    """frame_traces for traces given as parts: no payload is built in Python."""
-    module = LIBRARY.loaded()
-    if module is None or not LIBRARY.enabled():
-        return None
-    blob, offsets = parts.table
-    out = memoryview(
-        module.frame_trace_parts(
-            prefix, blob, offsets, parts.which.tobytes(), parts.middle, parts.tails, parts.width, first
+    if isinstance(payloads, TraceParts):
+        blob, offsets = payloads.table
+        out = module.frame_trace_parts(
+            prefix, blob, offsets, payloads.which.tobytes(), payloads.middle, payloads.tails, payloads.width, first
         )
-    )
-    count = len(parts)
-    return out[8 * count :], out[: 8 * count].cast("Q").tolist()
+    elif count >= MIN_BATCH:
+        lengths = struct.pack(f"<{count}I", *map(len, payloads))
+        out = module.frame_traces(prefix, b"".join(payloads), lengths, first)
+    else:
+        return None
+    view = memoryview(out)
+    return view[8 * count :], view[: 8 * count].cast("Q").tolist()

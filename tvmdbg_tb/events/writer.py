@@ -30,7 +30,6 @@ from typing import NamedTuple
 
 from tvmdbg_tb.events import layout, native_records, records
 from tvmdbg_tb.events.summaries import mode_value
-from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -48,8 +47,6 @@ _EXECUTION_TAG = bytes([8 << 3 | 2])  # DebugEvent.execution: field 8, length-de
 _INDEX_FIELD = struct.Struct("<Bq")  # GraphExecutionTrace.index: field 13, sfixed64
 _INDEX_TAG = 13 << 3 | 1
 
-
-_NATIVE = native_records.MIN_BATCH  # batches from this size are framed natively, if loaded
 
 _SMALL_VARINTS = [varint(n) for n in range(16384)]  # a list lookup instead of a call per record
 
@@ -71,7 +68,7 @@ def package_version(name: str) -> str:
 
 def _frame_traces(prefix: bytes, payloads: Sequence[bytes], first: int) -> list[bytes]:
     """Each payload as a framed DebugEvent record, its index first + k (the Python path of
-    native_records.frame_traces, byte for byte)."""
+    native_records.frame, byte for byte)."""
     index_field, small, extra = _INDEX_FIELD.pack, _SMALL_VARINTS, _INDEX_FIELD.size
     return records.encode_all(
         [
@@ -318,10 +315,7 @@ class DebugEventsWriter:
             prefix = _envelope_prefix(wall_time or time.time(), step) + _TRACE_TAG
             with self._lock:
                 first = self._next_trace
-                if isinstance(payloads, TraceParts):
-                    framed = native_records.frame_parts(prefix, payloads, first)
-                else:
-                    framed = native_records.frame_traces(prefix, payloads, first) if len(payloads) >= _NATIVE else None
+                framed = native_records.frame(prefix, payloads, first)
                 if framed is not None:
                     chunks = [_Framed(*framed)]
                     size = len(framed[0])
