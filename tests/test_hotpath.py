@@ -13,6 +13,7 @@ from models import chain
 from tvm import relax
 
 import tvmdbg
+from tvmdbg_tb.proto import debug_event_pb2 as tvmdbg_pb
 
 
 @pytest.fixture(params=trace_paths.PATHS)
@@ -126,7 +127,34 @@ def test_numpy_health_counts_match_reference(dtype, shape):
     assert [neg_inf, pos_inf, nan, negative, zero, positive] == expected[4:]
 
 
-def _chain_traces(logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FULL_HEALTH", native=True):
+def _nested_chain(n: int, size: int):
+    """main: an add, then helper (a chain of n kernels, a nested Relax function with its own
+    stats buffer), then a multiply; returns (executable, inputs)."""
+    from models import compile_module
+
+    rx = relax
+    bb = rx.BlockBuilder()
+    x = rx.Var("x", rx.TensorType((size,), "float32"))
+    with bb.function("helper", [x]):
+        with bb.dataflow():
+            value = x
+            for i in range(n):
+                op = rx.op.add if i % 2 == 0 else rx.op.multiply
+                value = bb.emit(op(value, rx.const(1.0 if i % 2 == 0 else 0.5, "float32")))
+            out = bb.emit_output(value)
+        bb.emit_func_output(out)
+    helper = bb.get().get_global_var("helper")
+    y = rx.Var("y", rx.TensorType((size,), "float32"))
+    with bb.function("main", [y]):
+        first = bb.emit(rx.op.add(y, y))
+        nested = bb.emit(rx.Call(helper, [first]))
+        bb.emit_func_output(bb.emit(rx.op.multiply(nested, nested)))
+    return compile_module(bb.get(), False), [np.linspace(-1, 1, size, dtype="float32")]
+
+
+def _chain_traces(
+    logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FULL_HEALTH", native=True, build=lambda: chain(30, 9)
+):
     from tvmdbg_tb.events import native_records
     from tvmdbg_tb.instrument import fast_tracer
 
@@ -134,10 +162,9 @@ def _chain_traces(logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FU
     monkeypatch.setenv(native_records.ENV_SWITCH, "1" if native else "0")
     if not vectorized:
         monkeypatch.setattr(fast_tracer.CompiledTracer, "_parts", lambda *args: None)
-        monkeypatch.setattr(fast_tracer.CompiledTracer, "_health_rows", lambda *args: False)
     tvmdbg.enable_dump_debug_info(str(logdir), mode, circular_buffer_size=-1, op_regex=op_regex)
     try:
-        executable, inputs = chain(30, 9)  # >= fast_tracer._VECTOR_ROWS rows
+        executable, inputs = build()  # >= fast_tracer._VECTOR_ROWS rows
         function = relax.VirtualMachine(executable, tvm.cpu())["main"]
         special = inputs[0].copy()
         special[[0, 3, 5]] = [np.nan, np.inf, -np.inf]
@@ -168,3 +195,17 @@ def test_vectorised_health_traces_equal_row_loop(tmp_path, monkeypatch, op_regex
         loop = _chain_traces(tmp_path / "loop", monkeypatch, False, op_regex, mode, native)
     assert fast == loop
     assert len(fast) == (2 * 30 if op_regex is None else 2 * 15)
+
+
+@pytest.mark.parametrize("mode", ["FULL_HEALTH", "NO_TENSOR"])
+def test_parts_of_a_nested_function_are_ordered_with_its_callers_traces(tmp_path, monkeypatch, mode):
+    """A call with two stats buffers (main and a nested 26-kernel function): the nested
+    function's traces, built from parts, take their place in time among main's."""
+    with trace_paths.using("compiled"):
+        build = lambda: _nested_chain(26, 9)  # noqa: E731
+        fast = _chain_traces(tmp_path / "fast", monkeypatch, True, mode=mode, build=build)
+        loop = _chain_traces(tmp_path / "loop", monkeypatch, False, mode=mode, build=build)
+    assert fast == loop
+    assert len(fast) == 2 * 28
+    graphs = [tvmdbg_pb.GraphExecutionTrace.FromString(t).graph_id for t in fast[:28]]
+    assert graphs[0] == graphs[-1] and set(graphs[1:-1]) == {1 - graphs[0]}  # main's add, helper's 26, main's multiply

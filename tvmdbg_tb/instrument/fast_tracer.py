@@ -256,13 +256,8 @@ class CompiledTracer(Tracer):
         return cached
 
     def _payloads(self, call: _FastCall) -> Sequence[bytes]:
-        """One payload per executed row: as parts built in numpy for one function with many
+        """One payload per executed row: as parts built in numpy for a function with many
         rows (_parts), else plain Python on .tolist() (rows are few and small)."""
-        if len(call.buffers) == 1:
-            fid, _, array = call.buffers[0]
-            parts = self._parts(call.index, fid, array)
-            if parts is not None:
-                return parts
         mode = self.mode
         index = b"\x18" + _varint(call.index)
         rate = self._rate
@@ -270,6 +265,13 @@ class CompiledTracer(Tracer):
         payloads: list[bytes] = []
         stamps: list[float] = []
         for fid, _, array in call.buffers:
+            parts = self._parts(call.index, fid, array)
+            if parts is not None:
+                if len(call.buffers) == 1:
+                    return parts  # framed without building its payloads
+                payloads.extend(parts.payloads())
+                stamps.extend(array[parts.which.astype(np.intp) + 1, 0].tolist())
+                continue
             statics, dynamic = self._static(fid)
             infos = compiled.FUNCTIONS[fid].rows
             count = len(infos) + 1
@@ -285,8 +287,6 @@ class CompiledTracer(Tracer):
                             payloads.append(static + index + b"\x59" + pack((cycles - previous) / rate))
                             stamps.append(cycles)
                         previous = cycles
-                continue
-            if mode in _TAILS and self._health_rows(fid, array, statics, index, payloads, stamps):
                 continue
             rows = array[:count].tolist()
             previous = rows[0][0]
@@ -327,7 +327,7 @@ class CompiledTracer(Tracer):
             found = self._health_tails(fid, array)
             if found is None:
                 return None
-            tails, ran, _ = found
+            tails, ran = found
         else:
             return None
         table = self._tables.get(fid)
@@ -338,21 +338,11 @@ class CompiledTracer(Tracer):
         tails = tails[traced]
         return TraceParts(statics, table[0], which, b"\x18" + _varint(index), tails.tobytes(), tails.dtype.itemsize)
 
-    def _health_rows(self, fid: int, array, statics, index: bytes, payloads: list, stamps: list) -> bool:
-        """Health-mode payloads of a function whose rows all hold counts of static shapes,
-        from _health_tails: Python only joins three byte strings per kernel. False when the
-        function does not qualify."""
-        found = self._health_tails(fid, array)
-        if found is None:
-            return False
-        tails, ran, cycles = found
-        return self._join(tails, ran, cycles, statics, index, payloads, stamps)
-
-    def _health_tails(self, fid: int, array) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """(tails, buffer rows that ran, timestamps) of a function whose rows all hold counts
-        of static shapes, built in numpy: every row's tail (debug_values and duration fields,
-        the bytes _debug_values and the loop above write) in one packed array. None when the
-        function does not qualify."""
+    def _health_tails(self, fid: int, array) -> tuple[np.ndarray, np.ndarray] | None:
+        """(tails, buffer rows that ran) of a function whose rows all hold counts of static
+        shapes, built in numpy: every row's tail (debug_values and duration fields, the bytes
+        _debug_values and the loop above write) in one packed array. None when the function
+        does not qualify."""
         codes = self._row_codes.get(fid, False)
         if codes is False:
             infos = compiled.FUNCTIONS[fid].rows
@@ -395,19 +385,7 @@ class CompiledTracer(Tracer):
             values[:, 3] = nan
         else:  # CURT_HEALTH
             values[:, 0] = (neg_inf + pos_inf + nan) > 0
-        return tails, ran, cycles
-
-    @staticmethod
-    def _join(tails, ran, cycles, statics, index: bytes, payloads: list, stamps: list) -> bool:
-        blob = tails.tobytes()
-        width = tails.dtype.itemsize
-        stamp_list = cycles[ran].tolist()
-        for k, i in enumerate((ran - 1).tolist()):
-            static = statics[i]
-            if static:
-                payloads.append(static + index + blob[k * width : (k + 1) * width])
-                stamps.append(stamp_list[k])
-        return True
+        return tails, ran
 
     def _plan_skips(self, call: _FastCall, inputs) -> None:
         """The parameter rows this call need not compute (param_cache's rule)."""
