@@ -82,7 +82,7 @@ def _frame_traces(prefix: bytes, payloads: Sequence[bytes], first: int) -> list[
 class _Framed(NamedTuple):
     """Records framed natively: their bytes end to end, and each one's size."""
 
-    blob: memoryview
+    blob: bytes
     sizes: list[int]
 
 
@@ -219,7 +219,7 @@ class DebugEventsWriter:
             ),
         )
         self.flush()
-        native_records.start_loading()  # in the background: no traced call waits for a build
+        native_records.LIBRARY.start_loading()  # in the background: no traced call waits for a build
         self._stop = threading.Event()
         self._flusher = threading.Thread(
             target=self._flush_periodically, args=(flush_interval,), name="tvmdbg-flush", daemon=True

@@ -16,15 +16,15 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tvm
 
 from tvmdbg_tb.events.summaries import dtype_code
-from tvmdbg_tb.events.trace_parts import TraceParts, static_table
+from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint as _varint
-from tvmdbg_tb.instrument import compiled, execution_template, param_cache
+from tvmdbg_tb.instrument import compiled, execution_template, native_tails, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, tuple_health_values
@@ -169,10 +169,10 @@ class CompiledTracer(Tracer):
         self._locations: dict[tuple, bytes] = {}
         self._rate = cycles_per_us()
         self._cache = session.param_cache  # param_summaries="once_per_value"
-        self._row_codes: dict[int, Any] = {}  # fid -> dtype codes of its rows (FULL_HEALTH)
-        self._tables: dict[int, tuple] = {}  # fid -> (static_table of its statics, which rows have one)
+        self._plans: dict[int, _PartsPlan | None] = {}  # fid -> how _parts builds its traces
         self._vm = weakref.ref(vm)
         vm._set_instrument(None)
+        native_tails.LIBRARY.start_loading()
 
     def call(self, function_name: str, invoke, args: tuple, inputs: tuple, get_outputs=None) -> Any:
         if _LOCAL.call is not None or _LOCAL.implicit is not None:
@@ -270,7 +270,7 @@ class CompiledTracer(Tracer):
                 if len(call.buffers) == 1:
                     return parts  # framed without building its payloads
                 payloads.extend(parts.payloads())
-                stamps.extend(array[parts.which.astype(np.intp) + 1, 0].tolist())
+                stamps.extend(array[np.frombuffer(parts.which, np.uint32).astype(np.intp) + 1, 0].tolist())
                 continue
             statics, dynamic = self._static(fid)
             infos = compiled.FUNCTIONS[fid].rows
@@ -312,62 +312,74 @@ class CompiledTracer(Tracer):
         return payloads
 
     def _parts(self, index: int, fid: int, array: np.ndarray) -> TraceParts | None:
-        """The traces of a function with many rows, all of static shape, as TraceParts: the
-        tails of every row in one numpy pass, no Python per trace. None otherwise."""
-        statics, dynamic = self._static(fid)
-        if len(statics) < _VECTOR_ROWS or any(dynamic):
+        """The traces of a function whose rows are all of static shape (and, in health
+        modes, all hold counts) as TraceParts: every row's tail from one pass over the
+        buffer, native (native_tails) or numpy (from _VECTOR_ROWS rows), no Python per
+        trace. None otherwise: the row loop."""
+        plan = self._plans.get(fid, False)
+        if plan is False:
+            plan = self._plans[fid] = self._parts_plan(fid)
+        if plan is None:
             return None
-        if self.mode in (pb.NO_TENSOR, pb.SHAPE):
-            cycles = array[: len(statics) + 1, 0]
-            ran = np.flatnonzero(cycles[1:]) + 1
-            tails = np.empty(len(ran), _DURATION_TAIL)
-            tails["tag"] = 0x59
-            tails["duration"] = (cycles[ran] - cycles[_previous(ran)]) / self._rate
-        elif self.mode in _TAILS:
-            found = self._health_tails(fid, array)
-            if found is None:
-                return None
-            tails, ran = found
-        else:
+        middle = b"\x18" + _varint(index)
+        native = native_tails.LIBRARY.loaded()
+        if native is not None:
+            which, tails = native.tails(
+                array,
+                plan.rows,
+                compiled.ROW_WIDTH,
+                plan.traced,
+                plan.count,
+                plan.codes,
+                compiled.STATS_COLUMN,
+                self._rate,
+            )
+            return TraceParts(plan.statics, which, middle, tails, plan.width)
+        if plan.rows <= _VECTOR_ROWS:
             return None
-        table = self._tables.get(fid)
-        if table is None:
-            table = self._tables[fid] = (static_table(statics), np.array([bool(s) for s in statics]))
-        traced = table[1][ran - 1]  # rows with a trace (a slot the site does not report has none)
-        which = (ran - 1)[traced].astype(np.uint32)
-        tails = tails[traced]
-        return TraceParts(statics, table[0], which, b"\x18" + _varint(index), tails.tobytes(), tails.dtype.itemsize)
+        tails, ran = self._numpy_tails(plan, array)
+        traced = plan.has_trace[ran - 1]  # rows with a trace (a slot the site does not report has none)
+        which = (ran - 1)[traced].astype(np.uint32).tobytes()
+        return TraceParts(plan.statics, which, middle, tails[traced].tobytes(), plan.width)
 
-    def _health_tails(self, fid: int, array) -> tuple[np.ndarray, np.ndarray] | None:
-        """(tails, buffer rows that ran) of a function whose rows all hold counts of static
-        shapes, built in numpy: every row's tail (debug_values and duration fields, the bytes
-        _debug_values and the loop above write) in one packed array. None when the function
-        does not qualify."""
-        codes = self._row_codes.get(fid, False)
-        if codes is False:
-            infos = compiled.FUNCTIONS[fid].rows
-            qualifies = not any(self._static(fid)[1]) and all(info.health for info in infos)
-            if self.mode == pb.FULL_STATS:  # bool rows take their statistics from the counts
-                qualifies = qualifies and all(info.dtype != "bool" for info in infos)
-            codes = np.array([dtype_code(info.dtype) for info in infos], "float64") if qualifies else None
-            self._row_codes[fid] = codes
-        if codes is None or len(codes) < _VECTOR_ROWS:
+    def _parts_plan(self, fid: int) -> _PartsPlan | None:
+        """What _parts needs of a function, once per session; None when it does not qualify."""
+        statics, dynamic = self._static(fid)
+        if any(dynamic):
             return None
-        block = array[: len(codes) + 1]
+        infos = compiled.FUNCTIONS[fid].rows
+        has_trace = np.array([bool(s) for s in statics], bool)
+        if self.mode in (pb.NO_TENSOR, pb.SHAPE):
+            return _PartsPlan(statics, len(statics) + 1, has_trace.tobytes(), has_trace, 0, b"", _DURATION_TAIL)
+        layout = _TAILS.get(self.mode)
+        if layout is None or not all(info.health for info in infos):
+            return None
+        if self.mode == pb.FULL_STATS and any(info.dtype == "bool" for info in infos):
+            return None  # bool rows take their statistics from the counts
+        codes = np.array([dtype_code(info.dtype) for info in infos], "float64")
+        count = layout["values"].shape[0]
+        return _PartsPlan(statics, len(statics) + 1, has_trace.tobytes(), has_trace, count, codes, layout)
+
+    def _numpy_tails(self, plan: _PartsPlan, array) -> tuple[np.ndarray, np.ndarray]:
+        """(tails, buffer rows that ran) in numpy: every row's tail (debug_values and
+        duration fields, the bytes _debug_values and the row loop write) in one packed
+        array: native_tails' pass, for when the extension is not loaded."""
+        block = array[: plan.rows]
         cycles = block[:, 0]
         ran = np.flatnonzero(cycles[1:]) + 1  # rows of the kernels that ran
-        before = _previous(ran)
-        layout = _TAILS[self.mode]
-        tails = np.empty(len(ran), layout)
-        tails["duration"] = (cycles[ran] - cycles[before]) / self._rate
+        tails = np.empty(len(ran), plan.layout)
+        tails["duration"] = (cycles[ran] - cycles[_previous(ran)]) / self._rate
+        tails["tag"] = 0x59
+        if not plan.count:
+            return tails, ran
         rows = block[ran]
         size, lt, gt, eq, neg_inf, pos_inf = (rows[:, k] for k in range(1, 7))
-        tails["tag"], tails["length"], tails["duration_tag"] = 0x42, layout["values"].itemsize, 0x59
+        tails["tag"], tails["length"], tails["duration_tag"] = 0x42, plan.layout["values"].itemsize, 0x59
         values = tails["values"]
         nan = size - lt - gt - eq
         if self.mode in (pb.FULL_HEALTH, pb.FULL_STATS):
             values[:, 0] = 0.0
-            values[:, 1] = codes[ran - 1]
+            values[:, 1] = plan.codes[ran - 1]
             values[:, 2] = rows[:, 7]
             values[:, 3] = size
             values[:, 4] = neg_inf
@@ -699,6 +711,25 @@ class CompiledTracer(Tracer):
                 trace.output_slot = row.slot
                 break
         return trace.SerializeToString()
+
+
+class _PartsPlan(NamedTuple):
+    """A function's constants for _parts: its rows' statics, how many buffer rows it
+    reads (row 0 and one per kernel row), which rows have a trace (bytes for the native
+    pass, bools for numpy), how many debug values a tail holds, each row's dtype code
+    (FULL_HEALTH, FULL_STATS) and the tail's numpy layout."""
+
+    statics: list[bytes]
+    rows: int
+    traced: bytes
+    has_trace: np.ndarray
+    count: int
+    codes: Any
+    layout: np.dtype
+
+    @property
+    def width(self) -> int:
+        return self.layout.itemsize
 
 
 def _previous(ran: np.ndarray) -> np.ndarray:
