@@ -156,9 +156,9 @@ def _chain_traces(
     logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FULL_HEALTH", native=True, build=lambda: chain(30, 9)
 ):
     from tvmdbg_tb.events import native_records
-    from tvmdbg_tb.instrument import fast_tracer, native_tails
+    from tvmdbg_tb.instrument import fast_tracer, native_rows
 
-    for library in (native_records.LIBRARY, native_tails.LIBRARY):
+    for library in (native_records.LIBRARY, native_rows.LIBRARY):
         assert library.load() is not None, library.failure()
         if not native:  # as if switched off: framed in Python, tails in numpy
             monkeypatch.setattr(library, "_state", {"error": RuntimeError("off in this test")})
@@ -217,21 +217,21 @@ def test_parts_of_a_nested_function_are_ordered_with_its_callers_traces(tmp_path
 @pytest.mark.parametrize("model", ["chain5", "chain30", "mixed_dtypes", "digits_training"])
 def test_native_numpy_and_loop_traces_are_the_same_bytes(tmp_path, monkeypatch, mode, model):
     """On the very buffers of real calls, durations included: the traces whose tails
-    native_tails builds are the bytes numpy's pass (from _VECTOR_ROWS rows) and the row
+    native_rows builds are the bytes numpy's pass (from _VECTOR_ROWS rows) and the row
     loop build, on functions short and long, of every health dtype, with NaN and Inf."""
     import models
 
     from tvmdbg_tb.events.trace_parts import TraceParts
-    from tvmdbg_tb.instrument import fast_tracer, native_tails
+    from tvmdbg_tb.instrument import fast_tracer, native_rows
 
-    assert native_tails.LIBRARY.load() is not None, native_tails.LIBRARY.failure()
+    assert native_rows.LIBRARY.load() is not None, native_rows.LIBRARY.failure()
     original = fast_tracer.CompiledTracer._payloads
     calls = []
 
     def compared(self, call):
         result = original(self, call)
         with monkeypatch.context() as patch:
-            patch.setattr(native_tails.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
+            patch.setattr(native_rows.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
             numpy = list(original(self, call))
             patch.setattr(fast_tracer.CompiledTracer, "_parts", lambda *args: None)
             loop = list(original(self, call))

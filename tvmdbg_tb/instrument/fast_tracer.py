@@ -24,7 +24,7 @@ import tvm
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint as _varint
-from tvmdbg_tb.instrument import compiled, execution_template, native_tails, param_cache
+from tvmdbg_tb.instrument import compiled, execution_template, native_rows, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, tuple_health_values
@@ -172,7 +172,7 @@ class CompiledTracer(Tracer):
         self._plans: dict[int, _PartsPlan | None] = {}  # fid -> how _parts builds its traces
         self._vm = weakref.ref(vm)
         vm._set_instrument(None)
-        native_tails.LIBRARY.start_loading()
+        native_rows.LIBRARY.start_loading()
 
     def call(self, function_name: str, invoke, args: tuple, inputs: tuple, get_outputs=None) -> Any:
         if _LOCAL.call is not None or _LOCAL.implicit is not None:
@@ -314,7 +314,7 @@ class CompiledTracer(Tracer):
     def _parts(self, index: int, fid: int, array: np.ndarray) -> TraceParts | None:
         """The traces of a function whose rows are all of static shape (and, in health
         modes, all hold counts) as TraceParts: every row's tail from one pass over the
-        buffer, native (native_tails) or numpy (from _VECTOR_ROWS rows), no Python per
+        buffer, native (native_rows) or numpy (from _VECTOR_ROWS rows), no Python per
         trace. None otherwise: the row loop."""
         plan = self._plans.get(fid, False)
         if plan is False:
@@ -322,9 +322,9 @@ class CompiledTracer(Tracer):
         if plan is None:
             return None
         middle = b"\x18" + _varint(index)
-        native = native_tails.LIBRARY.loaded()
+        native = native_rows.LIBRARY.loaded()
         if native is not None:
-            which, tails = native.tails(
+            which, tails = native.trace_tails(
                 array,
                 plan.rows,
                 compiled.ROW_WIDTH,
@@ -363,7 +363,7 @@ class CompiledTracer(Tracer):
     def _numpy_tails(self, plan: _PartsPlan, array) -> tuple[np.ndarray, np.ndarray]:
         """(tails, buffer rows that ran) in numpy: every row's tail (debug_values and
         duration fields, the bytes _debug_values and the row loop write) in one packed
-        array: native_tails' pass, for when the extension is not loaded."""
+        array: native_rows' pass, for when the extension is not loaded."""
         block = array[: plan.rows]
         cycles = block[:, 0]
         ran = np.flatnonzero(cycles[1:]) + 1  # rows of the kernels that ran
@@ -551,8 +551,11 @@ class CompiledTracer(Tracer):
         if template is None:
             return None
         header, row_ids, parts, vectorised = template
-        if vectorised is not None and not call.skips and _perf() - call.start < _VECTOR_CALL_SECONDS:
-            return vectorised.fill(array)  # (reused counts add fields: the loop below)
+        if vectorised is not None and not call.skips:  # (reused counts add fields: the loop below)
+            if native_rows.LIBRARY.loaded() is not None:
+                return vectorised.fill(array)  # in C++: cheap for any size, even after long kernels
+            if len(row_ids) >= _VECTOR_SUMMARIES and _perf() - call.start < _VECTOR_CALL_SECONDS:
+                return vectorised.fill_numpy(array)
         reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
         return self._loop_execution(template, array, reused)
 
@@ -638,7 +641,7 @@ class CompiledTracer(Tracer):
         vectorised = None
         if (
             self.mode in execution_template.MODES
-            and len(row_ids) >= _VECTOR_SUMMARIES
+            and row_ids
             and all(not isinstance(row, tuple) or row for _, row, _, _ in parts)
         ):
             vectorised = execution_template.ExecutionTemplate(self.mode, header, parts)
@@ -777,7 +780,7 @@ _TAILS = {
 }  # NO_TENSOR and SHAPE: _DURATION_TAIL
 _DURATION_TAIL = np.dtype([("tag", "u1"), ("duration", "<f8")])  # NO_TENSOR and SHAPE: duration_us
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
-_VECTOR_SUMMARIES = 4  # Execution summaries from as many rows: execution_template's numpy, not the loop
+_VECTOR_SUMMARIES = 4  # without native_rows, Execution summaries from as many rows: numpy, not the loop
 # ... unless the call ran longer: its kernels evicted numpy's code and data from the caches,
 # and each numpy operation then costs 2-4 us, more than the loop for ~12 summaries (small
 # CNN, transformer block: +4 to +8 us per call measured, <1% of such a call either way).
