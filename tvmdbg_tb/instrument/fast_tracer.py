@@ -27,7 +27,7 @@ from tvmdbg_tb.events.wire import varint as _varint
 from tvmdbg_tb.instrument import compiled, execution_template, native_rows, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
-from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, tuple_health_values
+from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, top_level_size, tuple_health_values
 from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -170,6 +170,7 @@ class CompiledTracer(Tracer):
         self._rate = cycles_per_us()
         self._cache = session.param_cache  # param_summaries="once_per_value"
         self._plans: dict[int, _PartsPlan | None] = {}  # fid -> how _parts builds its traces
+        self._leaf_counts: dict[str, tuple[int, int]] = {}  # function -> (top-level size, leaves)
         self._vm = weakref.ref(vm)
         vm._set_instrument(None)
         native_rows.LIBRARY.start_loading()
@@ -465,12 +466,12 @@ class CompiledTracer(Tracer):
         finally:
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
-        leaves = flatten(outputs) if outputs is not None else None
         remember = self._cache is not None and error is None and not call.implicit
         if error is None and not call.implicit:
-            static = self._static_execution(call, len(inputs), leaves)
+            num_leaves = self._num_leaves(call.function.name, outputs)
+            static = self._static_execution(call, len(inputs), num_leaves)
             if static is None:
-                static = self._health_execution(call, len(inputs), leaves)
+                static = self._health_execution(call, len(inputs), num_leaves)
             if static is not None:  # the common case in NO_TENSOR and SHAPE: no message built
                 location = self._location_bytes(frames, user_index)
                 payload = b"".join(
@@ -489,14 +490,27 @@ class CompiledTracer(Tracer):
                 )
                 self.session.execution_done(ExecutionPayload(payload), TraceBatch(payloads=payloads))
                 if remember:
-                    self._safely(self._remember, call, inputs, leaves)
+                    self._safely(self._remember, call, inputs, flatten(outputs) if outputs is not None else None)
                 return
+        leaves = flatten(outputs) if outputs is not None else None
         summaries = self._row_summaries(call, inputs, leaves)
         self._emit(call, TraceBatch(payloads=payloads), inputs, leaves, error, frames, user_index, summaries)
         if remember:  # after the inputs were looked up: outputs replace their slots' entries
             self._safely(self._remember, call, inputs, leaves)
 
-    def _static_execution(self, call: _FastCall, num_inputs: int, leaves) -> bytes | None:
+    def _num_leaves(self, name: str, outputs) -> int:
+        """len(flatten(outputs)) without walking them on every call: a Relax function's
+        return structure is static, so its count is taken once and reused while the top
+        level has the same size."""
+        if outputs is None:
+            return 0
+        top = top_level_size(outputs)
+        known = self._leaf_counts.get(name)
+        if known is None or known[0] != top:
+            known = self._leaf_counts[name] = (top, len(flatten(outputs)))
+        return known[1]
+
+    def _static_execution(self, call: _FastCall, num_inputs: int, num_leaves: int) -> bytes | None:
         """The serialized constant part of this function's Execution, when inputs and outputs
         are fully static and the mode needs no more than their dtype and shape."""
         if self.mode not in (pb.NO_TENSOR, pb.SHAPE):
@@ -508,13 +522,12 @@ class CompiledTracer(Tracer):
         static = None
         fid = self._fids.get(name)
         function = compiled.FUNCTIONS.get(fid) if fid is not None else None
-        leaves = leaves or []
         if function is not None and len(function.param_specs) == num_inputs:
             leaf_specs = function.param_leaf_specs or [None] * num_inputs
             inputs = [spec if spec is not None else leaf_specs[k] for k, spec in enumerate(function.param_specs)]
         else:
             inputs = [None]
-        if len(function.output_specs if function else ()) == len(leaves) and all(inputs) and all(function.output_specs):
+        if len(function.output_specs if function else ()) == num_leaves and all(inputs) and all(function.output_specs):
             execution = pb.Execution(
                 function_name=name,
                 graph_id=call.function.graph_id,
@@ -534,7 +547,7 @@ class CompiledTracer(Tracer):
         self._execution_statics[key] = static
         return static
 
-    def _health_execution(self, call: _FastCall, num_inputs: int, leaves) -> bytes | None:
+    def _health_execution(self, call: _FastCall, num_inputs: int, num_leaves: int) -> bytes | None:
         """Health modes: the serialized Execution without its per-call fields (index,
         duration, location, num_traces), from a per-function template and one conversion of
         the summary rows; None when a value is not fully static or has no summary row."""
@@ -544,10 +557,10 @@ class CompiledTracer(Tracer):
         ):
             return None
         fid, _, array = call.buffers[0]
-        key = (fid, num_inputs, len(leaves or ()))
+        key = (fid, num_inputs, num_leaves)
         template = self._health_templates.get(key, False)
         if template is False:
-            template = self._health_templates[key] = self._health_template(call, fid, num_inputs, leaves or [])
+            template = self._health_templates[key] = self._health_template(call, fid, num_inputs, num_leaves)
         if template is None:
             return None
         header, row_ids, parts, vectorised = template
@@ -592,15 +605,15 @@ class CompiledTracer(Tracer):
             parts.append(b"\xb0\x04" + _varint(min(indices)))
         return b"".join(parts)
 
-    def _health_template(self, call: _FastCall, fid: int, num_inputs: int, leaves) -> tuple | None:
+    def _health_template(self, call: _FastCall, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
         function = compiled.FUNCTIONS.get(fid)
         if (
             function is None
             or function.name != call.function.name
             or len(function.param_specs) != num_inputs
-            or len(function.output_specs) != len(leaves)
+            or len(function.output_specs) != num_leaves
             or not all(function.output_specs)
-            or None in function.output_rows[: len(leaves)]
+            or None in function.output_rows[:num_leaves]
         ):
             return None
         leaf_rows = function.param_leaf_rows or [None] * num_inputs

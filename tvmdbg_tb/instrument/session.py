@@ -450,6 +450,9 @@ class WriterSink:
     def on_execution(self, execution: pb.Execution, traces: Sequence[pb.GraphExecutionTrace]) -> None:
         now = time.time()
         payloads = getattr(traces, "payloads", None)
+        if payloads is not None and type(execution) is ExecutionPayload:  # the fast path: one writer call
+            self.writer.write_call(execution.payload, payloads, wall_time=now)
+            return
         if payloads is not None:
             self.writer.write_graph_execution_trace_payloads(payloads, wall_time=now)
         else:
