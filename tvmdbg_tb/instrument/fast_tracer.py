@@ -26,7 +26,7 @@ from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint as _varint
 from tvmdbg_tb.instrument import compiled, execution_template, native_rows, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
+from tvmdbg_tb.instrument.session import RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, top_level_size, tuple_health_values
 from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -259,6 +259,11 @@ class CompiledTracer(Tracer):
     def _payloads(self, call: _FastCall) -> Sequence[bytes]:
         """One payload per executed row: as parts built in numpy for a function with many
         rows (_parts), else plain Python on .tolist() (rows are few and small)."""
+        if len(call.buffers) == 1:  # the common case: one function's rows, framed from parts
+            fid, _, array = call.buffers[0]
+            parts = self._parts(call.index, fid, array)
+            if parts is not None:
+                return parts
         mode = self.mode
         index = b"\x18" + _varint(call.index)
         rate = self._rate
@@ -266,10 +271,8 @@ class CompiledTracer(Tracer):
         payloads: list[bytes] = []
         stamps: list[float] = []
         for fid, _, array in call.buffers:
-            parts = self._parts(call.index, fid, array)
+            parts = self._parts(call.index, fid, array) if len(call.buffers) > 1 else None
             if parts is not None:
-                if len(call.buffers) == 1:
-                    return parts  # framed without building its payloads
                 payloads.extend(parts.payloads())
                 stamps.extend(array[np.frombuffer(parts.which, np.uint32).astype(np.intp) + 1, 0].tolist())
                 continue
@@ -488,7 +491,7 @@ class CompiledTracer(Tracer):
                         _varint(len(payloads)),
                     )
                 )
-                self.session.execution_done(ExecutionPayload(payload), TraceBatch(payloads=payloads))
+                self.session.call_done(payload, payloads)
                 if remember:
                     self._safely(self._remember, call, inputs, flatten(outputs) if outputs is not None else None)
                 return
