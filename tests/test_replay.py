@@ -440,10 +440,10 @@ def test_native_and_python_scans_name_the_same_first_nonfinite_row(tmp_path, mon
     tvmdbg.enable_dump_debug_info(str(tmp_path), "FULL_HEALTH", circular_buffer_size=-1)
     try:
         executable, inputs = chain(30, 9)
-        relax.VirtualMachine(executable, tvm.cpu())["main"](tvm.runtime.tensor(inputs[0]))
-        fid, _, real = max(
-            ((f, t, a) for f, pool in fast_tracer._LOCAL.pool.items() for t, a in pool), key=lambda x: len(x[2])
-        )
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        vm["main"](tvm.runtime.tensor(inputs[0]))
+        fid = vm._tvmdbg_info.compiled["main"]
+        real = fast_tracer._LOCAL.pool[fid][-1][1]  # the rows the call's kernels wrote
     finally:
         tvmdbg.disable_dump_debug_info()
     replay = AutoReplay.__new__(AutoReplay)  # scan_buffers reads no session state
