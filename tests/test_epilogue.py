@@ -231,3 +231,25 @@ def test_a_nan_written_into_a_parameter_between_calls_is_counted(tmp_path):
     clean, poisoned = (list(run.execution(k).inputs[0].debug_values) for k in range(2))
     assert clean == _expected("FULL_HEALTH", data)
     assert poisoned == _expected("FULL_HEALTH", view) and poisoned[6] == 1.0  # one NaN
+
+
+def test_once_per_value_keeps_the_parameters_separate_summary(tmp_path):
+    """Under param_summaries="once_per_value" a parameter already summarised is skipped by
+    its guarded kernel: counting it inside its consumer would redo that work every call."""
+    from models import big_elementwise
+
+    tvmdbg.enable_dump_debug_info(str(tmp_path), "FULL_HEALTH", param_summaries="once_per_value")
+    try:
+        executable, (data,) = big_elementwise()
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        x = tvm.runtime.tensor(data)
+        for _ in range(2):
+            vm["main"](x)
+        function = compiled.FUNCTIONS[vm._tvmdbg_info.compiled["main"]]
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    assert function.params_in_kernels == [] and function.rows[0].fused
+    reader = tvmdbg.DebugDataReader(str(tmp_path))
+    reader.update()
+    second = reader.run().execution(1).inputs[0]
+    assert list(second.debug_values) == _expected("FULL_HEALTH", data) and second.summarized_in_execution == 0

@@ -183,12 +183,15 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
     return True
 
 
-def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[object, dict[str, CompiledFunction]]:
+def instrument(
+    mod, info: graphs.ExecutableInfo, health: bool | str, params_in_kernels: bool = True
+) -> tuple[object, dict[str, CompiledFunction]]:
     """Adds the summary calls to every Relax function of the lowered module mod; health
-    "stats" adds FULL_STATS' statistics to the counts, "shape" writes sizes and dims only."""
+    "stats" adds FULL_STATS' statistics to the counts, "shape" writes sizes and dims only;
+    params_in_kernels: kernels that read a parameter element by element count it."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
-    kernels = _fused_kernels(mod, info) if health is True else {}
+    kernels = _fused_kernels(mod, info, params_in_kernels) if health is True else {}
     fused = {gvar.name_hint: (guard, counted) for gvar, (_, counted, guard) in kernels.items()}
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function) or gvar.name_hint not in info.functions:
@@ -208,7 +211,7 @@ def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[ob
     return mod, functions
 
 
-def _fused_kernels(mod, info: graphs.ExecutableInfo) -> dict:
+def _fused_kernels(mod, info: graphs.ExecutableInfo, params_in_kernels: bool = True) -> dict:
     """The kernels of mod made to count their own output (epilogue.py), by GlobalVar: (the new
     kernel, the guarded summary kernel that counts a row it left unwritten, the positions of
     the inputs it also counts). Those of a CPU build whose every call is an instrumented site
@@ -224,7 +227,8 @@ def _fused_kernels(mod, info: graphs.ExecutableInfo) -> dict:
         if function.sites:
             instrumented.add(name)
         for site in function.sites:
-            parameters[site.kernel] = () if site.kernel in parameters else _parameter_inputs(site)
+            single_site = site.kernel not in parameters and params_in_kernels
+            parameters[site.kernel] = _parameter_inputs(site) if single_site else ()
             out = _output_positions(site)
             single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
             position = out[0] if single else None
