@@ -335,12 +335,10 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 out = graphs.array_item(call_args, position) if position < nargs else None
                 if guard is not None:
                     name, info.fused = guard, True
+                elif info.health and out is not None:
+                    name = _site_kernel(plan[next_site][0], info.slot, out, health == "stats", counts)
                 else:
-                    name = (
-                        _health_kernel(out, health == "stats", counts=counts)
-                        if info.health and out is not None
-                        else None
-                    )
+                    name = None
                 info.health = name is not None
                 bindings.append(
                     _binding(name, [out, stats, _row(row)]) if name else _binding(tick_name, [stats, _row(row)])
@@ -413,6 +411,17 @@ def _static_spec(value) -> tuple[str, tuple[int, ...]] | None:
     return specs[0][0], specs[0][1]
 
 
+def _site_kernel(site: graphs.SiteInfo, slot: int, out, stats: bool, counts: bool) -> str | None:
+    """The summary kernel of a call site's output: from the output spec the graph walk read
+    (graphs.tensor_specs of the call's output type, which CallTIRRewrite allocated the output
+    from: same dtype, same rank), without reading the lowered value's type again (~2 us a
+    site); an in-place output (an input tensor) or a spec without a known rank reads it."""
+    spec = site.outputs[slot] if slot < len(site.outputs) else None
+    if spec is None or site.inplace_indices or not (spec[1] or spec[2]):
+        return _health_kernel(out, stats, counts=counts)
+    return _kernel_of(spec[0], len(spec[1]), counts, stats, False)
+
+
 def _health_kernel(value, stats: bool, guarded: bool = False, counts: bool = True) -> str | None:
     """The summary kernel of a tensor value (its type read once), None when not summarisable;
     without counts, the kernel writing its size and dims (SHAPE)."""
@@ -423,10 +432,14 @@ def _health_kernel(value, stats: bool, guarded: bool = False, counts: bool = Tru
     if element is None:
         return None
     dtype = graphs.dtype_name(element)  # read once per distinct PrimType, not per site
-    key = (dtype, int(ty.ndim), counts, stats, guarded)
+    return _kernel_of(dtype, int(ty.ndim), counts, stats, guarded)
+
+
+def _kernel_of(dtype: str, rank: int, counts: bool, stats: bool, guarded: bool) -> str | None:
+    key = (dtype, rank, counts, stats, guarded)
     name = _SITE_KERNELS.get(key)
     if name is None:
-        if dtype not in HEALTH_DTYPES or not 0 <= key[1] <= MAX_RANK:
+        if dtype not in HEALTH_DTYPES or not 0 <= rank <= MAX_RANK:
             return None
         name = _SITE_KERNELS[key] = kernel(*key)
     return name
@@ -474,7 +487,21 @@ _new_binding = relax._ffi_api.VarBinding
 
 
 def _row(row: int):
+    """The int64 immediate of a row number (or function id), shared by every build: IR nodes
+    are immutable, and a 1000-kernel function needs a thousand of them."""
+    if row < len(_ROWS):
+        return _ROWS[row]
+    if row < _MAX_SHARED_ROWS:
+        with _ROWS_LOCK:  # each entry appended at its own index, whichever thread builds
+            while len(_ROWS) <= row:
+                _ROWS.append(_new_int("int64", len(_ROWS), None))
+        return _ROWS[row]
     return _new_int("int64", row, None)
+
+
+_ROWS: list = []
+_ROWS_LOCK = threading.Lock()
+_MAX_SHARED_ROWS = 1 << 16
 
 
 _EXTERNS: dict[str, object] = {}  # immutable IR nodes shared by every call site of a build

@@ -193,31 +193,52 @@ def dtype_name(element) -> str:
 
 def _tensor_spec(ty) -> Spec:
     element = ty.dtype
-    known = _PRIM_TYPES.get(element.__chandle__()) if element is not None else None
-    dtype = known[1] if known is not None else dtype_name(element)
     shape = ty.shape
-    if isinstance(shape, relax.ShapeExpr):
-        # One pass over the dims (the FFI Array read element by element: see items), each
-        # static one printed from its value and bit width: str() of a PrimExpr runs the
-        # TVMScript printer (~30 us per dim, most of a 1000-kernel compile's instrumentation
-        # cost before), and the printed forms of (value, width) are kept.
+    if element is not None and isinstance(shape, relax.ShapeExpr):
+        # The spec of a (dtype, dims) seen before, by the nodes' addresses: TVM shares the dim
+        # nodes (and interns the PrimTypes) across a module's tensors, so most specs cost a
+        # handle read per dim instead of reading and printing each dim.
         values = shape.values
-        dims, texts = [], []
-        for i in range(_array_size(values)):
-            value = _array_item(values, i)
-            dim = _dim(value)
-            bits = _int_bits(value) if dim >= 0 else None
-            text = _DIM_TEXTS.get((dim, bits)) if bits is not None else None
-            if text is None:
-                text = _printed_dim(dim, value)
-                if bits is not None and len(_DIM_TEXTS) < 4096:
-                    _DIM_TEXTS[(dim, bits)] = text
-            dims.append(dim)
-            texts.append(text)
-        printed = "(" + ", ".join(texts) + ("," if len(dims) == 1 else "") + ")"
-        return _interned((dtype, tuple(dims), printed))
+        dim_nodes = [_array_item(values, i) for i in range(_array_size(values))]
+        key = (element.__chandle__(), *[node.__chandle__() for node in dim_nodes])
+        found = _SHAPE_SPECS.get(key)
+        if found is not None:
+            return found[2]
+        spec = _shape_spec(element, dim_nodes)
+        if len(_SHAPE_SPECS) > 4096:
+            _SHAPE_SPECS.clear()
+        _SHAPE_SPECS[key] = (element, dim_nodes, spec)  # the nodes kept alive: their addresses stay theirs
+        return spec
+    if isinstance(shape, relax.ShapeExpr):  # no dtype
+        values = shape.values
+        return _shape_spec(element, [_array_item(values, i) for i in range(_array_size(values))])
+    dtype = dtype_name(element)
     ndim = int(ty.ndim)
     return _interned((dtype, tuple([-1] * max(ndim, 0)), ""))
+
+
+# (PrimType address, dim node addresses...) -> (the PrimType, the dim nodes, the spec).
+_SHAPE_SPECS: dict[tuple[int, ...], tuple[object, list, Spec]] = {}
+
+
+def _shape_spec(element, dim_nodes: list) -> Spec:
+    """The spec of a tensor type of dtype `element` and ShapeExpr dims `dim_nodes`: each
+    static dim printed from its value and bit width (str() of a PrimExpr runs the TVMScript
+    printer, ~30 us a dim), the printed forms of (value, width) kept."""
+    dtype = dtype_name(element)
+    dims, texts = [], []
+    for value in dim_nodes:
+        dim = _dim(value)
+        bits = _int_bits(value) if dim >= 0 else None
+        text = _DIM_TEXTS.get((dim, bits)) if bits is not None else None
+        if text is None:
+            text = _printed_dim(dim, value)
+            if bits is not None and len(_DIM_TEXTS) < 4096:
+                _DIM_TEXTS[(dim, bits)] = text
+        dims.append(dim)
+        texts.append(text)
+    printed = "(" + ", ".join(texts) + ("," if len(dims) == 1 else "") + ")"
+    return _interned((dtype, tuple(dims), printed))
 
 
 # (value, bit width) of a static int dim -> its printed form (_printed_dim).
@@ -529,7 +550,7 @@ def _origin_of(key: MemberKey, fname: str, origins, origins_by_name) -> Origin |
 def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo:
     params = list(func.params)
     param_index = {hash(p): i for i, p in enumerate(params)}
-    produced: dict[int, tuple[int, int]] = {}  # var -> (site position, output slot)
+    produced: dict[int, tuple[int, int, str]] = {}  # var -> (site position, output slot, var name)
     aliases: dict[int, object] = {}
     sites: list[SiteInfo] = []
     used_names: set[str] = set()
@@ -538,8 +559,8 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
         key = hash(expr)
         if isinstance(expr, relax.Var) and key not in aliases:  # the common case, first
             found = produced.get(key)
-            if found is not None:
-                return InputInfo(1, str(expr.name), _spec(expr), found[0], found[1])
+            if found is not None:  # the producer's var itself: its name was read there
+                return InputInfo(1, found[2], _spec(expr), found[0], found[1])
         slot_of = None
         while isinstance(expr, relax.Var) and hash(expr) in aliases:
             expr = aliases[hash(expr)]
@@ -549,7 +570,7 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             while isinstance(base, relax.Var) and hash(base) in aliases:
                 base = aliases[hash(base)]
             if isinstance(base, relax.Var) and hash(base) in produced:
-                position, _ = produced[hash(base)]
+                position = produced[hash(base)][0]
                 return InputInfo(1, f"{base.name}[{slot_of}]", _spec(expr), position, slot_of)
             if isinstance(base, relax.Var) and hash(base) in param_index:
                 # An item of a tuple parameter: its health is the item's (TensorSummary.items).
@@ -557,8 +578,8 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
                 return InputInfo(2, f"{base.name}[{slot_of}]", _spec(expr), param_index=index, tuple_item=slot_of)
         if isinstance(expr, relax.Var):
             if hash(expr) in produced:
-                position, slot = produced[hash(expr)]
-                return InputInfo(1, str(expr.name), _spec(expr), position, slot)
+                position, slot, name = produced[hash(expr)]
+                return InputInfo(1, name, _spec(expr), position, slot)
             if hash(expr) in param_index:
                 return InputInfo(2, str(expr.name), _spec(expr), param_index=param_index[hash(expr)])
             return InputInfo(0, str(expr.name), _spec(expr))
@@ -629,7 +650,7 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             )
         )
         # A tuple-producing site is referenced through TupleGetItem (see resolve).
-        produced[hash(var)] = (position, 0)
+        produced[hash(var)] = (position, 0, var_name)
     return FunctionInfo(
         name=fname,
         param_names=[str(p.name) for p in params],
