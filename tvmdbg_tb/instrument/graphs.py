@@ -382,23 +382,25 @@ def collect_origins(
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
             var_name = str(var.name)
-            if not isinstance(value, relax.Call) and isinstance(value, relax.Var):
-                source = by_var.get(hash(value))
-                if source is not None:
-                    by_var[hash(var)] = source
-                    by_name.setdefault((fname, var_name), []).append(source)
-                continue
-            op_type = op_type_of(value)
-            if not op_type:
+            if not isinstance(value, relax.Call):  # op_type_of(value) is "": no op
+                if isinstance(value, relax.Var):
+                    source = by_var.get(hash(value))
+                    if source is not None:
+                        by_var[hash(var)] = source
+                        by_name.setdefault((fname, var_name), []).append(source)
                 continue
             entry = emitted.lookup(var)
-            if entry is None:
-                frames, user_index = _span_frames(value, fname)
-                if not frames:
-                    entry = emitted.find(var_name, op_type)
-            if entry is not None:
-                frames, user_index = entry.frames, entry.user_index
-                op_type = entry.op_type or op_type  # the op the user wrote, before legalization
+            if entry is not None and entry.op_type:  # the op the user wrote, before legalization
+                op_type, frames, user_index = entry.op_type, entry.frames, entry.user_index
+            else:
+                op_type = op_type_of(value)
+                if entry is None:
+                    frames, user_index = _span_frames(value, fname)
+                    if not frames:
+                        entry = emitted.find(var_name, op_type)
+                if entry is not None:
+                    frames, user_index = entry.frames, entry.user_index
+                    op_type = entry.op_type or op_type
             origin = Origin(op_type, var_name, frames, user_index)
             by_var[hash(var)] = origin
             by_name.setdefault((fname, var_name), []).append(origin)
