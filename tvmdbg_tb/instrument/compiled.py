@@ -162,11 +162,24 @@ def _callee_name(value) -> str | None:
 
 
 def _op_callee(op) -> str | None:
-    if isinstance(op, relax.GlobalVar):
-        return op.name_hint
-    if isinstance(op, relax.ExternFunc):
-        return op.global_symbol
-    return None
+    """The name of a called GlobalVar or ExternFunc (None for other callees), read once per
+    node: a lowered function calls a few kernels and builtins thousands of times."""
+    key = op.__chandle__()
+    found = _CALLEES.get(key)
+    if found is None:
+        if isinstance(op, relax.GlobalVar):
+            name = str(op.name_hint)
+        elif isinstance(op, relax.ExternFunc):
+            name = str(op.global_symbol)
+        else:
+            name = None
+        if len(_CALLEES) > 4096:
+            _CALLEES.clear()
+        found = _CALLEES[key] = (op, name)  # the node kept alive: its address stays its own
+    return found[1]
+
+
+_CALLEES: dict[int, tuple[object, str | None]] = {}
 
 
 def plan_supported(info: graphs.ExecutableInfo) -> bool:
