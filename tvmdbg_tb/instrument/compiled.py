@@ -231,7 +231,7 @@ def _fused_kernels(mod, info: graphs.ExecutableInfo) -> dict:
         if function.sites:
             instrumented.add(name)
         for site in function.sites:
-            out = _output_positions(site)
+            out = site.output_positions
             single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
             position = out[0] if single else None
             positions[site.kernel] = position if positions.get(site.kernel, position) == position else None
@@ -262,7 +262,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     rows: list[RowInfo] = []
     plan: list[tuple[graphs.SiteInfo, list[int]]] = []
     for site in function_info.sites:
-        positions = _output_positions(site)
+        positions = site.output_positions
         plan.append((site, positions))
         for slot in range(len(positions)):
             dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
@@ -529,10 +529,3 @@ def _binding(name: str, args) -> relax.VarBinding:
     void = _EXTERNS[""]
     call = _new_call(_EXTERNS["missing"], callee, args, None, [void], None)
     return _new_binding(_new_var("_", void, None), call, None)
-
-
-def _output_positions(site: graphs.SiteInfo) -> list[int]:
-    if site.inplace_indices:
-        appended = iter(range(site.num_inputs, site.num_inputs + len(site.inplace_indices)))
-        return [i if i >= 0 else next(appended) for i in site.inplace_indices]
-    return list(range(site.num_inputs, site.num_inputs + len(site.outputs)))

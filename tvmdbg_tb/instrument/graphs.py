@@ -9,6 +9,7 @@ call_tir calls are lowered (the kernel call sites in the order the VM runs them)
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -83,6 +84,15 @@ class SiteInfo:
     @property
     def returns_value(self) -> bool:
         return self.call_type == "call_packed"
+
+    @functools.cached_property
+    def output_positions(self) -> tuple[int, ...]:
+        """The indices of the outputs among the call's arguments (DPS calls): the in-place
+        indices (-1: an output appended after the inputs) or the args after the inputs."""
+        if self.inplace_indices:
+            appended = iter(range(self.num_inputs, self.num_inputs + len(self.inplace_indices)))
+            return tuple(i if i >= 0 else next(appended) for i in self.inplace_indices)
+        return tuple(range(self.num_inputs, self.num_inputs + len(self.outputs)))
 
 
 @dataclass
@@ -619,7 +629,8 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             arg_list = items(args.fields) if isinstance(args, relax.Tuple) else [args]
             ty_args = value.ty_args
             ty_args = [_array_item(ty_args, 0)] if _array_size(ty_args) else []
-            outputs = tensor_specs(ty_args[0]) if ty_args else tensor_specs(var.ty)
+            out_ty = ty_args[0] if ty_args else var.ty
+            outputs = [_tensor_spec(out_ty)] if isinstance(out_ty, relax.TensorType) else tensor_specs(out_ty)
             inplace: tuple[int, ...] = ()
             if op == "relax.call_tir_inplace":
                 inplace = tuple(int(i) for i in value.attrs.inplace_indices)
@@ -653,18 +664,18 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
                     unique.append(origin)
         output_names = [name] if len(outputs) == 1 else [f"{name}[{i}]" for i in range(len(outputs))]
         sites.append(
-            SiteInfo(
-                position=position,
-                name=name,
-                kernel=kernel,
-                call_type=call_type,
-                inputs=[resolve(a) for a in arg_list],
-                outputs=outputs,
-                output_names=output_names,
-                origins=unique,
-                num_inputs=len(arg_list),
-                inplace_indices=inplace,
-                member_origins=found,
+            SiteInfo(  # positional (~0.3 us less than by keyword): the fields in order
+                position,
+                name,
+                kernel,
+                call_type,
+                [resolve(a) for a in arg_list],
+                outputs,
+                output_names,
+                unique,
+                len(arg_list),
+                inplace,
+                found,
             )
         )
         # A tuple-producing site is referenced through TupleGetItem (see resolve).

@@ -399,12 +399,7 @@ _ALL_SLOTS = [tuple(range(n)) for n in range(16)]  # the output slots of an unfi
 
 
 def _out_positions(site: graphs.SiteInfo) -> tuple[int, ...] | None:
-    if site.returns_value:
-        return None
-    if site.inplace_indices:
-        appended = iter(range(site.num_inputs, site.num_inputs + len(site.inplace_indices)))
-        return tuple(i if i >= 0 else next(appended) for i in site.inplace_indices)
-    return tuple(range(site.num_inputs, site.num_inputs + len(site.outputs)))
+    return None if site.returns_value else site.output_positions
 
 
 class WriterSink:
