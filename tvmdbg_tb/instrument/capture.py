@@ -41,10 +41,11 @@ class EmitRegistry:
         if torch_frames:
             frames = frames[: user_index + 1] + torch_frames if user_index >= 0 else torch_frames
             user_index = frames_mod.user_index(frames)
-        entry = graphs.Emitted(graphs.op_type_of(expr), frames, user_index)
+        name = str(var.name)
+        entry = graphs.Emitted(graphs.op_type_of(expr), frames, user_index, name)
         with self._lock:
             self._by_var[hash(var)] = (var, entry)
-            self._by_name.setdefault(var.name, []).append(entry)
+            self._by_name.setdefault(name, []).append(entry)
 
     def lookup(self, var) -> graphs.Emitted | None:
         """The entry of this very var (identity)."""
@@ -256,10 +257,10 @@ def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> gra
     """The ExecutableInfo of one build; never raises (a failure becomes a note)."""
     executable_id = uuid.uuid4().hex[:12]
     try:
-        origins, by_name, by_operand = graphs.collect_origins(mod, REGISTRY, snapshots.fused is not None)
+        origins, by_name, by_operand, names = graphs.collect_origins(mod, REGISTRY, snapshots.fused is not None)
         fused = graphs.fused_members(snapshots.fused, by_operand)
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
-        functions = graphs.extract_functions(sites_mod, origins, by_name, fused)
+        functions = graphs.extract_functions(sites_mod, origins, by_name, fused, names)
         note = "" if snapshots.sites is not None else "pipeline without CallTIRRewrite: sites from the input module"
         info = graphs.ExecutableInfo(executable_id, functions, target, True, note, frames, user_index)
         info.fused_module = snapshots.fused

@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 
 import tvm
+import tvm_ffi
 from tvm import relax
 
 from tvmdbg_tb.events.summaries import dtype_code
@@ -520,12 +521,14 @@ _MAX_SHARED_ROWS = 1 << 16
 _EXTERNS: dict[str, object] = {}  # immutable IR nodes shared by every call site of a build
 
 
+_VOID = relax.TupleType([])
+_VOIDS = tvm_ffi.convert([_VOID])  # the calls' ty_args, converted once
+_MISSING = tvm.ir.Type.missing()
+
+
 def _binding(name: str, args) -> relax.VarBinding:
     callee = _EXTERNS.get(name)
     if callee is None:
         callee = _EXTERNS[name] = relax.ExternFunc(name)
-        _EXTERNS.setdefault("", relax.TupleType([]))
-        _EXTERNS.setdefault("missing", tvm.ir.Type.missing())
-    void = _EXTERNS[""]
-    call = _new_call(_EXTERNS["missing"], callee, args, None, [void], None)
-    return _new_binding(_new_var("_", void, None), call, None)
+    call = _new_call(_MISSING, callee, args, None, _VOIDS, None)
+    return _new_binding(_new_var("_", _VOID, None), call, None)

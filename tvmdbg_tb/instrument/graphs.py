@@ -44,11 +44,12 @@ class Origin:
 
 @dataclass
 class Emitted:
-    """What BlockBuilder.emit saw for one var: its op and the user's stack."""
+    """What BlockBuilder.emit saw for one var: its op and the user's stack (and its name)."""
 
     op_type: str
     frames: list[Frame]
     user_index: int
+    var_name: str = ""
 
 
 @dataclass
@@ -396,26 +397,31 @@ ByOperand = dict[int, list[tuple[int, frozenset[int]]]]
 
 def collect_origins(
     mod, emitted: OriginSource, by_operands: bool = True
-) -> tuple[dict[int, Origin], dict[NameKey, list[Origin]], ByOperand]:
-    """Original ops of mod by var identity, by (function, var name) as a fallback, and an
-    index of ops by their operands (to recognise the last op of a fused group, whose var
-    FuseOps replaces; left empty unless by_operands: a build without FuseOps has no use for it)."""
+) -> tuple[dict[int, Origin], dict[NameKey, list[Origin]], ByOperand, dict[int, str]]:
+    """Original ops of mod by var identity, by (function, var name) as a fallback, an index
+    of ops by their operands (to recognise the last op of a fused group, whose var FuseOps
+    replaces; left empty unless by_operands: a build without FuseOps has no use for it), and
+    the name of each op's var by identity (the passes keep most vars: extract_functions reads
+    a site's name from there while mod is alive)."""
     by_var: dict[int, Origin] = {}
     by_name: dict[NameKey, list[Origin]] = {}
     by_operand: ByOperand = {}
+    var_names: dict[int, str] = {}
     for fname, func in _relax_functions(mod, primitive=False):
         function_origins: list[tuple[int, list[int], Origin]] = []
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
-            var_name = str(var.name)
             if not isinstance(value, relax.Call):  # op_type_of(value) is "": no op
                 if isinstance(value, relax.Var):
                     source = by_var.get(hash(value))
                     if source is not None:
                         by_var[hash(var)] = source
-                        by_name.setdefault((fname, var_name), []).append(source)
+                        by_name.setdefault((fname, str(var.name)), []).append(source)
                 continue
             entry = emitted.lookup(var)
+            # The name emit read from this very var, else read here (~0.5 us).
+            var_name = entry.var_name if entry is not None and entry.var_name else str(var.name)
+            var_names[hash(var)] = var_name
             if entry is not None and entry.op_type:  # the op the user wrote, before legalization
                 op_type, frames, user_index = entry.op_type, entry.frames, entry.user_index
             else:
@@ -443,7 +449,7 @@ def collect_origins(
         if not by_operands and any(not origin.frames for _, _, origin in function_origins):
             _read_operands(func, function_origins)
         _inherit_from_consumers(function_origins)
-    return by_var, by_name, by_operand
+    return by_var, by_name, by_operand, var_names
 
 
 def _operand_keys(value) -> list[int]:
@@ -556,11 +562,13 @@ def extract_functions(
     origins: dict[int, Origin],
     origins_by_name: dict[NameKey, list[Origin]],
     fused: dict[str, list[MemberKey]],
+    var_names: dict[int, str] | None = None,
 ) -> dict[str, FunctionInfo]:
-    """Kernel call sites of every (non-primitive) Relax function of sites_mod."""
+    """Kernel call sites of every (non-primitive) Relax function of sites_mod; var_names:
+    names of vars by identity (collect_origins' of a module alive during this call)."""
     functions = {}
     for fname, func in _relax_functions(sites_mod, primitive=False):
-        functions[fname] = _function_info(fname, func, origins, origins_by_name, fused)
+        functions[fname] = _function_info(fname, func, origins, origins_by_name, fused, var_names or {})
     return functions
 
 
@@ -575,7 +583,7 @@ def _origin_of(key: MemberKey, fname: str, origins, origins_by_name) -> Origin |
     return origin
 
 
-def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo:
+def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> FunctionInfo:
     params = list(func.params)
     param_index = {hash(p): i for i, p in enumerate(params)}
     produced: dict[int, tuple[int, int, str]] = {}  # var -> (site position, output slot, var name)
@@ -645,7 +653,9 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             continue
         kernel, call_type, arg_list, outputs, inplace = site
         position = len(sites)
-        var_name = str(var.name)
+        var_name = var_names.get(hash(var))
+        if var_name is None:
+            var_name = str(var.name)
         name = var_name if var_name not in used_names else f"{var_name}_{position}"
         used_names.add(name)
         members = fused.get(kernel)
