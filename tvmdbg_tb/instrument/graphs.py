@@ -636,8 +636,7 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
             callee, args = _array_item(call_args, 0), _array_item(call_args, 1)
             arg_list = items(args.fields) if isinstance(args, relax.Tuple) else [args]
             ty_args = value.ty_args
-            ty_args = [_array_item(ty_args, 0)] if _array_size(ty_args) else []
-            out_ty = ty_args[0] if ty_args else var.ty
+            out_ty = _array_item(ty_args, 0) if _array_size(ty_args) else var.ty
             outputs = [_tensor_spec(out_ty)] if isinstance(out_ty, relax.TensorType) else tensor_specs(out_ty)
             inplace: tuple[int, ...] = ()
             if op == "relax.call_tir_inplace":
@@ -653,7 +652,8 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
             continue
         kernel, call_type, arg_list, outputs, inplace = site
         position = len(sites)
-        var_name = var_names.get(hash(var))
+        key = hash(var)
+        var_name = var_names.get(key)
         if var_name is None:
             var_name = str(var.name)
         name = var_name if var_name not in used_names else f"{var_name}_{position}"
@@ -664,7 +664,7 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
             found = [_origin_of(key, fname, origins, origins_by_name) for key in members]
             site_origins = [o for o in found if o is not None]
         else:
-            origin = _origin_of((hash(var), var_name), fname, origins, origins_by_name)
+            origin = origins.get(key) or _origin_of((key, var_name), fname, origins, origins_by_name)
             site_origins = [origin] if origin is not None else []
         # Drop repeats (an alias resolves to the op it names).
         unique: list[Origin] = site_origins if len(site_origins) < 2 else []
@@ -689,7 +689,7 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
             )
         )
         # A tuple-producing site is referenced through TupleGetItem (see resolve).
-        produced[hash(var)] = (position, 0, var_name)
+        produced[key] = (position, 0, var_name)
     return FunctionInfo(
         name=fname,
         param_names=[str(p.name) for p in params],
