@@ -42,7 +42,13 @@ def _int(value: int) -> bytes:
 
 def _field(key: int, data: bytes) -> bytes:
     """A length-delimited field (key < 128)."""
-    return _KEYS[key] + _int(len(data)) + data
+    size = len(data)
+    return _KEYS[key] + (_VARINTS[size] if size < 16384 else varint(size)) + data
+
+
+def _length(data: bytes) -> bytes:
+    size = len(data)
+    return _VARINTS[size] if size < 16384 else varint(size)
 
 
 _KEYS = [bytes((key,)) for key in range(128)]
@@ -103,7 +109,7 @@ class OpEncoder:
             _GRAPH_ID,
             _int(graph_id),
             _OP_NAME,
-            small[len(name)] if len(name) < 16384 else varint(len(name)),
+            _length(name),
             name,
             string(_KERNEL, site.kernel),
             string(_CALL_TYPE, site.call_type),
@@ -116,11 +122,11 @@ class OpEncoder:
                     string(_ORIGIN_TYPE, origin.op_type),
                     _field(_ORIGIN_VAR, origin.var_name.encode()),
                     _ORIGIN_LOCATION,
-                    _int(len(located)),
+                    _length(located),
                     located,
                 )
             )
-            parts += [_ORIGINAL_OP, _int(len(body)), body]
+            parts += [_ORIGINAL_OP, _length(body), body]
             if first_located is None and location.stack_frame_ids:
                 first_located = located
         for item in site.inputs:
@@ -135,13 +141,13 @@ class OpEncoder:
                 if item.tuple_item >= 0:
                     entry += [_TUPLE_ITEM, _int(item.tuple_item)]
             body = b"".join(entry)
-            parts += [_INPUT, _int(len(body)), body]
+            parts += [_INPUT, _length(body), body]
         for spec in site.outputs:
             parts.append(spec_field(_OUTPUT, spec))
         for output_name in site.output_names:
             parts.append(_field(_OUTPUT_NAME_KEY, output_name.encode()))
         parts += [_DEVICE, _POSITION, _int(site.position)]
         if first_located is not None:
-            parts += [_CODE_LOCATION, _int(len(first_located)), first_located]
+            parts += [_CODE_LOCATION, _length(first_located), first_located]
         op = b"".join(parts)
-        return pb.DebugEvent.FromString(_EVENT_OP + varint(len(op)) + op)
+        return pb.DebugEvent.FromString(_EVENT_OP + _length(op) + op)
