@@ -310,15 +310,17 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     # tvm_ffi Array in one comprehension, not one checked __getitem__ per element), holding no
     # more IR wrappers than the new blocks need: each is a GC-tracked Python object, and
     # thousands of them kept at once trigger collections of the whole heap.
-    for block in graphs.items(body.blocks):
+    call_type, op_type, items = relax.Call, tvm.ir.Op, graphs.items  # read once, not per binding
+    expected = plan[0][0].kernel if plan else None  # the kernel of the next site
+    for block in items(body.blocks):
         bindings = []
-        for binding in graphs.items(block.bindings):
+        for binding in items(block.bindings):
             value = binding.value
             # Most bindings of a lowered function are calls of ops (allocations, checks):
             # told apart from kernel calls by one read of the callee.
-            if isinstance(value, relax.Call):
+            if isinstance(value, call_type):
                 op = value.op
-                callee = None if isinstance(op, tvm.ir.Op) else _op_callee(op)
+                callee = None if isinstance(op, op_type) else _op_callee(op)
                 if callee == "vm.builtin.make_tuple":
                     values[hash(binding.var)] = value
             else:
@@ -327,7 +329,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                     raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
                 if isinstance(value, relax.Tuple):
                     values[hash(binding.var)] = value
-            is_site = callee is not None and next_site < len(plan) and callee == plan[next_site][0].kernel
+            is_site = callee is not None and callee == expected
             if is_site and prologue:
                 bindings.extend(prologue)
                 prologue = []
@@ -361,6 +363,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                     output_rows.setdefault(hash(out), row)
                 row += 1
             next_site += 1
+            expected = plan[next_site][0].kernel if next_site < len(plan) else None
         blocks.append(relax.BindingBlock(bindings))
     if next_site != len(plan):
         raise ValueError(f"{function_info.name}: found {next_site} of {len(plan)} kernel call sites")
