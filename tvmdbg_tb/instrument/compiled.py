@@ -311,7 +311,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     # more IR wrappers than the new blocks need: each is a GC-tracked Python object, and
     # thousands of them kept at once trigger collections of the whole heap.
     call_type, op_type, items = relax.Call, tvm.ir.Op, graphs.items  # read once, not per binding
-    expected = plan[0][0].kernel if plan else None  # the kernel of the next site
+    next_kernel = plan[0][0].kernel if plan else None  # the kernel of the next site
     for block in items(body.blocks):
         bindings = []
         for binding in items(block.bindings):
@@ -329,7 +329,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                     raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
                 if isinstance(value, relax.Tuple):
                     values[hash(binding.var)] = value
-            is_site = callee is not None and callee == expected
+            is_site = callee is not None and callee == next_kernel
             if is_site and prologue:
                 bindings.extend(prologue)
                 prologue = []
@@ -363,7 +363,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                     output_rows.setdefault(hash(out), row)
                 row += 1
             next_site += 1
-            expected = plan[next_site][0].kernel if next_site < len(plan) else None
+            next_kernel = plan[next_site][0].kernel if next_site < len(plan) else None
         blocks.append(relax.BindingBlock(bindings))
     if next_site != len(plan):
         raise ValueError(f"{function_info.name}: found {next_site} of {len(plan)} kernel call sites")
