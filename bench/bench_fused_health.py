@@ -84,8 +84,9 @@ def _kernels():
     return lib["plain"], lib["lanes"], lib["scalar"]
 
 
-def _tvmdbg_fused():
-    """The add kernel as TVM legalizes it, made to count its output by epilogue.fuse."""
+def _tvmdbg_fused(inputs: tuple[int, ...] = ()):
+    """The add kernel as TVM legalizes it, made to count its output (and its input x when
+    inputs is (0,): a parameter counted as it is read) by epilogue.fuse."""
     import tvm
     from tvm import relax
 
@@ -98,8 +99,9 @@ def _tvmdbg_fused():
         bb.emit_func_output(out)
     legal = relax.transform.LegalizeOps()(bb.get())
     prim = next(f for _, f in legal.functions_items() if isinstance(f, tvm.tirx.PrimFunc))
-    fused = epilogue.fuse(prim, 1)
-    assert fused is not None, "epilogue.fuse declined the add kernel"
+    found = epilogue.fuse(prim, 1, inputs)
+    assert found is not None and found[1] == inputs, "epilogue.fuse declined the add kernel"
+    fused = found[0]
     return tvm.compile(tvm.IRModule({"fused": fused.with_attr("global_symbol", "fused")}), "llvm")["fused"]
 
 
@@ -123,6 +125,7 @@ def main() -> None:
     summary = tvm.get_global_func(compiled.kernel("float32", 1, True))
     guarded = tvm.get_global_func(compiled.kernel("float32", 1, True, guarded=True))
     fused = _tvmdbg_fused()
+    fused_input = _tvmdbg_fused((0,))
     x = tvm.runtime.tensor(np.linspace(-1, 1, N, dtype="float32"))
     y = tvm.runtime.tensor(np.zeros(N, "float32"))
     stats = tvm.runtime.tensor(np.zeros((1, 21), "float64"))
@@ -132,6 +135,15 @@ def main() -> None:
         view[0, 0] = 0.0  # as tvmdbg.stats hands the buffer out
         fused(x, y, stats, 0)
         guarded(y, stats, 0)
+
+    stats2 = tvm.runtime.tensor(np.zeros((2, 21), "float64"))
+    view2 = np.from_dlpack(stats2)
+
+    def tvmdbg_fused_input():
+        view2[:, 0] = 0.0
+        fused_input(x, y, stats2, 0, 1)
+        guarded(y, stats2, 0)
+        guarded(x, stats2, 1)
 
     view = np.from_dlpack(stats)
     for variant in (
@@ -143,11 +155,17 @@ def main() -> None:
         variant()
         counts.append(stats.numpy()[0, 2:7].tolist())
     assert counts[0] == counts[1] == counts[2] == counts[3], counts
+    tvmdbg_fused_input()
+    assert stats2.numpy()[0, 2:7].tolist() == counts[0], "the output's counts"
+    summary(x, stats, 0)
+    assert stats2.numpy()[1, 1:7].tolist() == stats.numpy()[0, 1:7].tolist(), "the input's counts"
     medians = _alternating_us(
         {
             "plain": lambda: plain(x, y),
             "separate summary kernel": lambda: (plain(x, y), summary(y, stats, 0)),
             "counting in the kernel (epilogue.fuse)": tvmdbg_fused,
+            "the same, counting its input x too": tvmdbg_fused_input,
+            "separate summaries of y and x": lambda: (plain(x, y), summary(y, stats, 0), summary(x, stats, 0)),
             "counts fused lane by lane": lambda: lanes(x, y, stats, 0),
             "counts fused, scalar loop": lambda: scalar(x, y, stats, 0),
         }

@@ -138,11 +138,20 @@ def _kernels_per_call(logdir: str) -> float:
         return run.num_traces() / max(run.num_executions(), 1)
 
 
-def measure(name: str, calls: int, seconds: float, modes: list[str] | None = None) -> list[tuple]:
+def _load_native() -> None:
+    """Builds (once, cached) and loads the native helpers before anything is timed, as a
+    long-running program has them (they load in the background at the first traced run)."""
     from tvmdbg_tb.events import native_records
+    from tvmdbg_tb.instrument import native_rows
+
+    native_records.LIBRARY.load()
+    native_rows.LIBRARY.load()
+
+
+def measure(name: str, calls: int, seconds: float, modes: list[str] | None = None) -> list[tuple]:
     from tvmdbg_tb.instrument import fast_tracer
 
-    native_records.LIBRARY.load()  # built (once, cached) before anything is timed
+    _load_native()
     saved = fast_tracer.ENABLED
     fast_tracer.ENABLED = not name.endswith("_fallback")
     if name.endswith("_fallback"):
@@ -157,9 +166,8 @@ def measure(name: str, calls: int, seconds: float, modes: list[str] | None = Non
 
 def _measure_modes(name: str, calls: int, seconds: float, modes: list[str] | None) -> list[tuple]:
     import tvmdbg
-    from tvmdbg_tb.events import native_records
 
-    native_records.LIBRARY.load()  # built (once, cached) before anything is timed
+    _load_native()
     build = _workloads()[name]
     rows = []
     default = (
@@ -208,9 +216,8 @@ def sustained(name: str, mode: str, calls: int = 500, reps: int = 5) -> tuple[fl
     measure the caller's thread. Returns plain and traced us per call in process CPU time,
     the same in wall-clock time, and records per call."""
     import tvmdbg
-    from tvmdbg_tb.events import native_records
 
-    native_records.LIBRARY.load()  # built (once, cached) before anything is timed
+    _load_native()
     build = _workloads()[name]
     _tracing[0] = False
     base = build()
@@ -346,6 +353,7 @@ def per_call_cost(mode: str, kernels: int = 10, seconds: float = 2.0) -> tuple[f
 
     import tvmdbg
 
+    _load_native()
     _tracing[0] = False
     base = _vm_workload(lambda: models.chain(kernels, 16, fuse=False))
     with tempfile.TemporaryDirectory() as logdir:

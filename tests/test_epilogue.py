@@ -175,3 +175,81 @@ def test_padding_gather_and_concat_kernels_count_their_output(tmp_path):
         np.testing.assert_array_equal(out, expected)
     assert [row.fused for row in functions["main"].rows] == [True, True, True]
     assert [list(run.trace(k).debug_values) for k in range(3)] == [_expected("FULL_HEALTH", o) for o in outs]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_parameters_counted_by_the_kernel_that_reads_them(tmp_path, monkeypatch, dtype):
+    """where(mask, x, y) reads its three parameters element by element: the kernel counts
+    them too (no separate pass over them), and each call's Execution input summaries are
+    numpy's counts, with planted NaN/Inf (the guarded kernel after it counts those) and
+    finite data, on every shape, odd and empty ones included."""
+    monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)
+    calls = []
+    for finite in (False, True):
+        for k, shape in enumerate(SHAPES):
+            mask = np.random.default_rng(k).random(shape) < 0.6
+            x, y = _array(dtype, shape, k), _array(dtype, shape, k + 100)
+            if finite and dtype.startswith("float"):
+                x, y = np.nan_to_num(x, posinf=3, neginf=-3), np.nan_to_num(y, posinf=2, neginf=-2)
+            calls.append((f"f{k}", (mask, x, y)))
+
+    def build():
+        return compile_module(_where_module(dtype), False), calls
+
+    _, run, functions = _traced(tmp_path, "FULL_HEALTH", build)
+    assert run.num_executions() == len(calls)
+    for k, (_, arrays) in enumerate(calls):
+        execution = run.execution(k)
+        for summary, array in zip(execution.inputs, arrays):
+            assert list(summary.debug_values) == _expected("FULL_HEALTH", array), (dtype, array.shape, k)
+    in_kernels = [functions[f"f{k}"].params_in_kernels for k in range(len(SHAPES))]
+    # A scalar kernel's block reads its inputs with no index: they keep the separate summary.
+    assert in_kernels == [[0, 1, 2] if shape and shape[-1] % epilogue.LANES == 0 else [] for shape in SHAPES]
+
+
+def test_a_nan_written_into_a_parameter_between_calls_is_counted(tmp_path):
+    """The 1M-element case: y = x + 1 counts x inside the add; a NaN written into x in place
+    between two calls is in the second call's input summary (every call counts it)."""
+    from models import big_elementwise
+
+    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        executable, (data,) = big_elementwise()
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        x = tvm.runtime.tensor(data)
+        vm["main"](x)
+        view = np.from_dlpack(x)
+        view[12345] = np.nan
+        vm["main"](x)
+        function = compiled.FUNCTIONS[vm._tvmdbg_info.compiled["main"]]
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    assert function.params_in_kernels == [0]
+    reader = tvmdbg.DebugDataReader(str(tmp_path))
+    reader.update()
+    run = reader.run()
+    clean, poisoned = (list(run.execution(k).inputs[0].debug_values) for k in range(2))
+    assert clean == _expected("FULL_HEALTH", data)
+    assert poisoned == _expected("FULL_HEALTH", view) and poisoned[6] == 1.0  # one NaN
+
+
+def test_once_per_value_keeps_the_parameters_separate_summary(tmp_path):
+    """Under param_summaries="once_per_value" a parameter already summarised is skipped by
+    its guarded kernel: counting it inside its consumer would redo that work every call."""
+    from models import big_elementwise
+
+    tvmdbg.enable_dump_debug_info(str(tmp_path), "FULL_HEALTH", param_summaries="once_per_value")
+    try:
+        executable, (data,) = big_elementwise()
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        x = tvm.runtime.tensor(data)
+        for _ in range(2):
+            vm["main"](x)
+        function = compiled.FUNCTIONS[vm._tvmdbg_info.compiled["main"]]
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    assert function.params_in_kernels == [] and function.rows[0].fused
+    reader = tvmdbg.DebugDataReader(str(tmp_path))
+    reader.update()
+    second = reader.run().execution(1).inputs[0]
+    assert list(second.debug_values) == _expected("FULL_HEALTH", data) and second.summarized_in_execution == 0

@@ -406,3 +406,15 @@ def test_records_larger_than_a_read_chunk(tmp_path, monkeypatch):
     assert list(run.trace_digests()["op_id"]) == [1, 0, 2]
     value = run.trace(1).tensor_value
     assert np.frombuffer(value.content, dtype="float32")[999] == 999
+
+
+def test_varints_are_protobufs_at_every_size_boundary():
+    """wire.varint (the fast path's raw fields) against protobuf's own encoding (0 is not
+    serialized in proto3, so it is left out)."""
+    from tvmdbg_tb.events.wire import varint
+
+    values = {1, 127, 128, 16383, 16384, 16385, (1 << 21) - 1, 1 << 21, (1 << 28) + 5, (1 << 63) + 7}
+    values |= {v + d for v in (1 << 7, 1 << 14, 1 << 21) for d in range(-3, 4)}
+    for value in sorted(values):
+        message = pb.GraphExecutionTrace(execution_index=value if value < 1 << 63 else value - (1 << 64))
+        assert b"\x18" + varint(value) == message.SerializeToString(), value

@@ -1,5 +1,5 @@
-"""execution_template (a static function's health-mode Execution built in numpy) writes
-byte for byte what the per-summary Python loop writes: on a real training step's functions
+"""execution_template (a static function's health-mode Execution built in C++ by
+native_rows, or in numpy) writes byte for byte what the per-summary Python loop writes: on a real training step's functions
 (tensor and tuple arguments), from the rows their kernels wrote and from rows of every
 count pattern (empty tensors, all non-finite, counts near 2**45); a row not written gives no
 bytes on either."""
@@ -11,7 +11,7 @@ import pytest
 from models import digits_training
 
 import tvmdbg
-from tvmdbg_tb.instrument import compiled, execution_template, fast_tracer, vm_wrapper
+from tvmdbg_tb.instrument import compiled, execution_template, fast_tracer, native_rows, vm_wrapper
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 pytest.importorskip("sklearn")
@@ -19,6 +19,7 @@ pytest.importorskip("sklearn")
 
 def _trained(tmp_path, mode: str):
     """The tracer of a traced training run (2 steps) and its functions' templates."""
+    assert native_rows.LIBRARY.load() is not None, native_rows.LIBRARY.failure()  # fill() is native
     tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode=mode, circular_buffer_size=-1)
     try:
         training = digits_training(lr=0.05, fuse=True)
@@ -66,7 +67,7 @@ def test_template_bytes_equal_the_loop(tmp_path, mode):
         for array in arrays:
             expected = tracer._loop_execution(template, array, {})
             assert expected is not None
-            assert vectorised.fill(array) == expected  # every byte
+            assert vectorised.fill(array) == expected and vectorised.fill_numpy(array) == expected  # every byte
         execution = pb.Execution.FromString(vectorised.fill(real))
         first = execution.inputs[0].items[0] if execution.inputs[0].items else execution.inputs[0]
         row = real[template[1][0]].tolist()
@@ -74,7 +75,8 @@ def test_template_bytes_equal_the_loop(tmp_path, mode):
         for k in (0, len(template[1]) - 1):  # a kernel that did not run: no template bytes
             unwritten = arrays[1].copy()
             unwritten[template[1][k], 0] = 0.0
-            assert vectorised.fill(unwritten) is None and tracer._loop_execution(template, unwritten, {}) is None
+            assert vectorised.fill(unwritten) is None and vectorised.fill_numpy(unwritten) is None
+            assert tracer._loop_execution(template, unwritten, {}) is None
 
 
 def test_a_wrong_value_changes_the_bytes(tmp_path):
@@ -91,6 +93,7 @@ def test_a_wrong_value_changes_the_bytes(tmp_path):
                 changed[row, column] += 1.0
                 assert vectorised.fill(changed) != before, (row, column)
                 assert vectorised.fill(changed) == tracer._loop_execution(template, changed, {})
+                assert vectorised.fill_numpy(changed) == vectorised.fill(changed)
 
 
 def test_modes_without_a_template():

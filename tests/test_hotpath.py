@@ -156,10 +156,12 @@ def _chain_traces(
     logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FULL_HEALTH", native=True, build=lambda: chain(30, 9)
 ):
     from tvmdbg_tb.events import native_records
-    from tvmdbg_tb.instrument import fast_tracer
+    from tvmdbg_tb.instrument import fast_tracer, native_rows
 
-    assert native_records.LIBRARY.load() is not None, native_records.LIBRARY.failure()
-    monkeypatch.setenv(native_records.ENV_SWITCH, "1" if native else "0")
+    for library in (native_records.LIBRARY, native_rows.LIBRARY):
+        assert library.load() is not None, library.failure()
+        if not native:  # as if switched off: framed in Python, tails in numpy
+            monkeypatch.setattr(library, "_state", {"error": RuntimeError("off in this test")})
     if not vectorized:
         monkeypatch.setattr(fast_tracer.CompiledTracer, "_parts", lambda *args: None)
     tvmdbg.enable_dump_debug_info(str(logdir), mode, circular_buffer_size=-1, op_regex=op_regex)
@@ -185,10 +187,10 @@ def _chain_traces(
 
 @pytest.mark.parametrize("mode", ["FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH", "FULL_STATS", "NO_TENSOR", "SHAPE"])
 @pytest.mark.parametrize("op_regex", [None, "multiply"])
-@pytest.mark.parametrize("native", [True, False], ids=["native_framing", "python_framing"])
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
 def test_vectorised_health_traces_equal_row_loop(tmp_path, monkeypatch, op_regex, mode, native):
-    """Trace payloads built in numpy as parts (framed natively, or built and framed in
-    Python) are the bytes the per-row loop writes (all fields but the duration, which
+    """Trace payloads built as parts (tails native and framed natively, or tails in numpy
+    and built and framed in Python) are the bytes the per-row loop writes (all fields but the duration, which
     differs between runs), with and without filtered ops."""
     with trace_paths.using("compiled"):
         fast = _chain_traces(tmp_path / "fast", monkeypatch, True, op_regex, mode, native)
@@ -209,3 +211,52 @@ def test_parts_of_a_nested_function_are_ordered_with_its_callers_traces(tmp_path
     assert len(fast) == 2 * 28
     graphs = [tvmdbg_pb.GraphExecutionTrace.FromString(t).graph_id for t in fast[:28]]
     assert graphs[0] == graphs[-1] and set(graphs[1:-1]) == {1 - graphs[0]}  # main's add, helper's 26, main's multiply
+
+
+@pytest.mark.parametrize("mode", ["FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH", "FULL_STATS", "NO_TENSOR", "SHAPE"])
+@pytest.mark.parametrize("model", ["chain5", "chain30", "mixed_dtypes", "digits_training"])
+def test_native_numpy_and_loop_traces_are_the_same_bytes(tmp_path, monkeypatch, mode, model):
+    """On the very buffers of real calls, durations included: the traces whose tails
+    native_rows builds are the bytes numpy's pass (from _VECTOR_ROWS rows) and the row
+    loop build, on functions short and long, of every health dtype, with NaN and Inf."""
+    import models
+
+    from tvmdbg_tb.events.trace_parts import TraceParts
+    from tvmdbg_tb.instrument import fast_tracer, native_rows
+
+    assert native_rows.LIBRARY.load() is not None, native_rows.LIBRARY.failure()
+    original = fast_tracer.CompiledTracer._payloads
+    calls = []
+
+    def compared(self, call):
+        result = original(self, call)
+        with monkeypatch.context() as patch:
+            patch.setattr(native_rows.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
+            numpy = list(original(self, call))
+            patch.setattr(fast_tracer.CompiledTracer, "_parts", lambda *args: None)
+            loop = list(original(self, call))
+        calls.append((isinstance(result, TraceParts), list(result), numpy, loop))
+        return result
+
+    monkeypatch.setattr(fast_tracer.CompiledTracer, "_payloads", compared)
+    with trace_paths.using("compiled"):
+        tvmdbg.enable_dump_debug_info(str(tmp_path), mode, circular_buffer_size=-1)
+        try:
+            if model == "digits_training":
+                training = models.digits_training(lr=0.05, fuse=True)
+                for _ in range(2):
+                    training.trainer.update(training.inputs, training.targets)
+            else:
+                executable, inputs = models.mixed_dtypes() if model == "mixed_dtypes" else chain(int(model[5:]), 9)
+                function = relax.VirtualMachine(executable, tvm.cpu())["main"]
+                special = inputs[0].copy()
+                special.flat[[0, 3, 5]] = [np.nan, np.inf, -np.inf]
+                for data in (inputs[0], special):
+                    function(tvm.runtime.tensor(data))
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    assert calls
+    bool_stats = model == "mixed_dtypes" and mode == "FULL_STATS"  # bool rows: the loop's statistics
+    assert any(native for native, *_ in calls) != bool_stats  # the native pass ran where it should
+    for _, native, numpy, loop in calls:
+        assert native == loop and numpy == loop

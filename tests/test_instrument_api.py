@@ -263,3 +263,27 @@ def test_control_flow_falls_back_to_the_vm_instrument(tmp_path):
     assert kernels == [["tir_exp", "add"], ["tir_log", "add"]]
     log_trace = run.trace(int(run.execution_trace_indices(1)[0]))
     assert log_trace.debug_values[4] == 1  # log(0) = -inf
+
+
+def test_a_listener_added_mid_session_sees_the_calls_after_it(tmp_path):
+    """The writer-only shortcut (Session.call_done) gives way to a listener added while a
+    dump is running, and resumes after it is removed: the dump has every call either way."""
+
+    seen = []
+    tvmdbg.enable_dump_debug_info(tmp_path, circular_buffer_size=-1)
+    try:
+        executable, inputs = chain(30, 9)
+        function = relax.VirtualMachine(executable, tvm.cpu())["main"]
+        function(tvm.runtime.tensor(inputs[0]))
+        listener = lambda execution, traces: seen.append((execution.index, len(traces)))  # noqa: E731
+        api.add_execution_listener(listener)
+        try:
+            function(tvm.runtime.tensor(inputs[0]))
+        finally:
+            api.remove_execution_listener(listener)
+        function(tvm.runtime.tensor(inputs[0]))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    assert seen == [(1, 30)]
+    run = _read(tmp_path)
+    assert run.num_executions() == 3 and run.num_traces() == 90

@@ -13,7 +13,7 @@ from eventgen import trace  # noqa: E402
 
 from tvmdbg_tb.events import layout, native_records, writer  # noqa: E402
 from tvmdbg_tb.events.reader import DebugDataReader  # noqa: E402
-from tvmdbg_tb.events.trace_parts import TraceParts, static_table  # noqa: E402
+from tvmdbg_tb.events.trace_parts import TraceParts  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +47,9 @@ def test_the_same_bytes_as_the_python_path(native, first):
 def test_parts_are_framed_as_the_payloads_they_stand_for(native, width):
     """TraceParts framed natively equal its payloads built and framed in Python."""
     statics = [p for p in _payloads() if len(p) < 20000][:14] + [b""]
-    table = static_table(statics)
     which = np.array([3, 0, 14, 7, 7, 1, 13, 2] * 5, np.uint32)
     tails = bytes(range(256)) * (len(which) * max(width, 1) // 256 + 1)
-    parts = TraceParts(statics, table, which, b"\x18\x96\x01", tails[: len(which) * width], width)
+    parts = TraceParts(statics, which.tobytes(), b"\x18\x96\x01", tails[: len(which) * width], width)
     prefix = writer._envelope_prefix(99.0, 0) + writer._TRACE_TAG
     blob, sizes = native_records.frame(prefix, parts, 12)
     expected = writer._frame_traces(prefix, parts.payloads(), 12)
@@ -59,15 +58,18 @@ def test_parts_are_framed_as_the_payloads_they_stand_for(native, width):
 
 
 def test_parts_that_do_not_add_up_are_refused(native):
-    table = static_table([b"ab", b"c"])
-    with pytest.raises(Exception, match="out of range"):
-        native.frame_trace_parts(b"", *table, np.array([2], np.uint32).tobytes(), b"", b"", 0, 0)
-    with pytest.raises(Exception, match="tails do not match"):
-        native.frame_trace_parts(b"", *table, np.array([1], np.uint32).tobytes(), b"", b"xy", 3, 0)
+    statics = [b"ab", b"c"]
+    with pytest.raises(ValueError, match="out of range"):
+        native.frame_trace_parts(b"", statics, np.array([2], np.uint32).tobytes(), b"", b"", 0, 0)
+    with pytest.raises(ValueError, match="tails do not match"):
+        native.frame_trace_parts(b"", statics, np.array([1], np.uint32).tobytes(), b"", b"xy", 3, 0)
+    with pytest.raises(TypeError, match="each static must be bytes"):
+        native.frame_trace_parts(b"", ["ab"], np.array([0], np.uint32).tobytes(), b"", b"", 0, 0)
 
 
 def _dump(tmp_path, name, monkeypatch, use_native: bool, ring: int) -> bytes:
-    monkeypatch.setenv(native_records.ENV_SWITCH, "1" if use_native else "0")
+    if not use_native:  # as if switched off
+        monkeypatch.setattr(native_records.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
     framed = []
     original = native_records.frame
 
@@ -106,17 +108,26 @@ def test_dumps_are_identical_and_the_ring_keeps_exactly_the_last_records(native,
 
 
 def test_disabled_by_the_environment(native, monkeypatch):
+    """TVMDBG_NATIVE_RECORDS=0: nothing is built or loaded, and records are framed in Python."""
+    library = native_records.LIBRARY
+    monkeypatch.setattr(library, "_state", {})
+    monkeypatch.setattr(library, "_build", lambda path: pytest.fail("built while switched off"))
     monkeypatch.setenv(native_records.ENV_SWITCH, "0")
+    library.start_loading()
+    assert library.load() is None and library.failure() is None
     assert native_records.frame(b"", [b"x"] * 20, 0) is None
     monkeypatch.setenv(native_records.ENV_SWITCH, "1")
+    assert library.load() is native
     assert native_records.frame(b"", [b"x"] * 20, 0) is not None
 
 
-def test_lengths_that_disagree_with_the_payloads_are_refused(native):
-    with pytest.raises(Exception, match="lengths exceed"):
-        native.frame_traces(b"", b"abc", (5).to_bytes(4, "little"), 0)
-    with pytest.raises(Exception, match="longer than"):
-        native.frame_traces(b"", b"abcdef", (5).to_bytes(4, "little"), 0)
+def test_payloads_that_are_not_bytes_are_refused(native):
+    with pytest.raises(TypeError, match="each payload must be bytes, not str"):
+        native.frame_traces(b"", [b"abc", "def"], 0)
+    with pytest.raises(TypeError, match="payloads must be a sequence"):
+        native.frame_traces(b"", 5, 0)
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        native.frame_traces(b"", [b"abc"])
 
 
 def test_the_library_is_cached_per_version(native):

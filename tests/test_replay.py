@@ -425,3 +425,44 @@ def test_fused_leak_alert_is_located_at_the_op_that_made_the_value(tmp_path, nam
     assert len(alert["original_ops"]) > 1 and alert["original_ops"][0]["op_type"] != op_type  # fused, not first
     assert alert["confirmed"] == "replay" and alert["inner_op"]["op_type"] == op_type
     assert alert["location"]["line"] == line_of(MASKED_FILE, f"# leak: {op_type.split('.')[-1]}")
+
+
+def test_native_and_python_scans_name_the_same_first_nonfinite_row(tmp_path, monkeypatch):
+    """AutoReplay.scan_buffers in C++ (native_rows) and in Python, on the stats buffers of a
+    real call with non-finite counts planted at random rows (and rows that did not run):
+    the same (function, row), the earliest by timestamp over two buffers."""
+    from models import chain
+
+    from tvmdbg_tb.instrument import compiled, native_rows
+    from tvmdbg_tb.replay.auto import AutoReplay
+
+    assert native_rows.LIBRARY.load() is not None, native_rows.LIBRARY.failure()
+    tvmdbg.enable_dump_debug_info(str(tmp_path), "FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        executable, inputs = chain(30, 9)
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        vm["main"](tvm.runtime.tensor(inputs[0]))
+        fid = vm._tvmdbg_info.compiled["main"]
+        real = fast_tracer._LOCAL.pool[fid][-1][1]  # the rows the call's kernels wrote
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    replay = AutoReplay.__new__(AutoReplay)  # scan_buffers reads no session state
+    replay._health_masks = {}
+    assert compiled.FUNCTIONS[fid].health and len(compiled.FUNCTIONS[fid].rows) == 30
+    rng = np.random.default_rng(3)
+    off = {"error": RuntimeError("off in this test")}
+    for trial in range(60):
+        buffers = []
+        for _ in range(2):
+            array = real.copy()
+            array[1:31, 0] = np.sort(rng.uniform(1e9, 2e9, 30))
+            for row in rng.integers(1, 31, rng.integers(0, 3)):
+                array[row, rng.choice([1, 5, 6])] += 1.0  # a NaN (size above the three counts), -inf or +inf
+            for row in rng.integers(1, 31, rng.integers(0, 2)):
+                array[row, 0] = 0.0  # a kernel that did not run
+            buffers.append((fid, None, array))
+        native = replay.scan_buffers(buffers)
+        with monkeypatch.context() as patch:
+            patch.setattr(native_rows.LIBRARY, "_state", off)
+            python = replay.scan_buffers(buffers)
+        assert native == python, trial

@@ -82,7 +82,7 @@ def _frame_traces(prefix: bytes, payloads: Sequence[bytes], first: int) -> list[
 class _Framed(NamedTuple):
     """Records framed natively: their bytes end to end, and each one's size."""
 
-    blob: memoryview
+    blob: bytes
     sizes: list[int]
 
 
@@ -219,7 +219,7 @@ class DebugEventsWriter:
             ),
         )
         self.flush()
-        native_records.start_loading()  # in the background: no traced call waits for a build
+        native_records.LIBRARY.start_loading()  # in the background: no traced call waits for a build
         self._stop = threading.Event()
         self._flusher = threading.Thread(
             target=self._flush_periodically, args=(flush_interval,), name="tvmdbg-flush", daemon=True
@@ -289,13 +289,7 @@ class DebugEventsWriter:
 
     def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
         """Queues an Execution given serialized (the instrumentation's fast path)."""
-        if self._failed or self._closed:
-            return
-        try:
-            head = _envelope_prefix(wall_time or time.time(), step) + _EXECUTION_TAG
-            self._queue(layout.EXECUTION, [records.encode(head + varint(len(payload)) + payload)])
-        except Exception as error:
-            self._fail(f"could not encode an execution: {error!r}")
+        self.write_call(payload, (), wall_time, step)
 
     def write_graph_execution_trace_payloads(
         self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
@@ -309,27 +303,42 @@ class DebugEventsWriter:
         batch. Indices are allocated and the batch queued under that one lock, so the file is
         in index order whichever threads write.
         """
-        if self._failed or self._closed or not payloads:
+        self.write_call(None, payloads, wall_time, step)
+
+    def write_call(
+        self, execution: bytes | None, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
+    ) -> None:
+        """Queues one VM call's records: its Execution given serialized (or None) and its
+        traces as write_graph_execution_trace_payloads takes them, with one envelope and
+        one lock round trip for both."""
+        if self._failed or self._closed:
             return
         try:
-            prefix = _envelope_prefix(wall_time or time.time(), step) + _TRACE_TAG
+            prefix = _envelope_prefix(wall_time or time.time(), step)
+            size = 0
+            if execution is not None:
+                record = records.encode(prefix + _EXECUTION_TAG + varint(len(execution)) + execution)
+                size = len(record)
             with self._lock:
-                first = self._next_trace
-                framed = native_records.frame(prefix, payloads, first)
-                if framed is not None:
-                    chunks = [_Framed(*framed)]
-                    size = len(framed[0])
-                else:
-                    chunks = _frame_traces(prefix, payloads, first)
-                    size = sum(map(len, chunks))
-                self._next_trace += len(payloads)
-                self._pending[layout.GRAPH_EXECUTION_TRACES].extend(chunks)
+                if payloads:
+                    first = self._next_trace
+                    framed = native_records.frame(prefix + _TRACE_TAG, payloads, first)
+                    if framed is not None:
+                        chunks = [_Framed(*framed)]
+                        size += len(framed[0])
+                    else:
+                        chunks = _frame_traces(prefix + _TRACE_TAG, payloads, first)
+                        size += sum(map(len, chunks))
+                    self._next_trace += len(payloads)
+                    self._pending[layout.GRAPH_EXECUTION_TRACES].extend(chunks)
+                if execution is not None:
+                    self._pending[layout.EXECUTION].append(record)
                 self._pending_bytes += size
                 eager = self._pending_bytes >= _EAGER_WRITE_BYTES
             if eager:
                 self.flush()
         except Exception as error:
-            self._fail(f"could not encode traces: {error!r}")
+            self._fail(f"could not encode a call's records: {error!r}")
 
     def code_location(self, frames: Sequence[tuple[str, int, str]], user_frame_index: int = -1) -> pb.CodeLocation:
         """A CodeLocation for frames (file, line, function), outermost first; writes each new

@@ -67,6 +67,11 @@ class _ListenerSink:
 
     wants_nonfinite = False
 
+    @property
+    def idle(self) -> bool:
+        """No listener: executions may skip this sink (Session.call_done)."""
+        return not _LISTENERS
+
     def on_graph(self, graph, ops) -> None:
         return None
 
@@ -136,6 +141,7 @@ def _activate(session: Session | None) -> None:
     capture.STATE.on_executable = (lambda executable, info: session.register_executable(info)) if session else None
     capture.STATE.recording = session is not None
     capture.STATE.compile_health = _compile_health(session)
+    capture.STATE.params_in_kernels = session is None or session.param_cache is None
     if session is None:
         capture.REGISTRY.clear()
 

@@ -97,6 +97,9 @@ class _State:
     on_executable = None  # callable(executable, ExecutableInfo) set by the session
     # None: no compile-time instrumentation; False: timestamps only; True: with health.
     compile_health: bool | None = None
+    # Parameters counted by the kernels that read them (epilogue.py); off under
+    # param_summaries="once_per_value", which skips their summaries instead.
+    params_in_kernels: bool = True
 
 
 class _Build(threading.local):
@@ -211,7 +214,7 @@ def _instrumented(pending: _PendingBuild, mod):
 
     if compiled.plan_supported(info):
         try:
-            mod, functions = compiled.instrument(mod, info, pending.health)
+            mod, functions = compiled.instrument(mod, info, pending.health, STATE.params_in_kernels)
             info.compiled = {name: f.fid for name, f in functions.items()}
             info.compiled_health = pending.health
         except Exception as error:  # unsupported shape of module: the VM instrument traces it

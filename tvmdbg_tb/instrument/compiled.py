@@ -73,6 +73,9 @@ class CompiledFunction:
     # rows summarising them (written before the first kernel); None for other parameters.
     param_leaf_specs: list[list[tuple[str, tuple[int, ...]]] | None] = field(default_factory=list)
     param_leaf_rows: list[list[int] | None] = field(default_factory=list)
+    # Parameters counted by a kernel that reads them (epilogue.py), by position: their rows are
+    # written when that kernel runs, not before the first kernel.
+    params_in_kernels: list[int] = field(default_factory=list)
 
 
 _FIDS = iter(range(1, 1 << 62))
@@ -194,13 +197,16 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
     return True
 
 
-def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[object, dict[str, CompiledFunction]]:
+def instrument(
+    mod, info: graphs.ExecutableInfo, health: bool | str, params_in_kernels: bool = True
+) -> tuple[object, dict[str, CompiledFunction]]:
     """Adds the summary calls to every Relax function of the lowered module mod; health
-    "stats" adds FULL_STATS' statistics to the counts, "shape" writes sizes and dims only."""
+    "stats" adds FULL_STATS' statistics to the counts, "shape" writes sizes and dims only;
+    params_in_kernels: kernels that read a parameter element by element count it."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
-    kernels = _fused_kernels(mod, info) if health is True else {}
-    fused = {gvar.name_hint: guard for gvar, (_, guard) in kernels.items()}
+    kernels = _fused_kernels(mod, info, params_in_kernels) if health is True else {}
+    fused = {gvar.name_hint: (guard, counted) for gvar, (_, counted, guard) in kernels.items()}
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function) or gvar.name_hint not in info.functions:
             continue
@@ -212,26 +218,31 @@ def instrument(mod, info: graphs.ExecutableInfo, health: bool | str) -> tuple[ob
         functions[function_info.name] = compiled
     if not functions:
         return mod, {}
-    for gvar, func in [*updates.items(), *[(g, k) for g, (k, _) in kernels.items()]]:
+    for gvar, func in [*updates.items(), *[(g, k) for g, (k, _, _) in kernels.items()]]:
         mod[gvar] = func  # nothing changed before every function was done
     for compiled in functions.values():
         FUNCTIONS[compiled.fid] = compiled
     return mod, functions
 
 
-def _fused_kernels(mod, info: graphs.ExecutableInfo) -> dict:
-    """The kernels of mod made to count their own output (epilogue.py), by GlobalVar, with the
-    guarded summary kernel that counts a row they left unwritten: those of a CPU build whose
-    every call is an instrumented site writing one tensor at the same position. Any other
-    kernel, or any surprise, keeps the separate summary call."""
+def _fused_kernels(mod, info: graphs.ExecutableInfo, params_in_kernels: bool = True) -> dict:
+    """The kernels of mod made to count their own output (epilogue.py), by GlobalVar: (the new
+    kernel, the guarded summary kernel that counts a row it left unwritten, the positions of
+    the inputs it also counts). Those of a CPU build whose every call is an instrumented site
+    writing one tensor at the same position; a kernel called from one site also counts the
+    function parameters it reads element by element (their guarded summary moves after it).
+    Any other kernel, or any surprise, keeps the separate summary call."""
     if not info.target.startswith("llvm"):  # a GPU kernel's blocks are thread-bound: counted apart
         return {}
     positions: dict[str, int | None] = {}
+    parameters: dict[str, tuple[int, ...]] = {}  # kernel -> its parameter inputs, at its only site
     instrumented = set()
     for name, function in info.functions.items():
         if function.sites:
             instrumented.add(name)
         for site in function.sites:
+            single_site = site.kernel not in parameters and params_in_kernels
+            parameters[site.kernel] = _parameter_inputs(site) if single_site else ()
             out = site.output_positions
             single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
             position = out[0] if single else None
@@ -246,17 +257,30 @@ def _fused_kernels(mod, info: graphs.ExecutableInfo) -> dict:
         if position is None or not isinstance(func, tvm.tirx.PrimFunc):
             continue
         try:
-            new_func = epilogue.fuse(func, position)
-            if new_func is not None:
+            found = epilogue.fuse(func, position, parameters.get(gvar.name_hint, ()))
+            if found is not None:
                 out = func.params[position]
-                fused[gvar] = (new_func, kernel(str(out.dtype), len(out.shape), True, guarded=True))
+                fused[gvar] = (*found, kernel(str(out.dtype), len(out.shape), True, guarded=True))
         except Exception:  # an unexpected kernel shape: the separate summary counts it
             pass
     return fused
 
 
+def _parameter_inputs(site: graphs.SiteInfo) -> tuple[int, ...]:
+    """The positions of a site's inputs that are tensor parameters of its function (the
+    first position of a parameter passed twice)."""
+    if len(site.inputs) != site.num_inputs:
+        return ()
+    first: dict[int, int] = {}
+    for q, source in enumerate(site.inputs):
+        if source.param_index >= 0 and source.tuple_item < 0:
+            first.setdefault(source.param_index, q)
+    return tuple(first.values())
+
+
 def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health, fused=None):
-    fused = fused or {}  # kernel name -> the guarded summary kernel after it (_fused_kernels)
+    # kernel name -> (the guarded summary kernel after it, the inputs it counts) (_fused_kernels)
+    fused = fused or {}
     body = func.body
     if not isinstance(body, relax.SeqExpr):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
@@ -287,11 +311,18 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             return _binding(name, [value, stats, _row(row)])
         return _binding(tick_name, [stats, _row(row)])
 
+    # Parameters a kernel counts as it reads them: their guarded summary comes after it.
+    param_row = {hash(p): 1 + len(rows) + j for j, p in enumerate(params)}
+    in_kernel = {
+        hash(func.params[site.inputs[q].param_index])
+        for site in function_info.sites
+        for q in fused.get(site.kernel, (None, ()))[1]
+    }
     # Before the first kernel (after the VM checked the arguments): get the buffer, summarise
     # the tensor parameters, stamp the start.
     prologue = [
         relax.VarBinding(stats, relax.Call(relax.ExternFunc(STATS_FUNC), [_row(fid), _row(nrows)], ty_args=[stats_ty])),
-        *[summary(p, 1 + len(rows) + j, True, guarded=True) for j, p in enumerate(params)],
+        *[summary(p, param_row[hash(p)], True, guarded=True) for p in params if hash(p) not in in_kernel],
     ]
     leaf_rows: list[list[int] | None] = [None] * len(func.params)
     next_row = 1 + len(rows) + len(params)
@@ -302,7 +333,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             leaf_rows[k].append(next_row)
             next_row += 1
     prologue.append(summary(None, 0, False))
-    output_rows: dict[int, int] = {hash(p): 1 + len(rows) + j for j, p in enumerate(params)}
+    output_rows: dict[int, int] = dict(param_row)
     blocks = []
     values: dict[int, object] = {}  # the tuples bound to vars, for _leaves
     next_site, row = 0, 1
@@ -338,13 +369,20 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 continue
             call_args = value.args
             nargs = graphs.array_size(call_args)
-            # A kernel counting its own output (epilogue.py) gets the buffer and its row; the
-            # guarded summary after it counts the row only if the kernel left it unwritten.
-            guard = fused.get(callee) if isinstance(op, relax.GlobalVar) else None
+            # A kernel counting its own output (epilogue.py) gets the buffer and its row (and
+            # those of the parameters it counts); the guarded summaries after it count a row
+            # only if the kernel left it unwritten.
+            guard, counted = fused.get(callee, (None, ())) if isinstance(op, relax.GlobalVar) else (None, ())
+            counted_params = []
             if guard is not None:
                 args = graphs.items(call_args)
+                counted_params = [args[q] for q in counted]
+                expected = [func.params[plan[next_site][0].inputs[q].param_index] for q in counted]
+                if any(hash(p) != hash(e) or hash(p) not in param_row for p, e in zip(counted_params, expected)):
+                    raise ValueError(f"{function_info.name}: `{callee}` counts an input that is not its parameter")
+                rows_of = [_row(param_row[hash(p)]) for p in counted_params]
                 bindings[-1] = relax.VarBinding(
-                    binding.var, relax.Call(op, [*args, stats, _row(row)], value.attrs, value.ty_args)
+                    binding.var, relax.Call(op, [*args, stats, _row(row), *rows_of], value.attrs, value.ty_args)
                 )
             for position in plan[next_site][1]:
                 info = rows[row - 1]
@@ -362,6 +400,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 if out is not None:
                     output_rows.setdefault(hash(out), row)
                 row += 1
+            bindings += [summary(p, param_row[hash(p)], True, guarded=True) for p in counted_params]
             next_site += 1
             next_kernel = plan[next_site][0].kernel if next_site < len(plan) else None
         blocks.append(relax.BindingBlock(bindings))
@@ -377,6 +416,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     compiled.output_specs = [_static_spec(v) for v in leaves]
     compiled.param_leaf_specs = leaf_specs
     compiled.param_leaf_rows = leaf_rows
+    compiled.params_in_kernels = [k for k, p in enumerate(func.params) if hash(p) in in_kernel]
     return new_func, compiled
 
 

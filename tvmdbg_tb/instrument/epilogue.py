@@ -10,8 +10,13 @@ every element was finite; otherwise the guarded summary kernel called right afte
 (compiled.py) finds the row unwritten and counts NaN and infinities exactly. The tests come
 from the summary kernel's own generator (kernel_source.fused_source), so the counts are the same.
 
-The fused kernel takes the stats buffer and the row as two extra parameters and replaces the
-original in the module. The counts stay in the stats buffer, read once per VM call, so a GPU
+The same loop can count an input that the block reads element by element (one element at the
+block's own indices, a buffer of the output's shape): the Relax function's parameters, which
+the separate summary kernel would otherwise read once more on every call (a 1M-element
+parameter: ~200 us). Each counted buffer has its own accumulators and its own row.
+
+The fused kernel takes the stats buffer and the rows (the output's, then each counted
+input's) as extra parameters and replaces the original in the module. The counts stay in the stats buffer, read once per VM call, so a GPU
 target would add no host synchronisation either (its kernels are not fused today: their
 blocks are thread-bound). Any kernel whose output is not stored by one complete spatial block,
 one element per iteration, in a loop that splits into vectors, keeps the separate summary call;
@@ -37,21 +42,22 @@ MIN_ELEMENTS = 1 << 16
 # compiled into every fused kernel), and count 1M floats as fast (bench_fused_health.py).
 LANES = 8
 
-_TEMPLATES: dict[tuple[str, int], tuple[tirx.PrimFunc, int]] = {}
+_TEMPLATES: dict[tuple[str, int, int], tuple[tirx.PrimFunc, int]] = {}
 _LOCK = threading.Lock()
 
 
-def _template(dtype: str, rank: int) -> tuple[tirx.PrimFunc, int]:
-    """The fused form of the summary kernel of dtype/rank (parsed once per process) and the
-    index, in its body, of the placeholder loop whose innermost body holds the per-element
-    counting statements."""
-    key = (dtype, rank)
+def _template(dtype: str, rank: int, instance: int = 0) -> tuple[tirx.PrimFunc, int]:
+    """The fused form of the summary kernel of dtype/rank (parsed once per process and
+    instance: each buffer counted in one kernel needs its own accumulators) and the index, in
+    its body, of the placeholder loop whose innermost body holds the per-element counting
+    statements."""
+    key = (dtype, rank, instance)
     found = _TEMPLATES.get(key)
     if found is None:
         with _LOCK:
             found = _TEMPLATES.get(key)
             if found is None:
-                name = f"tvmdbg_fused_{dtype}_r{rank}"
+                name = f"tvmdbg_fused_{dtype}_r{rank}_{instance}"
                 func = tvm.script.from_source(kernel_source.fused_source(name, dtype, rank, LANES))
                 body = list(func.body.seq)
                 index = next(k for k, s in enumerate(body) if _is_placeholder(s))
@@ -148,25 +154,57 @@ def _is_zero(value) -> bool:
     return isinstance(value, tirx.IntImm) and int(value.value) == 0
 
 
-def fuse(prim: tirx.PrimFunc, position: int) -> tirx.PrimFunc | None:
-    """prim counting its output (parameter `position`) into the stats row given as two extra
-    parameters (stats, row), or None when it keeps the separate summary call."""
+def _countable(buffer) -> bool:
+    """A dense buffer of a health dtype, static shape and supported rank."""
+    dtype = str(getattr(buffer, "dtype", ""))
+    shape = getattr(buffer, "shape", None)
+    if dtype not in kernel_source.HEALTH_DTYPES or shape is None or len(shape) > kernel_source.MAX_RANK:
+        return False
+    return not len(buffer.strides) and _is_zero(buffer.elem_offset)
+
+
+def _read_elementwise(block, buffer, shape) -> bool:
+    """Whether block reads buffer (of the output's shape) one element at its own indices:
+    then the block's loop nest visits each of its elements exactly once."""
+    if len(buffer.shape) != len(shape) or not all(tvm_ffi.structural_equal(a, b) for a, b in zip(buffer.shape, shape)):
+        return False
+    for region in block.reads:
+        if region.source.same_as(buffer):
+            ranges = list(region.region)
+            return len(ranges) == len(block.iter_vars) and all(
+                r.min.same_as(iv.var) and isinstance(r.extent, tirx.IntImm) and int(r.extent.value) == 1
+                for r, iv in zip(ranges, block.iter_vars)
+            )
+    return False
+
+
+def fuse(
+    prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()
+) -> tuple[tirx.PrimFunc, tuple[int, ...]] | None:
+    """prim counting its output (parameter `position`) and those of the parameters `inputs`
+    it reads element by element into the stats rows given as extra parameters (stats, the
+    output's row, then one row per counted input), with the positions of the inputs it
+    counts; None when it keeps the separate summary call."""
     if position >= len(prim.params):
         return None
     out = prim.params[position]
-    dtype = str(getattr(out, "dtype", ""))
     shape = getattr(out, "shape", None)
-    if dtype not in kernel_source.HEALTH_DTYPES or shape is None or len(shape) > kernel_source.MAX_RANK:
-        return None
-    if len(out.strides) or not _is_zero(out.elem_offset) or _size(shape) < MIN_ELEMENTS:
+    if not _countable(out) or _size(shape) < MIN_ELEMENTS:
         return None
     sch = s_tir.Schedule(tvm.IRModule({"main": prim}))
     block_rv = _output_block(sch, out)
     if block_rv is None:
         return None
     rank = len(shape)
-    template, index = _template(dtype, rank)
-    statements, element, lane = _element_statements(template.body.seq[index])
+    original = sch.get(block_rv)
+    counted = tuple(
+        q
+        for q in dict.fromkeys(inputs)
+        if q != position
+        and q < len(prim.params)
+        and _countable(prim.params[q])
+        and _read_elementwise(original, prim.params[q], shape)
+    )
     if rank:  # the innermost loop in vectors of LANES (the lane index then folds to a ramp)
         inner = sch.get_loops(block_rv)[-1]
         extent = sch.get(inner).extent
@@ -177,37 +215,40 @@ def fuse(prim: tirx.PrimFunc, position: int) -> tirx.PrimFunc | None:
     block = sch.get(block_rv)
     store = block.body
     lane_value = tirx.floormod(block.iter_vars[-1].var, tirx.const(LANES, "int64")) if rank else tirx.const(0, "int64")
-    body = tirx.SeqStmt(
-        [
-            store,
-            tirx.Bind(element, tirx.BufferLoad(out, store.indices)),
-            tirx.Bind(lane, lane_value),
-            *statements,
-        ]
-    )
-    counting = s_tir.SBlock(
+    buffers = [out, *(prim.params[q] for q in counted)]
+    templates = [_template(str(buffer.dtype), rank, k) for k, buffer in enumerate(buffers)]
+    statements = [store]
+    for buffer, (template, index) in zip(buffers, templates):
+        counting, element, lane = _element_statements(template.body.seq[index])
+        statements += [tirx.Bind(element, tirx.BufferLoad(buffer, store.indices)), tirx.Bind(lane, lane_value)]
+        statements += counting
+    counting_block = s_tir.SBlock(
         block.iter_vars,
         block.reads,
         block.writes,
         block.name_hint,
-        body,
+        tirx.SeqStmt(statements),
         None,
         block.alloc_buffers,
         block.match_buffers,
         block.annotations,
     )
-    sch.state.replace(sch.get_sref(block_rv), counting, {block: counting})
+    sch.state.replace(sch.get_sref(block_rv), counting_block, {block: counting_block})
     producer = sch.mod["main"]
-    source, stats, row = template.params
-    seq = list(template.body.seq)
-    joined = tirx.PrimFunc(
-        [*producer.params, source, stats, row],
-        tirx.SeqStmt([*seq[:index], producer.body, *seq[index + 1 :]]),
-        producer.ret_type,
-        producer.attrs,
-        producer.span,
-    )
-    fused = joined.specialize({source: out})
-    if len(fused.params) != len(prim.params) + 2:
+    body = producer.body
+    for template, index in reversed(templates):  # the output's accumulators outermost
+        seq = list(template.body.seq)
+        body = tirx.SeqStmt([*seq[:index], body, *seq[index + 1 :]])
+    params, sources = list(producer.params), {}
+    first_stats = templates[0][0].params[1]
+    for k, (buffer, (template, _)) in enumerate(zip(buffers, templates)):
+        source, stats, row = template.params
+        params += [source, stats, row]
+        sources[source] = buffer
+        if k:  # one stats buffer: the other templates' stats are the first's
+            sources[stats] = first_stats
+    joined = tirx.PrimFunc(params, body, producer.ret_type, producer.attrs, producer.span)
+    fused = joined.specialize(sources)
+    if len(fused.params) != len(prim.params) + 2 + len(counted):
         return None
-    return fused
+    return fused, counted

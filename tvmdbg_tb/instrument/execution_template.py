@@ -9,7 +9,8 @@ summary's values at once (counts of a tensor and a tuple's totals are the same l
 of its rows' counts: a selection matrix product) and scatters them into a copy of the
 buffer. This replaces a Python loop step per summary (~1.5 us each; the training step's
 optimizer call has ~25), and writes byte for byte what fast_tracer._summary_body and
-_tuple_body write (tests/test_execution_template.py compares them).
+_tuple_body write (tests/test_execution_template.py compares them). With native_rows
+loaded the same template is filled in C++ (summaries), without numpy's cost per operation.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import numpy as np
 
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.wire import varint
+from tvmdbg_tb.instrument import native_rows
+from tvmdbg_tb.instrument.kernel_source import ROW_WIDTH
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 # Columns 1..7 of a summary row (compiled.py's layout): size, lt0, gt0, eq0, -inf, +inf, rank.
@@ -52,7 +55,7 @@ class ExecutionTemplate:
     """The constant bytes of one function's health-mode Execution (header, tags, lengths,
     dtypes and shapes) and where each summary's values go; fill() writes one call's."""
 
-    __slots__ = ("rows", "select", "linear", "keep", "constant", "curt", "full", "buffer", "positions")
+    __slots__ = ("rows", "select", "linear", "keep", "constant", "curt", "full", "buffer", "positions", "native")
 
     def __init__(self, mode: int, header: bytes, parts: list[tuple]):
         """parts: fast_tracer's (field tag, buffer row or tuple of rows, dtype or items,
@@ -111,10 +114,29 @@ class ExecutionTemplate:
                 offset += len(piece)
         self.buffer = np.frombuffer(bytes(buffer), np.uint8)
         self.positions = positions.ravel()
+        # native_rows.summaries' arguments: the buffer, each block's offset, its rows (as
+        # buffer rows, a block's run of members), dtype code and whether it is a tuple's totals.
+        starts = np.cumsum([0] + [len(positions_) for positions_, _, _ in blocks])
+        self.native = (
+            bytes(buffer),
+            positions[:, 0].astype(np.uint32).tobytes(),
+            starts.astype(np.uint32).tobytes(),
+            self.rows[[p for positions_, _, _ in blocks for p in positions_]].astype(np.uint32).tobytes(),
+            np.array([code for _, code, _ in blocks], np.float64).tobytes(),
+            bytes(bool(totals) for _, _, totals in blocks),
+            width,
+        )
 
     def fill(self, array: np.ndarray) -> bytes | None:
         """The Execution's bytes (without its per-call fields) from one call's summary rows;
         None when a row was not written (a kernel that did not run)."""
+        native = native_rows.LIBRARY.loaded()
+        if native is not None:
+            return native.summaries(*self.native, array, ROW_WIDTH)
+        return self.fill_numpy(array)
+
+    def fill_numpy(self, array: np.ndarray) -> bytes | None:
+        """fill() in numpy: when native_rows is not loaded."""
         rows = array[self.rows]
         if np.count_nonzero(rows[:, 0]) < len(rows):  # cheaper than .all() (no ufunc reduction)
             return None

@@ -16,18 +16,18 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tvm
 
 from tvmdbg_tb.events.summaries import dtype_code
-from tvmdbg_tb.events.trace_parts import TraceParts, static_table
+from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint as _varint
-from tvmdbg_tb.instrument import compiled, execution_template, param_cache
+from tvmdbg_tb.instrument import compiled, execution_template, native_rows, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
-from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, tuple_health_values
+from tvmdbg_tb.instrument.session import RuntimeFunction, Session, TraceBatch
+from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, top_level_size, tuple_health_values
 from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -169,10 +169,11 @@ class CompiledTracer(Tracer):
         self._locations: dict[tuple, bytes] = {}
         self._rate = cycles_per_us()
         self._cache = session.param_cache  # param_summaries="once_per_value"
-        self._row_codes: dict[int, Any] = {}  # fid -> dtype codes of its rows (FULL_HEALTH)
-        self._tables: dict[int, tuple] = {}  # fid -> (static_table of its statics, which rows have one)
+        self._plans: dict[int, _PartsPlan | None] = {}  # fid -> how _parts builds its traces
+        self._leaf_counts: dict[str, tuple[int, int]] = {}  # function -> (top-level size, leaves)
         self._vm = weakref.ref(vm)
         vm._set_instrument(None)
+        native_rows.LIBRARY.start_loading()
 
     def call(self, function_name: str, invoke, args: tuple, inputs: tuple, get_outputs=None) -> Any:
         if _LOCAL.call is not None or _LOCAL.implicit is not None:
@@ -258,6 +259,11 @@ class CompiledTracer(Tracer):
     def _payloads(self, call: _FastCall) -> Sequence[bytes]:
         """One payload per executed row: as parts built in numpy for a function with many
         rows (_parts), else plain Python on .tolist() (rows are few and small)."""
+        if len(call.buffers) == 1:  # the common case: one function's rows, framed from parts
+            fid, _, array = call.buffers[0]
+            parts = self._parts(call.index, fid, array)
+            if parts is not None:
+                return parts
         mode = self.mode
         index = b"\x18" + _varint(call.index)
         rate = self._rate
@@ -265,12 +271,10 @@ class CompiledTracer(Tracer):
         payloads: list[bytes] = []
         stamps: list[float] = []
         for fid, _, array in call.buffers:
-            parts = self._parts(call.index, fid, array)
+            parts = self._parts(call.index, fid, array) if len(call.buffers) > 1 else None
             if parts is not None:
-                if len(call.buffers) == 1:
-                    return parts  # framed without building its payloads
                 payloads.extend(parts.payloads())
-                stamps.extend(array[parts.which.astype(np.intp) + 1, 0].tolist())
+                stamps.extend(array[np.frombuffer(parts.which, np.uint32).astype(np.intp) + 1, 0].tolist())
                 continue
             statics, dynamic = self._static(fid)
             infos = compiled.FUNCTIONS[fid].rows
@@ -312,62 +316,74 @@ class CompiledTracer(Tracer):
         return payloads
 
     def _parts(self, index: int, fid: int, array: np.ndarray) -> TraceParts | None:
-        """The traces of a function with many rows, all of static shape, as TraceParts: the
-        tails of every row in one numpy pass, no Python per trace. None otherwise."""
-        statics, dynamic = self._static(fid)
-        if len(statics) < _VECTOR_ROWS or any(dynamic):
+        """The traces of a function whose rows are all of static shape (and, in health
+        modes, all hold counts) as TraceParts: every row's tail from one pass over the
+        buffer, native (native_rows) or numpy (from _VECTOR_ROWS rows), no Python per
+        trace. None otherwise: the row loop."""
+        plan = self._plans.get(fid, False)
+        if plan is False:
+            plan = self._plans[fid] = self._parts_plan(fid)
+        if plan is None:
             return None
-        if self.mode in (pb.NO_TENSOR, pb.SHAPE):
-            cycles = array[: len(statics) + 1, 0]
-            ran = np.flatnonzero(cycles[1:]) + 1
-            tails = np.empty(len(ran), _DURATION_TAIL)
-            tails["tag"] = 0x59
-            tails["duration"] = (cycles[ran] - cycles[_previous(ran)]) / self._rate
-        elif self.mode in _TAILS:
-            found = self._health_tails(fid, array)
-            if found is None:
-                return None
-            tails, ran = found
-        else:
+        middle = b"\x18" + _varint(index)
+        native = native_rows.LIBRARY.loaded()
+        if native is not None:
+            which, tails = native.trace_tails(
+                array,
+                plan.rows,
+                compiled.ROW_WIDTH,
+                plan.traced,
+                plan.count,
+                plan.codes,
+                compiled.STATS_COLUMN,
+                self._rate,
+            )
+            return TraceParts(plan.statics, which, middle, tails, plan.width)
+        if plan.rows <= _VECTOR_ROWS:
             return None
-        table = self._tables.get(fid)
-        if table is None:
-            table = self._tables[fid] = (static_table(statics), np.array([bool(s) for s in statics]))
-        traced = table[1][ran - 1]  # rows with a trace (a slot the site does not report has none)
-        which = (ran - 1)[traced].astype(np.uint32)
-        tails = tails[traced]
-        return TraceParts(statics, table[0], which, b"\x18" + _varint(index), tails.tobytes(), tails.dtype.itemsize)
+        tails, ran = self._numpy_tails(plan, array)
+        traced = plan.has_trace[ran - 1]  # rows with a trace (a slot the site does not report has none)
+        which = (ran - 1)[traced].astype(np.uint32).tobytes()
+        return TraceParts(plan.statics, which, middle, tails[traced].tobytes(), plan.width)
 
-    def _health_tails(self, fid: int, array) -> tuple[np.ndarray, np.ndarray] | None:
-        """(tails, buffer rows that ran) of a function whose rows all hold counts of static
-        shapes, built in numpy: every row's tail (debug_values and duration fields, the bytes
-        _debug_values and the loop above write) in one packed array. None when the function
-        does not qualify."""
-        codes = self._row_codes.get(fid, False)
-        if codes is False:
-            infos = compiled.FUNCTIONS[fid].rows
-            qualifies = not any(self._static(fid)[1]) and all(info.health for info in infos)
-            if self.mode == pb.FULL_STATS:  # bool rows take their statistics from the counts
-                qualifies = qualifies and all(info.dtype != "bool" for info in infos)
-            codes = np.array([dtype_code(info.dtype) for info in infos], "float64") if qualifies else None
-            self._row_codes[fid] = codes
-        if codes is None or len(codes) < _VECTOR_ROWS:
+    def _parts_plan(self, fid: int) -> _PartsPlan | None:
+        """What _parts needs of a function, once per session; None when it does not qualify."""
+        statics, dynamic = self._static(fid)
+        if any(dynamic):
             return None
-        block = array[: len(codes) + 1]
+        infos = compiled.FUNCTIONS[fid].rows
+        has_trace = np.array([bool(s) for s in statics], bool)
+        if self.mode in (pb.NO_TENSOR, pb.SHAPE):
+            return _PartsPlan(statics, len(statics) + 1, has_trace.tobytes(), has_trace, 0, b"", _DURATION_TAIL)
+        layout = _TAILS.get(self.mode)
+        if layout is None or not all(info.health for info in infos):
+            return None
+        if self.mode == pb.FULL_STATS and any(info.dtype == "bool" for info in infos):
+            return None  # bool rows take their statistics from the counts
+        codes = np.array([dtype_code(info.dtype) for info in infos], "float64")
+        count = layout["values"].shape[0]
+        return _PartsPlan(statics, len(statics) + 1, has_trace.tobytes(), has_trace, count, codes, layout)
+
+    def _numpy_tails(self, plan: _PartsPlan, array) -> tuple[np.ndarray, np.ndarray]:
+        """(tails, buffer rows that ran) in numpy: every row's tail (debug_values and
+        duration fields, the bytes _debug_values and the row loop write) in one packed
+        array: native_rows' pass, for when the extension is not loaded."""
+        block = array[: plan.rows]
         cycles = block[:, 0]
         ran = np.flatnonzero(cycles[1:]) + 1  # rows of the kernels that ran
-        before = _previous(ran)
-        layout = _TAILS[self.mode]
-        tails = np.empty(len(ran), layout)
-        tails["duration"] = (cycles[ran] - cycles[before]) / self._rate
+        tails = np.empty(len(ran), plan.layout)
+        tails["duration"] = (cycles[ran] - cycles[_previous(ran)]) / self._rate
+        tails["tag"] = 0x59
+        if not plan.count:
+            return tails, ran
         rows = block[ran]
         size, lt, gt, eq, neg_inf, pos_inf = (rows[:, k] for k in range(1, 7))
-        tails["tag"], tails["length"], tails["duration_tag"] = 0x42, layout["values"].itemsize, 0x59
+        tails["tag"], tails["length"], tails["duration_tag"] = 0x42, plan.layout["values"].itemsize, 0x59
         values = tails["values"]
         nan = size - lt - gt - eq
         if self.mode in (pb.FULL_HEALTH, pb.FULL_STATS):
             values[:, 0] = 0.0
-            values[:, 1] = codes[ran - 1]
+            values[:, 1] = plan.codes[ran - 1]
             values[:, 2] = rows[:, 7]
             values[:, 3] = size
             values[:, 4] = neg_inf
@@ -453,12 +469,12 @@ class CompiledTracer(Tracer):
         finally:
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
-        leaves = flatten(outputs) if outputs is not None else None
         remember = self._cache is not None and error is None and not call.implicit
         if error is None and not call.implicit:
-            static = self._static_execution(call, len(inputs), leaves)
+            num_leaves = self._num_leaves(call.function.name, outputs)
+            static = self._static_execution(call, len(inputs), num_leaves)
             if static is None:
-                static = self._health_execution(call, len(inputs), leaves)
+                static = self._health_execution(call, len(inputs), num_leaves)
             if static is not None:  # the common case in NO_TENSOR and SHAPE: no message built
                 location = self._location_bytes(frames, user_index)
                 payload = b"".join(
@@ -475,16 +491,29 @@ class CompiledTracer(Tracer):
                         _varint(len(payloads)),
                     )
                 )
-                self.session.execution_done(ExecutionPayload(payload), TraceBatch(payloads=payloads))
+                self.session.call_done(payload, payloads)
                 if remember:
-                    self._safely(self._remember, call, inputs, leaves)
+                    self._safely(self._remember, call, inputs, flatten(outputs) if outputs is not None else None)
                 return
+        leaves = flatten(outputs) if outputs is not None else None
         summaries = self._row_summaries(call, inputs, leaves)
         self._emit(call, TraceBatch(payloads=payloads), inputs, leaves, error, frames, user_index, summaries)
         if remember:  # after the inputs were looked up: outputs replace their slots' entries
             self._safely(self._remember, call, inputs, leaves)
 
-    def _static_execution(self, call: _FastCall, num_inputs: int, leaves) -> bytes | None:
+    def _num_leaves(self, name: str, outputs) -> int:
+        """len(flatten(outputs)) without walking them on every call: a Relax function's
+        return structure is static, so its count is taken once and reused while the top
+        level has the same size."""
+        if outputs is None:
+            return 0
+        top = top_level_size(outputs)
+        known = self._leaf_counts.get(name)
+        if known is None or known[0] != top:
+            known = self._leaf_counts[name] = (top, len(flatten(outputs)))
+        return known[1]
+
+    def _static_execution(self, call: _FastCall, num_inputs: int, num_leaves: int) -> bytes | None:
         """The serialized constant part of this function's Execution, when inputs and outputs
         are fully static and the mode needs no more than their dtype and shape."""
         if self.mode not in (pb.NO_TENSOR, pb.SHAPE):
@@ -496,13 +525,12 @@ class CompiledTracer(Tracer):
         static = None
         fid = self._fids.get(name)
         function = compiled.FUNCTIONS.get(fid) if fid is not None else None
-        leaves = leaves or []
         if function is not None and len(function.param_specs) == num_inputs:
             leaf_specs = function.param_leaf_specs or [None] * num_inputs
             inputs = [spec if spec is not None else leaf_specs[k] for k, spec in enumerate(function.param_specs)]
         else:
             inputs = [None]
-        if len(function.output_specs if function else ()) == len(leaves) and all(inputs) and all(function.output_specs):
+        if len(function.output_specs if function else ()) == num_leaves and all(inputs) and all(function.output_specs):
             execution = pb.Execution(
                 function_name=name,
                 graph_id=call.function.graph_id,
@@ -522,7 +550,7 @@ class CompiledTracer(Tracer):
         self._execution_statics[key] = static
         return static
 
-    def _health_execution(self, call: _FastCall, num_inputs: int, leaves) -> bytes | None:
+    def _health_execution(self, call: _FastCall, num_inputs: int, num_leaves: int) -> bytes | None:
         """Health modes: the serialized Execution without its per-call fields (index,
         duration, location, num_traces), from a per-function template and one conversion of
         the summary rows; None when a value is not fully static or has no summary row."""
@@ -532,15 +560,18 @@ class CompiledTracer(Tracer):
         ):
             return None
         fid, _, array = call.buffers[0]
-        key = (fid, num_inputs, len(leaves or ()))
+        key = (fid, num_inputs, num_leaves)
         template = self._health_templates.get(key, False)
         if template is False:
-            template = self._health_templates[key] = self._health_template(call, fid, num_inputs, leaves or [])
+            template = self._health_templates[key] = self._health_template(call, fid, num_inputs, num_leaves)
         if template is None:
             return None
         header, row_ids, parts, vectorised = template
-        if vectorised is not None and not call.skips and _perf() - call.start < _VECTOR_CALL_SECONDS:
-            return vectorised.fill(array)  # (reused counts add fields: the loop below)
+        if vectorised is not None and not call.skips:  # (reused counts add fields: the loop below)
+            if native_rows.LIBRARY.loaded() is not None:
+                return vectorised.fill(array)  # in C++: cheap for any size, even after long kernels
+            if len(row_ids) >= _VECTOR_SUMMARIES and _perf() - call.start < _VECTOR_CALL_SECONDS:
+                return vectorised.fill_numpy(array)
         reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
         return self._loop_execution(template, array, reused)
 
@@ -577,15 +608,15 @@ class CompiledTracer(Tracer):
             parts.append(b"\xb0\x04" + _varint(min(indices)))
         return b"".join(parts)
 
-    def _health_template(self, call: _FastCall, fid: int, num_inputs: int, leaves) -> tuple | None:
+    def _health_template(self, call: _FastCall, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
         function = compiled.FUNCTIONS.get(fid)
         if (
             function is None
             or function.name != call.function.name
             or len(function.param_specs) != num_inputs
-            or len(function.output_specs) != len(leaves)
+            or len(function.output_specs) != num_leaves
             or not all(function.output_specs)
-            or None in function.output_rows[: len(leaves)]
+            or None in function.output_rows[:num_leaves]
         ):
             return None
         leaf_rows = function.param_leaf_rows or [None] * num_inputs
@@ -626,7 +657,7 @@ class CompiledTracer(Tracer):
         vectorised = None
         if (
             self.mode in execution_template.MODES
-            and len(row_ids) >= _VECTOR_SUMMARIES
+            and row_ids
             and all(not isinstance(row, tuple) or row for _, row, _, _ in parts)
         ):
             vectorised = execution_template.ExecutionTemplate(self.mode, header, parts)
@@ -701,6 +732,25 @@ class CompiledTracer(Tracer):
         return trace.SerializeToString()
 
 
+class _PartsPlan(NamedTuple):
+    """A function's constants for _parts: its rows' statics, how many buffer rows it
+    reads (row 0 and one per kernel row), which rows have a trace (bytes for the native
+    pass, bools for numpy), how many debug values a tail holds, each row's dtype code
+    (FULL_HEALTH, FULL_STATS) and the tail's numpy layout."""
+
+    statics: list[bytes]
+    rows: int
+    traced: bytes
+    has_trace: np.ndarray
+    count: int
+    codes: Any
+    layout: np.dtype
+
+    @property
+    def width(self) -> int:
+        return self.layout.itemsize
+
+
 def _previous(ran: np.ndarray) -> np.ndarray:
     """For each buffer row that ran, the row whose timestamp its duration starts from: the
     one that ran before it (row 0 holds the call's start)."""
@@ -746,7 +796,7 @@ _TAILS = {
 }  # NO_TENSOR and SHAPE: _DURATION_TAIL
 _DURATION_TAIL = np.dtype([("tag", "u1"), ("duration", "<f8")])  # NO_TENSOR and SHAPE: duration_us
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
-_VECTOR_SUMMARIES = 4  # Execution summaries from as many rows: execution_template's numpy, not the loop
+_VECTOR_SUMMARIES = 4  # without native_rows, Execution summaries from as many rows: numpy, not the loop
 # ... unless the call ran longer: its kernels evicted numpy's code and data from the caches,
 # and each numpy operation then costs 2-4 us, more than the loop for ~12 summaries (small
 # CNN, transformer block: +4 to +8 us per call measured, <1% of such a call either way).

@@ -191,6 +191,8 @@ class Session:
         self.dtype_ok = _dtype_filter(tensor_dtypes)
         self.writer = writer
         self.sinks: list[Sink] = []
+        # (the writer, the other sinks) when one sink writes the dump: call_done's shortcut
+        self._writer_sink: tuple[DebugEventsWriter, tuple] | None = None
         self.want_nonfinite = False  # some sink needs per-output finiteness
         self.replay = None  # tvmdbg_tb.replay.auto.AutoReplay when a dump is written
         self.trace_fused_ops = False  # deep mode (see api.enable_dump_debug_info)
@@ -208,12 +210,17 @@ class Session:
     # -- sinks -----------------------------------------------------------------------------
 
     def add_sink(self, sink: Sink) -> None:
-        self.sinks = [*self.sinks, sink]
-        self.want_nonfinite = any(getattr(s, "wants_nonfinite", False) for s in self.sinks)
+        self._set_sinks([*self.sinks, sink])
 
     def remove_sink(self, sink: Sink) -> None:
-        self.sinks = [s for s in self.sinks if s is not sink]
-        self.want_nonfinite = any(getattr(s, "wants_nonfinite", False) for s in self.sinks)
+        self._set_sinks([s for s in self.sinks if s is not sink])
+
+    def _set_sinks(self, sinks: list[Sink]) -> None:
+        self.sinks = sinks
+        self.want_nonfinite = any(getattr(s, "wants_nonfinite", False) for s in sinks)
+        writers = [s for s in sinks if type(s) is WriterSink]
+        others = tuple(s for s in sinks if type(s) is not WriterSink)
+        self._writer_sink = (writers[0].writer, others) if len(writers) == 1 else None
 
     def close(self) -> None:
         for sink in self.sinks:
@@ -387,6 +394,20 @@ class Session:
                 stop = error
         return stop
 
+    def call_done(self, execution: bytes, traces: Sequence[bytes]) -> None:
+        """execution_done for the fast path's serialized records (the Execution and its
+        traces, a list or TraceParts): straight to the writer when every other sink is idle
+        (a sink's `idle` attribute: it would ignore the execution, e.g. no listeners)."""
+        shortcut = self._writer_sink
+        if shortcut is not None:
+            for sink in shortcut[1]:
+                if not getattr(sink, "idle", False):
+                    break
+            else:
+                shortcut[0].write_call(execution, traces)
+                return
+        self.execution_done(ExecutionPayload(execution), TraceBatch(payloads=traces))
+
     def execution_done(self, execution: pb.Execution, traces: list[pb.GraphExecutionTrace]) -> None:
         for sink in self.sinks:
             try:
@@ -427,6 +448,9 @@ class WriterSink:
     def on_execution(self, execution: pb.Execution, traces: Sequence[pb.GraphExecutionTrace]) -> None:
         now = time.time()
         payloads = getattr(traces, "payloads", None)
+        if payloads is not None and type(execution) is ExecutionPayload:  # the fast path: one writer call
+            self.writer.write_call(execution.payload, payloads, wall_time=now)
+            return
         if payloads is not None:
             self.writer.write_graph_execution_trace_payloads(payloads, wall_time=now)
         else:

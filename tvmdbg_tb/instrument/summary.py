@@ -70,6 +70,16 @@ def as_numpy(value: Any) -> np.ndarray | None:
         return None
 
 
+def top_level_size(value: Any) -> int:
+    """How many items a runtime value has at its top level (1 for a tensor or an opaque
+    value): a cheap check that a function returned the structure it returned before."""
+    if _ARRAY_TYPE is not None and type(value) is _ARRAY_TYPE:
+        return _ARRAY_SIZE(value)
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    return 1
+
+
 def flatten(value: Any) -> list[Any]:
     """The leaves of a (possibly nested) tuple of runtime values."""
     if is_tensor(value) or isinstance(value, np.ndarray):

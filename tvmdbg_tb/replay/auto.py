@@ -54,6 +54,7 @@ class AutoReplay:
         # `tvmdbg replay` can replay any call offline (FusedGroupSource).
         self._sources = session.writer is not None and session.mode == pb.FULL_TENSOR
         self._sourced: set[int] = set()
+        self._health_masks: dict[int, bytes] = {}  # fid -> which of its rows hold counts (native scan)
 
     @property
     def watching(self) -> bool:
@@ -154,15 +155,25 @@ class AutoReplay:
         """(fid, row) of the earliest non-finite kernel output in a call's stats buffers.
 
         Per row, -inf + +inf + NaN = neg_inf + pos_inf + size - lt0 - gt0 - eq0 (columns
-        1..6); plain Python on one .tolist() is the cheapest for the few rows of a call."""
-        from tvmdbg_tb.instrument import compiled
+        1..6): in C++ (native_rows.first_nonfinite) when loaded, else plain Python on one
+        .tolist(), the cheapest for the few rows of a call."""
+        from tvmdbg_tb.instrument import compiled, native_rows
 
         best = None
+        native = native_rows.LIBRARY.loaded()
         for fid, _, array in buffers:
             function = compiled.FUNCTIONS.get(fid)
             if function is None or not function.health:
                 continue
             infos = function.rows
+            if native is not None:
+                mask = self._health_masks.get(fid)
+                if mask is None:
+                    mask = self._health_masks[fid] = bytes(bool(info.health) for info in infos)
+                i = native.first_nonfinite(array, len(infos) + 1, compiled.ROW_WIDTH, mask)
+                if i >= 0 and (best is None or array[i + 1, 0] < best[0]):
+                    best = (array[i + 1, 0], fid, i)
+                continue
             rows = array[1 : len(infos) + 1, :7]
             if len(infos) > _VECTOR_ROWS:  # many rows: one vectorised test first
                 r = rows

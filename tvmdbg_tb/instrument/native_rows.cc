@@ -1,0 +1,255 @@
+// A compiled function's stats rows turned into record bytes, in C++ (see native_rows.py):
+// each kernel's trace tail (debug_values and duration_us), the health-mode Execution's
+// summaries, and the first non-finite row, for one call in one CPython call each, without
+// numpy's fixed cost per operation. The bytes are fast_tracer's Python loops', double for
+// double (no contraction; counts are whole numbers, so sums are exact in any order).
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace {
+
+// A bytes-like argument's memory, released when it goes out of scope.
+class Buffer {
+ public:
+  ~Buffer() {
+    if (held_) PyBuffer_Release(&view_);
+  }
+  bool Get(PyObject* object, const char* what) {
+    if (PyObject_GetBuffer(object, &view_, PyBUF_C_CONTIGUOUS) != 0) {
+      PyErr_Format(PyExc_TypeError, "%s must be a contiguous buffer", what);
+      return false;
+    }
+    held_ = true;
+    return true;
+  }
+  const char* data() const { return static_cast<const char*>(view_.buf); }
+  size_t size() const { return static_cast<size_t>(view_.len); }
+
+ private:
+  Py_buffer view_{};
+  bool held_ = false;
+};
+
+void AppendDouble(std::string* out, double value) {
+  char bytes[8];
+  std::memcpy(bytes, &value, 8);  // little-endian hosts only (native_rows.py checks)
+  out->append(bytes, 8);
+}
+
+double At(const char* base, size_t index) {
+  double value;
+  std::memcpy(&value, base + 8 * index, 8);
+  return value;
+}
+
+// Column 1..7 of a row: size, lt0, gt0, eq0, -inf, +inf, rank (kernel_source's layout).
+struct Counts {
+  double size = 0, lt = 0, gt = 0, eq = 0, neg_inf = 0, pos_inf = 0, rank = 0;
+  void Add(const char* row) {
+    size += At(row, 1), lt += At(row, 2), gt += At(row, 3), eq += At(row, 4);
+    neg_inf += At(row, 5), pos_inf += At(row, 6), rank += At(row, 7);
+  }
+  double Nan() const { return size - lt - gt - eq; }
+};
+
+// The debug values of counts in a mode of `count` values (1, 4 or 10; see Tails).
+void AppendValues(std::string* out, const Counts& c, long long count, double code, double rank) {
+  const double nan = c.Nan();
+  if (count == 1) {
+    AppendDouble(out, c.neg_inf + c.pos_inf + nan > 0 ? 1.0 : 0.0);
+  } else if (count == 4) {
+    for (double v : {c.size, c.neg_inf, c.pos_inf, nan}) AppendDouble(out, v);
+  } else {
+    for (double v : {0.0, code, rank, c.size, c.neg_inf, c.pos_inf, nan, c.lt - c.neg_inf, c.eq, c.gt - c.pos_inf}) {
+      AppendDouble(out, v);
+    }
+  }
+}
+
+// trace_tails(block, rows, row_width, traced, count, codes, stats_column, rate) -> (which, tails)
+//   block: the stats buffer (float64, row-major, row_width columns); rows 1..rows-1 are
+//     kernel rows (row 0: the call's start), a row ran when its column 0 (cycles) is set;
+//   traced: one byte per kernel row, nonzero when the row has a trace;
+//   count: debug values per trace: 0 (duration only), 1 CURT, 4 CONCISE, 10 FULL_HEALTH,
+//     15 FULL_STATS (the 10 plus columns stats_column..+4); codes: a float64 dtype code
+//     per kernel row (FULL_HEALTH, FULL_STATS);
+// returns each traced row that ran (u32 row - 1 each) and its tail, end to end.
+PyObject* TraceTails(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 8) {
+    PyErr_Format(PyExc_TypeError, "trace_tails takes 8 arguments (%zd given)", nargs);
+    return nullptr;
+  }
+  Buffer block, traced, codes;
+  if (!block.Get(args[0], "block") || !traced.Get(args[3], "traced") || !codes.Get(args[5], "codes")) return nullptr;
+  const long long rows = PyLong_AsLongLong(args[1]);
+  const long long width = PyLong_AsLongLong(args[2]);
+  const long long count = PyLong_AsLongLong(args[4]);
+  const long long stats = PyLong_AsLongLong(args[6]);
+  const double rate = PyFloat_AsDouble(args[7]);
+  if (PyErr_Occurred()) return nullptr;
+  const bool health = count == 1 || count == 4 || count == 10 || count == 15;
+  if (rows < 1 || width < 8 || (count != 0 && !health) || block.size() < static_cast<size_t>(rows * width) * 8 ||
+      traced.size() < static_cast<size_t>(rows - 1) ||
+      (count >= 10 && codes.size() < static_cast<size_t>(rows - 1) * 8) || (count == 15 && stats + 5 > width)) {
+    PyErr_SetString(PyExc_ValueError, "trace_tails: the arguments do not describe the stats rows");
+    return nullptr;
+  }
+  const char* base = block.data();
+  const size_t tail_size = count ? 2 + 8 * count + 9 : 9;
+  try {
+    std::string which, tails;
+    which.reserve(4 * rows);
+    tails.reserve(tail_size * rows);
+    double previous = At(base, 0);
+    for (long long r = 1; r < rows; ++r) {
+      const char* row = base + 8 * r * width;
+      const double cycles = At(row, 0);
+      if (cycles == 0.0) continue;  // did not run
+      const double duration = (cycles - previous) / rate;
+      previous = cycles;
+      if (!traced.data()[r - 1]) continue;
+      const uint32_t k = static_cast<uint32_t>(r - 1);
+      which.append(reinterpret_cast<const char*>(&k), 4);
+      if (count) {
+        Counts counts;
+        counts.Add(row);
+        tails.push_back(0x42);  // debug_values, packed
+        tails.push_back(static_cast<char>(8 * count));
+        const double code = count >= 10 ? At(codes.data(), r - 1) : 0.0;
+        AppendValues(&tails, counts, count > 10 ? 10 : count, code, counts.rank);
+        if (count == 15) {
+          for (long long c = 0; c < 5; ++c) AppendDouble(&tails, At(row, stats + c));
+        }
+      }
+      tails.push_back(0x59);  // duration_us, a double
+      AppendDouble(&tails, duration);
+    }
+    PyObject* which_bytes = PyBytes_FromStringAndSize(which.data(), static_cast<Py_ssize_t>(which.size()));
+    PyObject* tail_bytes = PyBytes_FromStringAndSize(tails.data(), static_cast<Py_ssize_t>(tails.size()));
+    if (which_bytes == nullptr || tail_bytes == nullptr) {
+      Py_XDECREF(which_bytes);
+      Py_XDECREF(tail_bytes);
+      return nullptr;
+    }
+    return Py_BuildValue("(NN)", which_bytes, tail_bytes);
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
+// summaries(template, offsets, starts, members, codes, totals, count, block, row_width)
+//   -> bytes | None: execution_template's Execution bytes: a copy of template with, at byte
+//   offsets[b], block b's `count` debug values (1, 4 or 10) from the sum of the buffer rows
+//   members[starts[b]:starts[b + 1]] (u32 each); codes[b] its dtype code (f64), totals[b]
+//   nonzero for a tuple's totals (rank 0). None when a member row was not written.
+PyObject* Summaries(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 9) {
+    PyErr_Format(PyExc_TypeError, "summaries takes 9 arguments (%zd given)", nargs);
+    return nullptr;
+  }
+  Buffer tmpl, offsets, starts, members, codes, totals, block;
+  if (!tmpl.Get(args[0], "template") || !offsets.Get(args[1], "offsets") || !starts.Get(args[2], "starts") ||
+      !members.Get(args[3], "members") || !codes.Get(args[4], "codes") || !totals.Get(args[5], "totals") ||
+      !block.Get(args[7], "block")) {
+    return nullptr;
+  }
+  const long long count = PyLong_AsLongLong(args[6]);
+  const long long width = PyLong_AsLongLong(args[8]);
+  if (PyErr_Occurred()) return nullptr;
+  const size_t blocks = offsets.size() / 4, num_members = members.size() / 4;
+  const size_t rows = block.size() / (8 * (width > 0 ? width : 1));
+  bool valid = (count == 1 || count == 4 || count == 10) && width >= 8 && starts.size() == 4 * (blocks + 1) &&
+               codes.size() == 8 * blocks && totals.size() == blocks;
+  for (size_t b = 0; valid && b < blocks; ++b) {
+    uint32_t offset, begin, end;
+    std::memcpy(&offset, offsets.data() + 4 * b, 4);
+    std::memcpy(&begin, starts.data() + 4 * b, 4);
+    std::memcpy(&end, starts.data() + 4 * (b + 1), 4);
+    valid = offset + 8 * count <= tmpl.size() && begin <= end && end <= num_members;
+  }
+  for (size_t m = 0; valid && m < num_members; ++m) {
+    uint32_t row;
+    std::memcpy(&row, members.data() + 4 * m, 4);
+    valid = row < rows;
+  }
+  if (!valid) {
+    PyErr_SetString(PyExc_ValueError, "summaries: the template does not describe the stats rows");
+    return nullptr;
+  }
+  for (size_t m = 0; m < num_members; ++m) {
+    uint32_t row;
+    std::memcpy(&row, members.data() + 4 * m, 4);
+    if (At(block.data() + 8 * row * width, 0) == 0.0) Py_RETURN_NONE;  // a kernel that did not run
+  }
+  PyObject* out = PyBytes_FromStringAndSize(tmpl.data(), static_cast<Py_ssize_t>(tmpl.size()));
+  if (out == nullptr) return nullptr;
+  char* bytes = PyBytes_AS_STRING(out);
+  std::string values;
+  for (size_t b = 0; b < blocks; ++b) {
+    uint32_t offset, begin, end;
+    std::memcpy(&offset, offsets.data() + 4 * b, 4);
+    std::memcpy(&begin, starts.data() + 4 * b, 4);
+    std::memcpy(&end, starts.data() + 4 * (b + 1), 4);
+    Counts counts;
+    for (uint32_t m = begin; m < end; ++m) {
+      uint32_t row;
+      std::memcpy(&row, members.data() + 4 * m, 4);
+      counts.Add(block.data() + 8 * row * width);
+    }
+    values.clear();
+    AppendValues(&values, counts, count, At(codes.data(), b), totals.data()[b] ? 0.0 : counts.rank);
+    std::memcpy(bytes + offset, values.data(), values.size());
+  }
+  return out;
+}
+
+// first_nonfinite(block, rows, row_width, health) -> int: the first kernel row (0-based,
+// buffer row + 1) that ran, holds counts (health[i] nonzero) and counted a NaN or an Inf;
+// -1 when none did.
+PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4) {
+    PyErr_Format(PyExc_TypeError, "first_nonfinite takes 4 arguments (%zd given)", nargs);
+    return nullptr;
+  }
+  Buffer block, health;
+  if (!block.Get(args[0], "block") || !health.Get(args[3], "health")) return nullptr;
+  const long long rows = PyLong_AsLongLong(args[1]);
+  const long long width = PyLong_AsLongLong(args[2]);
+  if (PyErr_Occurred()) return nullptr;
+  if (rows < 1 || width < 8 || block.size() < static_cast<size_t>(rows * width) * 8 ||
+      health.size() < static_cast<size_t>(rows - 1)) {
+    PyErr_SetString(PyExc_ValueError, "first_nonfinite: the arguments do not describe the stats rows");
+    return nullptr;
+  }
+  for (long long r = 1; r < rows; ++r) {
+    const char* row = block.data() + 8 * r * width;
+    if (!health.data()[r - 1] || At(row, 0) == 0.0) continue;
+    Counts counts;
+    counts.Add(row);
+    if (counts.neg_inf != 0.0 || counts.pos_inf != 0.0 || counts.size != counts.lt + counts.gt + counts.eq) {
+      return PyLong_FromLongLong(r - 1);
+    }
+  }
+  return PyLong_FromLong(-1);
+}
+
+PyMethodDef kMethods[] = {
+    {"trace_tails", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(TraceTails)), METH_FASTCALL,
+     "trace_tails(block, rows, row_width, traced, count, codes, stats_column, rate) -> (which, tails)"},
+    {"summaries", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Summaries)), METH_FASTCALL,
+     "summaries(template, offsets, starts, members, codes, totals, count, block, row_width) -> bytes | None"},
+    {"first_nonfinite", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FirstNonfinite)), METH_FASTCALL,
+     "first_nonfinite(block, rows, row_width, health) -> int"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "native_rows", "Trace tails of stats rows.", -1, kMethods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit_native_rows() { return PyModule_Create(&kModule); }
