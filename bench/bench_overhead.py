@@ -289,7 +289,9 @@ def _model_module(builder: str):
     return captured[0]
 
 
-def compile_time(kernels: int, pairs: int = 3, size: int = 16, model: str = "") -> tuple[float, float, float]:
+def compile_time(
+    kernels: int, pairs: int = 3, size: int = 16, model: str = "", cpu: bool = False
+) -> tuple[float, float, float]:
     """tvm.compile of a chain of `kernels` kernels of `size` elements (or of a tests/models.py
     model), plain and under FULL_HEALTH, in alternating pairs (medians in ms, median ratio).
     The summary kernels are built once per process (a warm-up compile pays for them first),
@@ -317,7 +319,9 @@ def compile_time(kernels: int, pairs: int = 3, size: int = 16, model: str = "") 
             bb.emit_func_output(out)
         return bb.get(), False
 
-    clock = time.perf_counter  # compile is single-threaded Python + LLVM: wall time on purpose
+    # Compile is single-threaded Python + LLVM: wall time by default; cpu (this thread's CPU
+    # time) keeps other processes on a shared machine out of the figure.
+    clock = time.thread_time if cpu else time.perf_counter
     plain, traced = [], []
     with tempfile.TemporaryDirectory() as logdir:
         for i in range(pairs + 1):
@@ -404,6 +408,10 @@ def main() -> None:
         "--compile-models", default="", help="tests/models.py builders for compile-time rows, e.g. small_cnn"
     )
     parser.add_argument("--compile-size", type=int, default=16, help="elements per kernel of the compile-time rows")
+    parser.add_argument("--compile-pairs", type=int, default=3, help="alternating compile pairs per compile-time row")
+    parser.add_argument(
+        "--compile-clock", choices=["wall", "cpu"], default="wall", help="clock of the compile-time rows"
+    )
     parser.add_argument(
         "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time (use with --threads 1)"
     )
@@ -449,7 +457,9 @@ def main() -> None:
             )
     for kernels in options.compile_kernels.split(","):
         if kernels:
-            plain_ms, traced_ms, ratio = compile_time(int(kernels), size=options.compile_size)
+            plain_ms, traced_ms, ratio = compile_time(
+                int(kernels), options.compile_pairs, options.compile_size, cpu=options.compile_clock == "cpu"
+            )
             sized = "" if options.compile_size == 16 else f" of {options.compile_size} elements"
             print(
                 f"tvm.compile of a {kernels}-kernel chain{sized}: plain {plain_ms:.0f} ms, FULL_HEALTH "
@@ -457,7 +467,9 @@ def main() -> None:
                 flush=True,
             )
     for model in filter(None, options.compile_models.split(",")):
-        plain_ms, traced_ms, ratio = compile_time(0, model=model)
+        plain_ms, traced_ms, ratio = compile_time(
+            0, options.compile_pairs, model=model, cpu=options.compile_clock == "cpu"
+        )
         print(f"tvm.compile of {model}: plain {plain_ms:.0f} ms, FULL_HEALTH {traced_ms:.0f} ms, ratio {ratio:.3f}")
     for mode in ("NO_TENSOR", "FULL_HEALTH"):
         base_us, traced_us = per_call_cost(mode, seconds=seconds)

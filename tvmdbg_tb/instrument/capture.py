@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import uuid
@@ -40,10 +41,11 @@ class EmitRegistry:
         if torch_frames:
             frames = frames[: user_index + 1] + torch_frames if user_index >= 0 else torch_frames
             user_index = frames_mod.user_index(frames)
-        entry = graphs.Emitted(graphs.op_type_of(expr), frames, user_index)
+        name = str(var.name)
+        entry = graphs.Emitted(graphs.op_type_of(expr), frames, user_index, name)
         with self._lock:
             self._by_var[hash(var)] = (var, entry)
-            self._by_name.setdefault(var.name, []).append(entry)
+            self._by_name.setdefault(name, []).append(entry)
 
     def lookup(self, var) -> graphs.Emitted | None:
         """The entry of this very var (identity)."""
@@ -163,27 +165,62 @@ class _PendingBuild:
         return self.info
 
 
+class _CollectorPaused:
+    """Python's cyclic collector held off while a build's module is walked and described.
+
+    The walks keep thousands of new objects alive at once (IR wrappers for the new blocks, the
+    sites' descriptions): with the collector on, every 700 of them start a collection of the
+    young objects and every tenth of those a larger one (a 1000-kernel build: ~30 more
+    collections, ~2-3 ms). Paused, one collection after the walk sees them all. Nested and
+    concurrent builds restore the collector once, as the first found it; none of these
+    objects form cycles that need it meanwhile."""
+
+    _lock = threading.Lock()
+    _depth = 0
+    _was_enabled = False
+
+    def __enter__(self):
+        with self._lock:
+            if _CollectorPaused._depth == 0:
+                _CollectorPaused._was_enabled = gc.isenabled()
+                gc.disable()
+            _CollectorPaused._depth += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            _CollectorPaused._depth -= 1
+            if _CollectorPaused._depth == 0 and _CollectorPaused._was_enabled:
+                gc.enable()
+
+
 def _wrap_codegen(original):
     """Instruments the lowered module right before VM codegen (see compiled.py)."""
 
     def vmcodegen(builder, mod, *args, **kwargs):
         pending = _BUILD.pending
         if pending is not None and pending.health is not None:
-            info = pending.describe()
-            from tvmdbg_tb.instrument import compiled
-
-            if compiled.plan_supported(info):
-                try:
-                    mod, functions = compiled.instrument(mod, info, pending.health, STATE.params_in_kernels)
-                    info.compiled = {name: f.fid for name, f in functions.items()}
-                    info.compiled_health = pending.health
-                except Exception as error:  # unsupported shape of module: the VM instrument traces it
-                    info.compiled = {}
-                    info.note = (info.note + "; " if info.note else "") + f"traced by the VM instrument ({error})"
+            with _CollectorPaused():
+                mod = _instrumented(pending, mod)
         return original(builder, mod, *args, **kwargs)
 
     vmcodegen.__wrapped__ = original
     return vmcodegen
+
+
+def _instrumented(pending: _PendingBuild, mod):
+    """mod with the compile-time instrumentation (compiled.py) if the build supports it."""
+    info = pending.describe()
+    from tvmdbg_tb.instrument import compiled
+
+    if compiled.plan_supported(info):
+        try:
+            mod, functions = compiled.instrument(mod, info, pending.health, STATE.params_in_kernels)
+            info.compiled = {name: f.fid for name, f in functions.items()}
+            info.compiled_health = pending.health
+        except Exception as error:  # unsupported shape of module: the VM instrument traces it
+            info.compiled = {}
+            info.note = (info.note + "; " if info.note else "") + f"traced by the VM instrument ({error})"
+    return mod
 
 
 def _wrap_build(original):
@@ -208,9 +245,10 @@ def _wrap_build(original):
                 executable = original(mod, *args, **kwargs)
         finally:
             _BUILD.pending = outer
-        info = pending.describe()
-        attach(executable, info)
-        STATE.on_executable(executable, info)
+        with _CollectorPaused():
+            info = pending.describe()
+            attach(executable, info)
+            STATE.on_executable(executable, info)
         return executable
 
     build.__wrapped__ = original
@@ -222,10 +260,10 @@ def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> gra
     """The ExecutableInfo of one build; never raises (a failure becomes a note)."""
     executable_id = uuid.uuid4().hex[:12]
     try:
-        origins, by_name, by_operand = graphs.collect_origins(mod, REGISTRY, snapshots.fused is not None)
+        origins, by_name, by_operand, names = graphs.collect_origins(mod, REGISTRY, snapshots.fused is not None)
         fused = graphs.fused_members(snapshots.fused, by_operand)
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
-        functions = graphs.extract_functions(sites_mod, origins, by_name, fused)
+        functions = graphs.extract_functions(sites_mod, origins, by_name, fused, names)
         note = "" if snapshots.sites is not None else "pipeline without CallTIRRewrite: sites from the input module"
         info = graphs.ExecutableInfo(executable_id, functions, target, True, note, frames, user_index)
         info.fused_module = snapshots.fused

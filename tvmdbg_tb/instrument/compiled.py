@@ -25,6 +25,7 @@ import threading
 from dataclasses import dataclass, field
 
 import tvm
+import tvm_ffi
 from tvm import relax
 
 from tvmdbg_tb.events.summaries import dtype_code
@@ -165,11 +166,24 @@ def _callee_name(value) -> str | None:
 
 
 def _op_callee(op) -> str | None:
-    if isinstance(op, relax.GlobalVar):
-        return op.name_hint
-    if isinstance(op, relax.ExternFunc):
-        return op.global_symbol
-    return None
+    """The name of a called GlobalVar or ExternFunc (None for other callees), read once per
+    node: a lowered function calls a few kernels and builtins thousands of times."""
+    key = op.__chandle__()
+    found = _CALLEES.get(key)
+    if found is None:
+        if isinstance(op, relax.GlobalVar):
+            name = str(op.name_hint)
+        elif isinstance(op, relax.ExternFunc):
+            name = str(op.global_symbol)
+        else:
+            name = None
+        if len(_CALLEES) > 4096:
+            _CALLEES.clear()
+        found = _CALLEES[key] = (op, name)  # the node kept alive: its address stays its own
+    return found[1]
+
+
+_CALLEES: dict[int, tuple[object, str | None]] = {}
 
 
 def plan_supported(info: graphs.ExecutableInfo) -> bool:
@@ -229,7 +243,7 @@ def _fused_kernels(mod, info: graphs.ExecutableInfo, params_in_kernels: bool = T
         for site in function.sites:
             single_site = site.kernel not in parameters and params_in_kernels
             parameters[site.kernel] = _parameter_inputs(site) if single_site else ()
-            out = _output_positions(site)
+            out = site.output_positions
             single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
             position = out[0] if single else None
             positions[site.kernel] = position if positions.get(site.kernel, position) == position else None
@@ -273,7 +287,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     rows: list[RowInfo] = []
     plan: list[tuple[graphs.SiteInfo, list[int]]] = []
     for site in function_info.sites:
-        positions = _output_positions(site)
+        positions = site.output_positions
         plan.append((site, positions))
         for slot in range(len(positions)):
             dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
@@ -327,15 +341,17 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     # tvm_ffi Array in one comprehension, not one checked __getitem__ per element), holding no
     # more IR wrappers than the new blocks need: each is a GC-tracked Python object, and
     # thousands of them kept at once trigger collections of the whole heap.
-    for block in graphs.items(body.blocks):
+    call_type, op_type, items = relax.Call, tvm.ir.Op, graphs.items  # read once, not per binding
+    next_kernel = plan[0][0].kernel if plan else None  # the kernel of the next site
+    for block in items(body.blocks):
         bindings = []
-        for binding in graphs.items(block.bindings):
+        for binding in items(block.bindings):
             value = binding.value
             # Most bindings of a lowered function are calls of ops (allocations, checks):
             # told apart from kernel calls by one read of the callee.
-            if isinstance(value, relax.Call):
+            if isinstance(value, call_type):
                 op = value.op
-                callee = None if isinstance(op, tvm.ir.Op) else _op_callee(op)
+                callee = None if isinstance(op, op_type) else _op_callee(op)
                 if callee == "vm.builtin.make_tuple":
                     values[hash(binding.var)] = value
             else:
@@ -344,7 +360,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                     raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
                 if isinstance(value, relax.Tuple):
                     values[hash(binding.var)] = value
-            is_site = callee is not None and next_site < len(plan) and callee == plan[next_site][0].kernel
+            is_site = callee is not None and callee == next_kernel
             if is_site and prologue:
                 bindings.extend(prologue)
                 prologue = []
@@ -373,12 +389,10 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 out = graphs.array_item(call_args, position) if position < nargs else None
                 if guard is not None:
                     name, info.fused = guard, True
+                elif info.health and out is not None:
+                    name = _site_kernel(plan[next_site][0], info.slot, out, health == "stats", counts)
                 else:
-                    name = (
-                        _health_kernel(out, health == "stats", counts=counts)
-                        if info.health and out is not None
-                        else None
-                    )
+                    name = None
                 info.health = name is not None
                 bindings.append(
                     _binding(name, [out, stats, _row(row)]) if name else _binding(tick_name, [stats, _row(row)])
@@ -388,6 +402,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 row += 1
             bindings += [summary(p, param_row[hash(p)], True, guarded=True) for p in counted_params]
             next_site += 1
+            next_kernel = plan[next_site][0].kernel if next_site < len(plan) else None
         blocks.append(relax.BindingBlock(bindings))
     if next_site != len(plan):
         raise ValueError(f"{function_info.name}: found {next_site} of {len(plan)} kernel call sites")
@@ -453,6 +468,17 @@ def _static_spec(value) -> tuple[str, tuple[int, ...]] | None:
     return specs[0][0], specs[0][1]
 
 
+def _site_kernel(site: graphs.SiteInfo, slot: int, out, stats: bool, counts: bool) -> str | None:
+    """The summary kernel of a call site's output: from the output spec the graph walk read
+    (graphs.tensor_specs of the call's output type, which CallTIRRewrite allocated the output
+    from: same dtype, same rank), without reading the lowered value's type again (~2 us a
+    site); an in-place output (an input tensor) or a spec without a known rank reads it."""
+    spec = site.outputs[slot] if slot < len(site.outputs) else None
+    if spec is None or site.inplace_indices or not (spec[1] or spec[2]):
+        return _health_kernel(out, stats, counts=counts)
+    return _kernel_of(spec[0], len(spec[1]), counts, stats, False)
+
+
 def _health_kernel(value, stats: bool, guarded: bool = False, counts: bool = True) -> str | None:
     """The summary kernel of a tensor value (its type read once), None when not summarisable;
     without counts, the kernel writing its size and dims (SHAPE)."""
@@ -463,10 +489,14 @@ def _health_kernel(value, stats: bool, guarded: bool = False, counts: bool = Tru
     if element is None:
         return None
     dtype = graphs.dtype_name(element)  # read once per distinct PrimType, not per site
-    key = (dtype, int(ty.ndim), counts, stats, guarded)
+    return _kernel_of(dtype, int(ty.ndim), counts, stats, guarded)
+
+
+def _kernel_of(dtype: str, rank: int, counts: bool, stats: bool, guarded: bool) -> str | None:
+    key = (dtype, rank, counts, stats, guarded)
     name = _SITE_KERNELS.get(key)
     if name is None:
-        if dtype not in HEALTH_DTYPES or not 0 <= key[1] <= MAX_RANK:
+        if dtype not in HEALTH_DTYPES or not 0 <= rank <= MAX_RANK:
             return None
         name = _SITE_KERNELS[key] = kernel(*key)
     return name
@@ -514,25 +544,34 @@ _new_binding = relax._ffi_api.VarBinding
 
 
 def _row(row: int):
+    """The int64 immediate of a row number (or function id), shared by every build: IR nodes
+    are immutable, and a 1000-kernel function needs a thousand of them."""
+    if row < len(_ROWS):
+        return _ROWS[row]
+    if row < _MAX_SHARED_ROWS:
+        with _ROWS_LOCK:  # each entry appended at its own index, whichever thread builds
+            while len(_ROWS) <= row:
+                _ROWS.append(_new_int("int64", len(_ROWS), None))
+        return _ROWS[row]
     return _new_int("int64", row, None)
 
 
+_ROWS: list = []
+_ROWS_LOCK = threading.Lock()
+_MAX_SHARED_ROWS = 1 << 16
+
+
 _EXTERNS: dict[str, object] = {}  # immutable IR nodes shared by every call site of a build
+
+
+_VOID = relax.TupleType([])
+_VOIDS = tvm_ffi.convert([_VOID])  # the calls' ty_args, converted once
+_MISSING = tvm.ir.Type.missing()
 
 
 def _binding(name: str, args) -> relax.VarBinding:
     callee = _EXTERNS.get(name)
     if callee is None:
         callee = _EXTERNS[name] = relax.ExternFunc(name)
-        _EXTERNS.setdefault("", relax.TupleType([]))
-        _EXTERNS.setdefault("missing", tvm.ir.Type.missing())
-    void = _EXTERNS[""]
-    call = _new_call(_EXTERNS["missing"], callee, args, None, [void], None)
-    return _new_binding(_new_var("_", void, None), call, None)
-
-
-def _output_positions(site: graphs.SiteInfo) -> list[int]:
-    if site.inplace_indices:
-        appended = iter(range(site.num_inputs, site.num_inputs + len(site.inplace_indices)))
-        return [i if i >= 0 else next(appended) for i in site.inplace_indices]
-    return list(range(site.num_inputs, site.num_inputs + len(site.outputs)))
+    call = _new_call(_MISSING, callee, args, None, _VOIDS, None)
+    return _new_binding(_new_var("_", _VOID, None), call, None)

@@ -9,6 +9,7 @@ call_tir calls are lowered (the kernel call sites in the order the VM runs them)
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -43,11 +44,12 @@ class Origin:
 
 @dataclass
 class Emitted:
-    """What BlockBuilder.emit saw for one var: its op and the user's stack."""
+    """What BlockBuilder.emit saw for one var: its op and the user's stack (and its name)."""
 
     op_type: str
     frames: list[Frame]
     user_index: int
+    var_name: str = ""
 
 
 @dataclass
@@ -83,6 +85,15 @@ class SiteInfo:
     @property
     def returns_value(self) -> bool:
         return self.call_type == "call_packed"
+
+    @functools.cached_property
+    def output_positions(self) -> tuple[int, ...]:
+        """The indices of the outputs among the call's arguments (DPS calls): the in-place
+        indices (-1: an output appended after the inputs) or the args after the inputs."""
+        if self.inplace_indices:
+            appended = iter(range(self.num_inputs, self.num_inputs + len(self.inplace_indices)))
+            return tuple(i if i >= 0 else next(appended) for i in self.inplace_indices)
+        return tuple(range(self.num_inputs, self.num_inputs + len(self.outputs)))
 
 
 @dataclass
@@ -134,6 +145,22 @@ def _name(node) -> str:
         if isinstance(value, str) and value:
             return str(value)  # a plain str: a tvm_ffi String is two GC-tracked objects
     return type(node).__name__
+
+
+# A callee (GlobalVar, ExternFunc) by node address -> (the node, kept alive so the address
+# stays its own; its _name). Calls name a few kernels many times, and a name read costs ~0.4 us.
+_CALLEE_NAMES: dict[int, tuple[object, str]] = {}
+
+
+def _callee_name(node) -> str:
+    """_name(node), read once per node."""
+    key = node.__chandle__()
+    found = _CALLEE_NAMES.get(key)
+    if found is None:
+        if len(_CALLEE_NAMES) > 4096:
+            _CALLEE_NAMES.clear()
+        found = _CALLEE_NAMES[key] = (node, _name(node))
+    return found[1]
 
 
 def _dim(value) -> int:
@@ -193,31 +220,52 @@ def dtype_name(element) -> str:
 
 def _tensor_spec(ty) -> Spec:
     element = ty.dtype
-    known = _PRIM_TYPES.get(element.__chandle__()) if element is not None else None
-    dtype = known[1] if known is not None else dtype_name(element)
     shape = ty.shape
-    if isinstance(shape, relax.ShapeExpr):
-        # One pass over the dims (the FFI Array read element by element: see items), each
-        # static one printed from its value and bit width: str() of a PrimExpr runs the
-        # TVMScript printer (~30 us per dim, most of a 1000-kernel compile's instrumentation
-        # cost before), and the printed forms of (value, width) are kept.
+    if element is not None and isinstance(shape, relax.ShapeExpr):
+        # The spec of a (dtype, dims) seen before, by the nodes' addresses: TVM shares the dim
+        # nodes (and interns the PrimTypes) across a module's tensors, so most specs cost a
+        # handle read per dim instead of reading and printing each dim.
         values = shape.values
-        dims, texts = [], []
-        for i in range(_array_size(values)):
-            value = _array_item(values, i)
-            dim = _dim(value)
-            bits = _int_bits(value) if dim >= 0 else None
-            text = _DIM_TEXTS.get((dim, bits)) if bits is not None else None
-            if text is None:
-                text = _printed_dim(dim, value)
-                if bits is not None and len(_DIM_TEXTS) < 4096:
-                    _DIM_TEXTS[(dim, bits)] = text
-            dims.append(dim)
-            texts.append(text)
-        printed = "(" + ", ".join(texts) + ("," if len(dims) == 1 else "") + ")"
-        return _interned((dtype, tuple(dims), printed))
+        dim_nodes = [_array_item(values, i) for i in range(_array_size(values))]
+        key = (element.__chandle__(), *[node.__chandle__() for node in dim_nodes])
+        found = _SHAPE_SPECS.get(key)
+        if found is not None:
+            return found[2]
+        spec = _shape_spec(element, dim_nodes)
+        if len(_SHAPE_SPECS) > 4096:
+            _SHAPE_SPECS.clear()
+        _SHAPE_SPECS[key] = (element, dim_nodes, spec)  # the nodes kept alive: their addresses stay theirs
+        return spec
+    if isinstance(shape, relax.ShapeExpr):  # no dtype
+        values = shape.values
+        return _shape_spec(element, [_array_item(values, i) for i in range(_array_size(values))])
+    dtype = dtype_name(element)
     ndim = int(ty.ndim)
     return _interned((dtype, tuple([-1] * max(ndim, 0)), ""))
+
+
+# (PrimType address, dim node addresses...) -> (the PrimType, the dim nodes, the spec).
+_SHAPE_SPECS: dict[tuple[int, ...], tuple[object, list, Spec]] = {}
+
+
+def _shape_spec(element, dim_nodes: list) -> Spec:
+    """The spec of a tensor type of dtype `element` and ShapeExpr dims `dim_nodes`: each
+    static dim printed from its value and bit width (str() of a PrimExpr runs the TVMScript
+    printer, ~30 us a dim), the printed forms of (value, width) kept."""
+    dtype = dtype_name(element)
+    dims, texts = [], []
+    for value in dim_nodes:
+        dim = _dim(value)
+        bits = _int_bits(value) if dim >= 0 else None
+        text = _DIM_TEXTS.get((dim, bits)) if bits is not None else None
+        if text is None:
+            text = _printed_dim(dim, value)
+            if bits is not None and len(_DIM_TEXTS) < 4096:
+                _DIM_TEXTS[(dim, bits)] = text
+        dims.append(dim)
+        texts.append(text)
+    printed = "(" + ", ".join(texts) + ("," if len(dims) == 1 else "") + ")"
+    return _interned((dtype, tuple(dims), printed))
 
 
 # (value, bit width) of a static int dim -> its printed form (_printed_dim).
@@ -349,35 +397,42 @@ ByOperand = dict[int, list[tuple[int, frozenset[int]]]]
 
 def collect_origins(
     mod, emitted: OriginSource, by_operands: bool = True
-) -> tuple[dict[int, Origin], dict[NameKey, list[Origin]], ByOperand]:
-    """Original ops of mod by var identity, by (function, var name) as a fallback, and an
-    index of ops by their operands (to recognise the last op of a fused group, whose var
-    FuseOps replaces; left empty unless by_operands: a build without FuseOps has no use for it)."""
+) -> tuple[dict[int, Origin], dict[NameKey, list[Origin]], ByOperand, dict[int, str]]:
+    """Original ops of mod by var identity, by (function, var name) as a fallback, an index
+    of ops by their operands (to recognise the last op of a fused group, whose var FuseOps
+    replaces; left empty unless by_operands: a build without FuseOps has no use for it), and
+    the name of each op's var by identity (the passes keep most vars: extract_functions reads
+    a site's name from there while mod is alive)."""
     by_var: dict[int, Origin] = {}
     by_name: dict[NameKey, list[Origin]] = {}
     by_operand: ByOperand = {}
+    var_names: dict[int, str] = {}
     for fname, func in _relax_functions(mod, primitive=False):
         function_origins: list[tuple[int, list[int], Origin]] = []
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
-            var_name = str(var.name)
-            if not isinstance(value, relax.Call) and isinstance(value, relax.Var):
-                source = by_var.get(hash(value))
-                if source is not None:
-                    by_var[hash(var)] = source
-                    by_name.setdefault((fname, var_name), []).append(source)
-                continue
-            op_type = op_type_of(value)
-            if not op_type:
+            if not isinstance(value, relax.Call):  # op_type_of(value) is "": no op
+                if isinstance(value, relax.Var):
+                    source = by_var.get(hash(value))
+                    if source is not None:
+                        by_var[hash(var)] = source
+                        by_name.setdefault((fname, str(var.name)), []).append(source)
                 continue
             entry = emitted.lookup(var)
-            if entry is None:
-                frames, user_index = _span_frames(value, fname)
-                if not frames:
-                    entry = emitted.find(var_name, op_type)
-            if entry is not None:
-                frames, user_index = entry.frames, entry.user_index
-                op_type = entry.op_type or op_type  # the op the user wrote, before legalization
+            # The name emit read from this very var, else read here (~0.5 us).
+            var_name = entry.var_name if entry is not None and entry.var_name else str(var.name)
+            var_names[hash(var)] = var_name
+            if entry is not None and entry.op_type:  # the op the user wrote, before legalization
+                op_type, frames, user_index = entry.op_type, entry.frames, entry.user_index
+            else:
+                op_type = op_type_of(value)
+                if entry is None:
+                    frames, user_index = _span_frames(value, fname)
+                    if not frames:
+                        entry = emitted.find(var_name, op_type)
+                if entry is not None:
+                    frames, user_index = entry.frames, entry.user_index
+                    op_type = entry.op_type or op_type
             origin = Origin(op_type, var_name, frames, user_index)
             by_var[hash(var)] = origin
             by_name.setdefault((fname, var_name), []).append(origin)
@@ -394,7 +449,7 @@ def collect_origins(
         if not by_operands and any(not origin.frames for _, _, origin in function_origins):
             _read_operands(func, function_origins)
         _inherit_from_consumers(function_origins)
-    return by_var, by_name, by_operand
+    return by_var, by_name, by_operand, var_names
 
 
 def _operand_keys(value) -> list[int]:
@@ -507,11 +562,13 @@ def extract_functions(
     origins: dict[int, Origin],
     origins_by_name: dict[NameKey, list[Origin]],
     fused: dict[str, list[MemberKey]],
+    var_names: dict[int, str] | None = None,
 ) -> dict[str, FunctionInfo]:
-    """Kernel call sites of every (non-primitive) Relax function of sites_mod."""
+    """Kernel call sites of every (non-primitive) Relax function of sites_mod; var_names:
+    names of vars by identity (collect_origins' of a module alive during this call)."""
     functions = {}
     for fname, func in _relax_functions(sites_mod, primitive=False):
-        functions[fname] = _function_info(fname, func, origins, origins_by_name, fused)
+        functions[fname] = _function_info(fname, func, origins, origins_by_name, fused, var_names or {})
     return functions
 
 
@@ -526,10 +583,10 @@ def _origin_of(key: MemberKey, fname: str, origins, origins_by_name) -> Origin |
     return origin
 
 
-def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo:
+def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> FunctionInfo:
     params = list(func.params)
     param_index = {hash(p): i for i, p in enumerate(params)}
-    produced: dict[int, tuple[int, int]] = {}  # var -> (site position, output slot)
+    produced: dict[int, tuple[int, int, str]] = {}  # var -> (site position, output slot, var name)
     aliases: dict[int, object] = {}
     sites: list[SiteInfo] = []
     used_names: set[str] = set()
@@ -538,8 +595,8 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
         key = hash(expr)
         if isinstance(expr, relax.Var) and key not in aliases:  # the common case, first
             found = produced.get(key)
-            if found is not None:
-                return InputInfo(1, str(expr.name), _spec(expr), found[0], found[1])
+            if found is not None:  # the producer's var itself: its name was read there
+                return InputInfo(1, found[2], _spec(expr), found[0], found[1])
         slot_of = None
         while isinstance(expr, relax.Var) and hash(expr) in aliases:
             expr = aliases[hash(expr)]
@@ -549,7 +606,7 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             while isinstance(base, relax.Var) and hash(base) in aliases:
                 base = aliases[hash(base)]
             if isinstance(base, relax.Var) and hash(base) in produced:
-                position, _ = produced[hash(base)]
+                position = produced[hash(base)][0]
                 return InputInfo(1, f"{base.name}[{slot_of}]", _spec(expr), position, slot_of)
             if isinstance(base, relax.Var) and hash(base) in param_index:
                 # An item of a tuple parameter: its health is the item's (TensorSummary.items).
@@ -557,8 +614,8 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
                 return InputInfo(2, f"{base.name}[{slot_of}]", _spec(expr), param_index=index, tuple_item=slot_of)
         if isinstance(expr, relax.Var):
             if hash(expr) in produced:
-                position, slot = produced[hash(expr)]
-                return InputInfo(1, str(expr.name), _spec(expr), position, slot)
+                position, slot, name = produced[hash(expr)]
+                return InputInfo(1, name, _spec(expr), position, slot)
             if hash(expr) in param_index:
                 return InputInfo(2, str(expr.name), _spec(expr), param_index=param_index[hash(expr)])
             return InputInfo(0, str(expr.name), _spec(expr))
@@ -579,12 +636,12 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             callee, args = _array_item(call_args, 0), _array_item(call_args, 1)
             arg_list = items(args.fields) if isinstance(args, relax.Tuple) else [args]
             ty_args = value.ty_args
-            ty_args = [_array_item(ty_args, 0)] if _array_size(ty_args) else []
-            outputs = tensor_specs(ty_args[0]) if ty_args else tensor_specs(var.ty)
+            out_ty = _array_item(ty_args, 0) if _array_size(ty_args) else var.ty
+            outputs = [_tensor_spec(out_ty)] if isinstance(out_ty, relax.TensorType) else tensor_specs(out_ty)
             inplace: tuple[int, ...] = ()
             if op == "relax.call_tir_inplace":
                 inplace = tuple(int(i) for i in value.attrs.inplace_indices)
-            site = (_name(callee), _DPS_OPS[op], arg_list, outputs, inplace)
+            site = (_callee_name(callee), _DPS_OPS[op], arg_list, outputs, inplace)
         elif op in _PACKED_OPS or (isinstance(value, relax.Call) and isinstance(value.op, relax.ExternFunc)):
             callee = value.args[0] if op in _PACKED_OPS else value.op
             symbol = _name(callee)
@@ -595,7 +652,10 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             continue
         kernel, call_type, arg_list, outputs, inplace = site
         position = len(sites)
-        var_name = str(var.name)
+        key = hash(var)
+        var_name = var_names.get(key)
+        if var_name is None:
+            var_name = str(var.name)
         name = var_name if var_name not in used_names else f"{var_name}_{position}"
         used_names.add(name)
         members = fused.get(kernel)
@@ -604,7 +664,7 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
             found = [_origin_of(key, fname, origins, origins_by_name) for key in members]
             site_origins = [o for o in found if o is not None]
         else:
-            origin = _origin_of((hash(var), var_name), fname, origins, origins_by_name)
+            origin = origins.get(key) or _origin_of((key, var_name), fname, origins, origins_by_name)
             site_origins = [origin] if origin is not None else []
         # Drop repeats (an alias resolves to the op it names).
         unique: list[Origin] = site_origins if len(site_origins) < 2 else []
@@ -614,22 +674,22 @@ def _function_info(fname, func, origins, origins_by_name, fused) -> FunctionInfo
                     unique.append(origin)
         output_names = [name] if len(outputs) == 1 else [f"{name}[{i}]" for i in range(len(outputs))]
         sites.append(
-            SiteInfo(
-                position=position,
-                name=name,
-                kernel=kernel,
-                call_type=call_type,
-                inputs=[resolve(a) for a in arg_list],
-                outputs=outputs,
-                output_names=output_names,
-                origins=unique,
-                num_inputs=len(arg_list),
-                inplace_indices=inplace,
-                member_origins=found,
+            SiteInfo(  # positional (~0.3 us less than by keyword): the fields in order
+                position,
+                name,
+                kernel,
+                call_type,
+                [resolve(a) for a in arg_list],
+                outputs,
+                output_names,
+                unique,
+                len(arg_list),
+                inplace,
+                found,
             )
         )
         # A tuple-producing site is referenced through TupleGetItem (see resolve).
-        produced[hash(var)] = (position, 0)
+        produced[key] = (position, 0, var_name)
     return FunctionInfo(
         name=fname,
         param_names=[str(p.name) for p in params],

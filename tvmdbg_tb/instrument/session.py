@@ -15,9 +15,11 @@ import warnings
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol
 
+from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.instrument import graphs
 from tvmdbg_tb.instrument.frames import Frame
+from tvmdbg_tb.instrument.op_records import OpEncoder
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 UNMAPPED_NOTE = (
@@ -81,6 +83,15 @@ class TraceBatch(Sequence):
 
     def __iter__(self):
         return iter(self._parsed())
+
+
+class OpBatch(list):
+    """A function's GraphOpCreation messages (a list, as sinks read them), each the
+    graph_op_creation of one of `events`, which the writer takes as they are."""
+
+    def __init__(self, ops: list[pb.GraphOpCreation], events: list[pb.DebugEvent]):
+        super().__init__(ops)
+        self.events = events
 
 
 class ExecutionPayload:
@@ -194,6 +205,7 @@ class Session:
         self._lock = threading.Lock()
         self._locations: dict[tuple, pb.CodeLocation] = {}
         self._specs: dict[graphs.Spec, pb.TensorSpec] = {}
+        self._op_encoder = OpEncoder(self._spec)
 
     # -- sinks -----------------------------------------------------------------------------
 
@@ -292,56 +304,18 @@ class Session:
 
     def _register_function(self, program: Program, function: graphs.FunctionInfo) -> RuntimeFunction:
         graph = self._graph(program, function.name, function.params, function.param_names, True)
-        ops, sites = [], []
-        producers: list[tuple[pb.OpInput, int]] = []  # inputs whose producer's op id is set below
         unfiltered = self.op_regex is None and self.dtype_ok is None
-        op_output = pb.OpInput.OP_OUTPUT
         graph_id = graph.graph_id
-        for site in function.sites:
-            op_id = next(self._op_ids)
-            op = pb.GraphOpCreation(
-                op_id=op_id,
-                graph_id=graph_id,
-                op_name=site.name,
-                kernel=site.kernel,
-                call_type=site.call_type,
-                outputs=[self._spec(s) for s in site.outputs],
-                output_names=site.output_names,
-                device="cpu:0",
-                position=site.position,
-            )
-            first_located = None
-            for origin in site.origins:
-                location = self.code_location(origin.frames, origin.user_index)
-                op.original_ops.add(op_type=origin.op_type, var_name=origin.var_name, code_location=location)
-                if first_located is None and location.stack_frame_ids:
-                    first_located = location
-            if first_located is not None:
-                op.code_location.CopyFrom(first_located)
-            for item in site.inputs:
-                kind = item.kind
-                if kind == op_output and item.producer_position < len(ops):  # an earlier site's
-                    producer = ops[item.producer_position].op_id
-                    op.inputs.add(
-                        kind=kind,
-                        name=item.name,
-                        spec=self._spec(item.spec),
-                        producer_op_id=producer,
-                        producer_output_slot=item.producer_slot,
-                    )
-                    continue
-                entry = op.inputs.add(kind=kind, name=item.name, spec=self._spec(item.spec))
-                if kind == op_output:
-                    entry.producer_op_id = -1  # filled below, once all ids exist
-                    entry.producer_output_slot = item.producer_slot
-                    producers.append((entry, item.producer_position))
-                elif kind == pb.OpInput.PARAM:
-                    entry.param_index = item.param_index
-                    if item.tuple_item >= 0:
-                        entry.tuple_item = item.tuple_item
-            ops.append(op)
+        op_ids = [next(self._op_ids) for _ in function.sites]
+        ops, sites, events = [], [], []
+        for site, op_id in zip(function.sites, op_ids):
+            locations = [self.code_location(origin.frames, origin.user_index) for origin in site.origins]
+            event = self._op_encoder.event(op_id, graph_id, site, locations, op_ids)
+            events.append(event)
+            ops.append(event.graph_op_creation)
             if unfiltered:
-                slots = tuple(range(len(site.outputs)))
+                count = len(site.outputs)
+                slots = _ALL_SLOTS[count] if count < len(_ALL_SLOTS) else tuple(range(count))
             else:
                 slots = tuple(
                     i
@@ -349,9 +323,7 @@ class Session:
                     if self._passes_filters(site.name, site.kernel, site.origins, s[0])
                 )
             sites.append(RuntimeSite(op_id, graph_id, site.name, site.kernel, _out_positions(site), slots, site))
-        for entry, position in producers:
-            entry.producer_op_id = ops[position].op_id
-        self._emit_graph(graph, ops)
+        self._emit_graph(graph, OpBatch(ops, events))
         return RuntimeFunction(function.name, graph.graph_id, sites, mapped=True)
 
     def _emit_graph(self, graph: pb.DebuggedGraph | None, ops: list[pb.GraphOpCreation]) -> None:
@@ -444,13 +416,11 @@ class Session:
                 pass
 
 
+_ALL_SLOTS = [tuple(range(n)) for n in range(16)]  # the output slots of an unfiltered site
+
+
 def _out_positions(site: graphs.SiteInfo) -> tuple[int, ...] | None:
-    if site.returns_value:
-        return None
-    if site.inplace_indices:
-        appended = iter(range(site.num_inputs, site.num_inputs + len(site.inplace_indices)))
-        return tuple(i if i >= 0 else next(appended) for i in site.inplace_indices)
-    return tuple(range(site.num_inputs, site.num_inputs + len(site.outputs)))
+    return None if site.returns_value else site.output_positions
 
 
 class WriterSink:
@@ -462,8 +432,15 @@ class WriterSink:
     def on_graph(self, graph: pb.DebuggedGraph | None, ops: list[pb.GraphOpCreation]) -> None:
         if graph is not None:
             self.writer.write_graph(graph)
-        for op in ops:
-            self.writer.write_graph_op_creation(op)
+        events = getattr(ops, "events", None)
+        if events is None:
+            for op in ops:
+                self.writer.write_graph_op_creation(op)
+            return
+        now = time.time()
+        for event in events:
+            event.wall_time = now
+            self.writer.write_event(layout.GRAPHS, event)
 
     def on_kernel(self, call: KernelCall) -> None:
         return None
