@@ -37,6 +37,20 @@ def _where_module(dtype: str, shapes=SHAPES):
     return bb.get()
 
 
+def _where_calls(dtype: str) -> list[tuple[str, tuple]]:
+    """A call of each f{k} of _where_module: with planted NaN/Inf (the guarded kernel counts
+    those), then finite."""
+    calls = []
+    for finite in (False, True):
+        for k, shape in enumerate(SHAPES):
+            mask = np.random.default_rng(k).random(shape) < 0.6
+            x, y = _array(dtype, shape, k), _array(dtype, shape, k + 100)
+            if finite and dtype.startswith("float"):
+                x, y = np.nan_to_num(x, posinf=3, neginf=-3), np.nan_to_num(y, posinf=2, neginf=-2)
+            calls.append((f"f{k}", (mask, x, y)))
+    return calls
+
+
 def _traced(logdir, mode: str, build):
     """Runs build() -> (executable, [(function, inputs)]) under tvmdbg; the outputs (a tuple's
     flattened), the run read back, and each function's instrumentation (compiled.FUNCTIONS)."""
@@ -59,14 +73,7 @@ def _traced(logdir, mode: str, build):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_fused_counts_match_numpy(tmp_path, monkeypatch, dtype):
     monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)  # every output counted in its kernel
-    calls = []  # each shape with planted NaN/Inf (the guarded kernel counts), then finite
-    for finite in (False, True):
-        for k, shape in enumerate(SHAPES):
-            mask = np.random.default_rng(k).random(shape) < 0.6
-            x, y = _array(dtype, shape, k), _array(dtype, shape, k + 100)
-            if finite and dtype.startswith("float"):
-                x, y = np.nan_to_num(x, posinf=3, neginf=-3), np.nan_to_num(y, posinf=2, neginf=-2)
-            calls.append((f"f{k}", (mask, x, y)))
+    calls = _where_calls(dtype)
 
     def build():
         return compile_module(_where_module(dtype), False), calls
@@ -184,14 +191,7 @@ def test_parameters_counted_by_the_kernel_that_reads_them(tmp_path, monkeypatch,
     numpy's counts, with planted NaN/Inf (the guarded kernel after it counts those) and
     finite data, on every shape, odd and empty ones included."""
     monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)
-    calls = []
-    for finite in (False, True):
-        for k, shape in enumerate(SHAPES):
-            mask = np.random.default_rng(k).random(shape) < 0.6
-            x, y = _array(dtype, shape, k), _array(dtype, shape, k + 100)
-            if finite and dtype.startswith("float"):
-                x, y = np.nan_to_num(x, posinf=3, neginf=-3), np.nan_to_num(y, posinf=2, neginf=-2)
-            calls.append((f"f{k}", (mask, x, y)))
+    calls = _where_calls(dtype)
 
     def build():
         return compile_module(_where_module(dtype), False), calls

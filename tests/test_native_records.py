@@ -173,3 +173,14 @@ def test_without_a_compiler_records_are_framed_in_python(tmp_path):
     reader.update()
     assert list(reader.run().trace_digests()["index"]) == list(range(51 * 30))
     assert reader.corruptions == []
+
+
+def test_a_changed_shared_header_rebuilds(native, tmp_path, monkeypatch):
+    """The extensions include tvmdbg_tb/native/python_buffer.h: it is part of the build's key."""
+    library = native_records.LIBRARY
+    assert any(h.name == "python_buffer.h" for h in library._headers())
+    before = library.path()
+    changed = tmp_path / "python_buffer.h"
+    changed.write_bytes(library._headers()[0].read_bytes() + b"// changed\n")
+    monkeypatch.setattr(library, "_headers", lambda: [changed])
+    assert library.path() != before

@@ -6,8 +6,7 @@
 // (u64 length, its masked CRC32C, the data, the data's masked CRC32C) around a DebugEvent
 // whose data is the envelope prefix, the trace field's length, the trace's serialized
 // fields and its `index` (field 13, sfixed64).
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "python_buffer.h"
 
 #include <cstdint>
 #include <cstring>
@@ -121,27 +120,7 @@ void AppendRecord(std::string* out, Span prefix, const Span* parts, int num_part
   AppendLe(out, Masked(Crc32c(reinterpret_cast<const uint8_t*>(out->data()) + data, data_size)), 4);
 }
 
-// A bytes-like argument's memory, released when it goes out of scope.
-class Buffer {
- public:
-  ~Buffer() {
-    if (held_) PyBuffer_Release(&view_);
-  }
-  bool Get(PyObject* object, const char* what) {
-    if (PyObject_GetBuffer(object, &view_, PyBUF_C_CONTIGUOUS) != 0) {
-      PyErr_Format(PyExc_TypeError, "%s must be a contiguous bytes-like object", what);
-      return false;
-    }
-    held_ = true;
-    return true;
-  }
-  const char* data() const { return static_cast<const char*>(view_.buf); }
-  size_t size() const { return static_cast<size_t>(view_.len); }
-
- private:
-  Py_buffer view_{};
-  bool held_ = false;
-};
+using tvmdbg::Buffer;
 
 bool GetBytes(PyObject* object, const char* what, Span* out) {
   if (!PyBytes_Check(object)) {

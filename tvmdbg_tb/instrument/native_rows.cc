@@ -3,8 +3,7 @@
 // summaries, and the first non-finite row, for one call in one CPython call each, without
 // numpy's fixed cost per operation. The bytes are fast_tracer's Python loops', double for
 // double (no contraction; counts are whole numbers, so sums are exact in any order).
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "python_buffer.h"
 
 #include <cstdint>
 #include <cstring>
@@ -13,31 +12,11 @@
 
 namespace {
 
-// A bytes-like argument's memory, released when it goes out of scope.
-class Buffer {
- public:
-  ~Buffer() {
-    if (held_) PyBuffer_Release(&view_);
-  }
-  bool Get(PyObject* object, const char* what) {
-    if (PyObject_GetBuffer(object, &view_, PyBUF_C_CONTIGUOUS) != 0) {
-      PyErr_Format(PyExc_TypeError, "%s must be a contiguous buffer", what);
-      return false;
-    }
-    held_ = true;
-    return true;
-  }
-  const char* data() const { return static_cast<const char*>(view_.buf); }
-  size_t size() const { return static_cast<size_t>(view_.len); }
-
- private:
-  Py_buffer view_{};
-  bool held_ = false;
-};
+using tvmdbg::Buffer;
 
 void AppendDouble(std::string* out, double value) {
   char bytes[8];
-  std::memcpy(bytes, &value, 8);  // little-endian hosts only (native_rows.py checks)
+  std::memcpy(bytes, &value, 8);  // little-endian hosts only (the fast path is x86-64)
   out->append(bytes, 8);
 }
 

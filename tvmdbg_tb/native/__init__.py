@@ -57,6 +57,8 @@ class NativeLibrary:
         """The cached .so for this source and the versions it was built against."""
         key = hashlib.sha256()
         key.update(self.source.read_bytes())
+        for header in self._headers():
+            key.update(header.read_bytes())
         for part in self._versions():
             key.update(part.encode())
         return cache_dir() / f"{self.source.stem}-{key.hexdigest()[:16]}.so"
@@ -98,6 +100,10 @@ class NativeLibrary:
     def failure(self) -> BaseException | None:
         """Why load() returned None (None when it worked or was not tried)."""
         return self._state.get("error")
+
+    def _headers(self) -> list[Path]:
+        """Headers the source may include (part of the build's key)."""
+        return []
 
     def _versions(self) -> tuple[str, ...]:
         import tvm
@@ -148,6 +154,9 @@ class PythonExtension(NativeLibrary):
     """One C++ source built as a CPython extension module named after the source's stem
     (it defines PyInit_<stem>); needs Python's headers, not tvm."""
 
+    def _headers(self) -> list[Path]:
+        return sorted(Path(__file__).parent.glob("*.h"))  # python_buffer.h
+
     def _versions(self) -> tuple[str, ...]:
         return sys.version, sys.platform, sysconfig.get_config_var("EXT_SUFFIX") or ""
 
@@ -155,7 +164,7 @@ class PythonExtension(NativeLibrary):
         include = sysconfig.get_paths()["include"]
         if not os.path.exists(os.path.join(include, "Python.h")):
             raise RuntimeError(f"Python's headers are not installed (no Python.h in {include})")
-        return [f"-I{include}"]
+        return [f"-I{include}", f"-I{Path(__file__).parent}"]
 
     def _open(self, path: Path) -> Any:
         import importlib.machinery

@@ -1,0 +1,41 @@
+// Shared by the CPython extensions (tvmdbg_tb.native.PythonExtension puts this directory on
+// the include path and keys each build on this header too).
+#ifndef TVMDBG_NATIVE_PYTHON_BUFFER_H_
+#define TVMDBG_NATIVE_PYTHON_BUFFER_H_
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cstddef>
+
+namespace tvmdbg {
+
+// A bytes-like argument's memory (bytes, a numpy array...), released when it goes out of scope.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() {
+    if (held_) PyBuffer_Release(&view_);
+  }
+  // False, with a TypeError naming `what`, when object exports no C-contiguous buffer.
+  bool Get(PyObject* object, const char* what) {
+    if (PyObject_GetBuffer(object, &view_, PyBUF_C_CONTIGUOUS) != 0) {
+      PyErr_Format(PyExc_TypeError, "%s must be a contiguous bytes-like object", what);
+      return false;
+    }
+    held_ = true;
+    return true;
+  }
+  const char* data() const { return static_cast<const char*>(view_.buf); }
+  size_t size() const { return static_cast<size_t>(view_.len); }
+
+ private:
+  Py_buffer view_{};
+  bool held_ = false;
+};
+
+}  // namespace tvmdbg
+
+#endif  // TVMDBG_NATIVE_PYTHON_BUFFER_H_
