@@ -184,3 +184,24 @@ def test_a_changed_shared_header_rebuilds(native, tmp_path, monkeypatch):
     changed.write_bytes(library._headers()[0].read_bytes() + b"// changed\n")
     monkeypatch.setattr(library, "_headers", lambda: [changed])
     assert library.path() != before
+
+
+def test_a_process_that_exits_during_a_build_leaves_no_file(tmp_path):
+    """The build runs in a daemon thread: a short program exits while the compiler runs; the
+    compiler is stopped and its temporary output removed, nothing half-built stays cached."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    code = (
+        f"import sys, time; sys.path.insert(0, {str(root)!r})\n"
+        "from tvmdbg_tb.events import native_records\n"
+        "native_records.LIBRARY.start_loading(); time.sleep(0.05)\n"
+    )
+    env = dict(os.environ, TVMDBG_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop(native_records.ENV_SWITCH, None)
+    for _ in range(2):
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        assert result.returncode == 0, result.stderr
+    assert not list((tmp_path / "cache").glob("*.tmp"))

@@ -13,6 +13,7 @@ tvm_ffi's conversion of bytes arguments takes ~2.5 us, and it reads numpy buffer
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -141,11 +142,18 @@ class NativeLibrary:
         command = [compiler, "-std=c++17", "-O2", "-fPIC", "-shared", "-ffp-contract=off", str(self.source)]
         command += ["-o", temporary, *flags]
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:
-                raise RuntimeError(f"building {self.source.name} failed: {done.stderr.strip()[-2000:]}")
+            compiler_process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            _UNFINISHED[temporary] = compiler_process  # stopped and removed if the process exits first
+            try:
+                _, stderr = compiler_process.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                compiler_process.kill()
+                _, stderr = compiler_process.communicate()
+            if compiler_process.returncode != 0:
+                raise RuntimeError(f"building {self.source.name} failed: {stderr.strip()[-2000:]}")
             os.replace(temporary, path)  # atomic: concurrent builders never load half a file
         finally:
+            _UNFINISHED.pop(temporary, None)
             if os.path.exists(temporary):
                 os.unlink(temporary)
 
@@ -177,9 +185,28 @@ class PythonExtension(NativeLibrary):
         return module
 
 
+_UNFINISHED: dict[str, subprocess.Popen] = {}  # temporary output -> its compiler, while it runs
+
+
+@atexit.register
+def _remove_unfinished_builds() -> None:
+    """A process that exits during a background build (a daemon thread) stops its compiler
+    and leaves no temporary file."""
+    for temporary, compiler_process in list(_UNFINISHED.items()):
+        try:
+            compiler_process.kill()
+            compiler_process.wait(timeout=5)
+        except Exception:
+            pass
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+
+
 def _remove_stale_builds(directory: Path, age: float = 3600.0) -> None:
-    """Deletes temporary files of builds that never finished (a process that exited while
-    its background build ran leaves one)."""
+    """Deletes temporary files of builds that never finished (a process killed while its
+    background build ran leaves one)."""
     now = time.time()
     for stale in directory.glob("*.so.tmp"):
         try:
