@@ -308,15 +308,7 @@ def compile_time(
             return _model_module(model)
 
         bb = relax.BlockBuilder()
-        x = relax.Var("x", relax.TensorType((size,), "float32"))
-        with bb.function("main", [x]):
-            with bb.dataflow():
-                value = x
-                for i in range(kernels):
-                    op = relax.op.add if i % 2 == 0 else relax.op.multiply
-                    value = bb.emit(op(value, relax.const(1.0 if i % 2 == 0 else 0.5, "float32")))
-                out = bb.emit_output(value)
-            bb.emit_func_output(out)
+        models.emit_chain(bb, "main", kernels, size)
         return bb.get(), False
 
     # Compile is single-threaded Python + LLVM: wall time by default; cpu (this thread's CPU

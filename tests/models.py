@@ -139,12 +139,11 @@ def planted(frontend: str, fault: str = "log", fuse: bool = False) -> Planted:
     return FRONTENDS[frontend](fault, fuse)
 
 
-def chain(n: int = 200, size: int = 16, fuse: bool = False):
-    """A chain of n tiny element-wise ops (the per-kernel overhead benchmark); returns
-    (executable, inputs)."""
-    bb = relax.BlockBuilder()
+def emit_chain(bb: relax.BlockBuilder, name: str, n: int, size: int) -> relax.GlobalVar:
+    """Emits function `name` into bb: a chain of n tiny element-wise ops (add 1, multiply by
+    0.5, alternately) on a float32 vector of size elements."""
     x = relax.Var("x", relax.TensorType((size,), "float32"))
-    with bb.function("main", [x]):
+    with bb.function(name, [x]):
         with bb.dataflow():
             value = x
             for i in range(n):
@@ -152,6 +151,14 @@ def chain(n: int = 200, size: int = 16, fuse: bool = False):
                 value = bb.emit(op(value, relax.const(1.0 if i % 2 == 0 else 0.5, "float32")))
             out = bb.emit_output(value)
         bb.emit_func_output(out)
+    return bb.get().get_global_var(name)
+
+
+def chain(n: int = 200, size: int = 16, fuse: bool = False):
+    """A chain of n tiny element-wise ops (the per-kernel overhead benchmark); returns
+    (executable, inputs)."""
+    bb = relax.BlockBuilder()
+    emit_chain(bb, "main", n, size)
     return compile_module(bb.get(), fuse), [np.linspace(-1, 1, size, dtype="float32")]
 
 

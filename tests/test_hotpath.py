@@ -130,20 +130,11 @@ def test_numpy_health_counts_match_reference(dtype, shape):
 def _nested_chain(n: int, size: int):
     """main: an add, then helper (a chain of n kernels, a nested Relax function with its own
     stats buffer), then a multiply; returns (executable, inputs)."""
-    from models import compile_module
+    from models import compile_module, emit_chain
 
     rx = relax
     bb = rx.BlockBuilder()
-    x = rx.Var("x", rx.TensorType((size,), "float32"))
-    with bb.function("helper", [x]):
-        with bb.dataflow():
-            value = x
-            for i in range(n):
-                op = rx.op.add if i % 2 == 0 else rx.op.multiply
-                value = bb.emit(op(value, rx.const(1.0 if i % 2 == 0 else 0.5, "float32")))
-            out = bb.emit_output(value)
-        bb.emit_func_output(out)
-    helper = bb.get().get_global_var("helper")
+    helper = emit_chain(bb, "helper", n, size)
     y = rx.Var("y", rx.TensorType((size,), "float32"))
     with bb.function("main", [y]):
         first = bb.emit(rx.op.add(y, y))
