@@ -266,8 +266,8 @@ def test_control_flow_falls_back_to_the_vm_instrument(tmp_path):
 
 
 def test_a_listener_added_mid_session_sees_the_calls_after_it(tmp_path):
-    """The writer-only shortcut (Session.call_done) gives way to a listener added while a
-    dump is running, and resumes after it is removed: the dump has every call either way."""
+    """A listener added while a dump is running sees the calls after it, and none after it
+    is removed: the dump has every call either way."""
 
     seen = []
     tvmdbg.enable_dump_debug_info(tmp_path, circular_buffer_size=-1)

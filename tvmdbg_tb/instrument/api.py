@@ -67,11 +67,6 @@ class _ListenerSink:
 
     wants_nonfinite = False
 
-    @property
-    def idle(self) -> bool:
-        """No listener: executions may skip this sink (Session.call_done)."""
-        return not _LISTENERS
-
     def on_graph(self, graph, ops) -> None:
         return None
 

@@ -191,8 +191,6 @@ class Session:
         self.dtype_ok = _dtype_filter(tensor_dtypes)
         self.writer = writer
         self.sinks: list[Sink] = []
-        # (the writer, the other sinks) when one sink writes the dump: call_done's shortcut
-        self._writer_sink: tuple[DebugEventsWriter, tuple] | None = None
         self.want_nonfinite = False  # some sink needs per-output finiteness
         self.replay = None  # tvmdbg_tb.replay.auto.AutoReplay when a dump is written
         self.trace_fused_ops = False  # deep mode (see api.enable_dump_debug_info)
@@ -218,9 +216,6 @@ class Session:
     def _set_sinks(self, sinks: list[Sink]) -> None:
         self.sinks = sinks
         self.want_nonfinite = any(getattr(s, "wants_nonfinite", False) for s in sinks)
-        writers = [s for s in sinks if type(s) is WriterSink]
-        others = tuple(s for s in sinks if type(s) is not WriterSink)
-        self._writer_sink = (writers[0].writer, others) if len(writers) == 1 else None
 
     def close(self) -> None:
         for sink in self.sinks:
@@ -393,20 +388,6 @@ class Session:
             if error is not None and stop is None:
                 stop = error
         return stop
-
-    def call_done(self, execution: bytes, traces: Sequence[bytes]) -> None:
-        """execution_done for the fast path's serialized records (the Execution and its
-        traces, a list or TraceParts): straight to the writer when every other sink is idle
-        (a sink's `idle` attribute: it would ignore the execution, e.g. no listeners)."""
-        shortcut = self._writer_sink
-        if shortcut is not None:
-            for sink in shortcut[1]:
-                if not getattr(sink, "idle", False):
-                    break
-            else:
-                shortcut[0].write_call(execution, traces)
-                return
-        self.execution_done(ExecutionPayload(execution), TraceBatch(payloads=traces))
 
     def execution_done(self, execution: pb.Execution, traces: list[pb.GraphExecutionTrace]) -> None:
         for sink in self.sinks:
