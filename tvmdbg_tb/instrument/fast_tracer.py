@@ -257,13 +257,8 @@ class CompiledTracer(Tracer):
         return cached
 
     def _payloads(self, call: _FastCall) -> Sequence[bytes]:
-        """One payload per executed row: as parts built in numpy for a function with many
-        rows (_parts), else plain Python on .tolist() (rows are few and small)."""
-        if len(call.buffers) == 1:  # the common case: one function's rows, framed from parts
-            fid, _, array = call.buffers[0]
-            parts = self._parts(call.index, fid, array)
-            if parts is not None:
-                return parts
+        """One payload per executed row: as parts (_parts: each row's tail from one native or
+        numpy pass), else plain Python on .tolist() (dynamic shapes, no native library)."""
         mode = self.mode
         index = b"\x18" + _varint(call.index)
         rate = self._rate
@@ -271,8 +266,10 @@ class CompiledTracer(Tracer):
         payloads: list[bytes] = []
         stamps: list[float] = []
         for fid, _, array in call.buffers:
-            parts = self._parts(call.index, fid, array) if len(call.buffers) > 1 else None
+            parts = self._parts(call.index, fid, array)
             if parts is not None:
+                if len(call.buffers) == 1:
+                    return parts  # framed without building its payloads
                 payloads.extend(parts.payloads())
                 stamps.extend(array[np.frombuffer(parts.which, np.uint32).astype(np.intp) + 1, 0].tolist())
                 continue
