@@ -3,9 +3,9 @@
 The separate summary kernel reads each output a second time, after it left the cache: on a
 1M-element output that pass costs 0.7x the kernel itself. Here the kernel that writes the
 output counts it: the block storing each output element also adds that element's tests
-(< 0, > 0, == 0 and, for floats, a running sum) into per-lane accumulators, and the loop
-storing the output is split by LANES and vectorized, so the counts ride in the same vector
-loop as the values. After the kernel's own loop nest the lanes are summed into the row, when
+(< 0, > 0 and, for floats, a running sum; == 0 is what they leave) into per-lane
+accumulators, and the loop storing the output is split by LANES and vectorized, so the
+counts ride in the same vector loop as the values. After the kernel's own loop nest the lanes are summed into the row, when
 every element was finite; otherwise the guarded summary kernel called right after the kernel
 (compiled.py) finds the row unwritten and counts NaN and infinities exactly. The tests come
 from the summary kernel's own generator (kernel_source.fused_source), so the counts are the same.
