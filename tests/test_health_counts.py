@@ -77,9 +77,11 @@ def _kernel_values(array: np.ndarray) -> list[float]:
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_float_kernel_special_values(dtype):
-    """The one-pass float kernel detects infinities through a per-lane sum: only +inf, only
-    -inf, both, finite values whose sum overflows, and NaN with infinities all count exactly."""
+    """The one-pass float kernel detects infinities and NaN through a per-lane sum and leaves
+    == 0 to what < 0 and > 0 leave: only +inf, only -inf, both, finite values whose sum
+    overflows, NaN alone, NaN with infinities, signed zeros and subnormals all count exactly."""
     big = np.finfo(dtype).max
+    tiny = np.finfo(dtype).smallest_subnormal
     cases = {
         "pos_inf": np.array([1, np.inf, 0, -2] * 9, dtype),
         "neg_inf": np.array([1, -np.inf, 0, -2] * 9 + [-np.inf], dtype),
@@ -88,6 +90,8 @@ def test_float_kernel_special_values(dtype):
         "overflowing_negative_sum": np.concatenate([np.full(33, -big, dtype), np.zeros(3, dtype)]),
         "nan_and_inf": np.array([np.nan, np.inf, -np.inf, 0, 3] * 7, dtype),
         "tail_inf": np.concatenate([np.ones(32, dtype), np.array([np.inf], dtype)]),
+        "nan_only": np.array([np.nan, 0, -0.0, 1] * 9 + [np.nan], dtype),
+        "signed_zeros_and_subnormals": np.array([-0.0, 0.0, tiny, -tiny, 0.0, -0.0, 2] * 5, dtype),
     }
     for name, array in cases.items():
         assert _kernel_values(array) == _expected("FULL_HEALTH", array), (dtype, name)
