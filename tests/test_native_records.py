@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from eventgen import trace  # noqa: E402
 from tvmdbg_tb.events import layout, native_records, writer  # noqa: E402
 from tvmdbg_tb.events.reader import DebugDataReader  # noqa: E402
 from tvmdbg_tb.events.trace_parts import TraceParts  # noqa: E402
+from tvmdbg_tb.proto import debug_event_pb2 as pb  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +207,45 @@ def test_a_process_that_exits_during_a_build_leaves_no_file(tmp_path):
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
         assert result.returncode == 0, result.stderr
     assert not list((tmp_path / "cache").glob("*.tmp"))
+
+
+def _call_dump(tmp_path, name, monkeypatch, native, use_native: bool, ring: int) -> tuple[bytes, bytes]:
+    """A writer run of write_call (an Execution and its traces as TraceParts, some with no
+    trace): framed by frame_call, or in Python when the library is off."""
+    calls = []
+    if use_native:
+        original = native.frame_call
+        monkeypatch.setattr(native, "frame_call", lambda *args: calls.append(1) or original(*args))
+    else:
+        monkeypatch.setattr(native_records.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
+    statics = [p for p in _payloads() if len(p) < 20000][:14]
+    w = writer.DebugEventsWriter(tmp_path / name, run_name="run", circular_buffer_size=ring, flush_interval=3600)
+    for k in range(40):
+        which = np.array([(k * 5 + j) % len(statics) for j in range(k % 6)], np.uint32)
+        tails = (b"\x59" + struct.pack("<d", k / 8)) * len(which)  # each trace's duration field
+        parts = TraceParts(statics, which.tobytes(), b"\x18" + bytes([k]), tails, 9)
+        function_name = "f" * (k * 300)  # sizes past one- and two-byte varints
+        execution = pb.Execution(function_name=function_name, num_traces=len(which)).SerializeToString()
+        w.write_call(execution, parts, wall_time=200.0 + k, step=k % 3)
+        if k % 9 == 0:
+            w.flush()
+    w.close()
+    assert bool(calls) == use_native  # the path under test ran
+    folder = tmp_path / name / "run"
+    return tuple(
+        (folder / layout.file_name(stream)).read_bytes() for stream in (layout.EXECUTION, layout.GRAPH_EXECUTION_TRACES)
+    )
+
+
+@pytest.mark.parametrize("ring", [-1, 30])
+def test_a_calls_records_framed_in_one_native_call_are_the_python_paths(native, tmp_path, monkeypatch, ring):
+    """write_call's frame_call path (the compiled tracer's every call) writes the files the
+    Python path writes, byte for byte, compaction included, and they read back whole."""
+    native_files = _call_dump(tmp_path, "native", monkeypatch, native, True, ring)
+    monkeypatch.undo()
+    python_files = _call_dump(tmp_path, "python", monkeypatch, native, False, ring)
+    assert native_files == python_files
+    reader = DebugDataReader(tmp_path / "native")
+    reader.update()
+    assert reader.corruptions == []
+    assert reader.run("run").num_executions() == (40 if ring < 0 else 30)

@@ -189,26 +189,23 @@ PyObject* FrameTraces(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return result;
 }
 
-// frame_trace_parts(prefix, statics, which, middle, tails, width, first) -> (bytes, [int]):
-// trace k's payload is statics[which[k]] (which: u32 each), then middle, then bytes
-// k * width to (k + 1) * width of tails; its index first + k.
-PyObject* FrameTraceParts(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!CheckArgs(nargs, 7, "frame_trace_parts")) return nullptr;
-  Span prefix, middle;
+// The records of frame_trace_parts' arguments after the prefix (statics, which, middle,
+// tails, width, first), each data starting with prefix.
+PyObject* PartsRecords(Span prefix, PyObject* const* args) {
+  Span middle;
   Buffer which, tails;
-  if (!GetBytes(args[0], "prefix", &prefix) || !which.Get(args[2], "which") ||
-      !GetBytes(args[3], "middle", &middle) || !tails.Get(args[4], "tails")) {
+  if (!which.Get(args[1], "which") || !GetBytes(args[2], "middle", &middle) || !tails.Get(args[3], "tails")) {
     return nullptr;
   }
-  if (!PyList_Check(args[1])) {
+  if (!PyList_Check(args[0])) {
     PyErr_SetString(PyExc_TypeError, "statics must be a list of bytes");
     return nullptr;
   }
-  const long long width = PyLong_AsLongLong(args[5]);
-  const long long first = PyLong_AsLongLong(args[6]);
+  const long long width = PyLong_AsLongLong(args[4]);
+  const long long first = PyLong_AsLongLong(args[5]);
   if (PyErr_Occurred()) return nullptr;
   const size_t n = which.size() / 4;
-  const size_t num_statics = static_cast<size_t>(PyList_GET_SIZE(args[1]));
+  const size_t num_statics = static_cast<size_t>(PyList_GET_SIZE(args[0]));
   if (which.size() % 4 != 0 || width < 0 || tails.size() != n * static_cast<size_t>(width)) {
     PyErr_SetString(PyExc_ValueError, "frame_trace_parts: tails do not match the traces");
     return nullptr;
@@ -225,7 +222,7 @@ PyObject* FrameTraceParts(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         return nullptr;
       }
       Span head;
-      if (!GetBytes(PyList_GET_ITEM(args[1], i), "each static", &head)) return nullptr;
+      if (!GetBytes(PyList_GET_ITEM(args[0], i), "each static", &head)) return nullptr;
       const size_t record = out.size();
       const Span parts[3] = {head, middle, {tails.data() + k * width, static_cast<size_t>(width)}};
       AppendRecord(&out, prefix, parts, 3, first + static_cast<long long>(k));
@@ -237,11 +234,71 @@ PyObject* FrameTraceParts(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
 }
 
+// frame_trace_parts(prefix, statics, which, middle, tails, width, first) -> (bytes, [int]):
+// trace k's payload is statics[which[k]] (which: u32 each), then middle, then bytes
+// k * width to (k + 1) * width of tails; its index first + k.
+PyObject* FrameTraceParts(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!CheckArgs(nargs, 7, "frame_trace_parts")) return nullptr;
+  Span prefix;
+  if (!GetBytes(args[0], "prefix", &prefix)) return nullptr;
+  return PartsRecords(prefix, args + 1);
+}
+
+// Appends one framed record whose data is prefix, tag, varint(payload size), payload (an
+// Execution: writer.py's records.encode of the same bytes).
+void AppendMessageRecord(std::string* out, Span prefix, uint8_t tag, Span payload) {
+  const size_t record = out->size();
+  out->append(12, '\0');
+  const size_t data = out->size();
+  out->append(prefix.data, prefix.size);
+  out->push_back(static_cast<char>(tag));
+  AppendVarint(out, payload.size);
+  out->append(payload.data, payload.size);
+  const size_t data_size = out->size() - data;
+  PutLe(out, record, data_size, 8);
+  PutLe(out, record + 8, Masked(Crc32c(reinterpret_cast<const uint8_t*>(out->data()) + record, 8)), 4);
+  AppendLe(out, Masked(Crc32c(reinterpret_cast<const uint8_t*>(out->data()) + data, data_size)), 4);
+}
+
+constexpr uint8_t kExecutionTag = 8 << 3 | 2;  // DebugEvent.execution
+constexpr uint8_t kTraceTag = 9 << 3 | 2;      // DebugEvent.graph_execution_trace
+
+// frame_call(envelope, execution, statics, which, middle, tails, width, first)
+//   -> (execution record, trace records, sizes):
+// one VM call's records in one call: its Execution (bytes) framed as a record, and its
+// traces as frame_trace_parts frames them with the envelope and the trace field's tag.
+PyObject* FrameCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!CheckArgs(nargs, 8, "frame_call")) return nullptr;
+  Span envelope, execution;
+  if (!GetBytes(args[0], "envelope", &envelope) || !GetBytes(args[1], "execution", &execution)) return nullptr;
+  try {
+    std::string record;
+    record.reserve(12 + envelope.size + 11 + execution.size + 4);
+    AppendMessageRecord(&record, envelope, kExecutionTag, execution);
+    std::string prefix(envelope.data, envelope.size);
+    prefix.push_back(static_cast<char>(kTraceTag));
+    PyObject* traces = PartsRecords({prefix.data(), prefix.size()}, args + 2);
+    if (traces == nullptr) return nullptr;
+    PyObject* framed = PyBytes_FromStringAndSize(record.data(), static_cast<Py_ssize_t>(record.size()));
+    if (framed == nullptr) {
+      Py_DECREF(traces);
+      return nullptr;
+    }
+    PyObject* result = Py_BuildValue("(NOO)", framed, PyTuple_GET_ITEM(traces, 0), PyTuple_GET_ITEM(traces, 1));
+    Py_DECREF(traces);
+    return result;
+  } catch (const std::bad_alloc&) {
+    return PyErr_NoMemory();
+  }
+}
+
 PyMethodDef kMethods[] = {
     {"frame_traces", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrameTraces)), METH_FASTCALL,
      "frame_traces(prefix, payloads, first) -> (records, sizes)"},
     {"frame_trace_parts", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrameTraceParts)),
      METH_FASTCALL, "frame_trace_parts(prefix, statics, which, middle, tails, width, first) -> (records, sizes)"},
+    {"frame_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrameCall)), METH_FASTCALL,
+     "frame_call(envelope, execution, statics, which, middle, tails, width, first) -> (record, records, sizes)"},
     {nullptr, nullptr, 0, nullptr},
 };
 
