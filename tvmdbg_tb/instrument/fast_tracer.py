@@ -34,6 +34,7 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 FAST_MODES = {pb.NO_TENSOR, pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.SHAPE, pb.FULL_STATS}
 _perf = time.perf_counter
 _F64 = struct.Struct("<d")
+_HEALTH_EXECUTION_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)
 
 
 # Tests switch this off to exercise the VM-instrument path on the same models.
@@ -130,7 +131,7 @@ def flush_implicit() -> None:
     call = _LOCAL.call
     if call is not None and call.implicit:
         _LOCAL.call = None
-        call.tracer._finish_fast(call, (), None, None, [], -1)
+        call.tracer._finish_fast(call, (), None, None, (), -1)
 
 
 _CYCLES_PER_US: list[float] = []
@@ -167,6 +168,13 @@ class CompiledTracer(Tracer):
         self._execution_statics: dict[tuple[str, int], bytes | None] = {}
         self._health_templates: dict[tuple[int, int, int], tuple | None] = {}
         self._locations: dict[tuple, bytes] = {}
+        # The Execution's constant bytes in this mode (None: the generic path builds it).
+        if self.mode in (pb.NO_TENSOR, pb.SHAPE):
+            self._execution_bytes = self._static_execution
+        elif self.mode in _HEALTH_EXECUTION_MODES:
+            self._execution_bytes = self._health_execution
+        else:
+            self._execution_bytes = lambda call, num_inputs, num_leaves: None
         self._rate = cycles_per_us()
         self._cache = session.param_cache  # param_summaries="once_per_value"
         self._plans: dict[int, _PartsPlan | None] = {}  # fid -> how _parts builds its traces
@@ -468,12 +476,9 @@ class CompiledTracer(Tracer):
                 _release(fid, tensor, array)
         remember = self._cache is not None and error is None and not call.implicit
         if error is None and not call.implicit:
-            num_leaves = self._num_leaves(call.function.name, outputs)
-            static = self._static_execution(call, len(inputs), num_leaves)
-            if static is None:
-                static = self._health_execution(call, len(inputs), num_leaves)
-            if static is not None:  # the common case in NO_TENSOR and SHAPE: no message built
-                location = self._location_bytes(frames, user_index)
+            static = self._execution_bytes(call, len(inputs), self._num_leaves(call.function.name, outputs))
+            if static is not None:  # the common case: no message built
+                location = self._locations.get((frames, user_index)) or self._location_bytes(frames, user_index)
                 payload = b"".join(
                     (
                         static,
@@ -511,10 +516,8 @@ class CompiledTracer(Tracer):
         return known[1]
 
     def _static_execution(self, call: _FastCall, num_inputs: int, num_leaves: int) -> bytes | None:
-        """The serialized constant part of this function's Execution, when inputs and outputs
-        are fully static and the mode needs no more than their dtype and shape."""
-        if self.mode not in (pb.NO_TENSOR, pb.SHAPE):
-            return None
+        """NO_TENSOR and SHAPE: the serialized constant part of this function's Execution,
+        when inputs and outputs are fully static."""
         name = call.function.name
         key = (name, num_inputs)
         if key in self._execution_statics:
@@ -551,10 +554,7 @@ class CompiledTracer(Tracer):
         """Health modes: the serialized Execution without its per-call fields (index,
         duration, location, num_traces), from a per-function template and one conversion of
         the summary rows; None when a value is not fully static or has no summary row."""
-        if (
-            self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)
-            or len(call.buffers) != 1
-        ):
+        if len(call.buffers) != 1:
             return None
         fid, _, array = call.buffers[0]
         key = (fid, num_inputs, num_leaves)
