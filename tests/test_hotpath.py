@@ -93,6 +93,25 @@ def test_call_locations_exact_at_any_depth(tmp_path, trace_path):
             assert names.count("_deeper") == min(extra + 1, 40) if extra else "_deeper" not in names
 
 
+def test_call_point_keys_keep_their_code_objects_alive():
+    """capture_call keys frames by code object address: its cache entry holds those code
+    objects, so a freed function's address cannot pass to another code object, whose calls
+    would then get the freed function's stack."""
+    import gc
+    import weakref
+
+    from tvmdbg_tb.instrument import frames
+
+    namespace = {"frames": frames}
+    exec("def transient():\n    return frames.capture_call(0)\n", namespace)
+    stack, _ = namespace["transient"]()
+    code = weakref.ref(namespace["transient"].__code__)
+    del namespace
+    gc.collect()
+    assert code() is not None  # held by its cache entry
+    assert stack[-1][2] == "transient"
+
+
 def _reference(array: np.ndarray) -> list[float]:
     """FULL_HEALTH debug_values of array, in numpy."""
     from tvmdbg_tb.events.summaries import dtype_code

@@ -101,7 +101,7 @@ class Stack(tuple):
         return self is not other
 
 
-_CALL_STACKS: dict[tuple, tuple[Stack, int]] = {}
+_CALL_STACKS: dict[tuple, tuple[Stack, int, tuple]] = {}
 
 
 def capture_call(skip: int = 0) -> tuple[Stack, int]:
@@ -111,22 +111,30 @@ def capture_call(skip: int = 0) -> tuple[Stack, int]:
     a miss walks the whole stack (MAX_FRAMES). Rule: calls whose innermost KEY_FRAMES frames
     are the same share the outer frames recorded at the first such call (the user frame and
     its nearest callers are always exact unless they lie deeper than KEY_FRAMES frames).
+    Code objects are keyed by address: hashing a code object reads its bytecode, names and
+    constants, memory a training step has usually evicted by the next call. Each entry holds
+    its code objects, so no other code object can take their addresses.
     """
     frame = sys._getframe(skip + 1)
     key = []
     walk = frame
-    while walk is not None and len(key) < KEY_FRAMES:
-        key.append(walk.f_code)
+    while walk is not None and len(key) < 2 * KEY_FRAMES:
+        key.append(id(walk.f_code))
         key.append(walk.f_lasti)
         walk = walk.f_back
     key = tuple(key)
     found = _CALL_STACKS.get(key)
     if found is None:
         frames, index = capture(skip + 1)
-        found = (Stack(frames), index)
+        codes = []
+        walk = frame
+        while walk is not None and len(codes) < KEY_FRAMES:
+            codes.append(walk.f_code)
+            walk = walk.f_back
+        found = (Stack(frames), index, tuple(codes))
         if len(_CALL_STACKS) < 10_000:
             _CALL_STACKS[key] = found
-    return found
+    return found[0], found[1]
 
 
 _TRACE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
