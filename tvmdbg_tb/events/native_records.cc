@@ -10,8 +10,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <new>
-#include <string>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <nmmintrin.h>
@@ -81,20 +79,21 @@ uint32_t Crc32c(const uint8_t* p, size_t n) {
 
 uint32_t Masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kMaskDelta; }
 
-void PutLe(std::string* out, size_t at, uint64_t value, int width) {
-  for (int k = 0; k < width; ++k) (*out)[at + k] = static_cast<char>((value >> (8 * k)) & 0xFF);
+char* PutLe(char* p, uint64_t value, int width) {
+  for (int k = 0; k < width; ++k) *p++ = static_cast<char>((value >> (8 * k)) & 0xFF);
+  return p;
 }
 
-void AppendLe(std::string* out, uint64_t value, int width) {
-  for (int k = 0; k < width; ++k) out->push_back(static_cast<char>((value >> (8 * k)) & 0xFF));
+size_t VarintSize(uint64_t value) {
+  size_t n = 1;
+  for (; value >= 0x80; value >>= 7) ++n;
+  return n;
 }
 
-void AppendVarint(std::string* out, uint64_t value) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7F) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
+char* PutVarint(char* p, uint64_t value) {
+  for (; value >= 0x80; value >>= 7) *p++ = static_cast<char>((value & 0x7F) | 0x80);
+  *p++ = static_cast<char>(value);
+  return p;
 }
 
 struct Span {
@@ -102,22 +101,38 @@ struct Span {
   size_t size;
 };
 
-// Appends one record: its payload is the concatenation of parts, its index `index`.
-void AppendRecord(std::string* out, Span prefix, const Span* parts, int num_parts, int64_t index) {
-  size_t size = 0;
-  for (int p = 0; p < num_parts; ++p) size += parts[p].size;
-  const size_t record = out->size();
-  out->append(12, '\0');  // the length and its CRC, filled below
-  const size_t data = out->size();
-  out->append(prefix.data, prefix.size);
-  AppendVarint(out, static_cast<uint64_t>(size) + 9);
-  for (int p = 0; p < num_parts; ++p) out->append(parts[p].data, parts[p].size);
-  out->push_back(static_cast<char>(kIndexTag));
-  AppendLe(out, static_cast<uint64_t>(index), 8);
-  const size_t data_size = out->size() - data;
-  PutLe(out, record, data_size, 8);
-  PutLe(out, record + 8, Masked(Crc32c(reinterpret_cast<const uint8_t*>(out->data()) + record, 8)), 4);
-  AppendLe(out, Masked(Crc32c(reinterpret_cast<const uint8_t*>(out->data()) + data, data_size)), 4);
+char* PutSpan(char* p, Span span) {
+  std::memcpy(p, span.data, span.size);
+  return p + span.size;
+}
+
+// A record is u64 length | masked CRC of it | data | masked CRC of the data.
+constexpr size_t kFraming = 8 + 4 + 4;
+
+// Frames the data written from out + 12 to end: the length and its CRC before, the data's
+// CRC after; returns the record's end.
+char* Frame(char* out, char* end) {
+  const size_t data_size = static_cast<size_t>(end - (out + 12));
+  PutLe(out, data_size, 8);
+  PutLe(out + 8, Masked(Crc32c(reinterpret_cast<const uint8_t*>(out), 8)), 4);
+  return PutLe(end, Masked(Crc32c(reinterpret_cast<const uint8_t*>(out + 12), data_size)), 4);
+}
+
+// The size of a trace record whose payload (the trace's fields before its index) has
+// `payload` bytes: prefix, the trace field's length, the payload, its index field.
+size_t TraceRecordSize(Span prefix, size_t payload) {
+  return kFraming + prefix.size + VarintSize(payload + 9) + payload + 9;
+}
+
+// Writes one trace record at out: its payload is the concatenation of parts (`payload`
+// bytes), its index `index`; returns the record's end.
+char* PutTraceRecord(char* out, Span prefix, const Span* parts, int num_parts, size_t payload, int64_t index) {
+  char* p = PutSpan(out + 12, prefix);
+  p = PutVarint(p, payload + 9);
+  for (int k = 0; k < num_parts; ++k) p = PutSpan(p, parts[k]);
+  *p++ = static_cast<char>(kIndexTag);
+  p = PutLe(p, static_cast<uint64_t>(index), 8);
+  return Frame(out, p);
 }
 
 using tvmdbg::Buffer;
@@ -131,22 +146,57 @@ bool GetBytes(PyObject* object, const char* what, Span* out) {
   return true;
 }
 
-// (records end to end as bytes, [each record's size]); out holds n u64 sizes first.
-PyObject* Result(const std::string& out, size_t n) {
-  PyObject* sizes = PyList_New(static_cast<Py_ssize_t>(n));
-  if (sizes == nullptr) return nullptr;
-  for (size_t k = 0; k < n; ++k) {
-    uint64_t size;
-    std::memcpy(&size, out.data() + 8 * k, 8);
-    PyList_SET_ITEM(sizes, static_cast<Py_ssize_t>(k), PyLong_FromUnsignedLongLong(size));
+// A new tuple of new references (stolen), or nullptr (all released) when one is nullptr.
+PyObject* TupleOf(PyObject* const* items, Py_ssize_t n) {
+  PyObject* tuple = nullptr;
+  bool complete = true;
+  for (Py_ssize_t k = 0; k < n; ++k) complete = complete && items[k] != nullptr;
+  if (complete) tuple = PyTuple_New(n);
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    if (tuple != nullptr) {
+      PyTuple_SET_ITEM(tuple, k, items[k]);
+    } else {
+      Py_XDECREF(items[k]);
+    }
   }
-  PyObject* blob = PyBytes_FromStringAndSize(out.data() + 8 * n, static_cast<Py_ssize_t>(out.size() - 8 * n));
-  if (blob == nullptr) {
-    Py_DECREF(sizes);
-    return nullptr;
-  }
-  return Py_BuildValue("(NN)", blob, sizes);
+  return tuple;
 }
+
+// Records written straight into one bytes object: the caller sizes them first (records:
+// their total size), then writes each, recording its size.
+class Records {
+ public:
+  Records(size_t total, size_t n)
+      : blob_(PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(total))),
+        sizes_(PyList_New(static_cast<Py_ssize_t>(n))) {
+    at_ = blob_ != nullptr ? PyBytes_AS_STRING(blob_) : nullptr;
+  }
+  ~Records() {
+    Py_XDECREF(blob_);
+    Py_XDECREF(sizes_);
+  }
+  bool ok() const { return blob_ != nullptr && sizes_ != nullptr; }
+  char* at() const { return at_; }
+  // Records that the record k ends at `end`.
+  bool Ended(size_t k, char* end) {
+    PyObject* size = PyLong_FromSize_t(static_cast<size_t>(end - at_));
+    if (size == nullptr) return false;
+    PyList_SET_ITEM(sizes_, static_cast<Py_ssize_t>(k), size);
+    at_ = end;
+    return true;
+  }
+  // (records end to end as bytes, [each record's size]); the object is spent.
+  PyObject* Result() {
+    PyObject* items[2] = {blob_, sizes_};
+    blob_ = sizes_ = nullptr;
+    return TupleOf(items, 2);
+  }
+
+ private:
+  PyObject* blob_;
+  PyObject* sizes_;
+  char* at_;
+};
 
 bool CheckArgs(Py_ssize_t nargs, Py_ssize_t want, const char* name) {
   if (nargs == want) return true;
@@ -167,23 +217,17 @@ PyObject* FrameTraces(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const size_t n = static_cast<size_t>(PySequence_Fast_GET_SIZE(items));
   PyObject** item = PySequence_Fast_ITEMS(items);
   PyObject* result = nullptr;
-  try {
-    std::string out;
-    size_t total = 0;
-    for (size_t k = 0; k < n; ++k) total += PyBytes_Check(item[k]) ? PyBytes_GET_SIZE(item[k]) : 0;
-    out.reserve(n * (8 + 12 + prefix.size + 10 + 9 + 4) + total);
-    out.resize(n * 8);
-    size_t k = 0;
-    for (; k < n; ++k) {
-      Span part;
-      if (!GetBytes(item[k], "each payload", &part)) break;
-      const size_t record = out.size();
-      AppendRecord(&out, prefix, &part, 1, first + static_cast<long long>(k));
-      PutLe(&out, 8 * k, out.size() - record, 8);
+  size_t total = 0;
+  size_t k = 0;
+  for (Span part; k < n && GetBytes(item[k], "each payload", &part); ++k) total += TraceRecordSize(prefix, part.size);
+  if (k == n) {
+    Records records(total, n);
+    bool ok = records.ok();
+    for (k = 0; ok && k < n; ++k) {
+      const Span part = {PyBytes_AS_STRING(item[k]), static_cast<size_t>(PyBytes_GET_SIZE(item[k]))};
+      ok = records.Ended(k, PutTraceRecord(records.at(), prefix, &part, 1, part.size, first + static_cast<long long>(k)));
     }
-    if (k == n) result = Result(out, n);
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
+    if (ok) result = records.Result();
   }
   Py_DECREF(items);
   return result;
@@ -210,28 +254,33 @@ PyObject* PartsRecords(Span prefix, PyObject* const* args) {
     PyErr_SetString(PyExc_ValueError, "frame_trace_parts: tails do not match the traces");
     return nullptr;
   }
-  try {
-    std::string out;
-    out.reserve(n * (8 + 12 + prefix.size + 10 + 9 + 4 + middle.size + width + 96));
-    out.resize(n * 8);
-    for (size_t k = 0; k < n; ++k) {
-      uint32_t i;
-      std::memcpy(&i, which.data() + 4 * k, 4);
-      if (i >= num_statics) {
-        PyErr_SetString(PyExc_ValueError, "frame_trace_parts: a static out of range");
-        return nullptr;
-      }
-      Span head;
-      if (!GetBytes(PyList_GET_ITEM(args[0], i), "each static", &head)) return nullptr;
-      const size_t record = out.size();
-      const Span parts[3] = {head, middle, {tails.data() + k * width, static_cast<size_t>(width)}};
-      AppendRecord(&out, prefix, parts, 3, first + static_cast<long long>(k));
-      PutLe(&out, 8 * k, out.size() - record, 8);
+  auto head = [&](size_t k, Span* out) {
+    uint32_t i;
+    std::memcpy(&i, which.data() + 4 * k, 4);
+    if (i >= num_statics) {
+      PyErr_SetString(PyExc_ValueError, "frame_trace_parts: a static out of range");
+      return false;
     }
-    return Result(out, n);
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
+    return GetBytes(PyList_GET_ITEM(args[0], i), "each static", out);
+  };
+  size_t total = 0;
+  for (size_t k = 0; k < n; ++k) {
+    Span static_part;
+    if (!head(k, &static_part)) return nullptr;
+    total += TraceRecordSize(prefix, static_part.size + middle.size + static_cast<size_t>(width));
   }
+  Records records(total, n);
+  if (!records.ok()) return nullptr;
+  for (size_t k = 0; k < n; ++k) {
+    Span static_part;
+    head(k, &static_part);  // checked above
+    const Span parts[3] = {static_part, middle, {tails.data() + k * width, static_cast<size_t>(width)}};
+    const size_t payload = static_part.size + middle.size + static_cast<size_t>(width);
+    if (!records.Ended(k, PutTraceRecord(records.at(), prefix, parts, 3, payload, first + static_cast<long long>(k)))) {
+      return nullptr;
+    }
+  }
+  return records.Result();
 }
 
 // frame_trace_parts(prefix, statics, which, middle, tails, width, first) -> (bytes, [int]):
@@ -244,52 +293,44 @@ PyObject* FrameTraceParts(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PartsRecords(prefix, args + 1);
 }
 
-// Appends one framed record whose data is prefix, tag, varint(payload size), payload (an
-// Execution: writer.py's records.encode of the same bytes).
-void AppendMessageRecord(std::string* out, Span prefix, uint8_t tag, Span payload) {
-  const size_t record = out->size();
-  out->append(12, '\0');
-  const size_t data = out->size();
-  out->append(prefix.data, prefix.size);
-  out->push_back(static_cast<char>(tag));
-  AppendVarint(out, payload.size);
-  out->append(payload.data, payload.size);
-  const size_t data_size = out->size() - data;
-  PutLe(out, record, data_size, 8);
-  PutLe(out, record + 8, Masked(Crc32c(reinterpret_cast<const uint8_t*>(out->data()) + record, 8)), 4);
-  AppendLe(out, Masked(Crc32c(reinterpret_cast<const uint8_t*>(out->data()) + data, data_size)), 4);
-}
-
 constexpr uint8_t kExecutionTag = 8 << 3 | 2;  // DebugEvent.execution
 constexpr uint8_t kTraceTag = 9 << 3 | 2;      // DebugEvent.graph_execution_trace
 
 // frame_call(envelope, execution, statics, which, middle, tails, width, first)
 //   -> (execution record, trace records, sizes):
-// one VM call's records in one call: its Execution (bytes) framed as a record, and its
+// one VM call's records in one call: its Execution (bytes) framed as a record (writer.py's
+// records.encode of envelope, the execution field's tag and length, the Execution), and its
 // traces as frame_trace_parts frames them with the envelope and the trace field's tag.
 PyObject* FrameCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!CheckArgs(nargs, 8, "frame_call")) return nullptr;
   Span envelope, execution;
   if (!GetBytes(args[0], "envelope", &envelope) || !GetBytes(args[1], "execution", &execution)) return nullptr;
-  try {
-    std::string record;
-    record.reserve(12 + envelope.size + 11 + execution.size + 4);
-    AppendMessageRecord(&record, envelope, kExecutionTag, execution);
-    std::string prefix(envelope.data, envelope.size);
-    prefix.push_back(static_cast<char>(kTraceTag));
-    PyObject* traces = PartsRecords({prefix.data(), prefix.size()}, args + 2);
-    if (traces == nullptr) return nullptr;
-    PyObject* framed = PyBytes_FromStringAndSize(record.data(), static_cast<Py_ssize_t>(record.size()));
-    if (framed == nullptr) {
-      Py_DECREF(traces);
-      return nullptr;
-    }
-    PyObject* result = Py_BuildValue("(NOO)", framed, PyTuple_GET_ITEM(traces, 0), PyTuple_GET_ITEM(traces, 1));
-    Py_DECREF(traces);
-    return result;
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
+  const size_t size = kFraming + envelope.size + 1 + VarintSize(execution.size) + execution.size;
+  PyObject* record = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
+  if (record == nullptr) return nullptr;
+  char* out = PyBytes_AS_STRING(record);
+  char* p = PutSpan(out + 12, envelope);
+  *p++ = static_cast<char>(kExecutionTag);
+  p = PutSpan(PutVarint(p, execution.size), execution);
+  Frame(out, p);
+  char prefix[64];
+  if (envelope.size >= sizeof(prefix)) {
+    Py_DECREF(record);
+    PyErr_SetString(PyExc_ValueError, "frame_call: the envelope is too long");
+    return nullptr;
   }
+  std::memcpy(prefix, envelope.data, envelope.size);
+  prefix[envelope.size] = static_cast<char>(kTraceTag);
+  PyObject* traces = PartsRecords({prefix, envelope.size + 1}, args + 2);
+  if (traces == nullptr) {
+    Py_DECREF(record);
+    return nullptr;
+  }
+  PyObject* items[3] = {record, PyTuple_GET_ITEM(traces, 0), PyTuple_GET_ITEM(traces, 1)};
+  Py_INCREF(items[1]);
+  Py_INCREF(items[2]);
+  Py_DECREF(traces);
+  return TupleOf(items, 3);
 }
 
 PyMethodDef kMethods[] = {
