@@ -5,10 +5,11 @@ The separate summary kernel reads each output a second time, after it left the c
 output counts it: the block storing each output element also adds that element's tests
 (< 0, > 0 and, for floats, a running sum; == 0 is what they leave) into per-lane
 accumulators, and the loop storing the output is split by LANES and vectorized, so the
-counts ride in the same vector loop as the values. After the kernel's own loop nest the lanes are summed into the row, when
-every element was finite; otherwise the guarded summary kernel called right after the kernel
-(compiled.py) finds the row unwritten and counts NaN and infinities exactly. The tests come
-from the summary kernel's own generator (kernel_source.fused_source), so the counts are the same.
+counts ride in the same vector loop as the values. After the kernel's own loop nest the
+lanes are summed into the row, when every element was finite; otherwise the guarded summary
+kernel called right after the kernel (compiled.py) finds the row unwritten and counts NaN
+and infinities exactly. The tests come from the summary kernel's own generator
+(kernel_source.fused_source), so the counts are the same.
 
 The same loop can count an input that the block reads element by element (one element at the
 block's own indices, a buffer of the output's shape): the Relax function's parameters, which
@@ -16,11 +17,11 @@ the separate summary kernel would otherwise read once more on every call (a 1M-e
 parameter: ~200 us). Each counted buffer has its own accumulators and its own row.
 
 The fused kernel takes the stats buffer and the rows (the output's, then each counted
-input's) as extra parameters and replaces the original in the module. The counts stay in the stats buffer, read once per VM call, so a GPU
-target would add no host synchronisation either (its kernels are not fused today: their
-blocks are thread-bound). Any kernel whose output is not stored by one complete spatial block,
-one element per iteration, in a loop that splits into vectors, keeps the separate summary call;
-so do outputs under MIN_ELEMENTS.
+input's) as extra parameters and replaces the original in the module. The counts stay in
+the stats buffer, read once per VM call, so a GPU target would add no host synchronisation
+either (its kernels are not fused today: their blocks are thread-bound). Any kernel whose
+output is not stored by one complete spatial block, one element per iteration, in a loop that
+splits into vectors, keeps the separate summary call; so do outputs under MIN_ELEMENTS.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def _health_lines(dtype: str, size: str) -> list[str]:
     a plain read of the tensor (1M float32: 0.21 ms vs 0.26 ms with a per-element finiteness
     test)."""
     tests, sum_dtype = _first_pass_tests(dtype)
-    lines = _accumulators(dtype, size, 6, LANES, sum_dtype)
+    lines = _accumulators(dtype, size, 5, LANES, sum_dtype)  # lt0, gt0, then -inf, +inf, NaN
     lines += _counting_loop(size, tests, sum_dtype)
     if sum_dtype is not None:
         lines += _total(sum_dtype, LANES)
@@ -126,17 +126,18 @@ def _health_lines(dtype: str, size: str) -> list[str]:
         second = _counting_loop(
             size,
             {
-                3: _COUNT.format(f'{{v}} == T.{dtype}("-inf")'),
-                4: _COUNT.format(f'{{v}} == T.{dtype}("inf")'),
-                5: _COUNT.format("T.isnan({v})"),
+                2: _COUNT.format(f'{{v}} == T.{dtype}("-inf")'),
+                3: _COUNT.format(f'{{v}} == T.{dtype}("inf")'),
+                4: _COUNT.format("T.isnan({v})"),
             },
         )
         lines += ["    " + line for line in second]
-    lines += _lane_totals(6, LANES)
+    lines += _lane_totals(5, LANES)
     lines += [
-        "    for k in range(5):",
+        "    for k in range(2):",
         '        S[row, 2 + k] = T.Cast("float64", tot[k])',
-        _zeros_line(size, 'T.Cast("float64", tot[5])'),
+        '        S[row, 5 + k] = T.Cast("float64", tot[2 + k])',
+        _zeros_line(size, 'T.Cast("float64", tot[4])'),
     ]
     return lines
 
