@@ -317,56 +317,46 @@ class DebugEventsWriter:
         try:
             prefix = _envelope_prefix(wall_time or time.time(), step)
             native = native_records.LIBRARY.loaded()
-            if native is not None and execution is not None and type(payloads) is TraceParts:
-                # The compiled path's call: both records framed by one C++ call.
-                with self._lock:
-                    first = self._next_trace
+            # The compiled path's call: its Execution and traces framed by one C++ call.
+            one_call = native is not None and execution is not None and type(payloads) is TraceParts
+            record = None
+            if execution is not None and not one_call:
+                record = records.encode(prefix + _EXECUTION_TAG + varint(len(execution)) + execution)
+            with self._lock:
+                first = self._next_trace
+                if one_call:
+                    parts = payloads
                     record, blob, sizes = native.frame_call(
-                        prefix,
-                        execution,
-                        payloads.statics,
-                        payloads.which,
-                        payloads.middle,
-                        payloads.tails,
-                        payloads.width,
-                        first,
+                        prefix, execution, parts.statics, parts.which, parts.middle, parts.tails, parts.width, first
                     )
-                    if sizes:
-                        self._next_trace += len(sizes)
-                        self._pending[layout.GRAPH_EXECUTION_TRACES].append(_Framed(blob, sizes))
+                    chunks = [_Framed(blob, sizes)] if sizes else []
+                    size, count = len(blob), len(sizes)
+                elif payloads:
+                    chunks, size = self._framed_traces(prefix + _TRACE_TAG, payloads, first)
+                    count = len(payloads)
+                else:
+                    chunks, size, count = [], 0, 0
+                self._next_trace += count
+                self._pending[layout.GRAPH_EXECUTION_TRACES].extend(chunks)
+                if record is not None:
                     self._pending[layout.EXECUTION].append(record)
-                    self._pending_bytes += len(blob) + len(record)
-                    eager = self._pending_bytes >= _EAGER_WRITE_BYTES
-            else:
-                eager = self._queue_call(prefix, execution, payloads)
+                    size += len(record)
+                self._pending_bytes += size
+                eager = self._pending_bytes >= _EAGER_WRITE_BYTES
             if eager:
                 self.flush()
         except Exception as error:
             self._fail(f"could not encode a call's records: {error!r}")
 
-    def _queue_call(self, prefix: bytes, execution: bytes | None, payloads: Sequence[bytes]) -> bool:
-        """write_call's records framed in Python (or the traces natively, as a list); whether
-        the queue is now long enough to write."""
-        size = 0
-        if execution is not None:
-            record = records.encode(prefix + _EXECUTION_TAG + varint(len(execution)) + execution)
-            size = len(record)
-        with self._lock:
-            if payloads:
-                first = self._next_trace
-                framed = native_records.frame(prefix + _TRACE_TAG, payloads, first)
-                if framed is not None:
-                    chunks = [_Framed(*framed)]
-                    size += len(framed[0])
-                else:
-                    chunks = _frame_traces(prefix + _TRACE_TAG, payloads, first)
-                    size += sum(map(len, chunks))
-                self._next_trace += len(payloads)
-                self._pending[layout.GRAPH_EXECUTION_TRACES].extend(chunks)
-            if execution is not None:
-                self._pending[layout.EXECUTION].append(record)
-            self._pending_bytes += size
-            return self._pending_bytes >= _EAGER_WRITE_BYTES
+    @staticmethod
+    def _framed_traces(prefix: bytes, payloads: Sequence[bytes], first: int) -> tuple[list, int]:
+        """Trace records framed natively (a list, or TraceParts without an Execution) or in
+        Python, and their total size."""
+        framed = native_records.frame(prefix, payloads, first)
+        if framed is not None:
+            return [_Framed(*framed)], len(framed[0])
+        chunks = _frame_traces(prefix, payloads, first)
+        return chunks, sum(map(len, chunks))
 
     def code_location(self, frames: Sequence[tuple[str, int, str]], user_frame_index: int = -1) -> pb.CodeLocation:
         """A CodeLocation for frames (file, line, function), outermost first; writes each new
