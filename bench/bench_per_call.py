@@ -2,12 +2,14 @@
 replaced in turn by a no-op (or by its first result, reused), alternating with the full path.
 
     TVM_NUM_THREADS=1 .venv/bin/python bench/bench_per_call.py [--workload big1M|chain10|train_step]
-        [--mode FULL_HEALTH] [--pieces call,capture,scan,parts,execution,sinks,writer]
+        [--mode FULL_HEALTH] [--pieces call,capture,rows,scan,parts,execution,sinks,writer]
 
 Pieces: `call` (the whole tracer: the instrumented executable called bare), `capture` (the
-caller's stack), `scan` (the replay's first non-finite row), `parts` (the trace tails),
-`execution` (the Execution's bytes), `sinks` (execution_done and everything after it), `writer`
-(write_call); `a+b` ablates several at once. Each line gives the medians of the full and the
+caller's stack), `rows` (the one native pass of a call with one buffer: its trace tails,
+health summaries and the replay's scan), the separate passes other calls take (`scan`: the
+replay's first non-finite row, `parts`: the trace tails, `execution`: the Execution's bytes),
+`sinks` (execution_done and everything after it), `writer` (write_call); `a+b` ablates
+several at once. Each line gives the medians of the full and the
 ablated call (this thread's CPU time) and their difference: what the piece costs, or, for
 `call`, all of tvmdbg's Python per call. After big1M's 8 MB kernel every step runs from cold
 caches; chain10 and train_step show the warm costs. An ablated call writes wrong or no records:
@@ -55,6 +57,7 @@ def _replacements(vm) -> dict[str, tuple[object, str, object]]:
     return {
         "call": (tracer, "call", lambda self, name, invoke, args, inputs, get_outputs=None: invoke(*args)),
         "capture": (frames, "capture_call", lambda skip=0: stack),
+        "rows": (tracer, "_one_pass", None),
         "scan": (AutoReplay, "scan_buffers", lambda *args: None),
         "parts": (tracer, "_payloads", None),
         "execution": (instance, "_execution_bytes", None),
@@ -78,7 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", default="big1M", choices=["big1M", "chain10", "train_step"])
     parser.add_argument("--mode", default="FULL_HEALTH")
-    parser.add_argument("--pieces", default="call,capture,scan,parts,execution,sinks,writer")
+    parser.add_argument("--pieces", default="call,capture,rows,sinks,writer")
     options = parser.parse_args()
 
     import tvmdbg

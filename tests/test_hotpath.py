@@ -172,7 +172,8 @@ def _chain_traces(
         assert library.load() is not None, library.failure()
         if not native:  # as if switched off: framed in Python, tails in numpy
             monkeypatch.setattr(library, "_state", {"error": RuntimeError("off in this test")})
-    if not vectorized:
+    if not vectorized:  # neither the one native pass nor the parts: the row loop
+        monkeypatch.setattr(fast_tracer.CompiledTracer, "_one_pass", lambda *args: None)
         monkeypatch.setattr(fast_tracer.CompiledTracer, "_parts", lambda *args: None)
     tvmdbg.enable_dump_debug_info(str(logdir), mode, circular_buffer_size=-1, op_regex=op_regex)
     try:
@@ -235,11 +236,10 @@ def test_native_numpy_and_loop_traces_are_the_same_bytes(tmp_path, monkeypatch, 
     from tvmdbg_tb.instrument import fast_tracer, native_rows
 
     assert native_rows.LIBRARY.load() is not None, native_rows.LIBRARY.failure()
-    original = fast_tracer.CompiledTracer._payloads
+    original, one_pass = fast_tracer.CompiledTracer._payloads, fast_tracer.CompiledTracer._one_pass
     calls = []
 
-    def compared(self, call):
-        result = original(self, call)
+    def record(self, call, result):
         with monkeypatch.context() as patch:
             patch.setattr(native_rows.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
             numpy = list(original(self, call))
@@ -248,7 +248,16 @@ def test_native_numpy_and_loop_traces_are_the_same_bytes(tmp_path, monkeypatch, 
         calls.append((isinstance(result, TraceParts), list(result), numpy, loop))
         return result
 
-    monkeypatch.setattr(fast_tracer.CompiledTracer, "_payloads", compared)
+    def compared_one_pass(self, call, *args):  # the tails of native_rows.call_rows
+        result = one_pass(self, call, *args)
+        if result is not None:
+            record(self, call, result[0])
+        return result
+
+    monkeypatch.setattr(
+        fast_tracer.CompiledTracer, "_payloads", lambda self, call: record(self, call, original(self, call))
+    )
+    monkeypatch.setattr(fast_tracer.CompiledTracer, "_one_pass", compared_one_pass)
     with trace_paths.using("compiled"):
         tvmdbg.enable_dump_debug_info(str(tmp_path), mode, circular_buffer_size=-1)
         try:

@@ -178,6 +178,7 @@ class CompiledTracer(Tracer):
         self._rate = cycles_per_us()
         self._cache = session.param_cache  # param_summaries="once_per_value"
         self._plans: dict[int, _PartsPlan | None] = {}  # fid -> how _parts builds its traces
+        self._one_pass_args: dict[tuple[int, int, int], tuple | None] = {}  # (fid, inputs, leaves) -> _call_rows_args
         self._leaf_counts: dict[str, tuple[int, int]] = {}  # function -> (top-level size, leaves)
         self._vm = weakref.ref(vm)
         vm._set_instrument(None)
@@ -464,19 +465,31 @@ class CompiledTracer(Tracer):
                 )
         elif call.skips:
             call.skips = []
+        complete = error is None and not call.implicit  # an Execution with its summaries
+        one_pass = None
         try:
             replayer = self.session.replay
-            if replayer is not None and replayer.hunting and error is None and not call.implicit:
-                call.bad = replayer.scan_buffers(call.buffers)
-            payloads = self._payloads(call)
-            if error is not None:
-                payloads = [*payloads, self._failure(call, error)]
+            hunting = complete and replayer is not None and replayer.hunting
+            if complete:
+                num_leaves = self._num_leaves(call.function.name, outputs)
+                one_pass = self._one_pass(call, len(inputs), num_leaves, hunting)
+            if one_pass is not None:
+                payloads, static, bad = one_pass
+                if bad >= 0:
+                    call.bad = (call.buffers[0][0], bad)
+            else:
+                if hunting:
+                    call.bad = replayer.scan_buffers(call.buffers)
+                payloads = self._payloads(call)
+                if error is not None:
+                    payloads = [*payloads, self._failure(call, error)]
         finally:
             for fid, tensor, array in call.buffers:
                 _release(fid, tensor, array)
-        remember = self._cache is not None and error is None and not call.implicit
-        if error is None and not call.implicit:
-            static = self._execution_bytes(call, len(inputs), self._num_leaves(call.function.name, outputs))
+        remember = self._cache is not None and complete
+        if complete:
+            if one_pass is None:
+                static = self._execution_bytes(call, len(inputs), num_leaves)
             if static is not None:  # the common case: no message built
                 location = self._locations.get((frames, user_index)) or self._location_bytes(frames, user_index)
                 payload = b"".join(
@@ -502,6 +515,51 @@ class CompiledTracer(Tracer):
         self._emit(call, TraceBatch(payloads=payloads), inputs, leaves, error, frames, user_index, summaries)
         if remember:  # after the inputs were looked up: outputs replace their slots' entries
             self._safely(self._remember, call, inputs, leaves)
+
+    def _one_pass(self, call: _FastCall, num_inputs: int, num_leaves: int, hunting: bool) -> tuple | None:
+        """(the traces as TraceParts, the Execution's constant bytes or None, the first
+        non-finite row or -1) of a call with one buffer from one native call (native_rows
+        call_rows: the trace tails, the health summaries and the replay's scan at once);
+        None when the call needs the separate passes (no native library, nested calls,
+        reused counts, dynamic shapes, FULL_STATS)."""
+        native = native_rows.LIBRARY.loaded()
+        if native is None or len(call.buffers) != 1 or call.skips:
+            return None
+        fid, _, array = call.buffers[0]
+        key = (fid, num_inputs, num_leaves)
+        found = self._one_pass_args.get(key, False)
+        if found is False:
+            found = self._one_pass_args[key] = self._call_rows_args(call, fid, num_inputs, num_leaves)
+        if found is None:
+            return None
+        plan, tails, summaries, static, scan = found
+        which, tail_bytes, execution, bad = native.call_rows(array, tails, summaries, scan if hunting else None)
+        parts = TraceParts(plan.statics, which, b"\x18" + _varint(call.index), tail_bytes, plan.width)
+        return parts, static if summaries is None else execution, bad
+
+    def _call_rows_args(self, call: _FastCall, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
+        """_one_pass's constants of a function, once per session: (its parts plan, call_rows'
+        tails, summaries and scan arguments, the Execution's static bytes in NO_TENSOR and
+        SHAPE); None when a pass does not qualify."""
+        plan = self._plans.get(fid, False)
+        if plan is False:
+            plan = self._plans[fid] = self._parts_plan(fid)
+        if plan is None:
+            return None
+        tails = (plan.rows, compiled.ROW_WIDTH, plan.traced, plan.count, plan.codes, compiled.STATS_COLUMN, self._rate)
+        summaries = static = None
+        if self.mode in (pb.NO_TENSOR, pb.SHAPE):
+            static = self._static_execution(call, num_inputs, num_leaves)
+        else:
+            template = self._health_template_of(call, fid, num_inputs, num_leaves)
+            if template is None or template[3] is None:
+                return None
+            summaries = (*template[3].native, compiled.ROW_WIDTH)
+        function = compiled.FUNCTIONS[fid]
+        scan = None
+        if function.health:
+            scan = (len(function.rows) + 1, compiled.ROW_WIDTH, bytes(bool(info.health) for info in function.rows))
+        return plan, tails, summaries, static, scan
 
     def _num_leaves(self, name: str, outputs) -> int:
         """len(flatten(outputs)) without walking them on every call: a Relax function's
@@ -557,10 +615,7 @@ class CompiledTracer(Tracer):
         if len(call.buffers) != 1:
             return None
         fid, _, array = call.buffers[0]
-        key = (fid, num_inputs, num_leaves)
-        template = self._health_templates.get(key, False)
-        if template is False:
-            template = self._health_templates[key] = self._health_template(call, fid, num_inputs, num_leaves)
+        template = self._health_template_of(call, fid, num_inputs, num_leaves)
         if template is None:
             return None
         header, row_ids, parts, vectorised = template
@@ -571,6 +626,13 @@ class CompiledTracer(Tracer):
                 return vectorised.fill_numpy(array)
         reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
         return self._loop_execution(template, array, reused)
+
+    def _health_template_of(self, call: _FastCall, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
+        key = (fid, num_inputs, num_leaves)
+        template = self._health_templates.get(key, False)
+        if template is False:
+            template = self._health_templates[key] = self._health_template(call, fid, num_inputs, num_leaves)
+        return template
 
     def _loop_execution(self, template: tuple, array: np.ndarray, reused: dict) -> bytes | None:
         """_health_execution's bytes built per summary in Python (reused counts, FULL_STATS,

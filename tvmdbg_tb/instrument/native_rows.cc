@@ -217,6 +217,65 @@ PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyLong_FromLong(-1);
 }
 
+// call_rows(block, tails, summaries, scan) -> (which, tails, execution, bad): one call's
+// three passes in one CPython call (a training step's call pays ~1 us per Python step):
+//   tails: trace_tails' arguments after block; summaries: those of summaries without block
+//   (template .. count, row_width), or None: execution is None; scan: first_nonfinite's
+//   (rows, row_width, health), or None: bad is -1.
+PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 7 ||
+      (args[2] != Py_None && (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 8)) ||
+      (args[3] != Py_None && (!PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) != 3))) {
+    PyErr_SetString(PyExc_TypeError, "call_rows(block, tails: 7-tuple, summaries: 8-tuple | None, scan: 3-tuple | None)");
+    return nullptr;
+  }
+  PyObject* block = args[0];
+  PyObject* forwarded[9];
+  forwarded[0] = block;
+  for (int k = 0; k < 7; ++k) forwarded[k + 1] = PyTuple_GET_ITEM(args[1], k);
+  PyObject* tails = TraceTails(nullptr, forwarded, 8);
+  if (tails == nullptr) return nullptr;
+  PyObject* execution = Py_None;
+  Py_INCREF(execution);
+  if (args[2] != Py_None) {
+    for (int k = 0; k < 7; ++k) forwarded[k] = PyTuple_GET_ITEM(args[2], k);
+    forwarded[7] = block;
+    forwarded[8] = PyTuple_GET_ITEM(args[2], 7);
+    Py_DECREF(execution);
+    execution = Summaries(nullptr, forwarded, 9);
+  }
+  PyObject* bad = nullptr;
+  if (execution != nullptr) {
+    if (args[3] == Py_None) {
+      bad = PyLong_FromLong(-1);
+    } else {
+      forwarded[0] = block;
+      for (int k = 0; k < 3; ++k) forwarded[k + 1] = PyTuple_GET_ITEM(args[3], k);
+      bad = FirstNonfinite(nullptr, forwarded, 4);
+    }
+  }
+  if (bad == nullptr) {
+    Py_DECREF(tails);
+    Py_XDECREF(execution);
+    return nullptr;
+  }
+  PyObject* out = PyTuple_New(4);
+  if (out == nullptr) {
+    Py_DECREF(tails);
+    Py_DECREF(execution);
+    Py_DECREF(bad);
+    return nullptr;
+  }
+  PyTuple_SET_ITEM(out, 0, PyTuple_GET_ITEM(tails, 0));
+  PyTuple_SET_ITEM(out, 1, PyTuple_GET_ITEM(tails, 1));
+  Py_INCREF(PyTuple_GET_ITEM(tails, 0));
+  Py_INCREF(PyTuple_GET_ITEM(tails, 1));
+  Py_DECREF(tails);
+  PyTuple_SET_ITEM(out, 2, execution);
+  PyTuple_SET_ITEM(out, 3, bad);
+  return out;
+}
+
 PyMethodDef kMethods[] = {
     {"trace_tails", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(TraceTails)), METH_FASTCALL,
      "trace_tails(block, rows, row_width, traced, count, codes, stats_column, rate) -> (which, tails)"},
@@ -224,6 +283,8 @@ PyMethodDef kMethods[] = {
      "summaries(template, offsets, starts, members, codes, totals, count, block, row_width) -> bytes | None"},
     {"first_nonfinite", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FirstNonfinite)), METH_FASTCALL,
      "first_nonfinite(block, rows, row_width, health) -> int"},
+    {"call_rows", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(CallRows)), METH_FASTCALL,
+     "call_rows(block, tails, summaries, scan) -> (which, tails, execution, bad)"},
     {nullptr, nullptr, 0, nullptr},
 };
 
