@@ -239,24 +239,27 @@ def test_native_numpy_and_loop_traces_are_the_same_bytes(tmp_path, monkeypatch, 
     original, one_pass = fast_tracer.CompiledTracer._payloads, fast_tracer.CompiledTracer._one_pass
     calls = []
 
-    def record(self, call, result):
+    def references(self, call):  # numpy's pass and the row loop, before the buffer is cleared
         with monkeypatch.context() as patch:
             patch.setattr(native_rows.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
             numpy = list(original(self, call))
             patch.setattr(fast_tracer.CompiledTracer, "_parts", lambda *args: None)
-            loop = list(original(self, call))
+            return numpy, list(original(self, call))
+
+    def compared(self, call):
+        numpy, loop = references(self, call)
+        result = original(self, call)
         calls.append((isinstance(result, TraceParts), list(result), numpy, loop))
         return result
 
     def compared_one_pass(self, call, *args):  # the tails of native_rows.call_rows
+        numpy, loop = references(self, call)
         result = one_pass(self, call, *args)
         if result is not None:
-            record(self, call, result[0])
+            calls.append((True, list(result[0]), numpy, loop))
         return result
 
-    monkeypatch.setattr(
-        fast_tracer.CompiledTracer, "_payloads", lambda self, call: record(self, call, original(self, call))
-    )
+    monkeypatch.setattr(fast_tracer.CompiledTracer, "_payloads", compared)
     monkeypatch.setattr(fast_tracer.CompiledTracer, "_one_pass", compared_one_pass)
     with trace_paths.using("compiled"):
         tvmdbg.enable_dump_debug_info(str(tmp_path), mode, circular_buffer_size=-1)

@@ -199,6 +199,66 @@ def failing_extern_traces(logdir) -> list[tuple[str, str, int, str]]:
         return [(t.kernel, t.op_name, t.op_id, t.error) for t in traces]
 
 
+_REFUSE = [False]
+
+
+def _copy_unless_refused(x, out):
+    if _REFUSE[0]:
+        raise ValueError("refused this time")
+    np.from_dlpack(out)[:] = np.from_dlpack(x)
+
+
+tvm.register_global_func("tvmdbg_test.sometimes_failing", _copy_unless_refused, override=True)
+
+
+@pytest.mark.parametrize("mode", ["FULL_HEALTH", "NO_TENSOR"])
+def test_a_call_failing_after_complete_ones_records_only_the_kernels_that_ran(tmp_path, trace_path, mode, monkeypatch):
+    """The stats buffers are reused from call to call (the compiled path clears their
+    timestamps as it reads them): a call failing midway after complete calls shows the
+    kernels that ran and the one that raised, never a row left from an earlier call."""
+    from tvmdbg_tb.instrument import fast_tracer, native_rows
+
+    assert native_rows.LIBRARY.load() is not None, native_rows.LIBRARY.failure()
+    one_pass, cleared = fast_tracer.CompiledTracer._one_pass, []
+
+    def spied(self, *args):
+        result = one_pass(self, *args)
+        cleared.append(result is not None and result[3])
+        return result
+
+    monkeypatch.setattr(fast_tracer.CompiledTracer, "_one_pass", spied)
+    x = tvm.runtime.tensor(np.linspace(-1, 1, 4, dtype="float32"))
+    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode=mode, circular_buffer_size=-1)
+    try:
+        vm = relax.VirtualMachine(
+            tvm.compile(extern_kernel_between("tvmdbg_test.sometimes_failing"), "llvm"), tvm.cpu()
+        )
+        for refuse in (False, False, True, False, True):
+            _REFUSE[0] = refuse
+            if refuse:
+                with pytest.raises(ValueError, match="refused this time"):
+                    vm["main"](x)
+            else:
+                np.testing.assert_allclose(vm["main"](x).numpy(), 2 * np.exp(x.numpy()), rtol=1e-6)
+    finally:
+        _REFUSE[0] = False
+        tvmdbg.disable_dump_debug_info()
+    assert cleared == ([True] * 3 if trace_path == "compiled" else [])  # the complete calls' buffers
+    with tvmdbg.DebugDataReader(tmp_path) as reader:
+        reader.update()
+        run = reader.run()
+        assert run.num_executions() == 5
+        for index, refused in enumerate((False, False, True, False, True)):
+            traces = [run.trace(int(i)) for i in run.execution_trace_indices(index)]
+            kernels = [(t.kernel, bool(t.error)) for t in traces]
+            if refused:
+                assert kernels == [("tir_exp", False), ("tvmdbg_test.sometimes_failing", True)], index
+                assert run.execution(index).error
+            else:
+                assert [k for k, _ in kernels] == ["tir_exp", "tvmdbg_test.sometimes_failing", "add"], index
+                assert not any(e for _, e in kernels) and not run.execution(index).error
+
+
 def test_failing_extern_kernel_is_the_error_site(tmp_path, trace_path):
     traces = failing_extern_traces(tmp_path)
     assert [t[0] for t in traces] == ["tir_exp", "tvmdbg_test.failing_kernel"]

@@ -81,22 +81,26 @@ class _Local(threading.local):
     implicit: tuple | None = None  # (tracer, function name, frames, user_index) in time_evaluator
 
     def __init__(self):
-        self.pool: dict[int, list[tuple[Any, np.ndarray]]] = {}
+        self.pool: dict[int, list[tuple[Any, np.ndarray, bool]]] = {}
 
 
 _LOCAL = _Local()
 
 
-def _buffer(fid: int, nrows: int) -> tuple[Any, np.ndarray]:
+def _buffer(fid: int, nrows: int) -> tuple[Any, np.ndarray, bool]:
+    """A free stats buffer of function fid: (tensor, its array, whether its column 0 is
+    already all 0: every row unwritten)."""
     free = _LOCAL.pool.setdefault(fid, [])
     if free:
         return free.pop()
     tensor = tvm.runtime.tensor(np.zeros((nrows, compiled.ROW_WIDTH), "float64"))
-    return tensor, np.from_dlpack(tensor)
+    return tensor, np.from_dlpack(tensor), True
 
 
-def _release(fid: int, tensor, array) -> None:
-    _LOCAL.pool.setdefault(fid, []).append((tensor, array))
+def _release(fid: int, tensor, array, clean: bool = False) -> None:
+    """Back to the pool; clean: its column 0 was set to 0 already (native_rows.call_rows
+    does so while it reads the rows, where a numpy assignment would cost ~2 us per call)."""
+    _LOCAL.pool.setdefault(fid, []).append((tensor, array, clean))
 
 
 def _stats(fid, nrows) -> Any:
@@ -109,8 +113,9 @@ def _stats(fid, nrows) -> Any:
             call = _LOCAL.implicit[0]._implicit_call(fid)
         if fid not in compiled.FUNCTIONS:
             call = None  # compiled in another process: nothing maps the rows
-        tensor, array = _buffer(fid, nrows)
-        array[:, 0] = 0.0
+        tensor, array, clean = _buffer(fid, nrows)
+        if not clean:
+            array[:, 0] = 0.0
         if call is not None and call.skips and fid == call.fid and not call.buffers:
             for row, _ in call.skips:  # the guarded parameter kernels leave these rows
                 array[row, 0] = param_cache.SKIPPED
@@ -474,7 +479,7 @@ class CompiledTracer(Tracer):
                 num_leaves = self._num_leaves(call.function.name, outputs)
                 one_pass = self._one_pass(call, len(inputs), num_leaves, hunting)
             if one_pass is not None:
-                payloads, static, bad = one_pass
+                payloads, static, bad, _ = one_pass
                 if bad >= 0:
                     call.bad = (call.buffers[0][0], bad)
             else:
@@ -484,8 +489,9 @@ class CompiledTracer(Tracer):
                 if error is not None:
                     payloads = [*payloads, self._failure(call, error)]
         finally:
+            clean = one_pass is not None and one_pass[3]
             for fid, tensor, array in call.buffers:
-                _release(fid, tensor, array)
+                _release(fid, tensor, array, clean)
         remember = self._cache is not None and complete
         if complete:
             if one_pass is None:
@@ -518,10 +524,12 @@ class CompiledTracer(Tracer):
 
     def _one_pass(self, call: _FastCall, num_inputs: int, num_leaves: int, hunting: bool) -> tuple | None:
         """(the traces as TraceParts, the Execution's constant bytes or None, the first
-        non-finite row or -1) of a call with one buffer from one native call (native_rows
-        call_rows: the trace tails, the health summaries and the replay's scan at once);
-        None when the call needs the separate passes (no native library, nested calls,
-        reused counts, dynamic shapes, FULL_STATS)."""
+        non-finite row or -1, whether the buffer was cleared for its next call) of a call
+        with one buffer from one native call (native_rows.call_rows: the trace tails, the
+        health summaries and the replay's scan at once); None when the call needs the
+        separate passes (no native library, nested calls, reused counts, dynamic shapes,
+        FULL_STATS). The buffer is cleared only when nothing reads it after: its Execution
+        is complete and no parameter cache remembers its rows."""
         native = native_rows.LIBRARY.loaded()
         if native is None or len(call.buffers) != 1 or call.skips:
             return None
@@ -533,9 +541,12 @@ class CompiledTracer(Tracer):
         if found is None:
             return None
         plan, tails, summaries, static, scan = found
-        which, tail_bytes, execution, bad = native.call_rows(array, tails, summaries, scan if hunting else None)
+        clear = self._cache is None and (summaries is not None or static is not None)
+        which, tail_bytes, execution, bad, cleared = native.call_rows(
+            array, tails, summaries, scan if hunting else None, clear
+        )
         parts = TraceParts(plan.statics, which, b"\x18" + _varint(call.index), tail_bytes, plan.width)
-        return parts, static if summaries is None else execution, bad
+        return parts, static if summaries is None else execution, bad, cleared
 
     def _call_rows_args(self, call: _FastCall, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
         """_one_pass's constants of a function, once per session: (its parts plan, call_rows'

@@ -217,16 +217,36 @@ PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyLong_FromLong(-1);
 }
 
-// call_rows(block, tails, summaries, scan) -> (which, tails, execution, bad): one call's
-// three passes in one CPython call (a training step's call pays ~1 us per Python step):
+// Column 0 of every row set to 0 (no kernel ran): the buffer ready for its next call.
+bool ClearStamps(PyObject* block, long long width) {
+  Buffer buffer;
+  if (!buffer.Get(block, "block", true)) return false;
+  if (width < 1) {
+    PyErr_SetString(PyExc_ValueError, "call_rows: bad row width");
+    return false;
+  }
+  const size_t row_bytes = 8 * static_cast<size_t>(width);
+  const double zero = 0.0;
+  for (size_t offset = 0; offset + row_bytes <= buffer.size(); offset += row_bytes) {
+    std::memcpy(buffer.mutable_data() + offset, &zero, 8);
+  }
+  return true;
+}
+
+// call_rows(block, tails, summaries, scan, clear) -> (which, tails, execution, bad, cleared):
+// one call's three passes in one CPython call (a training step's call pays ~1 us per
+// Python step):
 //   tails: trace_tails' arguments after block; summaries: those of summaries without block
 //   (template .. count, row_width), or None: execution is None; scan: first_nonfinite's
-//   (rows, row_width, health), or None: bad is -1.
+//   (rows, row_width, health), or None: bad is -1;
+//   clear: once read, the block's column 0 is set to 0 (see ClearStamps), unless the
+//   summaries found a row not written (the caller reads the buffer again); cleared says so.
 PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 7 ||
+  if (nargs != 5 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 7 ||
       (args[2] != Py_None && (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 8)) ||
       (args[3] != Py_None && (!PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) != 3))) {
-    PyErr_SetString(PyExc_TypeError, "call_rows(block, tails: 7-tuple, summaries: 8-tuple | None, scan: 3-tuple | None)");
+    PyErr_SetString(PyExc_TypeError,
+                    "call_rows(block, tails: 7-tuple, summaries: 8-tuple | None, scan: 3-tuple | None, clear)");
     return nullptr;
   }
   PyObject* block = args[0];
@@ -254,16 +274,17 @@ PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       bad = FirstNonfinite(nullptr, forwarded, 4);
     }
   }
-  if (bad == nullptr) {
-    Py_DECREF(tails);
-    Py_XDECREF(execution);
-    return nullptr;
+  int clear = bad == nullptr ? -1 : PyObject_IsTrue(args[4]);
+  if (clear == 1 && (args[2] == Py_None || execution != Py_None)) {
+    clear = ClearStamps(args[0], PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], 1))) ? 1 : -1;
+  } else if (clear == 1) {
+    clear = 0;
   }
-  PyObject* out = PyTuple_New(4);
+  PyObject* out = clear < 0 ? nullptr : PyTuple_New(5);
   if (out == nullptr) {
     Py_DECREF(tails);
-    Py_DECREF(execution);
-    Py_DECREF(bad);
+    Py_XDECREF(execution);
+    Py_XDECREF(bad);
     return nullptr;
   }
   PyTuple_SET_ITEM(out, 0, PyTuple_GET_ITEM(tails, 0));
@@ -273,6 +294,7 @@ PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_DECREF(tails);
   PyTuple_SET_ITEM(out, 2, execution);
   PyTuple_SET_ITEM(out, 3, bad);
+  PyTuple_SET_ITEM(out, 4, PyBool_FromLong(clear));
   return out;
 }
 
@@ -284,7 +306,7 @@ PyMethodDef kMethods[] = {
     {"first_nonfinite", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FirstNonfinite)), METH_FASTCALL,
      "first_nonfinite(block, rows, row_width, health) -> int"},
     {"call_rows", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(CallRows)), METH_FASTCALL,
-     "call_rows(block, tails, summaries, scan) -> (which, tails, execution, bad)"},
+     "call_rows(block, tails, summaries, scan, clear) -> (which, tails, execution, bad, cleared)"},
     {nullptr, nullptr, 0, nullptr},
 };
 

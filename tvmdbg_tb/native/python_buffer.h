@@ -19,16 +19,18 @@ class Buffer {
   ~Buffer() {
     if (held_) PyBuffer_Release(&view_);
   }
-  // False, with a TypeError naming `what`, when object exports no C-contiguous buffer.
-  bool Get(PyObject* object, const char* what) {
-    if (PyObject_GetBuffer(object, &view_, PyBUF_C_CONTIGUOUS) != 0) {
-      PyErr_Format(PyExc_TypeError, "%s must be a contiguous bytes-like object", what);
+  // False, with a TypeError naming `what`, when object exports no C-contiguous buffer
+  // (writable: no writable one).
+  bool Get(PyObject* object, const char* what, bool writable = false) {
+    if (PyObject_GetBuffer(object, &view_, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) != 0) {
+      PyErr_Format(PyExc_TypeError, "%s must be a contiguous%s bytes-like object", what, writable ? " writable" : "");
       return false;
     }
     held_ = true;
     return true;
   }
   const char* data() const { return static_cast<const char*>(view_.buf); }
+  char* mutable_data() const { return static_cast<char*>(view_.buf); }
   size_t size() const { return static_cast<size_t>(view_.len); }
 
  private:
