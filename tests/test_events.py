@@ -261,8 +261,22 @@ def test_traces_from_several_threads_are_in_index_order_on_disk(tmp_path):
     assert all(len(set(ops[k : k + per_batch])) == 1 for k in range(0, len(ops), per_batch))
 
 
-def test_a_large_queue_is_written_before_the_timer_fires(tmp_path):
-    """Past the eager bound queued records are written without waiting for the flush timer."""
+@pytest.mark.parametrize("caller_bound", [None, 8 << 20], ids=["flushing_thread", "caller_past_its_bound"])
+def test_a_large_queue_is_written_before_the_timer_fires(tmp_path, monkeypatch, caller_bound):
+    """Past the eager bound queued records are written without waiting for the flush timer:
+    by the flushing thread, and by the caller's thread only past the caller's bound."""
+    from tvmdbg_tb.events import writer as writer_module
+
+    if caller_bound is not None:
+        monkeypatch.setattr(writer_module, "_CALLER_WRITE_BYTES", caller_bound)
+    writers = []
+    write_pending = DebugEventsWriter._write_pending
+
+    def spied(self, fsync):
+        writers.append(threading.current_thread().name)
+        return write_pending(self, fsync)
+
+    monkeypatch.setattr(DebugEventsWriter, "_write_pending", spied)
     w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=3600)
     path = tmp_path / w.run_name / layout.file_name(layout.GRAPH_EXECUTION_TRACES)
     payload = trace(0, 0).SerializeToString()
@@ -273,6 +287,13 @@ def test_a_large_queue_is_written_before_the_timer_fires(tmp_path):
     while path.stat().st_size < 8 << 20 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert path.stat().st_size >= 8 << 20
+    main = threading.current_thread().name
+    assert writers[0] == main  # the metadata written when the writer starts
+    eager = writers[1:]
+    if caller_bound is None:
+        assert eager and set(eager) == {"tvmdbg-flush"}
+    else:
+        assert main in eager
     w.close()
     reader = DebugDataReader(tmp_path)
     reader.update()
