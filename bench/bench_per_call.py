@@ -8,7 +8,7 @@ Pieces: `call` (the whole tracer: the instrumented executable called bare), `cap
 caller's stack), `rows` (the one native pass of a call with one buffer: its trace tails,
 health summaries and the replay's scan), the separate passes other calls take (`scan`: the
 replay's first non-finite row, `parts`: the trace tails, `execution`: the Execution's bytes),
-`sinks` (execution_done and everything after it), `writer` (write_call); `a+b` ablates
+`sinks` (serialized_execution_done and everything after it), `writer` (write_call); `a+b` ablates
 several at once. Each line gives the medians of the full and the
 ablated call (this thread's CPU time) and their difference: what the piece costs, or, for
 `call`, all of tvmdbg's Python per call. After big1M's 8 MB kernel every step runs from cold
@@ -61,7 +61,7 @@ def _replacements(vm) -> dict[str, tuple[object, str, object]]:
         "scan": (AutoReplay, "scan_buffers", lambda *args: None),
         "parts": (tracer, "_payloads", None),
         "execution": (instance, "_execution_bytes", None),
-        "sinks": (Session, "execution_done", lambda *args: None),
+        "sinks": (Session, "serialized_execution_done", lambda *args: None),
         "writer": (DebugEventsWriter, "write_call", lambda *args, **kwargs: None),
     }
 

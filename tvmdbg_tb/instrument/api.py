@@ -73,6 +73,10 @@ class _ListenerSink:
     def on_kernel(self, call) -> None:
         return None
 
+    def idle(self) -> bool:
+        """No listener: nothing to deliver (Session.serialized_execution_done skips this sink)."""
+        return not _LISTENERS
+
     def on_execution(self, execution, traces) -> None:
         if not _LISTENERS:
             return

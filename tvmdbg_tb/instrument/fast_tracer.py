@@ -26,7 +26,7 @@ from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint as _varint
 from tvmdbg_tb.instrument import compiled, execution_template, native_rows, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument.session import ExecutionPayload, RuntimeFunction, Session, TraceBatch
+from tvmdbg_tb.instrument.session import RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, top_level_size, tuple_health_values
 from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -512,7 +512,7 @@ class CompiledTracer(Tracer):
                         _varint(len(payloads)),
                     )
                 )
-                self.session.execution_done(ExecutionPayload(payload), TraceBatch(payloads=payloads))
+                self.session.serialized_execution_done(payload, payloads)
                 if remember:
                     self._safely(self._remember, call, inputs, flatten(outputs) if outputs is not None else None)
                 return
