@@ -2,10 +2,11 @@
 replaced in turn by a no-op (or by its first result, reused), alternating with the full path.
 
     TVM_NUM_THREADS=1 .venv/bin/python bench/bench_per_call.py [--workload big1M|chain10|train_step]
-        [--mode FULL_HEALTH] [--pieces call,capture,rows,scan,parts,execution,sinks,writer]
+        [--mode FULL_HEALTH] [--pieces call,capture,finish,rows,scan,parts,execution,sinks,writer]
 
 Pieces: `call` (the whole tracer: the instrumented executable called bare), `capture` (the
-caller's stack), `rows` (the one native pass of a call with one buffer: its trace tails,
+caller's stack), `finish` (everything after the VM returned: the buffers only go back to
+their pool), `rows` (the one native pass of a call with one buffer: its trace tails,
 health summaries and the replay's scan), the separate passes other calls take (`scan`: the
 replay's first non-finite row, `parts`: the trace tails, `execution`: the Execution's bytes),
 `sinks` (serialized_execution_done and everything after it), `writer` (write_call); `a+b` ablates
@@ -57,6 +58,7 @@ def _replacements(vm) -> dict[str, tuple[object, str, object]]:
     return {
         "call": (tracer, "call", lambda self, name, invoke, args, inputs, get_outputs=None: invoke(*args)),
         "capture": (frames, "capture_call", lambda skip=0: stack),
+        "finish": (tracer, "_finish_fast", _releasing_only),
         "rows": (tracer, "_one_pass", None),
         "scan": (AutoReplay, "scan_buffers", lambda *args: None),
         "parts": (tracer, "_payloads", None),
@@ -64,6 +66,14 @@ def _replacements(vm) -> dict[str, tuple[object, str, object]]:
         "sinks": (Session, "serialized_execution_done", lambda *args: None),
         "writer": (DebugEventsWriter, "write_call", lambda *args, **kwargs: None),
     }
+
+
+def _releasing_only(tracer, call, *args) -> None:
+    """_finish_fast ablated: the call's buffers back to the pool, nothing read or written."""
+    from tvmdbg_tb.instrument import fast_tracer
+
+    for fid, tensor, array in call.buffers:
+        fast_tracer._release(fid, tensor, array)
 
 
 def _reusing_first(function):
