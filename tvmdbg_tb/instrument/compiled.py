@@ -137,24 +137,6 @@ def _tick_func():
 
 _KERNELS: dict[str, object] = {}
 _KERNELS_LOCK = threading.Lock()
-_TARGET: list = []
-
-
-def _host_target():
-    """The target of the summary kernels: they are registered in this process and run on
-    this CPU, so they use its vector units (AVX2/AVX-512 count an output in cache ~2x as
-    fast as generic x86-64's SSE2: bench_summary_kernels.py); generic "llvm" when LLVM does
-    not know the CPU. The counts are integers: the same on any vector width."""
-    if not _TARGET:
-        target = "llvm"
-        try:
-            cpu = str(tvm.target.codegen.llvm_get_system_cpu())
-            if cpu and cpu != "generic":
-                target = tvm.target.Target({"kind": "llvm", "mcpu": cpu})
-        except Exception:  # an LLVM without host detection: the generic build
-            pass
-        _TARGET.append(target)
-    return _TARGET[0]
 
 
 def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False, guarded: bool = False) -> str:
@@ -173,7 +155,7 @@ def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False, guar
                 name, prim = _tick_func()
             else:
                 name, prim = _summary_func(dtype, rank, health, stats, guarded)
-            function = tvm.compile(tvm.IRModule({name: prim}), _host_target())[name]
+            function = tvm.compile(tvm.IRModule({name: prim}), "llvm")[name]
             tvm.register_global_func(global_name, function, override=True)
             _KERNELS[global_name] = function
         return global_name
