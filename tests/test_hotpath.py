@@ -282,3 +282,34 @@ def test_native_numpy_and_loop_traces_are_the_same_bytes(tmp_path, monkeypatch, 
     assert any(native for native, *_ in calls) != bool_stats  # the native pass ran where it should
     for _, native, numpy, loop in calls:
         assert native == loop and numpy == loop
+
+
+def test_call_rows_refuses_what_does_not_describe_the_rows():
+    """native_rows.call_rows: the tails of the rows that ran, the buffer's timestamps cleared
+    only when asked, and a clear error, never a crash, for arguments that do not match (a
+    wrong tuple, a buffer too small for its rows, a read-only buffer to clear)."""
+    from tvmdbg_tb.instrument import compiled, native_rows
+
+    native = native_rows.LIBRARY.load()
+    assert native is not None, native_rows.LIBRARY.failure()
+    width = compiled.ROW_WIDTH
+    block = np.zeros((3, width))
+    block[:, 0] = [1.0, 2.0, 4.0]  # the call's start, then two kernels
+    tails = (3, width, b"\x01\x01", 0, b"", compiled.STATS_COLUMN, 1.0)  # NO_TENSOR: durations only
+    which, tail_bytes, execution, bad, cleared = native.call_rows(block, tails, None, None, False)
+    assert np.frombuffer(which, np.uint32).tolist() == [0, 1] and execution is None and bad == -1
+    assert tail_bytes == b"\x59" + np.float64(1.0).tobytes() + b"\x59" + np.float64(2.0).tobytes()
+    assert not cleared and block[:, 0].tolist() == [1.0, 2.0, 4.0]
+    again = native.call_rows(block, tails, None, None, True)
+    assert again[:2] == (which, tail_bytes) and again[4] and not block[:, 0].any()
+    with pytest.raises(TypeError, match="call_rows"):
+        native.call_rows(block, tails[:6], None, None, False)
+    with pytest.raises(TypeError, match="call_rows"):
+        native.call_rows(block, tails, (1, 2), None, False)
+    with pytest.raises(ValueError, match="do not describe the stats rows"):
+        native.call_rows(block[:2], tails, None, None, False)  # three rows asked of two
+    frozen = np.ones((3, width))
+    frozen.flags.writeable = False
+    with pytest.raises(TypeError, match="writable"):
+        native.call_rows(frozen, tails, None, None, True)
+    assert frozen[:, 0].all()
