@@ -447,7 +447,6 @@ def test_native_and_python_scans_name_the_same_first_nonfinite_row(tmp_path, mon
     finally:
         tvmdbg.disable_dump_debug_info()
     replay = AutoReplay.__new__(AutoReplay)  # scan_buffers reads no session state
-    replay._health_masks = {}
     assert compiled.FUNCTIONS[fid].health and len(compiled.FUNCTIONS[fid].rows) == 30
     rng = np.random.default_rng(3)
     off = {"error": RuntimeError("off in this test")}

@@ -20,6 +20,7 @@ An unwritten row (cycles == 0) is a kernel that did not run (it raised, or a bra
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass, field
@@ -76,6 +77,12 @@ class CompiledFunction:
     # Parameters counted by a kernel that reads them (epilogue.py), by position: their rows are
     # written when that kernel runs, not before the first kernel.
     params_in_kernels: list[int] = field(default_factory=list)
+
+    @functools.cached_property
+    def health_mask(self) -> bytes:
+        """One byte per kernel row, nonzero when the row holds counts: native_rows'
+        first_nonfinite mask, for the replay's scan and the tracer's one native pass."""
+        return bytes(bool(info.health) for info in self.rows)
 
 
 _FIDS = iter(range(1, 1 << 62))

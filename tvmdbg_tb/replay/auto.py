@@ -54,7 +54,6 @@ class AutoReplay:
         # `tvmdbg replay` can replay any call offline (FusedGroupSource).
         self._sources = session.writer is not None and session.mode == pb.FULL_TENSOR
         self._sourced: set[int] = set()
-        self._health_masks: dict[int, bytes] = {}  # fid -> which of its rows hold counts (native scan)
 
     @property
     def watching(self) -> bool:
@@ -167,10 +166,7 @@ class AutoReplay:
                 continue
             infos = function.rows
             if native is not None:
-                mask = self._health_masks.get(fid)
-                if mask is None:
-                    mask = self._health_masks[fid] = bytes(bool(info.health) for info in infos)
-                i = native.first_nonfinite(array, len(infos) + 1, compiled.ROW_WIDTH, mask)
+                i = native.first_nonfinite(array, len(infos) + 1, compiled.ROW_WIDTH, function.health_mask)
                 if i >= 0 and (best is None or array[i + 1, 0] < best[0]):
                     best = (array[i + 1, 0], fid, i)
                 continue
