@@ -317,24 +317,21 @@ class DebugEventsWriter:
         one lock round trip for both."""
         if self._failed or self._closed:
             return
+        wall_time = wall_time or time.time()
+        if execution is not None and type(payloads) is TraceParts and native_records.LIBRARY.loaded() is not None:
+            parts = payloads
+            self.queue_call(
+                wall_time, execution, parts.statics, parts.which, parts.middle, parts.tails, parts.width, step
+            )
+            return
         try:
-            prefix = _envelope_prefix(wall_time or time.time(), step)
-            native = native_records.LIBRARY.loaded()
-            # The compiled path's call: its Execution and traces framed by one C++ call.
-            one_call = native is not None and execution is not None and type(payloads) is TraceParts
+            prefix = _envelope_prefix(wall_time, step)
             record = None
-            if execution is not None and not one_call:
+            if execution is not None:
                 record = records.encode(prefix + _EXECUTION_TAG + varint(len(execution)) + execution)
             with self._lock:
                 first = self._next_trace
-                if one_call:
-                    parts = payloads
-                    record, blob, sizes = native.frame_call(
-                        prefix, execution, parts.statics, parts.which, parts.middle, parts.tails, parts.width, first
-                    )
-                    chunks = [_Framed(blob, sizes)] if sizes else []
-                    size, count = len(blob), len(sizes)
-                elif payloads:
+                if payloads:
                     chunks, size = self._framed_traces(prefix + _TRACE_TAG, payloads, first)
                     count = len(payloads)
                 else:
@@ -345,6 +342,43 @@ class DebugEventsWriter:
                     self._pending[layout.EXECUTION].append(record)
                     size += len(record)
                 self._pending_bytes += size
+                pending = self._pending_bytes
+            if pending >= _EAGER_WRITE_BYTES:
+                self._eager_write(pending)
+        except Exception as error:
+            self._fail(f"could not encode a call's records: {error!r}")
+
+    def queue_call(
+        self,
+        wall_time: float,
+        execution: bytes,
+        statics: Sequence[bytes],
+        which: bytes,
+        middle: bytes,
+        tails: bytes,
+        width: int,
+        step: int = 0,
+    ) -> None:
+        """write_call for the compiled path's call, its traces given as TraceParts' fields:
+        the Execution and the traces framed by one C++ call (native_records.frame_call)
+        under the lock. native_call calls it directly, without building the TraceParts."""
+        if self._failed or self._closed:
+            return
+        native = native_records.LIBRARY.loaded()
+        if native is None:
+            self.write_call(execution, TraceParts(statics, which, middle, tails, width), wall_time, step)
+            return
+        try:
+            prefix = _envelope_prefix(wall_time, step)
+            with self._lock:
+                record, blob, sizes = native.frame_call(
+                    prefix, execution, statics, which, middle, tails, width, self._next_trace
+                )
+                if sizes:
+                    self._pending[layout.GRAPH_EXECUTION_TRACES].append(_Framed(blob, sizes))
+                self._next_trace += len(sizes)
+                self._pending[layout.EXECUTION].append(record)
+                self._pending_bytes += len(blob) + len(record)
                 pending = self._pending_bytes
             if pending >= _EAGER_WRITE_BYTES:
                 self._eager_write(pending)

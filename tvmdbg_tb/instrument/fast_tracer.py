@@ -14,6 +14,7 @@ import platform
 import struct
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -24,7 +25,7 @@ import tvm
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint as _varint
-from tvmdbg_tb.instrument import compiled, execution_template, native_rows, param_cache
+from tvmdbg_tb.instrument import compiled, execution_template, native_call, native_rows, param_cache
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument.session import RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, top_level_size, tuple_health_values
@@ -39,6 +40,9 @@ _HEALTH_EXECUTION_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb
 
 # Tests switch this off to exercise the VM-instrument path on the same models.
 ENABLED = True
+# Tests switch this off to pin CompiledTracer's Python call path (native_call serves the
+# common call once built; tests that patch the Python path's pieces need it to run).
+NATIVE_CALLS = True
 
 
 def supported_platform() -> bool:
@@ -63,12 +67,22 @@ def usable(session: Session, vm: Any) -> bool:
 class _FastCall:
     __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit", "bad", "fid", "skips")
 
-    def __init__(self, tracer: CompiledTracer, function: RuntimeFunction, implicit: bool):
+    def __init__(
+        self,
+        tracer: CompiledTracer,
+        function: RuntimeFunction,
+        implicit: bool,
+        started: tuple[int, float, list] | None = None,
+    ):
+        """started: (index, start, buffers) of a call native_call began."""
         self.tracer = tracer
-        self.index = tracer.session.next_execution_index()
         self.function = function
-        self.buffers: list[tuple[int, Any, np.ndarray]] = []
-        self.start = _perf()
+        if started is None:
+            self.index = tracer.session.next_execution_index()
+            self.buffers: list[tuple[int, Any, np.ndarray]] = []
+            self.start = _perf()
+        else:
+            self.index, self.start, self.buffers = started
         self.implicit = implicit
         self.bad: tuple[int, int] | None = None  # first non-finite row, while replay hunts
         self.fid = 0
@@ -175,7 +189,9 @@ class CompiledTracer(Tracer):
         self._locations: dict[tuple, bytes] = {}
         # The Execution's constant bytes in this mode (None: the generic path builds it).
         if self.mode in (pb.NO_TENSOR, pb.SHAPE):
-            self._execution_bytes = self._static_execution
+            self._execution_bytes = lambda call, num_inputs, num_leaves: self._static_execution(
+                call.function, num_inputs, num_leaves
+            )
         elif self.mode in _HEALTH_EXECUTION_MODES:
             self._execution_bytes = self._health_execution
         else:
@@ -186,8 +202,78 @@ class CompiledTracer(Tracer):
         self._one_pass_args: dict[tuple[int, int, int], tuple | None] = {}  # (fid, inputs, leaves) -> _call_rows_args
         self._leaf_counts: dict[str, tuple[int, int]] = {}  # function -> (top-level size, leaves)
         self._vm = weakref.ref(vm)
+        self._native: Any = None  # native_call.Tracer once built (False: not for this tracer)
         vm._set_instrument(None)
         native_rows.LIBRARY.start_loading()
+        native_call.LIBRARY.start_loading()
+
+    def traced(self, name: str, function, fallback):
+        """What vm[name] returns: function traced by native_call when it can serve it, else
+        fallback (vm_wrapper.TracedFunction: the Python path, which native_call also uses for
+        the calls it does not serve)."""
+        native = self._native
+        if native is None:
+            native = self._native_tracer()
+        fid = self._fids.get(name)
+        if not native or fid is None:
+            return fallback
+        return native.bind(name, fid, function, fallback)
+
+    def _native_tracer(self) -> Any:
+        """native_call's Tracer (None: not built yet, False: this tracer never uses it; the
+        parameter cache's skipped rows and the deep mode keep the Python path)."""
+        library, rows = native_call.LIBRARY.loaded(), native_rows.LIBRARY.loaded()
+        if not NATIVE_CALLS or self._cache is not None or not native_call.LIBRARY.enabled():
+            self._native = False
+        elif library is not None and rows is not None:
+            self._native = library.Tracer(self, _LOCAL, self.session._execution_ids, self.session, rows.call_rows)
+        elif native_call.LIBRARY.failure() is not None or native_rows.LIBRARY.failure() is not None:
+            self._native = False
+        return self._native
+
+    # -- native_call's hooks: what its C++ hands back to Python --------------------------
+
+    def _native_location(self) -> tuple[bytes, frames_mod.Stack, int]:
+        """The caller's CodeLocation bytes, stack and user frame (a new call point)."""
+        frames, user_index = frames_mod.capture_call(1)
+        return self._location_bytes(frames, user_index), frames, user_index
+
+    def _native_plan(self, name: str, num_inputs: int) -> tuple | None:
+        """call_rows' arguments of name called with num_inputs arguments, with the traces'
+        statics and width: (statics, width, tails, summaries, Execution bytes, scan); None
+        when native_call does not serve it. Its outputs' count is the function's static one
+        (a Relax function's return structure is fixed at compile time)."""
+        fid = self._fids[name]
+        function = compiled.FUNCTIONS.get(fid)
+        if function is None or not function.output_specs or not all(function.output_specs):
+            return None
+        runtime = self.session.function(self.program, name)
+        found = self._one_pass_args_of(runtime, fid, num_inputs, len(function.output_specs))
+        if found is None:
+            return None
+        plan, tails, summaries, static, scan = found
+        if summaries is None and static is None:
+            return None
+        return plan.statics, plan.width, tails, summaries, static, scan
+
+    def _native_finish(
+        self, name: str, invoke, index: int, start: float, buffers: list, args: tuple, result, error,
+        frames, user_index: int, rows: tuple | None,
+    ) -> None:  # fmt: skip
+        """What call() does after the VM returned, for a call native_call began and does not
+        finish itself; rows: call_rows' result when it ran."""
+        call = _FastCall(self, self.session.function(self.program, name), False, (index, start, buffers))
+        self._safely(self._finish_fast, call, args, result, error, frames, user_index, rows)
+        if error is None and call.bad is not None and self._vm() is not None:  # tvmdbg_tb.replay.auto
+            self._safely(self.session.replay.rerun, self, self._vm(), invoke, args, name, call.index, call.bad)
+
+    def _native_emit(self, payload: bytes, statics, which: bytes, middle: bytes, tails: bytes, width: int) -> None:
+        """A finished call's records when a sink other than the writer is busy."""
+        self._safely(self.session.serialized_execution_done, payload, TraceParts(statics, which, middle, tails, width))
+
+    def _native_warn(self, error: BaseException) -> None:
+        """native_call could not record a call (as _safely says it)."""
+        warnings.warn(f"tvmdbg: could not record a VM call: {error!r}", RuntimeWarning, stacklevel=2)
 
     def call(self, function_name: str, invoke, args: tuple, inputs: tuple, get_outputs=None) -> Any:
         if _LOCAL.call is not None or _LOCAL.implicit is not None:
@@ -459,7 +545,8 @@ class CompiledTracer(Tracer):
                 if values_row[0]:  # FULL_HEALTH values derived only if a later call reuses them
                     store(slot, value, None, values_row, call.index)
 
-    def _finish_fast(self, call: _FastCall, inputs, outputs, error, frames, user_index) -> None:
+    def _finish_fast(self, call: _FastCall, inputs, outputs, error, frames, user_index, rows=None) -> None:
+        """rows: native_rows.call_rows' result when native_call ran it already."""
         if call.skips and call.buffers and call.buffers[0][0] == call.fid:
             array = call.buffers[0][2]
             for row, entry in call.skips:  # the counts of the earlier summary, as if computed now
@@ -477,7 +564,7 @@ class CompiledTracer(Tracer):
             hunting = complete and replayer is not None and replayer.hunting
             if complete:
                 num_leaves = self._num_leaves(call.function.name, outputs)
-                one_pass = self._one_pass(call, len(inputs), num_leaves, hunting)
+                one_pass = self._one_pass(call, len(inputs), num_leaves, hunting, rows)
             if one_pass is not None:
                 payloads, static, bad, _ = one_pass
                 if bad >= 0:
@@ -522,33 +609,41 @@ class CompiledTracer(Tracer):
         if remember:  # after the inputs were looked up: outputs replace their slots' entries
             self._safely(self._remember, call, inputs, leaves)
 
-    def _one_pass(self, call: _FastCall, num_inputs: int, num_leaves: int, hunting: bool) -> tuple | None:
+    def _one_pass(
+        self, call: _FastCall, num_inputs: int, num_leaves: int, hunting: bool, rows: tuple | None = None
+    ) -> tuple | None:
         """(the traces as TraceParts, the Execution's constant bytes or None, the first
         non-finite row or -1, whether the buffer was cleared for its next call) of a call
         with one buffer from one native call (native_rows.call_rows: the trace tails, the
         health summaries and the replay's scan at once); None when the call needs the
         separate passes (no native library, nested calls, reused counts, dynamic shapes,
         FULL_STATS). The buffer is cleared only when nothing reads it after: its Execution
-        is complete and no parameter cache remembers its rows."""
+        is complete and no parameter cache remembers its rows. rows: call_rows' result,
+        when native_call ran it (with these arguments)."""
         native = native_rows.LIBRARY.loaded()
         if native is None or len(call.buffers) != 1 or call.skips:
             return None
         fid, _, array = call.buffers[0]
-        key = (fid, num_inputs, num_leaves)
-        found = self._one_pass_args.get(key, False)
-        if found is False:
-            found = self._one_pass_args[key] = self._call_rows_args(call, fid, num_inputs, num_leaves)
+        found = self._one_pass_args_of(call.function, fid, num_inputs, num_leaves)
         if found is None:
             return None
         plan, tails, summaries, static, scan = found
-        clear = self._cache is None and (summaries is not None or static is not None)
-        which, tail_bytes, execution, bad, cleared = native.call_rows(
-            array, tails, summaries, scan if hunting else None, clear
-        )
+        if rows is None:
+            clear = self._cache is None and (summaries is not None or static is not None)
+            rows = native.call_rows(array, tails, summaries, scan if hunting else None, clear)
+        which, tail_bytes, execution, bad, cleared = rows
         parts = TraceParts(plan.statics, which, b"\x18" + _varint(call.index), tail_bytes, plan.width)
         return parts, static if summaries is None else execution, bad, cleared
 
-    def _call_rows_args(self, call: _FastCall, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
+    def _one_pass_args_of(self, function: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
+        """_call_rows_args, cached per (fid, inputs, leaves)."""
+        key = (fid, num_inputs, num_leaves)
+        found = self._one_pass_args.get(key, False)
+        if found is False:
+            found = self._one_pass_args[key] = self._call_rows_args(function, fid, num_inputs, num_leaves)
+        return found
+
+    def _call_rows_args(self, runtime: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
         """_one_pass's constants of a function, once per session: (its parts plan, call_rows'
         tails, summaries and scan arguments, the Execution's static bytes in NO_TENSOR and
         SHAPE); None when a pass does not qualify."""
@@ -560,9 +655,9 @@ class CompiledTracer(Tracer):
         tails = (plan.rows, compiled.ROW_WIDTH, plan.traced, plan.count, plan.codes, compiled.STATS_COLUMN, self._rate)
         summaries = static = None
         if self.mode in (pb.NO_TENSOR, pb.SHAPE):
-            static = self._static_execution(call, num_inputs, num_leaves)
+            static = self._static_execution(runtime, num_inputs, num_leaves)
         else:
-            template = self._health_template_of(call, fid, num_inputs, num_leaves)
+            template = self._health_template_of(runtime, fid, num_inputs, num_leaves)
             if template is None or template[3] is None:
                 return None
             summaries = (*template[3].native, compiled.ROW_WIDTH)
@@ -584,10 +679,10 @@ class CompiledTracer(Tracer):
             known = self._leaf_counts[name] = (top, len(flatten(outputs)))
         return known[1]
 
-    def _static_execution(self, call: _FastCall, num_inputs: int, num_leaves: int) -> bytes | None:
+    def _static_execution(self, runtime: RuntimeFunction, num_inputs: int, num_leaves: int) -> bytes | None:
         """NO_TENSOR and SHAPE: the serialized constant part of this function's Execution,
         when inputs and outputs are fully static."""
-        name = call.function.name
+        name = runtime.name
         key = (name, num_inputs)
         if key in self._execution_statics:
             return self._execution_statics[key]
@@ -602,7 +697,7 @@ class CompiledTracer(Tracer):
         if len(function.output_specs if function else ()) == num_leaves and all(inputs) and all(function.output_specs):
             execution = pb.Execution(
                 function_name=name,
-                graph_id=call.function.graph_id,
+                graph_id=runtime.graph_id,
                 tensor_debug_mode=self.mode,
                 executable_id=self.program.executable_id,
             )
@@ -626,7 +721,7 @@ class CompiledTracer(Tracer):
         if len(call.buffers) != 1:
             return None
         fid, _, array = call.buffers[0]
-        template = self._health_template_of(call, fid, num_inputs, num_leaves)
+        template = self._health_template_of(call.function, fid, num_inputs, num_leaves)
         if template is None:
             return None
         header, row_ids, parts, vectorised = template
@@ -638,11 +733,11 @@ class CompiledTracer(Tracer):
         reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
         return self._loop_execution(template, array, reused)
 
-    def _health_template_of(self, call: _FastCall, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
+    def _health_template_of(self, runtime: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
         key = (fid, num_inputs, num_leaves)
         template = self._health_templates.get(key, False)
         if template is False:
-            template = self._health_templates[key] = self._health_template(call, fid, num_inputs, num_leaves)
+            template = self._health_templates[key] = self._health_template(runtime, fid, num_inputs, num_leaves)
         return template
 
     def _loop_execution(self, template: tuple, array: np.ndarray, reused: dict) -> bytes | None:
@@ -678,11 +773,11 @@ class CompiledTracer(Tracer):
             parts.append(b"\xb0\x04" + _varint(min(indices)))
         return b"".join(parts)
 
-    def _health_template(self, call: _FastCall, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
+    def _health_template(self, runtime: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
         function = compiled.FUNCTIONS.get(fid)
         if (
             function is None
-            or function.name != call.function.name
+            or function.name != runtime.name
             or len(function.param_specs) != num_inputs
             or len(function.output_specs) != num_leaves
             or not all(function.output_specs)
@@ -695,8 +790,8 @@ class CompiledTracer(Tracer):
             if not tensor and (leaf_rows[k] is None or self.mode == pb.FULL_STATS):
                 return None  # FULL_STATS tuples: their statistics need the tensors (summary.py)
         header = pb.Execution(
-            function_name=call.function.name,
-            graph_id=call.function.graph_id,
+            function_name=runtime.name,
+            graph_id=runtime.graph_id,
             tensor_debug_mode=self.mode,
             executable_id=self.program.executable_id,
         ).SerializeToString()

@@ -93,7 +93,10 @@ def install() -> None:
     def __getitem__(self, key):
         function = original_getitem(self, key)
         tracer = tracer_of(self)
-        return function if tracer is None else TracedFunction(tracer, key, function)
+        if tracer is None:
+            return function
+        traced = TracedFunction(tracer, key, function)
+        return tracer.traced(key, function, traced) if isinstance(tracer, CompiledTracer) else traced
 
     def set_input(self, func_name, *args, **kwargs):
         original_set_input(self, func_name, *args, **kwargs)

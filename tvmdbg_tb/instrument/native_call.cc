@@ -1,0 +1,757 @@
+// The compiled tracer's steady-state VM call in C++ (see native_call.py for why).
+//
+// Tracer(hooks, local, ids, session, call_rows) holds one CompiledTracer's per-session caches:
+// each call point's CodeLocation bytes (keyed like frames.capture_call: the innermost
+// kKeyFrames frames' code objects and bytecode offsets) and each (function, argument count)'s
+// call_rows arguments. Tracer.bind(name, fid, function, fallback) returns a Function: what
+// vm[name] returns. Calling it does what CompiledTracer.call and _finish_fast do for a call
+// whose records come from one stats buffer through native_rows.call_rows, and hands every
+// other case to Python: a call inside a traced call or time_evaluator (fallback), a call
+// point or argument count seen for the first time (hooks._native_location, _native_plan),
+// and, after the VM returned, anything but one buffer of the function whose rows and
+// Execution are complete and finite (hooks._native_finish, with call_rows' result when it
+// ran). Errors of tvmdbg's own go to hooks._native_warn (a warning, as CompiledTracer._safely
+// gives): a debugger bug never changes what the user's call returns or raises.
+
+#include <time.h>
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <unordered_map>
+
+#include "python_buffer.h"
+
+namespace {
+
+constexpr int kKeyFrames = 8;  // frames.KEY_FRAMES
+constexpr size_t kMaxEntries = 10000;
+
+PyObject* s_call;
+PyObject* s_implicit;
+PyObject* s_pool;
+PyObject* s_replay;
+PyObject* s_hunting;
+PyObject* s_sole_writer;
+PyObject* s_idle_checks;
+PyObject* s_queue_call;
+PyObject* s_native_location;
+PyObject* s_native_plan;
+PyObject* s_native_finish;
+PyObject* s_native_emit;
+PyObject* s_native_warn;
+
+double Clock(clockid_t which) {
+  timespec now;
+  clock_gettime(which, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+struct Key {
+  std::array<uintptr_t, 2 * kKeyFrames> words{};
+  int size = 0;
+  bool operator==(const Key& other) const { return size == other.size && words == other.words; }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    size_t hash = static_cast<size_t>(key.size);
+    for (int k = 0; k < 2 * key.size; ++k) hash = (hash ^ key.words[k]) * 0x100000001b3ULL;
+    return hash;
+  }
+};
+
+// A call point: its location bytes, the captured stack and user frame index (for
+// _native_finish), and its code objects, held so that no other code object takes their
+// addresses while the entry lives.
+struct Location {
+  PyObject* bytes = nullptr;
+  PyObject* stack = nullptr;
+  PyObject* user_index = nullptr;
+  std::array<PyObject*, kKeyFrames> codes{};
+};
+
+// A (function, argument count)'s constants: None when the native path does not serve it.
+struct Plan {
+  PyObject* statics = nullptr;
+  PyObject* width = nullptr;
+  PyObject* tails = nullptr;
+  PyObject* summaries = nullptr;
+  PyObject* execution = nullptr;
+  PyObject* scan = nullptr;
+  bool usable = false;
+};
+
+struct Tracer {
+  PyObject_HEAD
+  PyObject* hooks;
+  PyObject* local;
+  PyObject* ids;
+  PyObject* session;
+  PyObject* call_rows;
+  std::unordered_map<Key, Location, KeyHash>* locations;
+  std::unordered_map<long long, Plan>* plans;
+};
+
+struct Function {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  Tracer* tracer;
+  PyObject* name;
+  PyObject* function;
+  PyObject* fallback;
+  long long fid;
+};
+
+// What "tvmdbg.stats" (fast_tracer._stats) sees as the current call: where it appends the
+// buffers it hands out.
+struct Marker {
+  PyObject_HEAD
+  PyObject* buffers;
+};
+
+extern PyTypeObject kTracerType;
+extern PyTypeObject kFunctionType;
+extern PyTypeObject kMarkerType;
+
+// -- varints and the Execution's per-call fields --------------------------------------------
+
+char* PutVarint(char* out, unsigned long long value) {
+  while (value >= 0x80) {
+    *out++ = static_cast<char>((value & 0x7F) | 0x80);
+    value >>= 7;
+  }
+  *out++ = static_cast<char>(value);
+  return out;
+}
+
+// _finish_fast's payload: the Execution's constant bytes, then index (1), duration_us (7),
+// code_location (8) and num_traces (9).
+PyObject* Payload(PyObject* execution, unsigned long long index, double duration_us, PyObject* location,
+                  unsigned long long num_traces) {
+  const Py_ssize_t head = PyBytes_GET_SIZE(execution);
+  const Py_ssize_t location_size = PyBytes_GET_SIZE(location);
+  PyObject* out = PyBytes_FromStringAndSize(nullptr, head + location_size + 48);
+  if (out == nullptr) return nullptr;
+  char* start = PyBytes_AS_STRING(out);
+  char* p = start;
+  std::memcpy(p, PyBytes_AS_STRING(execution), head);
+  p += head;
+  *p++ = 0x08;
+  p = PutVarint(p, index);
+  *p++ = 0x39;
+  std::memcpy(p, &duration_us, 8);
+  p += 8;
+  *p++ = 0x42;
+  p = PutVarint(p, static_cast<unsigned long long>(location_size));
+  std::memcpy(p, PyBytes_AS_STRING(location), location_size);
+  p += location_size;
+  *p++ = 0x48;
+  p = PutVarint(p, num_traces);
+  if (_PyBytes_Resize(&out, p - start) != 0) return nullptr;
+  return out;
+}
+
+// -- the caches --------------------------------------------------------------------------------
+
+// The caller's call point, as new references in *out (false with an exception set on failure).
+bool Locate(Tracer* tracer, Location* out) {
+  Key key;
+  PyFrameObject* frame = PyThreadState_GetFrame(PyThreadState_Get());
+  while (frame != nullptr && key.size < kKeyFrames) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    key.words[2 * key.size] = reinterpret_cast<uintptr_t>(code);
+    key.words[2 * key.size + 1] = static_cast<uintptr_t>(PyFrame_GetLasti(frame));
+    Py_DECREF(code);
+    ++key.size;
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  auto found = tracer->locations->find(key);
+  if (found == tracer->locations->end()) {
+    PyObject* described = PyObject_CallMethodNoArgs(tracer->hooks, s_native_location);
+    if (described == nullptr) return false;
+    if (!PyTuple_Check(described) || PyTuple_GET_SIZE(described) != 3 ||
+        !PyBytes_Check(PyTuple_GET_ITEM(described, 0))) {
+      Py_DECREF(described);
+      PyErr_SetString(PyExc_TypeError, "_native_location must return (bytes, stack, user_index)");
+      return false;
+    }
+    Location entry;
+    entry.bytes = PyTuple_GET_ITEM(described, 0);
+    entry.stack = PyTuple_GET_ITEM(described, 1);
+    entry.user_index = PyTuple_GET_ITEM(described, 2);
+    if (tracer->locations->size() >= kMaxEntries) {  // a full cache: served, not kept
+      *out = entry;
+      Py_INCREF(out->bytes);
+      Py_INCREF(out->stack);
+      Py_INCREF(out->user_index);
+      Py_DECREF(described);
+      return true;
+    }
+    Py_INCREF(entry.bytes);
+    Py_INCREF(entry.stack);
+    Py_INCREF(entry.user_index);
+    Py_DECREF(described);
+    frame = PyThreadState_GetFrame(PyThreadState_Get());
+    for (int k = 0; frame != nullptr && k < kKeyFrames; ++k) {
+      entry.codes[k] = reinterpret_cast<PyObject*>(PyFrame_GetCode(frame));
+      PyFrameObject* back = PyFrame_GetBack(frame);
+      Py_DECREF(frame);
+      frame = back;
+    }
+    Py_XDECREF(frame);
+    found = tracer->locations->emplace(key, entry).first;
+  }
+  *out = found->second;
+  out->codes = {};  // the entry holds them
+  Py_INCREF(out->bytes);
+  Py_INCREF(out->stack);
+  Py_INCREF(out->user_index);
+  return true;
+}
+
+void HoldPlan(const Plan& plan) {
+  for (PyObject* field : {plan.statics, plan.width, plan.tails, plan.summaries, plan.execution, plan.scan}) {
+    Py_XINCREF(field);
+  }
+}
+
+void DropPlan(Plan* plan) {
+  for (PyObject** field : {&plan->statics, &plan->width, &plan->tails, &plan->summaries, &plan->execution, &plan->scan}) {
+    Py_CLEAR(*field);
+  }
+}
+
+void DropLocation(Location* location) {
+  Py_CLEAR(location->bytes);
+  Py_CLEAR(location->stack);
+  Py_CLEAR(location->user_index);
+  for (PyObject*& code : location->codes) Py_CLEAR(code);
+}
+
+// The call_rows arguments of (fid, nargs), as new references in *out (false with an
+// exception set on failure; out->usable false: Python serves this call).
+bool PlanOf(Function* function, Py_ssize_t nargs, Plan* out) {
+  Tracer* tracer = function->tracer;
+  if (nargs >= (1 << 20)) return true;  // out->usable stays false
+  const long long key = function->fid << 20 | static_cast<long long>(nargs);
+  auto found = tracer->plans->find(key);
+  if (found == tracer->plans->end()) {
+    PyObject* count = PyLong_FromSsize_t(nargs);
+    if (count == nullptr) return false;
+    PyObject* described = PyObject_CallMethodObjArgs(tracer->hooks, s_native_plan, function->name, count, nullptr);
+    Py_DECREF(count);
+    if (described == nullptr) return false;
+    Plan plan;
+    if (described != Py_None) {
+      if (!PyTuple_Check(described) || PyTuple_GET_SIZE(described) != 6) {
+        Py_DECREF(described);
+        PyErr_SetString(PyExc_TypeError, "_native_plan must return a 6-tuple or None");
+        return false;
+      }
+      PyObject** fields[6] = {&plan.statics, &plan.width, &plan.tails, &plan.summaries, &plan.execution, &plan.scan};
+      for (int k = 0; k < 6; ++k) *fields[k] = PyTuple_GET_ITEM(described, k);
+      HoldPlan(plan);
+      plan.usable = true;
+    }
+    Py_DECREF(described);
+    auto inserted = tracer->plans->emplace(key, plan);
+    if (!inserted.second) DropPlan(&plan);  // another thread described it meanwhile
+    found = inserted.first;
+  }
+  *out = found->second;
+  HoldPlan(*out);
+  return true;
+}
+
+// -- after the VM returned -------------------------------------------------------------------------
+
+// hooks._native_warn(the current exception): tvmdbg could not record the call.
+void Warn(Tracer* tracer) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value == nullptr) {
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return;
+  }
+  PyObject* done = PyObject_CallMethodOneArg(tracer->hooks, s_native_warn, value);
+  if (done == nullptr) PyErr_WriteUnraisable(tracer->hooks);
+  Py_XDECREF(done);
+  Py_XDECREF(type);
+  Py_DECREF(value);
+  Py_XDECREF(traceback);
+}
+
+// Whether the session's only busy sink is its writer (Session.serialized_execution_done's
+// test); the writer, or None, as a new reference (nullptr on error).
+PyObject* SoleWriter(PyObject* session) {
+  PyObject* writer = PyObject_GetAttr(session, s_sole_writer);
+  if (writer == nullptr || writer == Py_None) return writer;
+  PyObject* checks = PyObject_GetAttr(session, s_idle_checks);
+  if (checks == nullptr) {
+    Py_DECREF(writer);
+    return nullptr;
+  }
+  PyObject* fast = PySequence_Fast(checks, "_idle_checks");
+  Py_DECREF(checks);
+  if (fast == nullptr) {
+    Py_DECREF(writer);
+    return nullptr;
+  }
+  bool idle = true;
+  for (Py_ssize_t k = 0; idle && k < PySequence_Fast_GET_SIZE(fast); ++k) {
+    PyObject* answer = PyObject_CallNoArgs(PySequence_Fast_GET_ITEM(fast, k));
+    const int truth = answer == nullptr ? -1 : PyObject_IsTrue(answer);
+    Py_XDECREF(answer);
+    if (truth < 0) {
+      Py_DECREF(fast);
+      Py_DECREF(writer);
+      return nullptr;
+    }
+    idle = truth == 1;
+  }
+  Py_DECREF(fast);
+  if (!idle) {
+    Py_DECREF(writer);
+    Py_RETURN_NONE;
+  }
+  return writer;
+}
+
+// Back to this thread's pool (fast_tracer._release): (tensor, array, cleared).
+bool Release(Tracer* tracer, PyObject* buffer, PyObject* cleared) {
+  PyObject* pool = PyObject_GetAttr(tracer->local, s_pool);
+  if (pool == nullptr) return false;
+  PyObject* fid = PyTuple_GET_ITEM(buffer, 0);
+  PyObject* free = PyDict_GetItemWithError(pool, fid);
+  bool ok = true;
+  if (free == nullptr) {
+    ok = !PyErr_Occurred() && (free = PyList_New(0)) != nullptr && PyDict_SetItem(pool, fid, free) == 0;
+    Py_XDECREF(free);  // the pool holds it
+  }
+  PyObject* entry = ok ? PyTuple_Pack(3, PyTuple_GET_ITEM(buffer, 1), PyTuple_GET_ITEM(buffer, 2), cleared) : nullptr;
+  ok = entry != nullptr && PyList_Append(free, entry) == 0;
+  Py_XDECREF(entry);
+  Py_DECREF(pool);
+  return ok;
+}
+
+// The common case's records, written; false when Python must finish the call (*rows set
+// when call_rows ran), or, with an exception set, on error.
+bool Record(Function* function, const Plan& plan, const Location& location, PyObject* index, double start, PyObject* buffers,
+            PyObject** rows) {
+  Tracer* tracer = function->tracer;
+  if (PyList_GET_SIZE(buffers) != 1) return false;
+  PyObject* buffer = PyList_GET_ITEM(buffers, 0);
+  if (!PyTuple_Check(buffer) || PyTuple_GET_SIZE(buffer) != 3 ||
+      PyLong_AsLongLong(PyTuple_GET_ITEM(buffer, 0)) != function->fid) {
+    return false;
+  }
+  PyObject* replay = PyObject_GetAttr(tracer->session, s_replay);
+  if (replay == nullptr) return false;
+  int hunting = 0;
+  if (replay != Py_None) {
+    PyObject* flag = PyObject_GetAttr(replay, s_hunting);
+    hunting = flag == nullptr ? -1 : PyObject_IsTrue(flag);
+    Py_XDECREF(flag);
+  }
+  Py_DECREF(replay);
+  if (hunting < 0) return false;
+  PyObject* arguments[5] = {PyTuple_GET_ITEM(buffer, 2), plan.tails, plan.summaries,
+                            hunting ? plan.scan : Py_None, Py_True};
+  *rows = PyObject_Vectorcall(tracer->call_rows, arguments, 5, nullptr);
+  if (*rows == nullptr) return false;
+  if (!PyTuple_Check(*rows) || PyTuple_GET_SIZE(*rows) != 5) {
+    PyErr_SetString(PyExc_TypeError, "call_rows returned an unexpected value");
+    return false;
+  }
+  PyObject* which = PyTuple_GET_ITEM(*rows, 0);
+  PyObject* tails = PyTuple_GET_ITEM(*rows, 1);
+  PyObject* execution = plan.summaries == Py_None ? plan.execution : PyTuple_GET_ITEM(*rows, 2);
+  const long long bad = PyLong_AsLongLong(PyTuple_GET_ITEM(*rows, 3));
+  if (bad == -1 && PyErr_Occurred()) return false;
+  if (!PyBytes_Check(execution) || !PyBytes_Check(which) || bad >= 0) return false;  // Python finishes it
+  if (!Release(tracer, buffer, PyTuple_GET_ITEM(*rows, 4))) return false;
+  const unsigned long long call_index = PyLong_AsUnsignedLongLong(index);
+  if (PyErr_Occurred()) return false;
+  PyObject* payload = Payload(execution, call_index, (Clock(CLOCK_MONOTONIC) - start) * 1e6, location.bytes,
+                              static_cast<unsigned long long>(PyBytes_GET_SIZE(which) / 4));
+  char middle_bytes[12] = {0x18};
+  PyObject* middle =
+      payload == nullptr
+          ? nullptr
+          : PyBytes_FromStringAndSize(middle_bytes, PutVarint(middle_bytes + 1, call_index) - middle_bytes);
+  PyObject* writer = middle == nullptr ? nullptr : SoleWriter(tracer->session);
+  PyObject* done = nullptr;
+  if (writer != nullptr && writer != Py_None) {
+    PyObject* wall_time = PyFloat_FromDouble(Clock(CLOCK_REALTIME));
+    PyObject* arguments[8] = {writer, wall_time, payload, plan.statics, which, middle, tails, plan.width};
+    done = wall_time == nullptr ? nullptr
+                                : PyObject_VectorcallMethod(s_queue_call, arguments,
+                                                            8 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+    Py_XDECREF(wall_time);
+  } else if (writer != nullptr) {
+    done = PyObject_CallMethodObjArgs(tracer->hooks, s_native_emit, payload, plan.statics, which, middle, tails,
+                                      plan.width, nullptr);
+  }
+  Py_XDECREF(writer);
+  Py_XDECREF(middle);
+  Py_XDECREF(payload);
+  if (done == nullptr) {
+    Warn(tracer);  // the buffer went back to its pool: the call is not handed on again
+    return true;
+  }
+  Py_DECREF(done);
+  return true;
+}
+
+// -- Function ------------------------------------------------------------------------------------
+
+PyObject* Fallback(Function* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+// Whether this thread is inside a traced call or a time_evaluator run (-1: error).
+int Busy(Tracer* tracer) {
+  for (PyObject* name : {s_call, s_implicit}) {
+    PyObject* value = PyObject_GetAttr(tracer->local, name);
+    if (value == nullptr) return -1;
+    Py_DECREF(value);
+    if (value != Py_None) return 1;
+  }
+  return 0;
+}
+
+// _native_finish(name, function, index, start, buffers, args, result, error, stack,
+// user_index, rows): Python finishes the call; false only for a BaseException.
+bool FinishInPython(Function* self, PyObject* const* args, Py_ssize_t nargs, const Location& location,
+                    PyObject* index, double start, PyObject* buffers, PyObject* result, PyObject* error,
+                    PyObject* rows) {
+  PyObject* arguments = PyTuple_New(nargs);
+  PyObject* start_time = arguments == nullptr ? nullptr : PyFloat_FromDouble(start);
+  if (start_time == nullptr) {
+    Py_XDECREF(arguments);
+    Warn(self->tracer);
+    return true;
+  }
+  for (Py_ssize_t k = 0; k < nargs; ++k) {
+    Py_INCREF(args[k]);
+    PyTuple_SET_ITEM(arguments, k, args[k]);
+  }
+  PyObject* forwarded[12] = {self->tracer->hooks,
+                             self->name,
+                             self->function,
+                             index,
+                             start_time,
+                             buffers,
+                             arguments,
+                             result == nullptr ? Py_None : result,
+                             error == nullptr ? Py_None : error,
+                             location.stack,
+                             location.user_index,
+                             rows == nullptr ? Py_None : rows};
+  PyObject* done =
+      PyObject_VectorcallMethod(s_native_finish, forwarded, 12 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+  Py_DECREF(start_time);
+  Py_DECREF(arguments);
+  Py_XDECREF(done);
+  return done != nullptr;  // the hook catches every Exception (CompiledTracer._safely)
+}
+
+PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  Function* self = reinterpret_cast<Function*>(callable);
+  Tracer* tracer = self->tracer;
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) return Fallback(self, args, nargsf, kwnames);
+  const int busy = Busy(tracer);
+  if (busy != 0) {
+    if (busy < 0) Warn(tracer);
+    return Fallback(self, args, nargsf, kwnames);
+  }
+  Plan plan;
+  Location location;
+  if (!PlanOf(self, nargs, &plan) || !plan.usable || !Locate(tracer, &location)) {
+    DropPlan(&plan);
+    if (PyErr_Occurred()) Warn(tracer);
+    return Fallback(self, args, nargsf, kwnames);
+  }
+  PyObject* index = PyIter_Next(tracer->ids);
+  Marker* marker = index == nullptr ? nullptr : PyObject_New(Marker, &kMarkerType);
+  if (marker != nullptr && (marker->buffers = PyList_New(0)) == nullptr) Py_CLEAR(marker);
+  if (marker == nullptr || PyObject_SetAttr(tracer->local, s_call, reinterpret_cast<PyObject*>(marker)) != 0) {
+    Py_XDECREF(marker);
+    Py_XDECREF(index);
+    DropPlan(&plan);
+    DropLocation(&location);
+    if (PyErr_Occurred()) Warn(tracer);
+    return Fallback(self, args, nargsf, kwnames);
+  }
+  const double start = Clock(CLOCK_MONOTONIC);
+  PyObject* result = PyObject_Vectorcall(self->function, args, nargsf, nullptr);
+  PyObject *type = nullptr, *error = nullptr, *traceback = nullptr;
+  if (result == nullptr) {
+    PyErr_Fetch(&type, &error, &traceback);
+    PyErr_NormalizeException(&type, &error, &traceback);
+    if (traceback != nullptr && error != nullptr) PyException_SetTraceback(error, traceback);
+  }
+  if (PyObject_SetAttr(tracer->local, s_call, Py_None) != 0) Warn(tracer);
+  PyObject* buffers = marker->buffers;
+  Py_INCREF(buffers);
+  Py_DECREF(marker);
+  PyObject* rows = nullptr;
+  bool recorded = false;
+  if (result != nullptr) {
+    recorded = Record(self, plan, location, index, start, buffers, &rows);
+    if (!recorded && PyErr_Occurred()) {
+      Warn(tracer);
+      if (rows != nullptr && (!PyTuple_Check(rows) || PyTuple_GET_SIZE(rows) != 5)) Py_CLEAR(rows);
+    }
+  }
+  bool interrupted = false;
+  if (!recorded) {
+    interrupted = !FinishInPython(self, args, nargs, location, index, start, buffers, result, error, rows);
+  }
+  Py_XDECREF(rows);
+  Py_DECREF(buffers);
+  Py_DECREF(index);
+  DropPlan(&plan);
+  DropLocation(&location);
+  if (interrupted) {  // a KeyboardInterrupt in the hook: it wins over the call's own outcome
+    Py_XDECREF(result);
+    Py_XDECREF(type);
+    Py_XDECREF(error);
+    Py_XDECREF(traceback);
+    return nullptr;
+  }
+  if (result == nullptr) {
+    PyErr_Restore(type, error, traceback);
+    return nullptr;
+  }
+  return result;
+}
+
+void FunctionDealloc(PyObject* object) {
+  Function* self = reinterpret_cast<Function*>(object);
+  Py_XDECREF(self->tracer);
+  Py_XDECREF(self->name);
+  Py_XDECREF(self->function);
+  Py_XDECREF(self->fallback);
+  Py_TYPE(object)->tp_free(object);
+}
+
+PyObject* FunctionGetattr(PyObject* object, PyObject* name) {
+  PyObject* found = PyObject_GenericGetAttr(object, name);
+  if (found != nullptr || !PyErr_ExceptionMatches(PyExc_AttributeError)) return found;
+  PyErr_Clear();  // the rest is the VM function's (as TracedFunction.__getattr__)
+  return PyObject_GetAttr(reinterpret_cast<Function*>(object)->function, name);
+}
+
+// -- Tracer ----------------------------------------------------------------------------------------
+
+void ClearCaches(Tracer* self) {
+  if (self->locations != nullptr) {
+    for (auto& item : *self->locations) DropLocation(&item.second);
+    self->locations->clear();
+  }
+  if (self->plans != nullptr) {
+    for (auto& item : *self->plans) DropPlan(&item.second);
+    self->plans->clear();
+  }
+}
+
+PyObject* TracerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  PyObject *hooks, *local, *ids, *session, *call_rows;
+  static const char* names[] = {"hooks", "local", "ids", "session", "call_rows", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOO:Tracer", const_cast<char**>(names), &hooks, &local, &ids,
+                                   &session, &call_rows)) {
+    return nullptr;
+  }
+  Tracer* self = reinterpret_cast<Tracer*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  for (PyObject* object : {hooks, local, ids, session, call_rows}) Py_INCREF(object);
+  self->hooks = hooks;
+  self->local = local;
+  self->ids = ids;
+  self->session = session;
+  self->call_rows = call_rows;
+  self->locations = new std::unordered_map<Key, Location, KeyHash>();
+  self->plans = new std::unordered_map<long long, Plan>();
+  return reinterpret_cast<PyObject*>(self);
+}
+
+int TracerTraverse(PyObject* object, visitproc visit, void* arg) {
+  Tracer* self = reinterpret_cast<Tracer*>(object);
+  Py_VISIT(self->hooks);
+  Py_VISIT(self->local);
+  Py_VISIT(self->ids);
+  Py_VISIT(self->session);
+  Py_VISIT(self->call_rows);
+  return 0;
+}
+
+int TracerClear(PyObject* object) {
+  Tracer* self = reinterpret_cast<Tracer*>(object);
+  Py_CLEAR(self->hooks);
+  Py_CLEAR(self->local);
+  Py_CLEAR(self->ids);
+  Py_CLEAR(self->session);
+  Py_CLEAR(self->call_rows);
+  ClearCaches(self);
+  return 0;
+}
+
+void TracerDealloc(PyObject* object) {
+  Tracer* self = reinterpret_cast<Tracer*>(object);
+  PyObject_GC_UnTrack(object);
+  TracerClear(object);
+  delete self->locations;
+  delete self->plans;
+  Py_TYPE(object)->tp_free(object);
+}
+
+// bind(name, fid, function, fallback) -> a Function calling function traced.
+PyObject* TracerBind(PyObject* object, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4 || !PyUnicode_Check(args[0]) || !PyLong_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "bind(name: str, fid: int, function, fallback)");
+    return nullptr;
+  }
+  const long long fid = PyLong_AsLongLong(args[1]);
+  if (fid == -1 && PyErr_Occurred()) return nullptr;
+  if (fid < 0 || fid >= (1LL << 40)) {
+    PyErr_SetString(PyExc_ValueError, "bind: fid out of range");
+    return nullptr;
+  }
+  Function* bound = PyObject_New(Function, &kFunctionType);
+  if (bound == nullptr) return nullptr;
+  bound->vectorcall = Call;
+  bound->tracer = reinterpret_cast<Tracer*>(object);
+  bound->name = args[0];
+  bound->function = args[2];
+  bound->fallback = args[3];
+  bound->fid = fid;
+  for (PyObject* held : {object, args[0], args[2], args[3]}) Py_INCREF(held);
+  return reinterpret_cast<PyObject*>(bound);
+}
+
+// clear(): drops the cached locations and plans (the tests' and the benchmarks' reset).
+PyObject* TracerClearCaches(PyObject* object, PyObject*) {
+  ClearCaches(reinterpret_cast<Tracer*>(object));
+  Py_RETURN_NONE;
+}
+
+PyObject* TracerSizes(PyObject* object, PyObject*) {
+  Tracer* self = reinterpret_cast<Tracer*>(object);
+  return Py_BuildValue("(nn)", static_cast<Py_ssize_t>(self->locations->size()),
+                       static_cast<Py_ssize_t>(self->plans->size()));
+}
+
+PyMethodDef kTracerMethods[] = {
+    {"bind", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(TracerBind)), METH_FASTCALL,
+     "bind(name, fid, function, fallback) -> the function, traced"},
+    {"clear", TracerClearCaches, METH_NOARGS, "clear(): forgets the cached call points and plans"},
+    {"sizes", TracerSizes, METH_NOARGS, "sizes() -> (call points, plans) cached"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+// -- Marker ------------------------------------------------------------------------------------------
+
+void MarkerDealloc(PyObject* object) {
+  Py_XDECREF(reinterpret_cast<Marker*>(object)->buffers);
+  Py_TYPE(object)->tp_free(object);
+}
+
+PyObject* MarkerBuffers(PyObject* object, void*) {
+  PyObject* buffers = reinterpret_cast<Marker*>(object)->buffers;
+  Py_INCREF(buffers);
+  return buffers;
+}
+
+PyObject* MarkerSkips(PyObject*, void*) { return PyTuple_New(0); }
+PyObject* MarkerFid(PyObject*, void*) { return PyLong_FromLong(0); }
+PyObject* MarkerImplicit(PyObject*, void*) { Py_RETURN_FALSE; }
+
+PyGetSetDef kMarkerGetSet[] = {
+    {"buffers", MarkerBuffers, nullptr, "(fid, tensor, array) of each buffer handed out", nullptr},
+    {"skips", MarkerSkips, nullptr, "no parameter rows are skipped on this path", nullptr},
+    {"fid", MarkerFid, nullptr, "no skipping function", nullptr},
+    {"implicit", MarkerImplicit, nullptr, "never a time_evaluator repetition", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject kTracerType = {PyVarObject_HEAD_INIT(nullptr, 0) "native_call.Tracer"};
+PyTypeObject kFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0) "native_call.Function"};
+PyTypeObject kMarkerType = {PyVarObject_HEAD_INIT(nullptr, 0) "native_call.Marker"};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "native_call", "The compiled tracer's VM call in C++.", -1, nullptr};
+
+bool Intern() {
+  struct Name {
+    PyObject** slot;
+    const char* text;
+  };
+  const Name names[] = {
+      {&s_call, "call"},
+      {&s_implicit, "implicit"},
+      {&s_pool, "pool"},
+      {&s_replay, "replay"},
+      {&s_hunting, "hunting"},
+      {&s_sole_writer, "_sole_writer"},
+      {&s_idle_checks, "_idle_checks"},
+      {&s_queue_call, "queue_call"},
+      {&s_native_location, "_native_location"},
+      {&s_native_plan, "_native_plan"},
+      {&s_native_finish, "_native_finish"},
+      {&s_native_emit, "_native_emit"},
+      {&s_native_warn, "_native_warn"},
+  };
+  for (const Name& name : names) {
+    if ((*name.slot = PyUnicode_InternFromString(name.text)) == nullptr) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit_native_call() {
+  if (!Intern()) return nullptr;
+  kTracerType.tp_basicsize = sizeof(Tracer);
+  kTracerType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
+  kTracerType.tp_doc = "Tracer(hooks, local, ids, session, call_rows): a CompiledTracer's native call path";
+  kTracerType.tp_new = TracerNew;
+  kTracerType.tp_dealloc = TracerDealloc;
+  kTracerType.tp_traverse = TracerTraverse;
+  kTracerType.tp_clear = TracerClear;
+  kTracerType.tp_methods = kTracerMethods;
+
+  kFunctionType.tp_basicsize = sizeof(Function);
+  kFunctionType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+  kFunctionType.tp_doc = "A VM function traced by the native call path (Tracer.bind)";
+  kFunctionType.tp_vectorcall_offset = offsetof(Function, vectorcall);
+  kFunctionType.tp_call = PyVectorcall_Call;
+  kFunctionType.tp_dealloc = FunctionDealloc;
+  kFunctionType.tp_getattro = FunctionGetattr;
+
+  kMarkerType.tp_basicsize = sizeof(Marker);
+  kMarkerType.tp_flags = Py_TPFLAGS_DEFAULT;
+  kMarkerType.tp_doc = "The current call as fast_tracer._stats sees it";
+  kMarkerType.tp_dealloc = MarkerDealloc;
+  kMarkerType.tp_getset = kMarkerGetSet;
+
+  if (PyType_Ready(&kTracerType) < 0 || PyType_Ready(&kFunctionType) < 0 || PyType_Ready(&kMarkerType) < 0) {
+    return nullptr;
+  }
+  PyObject* module = PyModule_Create(&kModule);
+  if (module == nullptr) return nullptr;
+  Py_INCREF(&kTracerType);
+  if (PyModule_AddObject(module, "Tracer", reinterpret_cast<PyObject*>(&kTracerType)) < 0) {
+    Py_DECREF(&kTracerType);
+    Py_DECREF(module);
+    return nullptr;
+  }
+  return module;
+}

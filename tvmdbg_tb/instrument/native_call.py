@@ -1,0 +1,27 @@
+"""The compiled tracer's steady-state VM call in C++ (native_call.cc).
+
+Why: once the kernels run at their floor, a traced call of a training step paid ~15 us of
+Python glue around them: the wrapper and the tracer's call, the call-point lookup, the
+call's bookkeeping, reading the stats buffer, building the Execution's bytes and queueing
+the records, each step ~0.5-1 us after kernels that evicted the interpreter's caches. The
+CPython type here does that glue for the common call (one stats buffer, rows and Execution
+complete and finite) in one C function: the same caches (call point -> CodeLocation bytes,
+function -> native_rows.call_rows arguments), the same bytes, the same writer call
+(DebugEventsWriter.queue_call). Everything else it hands to CompiledTracer's Python path,
+which stays the reference: nested and time_evaluator calls, first sight of a call point or
+argument count, failing calls, several buffers, a first non-finite row (the replay), sinks
+other than the writer.
+
+Built by tvmdbg_tb.native in a background thread when a compiled tracer starts; until then,
+and without a compiler or with TVMDBG_NATIVE_CALL=0, vm[name] returns the Python path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tvmdbg_tb.native import PythonExtension
+
+ENV_SWITCH = "TVMDBG_NATIVE_CALL"  # "0": the Python call path
+
+LIBRARY = PythonExtension(Path(__file__).with_name("native_call.cc"), ENV_SWITCH, "native VM call path")
