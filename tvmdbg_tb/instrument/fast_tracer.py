@@ -624,6 +624,8 @@ class CompiledTracer(Tracer):
         if native is None or len(call.buffers) != 1 or call.skips:
             return None
         fid, _, array = call.buffers[0]
+        if rows is not None:  # with the arguments _native_plan gave: the function's static outputs
+            num_leaves = len(compiled.FUNCTIONS[fid].output_specs)
         found = self._one_pass_args_of(call.function, fid, num_inputs, num_leaves)
         if found is None:
             return None

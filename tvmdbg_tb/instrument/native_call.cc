@@ -91,6 +91,7 @@ struct Tracer {
   PyObject* call_rows;
   std::unordered_map<Key, Location, KeyHash>* locations;
   std::unordered_map<long long, Plan>* plans;
+  unsigned long long recorded;  // calls whose records this C++ wrote (counts())
 };
 
 struct Function {
@@ -407,6 +408,7 @@ bool Record(Function* function, const Plan& plan, const Location& location, PyOb
     return true;
   }
   Py_DECREF(done);
+  ++tracer->recorded;
   return true;
 }
 
@@ -581,6 +583,7 @@ PyObject* TracerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   self->call_rows = call_rows;
   self->locations = new std::unordered_map<Key, Location, KeyHash>();
   self->plans = new std::unordered_map<long long, Plan>();
+  self->recorded = 0;
   return reinterpret_cast<PyObject*>(self);
 }
 
@@ -644,17 +647,17 @@ PyObject* TracerClearCaches(PyObject* object, PyObject*) {
   Py_RETURN_NONE;
 }
 
-PyObject* TracerSizes(PyObject* object, PyObject*) {
+PyObject* TracerCounts(PyObject* object, PyObject*) {
   Tracer* self = reinterpret_cast<Tracer*>(object);
-  return Py_BuildValue("(nn)", static_cast<Py_ssize_t>(self->locations->size()),
-                       static_cast<Py_ssize_t>(self->plans->size()));
+  return Py_BuildValue("(nnK)", static_cast<Py_ssize_t>(self->locations->size()),
+                       static_cast<Py_ssize_t>(self->plans->size()), self->recorded);
 }
 
 PyMethodDef kTracerMethods[] = {
     {"bind", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(TracerBind)), METH_FASTCALL,
      "bind(name, fid, function, fallback) -> the function, traced"},
     {"clear", TracerClearCaches, METH_NOARGS, "clear(): forgets the cached call points and plans"},
-    {"sizes", TracerSizes, METH_NOARGS, "sizes() -> (call points, plans) cached"},
+    {"counts", TracerCounts, METH_NOARGS, "counts() -> (call points cached, plans cached, calls recorded here)"},
     {nullptr, nullptr, 0, nullptr},
 };
 
