@@ -33,6 +33,7 @@ def _trained(tmp_path, mode: str):
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(fast_tracer.CompiledTracer, "_one_pass", keeping_rows)
+            patch.setattr(fast_tracer, "NATIVE_CALLS", False)  # the Python path, whose pass is spied
             training = digits_training(lr=0.05, fuse=True)
             for _ in range(2):
                 training.trainer.update(training.inputs, training.targets)

@@ -203,7 +203,7 @@ def test_vectorised_health_traces_equal_row_loop(tmp_path, monkeypatch, op_regex
     """Trace payloads built as parts (tails native and framed natively, or tails in numpy
     and built and framed in Python) are the bytes the per-row loop writes (all fields but the duration, which
     differs between runs), with and without filtered ops."""
-    with trace_paths.using("compiled"):
+    with trace_paths.using("python_call"):  # the pieces patched are the Python path's
         fast = _chain_traces(tmp_path / "fast", monkeypatch, True, op_regex, mode, native)
         loop = _chain_traces(tmp_path / "loop", monkeypatch, False, op_regex, mode, native)
     assert fast == loop
@@ -214,7 +214,7 @@ def test_vectorised_health_traces_equal_row_loop(tmp_path, monkeypatch, op_regex
 def test_parts_of_a_nested_function_are_ordered_with_its_callers_traces(tmp_path, monkeypatch, mode):
     """A call with two stats buffers (main and a nested 26-kernel function): the nested
     function's traces, built from parts, take their place in time among main's."""
-    with trace_paths.using("compiled"):
+    with trace_paths.using("python_call"):  # the pieces patched are the Python path's
         build = lambda: _nested_chain(26, 9)  # noqa: E731
         fast = _chain_traces(tmp_path / "fast", monkeypatch, True, mode=mode, build=build)
         loop = _chain_traces(tmp_path / "loop", monkeypatch, False, mode=mode, build=build)
@@ -261,7 +261,7 @@ def test_native_numpy_and_loop_traces_are_the_same_bytes(tmp_path, monkeypatch, 
 
     monkeypatch.setattr(fast_tracer.CompiledTracer, "_payloads", compared)
     monkeypatch.setattr(fast_tracer.CompiledTracer, "_one_pass", compared_one_pass)
-    with trace_paths.using("compiled"):
+    with trace_paths.using("python_call"):  # the pieces patched are the Python path's
         tvmdbg.enable_dump_debug_info(str(tmp_path), mode, circular_buffer_size=-1)
         try:
             if model == "digits_training":

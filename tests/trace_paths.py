@@ -1,24 +1,34 @@
-"""The two kernel tracing paths, for tests that run once per path:
+"""The kernel tracing paths, for tests that run once per path:
 
 @pytest.fixture(scope="module", params=trace_paths.PATHS)
 def trace_path(request):
     with trace_paths.using(request.param):
         yield request.param
+
+"compiled": summary kernels compiled into the module, each steady-state VM call traced by
+native_call (built and loaded before the test, so the path does not depend on timing);
+"python_call": the same kernels, every call traced by CompiledTracer's Python path (the
+reference native_call must match); "vm_instrument": the VM instrument, per kernel.
 """
 
 from contextlib import contextmanager
 
-PATHS = ["compiled", "vm_instrument"]
+PATHS = ["compiled", "python_call", "vm_instrument"]
 
 
 @contextmanager
 def using(path: str):
-    """Kernels traced by summary kernels compiled into the module, or by the VM instrument."""
-    from tvmdbg_tb.instrument import fast_tracer
+    """Trace the test's VM calls by path (see the module docstring)."""
+    from tvmdbg_tb.events import native_records
+    from tvmdbg_tb.instrument import fast_tracer, native_call, native_rows
 
-    saved = fast_tracer.ENABLED
-    fast_tracer.ENABLED = path == "compiled"
+    if path == "compiled":
+        for library in (native_call.LIBRARY, native_rows.LIBRARY, native_records.LIBRARY):
+            assert library.load() is not None, library.failure()
+    saved = fast_tracer.ENABLED, fast_tracer.NATIVE_CALLS
+    fast_tracer.ENABLED = path != "vm_instrument"
+    fast_tracer.NATIVE_CALLS = path == "compiled"
     try:
         yield
     finally:
-        fast_tracer.ENABLED = saved
+        fast_tracer.ENABLED, fast_tracer.NATIVE_CALLS = saved

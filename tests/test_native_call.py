@@ -1,0 +1,245 @@
+"""native_call: the compiled tracer's common VM call in C++ writes what the Python path
+writes, hands back to Python whatever it does not serve, and never changes the user's call."""
+
+from __future__ import annotations
+
+import glob
+import os
+import threading
+import warnings
+
+import numpy as np
+import pytest
+import trace_paths
+import tvm
+from models import chain, digits_training, extern_kernel_between
+from tvm import relax
+
+import tvmdbg
+from tvmdbg_tb.events import records
+from tvmdbg_tb.instrument import fast_tracer, vm_wrapper
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+STREAMS = ("execution", "graph_execution_traces", "stack_frames", "source_files", "graphs")
+
+
+def _events(logdir) -> dict[str, list[bytes]]:
+    """Every record of the run, with the fields that differ between two runs of the same
+    program cleared: the wall times, the durations and the executable's id."""
+    [run] = glob.glob(os.path.join(str(logdir), "*"))
+    out = {}
+    for stream in STREAMS:
+        path = os.path.join(run, "tvmdbg." + stream)
+        if not os.path.exists(path):
+            continue
+        data = open(path, "rb").read()
+        events = []
+        for item in records.scan(data, 0, path, final=True):
+            assert not isinstance(item, records.Corruption), item
+            _, start, length = item
+            event = pb.DebugEvent.FromString(data[start : start + length])
+            event.ClearField("wall_time")
+            for field in ("execution", "graph_execution_trace", "debugged_graph", "graph_op_creation"):
+                if event.HasField(field):
+                    message = getattr(event, field)
+                    for name in ("duration_us", "executable_id"):
+                        if name in message.DESCRIPTOR.fields_by_name:
+                            message.ClearField(name)
+            events.append(event.SerializeToString(deterministic=True))
+        out[stream] = events
+    return out
+
+
+def _train(logdir, path: str, mode: str, steps: int, lr: float) -> tuple:
+    """steps of the digits MLP's training loop traced by path: (the native tracer's counts or
+    None, the last loss)."""
+    with trace_paths.using(path):
+        tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode=mode, circular_buffer_size=-1)
+        try:
+            training = digits_training(lr=lr, fuse=True)
+            for _ in range(steps):
+                loss = training.trainer.update(training.inputs, training.targets).numpy()
+            native = vm_wrapper.tracer_of(training.trainer.vm)._native
+            counts = native.counts() if native else None
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    return counts, loss
+
+
+@pytest.mark.parametrize("mode", ["NO_TENSOR", "SHAPE", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH"])
+def test_native_and_python_call_paths_write_the_same_records(tmp_path, mode):
+    """A training loop that goes NaN (in health modes the replay re-runs the first such call):
+    every record native_call writes is the Python path's, and it wrote the calls itself."""
+    runs = [_train(tmp_path / path, path, mode, 6, lr=7.0) for path in ("compiled", "python_call")]  # one line
+    (native_counts, native_loss), (python_counts, python_loss) = runs
+    assert python_counts is None
+    np.testing.assert_array_equal(native_loss, python_loss)
+    native, python = _events(tmp_path / "compiled"), _events(tmp_path / "python_call")
+    assert native.keys() == python.keys()
+    for stream in native:
+        assert native[stream] == python[stream], stream
+    assert len(native["execution"]) == 12
+    call_points, plans, recorded = native_counts
+    assert (call_points, plans) == (2, 2)  # the adjoint's and the optimizer's calls in Trainer.update
+    # Every call but the one the replay re-ran (a first non-finite row goes to Python).
+    nan_calls = 1 if mode in ("CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH") else 0
+    assert recorded == 12 - nan_calls
+    replays = [e for e in map(pb.DebugEvent.FromString, native["graphs"]) if e.HasField("fused_op_replay")]
+    assert bool(replays) == bool(nan_calls)  # the replay confirmed the first NaN
+
+
+def test_the_steady_state_runs_no_python_tracer(tmp_path, monkeypatch):
+    """Once a call point and an argument count were seen, CompiledTracer.call (the Python
+    path) is not entered: the call is native_call's alone."""
+    entered = []
+    python_call = fast_tracer.CompiledTracer.call
+
+    def counting(self, *args, **kwargs):
+        entered.append(args[0])
+        return python_call(self, *args, **kwargs)
+
+    monkeypatch.setattr(fast_tracer.CompiledTracer, "call", counting)
+    counts, _ = _train(tmp_path, "compiled", "FULL_HEALTH", 5, lr=0.05)
+    assert entered == [] and counts[2] == 10
+
+
+def test_calls_from_other_threads_keep_their_records(tmp_path):
+    """Four threads, each calling its own VM of the same executable (a Relax VM is not
+    thread-safe; the tracer is shared through the executable's functions, and each thread
+    has its own buffer pool and current call): each Execution keeps its own kernels."""
+    calls_per_thread, threads = 25, 4
+    with trace_paths.using("compiled"):
+        tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+        try:
+            executable, inputs = chain(6, 16)
+            vms = [relax.VirtualMachine(executable, tvm.cpu()) for _ in range(threads)]
+            x = tvm.runtime.tensor(inputs[0])
+            expected = vms[0]["main"](x).numpy()
+            errors = []
+
+            def loop(vm):
+                try:
+                    for _ in range(calls_per_thread):
+                        np.testing.assert_array_equal(vm["main"](x).numpy(), expected)
+                except BaseException as error:  # noqa: BLE001 - reported below
+                    errors.append(error)
+
+            workers = [threading.Thread(target=loop, args=(vm,)) for vm in vms]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            assert not errors
+            recorded = sum(vm_wrapper.tracer_of(vm)._native.counts()[2] for vm in vms)
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    assert recorded == 1 + calls_per_thread * threads
+    with tvmdbg.DebugDataReader(str(tmp_path)) as reader:
+        reader.update()
+        run = reader.run()
+        assert run.num_executions() == 1 + calls_per_thread * threads
+        for index in range(run.num_executions()):
+            traces = [run.trace(int(i)) for i in run.execution_trace_indices(index)]
+            assert len(traces) == 6 and all(t.execution_index == index for t in traces)
+            assert run.execution(index).num_traces == 6
+
+
+_INNER: list = []
+
+
+def _calls_the_vm(x, out):
+    np.from_dlpack(out)[:] = _INNER[0](x).numpy()
+
+
+tvm.register_global_func("tvmdbg_test.calls_the_vm", _calls_the_vm, override=True)
+
+
+def _refuses(x, out):
+    raise ValueError("the extern kernel refused its input")
+
+
+tvm.register_global_func("tvmdbg_test.native_call_refuses", _refuses, override=True)
+
+
+def _nested_run(logdir, path: str) -> tuple:
+    with trace_paths.using(path):
+        tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+        try:
+            inner_executable, _ = chain(2, 4)
+            _INNER[:] = [relax.VirtualMachine(inner_executable, tvm.cpu())["main"]]
+            outer = relax.VirtualMachine(
+                tvm.compile(extern_kernel_between("tvmdbg_test.calls_the_vm"), "llvm"), tvm.cpu()
+            )
+            x = tvm.runtime.tensor(np.linspace(-1, 1, 4, dtype="float32"))
+            outs = [outer["main"](x).numpy() for _ in range(3)]
+            native = vm_wrapper.tracer_of(outer)._native
+            counts = native.counts() if native else None
+        finally:
+            _INNER.clear()
+            tvmdbg.disable_dump_debug_info()
+    return outs, counts
+
+
+def test_a_vm_call_inside_a_traced_call_is_part_of_it(tmp_path):
+    """An extern kernel that calls another traced VM function: native_call sees a call under
+    way and hands the inner one to the Python path, which runs it inside the outer
+    Execution; the outer call, with two stats buffers, is finished by Python too. The
+    records are the Python path's."""
+    (native_outs, counts), (python_outs, _) = [_nested_run(tmp_path / p, p) for p in ("compiled", "python_call")]
+    np.testing.assert_array_equal(native_outs, python_outs)
+    assert counts[2] == 0  # every call finished in Python
+    native, python = _events(tmp_path / "compiled"), _events(tmp_path / "python_call")
+    assert native == python
+    assert len(native["execution"]) == 3
+
+
+def test_a_failing_hook_warns_and_leaves_the_call_unchanged(tmp_path, monkeypatch):
+    """A bug in tvmdbg's own code on the native path (here: the plan hook raising) is a
+    RuntimeWarning; the user's call returns what it returns, and the Python path records it."""
+
+    def broken(self, name, num_inputs):
+        raise RuntimeError("planted bug in _native_plan")
+
+    monkeypatch.setattr(fast_tracer.CompiledTracer, "_native_plan", broken)
+    plain_executable, inputs = chain(3, 8)
+    with trace_paths.using("compiled"):
+        tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+        try:
+            executable, inputs = chain(3, 8)
+            vm = relax.VirtualMachine(executable, tvm.cpu())
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = vm["main"](tvm.runtime.tensor(inputs[0])).numpy()
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    assert any("planted bug in _native_plan" in str(w.message) for w in caught)
+    plain = relax.VirtualMachine(plain_executable, tvm.cpu())
+    np.testing.assert_array_equal(out, plain["main"](tvm.runtime.tensor(inputs[0])).numpy())
+    with tvmdbg.DebugDataReader(str(tmp_path)) as reader:
+        reader.update()
+        run = reader.run()
+        assert run.num_executions() == 1 and len(run.execution_trace_indices(0)) == 3
+
+
+def test_a_failing_call_raises_its_own_error_and_is_recorded(tmp_path):
+    """The VM's exception passes through native_call unchanged (type, message, traceback),
+    and the Python path records the kernels that ran and the one that raised."""
+    with trace_paths.using("compiled"):
+        tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+        try:
+            vm = relax.VirtualMachine(
+                tvm.compile(extern_kernel_between("tvmdbg_test.native_call_refuses"), "llvm"), tvm.cpu()
+            )
+            function = vm["main"]
+            assert type(function).__name__ == "Function"  # native_call's
+            with pytest.raises(ValueError, match="refused its input") as raised:
+                function(tvm.runtime.tensor(np.ones(4, "float32")))
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    assert raised.traceback  # the kernel's Python frames are still there
+    with tvmdbg.DebugDataReader(str(tmp_path)) as reader:
+        reader.update()
+        run = reader.run()
+        assert run.execution(0).error
+        kernels = [(run.trace(int(i)).kernel, bool(run.trace(int(i)).error)) for i in run.execution_trace_indices(0)]
+        assert kernels == [("tir_exp", False), ("tvmdbg_test.native_call_refuses", True)]
