@@ -142,10 +142,11 @@ def _load_native() -> None:
     """Builds (once, cached) and loads the native helpers before anything is timed, as a
     long-running program has them (they load in the background at the first traced run)."""
     from tvmdbg_tb.events import native_records
-    from tvmdbg_tb.instrument import native_rows
+    from tvmdbg_tb.instrument import native_call, native_rows
 
     native_records.LIBRARY.load()
     native_rows.LIBRARY.load()
+    native_call.LIBRARY.load()
 
 
 def measure(name: str, calls: int, seconds: float, modes: list[str] | None = None) -> list[tuple]:

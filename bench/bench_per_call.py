@@ -2,14 +2,19 @@
 replaced in turn by a no-op (or by its first result, reused), alternating with the full path.
 
     TVM_NUM_THREADS=1 .venv/bin/python bench/bench_per_call.py [--workload big1M|chain10|train_step]
-        [--mode FULL_HEALTH] [--pieces call,capture,finish,rows,scan,parts,execution,sinks,writer]
+        [--mode FULL_HEALTH] [--path native|python]
+        [--pieces call,native,capture,finish,rows,scan,parts,execution,sinks,writer]
 
-Pieces: `call` (the whole tracer: the instrumented executable called bare), `capture` (the
+--path: the call traced by native_call (C++, the default once built) or by CompiledTracer's
+Python path (which serves whatever native_call hands back). Pieces: `call` (the whole
+tracer: the instrumented executable called bare), `native` (native_call replaced by the
+Python path: negative, what native_call saves), `writer` (DebugEventsWriter.queue_call, the
+records framed and queued), and, on the Python path only: `capture` (the
 caller's stack), `finish` (everything after the VM returned: the buffers only go back to
 their pool), `rows` (the one native pass of a call with one buffer: its trace tails,
 health summaries and the replay's scan), the separate passes other calls take (`scan`: the
 replay's first non-finite row, `parts`: the trace tails, `execution`: the Execution's bytes),
-`sinks` (serialized_execution_done and everything after it), `writer` (write_call); `a+b` ablates
+`sinks` (serialized_execution_done and everything after it); `a+b` ablates
 several at once. Each line gives the medians of the full and the
 ablated call (this thread's CPU time) and their difference: what the piece costs, or, for
 `call`, all of tvmdbg's Python per call. After big1M's 8 MB kernel every step runs from cold
@@ -40,9 +45,10 @@ def _workload(name: str):
         return (lambda: training.trainer.update(training.inputs, training.targets)), 3000, training.trainer.vm
     executable, inputs = models.big_elementwise() if name == "big1M" else models.chain(10, 16)
     vm = relax.VirtualMachine(executable, tvm.cpu())
-    function = vm["main"]
     args = [tvm.runtime.tensor(a) for a in inputs]
-    return (lambda: function(*args)), 1500 if name == "big1M" else 5000, vm
+    # vm["main"] per call, as the training step's Trainer.update does: so that `call` and
+    # `native`, which change what vm[name] returns, apply.
+    return (lambda: vm["main"](*args)), 1500 if name == "big1M" else 5000, vm
 
 
 def _replacements(vm) -> dict[str, tuple[object, str, object]]:
@@ -56,7 +62,8 @@ def _replacements(vm) -> dict[str, tuple[object, str, object]]:
     stack = frames.capture_call(0)
     instance = vm_wrapper.tracer_of(vm)  # its Execution builder is picked when it starts
     return {
-        "call": (tracer, "call", lambda self, name, invoke, args, inputs, get_outputs=None: invoke(*args)),
+        "call": (tracer, "traced", lambda self, name, function, fallback: function),
+        "native": (tracer, "traced", lambda self, name, function, fallback: fallback),
         "capture": (frames, "capture_call", lambda skip=0: stack),
         "finish": (tracer, "_finish_fast", _releasing_only),
         "rows": (tracer, "_one_pass", None),
@@ -64,7 +71,7 @@ def _replacements(vm) -> dict[str, tuple[object, str, object]]:
         "parts": (tracer, "_payloads", None),
         "execution": (instance, "_execution_bytes", None),
         "sinks": (Session, "serialized_execution_done", lambda *args: None),
-        "writer": (DebugEventsWriter, "write_call", lambda *args, **kwargs: None),
+        "writer": (DebugEventsWriter, "queue_call", lambda *args, **kwargs: None),
     }
 
 
@@ -91,15 +98,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", default="big1M", choices=["big1M", "chain10", "train_step"])
     parser.add_argument("--mode", default="FULL_HEALTH")
-    parser.add_argument("--pieces", default="call,capture,rows,sinks,writer")
+    parser.add_argument("--path", default="native", choices=["native", "python"])
+    parser.add_argument("--pieces", default="call,native,writer")
     options = parser.parse_args()
 
     import tvmdbg
     from tvmdbg_tb.events import native_records
-    from tvmdbg_tb.instrument import native_rows
+    from tvmdbg_tb.instrument import fast_tracer, native_call, native_rows
 
-    native_records.LIBRARY.load()  # as a long-running program has them
-    native_rows.LIBRARY.load()
+    for library in (native_records.LIBRARY, native_rows.LIBRARY, native_call.LIBRARY):
+        library.load()  # as a long-running program has them
+    fast_tracer.NATIVE_CALLS = options.path == "native"
     tvmdbg.enable_dump_debug_info(tempfile.mkdtemp(), tensor_debug_mode=options.mode)
     try:
         step, pairs, vm = _workload(options.workload)
