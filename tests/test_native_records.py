@@ -211,11 +211,12 @@ def test_a_process_that_exits_during_a_build_leaves_no_file(tmp_path):
 
 def _call_dump(tmp_path, name, monkeypatch, native, use_native: bool, ring: int) -> tuple[bytes, bytes]:
     """A writer run of write_call (an Execution and its traces as TraceParts, some with no
-    trace): framed by frame_call, or in Python when the library is off."""
+    trace, steps 0 to 2): framed and queued by queue_call (frame_call's framing, native_call's
+    writer call), or in Python when the library is off."""
     calls = []
     if use_native:
-        original = native.frame_call
-        monkeypatch.setattr(native, "frame_call", lambda *args: calls.append(1) or original(*args))
+        original = native.queue_call
+        monkeypatch.setattr(native, "queue_call", lambda *args: calls.append(1) or original(*args))
     else:
         monkeypatch.setattr(native_records.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
     statics = [p for p in _payloads() if len(p) < 20000][:14]
@@ -249,3 +250,24 @@ def test_a_calls_records_framed_in_one_native_call_are_the_python_paths(native, 
     reader.update()
     assert reader.corruptions == []
     assert reader.run("run").num_executions() == (40 if ring < 0 else 30)
+
+
+def test_queue_call_fails_the_writer_on_parts_it_cannot_frame_and_drops_calls_once_closed(tmp_path):
+    """native_records.queue_call never raises what framing raises: the writer fails with
+    the reason (as write_call does) and later calls are dropped; a closed writer takes
+    nothing; the trace counter is left as it was."""
+    native = native_records.LIBRARY.load()
+    assert native is not None, native_records.LIBRARY.failure()
+    statics = [b"\x08\x01"]
+    execution = pb.Execution(function_name="f").SerializeToString()
+    w = writer.DebugEventsWriter(tmp_path / "bad", run_name="run", circular_buffer_size=-1, flush_interval=3600)
+    native.queue_call(w, 1.0, 0, execution, statics, b"\x00\x00\x00\x00", b"\x18\x00", b"\x59" + bytes(8), 9)
+    assert w._next_trace == 1 and w.failed is None
+    with pytest.warns(RuntimeWarning, match="could not encode a call's records"):
+        native.queue_call(w, 2.0, 0, execution, statics, b"\x07\x00\x00\x00", b"\x18\x01", b"\x59" + bytes(8), 9)
+    assert "could not encode a call's records" in w.failed and w._next_trace == 1
+    w.close()
+    closed = writer.DebugEventsWriter(tmp_path / "closed", run_name="run", circular_buffer_size=-1)
+    closed.close()
+    native.queue_call(closed, 3.0, 0, execution, statics, b"\x00\x00\x00\x00", b"\x18\x02", b"\x59" + bytes(8), 9)
+    assert closed._next_trace == 0 and closed.failed is None

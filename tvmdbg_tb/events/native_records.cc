@@ -333,6 +333,173 @@ PyObject* FrameCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return TupleOf(items, 3);
 }
 
+// -- queue_call: DebugEventsWriter.queue_call's work ----------------------------------------------
+
+PyObject* s_failed;
+PyObject* s_closed;
+PyObject* s_lock;
+PyObject* s_acquire;
+PyObject* s_release;
+PyObject* s_next_trace;
+PyObject* s_pending;
+PyObject* s_pending_bytes;
+PyObject* s_eager_bytes;
+PyObject* s_eager_write;
+PyObject* s_fail;
+PyObject* s_traces_stream;
+PyObject* s_execution_stream;
+
+bool Intern() {
+  struct Name {
+    PyObject** slot;
+    const char* text;
+  };
+  const Name names[] = {
+      {&s_failed, "_failed"},
+      {&s_closed, "_closed"},
+      {&s_lock, "_lock"},
+      {&s_acquire, "acquire"},
+      {&s_release, "release"},
+      {&s_next_trace, "_next_trace"},
+      {&s_pending, "_pending"},
+      {&s_pending_bytes, "_pending_bytes"},
+      {&s_eager_bytes, "_eager_bytes"},
+      {&s_eager_write, "_eager_write"},
+      {&s_fail, "_fail"},
+      {&s_traces_stream, "graph_execution_traces"},  // layout.GRAPH_EXECUTION_TRACES
+      {&s_execution_stream, "execution"},            // layout.EXECUTION
+  };
+  for (const Name& name : names) {
+    if ((*name.slot = PyUnicode_InternFromString(name.text)) == nullptr) return false;
+  }
+  return true;
+}
+
+// 1 when writer.<name> is true, 0 when false, -1 on error.
+int Flag(PyObject* writer, PyObject* name) {
+  PyObject* value = PyObject_GetAttr(writer, name);
+  const int truth = value == nullptr ? -1 : PyObject_IsTrue(value);
+  Py_XDECREF(value);
+  return truth;
+}
+
+// Under writer._lock: the call framed with the next trace index, its records queued, the
+// counters advanced; the pending byte count in *pending. False with an exception set.
+bool QueueLocked(PyObject* writer, PyObject* const* framing, long long* pending) {
+  PyObject* first = PyObject_GetAttr(writer, s_next_trace);
+  if (first == nullptr) return false;
+  PyObject* arguments[8] = {framing[0], framing[1], framing[2], framing[3], framing[4], framing[5], framing[6], first};
+  PyObject* framed = FrameCall(nullptr, arguments, 8);
+  const long long start = PyLong_AsLongLong(first);
+  Py_DECREF(first);
+  if (framed == nullptr) return false;
+  PyObject* record = PyTuple_GET_ITEM(framed, 0);
+  PyObject* blob = PyTuple_GET_ITEM(framed, 1);
+  PyObject* sizes = PyTuple_GET_ITEM(framed, 2);
+  PyObject* streams = PyObject_GetAttr(writer, s_pending);
+  PyObject* traces = streams == nullptr ? nullptr : PyDict_GetItemWithError(streams, s_traces_stream);
+  PyObject* executions = traces == nullptr ? nullptr : PyDict_GetItemWithError(streams, s_execution_stream);
+  PyObject* queued = PyObject_GetAttr(writer, s_pending_bytes);
+  bool ok = executions != nullptr && queued != nullptr && PyList_Check(traces) && PyList_Check(executions) &&
+            !(start == -1 && PyErr_Occurred());
+  const Py_ssize_t count = PyList_GET_SIZE(sizes);
+  if (ok && count) {
+    PyObject* run = PyTuple_Pack(2, blob, sizes);  // a run of records (writer._Framed's fields)
+    ok = run != nullptr && PyList_Append(traces, run) == 0;
+    Py_XDECREF(run);
+  }
+  ok = ok && PyList_Append(executions, record) == 0;
+  if (ok) {
+    *pending = PyLong_AsLongLong(queued) + PyBytes_GET_SIZE(blob) + PyBytes_GET_SIZE(record);
+    PyObject* next = PyLong_FromLongLong(start + count);
+    PyObject* total = PyLong_FromLongLong(*pending);
+    ok = next != nullptr && total != nullptr && PyObject_SetAttr(writer, s_next_trace, next) == 0 &&
+         PyObject_SetAttr(writer, s_pending_bytes, total) == 0;
+    Py_XDECREF(next);
+    Py_XDECREF(total);
+  } else if (!PyErr_Occurred()) {
+    PyErr_SetString(PyExc_TypeError, "queue_call: the writer's pending queues are not lists");
+  }
+  Py_XDECREF(queued);
+  Py_XDECREF(streams);
+  Py_DECREF(framed);
+  return ok;
+}
+
+// queue_call(writer, wall_time, step, execution, statics, which, middle, tails, width) -> None:
+// DebugEventsWriter.queue_call (the compiled path's call: its Execution and its traces as
+// TraceParts' fields) in C++, for the Python writer and for native_call alike. It reads and
+// updates, under writer._lock, what write_call does (_next_trace, _pending's execution and
+// trace queues, _pending_bytes); does nothing once _failed or _closed; calls
+// writer._eager_write(pending) from writer._eager_bytes pending; and, like write_call, never
+// raises what framing raises: it goes to writer._fail.
+PyObject* QueueCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!CheckArgs(nargs, 9, "queue_call")) return nullptr;
+  PyObject* writer = args[0];
+  const int failed = Flag(writer, s_failed);
+  const int closed = failed == 0 ? Flag(writer, s_closed) : 0;
+  if (failed < 0 || closed < 0) return nullptr;
+  if (failed || closed) Py_RETURN_NONE;
+  const double wall_time = PyFloat_AsDouble(args[1]);
+  const unsigned long long step = PyLong_AsUnsignedLongLongMask(args[2]);
+  if (PyErr_Occurred()) return nullptr;
+  char prefix[20] = {1 << 3 | 1};  // DebugEvent.wall_time (double), then step (varint) if set
+  std::memcpy(prefix + 1, &wall_time, 8);
+  char* end = prefix + 9;
+  if (step) {
+    *end++ = 2 << 3;
+    end = PutVarint(end, step);
+  }
+  PyObject* envelope = PyBytes_FromStringAndSize(prefix, end - prefix);
+  PyObject* lock = envelope == nullptr ? nullptr : PyObject_GetAttr(writer, s_lock);
+  PyObject* held = lock == nullptr ? nullptr : PyObject_CallMethodNoArgs(lock, s_acquire);
+  if (held == nullptr) {
+    Py_XDECREF(lock);
+    Py_XDECREF(envelope);
+    return nullptr;
+  }
+  Py_DECREF(held);
+  PyObject* framing[7] = {envelope, args[3], args[4], args[5], args[6], args[7], args[8]};
+  long long pending = 0;
+  const bool queued = QueueLocked(writer, framing, &pending);
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  if (!queued) PyErr_Fetch(&type, &value, &traceback);
+  PyObject* released = PyObject_CallMethodNoArgs(lock, s_release);
+  Py_DECREF(lock);
+  Py_DECREF(envelope);
+  if (released == nullptr) {
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return nullptr;
+  }
+  Py_DECREF(released);
+  if (!queued) {
+    PyErr_NormalizeException(&type, &value, &traceback);
+    PyObject* message = PyUnicode_FromFormat("could not encode a call's records: %R", value ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    PyObject* done = message == nullptr ? nullptr : PyObject_CallMethodOneArg(writer, s_fail, message);
+    Py_XDECREF(message);
+    if (done == nullptr) return nullptr;
+    Py_DECREF(done);
+    Py_RETURN_NONE;
+  }
+  PyObject* bound = PyObject_GetAttr(writer, s_eager_bytes);
+  const long long eager = bound == nullptr ? -1 : PyLong_AsLongLong(bound);
+  Py_XDECREF(bound);
+  if (eager == -1 && PyErr_Occurred()) return nullptr;
+  if (pending >= eager) {
+    PyObject* count = PyLong_FromLongLong(pending);
+    PyObject* done = count == nullptr ? nullptr : PyObject_CallMethodOneArg(writer, s_eager_write, count);
+    Py_XDECREF(count);
+    if (done == nullptr) return nullptr;
+    Py_DECREF(done);
+  }
+  Py_RETURN_NONE;
+}
+
 PyMethodDef kMethods[] = {
     {"frame_traces", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrameTraces)), METH_FASTCALL,
      "frame_traces(prefix, payloads, first) -> (records, sizes)"},
@@ -340,6 +507,8 @@ PyMethodDef kMethods[] = {
      METH_FASTCALL, "frame_trace_parts(prefix, statics, which, middle, tails, width, first) -> (records, sizes)"},
     {"frame_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrameCall)), METH_FASTCALL,
      "frame_call(envelope, execution, statics, which, middle, tails, width, first) -> (record, records, sizes)"},
+    {"queue_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(QueueCall)), METH_FASTCALL,
+     "queue_call(writer, wall_time, step, execution, statics, which, middle, tails, width) -> None"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -347,4 +516,4 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "native_records", "TFRecord framin
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit_native_records() { return PyModule_Create(&kModule); }
+PyMODINIT_FUNC PyInit_native_records() { return Intern() ? PyModule_Create(&kModule) : nullptr; }

@@ -83,7 +83,8 @@ def _frame_traces(prefix: bytes, payloads: Sequence[bytes], first: int) -> list[
 
 
 class _Framed(NamedTuple):
-    """Records framed natively: their bytes end to end, and each one's size."""
+    """Records framed natively: their bytes end to end, and each one's size (native_records'
+    queue_call queues plain (blob, sizes) tuples: any tuple chunk is such a run)."""
 
     blob: bytes
     sizes: list[int]
@@ -101,13 +102,13 @@ class _RecordFile:
 
     def append(self, chunks: list) -> None:
         """Writes chunks: records (bytes) or runs of records (_Framed)."""
-        data = b"".join([c.blob if type(c) is _Framed else c for c in chunks])
+        data = b"".join([c[0] if type(c) is not bytes else c for c in chunks])
         self.handle.write(data)
         if self.ring:
             end = self.size
             for chunk in chunks:
-                if type(chunk) is _Framed:
-                    running = itertools.accumulate(chunk.sizes, initial=end)
+                if type(chunk) is not bytes:  # a run of records
+                    running = itertools.accumulate(chunk[1], initial=end)
                     next(running)  # `end` itself: no record of this run ends there
                     self.ends.extend(running)
                     end = self.ends[-1]
@@ -180,6 +181,7 @@ class DebugEventsWriter:
         self._io_lock = threading.Lock()  # serialises file writes and compaction
         self._pending: dict[str, list[bytes]] = {s: [] for s in layout.STREAMS}
         self._pending_bytes = 0
+        self._eager_bytes = _EAGER_WRITE_BYTES  # pending bytes that wake the flushing thread
         self._failed: str | None = None
         self._ended = False  # the RunEnd record is written
         # (executions, traces) allocated when the last successful write took its batch: the
@@ -343,7 +345,7 @@ class DebugEventsWriter:
                     size += len(record)
                 self._pending_bytes += size
                 pending = self._pending_bytes
-            if pending >= _EAGER_WRITE_BYTES:
+            if pending >= self._eager_bytes:
                 self._eager_write(pending)
         except Exception as error:
             self._fail(f"could not encode a call's records: {error!r}")
@@ -360,30 +362,13 @@ class DebugEventsWriter:
         step: int = 0,
     ) -> None:
         """write_call for the compiled path's call, its traces given as TraceParts' fields:
-        the Execution and the traces framed by one C++ call (native_records.frame_call)
-        under the lock. native_call calls it directly, without building the TraceParts."""
-        if self._failed or self._closed:
-            return
+        native_records.queue_call frames the Execution and the traces in one C++ call and
+        queues them under the lock (native_call calls it directly, without this method)."""
         native = native_records.LIBRARY.loaded()
         if native is None:
             self.write_call(execution, TraceParts(statics, which, middle, tails, width), wall_time, step)
-            return
-        try:
-            prefix = _envelope_prefix(wall_time, step)
-            with self._lock:
-                record, blob, sizes = native.frame_call(
-                    prefix, execution, statics, which, middle, tails, width, self._next_trace
-                )
-                if sizes:
-                    self._pending[layout.GRAPH_EXECUTION_TRACES].append(_Framed(blob, sizes))
-                self._next_trace += len(sizes)
-                self._pending[layout.EXECUTION].append(record)
-                self._pending_bytes += len(blob) + len(record)
-                pending = self._pending_bytes
-            if pending >= _EAGER_WRITE_BYTES:
-                self._eager_write(pending)
-        except Exception as error:
-            self._fail(f"could not encode a call's records: {error!r}")
+        else:
+            native.queue_call(self, wall_time, step, execution, statics, which, middle, tails, width)
 
     @staticmethod
     def _framed_traces(prefix: bytes, payloads: Sequence[bytes], first: int) -> tuple[list, int]:
@@ -437,7 +422,7 @@ class DebugEventsWriter:
             self._pending[stream].extend(chunks)
             self._pending_bytes += size
             pending = self._pending_bytes
-        if pending >= _EAGER_WRITE_BYTES:
+        if pending >= self._eager_bytes:
             self._eager_write(pending)
 
     def _eager_write(self, pending: int) -> None:

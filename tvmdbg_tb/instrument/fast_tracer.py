@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tvm
 
+from tvmdbg_tb.events import native_records
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint as _varint
@@ -222,12 +223,14 @@ class CompiledTracer(Tracer):
     def _native_tracer(self) -> Any:
         """native_call's Tracer (None: not built yet, False: this tracer never uses it; the
         parameter cache's skipped rows and the deep mode keep the Python path)."""
-        library, rows = native_call.LIBRARY.loaded(), native_rows.LIBRARY.loaded()
+        libraries = (native_call.LIBRARY, native_rows.LIBRARY, native_records.LIBRARY)
         if not NATIVE_CALLS or self._cache is not None or not native_call.LIBRARY.enabled():
             self._native = False
-        elif library is not None and rows is not None:
-            self._native = library.Tracer(self, _LOCAL, self.session._execution_ids, self.session, rows.call_rows)
-        elif native_call.LIBRARY.failure() is not None or native_rows.LIBRARY.failure() is not None:
+        elif all(library.loaded() is not None for library in libraries):
+            call, rows, framing = (library.loaded() for library in libraries)
+            ids = self.session._execution_ids
+            self._native = call.Tracer(self, _LOCAL, ids, self.session, rows.call_rows, framing.queue_call)
+        elif any(library.failure() is not None for library in libraries):
             self._native = False
         return self._native
 

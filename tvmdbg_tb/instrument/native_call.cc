@@ -1,9 +1,9 @@
 // The compiled tracer's steady-state VM call in C++ (see native_call.py for why).
 //
-// Tracer(hooks, local, ids, session, call_rows) holds one CompiledTracer's per-session caches:
-// each call point's CodeLocation bytes (keyed like frames.capture_call: the innermost
-// kKeyFrames frames' code objects and bytecode offsets) and each (function, argument count)'s
-// call_rows arguments. Tracer.bind(name, fid, function, fallback) returns a Function: what
+// Tracer(hooks, local, ids, session, call_rows, queue_call) holds one CompiledTracer's
+// per-session caches: each call point's CodeLocation bytes (keyed like frames.capture_call:
+// the innermost kKeyFrames frames' code objects and bytecode offsets) and each (function,
+// argument count)'s call_rows arguments. Tracer.bind(name, fid, function, fallback) returns a Function: what
 // vm[name] returns. Calling it does what CompiledTracer.call and _finish_fast do for a call
 // whose records come from one stats buffer through native_rows.call_rows, and hands every
 // other case to Python: a call inside a traced call or time_evaluator (fallback), a call
@@ -34,7 +34,7 @@ PyObject* s_replay;
 PyObject* s_hunting;
 PyObject* s_sole_writer;
 PyObject* s_idle_checks;
-PyObject* s_queue_call;
+PyObject* s_zero;
 PyObject* s_native_location;
 PyObject* s_native_plan;
 PyObject* s_native_finish;
@@ -89,6 +89,7 @@ struct Tracer {
   PyObject* ids;
   PyObject* session;
   PyObject* call_rows;
+  PyObject* queue_call;
   std::unordered_map<Key, Location, KeyHash>* locations;
   std::unordered_map<long long, Plan>* plans;
   unsigned long long recorded;  // calls whose records this C++ wrote (counts())
@@ -391,10 +392,8 @@ bool Record(Function* function, const Plan& plan, const Location& location, PyOb
   PyObject* done = nullptr;
   if (writer != nullptr && writer != Py_None) {
     PyObject* wall_time = PyFloat_FromDouble(Clock(CLOCK_REALTIME));
-    PyObject* arguments[8] = {writer, wall_time, payload, plan.statics, which, middle, tails, plan.width};
-    done = wall_time == nullptr ? nullptr
-                                : PyObject_VectorcallMethod(s_queue_call, arguments,
-                                                            8 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+    PyObject* arguments[9] = {writer, wall_time, s_zero, payload, plan.statics, which, middle, tails, plan.width};
+    done = wall_time == nullptr ? nullptr : PyObject_Vectorcall(tracer->queue_call, arguments, 9, nullptr);
     Py_XDECREF(wall_time);
   } else if (writer != nullptr) {
     done = PyObject_CallMethodObjArgs(tracer->hooks, s_native_emit, payload, plan.statics, which, middle, tails,
@@ -567,20 +566,21 @@ void ClearCaches(Tracer* self) {
 }
 
 PyObject* TracerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  PyObject *hooks, *local, *ids, *session, *call_rows;
-  static const char* names[] = {"hooks", "local", "ids", "session", "call_rows", nullptr};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOO:Tracer", const_cast<char**>(names), &hooks, &local, &ids,
-                                   &session, &call_rows)) {
+  PyObject *hooks, *local, *ids, *session, *call_rows, *queue_call;
+  static const char* names[] = {"hooks", "local", "ids", "session", "call_rows", "queue_call", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO:Tracer", const_cast<char**>(names), &hooks, &local, &ids,
+                                   &session, &call_rows, &queue_call)) {
     return nullptr;
   }
   Tracer* self = reinterpret_cast<Tracer*>(type->tp_alloc(type, 0));
   if (self == nullptr) return nullptr;
-  for (PyObject* object : {hooks, local, ids, session, call_rows}) Py_INCREF(object);
+  for (PyObject* object : {hooks, local, ids, session, call_rows, queue_call}) Py_INCREF(object);
   self->hooks = hooks;
   self->local = local;
   self->ids = ids;
   self->session = session;
   self->call_rows = call_rows;
+  self->queue_call = queue_call;
   self->locations = new std::unordered_map<Key, Location, KeyHash>();
   self->plans = new std::unordered_map<long long, Plan>();
   self->recorded = 0;
@@ -594,6 +594,7 @@ int TracerTraverse(PyObject* object, visitproc visit, void* arg) {
   Py_VISIT(self->ids);
   Py_VISIT(self->session);
   Py_VISIT(self->call_rows);
+  Py_VISIT(self->queue_call);
   return 0;
 }
 
@@ -604,6 +605,7 @@ int TracerClear(PyObject* object) {
   Py_CLEAR(self->ids);
   Py_CLEAR(self->session);
   Py_CLEAR(self->call_rows);
+  Py_CLEAR(self->queue_call);
   ClearCaches(self);
   return 0;
 }
@@ -705,7 +707,6 @@ bool Intern() {
       {&s_hunting, "hunting"},
       {&s_sole_writer, "_sole_writer"},
       {&s_idle_checks, "_idle_checks"},
-      {&s_queue_call, "queue_call"},
       {&s_native_location, "_native_location"},
       {&s_native_plan, "_native_plan"},
       {&s_native_finish, "_native_finish"},
@@ -715,7 +716,7 @@ bool Intern() {
   for (const Name& name : names) {
     if ((*name.slot = PyUnicode_InternFromString(name.text)) == nullptr) return false;
   }
-  return true;
+  return (s_zero = PyLong_FromLong(0)) != nullptr;
 }
 
 }  // namespace
@@ -724,7 +725,7 @@ PyMODINIT_FUNC PyInit_native_call() {
   if (!Intern()) return nullptr;
   kTracerType.tp_basicsize = sizeof(Tracer);
   kTracerType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
-  kTracerType.tp_doc = "Tracer(hooks, local, ids, session, call_rows): a CompiledTracer's native call path";
+  kTracerType.tp_doc = "Tracer(hooks, local, ids, session, call_rows, queue_call): a CompiledTracer's native call path";
   kTracerType.tp_new = TracerNew;
   kTracerType.tp_dealloc = TracerDealloc;
   kTracerType.tp_traverse = TracerTraverse;
