@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 
@@ -271,3 +272,39 @@ def test_queue_call_fails_the_writer_on_parts_it_cannot_frame_and_drops_calls_on
     closed.close()
     native.queue_call(closed, 3.0, 0, execution, statics, b"\x00\x00\x00\x00", b"\x18\x02", b"\x59" + bytes(8), 9)
     assert closed._next_trace == 0 and closed.failed is None
+
+
+@pytest.mark.parametrize("ring", [True, False])
+def test_join_chunks_writes_what_the_python_append_writes(tmp_path, monkeypatch, ring):
+    """A ring file's flush joined natively (one call per stream) holds the bytes and the
+    record ends that _RecordFile.append's Python loop gives, for records and runs of records
+    (queue_call's plain tuples and _Framed); a chunk that is neither is a clear error."""
+    native = native_records.LIBRARY.load()
+    assert native is not None, native_records.LIBRARY.failure()
+    records = [bytes([k]) * (k * 7 + 1) for k in range(12)]
+    chunks = [
+        records[0],
+        (b"".join(records[1:4]), [len(r) for r in records[1:4]]),
+        writer._Framed(b"".join(records[4:6]), [len(r) for r in records[4:6]]),
+        records[6],
+        (b"".join(records[7:12]), [len(r) for r in records[7:12]]),
+        (b"", []),
+    ]
+    files = {}
+    for name in ("native", "python"):
+        if name == "python":
+            monkeypatch.setattr(native_records.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
+        record_file = writer._RecordFile(str(tmp_path / name), ring)
+        record_file.append(chunks[:3])
+        record_file.append(chunks[3:])
+        record_file.handle.close()
+        files[name] = ((tmp_path / name).read_bytes(), list(record_file.ends), record_file.size)
+    monkeypatch.undo()
+    assert files["native"] == files["python"]
+    data, ends, size = files["native"]
+    assert data == b"".join(records) and size == len(data)
+    assert ends == (list(itertools.accumulate(map(len, records))) if ring else [])
+    with pytest.raises(TypeError, match="a chunk is bytes or a"):
+        native.join_chunks([records[0], "text"], 0, True)
+    with pytest.raises(ValueError, match="do not add up"):
+        native.join_chunks([(b"abc", [2])], 0, True)

@@ -333,6 +333,82 @@ PyObject* FrameCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return TupleOf(items, 3);
 }
 
+// join_chunks(chunks, start, ring) -> (data, ends): the writer's flush of one stream. data:
+// the chunks' bytes end to end (a chunk is one record, bytes, or a run of records, a tuple
+// (blob, sizes)); ends: with ring, where each record ends in the file (start: the file's
+// size), as packed int64 (the ring file's bookkeeping), else None. What _RecordFile.append
+// does per chunk and per record in Python, in one call.
+PyObject* JoinChunks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!CheckArgs(nargs, 3, "join_chunks")) return nullptr;
+  PyObject* chunks = PySequence_Fast(args[0], "join_chunks: chunks must be a sequence");
+  if (chunks == nullptr) return nullptr;
+  const long long start = PyLong_AsLongLong(args[1]);
+  const int ring = PyObject_IsTrue(args[2]);
+  const Py_ssize_t count = PySequence_Fast_GET_SIZE(chunks);
+  PyObject** items = PySequence_Fast_ITEMS(chunks);
+  Py_ssize_t total = 0, records = 0;
+  bool ok = !(start == -1 && PyErr_Occurred()) && ring >= 0;
+  for (Py_ssize_t k = 0; ok && k < count; ++k) {
+    PyObject* chunk = items[k];
+    if (PyBytes_Check(chunk)) {
+      total += PyBytes_GET_SIZE(chunk);
+      ++records;
+    } else if (PyTuple_Check(chunk) && PyTuple_GET_SIZE(chunk) == 2 && PyBytes_Check(PyTuple_GET_ITEM(chunk, 0)) &&
+               PyList_Check(PyTuple_GET_ITEM(chunk, 1))) {
+      total += PyBytes_GET_SIZE(PyTuple_GET_ITEM(chunk, 0));
+      records += PyList_GET_SIZE(PyTuple_GET_ITEM(chunk, 1));
+    } else {
+      PyErr_SetString(PyExc_TypeError, "join_chunks: a chunk is bytes or a (bytes, list of sizes) run");
+      ok = false;
+    }
+  }
+  PyObject* data = ok ? PyBytes_FromStringAndSize(nullptr, total) : nullptr;
+  PyObject* ends = data != nullptr && ring ? PyBytes_FromStringAndSize(nullptr, records * 8) : nullptr;
+  if (data == nullptr || (ring && ends == nullptr)) {
+    Py_XDECREF(data);
+    Py_DECREF(chunks);
+    return nullptr;
+  }
+  char* out = PyBytes_AS_STRING(data);
+  char* end_out = ends != nullptr ? PyBytes_AS_STRING(ends) : nullptr;
+  long long end = start;
+  for (Py_ssize_t k = 0; k < count; ++k) {
+    PyObject* chunk = items[k];
+    PyObject* blob = PyBytes_Check(chunk) ? chunk : PyTuple_GET_ITEM(chunk, 0);
+    const Py_ssize_t size = PyBytes_GET_SIZE(blob);
+    std::memcpy(out, PyBytes_AS_STRING(blob), size);
+    out += size;
+    if (end_out == nullptr) continue;
+    if (blob == chunk) {
+      end += size;
+      std::memcpy(end_out, &end, 8);
+      end_out += 8;
+      continue;
+    }
+    PyObject* sizes = PyTuple_GET_ITEM(chunk, 1);
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(sizes); ++j) {
+      end += PyLong_AsLongLong(PyList_GET_ITEM(sizes, j));
+      std::memcpy(end_out, &end, 8);
+      end_out += 8;
+    }
+  }
+  Py_DECREF(chunks);
+  if (PyErr_Occurred()) {  // a size that is not an int
+    Py_DECREF(data);
+    Py_XDECREF(ends);
+    return nullptr;
+  }
+  if (end_out != nullptr && end != start + total) {
+    Py_DECREF(data);
+    Py_DECREF(ends);
+    PyErr_SetString(PyExc_ValueError, "join_chunks: a run's sizes do not add up to its bytes");
+    return nullptr;
+  }
+  PyObject* pair[2] = {data, ends != nullptr ? ends : Py_None};
+  if (ends == nullptr) Py_INCREF(Py_None);
+  return TupleOf(pair, 2);
+}
+
 // -- queue_call: DebugEventsWriter.queue_call's work ----------------------------------------------
 
 PyObject* s_failed;
@@ -507,6 +583,8 @@ PyMethodDef kMethods[] = {
      METH_FASTCALL, "frame_trace_parts(prefix, statics, which, middle, tails, width, first) -> (records, sizes)"},
     {"frame_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrameCall)), METH_FASTCALL,
      "frame_call(envelope, execution, statics, which, middle, tails, width, first) -> (record, records, sizes)"},
+    {"join_chunks", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(JoinChunks)), METH_FASTCALL,
+     "join_chunks(chunks, start, ring) -> (data, ends as packed int64 or None)"},
     {"queue_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(QueueCall)), METH_FASTCALL,
      "queue_call(writer, wall_time, step, execution, statics, which, middle, tails, width) -> None"},
     {nullptr, nullptr, 0, nullptr},

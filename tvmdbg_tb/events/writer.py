@@ -14,6 +14,7 @@ Design choices, each for a failure tfdbg2 has:
 
 from __future__ import annotations
 
+import array
 import atexit
 import itertools
 import linecache
@@ -98,10 +99,19 @@ class _RecordFile:
         self.ring = ring
         self.handle = open(path, "ab")
         self.size = self.handle.tell()
-        self.ends: list[int] = []  # end offset of each record (ring files only)
+        self.ends = array.array("q")  # end offset of each record (ring files only)
 
     def append(self, chunks: list) -> None:
-        """Writes chunks: records (bytes) or runs of records (_Framed)."""
+        """Writes chunks: records (bytes) or runs of records ((blob, sizes): _Framed, or the
+        plain tuples native_records.queue_call queues), joined by native_records when built."""
+        native = native_records.LIBRARY.loaded()
+        if native is not None:
+            data, ends = native.join_chunks(chunks, self.size, self.ring)
+            self.handle.write(data)
+            if ends is not None:
+                self.ends.frombytes(ends)
+            self.size += len(data)
+            return
         data = b"".join([c[0] if type(c) is not bytes else c for c in chunks])
         self.handle.write(data)
         if self.ring:
@@ -140,7 +150,7 @@ class _RecordFile:
         os.replace(tmp, self.path)
         self.handle.close()
         self.handle = open(self.path, "ab")
-        self.ends = [end - cut for end in self.ends[cut_index:]]
+        self.ends = array.array("q", [end - cut for end in self.ends[cut_index:]])
         self.size -= cut
 
     def _start_of(self, index: int) -> int:
