@@ -8,9 +8,9 @@ replaced in turn by a no-op (or by its first result, reused), alternating with t
 --path: the call traced by native_call (C++, the default once built) or by CompiledTracer's
 Python path (which serves whatever native_call hands back). Pieces: `call` (the whole
 tracer: the instrumented executable called bare), `native` (native_call replaced by the
-Python path: negative, what native_call saves), `writer` (DebugEventsWriter.queue_call, the
-records framed and queued), and, on the Python path only: `capture` (the
-caller's stack), `finish` (everything after the VM returned: the buffers only go back to
+Python path: negative, what native_call saves), and, on the Python path only (native_call
+does them in its own C++ call): `writer` (DebugEventsWriter.queue_call, the records framed
+and queued), `capture` (the caller's stack), `finish` (everything after the VM returned: the buffers only go back to
 their pool), `rows` (the one native pass of a call with one buffer: its trace tails,
 health summaries and the replay's scan), the separate passes other calls take (`scan`: the
 replay's first non-finite row, `parts`: the trace tails, `execution`: the Execution's bytes),
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--workload", default="big1M", choices=["big1M", "chain10", "train_step"])
     parser.add_argument("--mode", default="FULL_HEALTH")
     parser.add_argument("--path", default="native", choices=["native", "python"])
-    parser.add_argument("--pieces", default="call,native,writer")
+    parser.add_argument("--pieces", default="call,native")
     options = parser.parse_args()
 
     import tvmdbg

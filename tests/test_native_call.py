@@ -243,3 +243,27 @@ def test_a_failing_call_raises_its_own_error_and_is_recorded(tmp_path):
         assert run.execution(0).error
         kernels = [(run.trace(int(i)).kernel, bool(run.trace(int(i)).error)) for i in run.execution_trace_indices(0)]
         assert kernels == [("tir_exp", False), ("tvmdbg_test.native_call_refuses", True)]
+
+
+def test_switched_off_the_python_path_traces_every_call(tmp_path, monkeypatch):
+    """TVMDBG_NATIVE_CALL=0: vm[name] is the Python path's TracedFunction, whose records
+    are complete."""
+    from tvmdbg_tb.instrument import native_call
+
+    monkeypatch.setenv(native_call.ENV_SWITCH, "0")
+    with trace_paths.using("compiled"):
+        tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="NO_TENSOR", circular_buffer_size=-1)
+        try:
+            executable, inputs = chain(3, 8)
+            vm = relax.VirtualMachine(executable, tvm.cpu())
+            function = vm["main"]
+            for _ in range(2):
+                function(tvm.runtime.tensor(inputs[0]))
+            assert type(function) is vm_wrapper.TracedFunction
+            assert vm_wrapper.tracer_of(vm)._native is False
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    with tvmdbg.DebugDataReader(str(tmp_path)) as reader:
+        reader.update()
+        run = reader.run()
+        assert run.num_executions() == 2 and run.num_traces() == 6

@@ -228,7 +228,7 @@ class CompiledTracer(Tracer):
             self._native = False
         elif all(library.loaded() is not None for library in libraries):
             call, rows, framing = (library.loaded() for library in libraries)
-            ids = self.session._execution_ids
+            ids = self.session.execution_ids
             self._native = call.Tracer(self, _LOCAL, ids, self.session, rows.call_rows, framing.queue_call)
         elif any(library.failure() is not None for library in libraries):
             self._native = False

@@ -12,7 +12,7 @@ import re
 import threading
 import time
 import warnings
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Protocol
 
 from tvmdbg_tb.events import layout
@@ -239,6 +239,11 @@ class Session:
 
     def next_execution_index(self) -> int:
         return next(self._execution_ids)  # atomic under the GIL; the writer only stores it
+
+    @property
+    def execution_ids(self) -> Iterator[int]:
+        """The iterator next_execution_index draws from (native_call draws from it in C++)."""
+        return self._execution_ids
 
     def code_location(self, frames: list[Frame], user_index: int) -> pb.CodeLocation:
         """The CodeLocation of a stack (cached: a loop calls the VM from the same stack)."""
