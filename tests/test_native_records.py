@@ -287,7 +287,8 @@ def test_join_chunks_writes_what_the_python_append_writes(tmp_path, monkeypatch,
         (b"".join(records[1:4]), [len(r) for r in records[1:4]]),
         writer._Framed(b"".join(records[4:6]), [len(r) for r in records[4:6]]),
         records[6],
-        (b"".join(records[7:12]), [len(r) for r in records[7:12]]),
+        (b"".join(records[7:10]), [len(r) for r in records[7:10]]),
+        (b"".join(records[10:12]), tuple(len(r) for r in records[10:12])),  # queue_call's runs
         (b"", []),
     ]
     files = {}

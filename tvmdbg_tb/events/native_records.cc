@@ -335,7 +335,7 @@ PyObject* FrameCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 // join_chunks(chunks, start, ring) -> (data, ends): the writer's flush of one stream. data:
 // the chunks' bytes end to end (a chunk is one record, bytes, or a run of records, a tuple
-// (blob, sizes)); ends: with ring, where each record ends in the file (start: the file's
+// (blob, sizes), sizes a list or a tuple of ints); ends: with ring, where each record ends in the file (start: the file's
 // size), as packed int64 (the ring file's bookkeeping), else None. What _RecordFile.append
 // does per chunk and per record in Python, in one call.
 PyObject* JoinChunks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -354,11 +354,11 @@ PyObject* JoinChunks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       total += PyBytes_GET_SIZE(chunk);
       ++records;
     } else if (PyTuple_Check(chunk) && PyTuple_GET_SIZE(chunk) == 2 && PyBytes_Check(PyTuple_GET_ITEM(chunk, 0)) &&
-               PyList_Check(PyTuple_GET_ITEM(chunk, 1))) {
+               (PyList_Check(PyTuple_GET_ITEM(chunk, 1)) || PyTuple_Check(PyTuple_GET_ITEM(chunk, 1)))) {
       total += PyBytes_GET_SIZE(PyTuple_GET_ITEM(chunk, 0));
-      records += PyList_GET_SIZE(PyTuple_GET_ITEM(chunk, 1));
+      records += PySequence_Fast_GET_SIZE(PyTuple_GET_ITEM(chunk, 1));
     } else {
-      PyErr_SetString(PyExc_TypeError, "join_chunks: a chunk is bytes or a (bytes, list of sizes) run");
+      PyErr_SetString(PyExc_TypeError, "join_chunks: a chunk is bytes or a (bytes, sizes) run");
       ok = false;
     }
   }
@@ -385,9 +385,14 @@ PyObject* JoinChunks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       end_out += 8;
       continue;
     }
-    PyObject* sizes = PyTuple_GET_ITEM(chunk, 1);
-    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(sizes); ++j) {
-      end += PyLong_AsLongLong(PyList_GET_ITEM(sizes, j));
+    PyObject* sizes = PyTuple_GET_ITEM(chunk, 1);  // a list or a tuple (checked above)
+    for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(sizes) && !PyErr_Occurred(); ++j) {
+      PyObject* size = PySequence_Fast_ITEMS(sizes)[j];
+      if (!PyLong_Check(size)) {
+        PyErr_SetString(PyExc_TypeError, "join_chunks: a run's sizes must be ints");
+        break;
+      }
+      end += PyLong_AsLongLong(size);
       std::memcpy(end_out, &end, 8);
       end_out += 8;
     }
@@ -462,11 +467,19 @@ int Flag(PyObject* writer, PyObject* name) {
 // Under writer._lock: the call framed with the next trace index, its records queued, the
 // counters advanced; the pending byte count in *pending. False with an exception set.
 bool QueueLocked(PyObject* writer, PyObject* const* framing, long long* pending) {
+  // Checked again under the lock: close() may have taken the last batch meanwhile.
+  const int failed = Flag(writer, s_failed);
+  const int closed = failed == 0 ? Flag(writer, s_closed) : 0;
+  if (failed || closed) return failed >= 0 && closed >= 0;  // dropped, as write_call drops
   PyObject* first = PyObject_GetAttr(writer, s_next_trace);
   if (first == nullptr) return false;
+  const long long start = PyLong_AsLongLong(first);
+  if (start == -1 && PyErr_Occurred()) {
+    Py_DECREF(first);
+    return false;
+  }
   PyObject* arguments[8] = {framing[0], framing[1], framing[2], framing[3], framing[4], framing[5], framing[6], first};
   PyObject* framed = FrameCall(nullptr, arguments, 8);
-  const long long start = PyLong_AsLongLong(first);
   Py_DECREF(first);
   if (framed == nullptr) return false;
   PyObject* record = PyTuple_GET_ITEM(framed, 0);
@@ -476,13 +489,18 @@ bool QueueLocked(PyObject* writer, PyObject* const* framing, long long* pending)
   PyObject* traces = streams == nullptr ? nullptr : PyDict_GetItemWithError(streams, s_traces_stream);
   PyObject* executions = traces == nullptr ? nullptr : PyDict_GetItemWithError(streams, s_execution_stream);
   PyObject* queued = PyObject_GetAttr(writer, s_pending_bytes);
-  bool ok = executions != nullptr && queued != nullptr && PyList_Check(traces) && PyList_Check(executions) &&
-            !(start == -1 && PyErr_Occurred());
+  bool ok = executions != nullptr && queued != nullptr && PyList_Check(traces) && PyList_Check(executions);
   const Py_ssize_t count = PyList_GET_SIZE(sizes);
   if (ok && count) {
-    PyObject* run = PyTuple_Pack(2, blob, sizes);  // a run of records (writer._Framed's fields)
+    // A run of records (writer._Framed's fields). Its sizes as a tuple: a tuple of ints, and
+    // the run holding it, leave the collector's lists at its next pass, where a list would
+    // stay tracked until the flush (~13k calls a second in a training loop) and its
+    // promotions would set off full collections.
+    PyObject* frozen = PyList_AsTuple(sizes);
+    PyObject* run = frozen == nullptr ? nullptr : PyTuple_Pack(2, blob, frozen);
     ok = run != nullptr && PyList_Append(traces, run) == 0;
     Py_XDECREF(run);
+    Py_XDECREF(frozen);
   }
   ok = ok && PyList_Append(executions, record) == 0;
   if (ok) {

@@ -88,7 +88,7 @@ class _Framed(NamedTuple):
     queue_call queues plain (blob, sizes) tuples: any tuple chunk is such a run)."""
 
     blob: bytes
-    sizes: list[int]
+    sizes: tuple[int, ...]
 
 
 class _RecordFile:
@@ -386,7 +386,8 @@ class DebugEventsWriter:
         Python, and their total size."""
         framed = native_records.frame(prefix, payloads, first)
         if framed is not None:
-            return [_Framed(*framed)], len(framed[0])
+            # sizes as a tuple: untracked by the collector once it has looked (see queue_call).
+            return [_Framed(framed[0], tuple(framed[1]))], len(framed[0])
         chunks = _frame_traces(prefix, payloads, first)
         return chunks, sum(map(len, chunks))
 
