@@ -267,3 +267,30 @@ def test_switched_off_the_python_path_traces_every_call(tmp_path, monkeypatch):
         reader.update()
         run = reader.run()
         assert run.num_executions() == 2 and run.num_traces() == 6
+
+
+@pytest.mark.parametrize("hook", ["_native_plan", "_native_emit"])
+def test_an_interrupt_in_tvmdbg_code_reaches_the_user(tmp_path, monkeypatch, hook):
+    """As CompiledTracer._safely, native_call turns only an Exception of its own into a
+    warning: a KeyboardInterrupt raised while it plans a call, or while it hands a call's
+    records to a busy sink, reaches the user's program."""
+    from tvmdbg_tb.instrument.session import Session
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    if hook == "_native_plan":
+        monkeypatch.setattr(fast_tracer.CompiledTracer, hook, interrupted)
+    else:  # a busy listener sends the records through _native_emit
+        monkeypatch.setattr(Session, "serialized_execution_done", interrupted)  # _safely lets it pass
+    with trace_paths.using("compiled"):
+        tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="NO_TENSOR", circular_buffer_size=-1)
+        try:
+            if hook == "_native_emit":
+                monkeypatch.setattr(vm_wrapper.ACTIVE.session, "_sole_writer", None)
+            executable, inputs = chain(2, 4)
+            function = relax.VirtualMachine(executable, tvm.cpu())["main"]
+            with pytest.raises(KeyboardInterrupt):
+                function(tvm.runtime.tensor(inputs[0]))
+        finally:
+            tvmdbg.disable_dump_debug_info()

@@ -116,6 +116,25 @@ extern PyTypeObject kTracerType;
 extern PyTypeObject kFunctionType;
 extern PyTypeObject kMarkerType;
 
+void HoldPlan(const Plan& plan) {
+  for (PyObject* field : {plan.statics, plan.width, plan.tails, plan.summaries, plan.execution, plan.scan}) {
+    Py_XINCREF(field);
+  }
+}
+
+void DropPlan(Plan* plan) {
+  for (PyObject** field : {&plan->statics, &plan->width, &plan->tails, &plan->summaries, &plan->execution, &plan->scan}) {
+    Py_CLEAR(*field);
+  }
+}
+
+void DropLocation(Location* location) {
+  Py_CLEAR(location->bytes);
+  Py_CLEAR(location->stack);
+  Py_CLEAR(location->user_index);
+  for (PyObject*& code : location->codes) Py_CLEAR(code);
+}
+
 // -- varints and the Execution's per-call fields --------------------------------------------
 
 char* PutVarint(char* out, unsigned long long value) {
@@ -205,7 +224,9 @@ bool Locate(Tracer* tracer, Location* out) {
       frame = back;
     }
     Py_XDECREF(frame);
-    found = tracer->locations->emplace(key, entry).first;
+    auto inserted = tracer->locations->emplace(key, entry);
+    if (!inserted.second) DropLocation(&entry);  // another thread described it meanwhile
+    found = inserted.first;
   }
   *out = found->second;
   out->codes = {};  // the entry holds them
@@ -213,25 +234,6 @@ bool Locate(Tracer* tracer, Location* out) {
   Py_INCREF(out->stack);
   Py_INCREF(out->user_index);
   return true;
-}
-
-void HoldPlan(const Plan& plan) {
-  for (PyObject* field : {plan.statics, plan.width, plan.tails, plan.summaries, plan.execution, plan.scan}) {
-    Py_XINCREF(field);
-  }
-}
-
-void DropPlan(Plan* plan) {
-  for (PyObject** field : {&plan->statics, &plan->width, &plan->tails, &plan->summaries, &plan->execution, &plan->scan}) {
-    Py_CLEAR(*field);
-  }
-}
-
-void DropLocation(Location* location) {
-  Py_CLEAR(location->bytes);
-  Py_CLEAR(location->stack);
-  Py_CLEAR(location->user_index);
-  for (PyObject*& code : location->codes) Py_CLEAR(code);
 }
 
 // The call_rows arguments of (fid, nargs), as new references in *out (false with an
@@ -271,22 +273,29 @@ bool PlanOf(Function* function, Py_ssize_t nargs, Plan* out) {
 
 // -- after the VM returned -------------------------------------------------------------------------
 
-// hooks._native_warn(the current exception): tvmdbg could not record the call.
-void Warn(Tracer* tracer) {
+// hooks._native_warn(the current exception): tvmdbg could not record the call. As
+// CompiledTracer._safely, only an Exception becomes a warning: a KeyboardInterrupt or a
+// SystemExit stays set and Warn returns false (the caller returns NULL to the user).
+bool Warn(Tracer* tracer) {
+  if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) return false;
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
   PyErr_NormalizeException(&type, &value, &traceback);
   if (value == nullptr) {
     Py_XDECREF(type);
     Py_XDECREF(traceback);
-    return;
+    return true;
   }
   PyObject* done = PyObject_CallMethodOneArg(tracer->hooks, s_native_warn, value);
-  if (done == nullptr) PyErr_WriteUnraisable(tracer->hooks);
-  Py_XDECREF(done);
   Py_XDECREF(type);
   Py_DECREF(value);
   Py_XDECREF(traceback);
+  if (done == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return false;  // interrupted while warning
+    PyErr_WriteUnraisable(tracer->hooks);
+  }
+  Py_XDECREF(done);
+  return true;
 }
 
 // Whether the session's only busy sink is its writer (Session.serialized_execution_done's
@@ -332,30 +341,39 @@ bool Release(Tracer* tracer, PyObject* buffer, PyObject* cleared) {
   PyObject* fid = PyTuple_GET_ITEM(buffer, 0);
   PyObject* free = PyDict_GetItemWithError(pool, fid);
   bool ok = true;
-  if (free == nullptr) {
+  if (free != nullptr) {
+    Py_INCREF(free);  // held: building the entry below may run the collector
+  } else {
     ok = !PyErr_Occurred() && (free = PyList_New(0)) != nullptr && PyDict_SetItem(pool, fid, free) == 0;
-    Py_XDECREF(free);  // the pool holds it
   }
   PyObject* entry = ok ? PyTuple_Pack(3, PyTuple_GET_ITEM(buffer, 1), PyTuple_GET_ITEM(buffer, 2), cleared) : nullptr;
   ok = entry != nullptr && PyList_Append(free, entry) == 0;
   Py_XDECREF(entry);
+  Py_XDECREF(free);
   Py_DECREF(pool);
   return ok;
 }
 
-// The common case's records, written; false when Python must finish the call (*rows set
-// when call_rows ran), or, with an exception set, on error.
-bool Record(Function* function, const Plan& plan, const Location& location, PyObject* index, double start, PyObject* buffers,
-            PyObject** rows) {
+enum class Outcome {
+  kRecorded,     // written here (or, after the buffer went back to its pool, warned about)
+  kPython,       // Python finishes the call (*rows set when call_rows ran); an Exception may be set
+  kInterrupted,  // a KeyboardInterrupt or a SystemExit is set: it goes to the user
+};
+
+// The common case's records, written; else what Python must do.
+Outcome Record(Function* function, const Plan& plan, const Location& location, PyObject* index, double start,
+               PyObject* buffers, PyObject** rows) {
   Tracer* tracer = function->tracer;
-  if (PyList_GET_SIZE(buffers) != 1) return false;
+  if (PyList_GET_SIZE(buffers) != 1) return Outcome::kPython;
   PyObject* buffer = PyList_GET_ITEM(buffers, 0);
   if (!PyTuple_Check(buffer) || PyTuple_GET_SIZE(buffer) != 3 ||
       PyLong_AsLongLong(PyTuple_GET_ITEM(buffer, 0)) != function->fid) {
-    return false;
+    return Outcome::kPython;
   }
+  const unsigned long long call_index = PyLong_AsUnsignedLongLong(index);
+  if (PyErr_Occurred()) return Outcome::kPython;
   PyObject* replay = PyObject_GetAttr(tracer->session, s_replay);
-  if (replay == nullptr) return false;
+  if (replay == nullptr) return Outcome::kPython;
   int hunting = 0;
   if (replay != Py_None) {
     PyObject* flag = PyObject_GetAttr(replay, s_hunting);
@@ -363,24 +381,24 @@ bool Record(Function* function, const Plan& plan, const Location& location, PyOb
     Py_XDECREF(flag);
   }
   Py_DECREF(replay);
-  if (hunting < 0) return false;
+  if (hunting < 0) return Outcome::kPython;
   PyObject* arguments[5] = {PyTuple_GET_ITEM(buffer, 2), plan.tails, plan.summaries,
                             hunting ? plan.scan : Py_None, Py_True};
   *rows = PyObject_Vectorcall(tracer->call_rows, arguments, 5, nullptr);
-  if (*rows == nullptr) return false;
+  if (*rows == nullptr) return Outcome::kPython;
   if (!PyTuple_Check(*rows) || PyTuple_GET_SIZE(*rows) != 5) {
+    Py_CLEAR(*rows);  // not call_rows' result: Python makes its own pass
     PyErr_SetString(PyExc_TypeError, "call_rows returned an unexpected value");
-    return false;
+    return Outcome::kPython;
   }
   PyObject* which = PyTuple_GET_ITEM(*rows, 0);
   PyObject* tails = PyTuple_GET_ITEM(*rows, 1);
   PyObject* execution = plan.summaries == Py_None ? plan.execution : PyTuple_GET_ITEM(*rows, 2);
   const long long bad = PyLong_AsLongLong(PyTuple_GET_ITEM(*rows, 3));
-  if (bad == -1 && PyErr_Occurred()) return false;
-  if (!PyBytes_Check(execution) || !PyBytes_Check(which) || bad >= 0) return false;  // Python finishes it
-  if (!Release(tracer, buffer, PyTuple_GET_ITEM(*rows, 4))) return false;
-  const unsigned long long call_index = PyLong_AsUnsignedLongLong(index);
-  if (PyErr_Occurred()) return false;
+  if (bad == -1 && PyErr_Occurred()) return Outcome::kPython;
+  if (!PyBytes_Check(execution) || !PyBytes_Check(which) || bad >= 0) return Outcome::kPython;
+  if (!Release(tracer, buffer, PyTuple_GET_ITEM(*rows, 4))) return Outcome::kPython;
+  // From here the buffer is back in its pool: the call is never handed to Python again.
   PyObject* payload = Payload(execution, call_index, (Clock(CLOCK_MONOTONIC) - start) * 1e6, location.bytes,
                               static_cast<unsigned long long>(PyBytes_GET_SIZE(which) / 4));
   char middle_bytes[12] = {0x18};
@@ -402,13 +420,10 @@ bool Record(Function* function, const Plan& plan, const Location& location, PyOb
   Py_XDECREF(writer);
   Py_XDECREF(middle);
   Py_XDECREF(payload);
-  if (done == nullptr) {
-    Warn(tracer);  // the buffer went back to its pool: the call is not handed on again
-    return true;
-  }
+  if (done == nullptr) return Warn(tracer) ? Outcome::kRecorded : Outcome::kInterrupted;
   Py_DECREF(done);
   ++tracer->recorded;
-  return true;
+  return Outcome::kRecorded;
 }
 
 // -- Function ------------------------------------------------------------------------------------
@@ -437,8 +452,7 @@ bool FinishInPython(Function* self, PyObject* const* args, Py_ssize_t nargs, con
   PyObject* start_time = arguments == nullptr ? nullptr : PyFloat_FromDouble(start);
   if (start_time == nullptr) {
     Py_XDECREF(arguments);
-    Warn(self->tracer);
-    return true;
+    return Warn(self->tracer);
   }
   for (Py_ssize_t k = 0; k < nargs; ++k) {
     Py_INCREF(args[k]);
@@ -461,24 +475,37 @@ bool FinishInPython(Function* self, PyObject* const* args, Py_ssize_t nargs, con
   Py_DECREF(start_time);
   Py_DECREF(arguments);
   Py_XDECREF(done);
-  return done != nullptr;  // the hook catches every Exception (CompiledTracer._safely)
+  return done != nullptr || Warn(self->tracer);  // the hook catches every Exception (_safely)
+}
+
+// The user's call outcome dropped, the interrupt raised instead.
+PyObject* Interrupted(PyObject* result, PyObject* type, PyObject* error, PyObject* traceback) {
+  Py_XDECREF(result);
+  Py_XDECREF(type);
+  Py_XDECREF(error);
+  Py_XDECREF(traceback);
+  return nullptr;
 }
 
 PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   Function* self = reinterpret_cast<Function*>(callable);
   Tracer* tracer = self->tracer;
+  if (tracer == nullptr || self->function == nullptr || self->fallback == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "tvmdbg: this traced VM function was released with its session");
+    return nullptr;
+  }
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) return Fallback(self, args, nargsf, kwnames);
   const int busy = Busy(tracer);
   if (busy != 0) {
-    if (busy < 0) Warn(tracer);
+    if (busy < 0 && !Warn(tracer)) return nullptr;
     return Fallback(self, args, nargsf, kwnames);
   }
   Plan plan;
   Location location;
   if (!PlanOf(self, nargs, &plan) || !plan.usable || !Locate(tracer, &location)) {
     DropPlan(&plan);
-    if (PyErr_Occurred()) Warn(tracer);
+    if (PyErr_Occurred() && !Warn(tracer)) return nullptr;
     return Fallback(self, args, nargsf, kwnames);
   }
   PyObject* index = PyIter_Next(tracer->ids);
@@ -489,7 +516,7 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     Py_XDECREF(index);
     DropPlan(&plan);
     DropLocation(&location);
-    if (PyErr_Occurred()) Warn(tracer);
+    if (PyErr_Occurred() && !Warn(tracer)) return nullptr;
     return Fallback(self, args, nargsf, kwnames);
   }
   const double start = Clock(CLOCK_MONOTONIC);
@@ -500,21 +527,18 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     PyErr_NormalizeException(&type, &error, &traceback);
     if (traceback != nullptr && error != nullptr) PyException_SetTraceback(error, traceback);
   }
-  if (PyObject_SetAttr(tracer->local, s_call, Py_None) != 0) Warn(tracer);
+  bool interrupted = PyObject_SetAttr(tracer->local, s_call, Py_None) != 0 && !Warn(tracer);
   PyObject* buffers = marker->buffers;
   Py_INCREF(buffers);
   Py_DECREF(marker);
   PyObject* rows = nullptr;
-  bool recorded = false;
-  if (result != nullptr) {
-    recorded = Record(self, plan, location, index, start, buffers, &rows);
-    if (!recorded && PyErr_Occurred()) {
-      Warn(tracer);
-      if (rows != nullptr && (!PyTuple_Check(rows) || PyTuple_GET_SIZE(rows) != 5)) Py_CLEAR(rows);
-    }
+  Outcome outcome = Outcome::kPython;
+  if (result != nullptr && !interrupted) {
+    outcome = Record(self, plan, location, index, start, buffers, &rows);
+    if (outcome == Outcome::kPython && PyErr_Occurred() && !Warn(tracer)) outcome = Outcome::kInterrupted;
+    interrupted = outcome == Outcome::kInterrupted;
   }
-  bool interrupted = false;
-  if (!recorded) {
+  if (outcome == Outcome::kPython && !interrupted) {
     interrupted = !FinishInPython(self, args, nargs, location, index, start, buffers, result, error, rows);
   }
   Py_XDECREF(rows);
@@ -522,13 +546,7 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
   Py_DECREF(index);
   DropPlan(&plan);
   DropLocation(&location);
-  if (interrupted) {  // a KeyboardInterrupt in the hook: it wins over the call's own outcome
-    Py_XDECREF(result);
-    Py_XDECREF(type);
-    Py_XDECREF(error);
-    Py_XDECREF(traceback);
-    return nullptr;
-  }
+  if (interrupted) return Interrupted(result, type, error, traceback);  // it wins over the call's outcome
   if (result == nullptr) {
     PyErr_Restore(type, error, traceback);
     return nullptr;
@@ -536,12 +554,26 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
   return result;
 }
 
-void FunctionDealloc(PyObject* object) {
+int FunctionTraverse(PyObject* object, visitproc visit, void* arg) {
   Function* self = reinterpret_cast<Function*>(object);
-  Py_XDECREF(self->tracer);
-  Py_XDECREF(self->name);
-  Py_XDECREF(self->function);
-  Py_XDECREF(self->fallback);
+  Py_VISIT(self->tracer);
+  Py_VISIT(self->function);
+  Py_VISIT(self->fallback);
+  return 0;
+}
+
+int FunctionClear(PyObject* object) {
+  Function* self = reinterpret_cast<Function*>(object);
+  Py_CLEAR(self->tracer);
+  Py_CLEAR(self->function);
+  Py_CLEAR(self->fallback);
+  return 0;
+}
+
+void FunctionDealloc(PyObject* object) {
+  PyObject_GC_UnTrack(object);
+  FunctionClear(object);
+  Py_CLEAR(reinterpret_cast<Function*>(object)->name);
   Py_TYPE(object)->tp_free(object);
 }
 
@@ -549,20 +581,25 @@ PyObject* FunctionGetattr(PyObject* object, PyObject* name) {
   PyObject* found = PyObject_GenericGetAttr(object, name);
   if (found != nullptr || !PyErr_ExceptionMatches(PyExc_AttributeError)) return found;
   PyErr_Clear();  // the rest is the VM function's (as TracedFunction.__getattr__)
-  return PyObject_GetAttr(reinterpret_cast<Function*>(object)->function, name);
+  PyObject* function = reinterpret_cast<Function*>(object)->function;
+  if (function == nullptr) {
+    PyErr_SetObject(PyExc_AttributeError, name);
+    return nullptr;
+  }
+  return PyObject_GetAttr(function, name);
 }
 
 // -- Tracer ----------------------------------------------------------------------------------------
 
 void ClearCaches(Tracer* self) {
-  if (self->locations != nullptr) {
-    for (auto& item : *self->locations) DropLocation(&item.second);
-    self->locations->clear();
-  }
-  if (self->plans != nullptr) {
-    for (auto& item : *self->plans) DropPlan(&item.second);
-    self->plans->clear();
-  }
+  // Emptied before any reference is dropped: a deallocation may run Python code (a weakref
+  // callback on a code object) that calls a traced function and reads or fills the caches.
+  std::unordered_map<Key, Location, KeyHash> locations;
+  std::unordered_map<long long, Plan> plans;
+  if (self->locations != nullptr) locations.swap(*self->locations);
+  if (self->plans != nullptr) plans.swap(*self->plans);
+  for (auto& item : locations) DropLocation(&item.second);
+  for (auto& item : plans) DropPlan(&item.second);
 }
 
 PyObject* TracerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -631,7 +668,7 @@ PyObject* TracerBind(PyObject* object, PyObject* const* args, Py_ssize_t nargs) 
     PyErr_SetString(PyExc_ValueError, "bind: fid out of range");
     return nullptr;
   }
-  Function* bound = PyObject_New(Function, &kFunctionType);
+  Function* bound = PyObject_GC_New(Function, &kFunctionType);
   if (bound == nullptr) return nullptr;
   bound->vectorcall = Call;
   bound->tracer = reinterpret_cast<Tracer*>(object);
@@ -640,6 +677,7 @@ PyObject* TracerBind(PyObject* object, PyObject* const* args, Py_ssize_t nargs) 
   bound->fallback = args[3];
   bound->fid = fid;
   for (PyObject* held : {object, args[0], args[2], args[3]}) Py_INCREF(held);
+  PyObject_GC_Track(bound);
   return reinterpret_cast<PyObject*>(bound);
 }
 
@@ -733,7 +771,9 @@ PyMODINIT_FUNC PyInit_native_call() {
   kTracerType.tp_methods = kTracerMethods;
 
   kFunctionType.tp_basicsize = sizeof(Function);
-  kFunctionType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+  kFunctionType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC;
+  kFunctionType.tp_traverse = FunctionTraverse;
+  kFunctionType.tp_clear = FunctionClear;
   kFunctionType.tp_doc = "A VM function traced by the native call path (Tracer.bind)";
   kFunctionType.tp_vectorcall_offset = offsetof(Function, vectorcall);
   kFunctionType.tp_call = PyVectorcall_Call;
