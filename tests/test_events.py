@@ -439,3 +439,46 @@ def test_varints_are_protobufs_at_every_size_boundary():
     for value in sorted(values):
         message = pb.GraphExecutionTrace(execution_index=value if value < 1 << 63 else value - (1 << 64))
         assert b"\x18" + varint(value) == message.SerializeToString(), value
+
+
+@pytest.mark.parametrize("path", ["write_event", "payloads", "queue_call"])
+def test_records_written_while_the_writer_closes_are_counted_only_if_on_disk(tmp_path, path):
+    """A thread keeps writing traces while another closes the writer: each trace is either
+    queued before the last batch is taken (and on disk) or dropped; the RunEnd's count of
+    traces is the number of trace records in the file, never more."""
+    from tvmdbg_tb.events import native_records
+    from tvmdbg_tb.events.trace_parts import TraceParts
+
+    native = native_records.LIBRARY.load()
+    assert native is not None, native_records.LIBRARY.failure()
+    payload = trace(0, 0).SerializeToString()
+    serialized = pb.Execution(function_name="f").SerializeToString()
+    for attempt in range(5):
+        w = DebugEventsWriter(tmp_path / str(attempt), circular_buffer_size=-1, flush_interval=3600)
+        started = threading.Event()
+
+        def keep_writing(w=w, started=started):
+            while not w.closed:
+                if path == "write_event":
+                    w.write_event(layout.GRAPH_EXECUTION_TRACES, pb.DebugEvent(graph_execution_trace=trace(0, 0)))
+                elif path == "payloads":
+                    w.write_graph_execution_trace_payloads([payload] * 3)
+                else:
+                    w.write_call(serialized, TraceParts([payload], bytes(8), b"\x18\x00", b"", 0))
+                started.set()
+
+        writer_thread = threading.Thread(target=keep_writing)
+        writer_thread.start()
+        started.wait(10)
+        w.close()
+        writer_thread.join(10)
+        run_dir = tmp_path / str(attempt) / w.run_name
+        data = (run_dir / layout.file_name(layout.GRAPH_EXECUTION_TRACES)).read_bytes()
+        on_disk = sum(
+            1 for item in records.scan(data, 0, "traces", final=True) if not isinstance(item, records.Corruption)
+        )
+        reader = DebugDataReader(tmp_path / str(attempt))
+        reader.update()
+        run_end = reader.run().run_end
+        reader.close()
+        assert run_end is not None and run_end.num_traces == on_disk > 0

@@ -280,9 +280,18 @@ class DebugEventsWriter:
             return
         try:
             if event.HasField("graph_execution_trace"):
-                with self._lock:
+                with self._lock:  # the index and the queue under one lock: never counted and dropped
+                    if self._closed:
+                        return
                     event.graph_execution_trace.index = self._next_trace
                     self._next_trace += 1
+                    record = records.encode(event.SerializeToString())
+                    self._pending[stream].append(record)
+                    self._pending_bytes += len(record)
+                    pending = self._pending_bytes
+                if pending >= self._eager_bytes:
+                    self._eager_write(pending)
+                return
             self._queue(stream, [records.encode(event.SerializeToString())])
         except Exception as error:  # never raise into the user's program
             self._fail(f"could not encode a {stream} event: {error!r}")
@@ -342,6 +351,8 @@ class DebugEventsWriter:
             if execution is not None:
                 record = records.encode(prefix + _EXECUTION_TAG + varint(len(execution)) + execution)
             with self._lock:
+                if self._closed:  # close() took the last batch after the first check
+                    return
                 first = self._next_trace
                 if payloads:
                     chunks, size = self._framed_traces(prefix + _TRACE_TAG, payloads, first)
@@ -430,6 +441,8 @@ class DebugEventsWriter:
     def _queue(self, stream: str, chunks: list[bytes]) -> None:
         size = sum(map(len, chunks))
         with self._lock:
+            if self._closed:  # close() took the last batch after the caller's first check
+                return
             self._pending[stream].extend(chunks)
             self._pending_bytes += size
             pending = self._pending_bytes
