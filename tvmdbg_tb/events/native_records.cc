@@ -431,11 +431,7 @@ PyObject* s_traces_stream;
 PyObject* s_execution_stream;
 
 bool Intern() {
-  struct Name {
-    PyObject** slot;
-    const char* text;
-  };
-  const Name names[] = {
+  const tvmdbg::InternedName names[] = {
       {&s_failed, "_failed"},
       {&s_closed, "_closed"},
       {&s_lock, "_lock"},
@@ -450,10 +446,7 @@ bool Intern() {
       {&s_traces_stream, "graph_execution_traces"},  // layout.GRAPH_EXECUTION_TRACES
       {&s_execution_stream, "execution"},            // layout.EXECUTION
   };
-  for (const Name& name : names) {
-    if ((*name.slot = PyUnicode_InternFromString(name.text)) == nullptr) return false;
-  }
-  return true;
+  return tvmdbg::InternAll(names);
 }
 
 // 1 when writer.<name> is true, 0 when false, -1 on error.

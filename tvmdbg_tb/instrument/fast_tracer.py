@@ -420,9 +420,7 @@ class CompiledTracer(Tracer):
         modes, all hold counts) as TraceParts: every row's tail from one pass over the
         buffer, native (native_rows) or numpy (from _VECTOR_ROWS rows), no Python per
         trace. None otherwise: the row loop."""
-        plan = self._plans.get(fid, False)
-        if plan is False:
-            plan = self._plans[fid] = self._parts_plan(fid)
+        plan = _memo(self._plans, fid, self._parts_plan, fid)
         if plan is None:
             return None
         middle = b"\x18" + _varint(index)
@@ -643,18 +641,13 @@ class CompiledTracer(Tracer):
     def _one_pass_args_of(self, function: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
         """_call_rows_args, cached per (fid, inputs, leaves)."""
         key = (fid, num_inputs, num_leaves)
-        found = self._one_pass_args.get(key, False)
-        if found is False:
-            found = self._one_pass_args[key] = self._call_rows_args(function, fid, num_inputs, num_leaves)
-        return found
+        return _memo(self._one_pass_args, key, self._call_rows_args, function, fid, num_inputs, num_leaves)
 
     def _call_rows_args(self, runtime: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
         """_one_pass's constants of a function, once per session: (its parts plan, call_rows'
         tails, summaries and scan arguments, the Execution's static bytes in NO_TENSOR and
         SHAPE); None when a pass does not qualify."""
-        plan = self._plans.get(fid, False)
-        if plan is False:
-            plan = self._plans[fid] = self._parts_plan(fid)
+        plan = _memo(self._plans, fid, self._parts_plan, fid)
         if plan is None:
             return None
         tails = (plan.rows, compiled.ROW_WIDTH, plan.traced, plan.count, plan.codes, compiled.STATS_COLUMN, self._rate)
@@ -740,10 +733,7 @@ class CompiledTracer(Tracer):
 
     def _health_template_of(self, runtime: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
         key = (fid, num_inputs, num_leaves)
-        template = self._health_templates.get(key, False)
-        if template is False:
-            template = self._health_templates[key] = self._health_template(runtime, fid, num_inputs, num_leaves)
-        return template
+        return _memo(self._health_templates, key, self._health_template, runtime, fid, num_inputs, num_leaves)
 
     def _loop_execution(self, template: tuple, array: np.ndarray, reused: dict) -> bytes | None:
         """_health_execution's bytes built per summary in Python (reused counts, FULL_STATS,
@@ -919,6 +909,15 @@ class _PartsPlan(NamedTuple):
     @property
     def width(self) -> int:
         return self.layout.itemsize
+
+
+def _memo(cache: dict, key, build, *args):
+    """cache[key], built by build(*args) on first use (None is a result too: "does not
+    qualify" is remembered like any other answer)."""
+    found = cache.get(key, False)
+    if found is False:
+        found = cache[key] = build(*args)
+    return found
 
 
 def _previous(ran: np.ndarray) -> np.ndarray:

@@ -733,11 +733,7 @@ PyTypeObject kMarkerType = {PyVarObject_HEAD_INIT(nullptr, 0) "native_call.Marke
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "native_call", "The compiled tracer's VM call in C++.", -1, nullptr};
 
 bool Intern() {
-  struct Name {
-    PyObject** slot;
-    const char* text;
-  };
-  const Name names[] = {
+  const tvmdbg::InternedName names[] = {
       {&s_call, "call"},
       {&s_implicit, "implicit"},
       {&s_pool, "pool"},
@@ -751,10 +747,7 @@ bool Intern() {
       {&s_native_emit, "_native_emit"},
       {&s_native_warn, "_native_warn"},
   };
-  for (const Name& name : names) {
-    if ((*name.slot = PyUnicode_InternFromString(name.text)) == nullptr) return false;
-  }
-  return (s_zero = PyLong_FromLong(0)) != nullptr;
+  return tvmdbg::InternAll(names) && (s_zero = PyLong_FromLong(0)) != nullptr;
 }
 
 }  // namespace

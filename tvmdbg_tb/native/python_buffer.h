@@ -38,6 +38,20 @@ class Buffer {
   bool held_ = false;
 };
 
+// Attribute and method names an extension looks up on the hot path, interned once at import.
+struct InternedName {
+  PyObject** slot;
+  const char* text;
+};
+
+template <size_t N>
+bool InternAll(const InternedName (&names)[N]) {
+  for (const InternedName& name : names) {
+    if ((*name.slot = PyUnicode_InternFromString(name.text)) == nullptr) return false;
+  }
+  return true;
+}
+
 }  // namespace tvmdbg
 
 #endif  // TVMDBG_NATIVE_PYTHON_BUFFER_H_
