@@ -9,7 +9,7 @@ replaced in turn by a no-op (or by its first result, reused), alternating with t
 Python path (which serves whatever native_call hands back). Pieces: `call` (the whole
 tracer: the instrumented executable called bare), `native` (native_call replaced by the
 Python path: negative, what native_call saves), and, on the Python path only (native_call
-does them in its own C++ call): `writer` (DebugEventsWriter.queue_call, the records framed
+does them in its own C++ call): `writer` (DebugEventsWriter.write_call, the records framed
 and queued), `capture` (the caller's stack), `finish` (everything after the VM returned: the buffers only go back to
 their pool), `rows` (the one native pass of a call with one buffer: its trace tails,
 health summaries and the replay's scan), the separate passes other calls take (`scan`: the
@@ -71,7 +71,7 @@ def _replacements(vm) -> dict[str, tuple[object, str, object]]:
         "parts": (tracer, "_payloads", None),
         "execution": (instance, "_execution_bytes", None),
         "sinks": (Session, "serialized_execution_done", lambda *args: None),
-        "writer": (DebugEventsWriter, "queue_call", lambda *args, **kwargs: None),
+        "writer": (DebugEventsWriter, "write_call", lambda *args, **kwargs: None),
     }
 
 

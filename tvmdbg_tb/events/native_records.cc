@@ -414,7 +414,7 @@ PyObject* JoinChunks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return TupleOf(pair, 2);
 }
 
-// -- queue_call: DebugEventsWriter.queue_call's work ----------------------------------------------
+// -- queue_call: DebugEventsWriter.write_call's work for a compiled call ----------------------------
 
 PyObject* s_failed;
 PyObject* s_closed;
@@ -514,7 +514,7 @@ bool QueueLocked(PyObject* writer, PyObject* const* framing, long long* pending)
 }
 
 // queue_call(writer, wall_time, step, execution, statics, which, middle, tails, width) -> None:
-// DebugEventsWriter.queue_call (the compiled path's call: its Execution and its traces as
+// DebugEventsWriter.write_call for the compiled path's call (its Execution, its traces as
 // TraceParts' fields) in C++, for the Python writer and for native_call alike. It reads and
 // updates, under writer._lock, what write_call does (_next_trace, _pending's execution and
 // trace queues, _pending_bytes); does nothing once _failed or _closed; calls

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata as _metadata
 from typing import NamedTuple
 
@@ -280,19 +280,15 @@ class DebugEventsWriter:
             return
         try:
             if event.HasField("graph_execution_trace"):
-                with self._lock:  # the index and the queue under one lock: never counted and dropped
-                    if self._closed:
-                        return
+
+                def numbered() -> list[bytes]:  # under the lock: a trace is never counted and dropped
                     event.graph_execution_trace.index = self._next_trace
                     self._next_trace += 1
-                    record = records.encode(event.SerializeToString())
-                    self._pending[stream].append(record)
-                    self._pending_bytes += len(record)
-                    pending = self._pending_bytes
-                if pending >= self._eager_bytes:
-                    self._eager_write(pending)
-                return
-            self._queue(stream, [records.encode(event.SerializeToString())])
+                    return [records.encode(event.SerializeToString())]
+
+                self._queue(stream, numbered)
+            else:
+                self._queue(stream, [records.encode(event.SerializeToString())])
         except Exception as error:  # never raise into the user's program
             self._fail(f"could not encode a {stream} event: {error!r}")
 
@@ -339,10 +335,13 @@ class DebugEventsWriter:
         if self._failed or self._closed:
             return
         wall_time = wall_time or time.time()
-        if execution is not None and type(payloads) is TraceParts and native_records.LIBRARY.loaded() is not None:
+        native = native_records.LIBRARY.loaded()
+        if native is not None and execution is not None and type(payloads) is TraceParts:
+            # The compiled path's call: framed and queued under the lock by one C++ call (the
+            # one native_call makes itself).
             parts = payloads
-            self.queue_call(
-                wall_time, execution, parts.statics, parts.which, parts.middle, parts.tails, parts.width, step
+            native.queue_call(
+                self, wall_time, step, execution, parts.statics, parts.which, parts.middle, parts.tails, parts.width
             )
             return
         try:
@@ -370,26 +369,6 @@ class DebugEventsWriter:
                 self._eager_write(pending)
         except Exception as error:
             self._fail(f"could not encode a call's records: {error!r}")
-
-    def queue_call(
-        self,
-        wall_time: float,
-        execution: bytes,
-        statics: Sequence[bytes],
-        which: bytes,
-        middle: bytes,
-        tails: bytes,
-        width: int,
-        step: int = 0,
-    ) -> None:
-        """write_call for the compiled path's call, its traces given as TraceParts' fields:
-        native_records.queue_call frames the Execution and the traces in one C++ call and
-        queues them under the lock (native_call calls it directly, without this method)."""
-        native = native_records.LIBRARY.loaded()
-        if native is None:
-            self.write_call(execution, TraceParts(statics, which, middle, tails, width), wall_time, step)
-        else:
-            native.queue_call(self, wall_time, step, execution, statics, which, middle, tails, width)
 
     @staticmethod
     def _framed_traces(prefix: bytes, payloads: Sequence[bytes], first: int) -> tuple[list, int]:
@@ -438,13 +417,16 @@ class DebugEventsWriter:
         )
         return index
 
-    def _queue(self, stream: str, chunks: list[bytes]) -> None:
-        size = sum(map(len, chunks))
+    def _queue(self, stream: str, chunks: list[bytes] | Callable[[], list[bytes]]) -> None:
+        """Queues chunks (or what chunks() returns, called under the lock) unless the writer
+        closed meanwhile: close() may take the last batch after the caller's first check."""
         with self._lock:
-            if self._closed:  # close() took the last batch after the caller's first check
+            if self._closed:
                 return
+            if callable(chunks):
+                chunks = chunks()
             self._pending[stream].extend(chunks)
-            self._pending_bytes += size
+            self._pending_bytes += sum(map(len, chunks))
             pending = self._pending_bytes
         if pending >= self._eager_bytes:
             self._eager_write(pending)

@@ -266,9 +266,7 @@ class CompiledTracer(Tracer):
         """What call() does after the VM returned, for a call native_call began and does not
         finish itself; rows: call_rows' result when it ran."""
         call = _FastCall(self, self.session.function(self.program, name), False, (index, start, buffers))
-        self._safely(self._finish_fast, call, args, result, error, frames, user_index, rows)
-        if error is None and call.bad is not None and self._vm() is not None:  # tvmdbg_tb.replay.auto
-            self._safely(self.session.replay.rerun, self, self._vm(), invoke, args, name, call.index, call.bad)
+        self._after_call(call, invoke, args, args, result, error, frames, user_index, rows)
 
     def _native_emit(self, payload: bytes, statics, which: bytes, middle: bytes, tails: bytes, width: int) -> None:
         """A finished call's records when a sink other than the writer is busy."""
@@ -290,15 +288,20 @@ class CompiledTracer(Tracer):
             result = invoke(*args)
         except BaseException as error:
             _LOCAL.call = None
-            self._safely(self._finish_fast, call, inputs, None, error, frames, user_index)
+            self._after_call(call, invoke, args, inputs, None, error, frames, user_index)
             raise
         _LOCAL.call = None
         outputs = get_outputs() if get_outputs is not None else result
-        self._safely(self._finish_fast, call, inputs, outputs, None, frames, user_index)
-        if call.bad is not None and self._vm() is not None:  # tvmdbg_tb.replay.auto
-            replayer = self.session.replay
-            self._safely(replayer.rerun, self, self._vm(), invoke, args, function_name, call.index, call.bad)
+        self._after_call(call, invoke, args, inputs, outputs, None, frames, user_index)
         return result
+
+    def _after_call(self, call: _FastCall, invoke, args, inputs, outputs, error, frames, user_index, rows=None) -> None:
+        """A call's records (_finish_fast), then, when the replay found its first non-finite
+        row, the call re-run (tvmdbg_tb.replay.auto); for call() and native_call alike."""
+        self._safely(self._finish_fast, call, inputs, outputs, error, frames, user_index, rows)
+        if error is None and call.bad is not None and self._vm() is not None:
+            replayer = self.session.replay
+            self._safely(replayer.rerun, self, self._vm(), invoke, args, call.function.name, call.index, call.bad)
 
     def timed(self, function_name: str, evaluator, args: tuple) -> Any:
         if _LOCAL.call is not None:

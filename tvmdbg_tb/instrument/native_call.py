@@ -7,8 +7,8 @@ the records, each step ~0.5-1 us after kernels that evicted the interpreter's ca
 CPython type here does that glue for the common call (one stats buffer, rows and Execution
 complete and finite) in one C function: the same caches (call point -> CodeLocation bytes,
 function -> native_rows.call_rows arguments), the same bytes, the same writer call
-(native_records.queue_call, which DebugEventsWriter.queue_call makes too). Everything else it hands to CompiledTracer's Python path,
-which stays the reference: nested and time_evaluator calls, first sight of a call point or
+(native_records.queue_call, which DebugEventsWriter.write_call makes too). Everything else
+it hands to CompiledTracer's Python path, which stays the reference: nested and time_evaluator calls, first sight of a call point or
 argument count, failing calls, several buffers, a first non-finite row (the replay), sinks
 other than the writer.
 
