@@ -55,6 +55,7 @@ def enable_dump_debug_info(
     live: bool = False,
     live_timeout: float = 60.0,
     param_summaries: str = "every_call",
+    run_name: str | None = None,
 ) -> DebugEventsWriter:
     """Records every Relax compile and VM run of this process under logdir; returns the writer.
 
@@ -78,6 +79,9 @@ def enable_dump_debug_info(
         "once_per_value" (health modes) summarises an argument tensor object once and repeats
         its counts while no write to it is seen (the rule and what it cannot see:
         tvmdbg_tb/instrument/param_cache.py; such summaries carry summarized_in_execution).
+    run_name: a name for this run ("baseline", "lr=0.1 fp16"), kept in the dump's metadata
+        and shown by the dashboard's run picker and the CLI next to the command line, so runs
+        of one script can be told apart. One line, at most 200 characters.
     Calling it again with the same arguments returns the same writer; with different ones
     it raises ValueError (call disable_dump_debug_info() first).
     Never raises for the file system: if logdir cannot be created or written (a regular file
@@ -92,6 +96,7 @@ def enable_dump_debug_info(
         tensor_dtypes,
         trace_fused_ops,
         param_summaries,
+        run_name,
         extra_args=(bool(live),),
     )
     if live:

@@ -10,8 +10,9 @@ from tvmdbg_tb.analysis.alerts import AlertMonitor, alerts, monitor, num_alerts
 from tvmdbg_tb.analysis.inner_ops import replays
 from tvmdbg_tb.analysis.jsonable import dumps
 from tvmdbg_tb.analysis.locations import location
+from tvmdbg_tb.analysis.op_stats import op_stats
 from tvmdbg_tb.analysis.profile import profile
-from tvmdbg_tb.analysis.tensor_value import SliceError, tensor_value
+from tvmdbg_tb.analysis.tensor_value import SliceError, tensor_histogram, tensor_value
 from tvmdbg_tb.analysis.views import (
     execution_data,
     execution_digests,
@@ -45,6 +46,7 @@ __all__ = [
     "num_alerts",
     "op_info",
     "op_json",
+    "op_stats",
     "profile",
     "replays",
     "resolve_op",
@@ -52,6 +54,7 @@ __all__ = [
     "source_file",
     "source_files_list",
     "stack_frames",
+    "tensor_histogram",
     "tensor_value",
     "trace_data",
     "trace_digests",

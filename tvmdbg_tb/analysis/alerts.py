@@ -265,6 +265,8 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
                 op = None
             per_op[op_id] = {
                 "op": op,
+                # Output dtypes and shapes as compiled (-1: a symbolic dimension).
+                "specs": [(spec.dtype, [int(d) for d in spec.shape]) for spec in (op.outputs if op else ())],
                 # Output sizes known at compile time (None: symbolic, ask the record).
                 "sizes": [
                     int(np.prod(spec.shape, dtype=np.int64)) if all(d >= 0 for d in spec.shape) else None
@@ -279,6 +281,7 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
         info = per_op[op_id]
         op, slot = info["op"], columns["output_slot"][i]
         size = info["sizes"][slot] if 0 <= slot < len(info["sizes"]) else None
+        dtype, shape = info["specs"][slot] if 0 <= slot < len(info["specs"]) else (None, None)
         if op is None or size is None:  # names or size only the record has
             trace = run.trace(position)
             size = describe(trace.tensor_debug_mode, list(trace.debug_values)).get("size", size)
@@ -296,6 +299,8 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
                 "neg_inf_count": columns["neg_inf"][i],
                 "pos_inf_count": columns["pos_inf"][i],
                 "size": size,
+                "dtype": dtype,
+                "shape": shape,
                 "wall_time": num(columns["wall_time"][i]),
                 "execution_index": e,
                 "trace_index": columns["index"][i],

@@ -67,9 +67,9 @@ def fitting_slice(shape: list[int], max_elements: int) -> str:
     return ",".join([*lead, f"0:{rows_kept}", f"0:{cols_kept}"])
 
 
-def tensor_value(run: RunReader, position: int, slice_text: str = "", max_elements: int = DEFAULT_MAX_ELEMENTS) -> dict:
-    """The stored value of trace `position`, sliced. Raises IndexError/LookupError when there is
-    no such trace or no stored value, SliceError for a bad slice or too many elements."""
+def _stored(run: RunReader, position: int):
+    """(trace, dtype, array, whole) of trace `position`'s stored value: the array has the
+    tensor's shape when whole, else it is the first elements, flat (a truncated value)."""
     trace = run.trace(position)
     if not trace.HasField("tensor_value"):
         raise LookupError(
@@ -83,7 +83,33 @@ def tensor_value(run: RunReader, position: int, slice_text: str = "", max_elemen
     flat = np.frombuffer(value.content, dtype=dtype.newbyteorder("<"), count=len(value.content) // dtype.itemsize)
     shape = [int(d) for d in value.shape]
     whole = int(np.prod(shape, dtype=np.int64)) == flat.size
-    array = flat.reshape(shape) if whole else flat  # a truncated value: its first elements, flat
+    return trace, dtype, (flat.reshape(shape) if whole else flat), whole
+
+
+def _axes(index: tuple, shape: tuple[int, ...]) -> list[dict]:
+    """For each axis of array[index] (basic indexing), the index of the source axis it comes
+    from and how its positions map back: position i is source index start + i * step. Lets a
+    viewer label a sliced tensor by the tensor's own indices (element 1400 of `::100` is
+    "1400", not "14")."""
+    parts = list(index)
+    if Ellipsis in parts:
+        at = parts.index(Ellipsis)
+        parts[at : at + 1] = [slice(None)] * (len(shape) - (len(parts) - 1))
+    parts += [slice(None)] * (len(shape) - len(parts))
+    axes = []
+    for dim, (part, size) in enumerate(zip(parts, shape)):
+        if isinstance(part, slice):
+            start, _, step = part.indices(size)
+            axes.append({"dim": dim, "start": int(start), "step": int(step)})
+    return axes
+
+
+def tensor_value(run: RunReader, position: int, slice_text: str = "", max_elements: int = DEFAULT_MAX_ELEMENTS) -> dict:
+    """The stored value of trace `position`, sliced. Raises IndexError/LookupError when there is
+    no such trace or no stored value, SliceError for a bad slice or too many elements."""
+    trace, dtype, array, whole = _stored(run, position)
+    value = trace.tensor_value
+    shape = [int(d) for d in value.shape]
     default_slice = not slice_text.strip() and array.size > max_elements
     if default_slice:  # no slice asked and too big: a view that fits rather than an error
         slice_text = fitting_slice(list(array.shape), max_elements)
@@ -106,9 +132,56 @@ def tensor_value(run: RunReader, position: int, slice_text: str = "", max_elemen
         "slice": slice_text or "",
         "default_slice": bool(default_slice),
         "sliced_shape": list(selected.shape),
+        "axes": _axes(index, array.shape),
         "values": values,
         "truncated": bool(value.truncated or not whole),
         "num_elements": int(selected.size),
+    }
+
+
+MAX_BINS = 200
+
+
+def tensor_histogram(run: RunReader, position: int, bins: int = 30) -> dict:
+    """A histogram of the finite elements of trace `position`'s stored value (all of it, not
+    a slice), with the non-finite counts beside it: the shape of a tensor's values at a glance
+    (a long tail, a spike at zero, values drifting out of range) next to the table."""
+    if not 1 <= bins <= MAX_BINS:
+        raise SliceError(f"bins must be between 1 and {MAX_BINS}, got {bins}")
+    trace, dtype, array, whole = _stored(run, position)
+    data = array.reshape(-1)
+    if dtype.kind == "f":
+        finite = data[np.isfinite(data)].astype(np.float64)
+        nan = int(np.count_nonzero(np.isnan(data)))
+        neg_inf = int(np.count_nonzero(data == -np.inf))
+        pos_inf = int(np.count_nonzero(data == np.inf))
+    elif dtype.kind in "iub":
+        finite, nan, neg_inf, pos_inf = data.astype(np.float64), 0, 0, 0
+    else:
+        raise LookupError(f"tensor dtype {dtype} has no histogram")
+    if finite.size:
+        low, high = float(finite.min()), float(finite.max())
+        counts, edges = np.histogram(finite, bins=bins, range=(low, high) if high > low else (low - 0.5, high + 0.5))
+    else:
+        low = high = None
+        counts, edges = np.zeros(0, np.int64), np.zeros(0)
+    return {
+        "trace_position": int(position),
+        "trace_index": int(trace.index),
+        "op_name": trace.op_name,
+        "output_slot": int(trace.output_slot),
+        "dtype": trace.tensor_value.dtype,
+        "shape": [int(d) for d in trace.tensor_value.shape],
+        "num_elements": int(data.size),
+        "truncated": bool(trace.tensor_value.truncated or not whole),
+        "finite": int(finite.size),
+        "nan": nan,
+        "neg_inf": neg_inf,
+        "pos_inf": pos_inf,
+        "min": low,
+        "max": high,
+        "edges": [float(e) for e in edges],
+        "counts": [int(c) for c in counts],
     }
 
 

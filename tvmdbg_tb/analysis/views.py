@@ -77,13 +77,27 @@ def _with_masked_alerts(run: RunReader) -> dict:
     return {"num_alerts": page["num_alerts"], "first_origin_alert": page["first_origin_index"]}
 
 
+def is_live(completeness_state, updated: float | None, now: float | None = None) -> bool:
+    """Whether the run's program is still writing: its writer has not ended (no RunEnd) and
+    runs on this host, or (written elsewhere, so its process cannot be seen) its files grew
+    within LIVE_SECONDS. A program that exits shows as not live at the next poll."""
+    now = time.time() if now is None else now
+    if completeness_state.ended != "running":
+        return False
+    if completeness_state.writer_alive is not None:
+        return completeness_state.writer_alive
+    return updated is not None and now - updated < LIVE_SECONDS
+
+
 def run_info(run: RunReader) -> dict:
     """One entry of the `runs` route."""
     meta = run.metadata
     run_alerts = monitor(run)
     updated = last_update_time(run)
+    completeness = run.completeness()
     return {
         "run": run.name,
+        "run_name": (meta.run_name or None) if meta else None,
         "run_id": meta.run_id if meta else None,
         "host_name": meta.host_name if meta else None,
         "pid": int(meta.pid) if meta else None,
@@ -102,8 +116,8 @@ def run_info(run: RunReader) -> dict:
         **_with_masked_alerts(run),
         "num_corruptions": len(run.corruptions),
         "last_update_time": updated,
-        "live": updated is not None and time.time() - updated < LIVE_SECONDS,
-        "completeness": run.completeness().to_json(),
+        "live": is_live(completeness, updated),
+        "completeness": completeness.to_json(),
     }
 
 

@@ -748,6 +748,8 @@ class Analyzer(Shell):
         run = self.run
         meta = run.metadata
         lines = [style(f"Run {run.name}", "bold"), f"  directory      {run.path}"]
+        if meta is not None and meta.run_name:
+            lines.append(f"  name           {meta.run_name}")
         if meta is not None:
             if run.metadata_wall_time:
                 started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.metadata_wall_time))

@@ -169,8 +169,12 @@ class DebugEventsWriter:
         circular_buffer_size: int = 1000,
         circular_buffer_bytes: int | None = None,
         flush_interval: float = 1.0,
+        display_name: str | None = None,
     ):
         """Creates the run directory and its files and writes the metadata record.
+
+        display_name: the name the user gave the run (DebugMetadata.run_name), shown by every
+            front end next to the command line; the directory keeps its unique name.
 
         circular_buffer_size: execution and trace events kept (each stream); <= 0 keeps all.
         circular_buffer_bytes: bytes kept per ring file; defaults to 256 MiB when
@@ -230,6 +234,7 @@ class DebugEventsWriter:
                     tensor_debug_mode=self.tensor_debug_mode,
                     circular_buffer_size=self.circular_buffer_size,
                     argv=list(sys.argv),
+                    run_name=display_name or "",
                 ),
             ),
         )

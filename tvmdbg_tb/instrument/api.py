@@ -104,6 +104,7 @@ class DumpArgs(NamedTuple):
     tensor_dtypes: tuple | Callable | None
     trace_fused_ops: bool
     param_summaries: str
+    run_name: str | None
     extra: tuple  # the layer above's (tvmdbg_tb.debugger: live)
 
 
@@ -197,6 +198,7 @@ def enable_dump_debug_info(
     tensor_dtypes: Collection[str] | Callable[[str], bool] | None = None,
     trace_fused_ops: bool = False,
     param_summaries: str = "every_call",
+    run_name: str | None = None,
     extra_args: tuple = (),
 ) -> DebugEventsWriter:
     """Starts the dumping session and returns its writer. The arguments are documented on
@@ -229,6 +231,7 @@ def enable_dump_debug_info(
         _normalise_dtypes(tensor_dtypes),
         trace_fused_ops,
         param_summaries,
+        _checked_run_name(run_name),
         tuple(extra_args),
     )
     with _LOCK:
@@ -241,10 +244,31 @@ def enable_dump_debug_info(
             )
         capture.install()
         vm_wrapper.install()
-        _STATE.writer = DebugEventsWriter(args[0], tensor_debug_mode=mode, circular_buffer_size=circular_buffer_size)
+        _STATE.writer = DebugEventsWriter(
+            args.logdir, tensor_debug_mode=mode, circular_buffer_size=circular_buffer_size, display_name=args.run_name
+        )
         _STATE.dump_args = args
         _activate(_new_session())
         return _STATE.writer
+
+
+MAX_RUN_NAME = 200
+
+
+def _checked_run_name(run_name: str | None) -> str | None:
+    """The user's run name, stripped (None for none); a clear error for anything else."""
+    if run_name is None:
+        return None
+    if not isinstance(run_name, str):
+        raise TypeError(f"run_name must be a string or None, got {run_name!r}")
+    name = run_name.strip()
+    if not name:
+        raise ValueError("run_name must not be empty (leave it out for no name)")
+    if len(name) > MAX_RUN_NAME:
+        raise ValueError(f"run_name is {len(name)} characters long; at most {MAX_RUN_NAME}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ValueError(f"run_name must be one line of printable text, got {run_name!r}")
+    return name
 
 
 def disable_dump_debug_info() -> None:

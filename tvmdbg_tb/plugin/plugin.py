@@ -21,7 +21,8 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tvmdbg_tb import analysis
-from tvmdbg_tb.analysis.tensor_value import DEFAULT_MAX_ELEMENTS, MAX_ELEMENTS, SliceError
+from tvmdbg_tb.analysis.op_stats import DEFAULT_MAX_POINTS, MAX_POINTS
+from tvmdbg_tb.analysis.tensor_value import DEFAULT_MAX_ELEMENTS, MAX_BINS, MAX_ELEMENTS, SliceError
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.live.routes import live_routes
@@ -215,6 +216,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
             "/graph_execution/digests": self._serve_graph_execution_digests,
             "/graph_execution/data": self._serve_graph_execution_data,
             "/graph_execution/op_traces": self._serve_op_traces,
+            "/graph_execution/op_stats": self._serve_op_stats,
             "/graphs/list": self._serve_graphs_list,
             "/graphs/graph_info": self._serve_graph_info,
             "/graphs/op_info": self._serve_op_info,
@@ -222,6 +224,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
             "/source_files/file": self._serve_source_file,
             "/stack_frames/stack_frames": self._serve_stack_frames,
             "/tensor/value": self._serve_tensor_value,
+            "/tensor/histogram": self._serve_tensor_histogram,
             "/profile": self._serve_profile,
             **live_routes(self._run),  # tvmdbg_tb.live: relayed to a live program
             "/compare": self._serve_compare,
@@ -350,7 +353,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                     "num_executions": run.num_executions(),
                     "num_traces": run.num_traces(),
                     "last_update_time": updated,
-                    "live": updated is not None and time.time() - updated < analysis.views.LIVE_SECONDS,
+                    "live": analysis.views.is_live(completeness, updated),
                     "indexing": run.updating,
                     "error": run.error,
                     "num_corruptions": len(corruptions),
@@ -459,6 +462,17 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         }
 
     @_json_route
+    def _serve_op_stats(self, request):
+        """One op's min/max/mean/abs-max call after call (FULL_STATS) — see docs/routes.md#graph_executionop_stats."""
+        run = self._run(request)
+        op = self._op(request, run)
+        slot = _int_param(request, "output_slot", 0, minimum=0)
+        max_points = _int_param(request, "max_points", DEFAULT_MAX_POINTS, minimum=1)
+        if max_points > MAX_POINTS:
+            raise BadRequest(f"max_points must be <= {MAX_POINTS}")
+        return analysis.op_stats(run, op, slot, max_points)
+
+    @_json_route
     def _serve_graphs_list(self, request):
         """The compiled functions of a run — see docs/routes.md#graphslist."""
         return {"graphs": analysis.graphs_list(self._run(request))}
@@ -516,6 +530,16 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
             return analysis.tensor_value(run, position, request.args.get("slice", ""), max_elements)
         except SliceError as error:
             raise BadRequest(str(error)) from None
+
+    @_json_route
+    def _serve_tensor_histogram(self, request):
+        """A histogram of a FULL_TENSOR value — see docs/routes.md#tensorhistogram."""
+        run = self._run(request)
+        position = _required_int(request, "trace", minimum=0)
+        bins = _int_param(request, "bins", 30, minimum=1)
+        if bins > MAX_BINS:
+            raise BadRequest(f"bins must be <= {MAX_BINS}")
+        return analysis.tensor_histogram(run, position, bins)
 
     @_json_route
     def _serve_profile(self, request):
