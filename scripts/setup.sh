@@ -17,7 +17,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     touch "$stamp"
 fi
 if [ -f tvmdbg_tb_frontend/package.json ]; then
-    bash tvmdbg_tb_frontend/build.sh
+    bash tvmdbg_tb_frontend/build.sh --dev
 fi
 # The fallback path's native pre-filter (tvmdbg_tb/instrument/native_filter.py) is built with
 # the system C++ compiler; without one tvmdbg traces in pure Python and its tests skip.

@@ -1,10 +1,15 @@
-"""Small C++ helpers built on the user's machine: tvm_ffi modules and CPython extensions.
+"""Small C++ helpers: tvm_ffi modules and CPython extensions, built into the wheel.
 
-A NativeLibrary is one C++ source, built once with the system C++ compiler (g++, no ninja)
-into a user cache directory, one .so per (source, versions) key, written atomically, and
-loaded once per process. Without a compiler, when the build fails, or when its environment
-switch is "0", load() returns None and the caller keeps its pure-Python path: said once in
-the log, never retried in the same process.
+A NativeLibrary is one C++ source compiled into one .so whose name carries a key of what it
+was built from (the source, its headers, the compile options and the versions it binds to):
+`native_call-<key>.so`. The build backend compiles every helper into the package's own
+directory (this one), so an installed wheel loads them at once and needs no compiler. Where
+no file of the current key is there (an editable install, a source edited since, another
+tvm_ffi), the library is built at first use with the system C++ compiler (g++, no ninja)
+into a user cache directory, once per key, written atomically. Without either, when the
+build fails, or when its environment switch is "0", load() returns None and the caller
+keeps its pure-Python path: said once as a warning naming what is missing, never retried in
+the same process.
 
 Two kinds: a tvm_ffi module (NativeLibrary), for code the VM calls; and a CPython extension
 (PythonExtension), for code Python calls on the hot path: its calls take ~0.1 us where
@@ -24,14 +29,21 @@ import sysconfig
 import tempfile
 import threading
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger("tvmdbg.native")
 
+HERE = Path(__file__).resolve().parent  # the shared headers (python_buffer.h)
+PACKAGE_DIR = HERE  # where the build backend puts the libraries
+# -ffp-contract=off: no fused multiply-adds, so doubles come out as numpy's and Python's.
+COMPILE_OPTIONS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-ffp-contract=off")
+
 
 def cache_dir() -> Path:
-    """Where built libraries are kept: $TVMDBG_CACHE_DIR, else $XDG_CACHE_HOME/tvmdbg, else ~/.cache/tvmdbg."""
+    """Where libraries built at first use are kept: $TVMDBG_CACHE_DIR, else
+    $XDG_CACHE_HOME/tvmdbg, else ~/.cache/tvmdbg."""
     explicit = os.environ.get("TVMDBG_CACHE_DIR")
     if explicit:
         return Path(explicit)
@@ -54,24 +66,30 @@ class NativeLibrary:
         """False when the environment switch says "0" (or false, no, off)."""
         return os.environ.get(self.switch, "1").strip().lower() not in ("0", "false", "no", "off")
 
-    def path(self) -> Path:
-        """The cached .so for this source and the versions it was built against."""
+    def file_name(self) -> str:
+        """The library's file name: the source's stem and the key of what it is built from."""
         key = hashlib.sha256()
-        key.update(self.source.read_bytes())
-        for header in self._headers():
-            key.update(header.read_bytes())
-        for part in self._versions():
-            key.update(part.encode())
-        return cache_dir() / f"{self.source.stem}-{key.hexdigest()[:16]}.so"
+        for part in (self.source, *self._headers()):
+            key.update(part.read_bytes())
+        for part in (*COMPILE_OPTIONS, *self._versions()):
+            key.update(part.encode() + b"\0")
+        return f"{self.source.stem}-{key.hexdigest()[:16]}.so"
+
+    def path(self) -> Path:
+        """The library built into the package if there is one, else its place in the cache
+        (which exists once it was built at first use)."""
+        name = self.file_name()
+        packaged = PACKAGE_DIR / name
+        return packaged if packaged.exists() else cache_dir() / name
 
     def loaded(self) -> Any | None:
         """The module if load() already succeeded; never builds or waits."""
         return self._state.get("module")
 
     def load(self) -> Any | None:
-        """The loaded module (built on first use), or None when it is unavailable or switched
-        off; a failure is logged once and remembered. The switch is read here, not per call:
-        it is a process setting."""
+        """The loaded module (built on first use when the package has none), or None when it
+        is unavailable or switched off; a failure is logged once and remembered. The switch
+        is read here, not per call: it is a process setting."""
         state = self._state
         if "module" in state or "error" in state:
             return state.get("module")
@@ -87,40 +105,55 @@ class NativeLibrary:
                 state["module"] = self._open(path)
             except Exception as error:  # no compiler, a failed build, an unloadable library
                 state["error"] = error
-                logger.warning("tvmdbg: %s unavailable, staying in pure Python: %s", self.what, error)
+                logger.warning("tvmdbg: %s unavailable, staying in pure Python (slower): %s", self.what, error)
             return state.get("module")
 
     def start_loading(self) -> None:
-        """load() in a background thread, once per process, so that no traced call ever
-        waits for a compiler (the Python path serves until it is loaded)."""
+        """Loads the library now when it is built already (in the package or the cache), so
+        that the first traced call has it; otherwise builds it in a background thread, once
+        per process, so that no traced call waits for a compiler (the Python path serves
+        until it is loaded)."""
         if self._background.is_set() or not self.enabled():
             return
         self._background.set()
+        if self.path().exists():
+            self.load()
+            return
         threading.Thread(target=self.load, name=f"tvmdbg-build-{self.source.stem}", daemon=True).start()
 
     def failure(self) -> BaseException | None:
         """Why load() returned None (None when it worked or was not tried)."""
         return self._state.get("error")
 
+    def build_into(self, directory: Path) -> Path:
+        """Builds the library into directory under its file name: what the build backend
+        does for a wheel (a tvm_ffi module then finds libtvm_ffi relative to itself)."""
+        path = Path(directory) / self.file_name()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._compile(path, self._flags(packaged=True))
+        return path
+
     def _headers(self) -> list[Path]:
         """Headers the source may include (part of the build's key)."""
         return []
 
     def _versions(self) -> tuple[str, ...]:
-        import tvm
-        import tvm_ffi
+        """What the library binds to: tvm_ffi's C ABI (the distribution's version, read
+        without importing it) on this platform."""
+        return "tvm_ffi", metadata.version("apache-tvm-ffi"), sysconfig.get_platform()
 
-        return tvm.__version__, tvm_ffi.__version__, sys.version, sys.platform
-
-    def _flags(self) -> list[str]:
+    def _flags(self, packaged: bool = False) -> list[str]:
         from tvm_ffi import libinfo
 
         library = Path(libinfo.find_libtvm_ffi())
+        # In a wheel, libtvm_ffi is in the tvm_ffi package next to tvmdbg_tb; once tvm_ffi is
+        # imported (always before this library) its soname resolves to the loaded copy anyway.
+        rpath = "$ORIGIN/../../tvm_ffi/lib" if packaged else str(library.parent)
         return [
             f"-I{libinfo.find_include_path()}",
             f"-I{libinfo.find_dlpack_include_path()}",
             f"-L{library.parent}",
-            f"-Wl,-rpath,{library.parent}",
+            f"-Wl,-rpath,{rpath}",
             "-ltvm_ffi",
         ]
 
@@ -129,18 +162,30 @@ class NativeLibrary:
 
         return tvm_ffi.load_module(str(path))
 
+    def _missing(self) -> str:
+        """Why the package holds no library of this key (for the message without a compiler)."""
+        others = sorted(p.name for p in PACKAGE_DIR.glob(f"{self.source.stem}-*.so"))
+        if not others:
+            return "this installation has no prebuilt copy (an editable install or a source tree)"
+        return (
+            f"this installation's prebuilt {', '.join(others)} is for other versions than {' '.join(self._versions())}"
+        )
+
     def _build(self, path: Path) -> None:
-        compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-        if compiler is None:
-            raise RuntimeError("no C++ compiler found (c++/g++ not on PATH)")
+        """Builds the library at first use into path (the cache)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_builds(path.parent)
+        self._compile(path, self._flags())
+
+    def _compile(self, path: Path, flags: list[str]) -> None:
+        compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+        if compiler is None:
+            raise RuntimeError(
+                f"{self._missing()}, and no C++ compiler was found to build it (c++ or g++ on PATH, or CXX)"
+            )
         descriptor, temporary = tempfile.mkstemp(prefix=path.stem, suffix=".so.tmp", dir=path.parent)
         os.close(descriptor)
-        flags = self._flags()
-        # -ffp-contract=off: no fused multiply-adds, so doubles come out as numpy's and Python's.
-        command = [compiler, "-std=c++17", "-O2", "-fPIC", "-shared", "-ffp-contract=off", str(self.source)]
-        command += ["-o", temporary, *flags]
+        command = [compiler, *COMPILE_OPTIONS, str(self.source), "-o", temporary, *flags]
         try:
             compiler_process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             _UNFINISHED[temporary] = compiler_process  # stopped and removed if the process exits first
@@ -151,6 +196,7 @@ class NativeLibrary:
                 _, stderr = compiler_process.communicate()
             if compiler_process.returncode != 0:
                 raise RuntimeError(f"building {self.source.name} failed: {stderr.strip()[-2000:]}")
+            os.chmod(temporary, 0o755)
             os.replace(temporary, path)  # atomic: concurrent builders never load half a file
         finally:
             _UNFINISHED.pop(temporary, None)
@@ -163,16 +209,17 @@ class PythonExtension(NativeLibrary):
     (it defines PyInit_<stem>); needs Python's headers, not tvm."""
 
     def _headers(self) -> list[Path]:
-        return sorted(Path(__file__).parent.glob("*.h"))  # python_buffer.h
+        return sorted(HERE.glob("*.h"))  # python_buffer.h
 
     def _versions(self) -> tuple[str, ...]:
-        return sys.version, sys.platform, sysconfig.get_config_var("EXT_SUFFIX") or ""
+        """The interpreter's ABI (EXT_SUFFIX names implementation, version and platform)."""
+        return "python", sysconfig.get_config_var("EXT_SUFFIX") or sys.implementation.cache_tag
 
-    def _flags(self) -> list[str]:
+    def _flags(self, packaged: bool = False) -> list[str]:
         include = sysconfig.get_paths()["include"]
         if not os.path.exists(os.path.join(include, "Python.h")):
             raise RuntimeError(f"Python's headers are not installed (no Python.h in {include})")
-        return [f"-I{include}", f"-I{Path(__file__).parent}"]
+        return [f"-I{include}", f"-I{HERE}"]
 
     def _open(self, path: Path) -> Any:
         import importlib.machinery
