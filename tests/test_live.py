@@ -29,6 +29,7 @@ from werkzeug.wrappers import Response
 
 import tvmdbg
 from tvmdbg_tb.live.channel import LIVE_FILE, TOKEN_HEADER
+from tvmdbg_tb.plugin.guard import DASHBOARD_HEADER
 from tvmdbg_tb.plugin.plugin import TvmDebuggerPlugin
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,7 +170,9 @@ class Dashboard:
         return response.status_code, json.loads(response.get_data(as_text=True))
 
     def post(self, route, body):
-        response = self.client.post(PREFIX + route, query_string={"run": self.run()}, json=body)
+        response = self.client.post(
+            PREFIX + route, query_string={"run": self.run()}, json=body, headers={DASHBOARD_HEADER: "1"}
+        )
         return response.status_code, json.loads(response.get_data(as_text=True))
 
     def wait_paused(self, pause_id: int = 1, timeout: float = 60) -> dict:
@@ -285,6 +288,67 @@ def test_resumes_after_timeout_without_a_dashboard(tmp_path):
     reader.update()
     assert reader.run(reader.runs()[0]).num_executions() == 2  # no lost records
     reader.close()
+
+
+def test_reading_the_state_does_not_keep_a_pause_alive(tmp_path):
+    """Only an explicit POST (a command, live/keepalive) is dashboard contact; GETs change nothing."""
+    model = blockbuilder_planted("log")
+    tvmdbg.enable_dump_debug_info(str(tmp_path), "FULL_HEALTH", circular_buffer_size=-1, live=True, live_timeout=1.5)
+    try:
+        dash = Dashboard(tmp_path)
+        tvmdbg.request_pause()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            thread = _in_thread(model.run)
+            pause = dash.wait_paused(1)["pause"]
+            kept = time.time()
+            while time.time() - kept < 3.0:  # keepalive every 0.3 s: still paused after 2x the timeout
+                status, answer = dash.post("live/keepalive", {"pause_id": pause["pause_id"]})
+                assert status == 200 and answer["timeout"] == 1.5, answer
+                last_contact = time.time()
+                time.sleep(0.3)
+            assert dash.get("live/state")[1]["paused"]
+            status, answer = dash.post("live/keepalive", {"pause_id": pause["pause_id"] + 1})
+            assert status == 409 and "is over" in answer["error"]
+            polled = time.time()
+            while thread.is_alive():  # GET polling alone: the pause times out
+                assert dash.get("live/state")[0] == 200
+                assert time.time() - polled < 20
+                time.sleep(0.1)
+        assert 1.4 <= time.time() - last_contact < 20
+        assert any("no dashboard contact for 1.5 s; resuming" in str(w.message) for w in caught)
+        status, answer = dash.post("live/keepalive", {"pause_id": pause["pause_id"]})
+        assert status == 409 and "not paused" in answer["error"]
+    finally:
+        tvmdbg.disable_dump_debug_info()
+
+
+def test_patterns_are_matched_once_per_name_in_bounded_time(dump):
+    """A pattern set before compiling that backtracks catastrophically on a fused kernel's name is
+    disabled when the name appears (the kernel still runs; the stdlib's re would never return)."""
+    hostile = tvmdbg.add_watchpoint("nan_or_inf", op_regex=r"(\w|\w|\w)+(?=#)")
+    relu = tvmdbg.add_watchpoint("abs_above", threshold=0.0, op_regex="relu", pause=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        started = time.process_time()
+        training = digits_training(lr=0.05, fuse=True)  # fused names such as fused_matmul_add_relu
+        training.trainer.update(training.inputs, training.targets)
+        assert time.process_time() - started < 30
+    listed = {w["id"]: w for w in tvmdbg.list_watchpoints()}
+    assert "took longer than" in listed[hostile]["disabled"] and listed[hostile]["hits"] == 0
+    assert any(f"watchpoint #{hostile} disabled" in str(w.message) for w in caught)
+    assert listed[relu]["disabled"] is None and listed[relu]["hits"] > 0
+    hits = [h for h in tvmdbg.watchpoint_hits() if h["watchpoint_id"] == relu]
+    assert hits and all("relu" in h["kernel"] or "relu" in h["op_name"] for h in hits)
+    # set after the names are known: refused at once
+    with pytest.raises(ValueError, match="takes longer than"):
+        tvmdbg.add_watchpoint("nan_or_inf", op_regex=r"(\w|\w|\w)+(?=#)")
+    with pytest.raises(ValueError, match="at most 1000"):
+        tvmdbg.add_watchpoint("nan_or_inf", op_regex="x" * 10_000)
+    with pytest.raises(ValueError, match="pause must be true or false"):
+        tvmdbg.add_watchpoint("nan_or_inf", pause="false")
+    with pytest.raises(ValueError, match="'threshold' must be a number"):
+        tvmdbg.add_watchpoint("abs_above", threshold="5")
 
 
 def test_no_live_program_and_a_stale_token(tmp_path):

@@ -1,5 +1,6 @@
 """Live debugging in the browser: the digits demo started with live control is stopped at its
-first NaN from the dashboard, inspected, stepped and continued to the end.
+first NaN from the dashboard, inspected, stepped and continued to the end; a page of another
+site in the same browser cannot resume it.
 
 A real `tensorboard` process, the real demo (examples/debug_digits.py --debug --live) as a
 child process, and headless Chromium clicking the Live panel.
@@ -27,6 +28,38 @@ def _parse_values(text: str) -> list[float]:
     return [float(v.replace("Infinity", "inf")) for v in body.split(",") if v.strip()]
 
 
+HOSTILE_PAGE = """<!doctype html><body>
+<form id=f method=post enctype=text/plain action="{url}"><input name='{{"action":"continue","pause_id":1,"op_name":"' value='"}}'></form>
+<script>
+  const url = "{url}";
+  fetch(url, {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
+    body: JSON.stringify({{action: "continue", pause_id: 1}})}}).catch(() => null);
+  fetch(url, {{method: "POST", headers: {{"Content-Type": "application/json", "X-Tvmdbg-Dashboard": "1"}},
+    body: JSON.stringify({{action: "continue", pause_id: 1}})}})
+    .then((r) => (document.title = "answered " + r.status), (e) => (document.title = "blocked " + e.name));
+  setTimeout(() => document.getElementById("f").submit(), 300);
+</script>"""
+
+
+def _hostile_page_tries_to_resume(browser, tb, run: str) -> None:
+    """Another site's page (another origin: the loopback address on another port) posts
+    "continue" to the live program: a no-cors simple fetch, a CORS fetch with the dashboard's
+    header, and a text/plain form. Only the form navigates, and it lands on a refusal."""
+    url = f"{tb.url}/data/plugin/tvmdbg/live/command?run={run}"
+    origin = f"http://127.0.0.1:{e2e._free_port()}"
+    page = browser.context.new_page()
+    try:
+        page.route(
+            f"{origin}/", lambda route: route.fulfill(body=HOSTILE_PAGE.format(url=url), content_type="text/html")
+        )
+        page.goto(f"{origin}/")
+        page.wait_for_url(f"{tb.url}/**", timeout=30_000)  # the form's navigation
+        body = page.locator("body").inner_text()
+        assert "refused" in body, body  # the form's POST answered 403
+    finally:
+        page.close()
+
+
 def test_stop_at_first_nan_from_the_dashboard(tmp_path):
     logdir = tmp_path / "logdir"
     logdir.mkdir()
@@ -47,12 +80,26 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
         run = tb.api("runs")["runs"][0]["run"]
 
         browser = e2e.Browser()
+        posts = []  # the dashboard's own POSTs, with their headers
+        browser.page.on("request", lambda r: r.method == "POST" and posts.append((r.url, r.headers)))
         frame = browser.open_dashboard(tb)
         frame.locator(".run-select").select_option(run)
         status = frame.locator("[data-testid=live-status]")
         # The demo asked to pause at its first kernel, so the dashboard can set watchpoints first.
         status.filter(has_text="paused at").wait_for(timeout=120_000)
         assert "pause requested" in frame.locator("[data-testid=live-paused]").inner_text()
+        assert "pause #1)" in status.inner_text()
+
+        # While the dashboard shows the pause it keeps it alive with explicit POSTs (reading the
+        # state does not count), each with the header only the dashboard's code sends.
+        deadline = time.time() + 30
+        while not any("live/keepalive" in url for url, _ in posts):
+            assert time.time() < deadline, posts
+            time.sleep(0.2)
+        _hostile_page_tries_to_resume(browser, tb, run)
+        time.sleep(1.0)
+        state = tb.api(f"live/state?run={run}")
+        assert state["paused"] and state["pause"]["pause_id"] == 1, state  # the other site changed nothing
 
         frame.locator("[data-testid=wp-condition]").select_option("nan_or_inf")
         frame.locator("[data-testid=wp-add]").click()
@@ -84,6 +131,14 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
 
         frame.locator("[data-testid=live-continue]").click()
         assert demo.wait(timeout=180) == 0, out_path.read_text()
+        live_posts = [(url, headers) for url, headers in posts if "/live/" in url]
+        assert {url.split("/live/")[1].split("?")[0] for url, _ in live_posts} >= {
+            "keepalive",
+            "watchpoints",
+            "command",
+        }
+        for url, headers in live_posts:
+            assert headers.get("x-tvmdbg-dashboard") == "1" and headers.get("content-type") == "application/json", url
         assert "trained 8 steps" in out_path.read_text()
         status.filter(has_text="not live").wait_for(timeout=30_000)
 

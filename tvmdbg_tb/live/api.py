@@ -93,8 +93,11 @@ def add_watchpoint(
     condition: "nan_or_inf", "abs_above" (threshold), "all_zero", "value_range" (min, max:
         a value outside [min, max] is a hit) or "changed" (threshold, in percent: relative L2
         change of an output since the previous execution of the same op).
-    Scope: op_name (one op, exact), op_regex (re.search on op name or kernel) or all ops.
+    Scope: op_name (one op, exact), op_regex (a search on op name or kernel, with the `regex`
+        package; matched once per op name within a time limit) or all ops.
     pause: pause the program at a hit when live control is on.
+    Limits (ValueError past them): patterns of at most 1,000 characters that match the known
+    op names within 0.25 s, 100 watchpoints, 128 MB of values kept by "changed" watchpoints.
     """
     with _LOCK:
         writer = instrument_api._STATE.writer
@@ -130,6 +133,7 @@ def request_pause() -> None:
 
 
 def watchpoint_hits() -> list[dict]:
-    """Every watchpoint hit of this process so far, oldest first (the dump has them too)."""
+    """The watchpoint hits of this process so far, oldest first: the first 10,000 (the dump has
+    every hit)."""
     controller = _LIVE.controller
     return list(controller.hits) if controller is not None else []

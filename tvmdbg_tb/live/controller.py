@@ -4,9 +4,10 @@ It runs inside the VM instrument's callback after each kernel (instrument/vm_tra
 the kernel's inputs and outputs are valid, so the granularity is one kernel: a pause holds
 the program after a kernel ran and before the next one starts. Pausing blocks the program's
 thread on a condition variable until a command (continue, step, run to an op, run to the
-next hit) arrives through the control channel (server.py), or until nobody has asked
-for the state for `timeout` seconds: then it resumes with a warning, so a program never
-hangs because its dashboard went away.
+next hit) arrives through the control channel (server.py), or until no dashboard has sent
+a command or kept the pause alive (`keepalive`, an explicit POST: reading the state is not
+contact) for `timeout` seconds: then it resumes with a warning, so a program never hangs
+because its dashboard went away.
 """
 
 from __future__ import annotations
@@ -15,16 +16,27 @@ import linecache
 import threading
 import time
 import warnings
+from collections import deque
 from typing import Any
 
 import numpy as np
 
 from tvmdbg_tb.instrument.session import KernelCall
 from tvmdbg_tb.instrument.summary import as_numpy, is_tensor
-from tvmdbg_tb.live.watchpoints import Watchpoint, WatchpointError, make_watchpoint
+from tvmdbg_tb.live.watchpoints import (
+    NAME_MATCH_SECONDS,
+    SET_MATCH_SECONDS,
+    ByteBudget,
+    Watchpoint,
+    WatchpointError,
+    make_watchpoint,
+)
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 MAX_VALUES = 256  # values shown per tensor while paused (first elements, flattened)
+MAX_WATCHPOINTS = 100  # per program
+CHANGED_BUDGET_BYTES = 128 << 20  # previous values kept by all "changed" watchpoints together
+MAX_KEPT_HITS = 10_000  # hits kept in memory (the first ones; the dump has every hit)
 
 # Run modes between pauses.
 RUN = "run"  # pause only on an explicit "pause" request (hits are recorded)
@@ -111,9 +123,14 @@ class LiveController:
         self.paused: dict | None = None  # the paused state, None while running
         self.pause_id = 0
         self.last_contact = time.monotonic()
-        self.hits: list[dict] = []  # every hit of this process, oldest first
+        self.hits: list[dict] = []  # the first MAX_KEPT_HITS hits of this process, oldest first
+        self.num_hits = 0
+        self.recent_hits: deque[dict] = deque(maxlen=50)
         self.known_ops: dict[str, str] = {}  # op name -> kernel, from graphs seen
-        self.events: list[str] = []  # resumes by timeout etc., for the state
+        self._names: dict[tuple[str, str], None] = {}  # (op name, kernel) of graphs and kernels seen
+        self._covering: dict[tuple[str, str], tuple[Watchpoint, ...]] = {}  # name -> its watchpoints
+        self.budget = ByteBudget(CHANGED_BUDGET_BYTES)
+        self.events: deque[str] = deque(maxlen=100)  # resumes by timeout etc., for the state
         self.serving = False  # a channel is open: pausing makes sense
         self._command: tuple[str, str | None] | None = None
         self._pause_gate = threading.Lock()  # one pause at a time when several threads run the VM
@@ -123,31 +140,89 @@ class LiveController:
 
     def add_watchpoint(self, condition: str, *, strict_scope: bool = False, **options) -> Watchpoint:
         """Adds a watchpoint. strict_scope: refuse an op_name no graph of the program has
-        (the dashboard's request; Python may add watchpoints before compiling)."""
+        (the dashboard's request; Python may add watchpoints before compiling). An op_regex is
+        matched here against every op name seen so far, in SET_MATCH_SECONDS at most."""
         with self._lock:
+            if len(self.watchpoints) >= MAX_WATCHPOINTS:
+                raise WatchpointError(
+                    f"this program has {len(self.watchpoints)} watchpoints, the most it keeps; delete some first",
+                    status=409,
+                )
             wp = make_watchpoint(self._next_id, condition, **options)
             if strict_scope and wp.op_name is not None and wp.op_name not in self.known_ops:
                 known = ", ".join(sorted(self.known_ops)[:20]) or "none yet"
                 raise WatchpointError(f"no op named {wp.op_name!r} in this program's graphs (known: {known})")
+            if wp.condition == "changed" and self.budget.used >= self.budget.limit:
+                raise WatchpointError(
+                    f"the values kept by 'changed' watchpoints reached their budget of "
+                    f"{self.budget.limit >> 20} MB; delete one first",
+                    status=409,
+                )
+            try:
+                wp.match(self._names, SET_MATCH_SECONDS)
+            except TimeoutError:
+                raise WatchpointError(
+                    f"op_regex {wp.op_regex!r} takes longer than {SET_MATCH_SECONDS:g} s to match this program's "
+                    f"{len(self._names)} op names (catastrophic backtracking?); simplify it"
+                ) from None
+            wp._budget = self.budget
             self._next_id += 1
             self.watchpoints[wp.id] = wp
+            self._covering = {}
             return wp
 
     def delete_watchpoint(self, watchpoint_id: int) -> None:
         with self._lock:
             if watchpoint_id not in self.watchpoints:
                 raise KeyError(f"no watchpoint #{watchpoint_id}")
-            del self.watchpoints[watchpoint_id]
+            wp = self.watchpoints.pop(watchpoint_id)
+            self._covering = {}
+            wp.disabled = "deleted"
+            wp.release()
 
     def list_watchpoints(self) -> list[dict]:
         with self._lock:
             return [wp.to_json() for wp in self.watchpoints.values()]
 
+    def _see(self, names: list[tuple[str, str]]) -> None:
+        """Matches the op_regex watchpoints against op names met for the first time (a compile,
+        or a kernel of an executable compiled earlier); a pattern that takes longer than allowed
+        is disabled, with an event saying so. Under the lock."""
+        fresh = [key for key in names if key not in self._names]
+        if not fresh:
+            return
+        self._names.update(dict.fromkeys(fresh))
+        seconds = max(NAME_MATCH_SECONDS, min(SET_MATCH_SECONDS, NAME_MATCH_SECONDS * len(fresh)))
+        for wp in list(self.watchpoints.values()):
+            if wp.op_regex is None or wp.disabled is not None:
+                continue
+            try:
+                wp.match(fresh, seconds)
+            except TimeoutError:
+                wp.disabled = f"its op_regex took longer than {seconds:g} s to match new op names"
+                message = f"tvmdbg live: watchpoint #{wp.id} disabled: {wp.disabled}"
+                warnings.warn(message, RuntimeWarning, stacklevel=3)
+                self.events.append(message)
+        self._covering = {}
+
+    def _watchpoints_of(self, key: tuple[str, str]) -> tuple[Watchpoint, ...]:
+        """The watchpoints that check the op (op name, kernel): computed once per name."""
+        covering = self._covering
+        found = covering.get(key)
+        if found is None:
+            with self._lock:
+                self._see([key])
+                found = tuple(wp for wp in self.watchpoints.values() if wp.covers(key))
+                self._covering[key] = found
+        return found
+
     # -- session sink ----------------------------------------------------------------------
 
     def on_graph(self, graph, ops) -> None:
-        for op in ops:
-            self.known_ops[op.op_name] = op.kernel
+        with self._lock:
+            for op in ops:
+                self.known_ops[op.op_name] = op.kernel
+            self._see([(op.op_name, op.kernel) for op in ops])
 
     def on_execution(self, execution, traces) -> None:
         return None
@@ -168,10 +243,7 @@ class LiveController:
     def _on_kernel(self, call: KernelCall) -> None:
         site = call.site
         hits = []
-        watchpoints = list(self.watchpoints.values())
-        for wp in watchpoints:
-            if not wp.covers(site.name, site.kernel):
-                continue
+        for wp in self._watchpoints_of((site.name, site.kernel)):
             for slot, value in enumerate(call.outputs):
                 array = as_numpy(value) if is_tensor(value) else None
                 if array is None:
@@ -210,7 +282,11 @@ class LiveController:
             if self.writer is not None:
                 self.writer.write_event("graphs", pb.DebugEvent(wall_time=time.time(), watchpoint_hit=hit))
         for hit in recorded:
-            self.hits.append(_hit_json(hit))
+            row = _hit_json(hit)
+            self.num_hits += 1
+            self.recent_hits.append(row)
+            if len(self.hits) < MAX_KEPT_HITS:
+                self.hits.append(row)
         if not will_pause:
             return
         if reason is None:
@@ -277,9 +353,19 @@ class LiveController:
     def touch(self) -> None:
         self.last_contact = time.monotonic()
 
-    def state(self) -> dict:
+    def keepalive(self, pause_id: int) -> dict:
+        """The dashboard still shows the pause `pause_id`: its timeout starts again."""
         with self._lock:
+            if self.paused is None:
+                raise CommandError("the program is not paused; keepalive applies to a paused program")
+            if pause_id != self.paused["pause_id"]:
+                raise CommandError(f"pause #{pause_id} is over; the program is now at pause #{self.paused['pause_id']}")
             self.touch()
+            return {"ok": True, "pause_id": pause_id, "timeout": self.timeout}
+
+    def state(self) -> dict:
+        """What the dashboard shows; reading it changes nothing (not even the pause's timeout)."""
+        with self._lock:
             return {
                 "paused": self.paused is not None,
                 "pause": self.paused,
@@ -287,10 +373,10 @@ class LiveController:
                 "run_to": self.run_to,
                 "pause_requested": self.pause_requested,
                 "watchpoints": [wp.to_json() for wp in self.watchpoints.values()],
-                "num_hits": len(self.hits),
-                "recent_hits": self.hits[-50:],
+                "num_hits": self.num_hits,
+                "recent_hits": list(self.recent_hits),
                 "timeout": self.timeout,
-                "events": self.events[-10:],
+                "events": list(self.events)[-10:],
                 "finished": self.finished,
             }
 

@@ -3,31 +3,25 @@ relayed to the run's program; `live/hits` lists the WatchpointHit records of the
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 
 from tensorboard.backend import http_util
 from werkzeug import wrappers
 
+from tvmdbg_tb.live.channel import MAX_BODY, BodyError, parse_body
 from tvmdbg_tb.live.relay import LiveUnavailable, relay
 
 logger = logging.getLogger(__name__)
 _JSON = "application/json"
-MAX_BODY = 64 * 1024
 
 
 def _body(request) -> dict:
-    raw = request.get_data(cache=False)
-    if len(raw) > MAX_BODY:
-        raise ValueError(f"request body larger than {MAX_BODY} bytes")
-    try:
-        body = json.loads(raw or b"{}")
-    except ValueError as error:
-        raise ValueError(f"request body is not JSON: {error}") from None
-    if not isinstance(body, dict):
-        raise ValueError("request body must be a JSON object")
-    return body
+    """The JSON object the dashboard sent (at most MAX_BODY bytes are read)."""
+    length = request.content_length
+    if length is not None and length > MAX_BODY:
+        raise BodyError(f"request body larger than {MAX_BODY} bytes", status=413)
+    return parse_body(request.stream.read(MAX_BODY + 1))
 
 
 def live_routes(resolve_run: Callable) -> dict:
@@ -46,6 +40,8 @@ def live_routes(resolve_run: Callable) -> dict:
                 return http_util.Respond(request, answer, _JSON, code=status)
             except LiveUnavailable as error:
                 return http_util.Respond(request, {"error": error.reason, "live": False}, _JSON, code=error.status)
+            except BodyError as error:
+                return http_util.Respond(request, {"error": str(error)}, _JSON, code=error.status)
             except ValueError as error:
                 return http_util.Respond(request, {"error": str(error)}, _JSON, code=400)
             except LookupError as error:
@@ -68,6 +64,10 @@ def live_routes(resolve_run: Callable) -> dict:
     def command(request, run):
         """POST {"action": pause|continue|step|next_hit|run_to, "pause_id", "op_name"}."""
         return relay(run.path, "POST", "/command", _body(request))
+
+    def keepalive(request, run):
+        """POST {"pause_id": int}: the dashboard still shows this pause (its timeout restarts)."""
+        return relay(run.path, "POST", "/keepalive", _body(request))
 
     def watchpoints(request, run):
         """GET: the list; POST {"condition", "threshold", "min", "max", "op_name", "op_regex"}: add."""
@@ -105,6 +105,7 @@ def live_routes(resolve_run: Callable) -> dict:
     return {
         "/live/state": route(("GET",), state),
         "/live/command": route(("POST",), command),
+        "/live/keepalive": route(("POST",), keepalive),
         "/live/watchpoints": route(("GET", "POST"), watchpoints),
         "/live/watchpoints/delete": route(("POST",), delete),
         "/live/hits": route(("GET",), hits),

@@ -4,6 +4,8 @@ The program listens on an ephemeral port of the loopback interface and writes th
 pid and a random token into `tvmdbg.live.json` in its run directory (readable only by the
 user). Every request must carry the token in the `X-Tvmdbg-Token` header; others are
 refused (401 without a token, 403 with a wrong one, e.g. a stale file of an earlier program).
+Bodies are checked field by field (400 naming the field); a client that leaves early is a
+debug log line, never a traceback on the program's stderr.
 The TensorBoard plugin reads the file and relays the dashboard's requests (relay.py).
 """
 
@@ -11,17 +13,25 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import os
 import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tvmdbg_tb.live.channel import LIVE_FILE, TOKEN_HEADER
+from tvmdbg_tb.live.channel import LIVE_FILE, MAX_BODY, TOKEN_HEADER, BodyError, parse_body
 from tvmdbg_tb.live.controller import CommandError, LiveController
 from tvmdbg_tb.live.watchpoints import WatchpointError
 
-MAX_BODY = 64 * 1024
+logger = logging.getLogger("tvmdbg.live")
+
 _WATCHPOINT_OPTIONS = ("threshold", "min", "max", "op_name", "op_regex", "pause")
+_FIELDS = {  # POST route -> the body's fields (any other is refused)
+    "/command": ("action", "pause_id", "op_name"),
+    "/keepalive": ("pause_id",),
+    "/watchpoints": ("condition", *_WATCHPOINT_OPTIONS),
+    "/watchpoints/delete": ("id",),
+}
 
 
 def _cleanse(value):
@@ -37,19 +47,54 @@ def _cleanse(value):
     return value
 
 
+def _check_fields(body: dict, allowed: tuple[str, ...]) -> None:
+    for key in body:
+        if key not in allowed:
+            raise CommandError(f"unknown field {key[:60]!r}; the fields are {', '.join(allowed)}", status=400)
+
+
+def _integer(body: dict, name: str, required: bool) -> int | None:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise CommandError(f"missing field {name!r}", status=400)
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        text = repr(value)[:60]
+        raise CommandError(f"field {name!r} must be an integer, got {type(value).__name__} {text}", status=400)
+    return value
+
+
+def _string(body: dict, name: str, required: bool) -> str | None:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise CommandError(f"missing field {name!r}", status=400)
+        return None
+    if not isinstance(value, str):
+        text = repr(value)[:60]
+        raise CommandError(f"field {name!r} must be a string, got {type(value).__name__} {text}", status=400)
+    return value
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+    timeout = 10  # seconds a client may take to send its request (a stalled one frees its thread)
 
     def log_message(self, *args) -> None:  # no request log on the user's stderr
         return None
 
     def _answer(self, status: int, body: dict) -> None:
         data = json.dumps(_cleanse(body)).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError as error:  # the client went away: nothing to tell it
+            logger.debug("tvmdbg live: client left before the answer to %s: %r", self.path[:100], error)
+            self.close_connection = True
 
     def _authorised(self) -> bool:
         token = self.headers.get(TOKEN_HEADER)
@@ -62,17 +107,16 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def _body(self) -> dict:
-        length = int(self.headers.get("Content-Length") or 0)
+        raw_length = self.headers.get("Content-Length") or "0"
+        if not raw_length.strip().isdigit():
+            raise CommandError(f"bad Content-Length {raw_length[:30]!r}", status=400)
+        length = int(raw_length)
         if length > MAX_BODY:
-            raise CommandError(f"request body larger than {MAX_BODY} bytes", status=400)
-        raw = self.rfile.read(length) if length else b"{}"
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError as error:
-            raise CommandError(f"request body is not JSON: {error}", status=400) from None
-        if not isinstance(body, dict):
-            raise CommandError("request body must be a JSON object", status=400)
-        return body
+            raise CommandError(f"request body larger than {MAX_BODY} bytes", status=413)
+        raw = self.rfile.read(length) if length else b""
+        if len(raw) < length:
+            raise CommandError("request body shorter than its Content-Length (the client left?)", status=400)
+        return parse_body(raw)
 
     def do_GET(self) -> None:
         if not self._authorised():
@@ -90,32 +134,38 @@ class _Handler(BaseHTTPRequestHandler):
             return
         controller = self.server.controller
         try:
+            if self.path not in _FIELDS:
+                self._answer(404, {"error": f"no such live route: {self.path[:100]!r}"})
+                return
             body = self._body()
+            _check_fields(body, _FIELDS[self.path])
             if self.path == "/command":
-                pause_id = body.get("pause_id")
-                if pause_id is not None and (isinstance(pause_id, bool) or not isinstance(pause_id, int)):
-                    raise CommandError(f"pause_id must be an integer, got {pause_id!r}", status=400)
-                answer = controller.command(str(body.get("action", "")), pause_id, body.get("op_name"))
+                action = _string(body, "action", required=True)
+                pause_id = _integer(body, "pause_id", required=False)
+                answer = controller.command(action, pause_id, _string(body, "op_name", required=False))
                 self._answer(200, answer)
+            elif self.path == "/keepalive":
+                self._answer(200, controller.keepalive(_integer(body, "pause_id", required=True)))
             elif self.path == "/watchpoints":
-                options = {k: body[k] for k in _WATCHPOINT_OPTIONS if body.get(k) not in (None, "")}
-                wp = controller.add_watchpoint(str(body.get("condition", "")), strict_scope=True, **options)
+                options = {k: body[k] for k in _WATCHPOINT_OPTIONS if body.get(k) is not None}
+                condition = _string(body, "condition", required=True)
+                wp = controller.add_watchpoint(condition, strict_scope=True, **options)
                 self._answer(200, {"watchpoint": wp.to_json()})
-            elif self.path == "/watchpoints/delete":
-                ident = body.get("id")
-                if isinstance(ident, bool) or not isinstance(ident, int):
-                    raise CommandError(f"id must be an integer, got {ident!r}", status=400)
+            else:  # /watchpoints/delete
+                ident = _integer(body, "id", required=True)
                 controller.delete_watchpoint(ident)
                 self._answer(200, {"ok": True, "deleted": ident})
-            else:
-                self._answer(404, {"error": f"no such live route: {self.path[:100]!r}"})
-        except CommandError as error:
+        except (CommandError, BodyError) as error:
             self._answer(error.status, {"error": str(error)})
         except WatchpointError as error:
-            self._answer(400, {"error": str(error)})
+            self._answer(error.status, {"error": str(error)})
         except KeyError as error:
             self._answer(404, {"error": str(error.args[0]) if error.args else "not found"})
+        except OSError as error:  # the client went away while sending
+            logger.debug("tvmdbg live: reading a request to %s failed: %r", self.path[:100], error)
+            self.close_connection = True
         except Exception as error:  # never a traceback to the client, never a dead server
+            logger.debug("tvmdbg live: %s failed", self.path[:100], exc_info=True)
             self._answer(400, {"error": f"could not apply the request: {error!r}"})
 
 
@@ -127,6 +177,11 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.controller = controller
         self.token = token
+
+    def handle_error(self, request, client_address) -> None:
+        """A connection that failed (reset, closed early): a debug log line, never a traceback
+        on the user's program's stderr (socketserver's default)."""
+        logger.debug("tvmdbg live: a request from %s failed", client_address, exc_info=True)
 
 
 class ControlServer:

@@ -16,6 +16,16 @@ logger = logging.getLogger("tvmdbg.plugin")
 
 
 class TvmDebuggerLoader(base_plugin.TBLoader):
+    def define_flags(self, parser):
+        parser.add_argument(
+            "--tvmdbg_allowed_hosts",
+            metavar="NAMES",
+            default="",
+            help="TVM Debugger: comma-separated host names the plugin answers besides loopback, --host and, "
+            "with --bind_all, this machine's names (e.g. the name of a reverse proxy in front of TensorBoard). "
+            "See docs/security.md.",
+        )
+
     def load(self, context):
         try:
             from tvmdbg_tb.plugin.plugin import TvmDebuggerPlugin

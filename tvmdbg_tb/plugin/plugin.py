@@ -27,6 +27,7 @@ from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.live.routes import live_routes
 from tvmdbg_tb.plugin import PLUGIN_NAME
+from tvmdbg_tb.plugin.guard import RequestGuard
 
 logger = logging.getLogger("tvmdbg.plugin")
 
@@ -126,6 +127,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
 
     def __init__(self, context, poll_interval: float = 1.0, start_reader: bool = True):
         self._logdir = getattr(context, "logdir", "") or ""
+        self._guard = RequestGuard.from_flags(getattr(context, "flags", None))
         self._poll_interval = poll_interval
         self._reader = DebugDataReader(self._logdir) if self._logdir else None
         self._active = False
@@ -205,7 +207,8 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="TVM Debugger")
 
     def get_plugin_apps(self):
-        return {
+        """Every route behind the guard (Host, Origin, and POSTs only from the dashboard)."""
+        apps = {
             "/index.js": self._serve_index_js,
             "/runs": self._serve_runs,
             "/status": self._serve_status,
@@ -230,6 +233,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
             "/compare": self._serve_compare,
             "/*": self._serve_static,
         }
+        return {route: self._guard.wrap(app) for route, app in apps.items()}
 
     # -- static files ----------------------------------------------------------------------
 

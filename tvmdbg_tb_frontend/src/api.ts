@@ -307,6 +307,13 @@ export class ApiError extends Error {
   }
 }
 
+/** Headers of every POST (live commands): the plugin refuses a POST without a JSON body and
+ * this header, which a page of another site cannot send (docs/security.md). */
+export const POST_HEADERS: Readonly<Record<string, string>> = {
+  "Content-Type": "application/json",
+  "X-Tvmdbg-Dashboard": "1",
+};
+
 export type FetchLike = (url: string) => Promise<{ ok: boolean; status: number; text(): Promise<string> }>;
 
 /** Builds "route?k=v&..." with every value URI-encoded and undefined values left out. */

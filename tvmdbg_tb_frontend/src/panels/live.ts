@@ -1,6 +1,8 @@
 /** The Live panel: watchpoints, and pause / step / continue of a program started with
  * enable_dump_debug_info(..., live=True). Talks to the plugin's live/* routes, which relay to
- * the program (docs/routes.md#live). Polls the state every second while a run is selected. */
+ * the program (docs/routes.md#live). Polls the state every second while a run is selected, and
+ * keeps a pause it shows alive (the program resumes on its own when no dashboard does). */
+import { POST_HEADERS } from "../api";
 import { h, setChildren } from "../dom";
 import type { Store } from "../store";
 
@@ -85,8 +87,8 @@ async function call(
   const url = `${route}?run=${encodeURIComponent(run)}`;
   const response = await fetch(url, {
     method,
-    headers: body === undefined ? undefined : { "Content-Type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
+    headers: method === "POST" ? POST_HEADERS : undefined,
+    body: method === "POST" ? JSON.stringify(body ?? {}) : undefined,
   });
   let data: Record<string, unknown> = {};
   try {
@@ -223,6 +225,8 @@ export class LivePanel {
     try {
       const { status, data } = await call("live/state", run, "GET");
       this.state = status === 200 ? (data as unknown as LiveState) : { live: false, reason: String(data.error ?? status) };
+      // Reading the state is not contact: while this panel shows a pause, keep it alive explicitly.
+      if (this.state.pause) await call("live/keepalive", run, "POST", { pause_id: this.state.pause.pause_id });
       if (!this.state.live) {
         // The program ended (or never was live): the dump still lists its watchpoint hits.
         const recorded = await call("live/hits", run, "GET");
