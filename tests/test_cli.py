@@ -742,16 +742,37 @@ def test_damaged_dump_is_reported(dumps, tmp_path):
     assert "warning: 1 damaged records in run were skipped" in check.stderr
 
 
-def test_several_runs_newest_by_default(dumps, tmp_path):
+def test_several_runs_one_rule_for_every_command(dumps, tmp_path):
+    """Of several runs, every command shows the one whose first NaN/Inf came first (else the
+    newest), names the runs found, and never calls a logdir clean where a run is not."""
     logdir = tmp_path / "multi" / "logdir"
-    write_dump(logdir, nan_at=None, run_name="first")
+    write_dump(logdir, nan_at=1, run_name="first")
     time.sleep(0.05)
-    write_dump(logdir, nan_at=1, run_name="second")
-    newest = tvmdbg("analyze", logdir, "-x", "ri")
-    assert "holds 2 runs; using the newest, second (choose with --run)" in newest.stderr
-    assert "Run second" in newest.stdout
-    chosen = tvmdbg("alerts", logdir, "--run", "first")
+    write_dump(logdir, nan_at=None, run_name="second")  # newer, and clean
+    note = "holds 2 runs (first, second); showing first, the run whose first NaN/Inf was recorded first"
+    info = tvmdbg("analyze", logdir, "-x", "ri")
+    assert note in info.stderr and "Run first" in info.stdout
+    alerts = tvmdbg("alerts", logdir)
+    assert note in alerts.stderr and "The first origin" in alerts.stdout
+    assert "No NaN/Inf alerts" not in alerts.stdout
+    profile = tvmdbg("profile", logdir)
+    assert note in profile.stderr
+    check = tvmdbg("check", logdir)  # every run is judged
+    assert check.returncode == 1 and "run first:" in check.stdout and "run second: all finite" in check.stdout
+    reader = DebugDataReader(logdir)
+    reader.update()
+    assert reader.run().name == "first" and reader.choose()[1] == "the run whose first NaN/Inf was recorded first"
+    chosen = tvmdbg("alerts", logdir, "--run", "second")
     assert chosen.stdout.strip() == "No NaN/Inf alerts in 12 kernel outputs." and chosen.stderr == ""
+
+    clean = tmp_path / "clean" / "logdir"
+    write_dump(clean, nan_at=None, run_name="old")
+    time.sleep(0.05)
+    write_dump(clean, nan_at=None, run_name="new")
+    newest = tvmdbg("alerts", clean)
+    assert "showing new, the newest run (no run recorded a NaN/Inf)" in newest.stderr
+    unknown = tvmdbg("alerts", clean, "--run", "nope")
+    assert unknown.returncode == 2 and "no run 'nope'" in unknown.stderr and "runs: new, old" in unknown.stderr
 
 
 def test_limits_and_plain_text_in_pipes(dumps):
@@ -790,8 +811,8 @@ def test_empty_dump_and_a_kernel_that_raised(tmp_path):
         "profile": "No kernel executions recorded: nothing to profile.\n",
         "ps x": "error: no source files in this dump\n",
     }
-    check = tvmdbg("check", empty)
-    assert check.returncode == 0 and "nothing to check, no VM call was recorded" in check.stdout
+    check = tvmdbg("check", empty)  # nothing recorded is not "all finite"
+    assert check.returncode == 2 and "cannot check, no VM call was recorded" in check.stderr
 
     failed = tmp_path / "failed"
     w = DebugEventsWriter(failed, run_name="f", tensor_debug_mode="FULL_HEALTH")

@@ -310,8 +310,12 @@ def test_several_runs_and_nested_directories(tmp_path):
     reader = DebugDataReader(tmp_path)
     reader.update()
     assert reader.runs() == ["a", "a-1", os.path.join("exp2", "b")]
-    with pytest.raises(LookupError, match="3 runs"):
-        reader.run()
+    # Without a name: the rule every front end uses. Each run holds a NaN (execution 1): the
+    # one written first is chosen.
+    assert reader.choose() == (reader.run("a"), "the run whose first NaN/Inf was recorded first")
+    assert reader.run() is reader.run("a")
+    with pytest.raises(LookupError, match="holds no tvmdbg run"):
+        DebugDataReader(tmp_path / "empty").run()
     assert reader.run("a-1").num_traces() == 12
     with pytest.raises(KeyError):
         reader.run("nope")

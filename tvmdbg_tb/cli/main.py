@@ -41,7 +41,11 @@ def _add_logdir(parser: argparse.ArgumentParser, all_runs: bool = False) -> None
         "--run",
         metavar="NAME",
         help="the run (one process's dump, a subdirectory) to read; default: "
-        + ("every run" if all_runs else "the only or newest run"),
+        + (
+            "every run"
+            if all_runs
+            else "the only run, or of several the one whose first NaN/Inf came first, else the newest"
+        ),
     )
 
 

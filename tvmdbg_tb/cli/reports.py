@@ -194,7 +194,7 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
     """(exit code, one paragraph): CLEAN only when the dump is complete and all finite,
     NONFINITE_FOUND when a NaN/Inf was recorded (saying so if the dump is also incomplete),
     CANNOT_TELL when no NaN/Inf is in what remains but the dump is damaged, cut, aborted,
-    incomplete or still being written, or records no health."""
+    incomplete or still being written, or records no health or no VM call at all."""
     completeness = run.completeness()
     traces = run.trace_digests()
     executions = run.execution_digests()
@@ -222,8 +222,8 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
                 f"{len(executions)} executions) but the dump is {completeness.state}: {completeness_text(completeness)}"
             )
         if not len(traces) and not len(executions):
-            return CLEAN, (
-                f"{where}: nothing to check, no VM call was recorded (did the program run a VM function after "
+            return CANNOT_TELL, (
+                f"{where}: cannot check, no VM call was recorded (did the program run a VM function after "
                 "enable_dump_debug_info?)."
             )
         return CLEAN, (

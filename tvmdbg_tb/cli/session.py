@@ -30,30 +30,24 @@ def open_logdir(logdir: str) -> DebugDataReader:
     return reader
 
 
-def newest_run(reader: DebugDataReader) -> str:
-    """The run whose metadata file was written last."""
-
-    def started(name: str) -> float:
-        try:
-            return os.stat(os.path.join(reader.logdir, name, layout.file_name(layout.METADATA))).st_mtime
-        except OSError:
-            return 0.0
-
-    return max(reader.runs(), key=lambda name: (started(name), name))
-
-
 def pick_run(reader: DebugDataReader, name: str | None, notes=None) -> RunReader:
-    """The named run; without a name, the only run, or the newest one (saying so on notes)."""
+    """The named run (or the one run under the named directory); without a name, the one
+    DebugDataReader.choose() picks (the only run, or of several the one whose first NaN/Inf
+    came first, else the newest), naming the runs found and the choice on notes."""
     runs = reader.runs()
     if name is not None:
-        if name not in runs:
+        under = [r for r in runs if r.startswith(name.rstrip("/") + "/")]  # a directory holding one run
+        if name not in runs and len(under) != 1:
             raise CliError(f"no run {name!r} in {reader.logdir}; runs: {', '.join(runs)}")
-        chosen = name
+        run = reader.run(name if name in runs else under[0])
     else:
-        chosen = newest_run(reader)
-    if name is None and len(runs) > 1 and notes is not None:
-        print(f"{reader.logdir} holds {len(runs)} runs; using the newest, {chosen} (choose with --run).", file=notes)
-    run = reader.run(chosen)
+        run, why = reader.choose()
+        if len(runs) > 1 and notes is not None:
+            print(
+                f"{reader.logdir} holds {len(runs)} runs ({', '.join(runs)}); showing {run.name}, {why} "
+                "(choose with --run).",
+                file=notes,
+            )
     if notes is not None:
         warn_damage(run, notes, "tvmdbg")
         state = run.completeness()

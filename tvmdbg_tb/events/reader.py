@@ -720,6 +720,28 @@ class RunReader:
             mask &= digests["output_slot"] == output_slot
         return np.flatnonzero(mask)
 
+    def first_nonfinite_time(self) -> float | None:
+        """Wall time of the first NaN/Inf recorded in this run: a kernel output, a function's
+        result or (deep mode, replays) an inner op of a fused kernel; None when none is."""
+        with self._lock:
+            traces, executions = self._traces.view(), self._executions.view()
+            times = [traces["wall_time"][traces["flags"] & NONFINITE != 0]]
+            times.append(executions["wall_time"][executions["flags"] & NONFINITE != 0])
+            replayed = {r.execution_index for rs in self._replays.values() for r in rs if r.first_nonfinite_op >= 0}
+        if replayed:
+            times.append(executions["wall_time"][np.isin(executions["index"], list(replayed))])
+        found = np.concatenate(times)
+        return float(found.min()) if len(found) else None
+
+    def start_time(self) -> float:
+        """When the run started: its metadata record's wall time, else its directory's."""
+        if self.metadata_wall_time is not None:
+            return self.metadata_wall_time
+        try:
+            return os.stat(self.path).st_mtime
+        except OSError:
+            return 0.0
+
     def execution_trace_indices(self, execution_index: int) -> np.ndarray:
         """Positions of the traces recorded during one execution (by Execution.index)."""
         return np.flatnonzero(self._traces.view()["execution_index"] == execution_index)
@@ -787,18 +809,34 @@ class DebugDataReader:
             return sorted(self._runs)
 
     def run(self, name: str | None = None) -> RunReader:
-        """The named run, or the only run when name is None."""
+        """The named run; without a name, the run choose() picks (the only one, or of several
+        the one whose first NaN/Inf came first)."""
+        if name is None:
+            return self.choose()[0]
         with self._lock:
-            if name is None:
-                if len(self._runs) != 1:
-                    raise LookupError(
-                        f"{self.logdir} holds {len(self._runs)} runs ({', '.join(sorted(self._runs)) or 'none'}); name one"
-                    )
-                return next(iter(self._runs.values()))
             try:
                 return self._runs[name]
             except KeyError:
                 raise KeyError(f"no run {name!r} in {self.logdir}") from None
+
+    def choose(self) -> tuple[RunReader, str]:
+        """The run to show when none is named, and why: one rule for run() and every CLI
+        command. The only run; of several, the one whose first NaN or Inf (a kernel output, a
+        function's result or an inner op of a replayed kernel) was recorded first, so a logdir
+        where some run holds NaN/Inf never reads as clean; when no run recorded one, the run
+        that started last. LookupError for a logdir without runs."""
+        with self._lock:
+            runs = sorted(self._runs.values(), key=lambda run: run.name)
+        if not runs:
+            raise LookupError(f"{self.logdir} holds no tvmdbg run")
+        if len(runs) == 1:
+            return runs[0], "the only run"
+        first_bad = [(run.first_nonfinite_time(), run.name, run) for run in runs]
+        bad = [entry for entry in first_bad if entry[0] is not None]
+        if bad:
+            return min(bad, key=lambda entry: entry[:2])[2], "the run whose first NaN/Inf was recorded first"
+        started = max(runs, key=lambda run: (run.start_time(), run.name))
+        return started, "the newest run (no run recorded a NaN/Inf)"
 
     @property
     def corruptions(self) -> list[records.Corruption]:
