@@ -181,6 +181,8 @@ def test_run_stops_at_the_call_that_goes_nan(script, tmp_path):
         "-x",
         "ni -t lv",
         "-x",
+        "ni lv",
+        "-x",
         "run -f has_inf_or_nan",
         script,
         "-",
@@ -189,6 +191,11 @@ def test_run_stops_at_the_call_that_goes_nan(script, tmp_path):
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.count("tvmdbg run: stopped after") == 1
+    # The stop comes after the call's records and its replay: the origin's inner ops are there.
+    inner = transcript(out)["ni lv"]
+    assert "not replayed" not in inner
+    assert re.search(r"Inner ops of fused_subtract_tir_log_multiply replayed op by op in execution 2", inner)
+    assert re.search(r"relax\.log .*<- made it", inner), inner
     assert (
         "stopped after VM call 3 (main, execution 2): 1 of its 2 kernel outputs pass filter has_inf_or_nan, "
         "the first lv:0 (kernel fused_subtract_tir_log_multiply)" in out

@@ -66,6 +66,7 @@ class _ListenerSink:
     """Delivers executions to the registered listeners; a failing listener only warns."""
 
     wants_nonfinite = False
+    after_call = True  # a listener hears a call with its replay already in the dump
 
     def on_graph(self, graph, ops) -> None:
         return None
@@ -105,6 +106,7 @@ class DumpArgs(NamedTuple):
     trace_fused_ops: bool
     param_summaries: str
     run_name: str | None
+    circular_buffer_bytes: int | None
     extra: tuple  # the layer above's (tvmdbg_tb.debugger: live)
 
 
@@ -199,6 +201,7 @@ def enable_dump_debug_info(
     trace_fused_ops: bool = False,
     param_summaries: str = "every_call",
     run_name: str | None = None,
+    circular_buffer_bytes: int | None = None,
     extra_args: tuple = (),
 ) -> DebugEventsWriter:
     """Starts the dumping session and returns its writer. The arguments are documented on
@@ -208,6 +211,11 @@ def enable_dump_debug_info(
     mode = mode_value(tensor_debug_mode)
     if isinstance(circular_buffer_size, bool) or not isinstance(circular_buffer_size, int):
         raise TypeError(f"circular_buffer_size must be an int, got {circular_buffer_size!r}")
+    if circular_buffer_bytes is not None:
+        if isinstance(circular_buffer_bytes, bool) or not isinstance(circular_buffer_bytes, int):
+            raise TypeError(f"circular_buffer_bytes must be an int or None, got {circular_buffer_bytes!r}")
+        if circular_buffer_bytes < 0:
+            raise ValueError(f"circular_buffer_bytes must be >= 0 (0: no byte bound), got {circular_buffer_bytes}")
     if op_regex is not None:
         if not isinstance(op_regex, str):
             raise TypeError(f"op_regex must be a string, got {op_regex!r}")
@@ -232,6 +240,7 @@ def enable_dump_debug_info(
         trace_fused_ops,
         param_summaries,
         _checked_run_name(run_name),
+        circular_buffer_bytes,
         tuple(extra_args),
     )
     with _LOCK:
@@ -245,7 +254,11 @@ def enable_dump_debug_info(
         capture.install()
         vm_wrapper.install()
         _STATE.writer = DebugEventsWriter(
-            args.logdir, tensor_debug_mode=mode, circular_buffer_size=circular_buffer_size, display_name=args.run_name
+            args.logdir,
+            tensor_debug_mode=mode,
+            circular_buffer_size=circular_buffer_size,
+            circular_buffer_bytes=circular_buffer_bytes,
+            display_name=args.run_name,
         )
         _STATE.dump_args = args
         _activate(_new_session())

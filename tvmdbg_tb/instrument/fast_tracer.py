@@ -298,10 +298,15 @@ class CompiledTracer(Tracer):
     def _after_call(self, call: _FastCall, invoke, args, inputs, outputs, error, frames, user_index, rows=None) -> None:
         """A call's records (_finish_fast), then, when the replay found its first non-finite
         row, the call re-run (tvmdbg_tb.replay.auto); for call() and native_call alike."""
-        self._safely(self._finish_fast, call, inputs, outputs, error, frames, user_index, rows)
-        if error is None and call.bad is not None and self._vm() is not None:
-            replayer = self.session.replay
-            self._safely(replayer.rerun, self, self._vm(), invoke, args, call.function.name, call.index, call.bad)
+        holding = self.session.hold_listeners()
+        try:
+            self._safely(self._finish_fast, call, inputs, outputs, error, frames, user_index, rows)
+            if error is None and call.bad is not None and self._vm() is not None:
+                replayer = self.session.replay
+                self._safely(replayer.rerun, self, self._vm(), invoke, args, call.function.name, call.index, call.bad)
+        finally:
+            if holding:
+                self.session.release_listeners()
 
     def timed(self, function_name: str, evaluator, args: tuple) -> Any:
         if _LOCAL.call is not None:

@@ -28,6 +28,9 @@ UNMAPPED_NOTE = (
 )
 
 
+_HELD = threading.local()  # calls: what after_call sinks will hear once this thread's call is over
+
+
 class Sink(Protocol):
     """Where a session's events go. Every method must be fast and must not raise."""
 
@@ -42,7 +45,8 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
     # Optional: `idle() -> bool`, True when on_execution would do nothing (the compiled path
-    # then hands a call's records straight to the writer).
+    # then hands a call's records straight to the writer); `after_call = True`: on_execution
+    # is held until the call is over, its first-origin replay written (Session.hold_listeners).
 
 
 class KernelCall:
@@ -194,6 +198,7 @@ class Session:
         self.dtype_ok = _dtype_filter(tensor_dtypes)
         self.writer = writer
         self.sinks: list[Sink] = []
+        self._after_call: list[Sink] = []  # sinks that hear a call once it is over (listeners)
         # The writer when every other sink can say it has nothing to do (idle()), and those checks.
         self._sole_writer: DebugEventsWriter | None = None
         self._idle_checks: list[Callable[[], bool]] = []
@@ -227,6 +232,26 @@ class Session:
         self._sole_writer = writers[0].writer if quiet else None
         self._idle_checks = [s.idle for s in rest] if quiet else []
         self.want_nonfinite = any(getattr(s, "wants_nonfinite", False) for s in sinks)
+        self._after_call = [s for s in sinks if getattr(s, "after_call", False)]
+
+    def hold_listeners(self) -> bool:
+        """Holds, on this thread, what `after_call` sinks (the execution listeners) hear of
+        the current call until release_listeners(), so that they hear it once everything
+        recorded for it is written, the replay of the run's first origin included (`tvmdbg
+        run -f` stops there). False when nothing listens: nothing to release."""
+        if getattr(_HELD, "calls", None) is not None or all(s.idle() for s in self._after_call):
+            return False
+        _HELD.calls = []
+        return True
+
+    def release_listeners(self) -> None:
+        """Delivers what hold_listeners() held."""
+        held, _HELD.calls = _HELD.calls, None
+        for sink, execution, traces in held:
+            try:
+                sink.on_execution(execution, traces)
+            except Exception:
+                pass
 
     def close(self) -> None:
         for sink in self.sinks:
@@ -406,7 +431,11 @@ class Session:
         return stop
 
     def execution_done(self, execution: pb.Execution, traces: list[pb.GraphExecutionTrace]) -> None:
+        held = getattr(_HELD, "calls", None)
         for sink in self.sinks:
+            if held is not None and sink in self._after_call:
+                held.append((sink, execution, traces))
+                continue
             try:
                 sink.on_execution(execution, traces)
             except Exception:

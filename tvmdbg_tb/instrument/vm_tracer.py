@@ -107,9 +107,14 @@ class Tracer:
         local.call = None
         self._end_native(call, failed=False)
         outputs = get_outputs() if get_outputs is not None else result
-        self._safely(self._finish, call, inputs, outputs, None, frames, user_index)
-        if self.session.replay is not None:  # tvmdbg_tb.replay.auto: replay what was captured
-            self._safely(self.session.replay.on_call_done)
+        holding = self.session.hold_listeners()  # listeners hear the call with its replay written
+        try:
+            self._safely(self._finish, call, inputs, outputs, None, frames, user_index)
+            if self.session.replay is not None:  # tvmdbg_tb.replay.auto: replay what was captured
+                self._safely(self.session.replay.on_call_done)
+        finally:
+            if holding:
+                self.session.release_listeners()
         if call.stop is not None:
             raise call.stop
         return result
