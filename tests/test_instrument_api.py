@@ -287,3 +287,39 @@ def test_a_listener_added_mid_session_sees_the_calls_after_it(tmp_path):
     assert seen == [(1, 30)]
     run = _read(tmp_path)
     assert run.num_executions() == 3 and run.num_traces() == 90
+
+
+def test_circular_buffer_bytes_bounds_a_dump_that_keeps_every_record(tmp_path):
+    """circular_buffer_size=-1 keeps every record; circular_buffer_bytes bounds each ring file
+    (the newest records stay), and bad values are refused."""
+    with pytest.raises(TypeError, match="circular_buffer_bytes must be an int"):
+        tvmdbg.enable_dump_debug_info(tmp_path, circular_buffer_bytes="1MB")
+    with pytest.raises(ValueError, match="circular_buffer_bytes must be >= 0"):
+        tvmdbg.enable_dump_debug_info(tmp_path, circular_buffer_bytes=-1)
+    executable, inputs = chain(20)
+    calls, bound = 200, 32 * 1024
+    sizes = {}
+    for name, limit in (("all", None), ("bounded", bound)):
+        tvmdbg.enable_dump_debug_info(
+            tmp_path / name, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, circular_buffer_bytes=limit
+        )
+        try:
+            vm = relax.VirtualMachine(executable, tvm.cpu())
+            for _ in range(calls):
+                vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
+        finally:
+            tvmdbg.disable_dump_debug_info()
+        run = _read(tmp_path / name)
+        assert not run.corruptions and run.completeness().complete
+        indices = run.execution_digests()["index"]
+        (run_dir,) = (tmp_path / name).iterdir()
+        sizes[name] = {f.name: f.stat().st_size for f in run_dir.iterdir()}
+        if limit is None:
+            assert list(indices) == list(range(calls)) and run.num_traces() == 20 * calls
+        else:  # the newest records of each file, each file under the bound, read as complete
+            assert indices[0] > 0 and list(indices) == list(range(indices[0], calls))
+            traces = run.trace_digests()["index"]
+            assert traces[0] > 0 and list(traces) == list(range(traces[0], 20 * calls))
+            assert sizes[name]["tvmdbg.graph_execution_traces"] <= bound
+            assert sizes[name]["tvmdbg.execution"] <= bound
+    assert sizes["all"]["tvmdbg.graph_execution_traces"] > 4 * bound

@@ -56,13 +56,15 @@ def enable_dump_debug_info(
     live_timeout: float = 60.0,
     param_summaries: str = "every_call",
     run_name: str | None = None,
+    circular_buffer_bytes: int | None = None,
 ) -> DebugEventsWriter:
     """Records every Relax compile and VM run of this process under logdir; returns the writer.
 
     tensor_debug_mode: NO_TENSOR, CURT_HEALTH, CONCISE_HEALTH, FULL_HEALTH, SHAPE,
         FULL_TENSOR or FULL_STATS (statistics for `tvmdbg compare`; layouts in
         protos/tvmdbg/debug_event.proto).
-    circular_buffer_size: executions and traces kept (each); <= 0 keeps everything.
+    circular_buffer_size: executions and traces kept (each); <= 0 keeps every record, and
+        the dump then grows with the run unless circular_buffer_bytes bounds it.
     op_regex: only kernels whose op name, kernel symbol or original op type/var matches
         (re.search) are traced.
     tensor_dtypes: only outputs of these dtypes ("float32", ...) or for which the callable
@@ -82,6 +84,9 @@ def enable_dump_debug_info(
     run_name: a name for this run ("baseline", "lr=0.1 fp16"), kept in the dump's metadata
         and shown by the dashboard's run picker and the CLI next to the command line, so runs
         of one script can be told apart. One line, at most 200 characters.
+    circular_buffer_bytes: bytes kept in each of the two ring files (executions, traces); the
+        oldest records go first. None (default): 256 MiB when circular_buffer_size > 0, no
+        byte bound when it keeps everything; 0: no byte bound.
     Calling it again with the same arguments returns the same writer; with different ones
     it raises ValueError (call disable_dump_debug_info() first).
     Never raises for the file system: if logdir cannot be created or written (a regular file
@@ -97,6 +102,7 @@ def enable_dump_debug_info(
         trace_fused_ops,
         param_summaries,
         run_name,
+        circular_buffer_bytes,
         extra_args=(bool(live),),
     )
     if live:

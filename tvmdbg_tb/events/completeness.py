@@ -187,7 +187,7 @@ def assess(run, now: float | None = None) -> Completeness:
                     0,
                 )
             )
-    ring = metadata is not None and metadata.circular_buffer_size > 0
+    ring = metadata is not None and (metadata.circular_buffer_size > 0 or metadata.circular_buffer_bytes > 0)
 
     if end is not None and end.how == pb.RunEnd.ABORTED:
         problems.append(

@@ -233,6 +233,7 @@ class DebugEventsWriter:
                     file_version=layout.FILE_VERSION,
                     tensor_debug_mode=self.tensor_debug_mode,
                     circular_buffer_size=self.circular_buffer_size,
+                    circular_buffer_bytes=self.circular_buffer_bytes,
                     argv=list(sys.argv),
                     run_name=display_name or "",
                 ),

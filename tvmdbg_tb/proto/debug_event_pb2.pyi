@@ -92,7 +92,7 @@ class DebugEvent(_message.Message):
     def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ..., fused_group_source: _Optional[_Union[FusedGroupSource, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., watchpoint_hit: _Optional[_Union[WatchpointHit, _Mapping]] = ...) -> None: ...
 
 class DebugMetadata(_message.Message):
-    __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv", "run_name")
+    __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv", "run_name", "circular_buffer_bytes")
     TVMDBG_VERSION_FIELD_NUMBER: _ClassVar[int]
     TVM_VERSION_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +103,7 @@ class DebugMetadata(_message.Message):
     CIRCULAR_BUFFER_SIZE_FIELD_NUMBER: _ClassVar[int]
     ARGV_FIELD_NUMBER: _ClassVar[int]
     RUN_NAME_FIELD_NUMBER: _ClassVar[int]
+    CIRCULAR_BUFFER_BYTES_FIELD_NUMBER: _ClassVar[int]
     tvmdbg_version: str
     tvm_version: str
     run_id: str
@@ -113,7 +114,8 @@ class DebugMetadata(_message.Message):
     circular_buffer_size: int
     argv: _containers.RepeatedScalarFieldContainer[str]
     run_name: str
-    def __init__(self, tvmdbg_version: _Optional[str] = ..., tvm_version: _Optional[str] = ..., run_id: _Optional[str] = ..., host_name: _Optional[str] = ..., pid: _Optional[int] = ..., file_version: _Optional[str] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., circular_buffer_size: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., run_name: _Optional[str] = ...) -> None: ...
+    circular_buffer_bytes: int
+    def __init__(self, tvmdbg_version: _Optional[str] = ..., tvm_version: _Optional[str] = ..., run_id: _Optional[str] = ..., host_name: _Optional[str] = ..., pid: _Optional[int] = ..., file_version: _Optional[str] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., circular_buffer_size: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., run_name: _Optional[str] = ..., circular_buffer_bytes: _Optional[int] = ...) -> None: ...
 
 class SourceFile(_message.Message):
     __slots__ = ("host_name", "file_path", "lines")
