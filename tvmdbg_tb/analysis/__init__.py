@@ -12,6 +12,7 @@ from tvmdbg_tb.analysis.jsonable import dumps
 from tvmdbg_tb.analysis.locations import location
 from tvmdbg_tb.analysis.op_stats import op_stats
 from tvmdbg_tb.analysis.profile import profile
+from tvmdbg_tb.analysis.ranges import num_range_alerts, range_alerts
 from tvmdbg_tb.analysis.tensor_value import SliceError, tensor_histogram, tensor_value
 from tvmdbg_tb.analysis.views import (
     execution_data,
@@ -44,10 +45,12 @@ __all__ = [
     "location",
     "monitor",
     "num_alerts",
+    "num_range_alerts",
     "op_info",
     "op_json",
     "op_stats",
     "profile",
+    "range_alerts",
     "replays",
     "resolve_op",
     "run_info",

@@ -25,12 +25,14 @@ import numpy as np
 from tvmdbg_tb.analysis.inner_ops import confirm_alert, masked_alerts, merge_alerts
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.locations import location
+from tvmdbg_tb.analysis.ranges import range_alerts
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.reader import NONFINITE, GrowingArray, RunReader, value_nonfinite_counts
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 ALERT_TYPE = "InfNanAlert"
+RANGE_PAGE = 100  # range alerts in an answer unless asked otherwise
 _RECENT_EXECUTIONS = 64
 _BLOCK = 1 << 18  # non-finite traces handled at once
 # A non-finite output's key: execution index << 28 | op (20 bits, dense ids) << 8 | slot (8 bits).
@@ -342,11 +344,21 @@ def _near_a_gap(execution_index: int, gaps: list[tuple[int, float]]) -> bool:
     return any(first <= execution_index <= last for first, last in gaps)
 
 
-def alerts(run: RunReader, begin: int = 0, end: int = -1, alert_type: str | None = None) -> dict:
-    """The `alerts` route's answer: alerts [begin:end] (end=-1: all) in execution order."""
+def alerts(
+    run: RunReader,
+    begin: int = 0,
+    end: int = -1,
+    alert_type: str | None = None,
+    range_begin: int = 0,
+    range_end: int = RANGE_PAGE,
+) -> dict:
+    """The `alerts` route's answer: alerts [begin:end] (end=-1: all) in execution order, and
+    range alerts [range_begin:range_end] (analysis/ranges.py) under "range_alerts"."""
     m = monitor(run)
     with run.lock:  # alert positions and the digests they index, from one state
-        return _alerts(run, m, begin, end, alert_type)
+        answer = _alerts(run, m, begin, end, alert_type)
+        answer["range_alerts"] = range_alerts(run, range_begin, range_end)
+        return answer
 
 
 def start_dropped(run: RunReader) -> bool:

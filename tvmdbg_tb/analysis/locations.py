@@ -14,3 +14,11 @@ def location(run: RunReader, loc: pb.CodeLocation | None) -> dict | None:
     if frame is None:
         return None
     return {"file_path": frame.file_path, "line": int(frame.line), "function": frame.function}
+
+
+def original_ops(run: RunReader, op: pb.GraphOpCreation) -> list[dict]:
+    """The Relax ops fused into op, each with its own source line."""
+    return [
+        {"op_type": o.op_type, "var_name": o.var_name, "location": location(run, o.code_location)}
+        for o in op.original_ops
+    ]

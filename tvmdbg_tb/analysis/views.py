@@ -12,7 +12,8 @@ import numpy as np
 
 from tvmdbg_tb.analysis.alerts import alerts, monitor
 from tvmdbg_tb.analysis.jsonable import num
-from tvmdbg_tb.analysis.locations import location
+from tvmdbg_tb.analysis.locations import location, original_ops
+from tvmdbg_tb.analysis.ranges import num_range_alerts
 from tvmdbg_tb.analysis.tensor_value import value_health
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import describe, mode_name
@@ -114,6 +115,7 @@ def run_info(run: RunReader) -> dict:
         "num_alerts": run_alerts.num_alerts(),
         "first_origin_alert": run_alerts.first_origin_index(),
         **_with_masked_alerts(run),
+        "num_range_alerts": num_range_alerts(run),
         "num_corruptions": len(run.corruptions),
         "last_update_time": updated,
         "live": is_live(completeness, updated),
@@ -238,13 +240,6 @@ def trace_data(run: RunReader, positions: np.ndarray) -> list[dict]:
 # -- graphs and ops ------------------------------------------------------------------------
 
 
-def _original_ops(run: RunReader, op: pb.GraphOpCreation) -> list[dict]:
-    return [
-        {"op_type": o.op_type, "var_name": o.var_name, "location": location(run, o.code_location)}
-        for o in op.original_ops
-    ]
-
-
 def op_json(run: RunReader, op: pb.GraphOpCreation) -> dict:
     return {
         "op_id": int(op.op_id),
@@ -256,7 +251,7 @@ def op_json(run: RunReader, op: pb.GraphOpCreation) -> dict:
         "device": op.device,
         "location": location(run, op.code_location),
         "stack_frame_ids": [int(i) for i in op.code_location.stack_frame_ids],
-        "original_ops": _original_ops(run, op),
+        "original_ops": original_ops(run, op),
         "outputs": [
             {"name": op.output_names[i] if i < len(op.output_names) else "", **_spec(s)}
             for i, s in enumerate(op.outputs)

@@ -103,7 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
             List the NaN/Inf alerts of a run: each kernel output holding a NaN, +Inf or -Inf,
             with its op, kernel, counts, execution and the user's source line. An origin alert
             is one whose op had finite inputs (it made the bad value); the first origin alert is
-            listed first: it is where to look."""
+            listed first: it is where to look. In FULL_STATS runs, range alerts follow: float
+            outputs whose abs-max comes within 16x of their dtype's largest value, or grows more
+            than 2x per call toward it (docs/range_alerts.md): the overflow before the inf."""
         ),
         epilog=textwrap.dedent(
             """\
@@ -128,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
             finite; 1, with a one-paragraph diagnosis naming the first kernel that produced a
             non-finite value, its Relax ops and source line, when one is not; 2 when the dump
             cannot be read. Needs a dump written in a health mode (CURT_HEALTH, CONCISE_HEALTH,
-            FULL_HEALTH) or FULL_TENSOR."""
+            FULL_HEALTH) or FULL_TENSOR. Range alerts (FULL_STATS) add a warning to the
+            paragraph but never change the exit status: the values are still finite."""
         ),
         epilog=textwrap.dedent(
             """\

@@ -49,7 +49,13 @@ def ordered_alerts(run: RunReader, limit: int = 0) -> tuple[list[dict], int | No
 def alert_lines(
     run: RunReader, names: OpNames, limit: int = 0, style: Style | None = None, more: str = "alerts -a lists all"
 ) -> list[str]:
-    style = style or Style()
+    """The NaN/Inf alerts, then the range alerts (FULL_STATS runs)."""
+    return _nonfinite_alert_lines(run, names, limit, style or Style(), more) + range_alert_lines(
+        run, names, limit, style
+    )
+
+
+def _nonfinite_alert_lines(run: RunReader, names: OpNames, limit: int, style: Style, more: str) -> list[str]:
     alerts, first, total = ordered_alerts(run, limit)
     if not alerts:
         mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
@@ -108,17 +114,70 @@ def alert_lines(
 
 
 def write_alerts_json(run: RunReader, out, limit: int = 0, page: int = 1000) -> None:
-    """Writes the plugin `alerts` route's answer for alerts [0:limit] (0: all) as the route
-    encodes it, a page of alerts at a time so memory stays flat when a run has many."""
-    head = analysis.alerts(run, 0, 0)
+    """Writes the plugin `alerts` route's answer for alerts [0:limit] and range alerts
+    [0:limit] (0: all) as the route encodes it, a page of alerts at a time so memory stays
+    flat when a run has many."""
+    head = analysis.alerts(run, 0, 0, range_end=-1 if limit <= 0 else limit)
     end = head["num_alerts"] if limit <= 0 else min(limit, head["num_alerts"])
     fields = {k: v for k, v in head.items() if k != "alerts"}
     fields = analysis.dumps({**fields, "end": end, "alerts": []})  # the alerts last, streamed
     out.write(fields[: -len("[]}")] + "[")
     for begin in range(0, end, page):
-        objects = analysis.alerts(run, begin, min(begin + page, end))["alerts"]
+        objects = analysis.alerts(run, begin, min(begin + page, end), range_end=0)["alerts"]
         out.write((", " if begin else "") + ", ".join(analysis.dumps(a) for a in objects))
     out.write("]}\n")
+
+
+def range_alert_lines(run: RunReader, names: OpNames, limit: int = 0, style: Style | None = None) -> list[str]:
+    """The range alerts as a table (nothing for runs whose mode records no abs-max)."""
+    style = style or Style()
+    answer = analysis.range_alerts(run, 0, -1 if limit <= 0 else limit)
+    if not answer["available"]:
+        return []
+    total = answer["num_alerts"]
+    rule = (
+        f"abs-max within {answer['headroom']:g}x of the dtype's largest value, or growing more than "
+        f"{answer['growth_factor']:g}x per call toward it"
+    )
+    if not total:
+        return [f"No range alerts ({rule})."]
+    lines = [style(f"{total} range alert{'s' if total > 1 else ''}", "yellow") + f" ({rule}), the first first:"]
+    rows = [
+        [
+            "near max" if a["kind"] == "near_max" else "growth",
+            a["execution_index"],
+            a["trace_index"],
+            f"{names.name(a['op_id'])}:{a['output_slot']}",
+            a["kernel"],
+            a["dtype"],
+            range_text(a),
+            a["num_calls"],
+            _where(a["location"]),
+        ]
+        for a in answer["alerts"]
+    ]
+    lines += [
+        "  " + r
+        for r in render.table(
+            ["kind", "exec", "trace", "tensor", "kernel", "dtype", "abs-max", "calls", "created at"],
+            rows,
+            right=(1, 2, 7),
+            style=style,
+        )
+    ]
+    if len(rows) < total:
+        lines.append(f"  ... {total - len(rows)} more range alerts (-l 0 lists all)")
+    return lines
+
+
+def range_text(alert: dict) -> str:
+    """A range alert's abs-max and what makes it one, e.g. "4720 (7.2% of 65504)"."""
+    if alert["kind"] == "growth":
+        return (
+            f"{alert['previous_abs_max']:.4g} -> {alert['abs_max']:.4g} ({alert['growth']:.3g}x per call; "
+            f"{alert['dtype_max']:.5g} in {alert['calls_to_overflow']} more at this rate)"
+        )
+    return f"{alert['abs_max']:.4g} ({100 * alert['fraction_of_max']:.2g}% of {alert['dtype_max']:.5g})"
 
 
 # -- profile -------------------------------------------------------------------------------
@@ -228,7 +287,7 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
             )
         return CLEAN, (
             f"{where}: all finite ({len(traces)} kernel outputs in {len(executions)} executions, "
-            f"mode {mode_name(mode)}).{raised}"
+            f"mode {mode_name(mode)}).{raised}{_range_warning(run, names)}"
         )
     alerts, first, _ = ordered_alerts(run, limit=1)
     text = (
@@ -237,6 +296,7 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
         + (f"; {masked} fused kernel calls made NaN/Inf inside that their outputs hide" if masked else "")
         + "."
     )
+    closer = ""
     if alerts:
         a = alerts[0]
         name = names.name(a["op_id"])
@@ -264,9 +324,24 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
             text += (
                 " No op made the first bad value inside the traced kernels: it came in through the function's inputs."
             )
-        text += f" Look closer with: tvmdbg analyze {logdir}" + (f" --run {run.name}" if run.name != "." else "")
-        text += f" -x 'ni {name}' -x 'li {name}'"
-    return NONFINITE_FOUND, text + raised + incomplete
+        closer = f" Look closer with: tvmdbg analyze {logdir}" + (f" --run {run.name}" if run.name != "." else "")
+        closer += f" -x 'ni {name}' -x 'li {name}'"
+    return NONFINITE_FOUND, text + _range_warning(run, names) + closer + raised + incomplete
+
+
+def _range_warning(run: RunReader, names: OpNames) -> str:
+    """A sentence on the first range alert, or "": a warning only, never an exit status (the
+    values are still finite, and float8 tensors scaled to their range sit near it by design)."""
+    answer = analysis.range_alerts(run, 0, 1)
+    if not answer["num_alerts"]:
+        return ""
+    a = answer["alerts"][0]
+    n = answer["num_alerts"]
+    return (
+        f" Warning: {n} range alert{'s' if n > 1 else ''}; the first, {names.name(a['op_id'])}:{a['output_slot']} "
+        f"({a['dtype']}, kernel {a['kernel']}) in execution {a['execution_index']} (trace {a['trace_index']}): "
+        f"abs-max {range_text(a)}, created at {_where_created(run, a)}. See tvmdbg alerts."
+    )
 
 
 def _function_of(run: RunReader, execution_index: int) -> str:

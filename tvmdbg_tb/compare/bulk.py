@@ -5,17 +5,14 @@ call pair shown in the table is then read record by record (core.py).
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from tvmdbg_tb.events import layout, vectorized
+from tvmdbg_tb.events import trace_values
 from tvmdbg_tb.events.reader import RunReader
 from tvmdbg_tb.events.summaries import LAYOUTS
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 WIDTH = len(LAYOUTS[pb.FULL_STATS])
-_CHUNK = 8 << 20
 # Columns of FULL_STATS read, and their order in stats_matrix's rows (finite elements counted
 # once instead of negative/zero/positive: 10 doubles per trace).
 _SIZE, _NEG_INF, _POS_INF, _NAN, _NEGATIVE, _ZERO, _POSITIVE = 3, 4, 5, 6, 7, 8, 9
@@ -33,29 +30,8 @@ def _compact(values: np.ndarray) -> np.ndarray:
 def iter_stats(run: RunReader, offsets: np.ndarray):
     """Yields (positions in offsets, their stats rows) chunk by chunk of the trace file, rows
     as stats_matrix gives them; records that cannot be read are left out."""
-    if not len(offsets):
-        return
-    order = np.argsort(offsets, kind="stable")
-    sorted_offsets = offsets[order]
-    path = os.path.join(run.path, layout.file_name(layout.GRAPH_EXECUTION_TRACES))
-    with open(path, "rb") as f:
-        position = 0
-        while True:
-            buf = f.read(_CHUNK)
-            if not buf:
-                break
-            padded = vectorized.padded(buf)
-            file_offsets, starts, lengths, _, consumed = vectorized.scan(buf, position, path, padded)
-            if len(file_offsets):
-                at = np.minimum(np.searchsorted(sorted_offsets, file_offsets), len(sorted_offsets) - 1)
-                hit = sorted_offsets[at] == file_offsets
-                if hit.any():
-                    values = vectorized.trace_debug_values(padded, starts[hit], lengths[hit], WIDTH)
-                    yield order[at[hit]], _compact(values)
-            if consumed == 0:
-                break  # a damaged or cut record: what follows is not read
-            position += consumed
-            f.seek(position)
+    for positions, values in trace_values.iter_debug_values(run.path, offsets, WIDTH):
+        yield positions, _compact(values)
 
 
 def stats_matrix(run: RunReader, offsets: np.ndarray) -> np.ndarray:

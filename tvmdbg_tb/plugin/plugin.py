@@ -21,6 +21,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tvmdbg_tb import analysis
+from tvmdbg_tb.analysis.alerts import RANGE_PAGE
 from tvmdbg_tb.analysis.op_stats import DEFAULT_MAX_POINTS, MAX_POINTS
 from tvmdbg_tb.analysis.tensor_value import DEFAULT_MAX_ELEMENTS, MAX_BINS, MAX_ELEMENTS, SliceError
 from tvmdbg_tb.events import layout
@@ -388,7 +389,11 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         run = self._run(request)
         alert_type = request.args.get("alert_type") or None
         begin, end = _page(request, analysis.num_alerts(run))
-        return analysis.alerts(run, begin, end, alert_type)
+        range_begin = _int_param(request, "range_offset", 0, minimum=0)
+        range_limit = _int_param(request, "range_limit", RANGE_PAGE, minimum=0)
+        if range_limit > MAX_PAGE:
+            raise BadRequest(f"range_limit {range_limit} is larger than {MAX_PAGE}; page with range_offset")
+        return analysis.alerts(run, begin, end, alert_type, range_begin, range_begin + range_limit)
 
     @_json_route
     def _serve_replays(self, request):

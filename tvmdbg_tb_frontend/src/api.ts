@@ -25,6 +25,8 @@ export interface RunInfo {
   num_ops: number;
   num_alerts: number;
   first_origin_alert: number | null;
+  /** Range alerts (FULL_STATS): outputs heading for their dtype's overflow. */
+  num_range_alerts?: number;
   num_corruptions: number;
   last_update_time: number | null;
   live: boolean;
@@ -108,6 +110,40 @@ export interface AlertsPage {
   start_dropped: boolean;
   first_origin_index: number | null;
   alerts: Alert[];
+  /** Outputs heading for overflow, before any inf (docs/range_alerts.md); absent from older servers. */
+  range_alerts?: RangeAlerts;
+}
+
+export interface RangeAlert {
+  alert_type: "RangeAlert";
+  kind: "near_max" | "growth";
+  op_id: number;
+  op_name: string;
+  kernel: string;
+  output_slot: number;
+  dtype: string;
+  dtype_max: number;
+  abs_max: number;
+  fraction_of_max: number;
+  previous_abs_max: number | null;
+  growth: number | null;
+  calls_to_overflow: number | null;
+  num_calls: number;
+  peak_abs_max: number;
+  execution_index: number;
+  trace_index: number;
+  trace_position: number;
+  location: Location | null;
+}
+
+export interface RangeAlerts {
+  available: boolean;
+  headroom: number;
+  growth_factor: number;
+  num_alerts: number;
+  near_max_alerts: number;
+  growth_alerts: number;
+  alerts: RangeAlert[];
 }
 
 export interface Summary {

@@ -1,8 +1,8 @@
 /** Alerts: NaN/∞ counts per kind, the list of non-finite outputs, and the one click that
  * matters: jump to the first origin alert (the first op that made a non-finite value). */
-import type { Alert, AlertsPage, Location } from "../api";
+import type { Alert, AlertsPage, Location, RangeAlert } from "../api";
 import { h, setChildren } from "../dom";
-import { formatCount, formatLocation } from "../format";
+import { formatCount, formatLocation, formatValue } from "../format";
 import type { Store } from "../store";
 import { landOnInnerOp } from "./inner_ops";
 
@@ -44,7 +44,7 @@ export class AlertsPanel {
       return this.render();
     }
     // A live run can drop old alerts (circular buffer) without changing their count: reload.
-    const key = `${run}|${info.num_alerts}`;
+    const key = `${run}|${info.num_alerts}|${info.num_range_alerts ?? 0}`;
     if (key === this.loadedFor && !info.live) return;
     if (!this.loadedFor.startsWith(`${run}|`)) {
       // Another run: never show the previous run's alerts (or its button) while this one loads.
@@ -111,7 +111,11 @@ export class AlertsPanel {
   private render(): void {
     const page = this.page;
     if (!page || page.num_alerts === 0) {
-      setChildren(this.body, h("div", { class: "no-alerts" }, h("span", { class: "ok-dot" }), page ? "No NaN or ∞ recorded." : "—"));
+      setChildren(
+        this.body,
+        h("div", { class: "no-alerts" }, h("span", { class: "ok-dot" }), page ? "No NaN or ∞ recorded." : "—"),
+        this.rangeSection(),
+      );
       return;
     }
     const list = this.listPage ?? page;
@@ -213,8 +217,50 @@ export class AlertsPanel {
           ),
         ),
       ),
+      this.rangeSection(),
     );
   }
+
+  /** Range alerts (FULL_STATS): outputs heading for overflow, listed by first call. */
+  private rangeSection(): HTMLElement | null {
+    const ranges = this.page?.range_alerts;
+    if (!ranges || ranges.num_alerts === 0) return null;
+    const n = ranges.num_alerts;
+    return h(
+      "div",
+      { class: "range-alerts", "data-testid": "range-alerts" },
+      h(
+        "div",
+        {
+          class: "range-total",
+          title: `abs-max within ${ranges.headroom}x of the dtype's largest value, or growing more than ${ranges.growth_factor}x per call toward it`,
+        },
+        `▲ ${formatCount(n)} range alert${n === 1 ? "" : "s"}: heading for overflow`,
+      ),
+      h(
+        "ol",
+        { class: "alert-list" },
+        ranges.alerts.map((a) =>
+          h(
+            "li",
+            {
+              class: `alert-item range-item${a.trace_position === this.store.tracePosition ? " selected" : ""}`,
+              onclick: () => void this.store.selectTrace(a.trace_position, a.trace_index),
+              title: `${a.dtype}, execution ${a.execution_index}, trace ${a.trace_index}, at ${formatLocation(a.location)}`,
+            },
+            h("span", { class: "alert-op" }, a.op_name, a.output_slot ? `:${a.output_slot}` : ""),
+            h("span", { class: "badge range-badge" }, a.kind === "growth" ? "growth" : "near max"),
+            h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, rangeText(a)),
+          ),
+        ),
+      ),
+    );
+  }
+}
+
+function rangeText(a: RangeAlert): string {
+  if (a.kind === "growth" && a.growth !== null) return `${a.dtype} ${formatValue(a.abs_max)} (${a.growth.toPrecision(3)}x per call)`;
+  return `${a.dtype} ${formatValue(a.abs_max)} (${(100 * a.fraction_of_max).toPrecision(2)}% of ${formatValue(a.dtype_max)})`;
 }
 
 function countsText(a: Alert): string {
