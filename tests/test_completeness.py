@@ -332,6 +332,7 @@ def test_an_origin_next_to_a_damaged_record_is_marked_uncertain(tmp_path):
     assert "The dump is incomplete: damaged record" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_origin_flags_are_the_same_in_every_health_mode(tmp_path):
     """Point 6: a NaN made by log in call 1, then a NaN parameter in call 2 that every op
     passes on: only call 1's log is an origin, whatever the mode."""

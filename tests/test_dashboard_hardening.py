@@ -31,6 +31,7 @@ def hostile(tmp_path_factory):
     tb.close()
 
 
+@pytest.mark.slow
 def test_markup_in_op_names_and_sources_shows_as_text_and_never_runs(hostile):
     browser = Browser()
     dialogs = []

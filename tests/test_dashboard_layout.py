@@ -60,6 +60,7 @@ def _inside(box, area) -> bool:
 RENDERED_FONT_PX = """el => parseFloat(getComputedStyle(el).fontSize) * el.ownerSVGElement.getScreenCTM().a"""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("viewport", [(1600, 1000), (1000, 700)])
 def test_alert_click_graph_is_legible_with_inputs_in_view_and_listed(demo, viewport):
     tb, run = demo

@@ -25,6 +25,7 @@ def digits_logdir(tmp_path_factory):
     return logdir
 
 
+@pytest.mark.slow
 def test_run_picker_shows_argv_and_switch_refreshes_profile(digits_logdir, tmp_path):
     tb = TensorBoardProcess(digits_logdir, tmp_path / "tensorboard.log")
     b = Browser()

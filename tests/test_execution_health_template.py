@@ -114,6 +114,7 @@ def _assert_same_summary(a, b) -> None:
         _assert_same_summary(x, y)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("params", ["every_call", "once_per_value"])
 @pytest.mark.parametrize("mode", ["NO_TENSOR", "SHAPE", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "FULL_STATS"])
 def test_tuple_arguments_match_numpy_on_both_paths(tmp_path, mode, params):

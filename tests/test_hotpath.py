@@ -224,6 +224,7 @@ def test_parts_of_a_nested_function_are_ordered_with_its_callers_traces(tmp_path
     assert graphs[0] == graphs[-1] and set(graphs[1:-1]) == {1 - graphs[0]}  # main's add, helper's 26, main's multiply
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH", "FULL_STATS", "NO_TENSOR", "SHAPE"])
 @pytest.mark.parametrize("model", ["chain5", "chain30", "mixed_dtypes", "digits_training"])
 def test_native_numpy_and_loop_traces_are_the_same_bytes(tmp_path, monkeypatch, mode, model):

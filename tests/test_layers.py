@@ -8,6 +8,7 @@ cycle, and a package may import only packages below it in LAYERS.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -63,9 +64,11 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return found
 
 
+@functools.cache
 def _graph() -> dict[str, set[str]]:
+    """The import graph, read once per test process (the tests only read it)."""
     modules = _modules()
-    return {name: _imports(name, path, modules) for name, path in modules.items()}
+    return {name: frozenset(_imports(name, path, modules)) for name, path in modules.items()}
 
 
 def _layer(module: str) -> str:

@@ -408,6 +408,7 @@ def test_program_killed_while_paused(tmp_path):
             proc.wait()
 
 
+@pytest.mark.slow
 def test_killed_tensorboard_lets_the_program_finish(tmp_path):
     e2e = pytest.importorskip("test_dashboard_e2e")
     tb = e2e.TensorBoardProcess(tmp_path, tmp_path / "tb.log")
@@ -446,6 +447,7 @@ def test_killed_tensorboard_lets_the_program_finish(tmp_path):
 from test_cli_tvm import cli, script  # noqa: E402, F401  (the CLI tests' script fixture)
 
 
+@pytest.mark.slow
 def test_tvmdbg_run_stops_at_a_watchpoint_hit(script, tmp_path):  # noqa: F811
     dump = tmp_path / "dump"
     result = cli(

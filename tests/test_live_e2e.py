@@ -60,6 +60,7 @@ def _hostile_page_tries_to_resume(browser, tb, run: str) -> None:
         page.close()
 
 
+@pytest.mark.slow
 def test_stop_at_first_nan_from_the_dashboard(tmp_path):
     logdir = tmp_path / "logdir"
     logdir.mkdir()

@@ -66,6 +66,7 @@ def _train(logdir, path: str, mode: str, steps: int, lr: float) -> tuple:
     return counts, loss
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["NO_TENSOR", "SHAPE", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH"])
 def test_native_and_python_call_paths_write_the_same_records(tmp_path, mode):
     """A training loop that goes NaN (in health modes the replay re-runs the first such call):
