@@ -29,13 +29,16 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))  # eventgen: synthetic records
 OPS_PER_EXECUTION = 100
 
 
-def generate(logdir: str, traces: int, nan_at: float) -> None:
+def open_writer(logdir: str, circular_buffer_size: int = -1):
+    """A FULL_HEALTH writer of run "bench" with one graph of OPS_PER_EXECUTION chained ops."""
     from eventgen import chain_ops
 
     from tvmdbg_tb.events.writer import DebugEventsWriter
     from tvmdbg_tb.proto import debug_event_pb2 as pb
 
-    w = DebugEventsWriter(logdir, run_name="bench", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    w = DebugEventsWriter(
+        logdir, run_name="bench", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=circular_buffer_size
+    )
     loc = w.code_location([(__file__, 10, "model")], user_frame_index=0)
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", source_mapped=True, code_location=loc))
     spec = pb.TensorSpec(dtype="float32", shape=[64, 64])
@@ -43,13 +46,20 @@ def generate(logdir: str, traces: int, nan_at: float) -> None:
         OPS_PER_EXECUTION, kernel=lambda op_id: f"fused_kernel_{op_id % 17}", location=lambda op_id: loc, outputs=[spec]
     ):
         w.write_graph_op_creation(op)
-    executions = traces // OPS_PER_EXECUTION
-    nan_execution, nan_op = int(executions * nan_at), OPS_PER_EXECUTION // 2
-    for e in range(executions):
+    return w
+
+
+def write_executions(w, executions: int, nan_execution: int) -> None:
+    """Appends `executions` calls of the graph; NaN is born in its middle op at call
+    `nan_execution` (counted from the run's first call) and passed on to every later op."""
+    from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+    nan_op = OPS_PER_EXECUTION // 2
+    for _ in range(executions):
         index = w.allocate_execution_index()
         batch = []
         for op_id in range(OPS_PER_EXECUTION):
-            bad = e > nan_execution or (e == nan_execution and op_id >= nan_op)
+            bad = index > nan_execution or (index == nan_execution and op_id >= nan_op)
             nan = 4096 if bad else 0
             batch.append(
                 pb.GraphExecutionTrace(
@@ -67,6 +77,12 @@ def generate(logdir: str, traces: int, nan_at: float) -> None:
             )
         w.write_graph_execution_traces(batch)
         w.write_execution(pb.Execution(index=index, function_name="main", graph_id=0, num_traces=OPS_PER_EXECUTION))
+
+
+def generate(logdir: str, traces: int, nan_at: float) -> None:
+    executions = traces // OPS_PER_EXECUTION
+    w = open_writer(logdir)
+    write_executions(w, executions, int(executions * nan_at))
     w.close()
 
 

@@ -78,6 +78,8 @@ class AlertMonitor:
         self._bad_params: OrderedDict[int, frozenset[int] | None] = OrderedDict()
         self._pending: dict[int, list[tuple[int, bool, tuple[int, ...]]]] = {}
         self._traced: set[int] = set()  # ops with at least one trace in the dump
+        self._kinds = np.zeros(3, dtype=np.int64)  # alerts [0:_counted) with NaN, -Inf, +Inf
+        self._counted = 0
 
     # -- observing -------------------------------------------------------------------------
 
@@ -219,13 +221,17 @@ class AlertMonitor:
     def counts(self, run: RunReader) -> dict[str, int]:
         """Alerts per kind over ALL alerts (not a page): an alert counts for a kind when its
         output holds at least one such value (-1, unknown in CURT_HEALTH, counts for none)."""
-        with self._lock:
+        with self._lock:  # counted as alerts arrive: a trace's counts never change
             n = self._positions.size
-            digests = run.trace_digests()[self._positions.view()[:n]]
+            if self._counted < n:
+                digests = run.trace_digests()[self._positions.view()[self._counted : n]]
+                self._kinds += [np.count_nonzero(digests[kind] > 0) for kind in ("nan", "neg_inf", "pos_inf")]
+                self._counted = n
+            nan, neg_inf, pos_inf = self._kinds.tolist()
             return {
-                "nan": int(np.count_nonzero(digests["nan"] > 0)),
-                "neg_inf": int(np.count_nonzero(digests["neg_inf"] > 0)),
-                "pos_inf": int(np.count_nonzero(digests["pos_inf"] > 0)),
+                "nan": nan,
+                "neg_inf": neg_inf,
+                "pos_inf": pos_inf,
                 "origin": int(np.count_nonzero(self._origin.view()[:n])),
             }
 

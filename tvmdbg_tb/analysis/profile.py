@@ -1,19 +1,25 @@
 """The per-op time table TVM's old debug executor printed: op, kernel, calls, total and mean
 time, % of total, shape. Computed from the trace digest columns with numpy (no record parsed
-except one per op whose compiled shape is symbolic), and cached until new traces arrive."""
+except one per op whose compiled shape is symbolic), and cached until new traces arrive; while
+a live run grows, a table at most REUSE_SECONDS old (longer when it took long to compute) is
+answered, and one request computes while the others answer the previous table: a pass over
+every digest is not repeated per request."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 
 import numpy as np
 
 from tvmdbg_tb.events.reader import RunReader
 
-_cache: OrderedDict[tuple, dict] = OrderedDict()
+_cache: OrderedDict[tuple, tuple[tuple, float, dict]] = OrderedDict()  # query -> (state, reusable until, table)
 _cache_lock = threading.Lock()
+_computing = threading.Lock()  # held by the request that computes a table
 _CACHE_SIZE = 16
+REUSE_SECONDS = 2.0
 
 
 def profile(run: RunReader, graph_id: int | None = None, execution_index: int | None = None) -> dict:
@@ -24,14 +30,25 @@ def profile(run: RunReader, graph_id: int | None = None, execution_index: int | 
     """
     digests = run.trace_digests()
     n = len(digests)
-    key = (id(run), n, int(digests["index"][0]) if n else -1, len(run.ops()), graph_id, execution_index)
+    query = (id(run), graph_id, execution_index)
+    state = (n, int(digests["index"][0]) if n else -1, len(run.ops()))
     with _cache_lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    result = _compute(run, digests, graph_id, execution_index)
-    with _cache_lock:
-        _cache[key] = result
+        cached = _cache.get(query)
+    if cached is not None and (cached[0] == state or time.monotonic() < cached[1]):
+        return cached[2]
+    if not _computing.acquire(blocking=False):
+        if cached is not None:
+            return cached[2]  # another request computes the new table: this one is moments old
+        return _compute(run, digests, graph_id, execution_index)
+    started = time.monotonic()
+    try:
+        result = _compute(run, digests, graph_id, execution_index)
+    finally:
+        _computing.release()
+    now = time.monotonic()
+    with _cache_lock:  # a table that took long is reused for longer: at most a tenth of a core
+        _cache[query] = (state, now + max(REUSE_SECONDS, 10 * (now - started)), result)
+        _cache.move_to_end(query)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return result
@@ -85,10 +102,20 @@ def _compute(run: RunReader, digests: np.ndarray, graph_id: int | None, executio
         )
     return {
         "total_us": total_us,
-        "num_executions": int(len(np.unique(digests["execution_index"][mask]))),
+        "num_executions": _distinct(digests["execution_index"][mask]),
         "num_traces": int(len(ids)),
         "rows": table,
     }
+
+
+def _distinct(values: np.ndarray) -> int:
+    """How many different values (execution indices: a narrow range, counted without a sort)."""
+    if not len(values):
+        return 0
+    low, high = int(values.min()), int(values.max())
+    if high - low <= 4 * len(values):
+        return int(np.count_nonzero(np.bincount(values - low)))
+    return len(np.unique(values))
 
 
 def _output_shape(run: RunReader, op, op_id: int) -> tuple[str, list[int]]:

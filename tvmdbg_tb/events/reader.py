@@ -23,6 +23,7 @@ import numpy as np
 
 from tvmdbg_tb.events import completeness, layout, records, vectorized
 from tvmdbg_tb.events.digests import EXECUTION_DIGEST, HAS_ERROR, HEALTH_KNOWN, NONFINITE, TRACE_DIGEST
+from tvmdbg_tb.events.positions import TracePositions
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -261,7 +262,8 @@ class RunReader:
         self._files = {s: _RecordFileReader(os.path.join(path, layout.file_name(s))) for s in layout.STREAMS}
         self._lock = threading.RLock()  # guards the indexes; held per chunk while updating
         self._update_lock = threading.Lock()  # one update at a time
-        self._observers: list[Observer] = []
+        self._positions = TracePositions()  # op and execution queries, kept and extended
+        self._observers: list[Observer] = [self._positions]
         self.corruptions: list[records.Corruption] = []
         self.metadata: pb.DebugMetadata | None = None
         self.metadata_wall_time: float | None = None
@@ -270,6 +272,8 @@ class RunReader:
         # Streams that could not be read, and why (the others are still read).
         self.stream_errors: dict[str, str] = {}
         self._completeness: tuple | None = None  # (state key, when, Completeness)
+        self._assessing = threading.Lock()  # held by the request that assesses completeness
+        self._completeness_ttl = _COMPLETENESS_TTL
         # Why the last update() of this run failed (set by DebugDataReader.update), or None.
         self.error: str | None = None
         self._source_files: list[pb.SourceFile] = []
@@ -594,16 +598,39 @@ class RunReader:
                 len(self._ops),
                 len(self._source_files),
             )
-        cached = self._completeness
-        if cached is not None and time.monotonic() - cached[1] < _COMPLETENESS_TTL:
-            # While a live run grows (counts, tails), reuse the verdict for a moment (it costs
-            # a pass over the trace digests); never when damage, errors or the end appeared.
-            old = cached[0]
-            if old == key or (old[2], old[4], old[5]) == (key[2], key[4], key[5]) and cached[2].state == "live":
-                return cached[2]
+        cached = self._reusable_completeness(key, self._completeness_ttl)
+        if cached is not None:
+            return cached
+        if not self._assessing.acquire(blocking=False):
+            # Another request is assessing: while a live run only grows, its previous verdict
+            # stands until then (a crowd of requests costs one assessment, not one each). Never
+            # waits: the caller may hold the run's lock, which the assessment takes.
+            cached = self._reusable_completeness(key, float("inf"))
+            return cached if cached is not None else self._assess(key)
+        try:
+            return self._assess(key)
+        finally:
+            self._assessing.release()
+
+    def _assess(self, key: tuple) -> completeness.Completeness:
+        started = time.monotonic()
         result = completeness.assess(self)
-        self._completeness = (key, time.monotonic(), result)
+        now = time.monotonic()
+        # A verdict that took long (a pass over millions of digests) is reused for longer
+        # while the run grows: assessing costs at most a tenth of a core.
+        self._completeness_ttl = max(_COMPLETENESS_TTL, 10 * (now - started))
+        self._completeness = (key, now, result)
         return result
+
+    def _reusable_completeness(self, key: tuple, ttl: float) -> completeness.Completeness | None:
+        cached = self._completeness
+        if cached is not None and time.monotonic() - cached[1] < ttl:
+            # While a running writer's dump grows (counts, tails), reuse the verdict for a moment
+            # (it costs a pass over the trace digests); never when damage, errors or the end appeared.
+            old = cached[0]
+            if old == key or (old[2], old[4], old[5]) == (key[2], key[4], key[5]) and cached[2].ended == "running":
+                return cached[2]
+        return None
 
     def tails(self) -> list[tuple[str, int, int]]:
         """(path, bytes read as whole records, file size) per stream file."""
@@ -713,12 +740,14 @@ class RunReader:
         return [self.trace(int(i)) for i in indices]
 
     def op_trace_indices(self, op_id: int, output_slot: int | None = None) -> np.ndarray:
-        """Positions of the traces of one op (optionally one output), oldest first."""
-        digests = self._traces.view()
-        mask = digests["op_id"] == op_id
-        if output_slot is not None:
-            mask &= digests["output_slot"] == output_slot
-        return np.flatnonzero(mask)
+        """Positions of the traces of one op (optionally one output), oldest first (read-only)."""
+        key = (
+            (("op_id", int(op_id)),)
+            if output_slot is None
+            else (("op_id", int(op_id)), ("output_slot", int(output_slot)))
+        )
+        with self._lock:
+            return self._positions.select(self._traces.view(), key)
 
     def first_nonfinite_time(self) -> float | None:
         """Wall time of the first NaN/Inf recorded in this run: a kernel output, a function's
@@ -743,8 +772,9 @@ class RunReader:
             return 0.0
 
     def execution_trace_indices(self, execution_index: int) -> np.ndarray:
-        """Positions of the traces recorded during one execution (by Execution.index)."""
-        return np.flatnonzero(self._traces.view()["execution_index"] == execution_index)
+        """Positions of the traces recorded during one execution (by Execution.index; read-only)."""
+        with self._lock:
+            return self._positions.select(self._traces.view(), (("execution_index", int(execution_index)),))
 
     def _row(self, rows: GrowingArray, i: int, what: str):
         with self._lock:

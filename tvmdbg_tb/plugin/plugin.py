@@ -29,6 +29,7 @@ from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.live.routes import live_routes
 from tvmdbg_tb.plugin import PLUGIN_NAME
 from tvmdbg_tb.plugin.guard import RequestGuard
+from tvmdbg_tb.plugin.memory import limit_allocator_retention
 
 logger = logging.getLogger("tvmdbg.plugin")
 
@@ -129,6 +130,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
     def __init__(self, context, poll_interval: float = 1.0, start_reader: bool = True):
         self._logdir = getattr(context, "logdir", "") or ""
         self._guard = RequestGuard.from_flags(getattr(context, "flags", None))
+        limit_allocator_retention()  # many request threads: RSS close to the live memory
         self._poll_interval = poll_interval
         self._reader = DebugDataReader(self._logdir) if self._logdir else None
         self._active = False
