@@ -68,9 +68,10 @@ class Program:
         self.run = os.path.relpath(self.run_dir, self.logdir)
         self.steps = 0
         threading.Thread(target=self._count_steps, daemon=True).start()
-        deadline = time.time() + 60
-        while self.run not in [r["run"] for r in self.tb.api("runs")["runs"]]:
-            assert time.time() < deadline, "the run never appeared in TensorBoard"
+        deadline = time.time() + 120
+        while self.run not in [r["run"] for r in self.tb.api("runs")["runs"]] or self.steps < 3:
+            assert time.time() < deadline, ("the run never appeared in TensorBoard or never trained", self.steps)
+            assert self.proc.poll() is None, self.stderr_path.read_text()
             time.sleep(0.2)
 
     def _count_steps(self) -> None:
