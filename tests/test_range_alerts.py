@@ -263,3 +263,63 @@ def test_dashboard_lists_range_alerts_and_selects_the_call(tmp_path):
     finally:
         b.close()
         tb.close()
+
+
+def _resnet_fp16(logdir, scales: dict[int, float]) -> dict:
+    """transformers' ResNet (small config, random weights) with the first convolution of the
+    given stages scaled, exported, imported, cast by ToMixedPrecision, compiled with fusion and
+    run once in FULL_STATS. Returns eager PyTorch's abs-max (float32) of each scaled stage's
+    first conv layer (conv, batch norm, ReLU)."""
+    import copy
+
+    import real_models
+    import torch
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    model, inputs = real_models.torch_model("resnet")
+    model = copy.deepcopy(model)
+    layers = {stage: model.encoder.stages[stage].layers[0].layer[0] for stage in scales}
+    eager = {}
+    with torch.no_grad():
+        for stage, scale in scales.items():
+            layers[stage].convolution.weight.mul_(scale)
+        hooks = [
+            layer.register_forward_hook(lambda m, i, o, stage=stage: eager.__setitem__(stage, float(o.abs().max())))
+            for stage, layer in layers.items()
+        ]
+        model(**{k: torch.from_numpy(v) for k, v in inputs.items()})
+        for hook in hooks:
+            hook.remove()
+        exported = torch.export.export(model, (), {k: torch.from_numpy(v) for k, v in inputs.items()})
+
+    def build_and_run():
+        mod = relax.transform.ToMixedPrecision()(from_exported_program(exported))
+        run_calls(real_models.compile_module(mod, fuse=True), [list(inputs.values())])
+
+    _record(logdir, "FULL_STATS", build_and_run)
+    return eager
+
+
+@pytest.mark.slow
+def test_resnet_mixed_precision_growth_flagged_before_the_inf(tmp_path):
+    """A model nobody here wrote: ResNet cast to float16 by ToMixedPrecision. Healthy, no range
+    alert; with stage 1's first convolution scaled 1000x (eager abs-max ~5.7e3, finite in
+    float16) and stage 2's 20x (beyond 65504), a range alert on stage 1's float16 output comes
+    before the first NaN/Inf."""
+    _resnet_fp16(tmp_path / "healthy", {})
+    with _open(tmp_path / "healthy") as reader:
+        answer = analysis.alerts(reader.run())
+        assert answer["num_alerts"] == 0 and answer["range_alerts"]["num_alerts"] == 0
+        assert answer["range_alerts"]["available"]
+    eager = _resnet_fp16(tmp_path / "growing", {1: 1000.0, 2: 20.0})
+    assert THRESHOLD < eager[1] < 65504 < eager[2], eager
+    with _open(tmp_path / "growing") as reader:
+        run = reader.run()
+        answer = analysis.alerts(run)
+        first = answer["range_alerts"]["alerts"][0]
+        assert first["kind"] == "near_max" and first["dtype"] == "float16"
+        assert first["abs_max"] == pytest.approx(eager[1], rel=1e-2)
+        assert "relax.nn.batch_norm" in [o["op_type"] for o in first["original_ops"]]
+        assert answer["num_alerts"] >= 1
+        assert first["trace_index"] < min(a["trace_index"] for a in answer["alerts"])
