@@ -69,9 +69,9 @@ def test_planted_tanh_is_the_first_divergence_against_eager(tmp_path, reference,
     assert result["status"] == "divergent" and first is not None
     line = line_of(__file__, "# planted: tanh")
     if fuse:  # tanh is fused with the next line's multiply: the kernel holding it diverges
-        assert {"op_type": "relax.tanh", "location": {"file_path": __file__, "line": line, "function": "forward"}} in (
-            first["fused_ops_a"]
-        )
+        tanh = [o for o in first["fused_ops_a"] if o["op_type"] == "relax.tanh"]
+        assert len(tanh) == 1 and tanh[0]["location"]["model_node"]["name"] == "tanh"
+        assert (tanh[0]["location"]["file_path"], tanh[0]["location"]["line"]) == (__file__, line)
         assert first["location"]["line"] in (line, line + 1)
     else:
         assert first["op_type"] == "relax.tanh"
@@ -193,9 +193,10 @@ def _tanh_via_sigmoid(scale: float):
 
 
 @pytest.mark.parametrize("scale", [1.0, 1.05])
-def test_swapped_kernel_aligns_by_line(tmp_path, reference, scale):
-    """A kernel made of other ops at the tanh line lines up with the eager tanh by its line:
-    equal math is within tolerance, a skewed one is the first divergence."""
+def test_swapped_converter_aligns_by_fx_node(tmp_path, reference, scale):
+    """A converter made of other Relax ops (subtract last) lines up with the eager tanh by the
+    fx node both come from, never by line: equal math is within tolerance, a skewed one is
+    the first divergence, named at the tanh line."""
     from tvm.relax.frontend.torch import from_exported_program
 
     tvmdbg.enable_dump_debug_info(tmp_path / "tvm", tensor_debug_mode="FULL_STATS")
@@ -208,12 +209,15 @@ def test_swapped_kernel_aligns_by_line(tmp_path, reference, scale):
         tvmdbg.disable_dump_debug_info()
     result = analysis.compare(str(tmp_path / "tvm"), reference, rtol=1e-4, atol=1e-5)
     line = line_of(__file__, "# planted: tanh")
-    by_line = [r for r in result["ops"] if r.get("aligned_by") == "line"]
-    assert [(r["op_type"], r["op_name_b"], r["location"]["line"]) for r in by_line] == [
-        ("relax.subtract", "tanh", line)
+    tanh = [r for r in result["ops"] if r.get("op_name_b") == "tanh"]
+    assert [(r["op_type"], r["key"], r["location"]["line"], "aligned_by" in r) for r in tanh] == [
+        ("relax.subtract", "main:node tanh", line, False)
     ]
+    # The converter's inner ops are parts of the node: no counterpart, never paired by line.
+    inner = [r for r in result["ops"] if r["op_type"] in ("relax.sigmoid", "relax.multiply") and r["kind"] == "op"]
+    assert inner and all(r["status"] == "not_comparable" for r in inner if r["location"]["line"] == line)
     if scale == 1.0:
         assert result["status"] == "within"
     else:
         assert result["first_divergence"]["location"]["line"] == line
-        assert result["first_divergence"]["aligned_by"] == "line"
+        assert result["first_divergence"]["op_name_b"] == "tanh"

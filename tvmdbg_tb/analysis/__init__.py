@@ -9,7 +9,6 @@ as the strings "NaN"/"Infinity"/"-Infinity" as TensorBoard does.
 from tvmdbg_tb.analysis.alerts import AlertMonitor, alerts, monitor, num_alerts
 from tvmdbg_tb.analysis.inner_ops import replays
 from tvmdbg_tb.analysis.jsonable import dumps
-from tvmdbg_tb.analysis.locations import location
 from tvmdbg_tb.analysis.op_stats import op_stats
 from tvmdbg_tb.analysis.profile import profile
 from tvmdbg_tb.analysis.ranges import num_range_alerts, range_alerts
@@ -30,6 +29,7 @@ from tvmdbg_tb.analysis.views import (
     trace_digests,
 )
 from tvmdbg_tb.compare import CompareError, compare
+from tvmdbg_tb.events.locations import location
 
 __all__ = [
     "AlertMonitor",

@@ -24,9 +24,9 @@ import numpy as np
 
 from tvmdbg_tb.analysis.inner_ops import confirm_alert, masked_alerts, merge_alerts
 from tvmdbg_tb.analysis.jsonable import num
-from tvmdbg_tb.analysis.locations import location
 from tvmdbg_tb.analysis.ranges import range_alerts
 from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.locations import location
 from tvmdbg_tb.events.reader import NONFINITE, GrowingArray, RunReader, value_nonfinite_counts
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb

@@ -9,7 +9,7 @@ otherwise its location is the kernel's first located op ("confirmed": "heuristic
 
 from __future__ import annotations
 
-from tvmdbg_tb.analysis.locations import location
+from tvmdbg_tb.events.locations import location
 from tvmdbg_tb.events.reader import RunReader
 from tvmdbg_tb.events.summaries import describe
 from tvmdbg_tb.proto import debug_event_pb2 as pb

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tvmdbg_tb.analysis.jsonable import num
-from tvmdbg_tb.analysis.locations import location, original_ops
 from tvmdbg_tb.events import layout, trace_values
+from tvmdbg_tb.events.locations import location, original_ops
 from tvmdbg_tb.events.reader import NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import LAYOUTS, dtype_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb

@@ -12,9 +12,9 @@ import numpy as np
 
 from tvmdbg_tb.analysis.alerts import alerts, monitor
 from tvmdbg_tb.analysis.jsonable import num
-from tvmdbg_tb.analysis.locations import location, original_ops
 from tvmdbg_tb.analysis.ranges import num_range_alerts
 from tvmdbg_tb.analysis.tensor_value import value_health
+from tvmdbg_tb.events.locations import location, original_ops
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import describe, mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tvmdbg_tb.cli.render import Style, table
+from tvmdbg_tb.cli.render import Style, table, where
 from tvmdbg_tb.cli.session import open_logdir, pick_run
 
 
@@ -20,12 +20,6 @@ def _run(path: str):
         raise CompareError(f"{path}: no such directory")
     reader = open_logdir(path)
     return pick_run(reader, None, notes=sys.stderr)
-
-
-def _where(location: dict | None) -> str:
-    if not location:
-        return "-"
-    return f"{os.path.basename(location['file_path'])}:{location['line']}"
 
 
 def _num(value) -> str:
@@ -75,8 +69,7 @@ def lines(result: dict, style: Style, all_calls: bool = False) -> list[str]:
         out += call_lines(result)
     first = result["first_divergence"]
     if first is not None:
-        where = first["location"] or {}
-        at = f" at {where['file_path']}:{where['line']} ({where['function']})" if where else ""
+        at = f" at {where(first['location'])}" if first["location"] else ""
         out.append(
             style(f"First divergent op: {first['op_type']} {first['op_name_a']}{at}", "red")
             + f": {first.get('reason', '')}, max abs error {_num(first.get('max_abs_error'))}"
@@ -94,7 +87,7 @@ def lines(result: dict, style: Style, all_calls: bool = False) -> list[str]:
                 r["op_type"],
                 r.get("op_name_a", "-"),
                 r.get("op_name_b", "-"),
-                _where(r["location"]),
+                where(r["location"], short=True, called_from=False),
                 _num(r.get("max_abs_error")),
                 _num(r.get("max_rel_error")),
                 _num(r.get("cosine_similarity")),

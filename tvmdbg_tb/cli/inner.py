@@ -34,10 +34,6 @@ def _health(output: dict) -> str:
     return " ".join(bad) if bad else "finite"
 
 
-def _where(location: dict | None) -> str:
-    return f"{location['file_path']}:{location['line']}" if location else "-"
-
-
 def replay_lines(run: RunReader, data: dict, style: Style) -> list[str]:
     """A replay as a table: each inner op, its output health, the one that made the value."""
     head = f"Inner ops of {data['kernel']} replayed op by op in execution {data['execution_index']} ({data['trigger']})"
@@ -51,7 +47,17 @@ def replay_lines(run: RunReader, data: dict, style: Style) -> list[str]:
         )
         health = ", ".join(_health(o) for o in op["outputs"]) or "-"
         mark = "<- made it" if op["origin"] else ""
-        rows.append([op["index"], op["var_name"], op["op_type"], refs, health, mark, _where(op["location"])])
+        rows.append(
+            [
+                op["index"],
+                op["var_name"],
+                op["op_type"],
+                refs,
+                health,
+                mark,
+                render.where(op["location"], called_from=False),
+            ]
+        )
     lines += [
         "  " + r
         for r in render.table(["#", "var", "op", "reads", "output health", "", "created at"], rows, style=style)

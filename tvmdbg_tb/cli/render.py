@@ -83,6 +83,31 @@ def micros(value: float) -> str:
     return f"{value:,.1f}"
 
 
+def where(loc: dict | None, short: bool = False, called_from: bool = True) -> str:
+    """A location dict (analysis.location) in one line: "model.py:12 (forward)", the ONNX
+    node where the op came from one ("ONNX node /conv1/Conv (Conv)"), and the user's own
+    call site when the line shown is a library's ("called from run.py:8 (main)").
+    short: base names, no functions (for tables); called_from: False leaves it out."""
+    if not loc:
+        return "-"
+
+    def frame(f: dict) -> str:
+        if short:
+            return f"{os.path.basename(f['file_path'])}:{f['line']}"
+        return f"{f['file_path']}:{f['line']}" + (f" ({f['function']})" if f.get("function") else "")
+
+    parts = [frame(loc)] if "file_path" in loc else []
+    node = loc.get("model_node")
+    if node is not None and (node["format"] == "onnx" or not parts):
+        label = "ONNX node" if node["format"] == "onnx" else f"{node['format']} node"
+        parts.append(
+            f"{label} {node['name']} ({node['op_type']})" + (f" of {node['model_file']}" if node["model_file"] else "")
+        )
+    if called_from and loc.get("called_from"):
+        parts.append("called from " + frame(loc["called_from"]))
+    return ", ".join(parts) or "-"
+
+
 def location_text(frame: pb.StackFrame | None) -> str:
     if frame is None:
         return "-"

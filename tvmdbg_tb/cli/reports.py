@@ -16,12 +16,6 @@ from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 
-def _where(loc: dict | None) -> str:
-    if not loc:
-        return "-"
-    return f"{loc['file_path']}:{loc['line']}" + (f" ({loc['function']})" if loc.get("function") else "")
-
-
 def _counts(alert: dict) -> str:
     parts = []
     for key, label in (("nan_count", "NaN"), ("neg_inf_count", "-Inf"), ("pos_inf_count", "+Inf")):
@@ -75,13 +69,13 @@ def _nonfinite_alert_lines(run: RunReader, names: OpNames, limit: int, style: St
         if head.get("inner_op"):
             inner = head["inner_op"]
             lines.append(
-                f"  made by inner op {inner['op_type']} {inner['var_name']} at {_where(inner['location'])} "
+                f"  made by inner op {inner['op_type']} {inner['var_name']} at {render.where(inner['location'])} "
                 f"(confirmed by {head['confirmed']})"
             )
         if head.get("origin_uncertain"):
             lines.append("  " + style(UNCERTAIN, "red"))
         for o in head["original_ops"]:
-            lines.append(f"  fused Relax op {o['op_type']} {o['var_name']} at {_where(o['location'])}")
+            lines.append(f"  fused Relax op {o['op_type']} {o['var_name']} at {render.where(o['location'])}")
         lines.append(f"  next: ni {name.split(':')[0]}   li {name.split(':')[0]}   pt {name} -i {head['trace_index']}")
     else:
         lines.append(
@@ -98,7 +92,7 @@ def _nonfinite_alert_lines(run: RunReader, names: OpNames, limit: int, style: St
                 f"{names.name(a['op_id'])}:{a['output_slot']}",
                 a["kernel"],
                 _counts(a),
-                _where(a["location"]),
+                render.where(a["location"], called_from=False),
             ]
         )
     lines.append("Alerts (first origin first, then in execution order):")
@@ -152,7 +146,7 @@ def range_alert_lines(run: RunReader, names: OpNames, limit: int = 0, style: Sty
             a["dtype"],
             range_text(a),
             a["num_calls"],
-            _where(a["location"]),
+            render.where(a["location"], called_from=False),
         ]
         for a in answer["alerts"]
     ]
@@ -301,8 +295,7 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
         a = alerts[0]
         name = names.name(a["op_id"])
         fused = ", ".join(
-            f"{o['op_type']} {o['var_name']}".strip() + (f" at line {o['location']['line']}" if o["location"] else "")
-            for o in a["original_ops"]
+            f"{o['op_type']} {o['var_name']}".strip() + _at_line(o["location"]) for o in a["original_ops"]
         )
         function = _function_of(run, a["execution_index"])
         text += (
@@ -344,6 +337,13 @@ def _range_warning(run: RunReader, names: OpNames) -> str:
     )
 
 
+def _at_line(loc: dict | None) -> str:
+    """ " at line 12" for a Python line, " at ONNX node ..." for a node only, "" for neither."""
+    if not loc:
+        return ""
+    return f" at line {loc['line']}" if "file_path" in loc else f" at {render.where(loc, called_from=False)}"
+
+
 def _function_of(run: RunReader, execution_index: int) -> str:
     """The function name of an execution, or "" when its record is not in the dump."""
     executions = run.execution_digests()
@@ -356,7 +356,7 @@ def _function_of(run: RunReader, execution_index: int) -> str:
 def _where_created(run: RunReader, alert: dict) -> str:
     """The alert's source line, or why there is none."""
     if alert.get("location"):
-        return _where(alert["location"])
+        return render.where(alert["location"])
     try:
         graph = run.graph(run.op(alert["op_id"]).graph_id)
     except KeyError:

@@ -20,7 +20,7 @@ from collections import defaultdict
 import numpy as np
 
 from tvmdbg_tb.compare import bulk, calls, errors
-from tvmdbg_tb.compare.identity import OpIdentity, describe_key, op_identities
+from tvmdbg_tb.compare.identity import NODE, OpIdentity, describe_key, op_identities
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.events.summaries import LAYOUTS, describe, finite_statistics, mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -230,7 +230,7 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
     (function, call), index_a, index_b = pair
     tensors_a, tensors_b = a.tensors(index_a), b.tensors(index_b)
     by_key_b = {key: (op_id, trace) for key, op_id, trace in tensors_b}
-    by_line = _line_matches(tensors_a, tensors_b, by_key_b)
+    by_flow = _dataflow_matches(a, b, tensors_a, tensors_b, by_key_b)
     rows: list[dict] = []
     status_of_op: dict[int, str] = {}
     status_of_param: dict[int, str] = {}
@@ -267,22 +267,26 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
             "trace_index_a": int(trace_a.index),
         }
         found = by_key_b.get(key)
-        if found is None and key in by_line:
-            found = by_line[key]
-            record["aligned_by"] = "line"  # another op type at the same user line (see _line_matches)
+        if found is None and key in by_flow:
+            found = by_flow[key]
+            record["aligned_by"] = "dataflow"  # no counterpart by identity (see _dataflow_matches)
         if found is None:
             why = "no counterpart in run B (fused away or absent"
             why += ", or inside control flow that the reference ran as one node: see notes)" if control_flow else ")"
             record.update(status="not_comparable", reason=why)
         else:
             op_id_b, trace_b = found
-            matched_b.add(key if record.get("aligned_by") != "line" else (*b.ops[found[0]].key, key[-1]))
+            matched_b.add(key if "aligned_by" not in record else (*b.ops[found[0]].key, found[1].output_slot))
             identity_b = b.ops[op_id_b]
             record.update(op_id_b=op_id_b, op_name_b=identity_b.op_name, kernel_b=identity_b.kernel)
             record["trace_index_b"] = int(trace_b.index)
             if record["location"] is None:
                 record["location"] = identity_b.location
             sa, sb = _stats(a.mode, trace_a), _stats(b.mode, trace_b)
+            if identity.key[1:2] == (NODE,) and _reshaped(sa[1], sb[1]):
+                # A model node whose last ops are views (reshapes) has its values in the
+                # kernel before them: the same elements in the same order.
+                sa = (sa[0], sa[1].reshape(sb[1].shape), sa[2])
             record.update(_verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0]))
         if record["status"] != "not_comparable":
             status_of_op[op_id] = record["status"]
@@ -367,28 +371,89 @@ def _divergent_pairs(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) 
     return flags
 
 
-def _line_matches(tensors_a: list, tensors_b: list, by_key_b: dict) -> dict:
-    """Second-chance alignment for kernel outputs whose op type differs between the runs at the
-    same user line (a custom converter or kernel swapped in, gelu vs gelu_tanh, ...): counting
-    from the end (a line's result is its last op), the k-th last unmatched output at
-    (function, file, line, slot) in A pairs with the k-th last unmatched one there in B. Records aligned so say `aligned_by: "line"`. Fused vs unfused runs never need
-    it: every fused kernel ends with an op the unfused run also has."""
+def _reshaped(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    return a is not None and b is not None and a.shape != b.shape and a.size == b.size
+
+
+def _dataflow_matches(a: _Side, b: _Side, tensors_a: list, tensors_b: list, by_key_b: dict) -> dict:
+    """Second-chance alignment of kernel outputs that have no counterpart by identity (a
+    custom converter or kernel swapped in; ops without lines): by their place in the
+    dataflow. An unpaired output's frontier is what it reads, looking through unpaired ops,
+    up to the function's inputs and the outputs aligned by identity. Among the unpaired
+    outputs with one frontier, dtype and shape, those no other of them reads are the ends of
+    that piece of the graph; when each run has exactly one such end, the two pair (records
+    say `aligned_by: "dataflow"`). Never by line: two ops at one line can compute anything."""
+    aligned = {key[:-1] for key, _, _ in tensors_a if key in by_key_b}
     keys_a = {key for key, _, _ in tensors_a}
-    groups: dict[tuple, list] = defaultdict(list)
-    for key, op_id, trace in tensors_b:
-        if key not in keys_a and key[2] is not None:
-            groups[(key[0], key[2], key[3], key[-1])].append((op_id, trace))
+
+    def ends(side: _Side, tensors: list, unpaired) -> dict:
+        frontier = _Frontier(side, aligned)
+        groups: dict[tuple, list] = defaultdict(list)
+        members = [(key, op_id, trace) for key, op_id, trace in tensors if unpaired(key)]
+        fronts = {op_id: frontier.of(op_id) for _, op_id, _ in members}
+        for key, op_id, trace in members:
+            front = fronts[op_id]
+            if not front:
+                continue
+            readers = frontier.readers(op_id)
+            if any(fronts.get(reader) == front for reader in readers):
+                continue  # read by another unpaired op of the same piece: not its end
+            groups[(front, trace.dtype, tuple(trace.shape), key[-1])].append((key, op_id, trace))
+        return groups
+
+    groups_a = ends(a, tensors_a, lambda key: key not in by_key_b)
+    groups_b = ends(b, tensors_b, lambda key: key not in keys_a)
     out = {}
-    taken: dict[tuple, int] = defaultdict(int)
-    for key, _, _ in reversed(tensors_a):
-        if key in by_key_b or key[2] is None:
-            continue
-        group = (key[0], key[2], key[3], key[-1])
-        candidates = groups.get(group, [])
-        if taken[group] < len(candidates):
-            out[key] = candidates[len(candidates) - 1 - taken[group]]
-            taken[group] += 1
+    for group, members in groups_a.items():
+        others = groups_b.get(group, [])
+        if len(members) == 1 and len(others) == 1:
+            out[members[0][0]] = (others[0][1], others[0][2])
     return out
+
+
+class _Frontier:
+    """What the ops of one run read, up to the function's inputs and the ops aligned by
+    identity (keys without the output slot)."""
+
+    def __init__(self, side: _Side, aligned: set):
+        self.side, self.aligned = side, aligned
+        self._memo: dict[int, frozenset] = {}
+        self._readers: dict[int, list[int]] | None = None
+
+    def _op(self, op_id: int):
+        try:
+            return self.side.run.op(op_id)
+        except (KeyError, LookupError):
+            return None
+
+    def of(self, op_id: int) -> frozenset:
+        found = self._memo.get(op_id)
+        if found is not None:
+            return found
+        self._memo[op_id] = frozenset()  # a dataflow graph has no cycles; guard anyway
+        anchors: set = set()
+        op = self._op(op_id)
+        for inp in op.inputs if op is not None else ():
+            if inp.kind == pb.OpInput.PARAM:
+                anchors.add(("input", inp.param_index, inp.tuple_item if inp.HasField("tuple_item") else -1))
+            elif inp.kind == pb.OpInput.OP_OUTPUT:
+                identity = self.side.ops.get(inp.producer_op_id)
+                if identity is not None and identity.key in self.aligned:
+                    anchors.add(("op", identity.key, inp.producer_output_slot))
+                else:
+                    anchors |= self.of(inp.producer_op_id)
+        found = self._memo[op_id] = frozenset(anchors)
+        return found
+
+    def readers(self, op_id: int) -> list[int]:
+        if self._readers is None:
+            self._readers = defaultdict(list)
+            for graph in self.side.run.graphs():
+                for op in self.side.run.ops(graph.graph_id):
+                    for inp in op.inputs:
+                        if inp.kind == pb.OpInput.OP_OUTPUT:
+                            self._readers[inp.producer_op_id].append(op.op_id)
+        return self._readers.get(op_id, [])
 
 
 def _graph_of(run: RunReader, execution) -> pb.DebuggedGraph | None:

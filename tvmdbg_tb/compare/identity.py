@@ -1,66 +1,91 @@
-"""Op identity across builds: what lets a fused run line up with an unfused one.
+"""Op identity across builds: what lets a fused run line up with an unfused one, and a TVM
+run with a PyTorch eager reference.
 
 A kernel's output is the output of the last Relax op folded into it, so a kernel is known by
-that op: (function, op type, the user's file and line, occurrence index of that op type at
-that line). The occurrence counts every original op of the function in order, fused or not,
-so two builds of the same model give the same key to the same op whatever the fusion; kernel
-names (which fusion changes) are never used, except for ops without any Relax op mapping.
+that op, in this order of preference:
+
+1. **Its model node** (ops the torch importer or from_onnx made: CodeLocation.model_node).
+   The op that computes its node's output (OriginalOp.node_output) is known as the node
+   itself, `(function, "node", name)`: the key record_torch_reference gives that fx node's
+   eager output, whichever Relax ops a converter chose. Another op of the node is
+   `(function, "node", name, op type, occurrence within the node)`.
+2. **Its line**: `(function, op type, the file and line shown, occurrence)`, the occurrence
+   counting the distinct ops (vars) of that type at that line in the function's order, fused
+   or not, so two builds of the same model give the same key to the same op whatever the
+   fusion. An op a pass made in place of the user's (OriginalOp.rewritten_by) keeps the
+   user's op type, var and line, so it takes the key of the op it replaces.
+
+Kernel names (which fusion changes) are never used, except for ops without any Relax op
+mapping. Ops whose keys find no counterpart may still be paired by their place in the
+dataflow (core.py), never by their line alone.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
+from tvmdbg_tb.events.locations import location
 from tvmdbg_tb.events.reader import RunReader
+
+NODE = "node"
 
 
 @dataclass(frozen=True)
 class OpIdentity:
     key: tuple  # equal keys in two runs mean "the same op"
     op_type: str
-    location: dict | None  # {"file_path", "line", "function"} of the user's frame
+    location: dict | None  # events.locations.location of the op's code location
     op_name: str
     kernel: str
-    # Every Relax op of the kernel ({"op_type", "location"}), in order; the key is the last's.
+    # Every Relax op of the kernel ({"op_type", "location"[, "rewritten_by"]}), in order; the
+    # key is the last's.
     fused_ops: tuple = ()
-
-
-def _frame(run: RunReader, loc) -> dict | None:
-    frame = run.user_frame(loc) if loc is not None and loc.stack_frame_ids else None
-    if frame is None:
-        return None
-    return {"file_path": frame.file_path, "line": int(frame.line), "function": frame.function}
 
 
 def op_identities(run: RunReader) -> dict[int, OpIdentity]:
     """op_id -> its identity, for every kernel call site of the run."""
     out: dict[int, OpIdentity] = {}
     for graph in run.graphs():
-        seen: Counter = Counter()
+        function = graph.name
+        line_ops: dict[tuple, dict[str, int]] = defaultdict(dict)  # (type, file, line) -> var -> occurrence
+        node_ops: dict[tuple, dict[str, int]] = defaultdict(dict)  # (node, type) -> var -> occurrence
+        kernels: Counter = Counter()
         for op in sorted(run.ops(graph.graph_id), key=lambda o: o.position):
             last = None
             fused = []
             for original in op.original_ops:
-                where = _frame(run, original.code_location)
-                fused.append({"op_type": original.op_type, "location": where})
-                place = (where["file_path"], where["line"]) if where else (None, None)
-                site = (original.op_type, *place)
-                seen[site] += 1
-                last = (original.op_type, where, site, seen[site] - 1)
+                where = location(run, original.code_location)
+                entry = {"op_type": original.op_type, "location": where}
+                if original.rewritten_by:
+                    entry["rewritten_by"] = original.rewritten_by
+                fused.append(entry)
+                node = original.code_location.model_node.name if original.code_location.HasField("model_node") else ""
+                if node and original.node_output:
+                    key = (function, NODE, node)
+                elif node:
+                    seen = node_ops[(node, original.op_type)]
+                    key = (function, NODE, node, original.op_type, seen.setdefault(original.var_name, len(seen)))
+                else:
+                    place = (where["file_path"], where["line"]) if where and "file_path" in where else (None, None)
+                    seen = line_ops[(original.op_type, *place)]
+                    key = (function, original.op_type, *place, seen.setdefault(original.var_name, len(seen)))
+                last = (key, original.op_type, where)
             if last is None:
-                site = ("kernel:" + op.kernel, None, None)
-                seen[site] += 1
-                out[op.op_id] = OpIdentity((graph.name, *site, seen[site] - 1), "", None, op.op_name, op.kernel)
+                kernels[op.kernel] += 1
+                key = (function, "kernel:" + op.kernel, None, None, kernels[op.kernel] - 1)
+                out[op.op_id] = OpIdentity(key, "", None, op.op_name, op.kernel)
                 continue
-            op_type, where, site, occurrence = last
-            key = (graph.name, *site, occurrence)
+            key, op_type, where = last
             out[op.op_id] = OpIdentity(key, op_type, where, op.op_name, op.kernel, tuple(fused))
     return out
 
 
 def describe_key(key: tuple) -> str:
-    """A short readable form of a key: "relax.exp @ model.py:12 #0"."""
+    """A short readable form of a key: "main:relax.exp @ model.py:12 #0", "main:node addmm_3"."""
+    if len(key) > 1 and key[1] == NODE:
+        function, _, node, *inner = key
+        return f"{function}:node {node}" + (f" ({inner[0]} #{inner[1]})" if inner else "")
     function, op_type, path, line, occurrence = key
     where = f"{path.rsplit('/', 1)[-1]}:{line}" if path else "no source"
     return f"{function}:{op_type} @ {where} #{occurrence}"

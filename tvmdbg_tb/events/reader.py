@@ -572,10 +572,17 @@ class RunReader:
         return [self._frames[i] for i in location.stack_frame_ids if i in self._frames]
 
     def user_frame(self, location: pb.CodeLocation) -> pb.StackFrame | None:
-        """The frame of the user's own code in a location, if any."""
+        """The frame to show for a location (the innermost of the model's code), if any."""
         ids = location.stack_frame_ids
         if 0 <= location.user_frame_index < len(ids):
             return self._frames.get(ids[location.user_frame_index])
+        return None
+
+    def called_from_frame(self, location: pb.CodeLocation) -> pb.StackFrame | None:
+        """The user's own call site when the frame shown is a library's model code, if any."""
+        ids = location.stack_frame_ids
+        if location.HasField("called_from_frame_index") and 0 <= location.called_from_frame_index < len(ids):
+            return self._frames.get(ids[location.called_from_frame_index])
         return None
 
     def graphs(self) -> list[pb.DebuggedGraph]:

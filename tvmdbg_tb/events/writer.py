@@ -387,11 +387,22 @@ class DebugEventsWriter:
         chunks = _frame_traces(prefix, payloads, first)
         return chunks, sum(map(len, chunks))
 
-    def code_location(self, frames: Sequence[tuple[str, int, str]], user_frame_index: int = -1) -> pb.CodeLocation:
+    def code_location(
+        self,
+        frames: Sequence[tuple[str, int, str]],
+        user_frame_index: int = -1,
+        called_from_frame_index: int | None = None,
+        model_node: pb.ModelNode | None = None,
+    ) -> pb.CodeLocation:
         """A CodeLocation for frames (file, line, function), outermost first; writes each new
         source file and stack frame once."""
         ids = [self._frame_id(path, line, function) for path, line, function in frames]
-        return pb.CodeLocation(stack_frame_ids=ids, user_frame_index=user_frame_index)
+        location = pb.CodeLocation(stack_frame_ids=ids, user_frame_index=user_frame_index)
+        if called_from_frame_index is not None:
+            location.called_from_frame_index = called_from_frame_index
+        if model_node is not None:
+            location.model_node.CopyFrom(model_node)
+        return location
 
     def _frame_id(self, path: str, line: int, function: str) -> int:
         key = (path, int(line), function)

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import gc
-import sys
 import threading
 import uuid
 import weakref
@@ -20,10 +19,7 @@ import tvm
 from tvm import relax
 
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import graphs
-from tvmdbg_tb.instrument.frames import Frame
-
-_TORCH_FRONTEND = "relax" + "/frontend/torch"
+from tvmdbg_tb.instrument import graphs, importers
 
 
 class EmitRegistry:
@@ -37,12 +33,25 @@ class EmitRegistry:
 
     def record(self, var, expr, skip: int) -> None:
         frames, user_index = frames_mod.capture(skip + 1)
-        torch_frames = _torch_node_frames()
-        if torch_frames:
-            frames = frames[: user_index + 1] + torch_frames if user_index >= 0 else torch_frames
-            user_index = frames_mod.user_index(frames)
+        node = None
+        converting = importers.converting_node(skip + 1)
+        if converting is not None:
+            # Under an importer: the node's own stack (the model's forward) continues the
+            # user's, from the user's import call on.
+            node = importers.model_node(*converting)
+            node_frames = importers.node_frames(*converting)
+            if node_frames:
+                own = frames_mod.called_from_index(frames, user_index)
+                call = user_index if own is None else own
+                frames = frames[: call + 1] + node_frames if call >= 0 else node_frames
+                user_index = frames_mod.user_index(frames)
+            else:  # no Python stack: the node is the location (an ONNX file's node), the
+                # user's import call its called_from
+                own = frames_mod.called_from_index(frames, user_index)
+                call = user_index if own is None else own
+                frames, user_index = frames[: call + 1], -1
         name = str(var.name)
-        entry = graphs.Emitted(graphs.op_type_of(expr), frames, user_index, name)
+        entry = graphs.Emitted(graphs.op_type_of(expr), frames, user_index, name, node)
         with self._lock:
             self._by_var[hash(var)] = (var, entry)
             self._by_name.setdefault(name, []).append(entry)
@@ -74,21 +83,6 @@ def _user_line(entry: graphs.Emitted):
     return entry.frames[entry.user_index][:2] if entry.user_index >= 0 else None
 
 
-def _torch_node_frames() -> list[Frame]:
-    """When called under the torch importer: the stack the fx node being converted recorded."""
-    if "torch" not in sys.modules:
-        return []
-    frame = sys._getframe(2)
-    while frame is not None:
-        if _TORCH_FRONTEND in frame.f_code.co_filename.replace("\\", "/"):
-            node = frame.f_locals.get("node")
-            meta = getattr(node, "meta", None)
-            if isinstance(meta, dict) and meta.get("stack_trace"):
-                return frames_mod.parse_traceback(meta["stack_trace"])
-        frame = frame.f_back
-    return []
-
-
 REGISTRY = EmitRegistry()
 
 
@@ -115,14 +109,18 @@ _ORIGINALS: dict[str, object] = {}
 
 @tvm.instrument.pass_instrument
 class _Snapshots:
-    """Keeps the module after FuseOps and before the first of ToNonDataflow/CallTIRRewrite."""
+    """Keeps the module before and after FuseOps and before the first of
+    ToNonDataflow/CallTIRRewrite."""
 
     def __init__(self):
+        self.pre_fuse = None
         self.fused = None
         self.sites = None
         self.final = None
 
     def run_before_pass(self, mod, info):
+        if info.name == "FuseOps":
+            self.pre_fuse = mod
         if self.sites is None and info.name in ("ToNonDataflow", "RemovePurityChecking", "CallTIRRewrite"):
             self.sites = mod
 
@@ -261,7 +259,7 @@ def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> gra
     executable_id = uuid.uuid4().hex[:12]
     try:
         origins, by_name, by_operand, names = graphs.collect_origins(mod, REGISTRY, snapshots.fused is not None)
-        fused = graphs.fused_members(snapshots.fused, by_operand)
+        fused = graphs.fused_members(snapshots.fused, by_operand, snapshots.pre_fuse)
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
         functions = graphs.extract_functions(sites_mod, origins, by_name, fused, names)
         note = "" if snapshots.sites is not None else "pipeline without CallTIRRewrite: sites from the input module"

@@ -32,6 +32,16 @@ _DPS_OPS = {
 _PACKED_OPS = {"relax.call_pure_packed", "relax.call_packed"}
 
 
+@dataclass(frozen=True)
+class ModelNode:
+    """The node of an imported model graph an op was converted from (importers.py)."""
+
+    format: str  # "torch.fx" or "onnx"
+    name: str
+    op_type: str
+    model_file: str = ""
+
+
 @dataclass
 class Origin:
     """One original Relax op: its type, the var bound to it and where it was created."""
@@ -40,16 +50,24 @@ class Origin:
     var_name: str
     frames: list[Frame] = field(default_factory=list)
     user_index: int = -1
+    node: ModelNode | None = None
+    # The pass and what it made, when a pass made this op in place of the user's (lineage.py).
+    rewritten_by: str = ""
+    node_output: bool = False  # this op computes its node's output (mark_node_outputs)
 
 
 @dataclass
 class Emitted:
-    """What BlockBuilder.emit saw for one var: its op and the user's stack (and its name)."""
+    """What BlockBuilder.emit saw for one var: its op and the user's stack (and its name),
+    the model node an importer was converting, and for an op a pass made in place of the
+    user's, that pass (lineage.py)."""
 
     op_type: str
     frames: list[Frame]
     user_index: int
     var_name: str = ""
+    node: ModelNode | None = None
+    rewritten_by: str = ""
 
 
 @dataclass
@@ -433,7 +451,12 @@ def collect_origins(
                 if entry is not None:
                     frames, user_index = entry.frames, entry.user_index
                     op_type = entry.op_type or op_type
-            origin = Origin(op_type, var_name, frames, user_index)
+            if entry is not None:
+                if entry.rewritten_by:  # a pass's op standing for the user's: its name too
+                    var_name = entry.var_name or var_name
+                origin = Origin(op_type, var_name, frames, user_index, entry.node, entry.rewritten_by)
+            else:
+                origin = Origin(op_type, var_name, frames, user_index)
             by_var[hash(var)] = origin
             by_name.setdefault((fname, var_name), []).append(origin)
             if not by_operands:  # read below, only if some op of the function needs them
@@ -446,10 +469,31 @@ def collect_origins(
             operands = frozenset(operand_keys)
             for operand in operands:
                 by_operand.setdefault(operand, []).append((hash(var), operands))
-        if not by_operands and any(not origin.frames for _, _, origin in function_origins):
+        if not by_operands and any(not origin.frames and origin.node is None for _, _, origin in function_origins):
             _read_operands(func, function_origins)
         _inherit_from_consumers(function_origins)
+        mark_node_outputs([origin for _, _, origin in function_origins])
     return by_var, by_name, by_operand, var_names
+
+
+# Ops that only reshape their input (lowered to vm.builtin.reshape, not kernels): a model
+# node ending with one has the same values in its last other op's output.
+_VIEW_OPS = frozenset(("relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.flatten"))
+
+
+def mark_node_outputs(origins: list[Origin]) -> None:
+    """Marks, for each model node, the op that computes its output (Origin.node_output): its
+    last op that is not a view, else its last op. origins: one function's ops in order."""
+    last: dict[str, Origin] = {}
+    for origin in origins:
+        node = origin.node
+        if node is None:
+            continue
+        known = last.get(node.name)
+        if known is None or origin.op_type not in _VIEW_OPS or known.op_type in _VIEW_OPS:
+            last[node.name] = origin
+    for origin in last.values():
+        origin.node_output = True
 
 
 def _operand_keys(value) -> list[int]:
@@ -481,11 +525,11 @@ def _inherit_from_consumers(function_origins: list[tuple[int, list[int], Origin]
     consumer that has one: the line that wrote the expression."""
     inherited: dict[int, Origin] = {}
     for key, operand_keys, origin in reversed(function_origins):
-        if not origin.frames:
+        if not origin.frames and origin.node is None:
             source = inherited.get(key)
             if source is not None:
-                origin.frames, origin.user_index = source.frames, source.user_index
-        if origin.frames:
+                origin.frames, origin.user_index, origin.node = source.frames, source.user_index, source.node
+        if origin.frames or origin.node is not None:
             for operand in operand_keys:
                 inherited[operand] = origin
 
@@ -506,23 +550,38 @@ def _span_frames(value, function_name: str) -> tuple[list[Frame], int]:
 MemberKey = tuple[int, str]  # (hash of the original op's var, its name)
 
 
-def fused_members(fuse_snapshot, by_operand: ByOperand) -> dict[str, list[MemberKey]]:
-    """For each fused (Primitive) function after FuseOps: its original ops, in order.
+def fused_members(fuse_snapshot, by_operand: ByOperand, pre_fuse=None) -> dict[str | int, list[MemberKey]]:
+    """For each call of a fused (Primitive) function after FuseOps: its original ops, in
+    order, by the hash of the call's binding var (which the later passes keep: the kernel
+    call site's var), and by the fused function's name for its first call.
 
-    FuseOps keeps the vars of a group's bindings except the last, which becomes a fresh var
-    inside the fused function and at its call site. That last op is found among the original
-    ops by its operands: group vars, or the fused function's parameters mapped to the call's
+    FuseOps merges identical groups into one function (three attention projections become
+    three calls of one `fused_matmul_add`), whose bindings keep the vars of the first group
+    only, so a call's own ops are found in the module just before FuseOps (pre_fuse, where
+    every op still binds its own var): the ops, in order, that read only the call's
+    arguments (vars and constants) and each other, calling the same PrimFuncs as the fused
+    function's bindings (_call_group). Without pre_fuse, or when that fails: FuseOps keeps
+    the vars of a group's bindings except the last, which becomes a fresh var inside the
+    fused function and at its call site; that last op is found among the original ops by
+    its operands: group vars, or the fused function's parameters mapped to the call's
     arguments (themselves mapped back when they are earlier groups' fresh outputs).
     """
     if fuse_snapshot is None:
         return {}
     primitive = dict(_relax_functions(fuse_snapshot, primitive=True))
-    members: dict[str, list[MemberKey]] = {}
-    for _, caller in _relax_functions(fuse_snapshot, primitive=False):
+    pre_ops = {name: _OpTable(func) for name, func in _relax_functions(pre_fuse, primitive=False)} if pre_fuse else {}
+    members: dict[str | int, list[MemberKey]] = {}
+    for fname, caller in _relax_functions(fuse_snapshot, primitive=False):
         fresh: dict[int, int] = {}  # fresh output var of a group -> original var hash
+        table = pre_ops.get(fname)
+        aliases: dict = {}  # the caller's tuple items and var aliases (_alias_key)
         for binding in _bindings(caller.body):
             value = binding.value
             if not (isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar)):
+                if table is not None and not isinstance(value, relax.Call):
+                    alias = _alias_key(binding, aliases, fresh)
+                    if alias is not None:
+                        aliases[hash(binding.var)] = alias
                 continue
             name = _name(value.op)
             func = primitive.get(name)
@@ -530,6 +589,13 @@ def fused_members(fuse_snapshot, by_operand: ByOperand) -> dict[str, list[Member
                 continue
             inner = list(_bindings(func.body))
             if not inner:
+                continue
+            group = table.group(value, inner, fresh, aliases) if table is not None else None
+            if group is not None:
+                keys = [(var_hash, str(b.var.name)) for var_hash, b in zip(group, inner)]
+                fresh[hash(binding.var)] = group[-1] if isinstance(inner[-1].value, relax.Call) else hash(inner[-1].var)
+                members.setdefault(name, keys)
+                members[hash(binding.var)] = keys
                 continue
             argument = {hash(p): a for p, a in zip(func.params, value.args)}
 
@@ -554,14 +620,116 @@ def fused_members(fuse_snapshot, by_operand: ByOperand) -> dict[str, list[Member
             else:
                 keys.append((hash(last.var), str(last.var.name)))
             members.setdefault(name, keys)
+            members[hash(binding.var)] = keys
     return members
+
+
+def _callee(value) -> str | None:
+    """The PrimFunc (or function) a call_tir-like binding calls, by name; else the op name."""
+    if not isinstance(value, relax.Call):
+        return None
+    op = _op_name(value)
+    if op in _DPS_OPS:
+        return _callee_name(_array_item(value.args, 0))
+    return op if op is not None else _name(value.op)
+
+
+def _operand_handles(value, aliases: dict) -> list:
+    """Keys of a call's tensor operands (vars and constants, items of tuples by the tuple's
+    key and index: `_alias_key`), tuples flattened; a call_tir's PrimFunc is not one."""
+    args = items(value.args)
+    if _op_name(value) in _DPS_OPS:
+        args = args[1:2]
+    out = []
+    for arg in args:
+        for item in items(arg.fields) if isinstance(arg, relax.Tuple) else [arg]:
+            if isinstance(item, (relax.Var, tvm.ir.expr.Constant)):
+                out.append(aliases.get(hash(item), hash(item)))
+    return out
+
+
+def _alias_key(binding, aliases: dict, fresh: dict | None = None):
+    """The key of a var bound to another var or to an item of a tuple (None otherwise):
+    that var's key, or (the tuple's key, index)."""
+    value = binding.value
+    if isinstance(value, relax.Var):
+        key = hash(value)
+        return aliases.get(key, fresh.get(key, key) if fresh else key)
+    if isinstance(value, relax.TupleGetItem) and isinstance(value.tuple_value, relax.Var):
+        key = hash(value.tuple_value)
+        return (aliases.get(key, fresh.get(key, key) if fresh else key), int(value.index))
+    return None
+
+
+class _OpTable:
+    """The ops of one function of the module before FuseOps: operands, readers, order."""
+
+    def __init__(self, func):
+        self.order: dict[int, int] = {}
+        self.operands: dict[int, list[int]] = {}
+        self.callee: dict[int, str | None] = {}
+        self.readers: dict[int, list[int]] = {}
+        self.claimed: set[int] = set()
+        aliases: dict = {}
+        for binding in _bindings(func.body):
+            value = binding.value
+            if not isinstance(value, relax.Call):
+                alias = _alias_key(binding, aliases)
+                if alias is not None:
+                    aliases[hash(binding.var)] = alias
+                continue
+            key = hash(binding.var)
+            self.order[key] = len(self.order)
+            operands = self.operands[key] = _operand_handles(value, aliases)
+            self.callee[key] = _callee(value)
+            # A tuple item's reader is also the tuple's (a group may hold the tuple's op).
+            for operand in set(operands) | {o[0] for o in operands if isinstance(o, tuple)}:
+                self.readers.setdefault(operand, []).append(key)
+
+    def group(self, call, inner: list, fresh: dict[int, int], aliases: dict) -> list[int] | None:
+        """The ops of one call of a fused function (its bindings `inner`): those that read
+        only the call's arguments and each other and call the PrimFuncs inner's calls call,
+        in inner's order (a binding that is no call keeps its own var); None when they cannot
+        be told apart. fresh: earlier calls' vars -> their last op's var; aliases: the
+        caller's tuple items (_alias_key)."""
+        available = set()
+        for arg in items(call.args):
+            for item in items(arg.fields) if isinstance(arg, relax.Tuple) else [arg]:
+                if isinstance(item, (relax.Var, tvm.ir.expr.Constant)):
+                    key = hash(item)
+                    available.add(aliases.get(key, fresh.get(key, key)))
+        expected = [_callee(b.value) for b in inner if isinstance(b.value, relax.Call)]
+        heap = sorted({r for handle in available for r in self.readers.get(handle, ())}, key=self.order.__getitem__)
+        found: list[int] = []
+        queued = set(heap)
+        while heap and len(found) < len(expected):
+            key = heap.pop(0)
+            if key in self.claimed or self.callee[key] != expected[len(found)]:
+                continue
+            if not all(
+                operand in available or (isinstance(operand, tuple) and operand[0] in available)
+                for operand in self.operands[key]
+            ):
+                continue
+            found.append(key)
+            available.add(key)
+            for reader in self.readers.get(key, ()):
+                if reader not in queued:
+                    queued.add(reader)
+                    heap.append(reader)
+            heap.sort(key=self.order.__getitem__)
+        if len(found) != len(expected):
+            return None
+        self.claimed.update(found)
+        calls = iter(found)
+        return [next(calls) if isinstance(b.value, relax.Call) else hash(b.var) for b in inner]
 
 
 def extract_functions(
     sites_mod,
     origins: dict[int, Origin],
     origins_by_name: dict[NameKey, list[Origin]],
-    fused: dict[str, list[MemberKey]],
+    fused: dict[str | int, list[MemberKey]],
     var_names: dict[int, str] | None = None,
 ) -> dict[str, FunctionInfo]:
     """Kernel call sites of every (non-primitive) Relax function of sites_mod; var_names:
@@ -658,7 +826,9 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
             var_name = str(var.name)
         name = var_name if var_name not in used_names else f"{var_name}_{position}"
         used_names.add(name)
-        members = fused.get(kernel)
+        members = fused.get(key) if fused else None
+        if members is None:
+            members = fused.get(kernel)
         found: list[Origin | None] = []
         if members is not None:
             found = [_origin_of(key, fname, origins, origins_by_name) for key in members]

@@ -24,7 +24,8 @@ _PARAM = pb.OpInput.PARAM
 _OP_ID, _GRAPH_ID, _OP_NAME, _KERNEL, _CALL_TYPE = b"\x08", b"\x10", b"\x1a", 0x22, 0x2A
 _ORIGINAL_OP, _INPUT, _OUTPUT, _OUTPUT_NAME_KEY = b"\x32", b"\x3a", 0x42, 0x4A
 _DEVICE, _POSITION, _CODE_LOCATION = b"\x52\x05cpu:0", b"\x58", b"\x62"
-_ORIGIN_TYPE, _ORIGIN_VAR, _ORIGIN_LOCATION = 0x0A, 0x12, b"\x1a"
+_ORIGIN_TYPE, _ORIGIN_VAR, _ORIGIN_LOCATION, _ORIGIN_REWRITTEN_BY = 0x0A, 0x12, b"\x1a", 0x22
+_ORIGIN_NODE_OUTPUT = b"\x28\x01"  # node_output = true
 _KIND, _NAME, _PRODUCER, _SLOT, _PARAM_INDEX, _SPEC = b"\x08", 0x12, b"\x18", b"\x20", b"\x28", 0x32
 _TUPLE_ITEM = varint(40 << 3)
 _EVENT_OP = b"\x3a"  # DebugEvent.graph_op_creation
@@ -126,8 +127,12 @@ class OpEncoder:
                     located,
                 )
             )
+            if origin.rewritten_by:
+                body += string(_ORIGIN_REWRITTEN_BY, origin.rewritten_by)
+            if origin.node_output:
+                body += _ORIGIN_NODE_OUTPUT
             parts += [_ORIGINAL_OP, _length(body), body]
-            if first_located is None and location.stack_frame_ids:
+            if first_located is None and (location.stack_frame_ids or location.HasField("model_node")):
                 first_located = located
         for item in site.inputs:
             kind = item.kind

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.writer import DebugEventsWriter
+from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument import graphs
 from tvmdbg_tb.instrument.frames import Frame
 from tvmdbg_tb.instrument.op_records import OpEncoder
@@ -270,14 +271,23 @@ class Session:
         """The iterator next_execution_index draws from (native_call draws from it in C++)."""
         return self._execution_ids
 
-    def code_location(self, frames: list[Frame], user_index: int) -> pb.CodeLocation:
-        """The CodeLocation of a stack (cached: a loop calls the VM from the same stack)."""
-        if self.writer is None or not frames:
+    def code_location(
+        self, frames: list[Frame], user_index: int, node: graphs.ModelNode | None = None
+    ) -> pb.CodeLocation:
+        """The CodeLocation of a stack, and of the model node an op was converted from
+        (cached: a loop calls the VM from the same stack)."""
+        if self.writer is None or (not frames and node is None):
             return pb.CodeLocation(user_frame_index=-1 if not frames else user_index)
-        key = (frames if isinstance(frames, tuple) else tuple(frames), user_index)  # Stack: O(1)
+        key = (frames if isinstance(frames, tuple) else tuple(frames), user_index, node)  # Stack: O(1)
         location = self._locations.get(key)
         if location is None:
-            location = self.writer.code_location(frames, user_index)
+            message = None
+            if node is not None:
+                message = pb.ModelNode(
+                    format=node.format, name=node.name, op_type=node.op_type, model_file=node.model_file
+                )
+            called_from = frames_mod.called_from_index(frames, user_index)
+            location = self.writer.code_location(frames, user_index, called_from, message)
             if len(self._locations) < 100_000:
                 self._locations[key] = location
         return location
@@ -345,7 +355,7 @@ class Session:
         op_ids = [next(self._op_ids) for _ in function.sites]
         ops, sites, events = [], [], []
         for site, op_id in zip(function.sites, op_ids):
-            locations = [self.code_location(origin.frames, origin.user_index) for origin in site.origins]
+            locations = [self.code_location(origin.frames, origin.user_index, origin.node) for origin in site.origins]
             event = self._op_encoder.event(op_id, graph_id, site, locations, op_ids)
             events.append(event)
             ops.append(event.graph_op_creation)

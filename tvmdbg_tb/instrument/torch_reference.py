@@ -3,17 +3,18 @@ tvmdbg dump whose ops line up with the Relax ops the torch importer makes of it.
 
 Each fx node becomes one op whose original ops are the Relax ops the importer emits for that
 node (found by importing the program once, watching BlockBuilder.emit), with the node's own
-stack trace as location. Its output is the node's eager output. So `tvmdbg compare TVM_RUN
-REFERENCE` pairs a kernel with the node whose last Relax op the kernel ends with (op type,
-the user's line, occurrence: see tvmdbg_tb/compare/identity.py). torch is imported lazily:
-it is never a dependency of tvmdbg.
+stack trace and the node itself (CodeLocation.model_node) as location, the last of them
+marked as the node's output. Its output is the node's eager output. So `tvmdbg compare
+TVM_RUN REFERENCE` pairs a kernel with the fx node whose output the kernel computes, by the
+node's name (the importer records it on every Relax op it makes: see
+tvmdbg_tb/compare/identity.py), whatever Relax ops a converter chose. torch is imported
+lazily: it is never a dependency of tvmdbg.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import sys
 from typing import Any
 
 import numpy as np
@@ -22,28 +23,22 @@ from tvm import relax
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import graphs
+from tvmdbg_tb.instrument import graphs, importers
 from tvmdbg_tb.instrument.summary import tensor_summary
 from tvmdbg_tb.proto import debug_event_pb2 as pb
-
-_FRONTEND = "relax" + "/frontend/torch"
-
 
 # Prefix of the reference graph's note on control flow, read by tvmdbg_tb/compare/core.py.
 CONTROL_FLOW_NOTE = "control flow: "
 
 
 def _converting_node(top_graph):
-    """The fx node of top_graph the torch importer is converting (a local `node` in its
-    frames), or None; None too inside a control-flow branch (a subgraph's node)."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        if _FRONTEND in frame.f_code.co_filename.replace("\\", "/"):
-            node = frame.f_locals.get("node")
-            if node is not None and hasattr(node, "meta"):
-                return node if getattr(node, "graph", None) is top_graph else None
-        frame = frame.f_back
-    return None
+    """The fx node of top_graph the torch importer is converting, or None; None too inside
+    a control-flow branch (a subgraph's node)."""
+    converting = importers.converting_node(2)
+    if converting is None or converting[0] != importers.TORCH_FX:
+        return None
+    node = converting[1]
+    return node if getattr(node, "graph", None) is top_graph else None
 
 
 def _is_control_flow(node) -> bool:
@@ -163,8 +158,8 @@ def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inpu
     control_flow = []
     for node in graph.nodes:
         if node.op == "call_function" and _is_control_flow(node):
-            frames = frames_mod.parse_traceback(node.meta.get("stack_trace", ""))
-            index = frames_mod.user_index(frames) if frames else -1
+            frames = importers.node_frames(importers.TORCH_FX, node)
+            index = frames_mod.user_index(frames)
             where = f" at {os.path.basename(frames[index][0])}:{frames[index][1]}" if index >= 0 else ""
             control_flow.append(f"{node.name} (torch higher-order op {node.target}){where}")
     note = "PyTorch eager reference written by tvmdbg.record_torch_reference"
@@ -191,8 +186,10 @@ def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inpu
     traces = []
     for position, node in enumerate(n for n in graph.nodes if n.op == "call_function"):
         op_id = op_ids[node.name] = position
-        frames = frames_mod.parse_traceback(node.meta.get("stack_trace", ""))
-        location = writer.code_location(frames, frames_mod.user_index(frames)) if frames else pb.CodeLocation()
+        frames = importers.node_frames(importers.TORCH_FX, node)
+        shown = frames_mod.user_index(frames)
+        model_node = pb.ModelNode(format=importers.TORCH_FX, name=node.name, op_type=str(node.target))
+        location = writer.code_location(frames, shown, frames_mod.called_from_index(frames, shown), model_node)
         types = relax_ops.get(node.name) or ["torch." + str(node.target)]
         op = pb.GraphOpCreation(
             op_id=op_id,
@@ -205,6 +202,7 @@ def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inpu
         )
         for op_type in types:
             op.original_ops.add(op_type=op_type, var_name=node.name, code_location=location)
+        op.original_ops[-1].node_output = True  # the op's output is the node's
         for arg in node.all_input_nodes:
             if arg.name in op_ids:
                 op.inputs.add(kind=pb.OpInput.OP_OUTPUT, name=arg.name, producer_op_id=op_ids[arg.name])

@@ -142,12 +142,28 @@ class StackFrame(_message.Message):
     def __init__(self, id: _Optional[int] = ..., file_index: _Optional[int] = ..., line: _Optional[int] = ..., function: _Optional[str] = ..., file_path: _Optional[str] = ...) -> None: ...
 
 class CodeLocation(_message.Message):
-    __slots__ = ("stack_frame_ids", "user_frame_index")
+    __slots__ = ("stack_frame_ids", "user_frame_index", "called_from_frame_index", "model_node")
     STACK_FRAME_IDS_FIELD_NUMBER: _ClassVar[int]
     USER_FRAME_INDEX_FIELD_NUMBER: _ClassVar[int]
+    CALLED_FROM_FRAME_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MODEL_NODE_FIELD_NUMBER: _ClassVar[int]
     stack_frame_ids: _containers.RepeatedScalarFieldContainer[int]
     user_frame_index: int
-    def __init__(self, stack_frame_ids: _Optional[_Iterable[int]] = ..., user_frame_index: _Optional[int] = ...) -> None: ...
+    called_from_frame_index: int
+    model_node: ModelNode
+    def __init__(self, stack_frame_ids: _Optional[_Iterable[int]] = ..., user_frame_index: _Optional[int] = ..., called_from_frame_index: _Optional[int] = ..., model_node: _Optional[_Union[ModelNode, _Mapping]] = ...) -> None: ...
+
+class ModelNode(_message.Message):
+    __slots__ = ("format", "name", "op_type", "model_file")
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FILE_FIELD_NUMBER: _ClassVar[int]
+    format: str
+    name: str
+    op_type: str
+    model_file: str
+    def __init__(self, format: _Optional[str] = ..., name: _Optional[str] = ..., op_type: _Optional[str] = ..., model_file: _Optional[str] = ...) -> None: ...
 
 class TensorSpec(_message.Message):
     __slots__ = ("dtype", "shape", "shape_expr")
@@ -184,14 +200,18 @@ class DebuggedGraph(_message.Message):
     def __init__(self, graph_id: _Optional[int] = ..., name: _Optional[str] = ..., executable_id: _Optional[str] = ..., source_mapped: bool = ..., instrumentation: _Optional[str] = ..., param_names: _Optional[_Iterable[str]] = ..., params: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., target: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., note: _Optional[str] = ...) -> None: ...
 
 class OriginalOp(_message.Message):
-    __slots__ = ("op_type", "var_name", "code_location")
+    __slots__ = ("op_type", "var_name", "code_location", "rewritten_by", "node_output")
     OP_TYPE_FIELD_NUMBER: _ClassVar[int]
     VAR_NAME_FIELD_NUMBER: _ClassVar[int]
     CODE_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    REWRITTEN_BY_FIELD_NUMBER: _ClassVar[int]
+    NODE_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     op_type: str
     var_name: str
     code_location: CodeLocation
-    def __init__(self, op_type: _Optional[str] = ..., var_name: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ...) -> None: ...
+    rewritten_by: str
+    node_output: bool
+    def __init__(self, op_type: _Optional[str] = ..., var_name: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., rewritten_by: _Optional[str] = ..., node_output: bool = ...) -> None: ...
 
 class OpInput(_message.Message):
     __slots__ = ("kind", "name", "producer_op_id", "producer_output_slot", "param_index", "spec", "tuple_item")
