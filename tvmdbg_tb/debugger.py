@@ -57,6 +57,7 @@ def enable_dump_debug_info(
     param_summaries: str = "every_call",
     run_name: str | None = None,
     circular_buffer_bytes: int | None = None,
+    model_code: str | Collection[str] | None = None,
 ) -> DebugEventsWriter:
     """Records every Relax compile and VM run of this process under logdir; returns the writer.
 
@@ -87,6 +88,14 @@ def enable_dump_debug_info(
     circular_buffer_bytes: bytes kept in each of the two ring files (executions, traces); the
         oldest records go first. None (default): 256 MiB when circular_buffer_size > 0, no
         byte bound when it keeps everything; 0: no byte bound.
+    model_code: which files count as the model's code, where the line shown for an op is
+        (the innermost such frame of the stack that made it; docs/source-lines.md). Default
+        (None): the user's own files and every installed package except TVM, PyTorch,
+        NumPy and tvmdbg, so a transformers model's ops show their modeling_*.py lines, the
+        user's call as `called_from`; else the environment variable TVMDBG_MODEL_CODE. Else
+        module or package names, files or directories (a list or a comma-separated string):
+        the user's own files plus those ("transformers.models", "torch.nn.modules"); "" or
+        [] for the user's own files only.
     Calling it again with the same arguments returns the same writer; with different ones
     it raises ValueError (call disable_dump_debug_info() first).
     Never raises for the file system: if logdir cannot be created or written (a regular file
@@ -103,6 +112,7 @@ def enable_dump_debug_info(
         param_summaries,
         run_name,
         circular_buffer_bytes,
+        model_code,
         extra_args=(bool(live),),
     )
     if live:

@@ -247,6 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dump_dir", metavar="DIR", help="where the dump goes (default: a new temporary directory)")
     p.add_argument(
+        "--model_code",
+        metavar="PLACES",
+        help="which files count as the model's code, where an op's line is shown: module names, files or "
+        "directories, comma-separated ('' for your own files only; default: your files and installed packages "
+        "other than TVM, PyTorch, NumPy; docs/source-lines.md)",
+    )
+    p.add_argument(
         "--tensor_debug_mode",
         metavar="MODE",
         default="FULL_HEALTH",

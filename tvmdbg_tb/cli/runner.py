@@ -210,12 +210,16 @@ def main(args) -> int:
 
     from tvmdbg_tb import debugger  # imports TVM: only this subcommand does
 
-    writer = debugger.enable_dump_debug_info(
-        dump_dir,
-        tensor_debug_mode=mode_name(mode),
-        circular_buffer_size=args.circular_buffer_size,
-        live=getattr(args, "live", False),
-    )
+    try:
+        writer = debugger.enable_dump_debug_info(
+            dump_dir,
+            tensor_debug_mode=mode_name(mode),
+            circular_buffer_size=args.circular_buffer_size,
+            live=getattr(args, "live", False),
+            model_code=getattr(args, "model_code", None),
+        )
+    except ValueError as error:  # --model_code names nothing that exists
+        raise CliError(str(error)) from None
     if writer.failed:  # it warned; stops read the dump, so there can be none
         debugger.disable_dump_debug_info()
         raise CliError(f"cannot dump to {dump_dir}: {writer.failed}")

@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
-from tvmdbg_tb.instrument import capture, vm_wrapper
+from tvmdbg_tb.instrument import capture, frames, vm_wrapper
 from tvmdbg_tb.instrument.check_numerics import CheckNumerics, CheckNumericsError
 from tvmdbg_tb.instrument.fast_tracer import FAST_MODES, supported_platform
 from tvmdbg_tb.instrument.session import Session, WriterSink, execution_message
@@ -107,6 +107,7 @@ class DumpArgs(NamedTuple):
     param_summaries: str
     run_name: str | None
     circular_buffer_bytes: int | None
+    model_code: tuple[str, ...] | None  # path prefixes (frames.parse_model_code); None: default
     extra: tuple  # the layer above's (tvmdbg_tb.debugger: live)
 
 
@@ -202,6 +203,7 @@ def enable_dump_debug_info(
     param_summaries: str = "every_call",
     run_name: str | None = None,
     circular_buffer_bytes: int | None = None,
+    model_code: str | Collection[str] | None = None,
     extra_args: tuple = (),
 ) -> DebugEventsWriter:
     """Starts the dumping session and returns its writer. The arguments are documented on
@@ -241,6 +243,7 @@ def enable_dump_debug_info(
         param_summaries,
         _checked_run_name(run_name),
         circular_buffer_bytes,
+        _model_code(model_code),
         tuple(extra_args),
     )
     with _LOCK:
@@ -261,8 +264,23 @@ def enable_dump_debug_info(
             display_name=args.run_name,
         )
         _STATE.dump_args = args
+        frames.set_model_code(args.model_code)
         _activate(_new_session())
         return _STATE.writer
+
+
+def _model_code(model_code: str | Collection[str] | None) -> tuple[str, ...] | None:
+    """model_code (or TVMDBG_MODEL_CODE when None) as path prefixes; a clear error naming
+    what is not found."""
+    if model_code is None:
+        model_code = os.environ.get(frames.MODEL_CODE_ENV)
+        if model_code is None:
+            return None
+        try:
+            return frames.parse_model_code(model_code)
+        except ValueError as error:
+            raise ValueError(f"{frames.MODEL_CODE_ENV}={model_code!r}: {error}") from None
+    return frames.parse_model_code(model_code)
 
 
 MAX_RUN_NAME = 200
@@ -292,6 +310,7 @@ def disable_dump_debug_info() -> None:
             return
         _STATE.writer = None
         _STATE.dump_args = None
+        frames.set_model_code(None)
         _activate(_new_session())
         writer.close()
 

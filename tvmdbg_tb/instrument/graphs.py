@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -550,10 +551,11 @@ def _span_frames(value, function_name: str) -> tuple[list[Frame], int]:
 MemberKey = tuple[int, str]  # (hash of the original op's var, its name)
 
 
-def fused_members(fuse_snapshot, by_operand: ByOperand, pre_fuse=None) -> dict[str | int, list[MemberKey]]:
+def fused_members(fuse_snapshot, by_operand: ByOperand, pre_fuse=None) -> dict[object, list[MemberKey]]:
     """For each call of a fused (Primitive) function after FuseOps: its original ops, in
-    order, by the hash of the call's binding var (which the later passes keep: the kernel
-    call site's var), and by the fused function's name for its first call.
+    order, by the hash of the call's binding var (which the later passes mostly keep: the
+    kernel call site's var), by (calling function, fused function, k) for its k-th call, and
+    by the fused function's name for its first call.
 
     FuseOps merges identical groups into one function (three attention projections become
     three calls of one `fused_matmul_add`), whose bindings keep the vars of the first group
@@ -570,8 +572,9 @@ def fused_members(fuse_snapshot, by_operand: ByOperand, pre_fuse=None) -> dict[s
         return {}
     primitive = dict(_relax_functions(fuse_snapshot, primitive=True))
     pre_ops = {name: _OpTable(func) for name, func in _relax_functions(pre_fuse, primitive=False)} if pre_fuse else {}
-    members: dict[str | int, list[MemberKey]] = {}
+    members: dict[object, list[MemberKey]] = {}
     for fname, caller in _relax_functions(fuse_snapshot, primitive=False):
+        calls: Counter = Counter()
         fresh: dict[int, int] = {}  # fresh output var of a group -> original var hash
         table = pre_ops.get(fname)
         aliases: dict = {}  # the caller's tuple items and var aliases (_alias_key)
@@ -591,11 +594,13 @@ def fused_members(fuse_snapshot, by_operand: ByOperand, pre_fuse=None) -> dict[s
             if not inner:
                 continue
             group = table.group(value, inner, fresh, aliases) if table is not None else None
+            call = (fname, name, calls[name])
+            calls[name] += 1
             if group is not None:
                 keys = [(var_hash, str(b.var.name)) for var_hash, b in zip(group, inner)]
                 fresh[hash(binding.var)] = group[-1] if isinstance(inner[-1].value, relax.Call) else hash(inner[-1].var)
                 members.setdefault(name, keys)
-                members[hash(binding.var)] = keys
+                members[hash(binding.var)] = members[call] = keys
                 continue
             argument = {hash(p): a for p, a in zip(func.params, value.args)}
 
@@ -620,7 +625,7 @@ def fused_members(fuse_snapshot, by_operand: ByOperand, pre_fuse=None) -> dict[s
             else:
                 keys.append((hash(last.var), str(last.var.name)))
             members.setdefault(name, keys)
-            members[hash(binding.var)] = keys
+            members[hash(binding.var)] = members[call] = keys
     return members
 
 
@@ -729,7 +734,7 @@ def extract_functions(
     sites_mod,
     origins: dict[int, Origin],
     origins_by_name: dict[NameKey, list[Origin]],
-    fused: dict[str | int, list[MemberKey]],
+    fused: dict[object, list[MemberKey]],
     var_names: dict[int, str] | None = None,
 ) -> dict[str, FunctionInfo]:
     """Kernel call sites of every (non-primitive) Relax function of sites_mod; var_names:
@@ -758,6 +763,7 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
     aliases: dict[int, object] = {}
     sites: list[SiteInfo] = []
     used_names: set[str] = set()
+    kernel_calls: Counter = Counter()
 
     def resolve(expr) -> InputInfo:
         key = hash(expr)
@@ -826,9 +832,11 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
             var_name = str(var.name)
         name = var_name if var_name not in used_names else f"{var_name}_{position}"
         used_names.add(name)
-        members = fused.get(key) if fused else None
-        if members is None:
-            members = fused.get(kernel)
+        members = None
+        if fused:
+            call = (fname, kernel, kernel_calls[kernel])
+            kernel_calls[kernel] += 1
+            members = fused.get(key) or fused.get(call) or fused.get(kernel)
         found: list[Origin | None] = []
         if members is not None:
             found = [_origin_of(key, fname, origins, origins_by_name) for key in members]
