@@ -30,8 +30,26 @@ class EmitRegistry:
         # hash(var) is the object's address: keep the var alive so the key stays unique.
         self._by_var: dict[int, tuple[object, graphs.Emitted]] = {}
         self._by_name: dict[str, list[graphs.Emitted]] = {}
+        self._by_value: dict[int, tuple[object, graphs.Emitted]] = {}
 
     def record(self, var, expr, skip: int) -> None:
+        name = str(var.name)
+        entry = self._entry(graphs.op_type_of(expr), name, skip + 1)
+        with self._lock:
+            self._by_var[hash(var)] = (var, entry)
+            self._by_name.setdefault(name, []).append(entry)
+
+    def record_value(self, expr, skip: int) -> None:
+        """An expression an importer normalized instead of emitting it (from_onnx binds its
+        ops later, nested in the next node's expression): known by identity, as the value
+        of the binding it will get (lookup_value), when it is made for a model node."""
+        if not isinstance(expr, relax.Call) or importers.converting_node(skip + 1) is None:
+            return
+        entry = self._entry(graphs.op_type_of(expr), "", skip + 1)
+        with self._lock:
+            self._by_value.setdefault(hash(expr), (expr, entry))
+
+    def _entry(self, op_type: str, name: str, skip: int) -> graphs.Emitted:
         frames, user_index = frames_mod.capture(skip + 1)
         node = None
         converting = importers.converting_node(skip + 1)
@@ -40,26 +58,27 @@ class EmitRegistry:
             # user's, from the user's import call on.
             node = importers.model_node(*converting)
             node_frames = importers.node_frames(*converting)
+            own = frames_mod.called_from_index(frames, user_index)
+            call = user_index if own is None else own
             if node_frames:
-                own = frames_mod.called_from_index(frames, user_index)
-                call = user_index if own is None else own
                 frames = frames[: call + 1] + node_frames if call >= 0 else node_frames
                 user_index = frames_mod.user_index(frames)
             else:  # no Python stack: the node is the location (an ONNX file's node), the
                 # user's import call its called_from
-                own = frames_mod.called_from_index(frames, user_index)
-                call = user_index if own is None else own
                 frames, user_index = frames[: call + 1], -1
-        name = str(var.name)
-        entry = graphs.Emitted(graphs.op_type_of(expr), frames, user_index, name, node)
-        with self._lock:
-            self._by_var[hash(var)] = (var, entry)
-            self._by_name.setdefault(name, []).append(entry)
+        return graphs.Emitted(op_type, frames, user_index, name, node)
 
     def lookup(self, var) -> graphs.Emitted | None:
         """The entry of this very var (identity)."""
         found = self._by_var.get(hash(var))
         if found is None or not found[0].same_as(var):
+            return None
+        return found[1]
+
+    def lookup_value(self, value) -> graphs.Emitted | None:
+        """The entry of this very expression (record_value)."""
+        found = self._by_value.get(hash(value))
+        if found is None or not found[0].same_as(value):
             return None
         return found[1]
 
@@ -77,6 +96,7 @@ class EmitRegistry:
         with self._lock:
             self._by_var.clear()
             self._by_name.clear()
+            self._by_value.clear()
 
 
 def _user_line(entry: graphs.Emitted):
@@ -127,6 +147,21 @@ class _Snapshots:
     def run_after_pass(self, mod, info):
         if info.name == "FuseOps":
             self.fused = mod
+
+
+def _wrap_normalize(original):
+    def normalize(self, expr, *args, **kwargs):
+        result = original(self, expr, *args, **kwargs)
+        if STATE.recording:
+            try:
+                REGISTRY.record_value(result, skip=1)
+            except Exception:  # capture is best effort; never break the user's model
+                pass
+        return result
+
+    normalize.__wrapped__ = original
+    normalize.__doc__ = original.__doc__
+    return normalize
 
 
 def _wrap_emit(original):
@@ -303,6 +338,8 @@ def install() -> None:
     for name in ("emit", "emit_output"):
         _ORIGINALS[name] = getattr(bb, name)
         setattr(bb, name, _wrap_emit(getattr(bb, name)))
+    _ORIGINALS["normalize"] = bb.normalize
+    bb.normalize = _wrap_normalize(bb.normalize)
     from tvm.relax import vm_build
 
     original_build = vm_build.build

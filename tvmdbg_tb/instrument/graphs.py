@@ -406,6 +406,8 @@ def same_op(user_op_type: str, op_type: str) -> bool:
 class OriginSource(Protocol):
     def lookup(self, var) -> Emitted | None: ...
 
+    def lookup_value(self, value) -> Emitted | None: ...
+
     def find(self, name: str, op_type: str) -> Emitted | None: ...
 
 
@@ -437,7 +439,7 @@ def collect_origins(
                         by_var[hash(var)] = source
                         by_name.setdefault((fname, str(var.name)), []).append(source)
                 continue
-            entry = emitted.lookup(var)
+            entry = emitted.lookup(var) or emitted.lookup_value(value)
             # The name emit read from this very var, else read here (~0.5 us).
             var_name = entry.var_name if entry is not None and entry.var_name else str(var.name)
             var_names[hash(var)] = var_name
