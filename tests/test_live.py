@@ -351,6 +351,29 @@ def test_patterns_are_matched_once_per_name_in_bounded_time(dump):
         tvmdbg.add_watchpoint("abs_above", threshold="5")
 
 
+def test_changed_values_stay_within_their_byte_budget(tmp_path, monkeypatch):
+    """'changed' keeps one copy per op output until the shared budget is spent: the outputs past
+    it are not watched (and counted), and no new 'changed' watchpoint is accepted."""
+    from tvmdbg_tb.live import controller as controller_module
+
+    monkeypatch.setattr(controller_module, "CHANGED_BUDGET_BYTES", 64 * 1024)
+    tvmdbg.enable_dump_debug_info(str(tmp_path), "FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        training = digits_training(lr=0.5)
+        first = tvmdbg.add_watchpoint("changed", threshold=0.1)
+        for _ in range(3):
+            training.trainer.update(training.inputs, training.targets)
+        watchpoint = tvmdbg.list_watchpoints()[0]
+        assert 0 < watchpoint["kept_bytes"] <= 64 * 1024 and watchpoint["unwatched_outputs"] > 0, watchpoint
+        assert watchpoint["hits"] > 0  # the outputs it keeps are still compared
+        with pytest.raises(ValueError, match="reached their budget of 64 KB; delete one first"):
+            tvmdbg.add_watchpoint("changed", threshold=1.0)
+        tvmdbg.delete_watchpoint(first)  # gives its bytes back
+        tvmdbg.add_watchpoint("changed", threshold=1.0)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+
+
 def test_no_live_program_and_a_stale_token(tmp_path):
     writer = tvmdbg.enable_dump_debug_info(str(tmp_path), "FULL_HEALTH", circular_buffer_size=-1)
     writer.flush()

@@ -215,6 +215,7 @@ def test_hostile_patterns_never_stall_the_training_loop(program):
     assert status == 400 and "takes longer than" in answer["error"], answer
     assert time.time() - started < 10
     after = program.stepping(2.0)
+    print(f"training steps in 2 s: {before} before the hostile patterns, {after} after")
     assert after >= max(1, before // 5), (before, after)  # still training at a comparable pace
     assert program.dashboard("live/watchpoints/delete", {"id": wp})[0] == 200
 
@@ -240,6 +241,7 @@ def test_500_watchpoint_posts_keep_the_program_small(program):
     kept = sum(w["kept_bytes"] for w in state["watchpoints"])
     assert kept <= 128 << 20
     growth = _rss_mb(program.proc.pid) - rss_before
+    print(f"program RSS {rss_before:.0f} MB -> +{growth:.0f} MB after 500 watchpoint POSTs ({kept >> 20} MB kept)")
     assert growth < 300, growth
     for watchpoint in state["watchpoints"]:
         assert program.dashboard("live/watchpoints/delete", {"id": watchpoint["id"]})[0] == 200

@@ -152,10 +152,12 @@ class LiveController:
             if strict_scope and wp.op_name is not None and wp.op_name not in self.known_ops:
                 known = ", ".join(sorted(self.known_ops)[:20]) or "none yet"
                 raise WatchpointError(f"no op named {wp.op_name!r} in this program's graphs (known: {known})")
-            if wp.condition == "changed" and self.budget.used >= self.budget.limit:
+            full = self.budget.used >= self.budget.limit or any(w._unwatched for w in self.watchpoints.values())
+            if wp.condition == "changed" and full:
+                limit = self.budget.limit
+                size = f"{limit >> 20} MB" if limit >= 1 << 20 else f"{limit >> 10} KB"
                 raise WatchpointError(
-                    f"the values kept by 'changed' watchpoints reached their budget of "
-                    f"{self.budget.limit >> 20} MB; delete one first",
+                    f"the values kept by 'changed' watchpoints reached their budget of {size}; delete one first",
                     status=409,
                 )
             try:

@@ -97,7 +97,7 @@ class Watchpoint:
     pause: bool = True  # pause the program at a hit (when live control is on)
     hits: int = 0
     disabled: str | None = None  # why the watchpoint no longer checks anything
-    unwatched: int = 0  # "changed": outputs not watched because the byte budget is used up
+    _unwatched: set = field(default_factory=set, repr=False)  # "changed": outputs over the byte budget
     _pattern: regex.Pattern | None = field(default=None, repr=False)
     _matched: dict = field(default_factory=dict, repr=False)  # (op name, kernel) -> bool (op_regex)
     _previous: dict = field(default_factory=dict, repr=False)  # (op_id, slot) -> last value (changed)
@@ -136,7 +136,7 @@ class Watchpoint:
             "description": self.describe(),
             "disabled": self.disabled,
             "kept_bytes": self.kept_bytes(),
-            "unwatched_outputs": self.unwatched,
+            "unwatched_outputs": len(self._unwatched),
         }
 
     def kept_bytes(self) -> int:
@@ -210,7 +210,7 @@ class Watchpoint:
                 if previous is not None:
                     del self._previous[key]
                     self._budget.give(freed)
-                self.unwatched += 1
+                self._unwatched.add(key)
                 return None
             self._previous[key] = np.array(array, copy=True)
             return None  # nothing to compare with yet
