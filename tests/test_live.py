@@ -374,6 +374,24 @@ def test_changed_values_stay_within_their_byte_budget(tmp_path, monkeypatch):
         tvmdbg.disable_dump_debug_info()
 
 
+def test_new_hits_are_seen_past_the_kept_ones(dump, monkeypatch):
+    """`tvmdbg run --watch` stops at every new hit: counting stays right once the first hits
+    kept in memory are full (the list itself stops growing)."""
+    from tvmdbg_tb.live import controller as controller_module
+
+    monkeypatch.setattr(controller_module, "MAX_KEPT_HITS", 2)
+    model = blockbuilder_planted("log")
+    tvmdbg.add_watchpoint("abs_above", threshold=0.0, op_name="lv")  # one hit per call
+    seen = 0
+    for call in range(1, 6):
+        model.run()
+        total, first = tvmdbg.watchpoint_hits_since(seen)
+        assert total == call and first is not None and first["op_name"] == "lv", (call, total, first)
+        seen = total
+        assert tvmdbg.watchpoint_hits_since(seen) == (total, None)
+    assert len(tvmdbg.watchpoint_hits()) == 2
+
+
 def test_no_live_program_and_a_stale_token(tmp_path):
     writer = tvmdbg.enable_dump_debug_info(str(tmp_path), "FULL_HEALTH", circular_buffer_size=-1)
     writer.flush()

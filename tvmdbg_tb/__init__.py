@@ -48,6 +48,7 @@ _LAZY = {
     "delete_watchpoint": "tvmdbg_tb.live.api",
     "request_pause": "tvmdbg_tb.live.api",
     "watchpoint_hits": "tvmdbg_tb.live.api",
+    "watchpoint_hits_since": "tvmdbg_tb.live.api",
 }
 
 __all__ = [*_ON_FIRST_USE, *_LAZY]

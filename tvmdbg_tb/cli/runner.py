@@ -88,12 +88,11 @@ class BreakController:
         if self.no_break:
             return None
         if self.watch_hits is not None:
-            hits = self.watch_hits()
-            new, self._seen_hits = hits[self._seen_hits :], len(hits)
-            if new:
-                first = new[0]
+            total, first = self.watch_hits(self._seen_hits)
+            new, self._seen_hits = total - self._seen_hits, total
+            if first is not None:
                 return (
-                    f"{len(new)} watchpoint hit{'s' if len(new) > 1 else ''}, the first {first['description']} "
+                    f"{new} watchpoint hit{'s' if new > 1 else ''}, the first {first['description']} "
                     f"at {first['op_name']}:{first['output_slot']} (kernel {first['kernel']}): {first['detail']}"
                 )
         if self.tensor_filter is not None:
@@ -175,7 +174,7 @@ def _matches(fn: filters.TensorFilter, trace: pb.GraphExecutionTrace) -> bool:
 
 
 def _add_watchpoints(specs: Sequence[str], live: bool):
-    """Adds --watch watchpoints (the live machinery's); returns the hit list getter, or None."""
+    """Adds --watch watchpoints (the live machinery's); returns the hit counter, or None."""
     if not specs:
         return None
     from tvmdbg_tb.live import api as live_api
@@ -190,7 +189,7 @@ def _add_watchpoints(specs: Sequence[str], live: bool):
 
         debugger.disable_dump_debug_info()
         raise CliError(f"--watch: {error}") from None
-    return live_api.watchpoint_hits
+    return live_api.watchpoint_hits_since
 
 
 def main(args) -> int:

@@ -19,7 +19,14 @@ from tvmdbg_tb.instrument import capture, vm_wrapper
 from tvmdbg_tb.live.controller import LiveController
 from tvmdbg_tb.live.server import ControlServer
 
-__all__ = ["add_watchpoint", "delete_watchpoint", "list_watchpoints", "request_pause", "watchpoint_hits"]
+__all__ = [
+    "add_watchpoint",
+    "delete_watchpoint",
+    "list_watchpoints",
+    "request_pause",
+    "watchpoint_hits",
+    "watchpoint_hits_since",
+]
 
 _LOCK = threading.RLock()
 
@@ -137,3 +144,10 @@ def watchpoint_hits() -> list[dict]:
     every hit)."""
     controller = _LIVE.controller
     return list(controller.hits) if controller is not None else []
+
+
+def watchpoint_hits_since(seen: int) -> tuple[int, dict | None]:
+    """How many watchpoint hits this process has had, and the first after the first `seen`
+    (for `tvmdbg run --watch`, which stops at each new hit, past the 10,000 kept ones too)."""
+    controller = _LIVE.controller
+    return controller.hits_since(seen) if controller is not None else (0, None)

@@ -296,6 +296,19 @@ class LiveController:
             reason = f"watchpoint #{first.watchpoint_id}: {first.detail}"
         self._pause(call, reason, recorded, execution_index)
 
+    def hits_since(self, seen: int) -> tuple[int, dict | None]:
+        """The number of hits so far and the first one after the first `seen` of them (None when
+        there is none). Past the kept hits, the oldest of the recent ones stands in for a first
+        hit that is no longer in memory (the dump has every hit)."""
+        with self._lock:
+            total = self.num_hits
+            if total <= seen:
+                return total, None
+            if seen < len(self.hits):
+                return total, self.hits[seen]
+            back = min(total - seen, len(self.recent_hits))
+            return total, self.recent_hits[-back] if back else None
+
     # -- pausing ---------------------------------------------------------------------------
 
     def _pause(self, call: KernelCall, reason: str, hits: list[pb.WatchpointHit], execution_index: int) -> None:
