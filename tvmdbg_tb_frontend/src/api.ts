@@ -3,11 +3,27 @@
 
 export type Num = number | "NaN" | "Infinity" | "-Infinity";
 
-export interface Location {
-  file_path: string;
-  line: number;
-  function: string;
+/** A node of an imported model graph (torch.fx, ONNX) that an op was converted from. */
+export interface ModelNode {
+  format: string;
+  name: string;
+  op_type: string;
+  model_file: string;
 }
+
+/** The frame shown for something (docs/source-lines.md): the model's own line, the user's call
+ * next to it when that line is a library's, the model node an op came from. An op of an ONNX
+ * model without a recorded Python stack has no file_path: its node is its location. */
+export interface Location {
+  file_path?: string;
+  line?: number;
+  function?: string;
+  called_from?: Location;
+  model_node?: ModelNode;
+}
+
+/** A location that names a Python line. */
+export type LineLocation = Location & { file_path: string; line: number; function: string };
 
 export interface RunInfo {
   run: string;

@@ -1,5 +1,5 @@
 /** Pure formatting and classification helpers shared by the panels (unit-tested). */
-import type { Location, Num, StackFrame, TraceData } from "./api";
+import type { LineLocation, Location, Num, StackFrame, TraceData } from "./api";
 
 /** A JSON number as the backend encodes it ("NaN", "Infinity", "-Infinity") to a JS number. */
 export function toNumber(v: Num | null | undefined): number {
@@ -115,10 +115,23 @@ export function isNonFiniteValue(v: unknown): boolean {
   return v === "NaN" || v === "Infinity" || v === "-Infinity" || (typeof v === "number" && !Number.isFinite(v));
 }
 
-/** "file.py:12" with only the file's base name. */
+/** Whether a location names a Python line (an ONNX node alone does not). */
+export function hasLine(loc: Location | null | undefined): loc is LineLocation {
+  return !!loc && typeof loc.file_path === "string" && loc.file_path !== "" && typeof loc.line === "number";
+}
+
+/** "file.py:12" with only the file's base name; an ONNX node where no line exists; the
+ * user's own call next to a library's line ("modeling_gpt2.py:213, called from run.py:8"). */
 export function formatLocation(loc: Location | null | undefined): string {
   if (!loc) return "no source location";
-  return `${baseName(loc.file_path)}:${loc.line}`;
+  const parts: string[] = [];
+  if (hasLine(loc)) parts.push(`${baseName(loc.file_path)}:${loc.line}`);
+  const node = loc.model_node;
+  if (node && (node.format === "onnx" || parts.length === 0)) {
+    parts.push(`${node.format === "onnx" ? "ONNX" : node.format} node ${node.name} (${node.op_type})`);
+  }
+  if (hasLine(loc.called_from)) parts.push(`called from ${baseName(loc.called_from.file_path)}:${loc.called_from.line}`);
+  return parts.join(", ") || "no source location";
 }
 
 export function baseName(path: string): string {

@@ -3,6 +3,7 @@ import { describe, it } from "node:test";
 import {
   defaultSlice,
   formatDuration,
+  formatLocation,
   formatShape,
   formatShapeExpr,
   formatValue,
@@ -18,6 +19,29 @@ import {
 } from "../src/format";
 
 describe("format", () => {
+  it("shows the model's line, the user's call next to it, and an ONNX node where no line exists", () => {
+    const lib = "/venv/lib/python3.11/site-packages/transformers/pytorch_utils.py";
+    assert.equal(formatLocation({ file_path: "/home/u/run.py", line: 12, function: "main" }), "run.py:12");
+    assert.equal(
+      formatLocation({
+        file_path: lib,
+        line: 119,
+        function: "forward",
+        called_from: { file_path: "/home/u/run.py", line: 8, function: "main" },
+        model_node: { format: "torch.fx", name: "addmm_3", op_type: "aten.addmm.default", model_file: "" },
+      }),
+      "pytorch_utils.py:119, called from run.py:8",
+    );
+    assert.equal(
+      formatLocation({
+        called_from: { file_path: "/home/u/run.py", line: 4, function: "<module>" },
+        model_node: { format: "onnx", name: "/conv1/Conv", op_type: "Conv", model_file: "" },
+      }),
+      "ONNX node /conv1/Conv (Conv), called from run.py:4",
+    );
+    assert.equal(formatLocation(null), "no source location");
+  });
+
   it("decodes the backend's non-finite spellings", () => {
     assert.ok(Number.isNaN(toNumber("NaN")));
     assert.equal(toNumber("Infinity"), Infinity);

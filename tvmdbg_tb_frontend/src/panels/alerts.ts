@@ -2,7 +2,7 @@
  * matters: jump to the first origin alert (the first op that made a non-finite value). */
 import type { Alert, AlertsPage, Location, RangeAlert } from "../api";
 import { h, setChildren } from "../dom";
-import { formatCount, formatLocation, formatValue } from "../format";
+import { formatCount, formatLocation, formatValue, hasLine } from "../format";
 import type { Store } from "../store";
 import { landOnInnerOp } from "./inner_ops";
 
@@ -105,7 +105,7 @@ export class AlertsPanel {
     landOnInnerOp(alert);
     await this.store.selectTrace(pos, alert.trace_index);
     const frame = (alert as { inner_op?: { location: Location | null } | null }).inner_op?.location;
-    if (frame) this.store.showFrame({ file_path: frame.file_path, file_index: -1, line: frame.line, function: frame.function });
+    if (hasLine(frame)) this.store.showFrame({ file_path: frame.file_path, file_index: -1, line: frame.line, function: frame.function });
   }
 
   private render(): void {

@@ -3,7 +3,8 @@
  * first divergent op first, and click an op for both sides' statistics and its source line.
  * The graph panel colours run A's kernels by their verdict (GraphPanel.setMarks); clicking an
  * op here shows it in the graph, and clicking a marked node there shows its comparison here. */
-import type { Location, Num } from "../api";
+import type { LineLocation, Location, Num } from "../api";
+import { formatLocation, hasLine } from "../format";
 import { h, setChildren } from "../dom";
 import type { Store } from "../store";
 import type { GraphPanel, OpMark } from "./graph";
@@ -62,7 +63,7 @@ function fmt(v: Num | null | undefined | string): string {
 }
 
 function where(loc: Location | null): string {
-  return loc ? `${loc.file_path.split("/").pop()}:${loc.line}` : "–";
+  return loc ? formatLocation(loc) : "–";
 }
 
 export class ComparePanel {
@@ -324,7 +325,12 @@ export class ComparePanel {
       h(
         "div",
         { class: "compare-location", "data-testid": "compare-location" },
-        op.location ? `${op.location.file_path}:${op.location.line} (${op.location.function})` : "no source line",
+        hasLine(op.location)
+          ? `${op.location.file_path}:${op.location.line} (${op.location.function})` +
+              (op.location.model_node?.format === "onnx" ? `, ${formatLocation({ model_node: op.location.model_node })}` : "")
+          : op.location
+            ? formatLocation(op.location)
+            : "no source line",
       ),
       line,
       op.fused_ops_a && op.fused_ops_a.length > 1
@@ -349,11 +355,11 @@ export class ComparePanel {
         ),
       ),
     );
-    if (op.location) line.textContent = await this.sourceLine(op.location);
+    if (hasLine(op.location)) line.textContent = await this.sourceLine(op.location);
   }
 
   /** The recorded text of the op's line in run A (or B), when the run kept the file. */
-  private async sourceLine(loc: Location): Promise<string> {
+  private async sourceLine(loc: LineLocation): Promise<string> {
     for (const run of [this.runA.value, this.runB.value]) {
       try {
         const files = await this.store.api.get<{ source_files: { index: number; file_path: string }[] }>("source_files/list", { run });

@@ -6,6 +6,7 @@ import {
   formatCount,
   formatDuration,
   formatLocation,
+  hasLine,
   formatShape,
   formatShapeExpr,
   formatValue,
@@ -159,9 +160,9 @@ class OpView implements View {
                 h(
                   "li",
                   {
-                    class: o.location ? "clickable" : "",
+                    class: hasLine(o.location) ? "clickable" : "",
                     onclick: () =>
-                      o.location &&
+                      hasLine(o.location) &&
                       this.store.showFrame({
                         file_path: o.location.file_path,
                         file_index: -1,

@@ -8,7 +8,17 @@
 import dagre from "@dagrejs/dagre";
 import type { ExecutionData, GraphInfo, Op, TraceData } from "../api";
 import { h, setChildren, svg } from "../dom";
-import { type Health, formatLocation, formatShapeExpr, healthOf, healthText, isNonFinite, pillSegments, summaryHealth } from "../format";
+import {
+  type Health,
+  formatLocation,
+  formatShapeExpr,
+  hasLine,
+  healthOf,
+  healthText,
+  isNonFinite,
+  pillSegments,
+  summaryHealth,
+} from "../format";
 import { type Neighborhood, neighborhood } from "../neighborhood";
 import type { Store } from "../store";
 
@@ -439,7 +449,7 @@ export class GraphPanel {
             `${o.var_name} = ${o.op_type.replace(/^relax\./, "")}  ${o.location ? formatLocation(o.location) : ""}`,
             30,
           );
-          if (o.location) {
+          if (hasLine(o.location)) {
             const loc = o.location;
             row.addEventListener("click", (e) => {
               e.stopPropagation();

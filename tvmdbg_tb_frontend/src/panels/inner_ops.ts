@@ -4,7 +4,7 @@
  * view; the graph panel's layout is not touched. */
 import type { Alert, Location } from "../api";
 import { h } from "../dom";
-import { formatLocation } from "../format";
+import { formatLocation, hasLine } from "../format";
 import type { Store } from "../store";
 
 export interface InnerOp {
@@ -86,7 +86,7 @@ function render(store: Store, replay: Replay): HTMLElement[] {
           "data-health": op.health,
           title: readsText(replay, op),
           onclick: () =>
-            op.location &&
+            hasLine(op.location) &&
             store.showFrame({ file_path: op.location.file_path, file_index: -1, line: op.location.line, function: op.location.function }),
         },
         h("code", null, `${op.var_name} = ${op.op_type}`),
