@@ -130,12 +130,16 @@ def write_small_buffer(logdir, run_name: str = "small") -> None:
 
 
 def test_start_dropped_by_circular_buffer(tmp_path):
-    """With a small circular buffer the oldest records are gone, and the route says so."""
+    """With a small circular buffer the oldest records are gone but for the first NaN calls,
+    which the ring keeps whole: the route has the first alerts and says nothing is lost."""
+    from tvmdbg_tb.events.layout import KEPT_NONFINITE_CALLS
+
     write_small_buffer(tmp_path)
     server = Server(tmp_path)
     try:
         body = server.json("alerts", run="small")
-        assert body["start_dropped"] is True and 0 < body["num_alerts"] <= 50
+        assert body["start_dropped"] is False and body["num_alerts"] == 4 * KEPT_NONFINITE_CALLS + 50
+        assert [a["execution_index"] for a in body["alerts"][:4]] == [0, 0, 0, 0]
         assert body["nan_alerts"] == body["num_alerts"]
     finally:
         server.plugin.stop()

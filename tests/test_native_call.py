@@ -39,6 +39,7 @@ def _events(logdir) -> dict[str, list[bytes]]:
             _, start, length = item
             event = pb.DebugEvent.FromString(data[start : start + length])
             event.ClearField("wall_time")
+            event.ClearField("run_key")  # each run draws its own
             for field in ("execution", "graph_execution_trace", "debugged_graph", "graph_op_creation"):
                 if event.HasField(field):
                     message = getattr(event, field)

@@ -83,6 +83,7 @@ def _dump(tmp_path, name, monkeypatch, use_native: bool, ring: int) -> bytes:
         return result
 
     monkeypatch.setattr(native_records, "frame", counted)
+    monkeypatch.setattr(writer.secrets, "randbits", lambda bits: 0x5EED)  # both runs' records carry one key
     w = writer.DebugEventsWriter(tmp_path / name, run_name="run", circular_buffer_size=ring, flush_interval=3600)
     payloads = _payloads()
     for k in range(40):
@@ -221,6 +222,7 @@ def _call_dump(tmp_path, name, monkeypatch, native, use_native: bool, ring: int)
     else:
         monkeypatch.setattr(native_records.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
     statics = [p for p in _payloads() if len(p) < 20000][:14]
+    monkeypatch.setattr(writer.secrets, "randbits", lambda bits: 0x5EED)  # both runs' records carry one key
     w = writer.DebugEventsWriter(tmp_path / name, run_name="run", circular_buffer_size=ring, flush_interval=3600)
     for k in range(40):
         which = np.array([(k * 5 + j) % len(statics) for j in range(k % 6)], np.uint32)
@@ -262,15 +264,17 @@ def test_queue_call_fails_the_writer_on_parts_it_cannot_frame_and_drops_calls_on
     statics = [b"\x08\x01"]
     execution = pb.Execution(function_name="f").SerializeToString()
     w = writer.DebugEventsWriter(tmp_path / "bad", run_name="run", circular_buffer_size=-1, flush_interval=3600)
-    native.queue_call(w, 1.0, 0, execution, statics, b"\x00\x00\x00\x00", b"\x18\x00", b"\x59" + bytes(8), 9)
+    native.queue_call(w, 1.0, 0, execution, statics, b"\x00\x00\x00\x00", b"\x18\x00", b"\x59" + bytes(8), 9, False)
     assert w._next_trace == 1 and w.failed is None
     with pytest.warns(RuntimeWarning, match="could not encode a call's records"):
-        native.queue_call(w, 2.0, 0, execution, statics, b"\x07\x00\x00\x00", b"\x18\x01", b"\x59" + bytes(8), 9)
+        native.queue_call(w, 2.0, 0, execution, statics, b"\x07\x00\x00\x00", b"\x18\x01", b"\x59" + bytes(8), 9, False)
     assert "could not encode a call's records" in w.failed and w._next_trace == 1
     w.close()
     closed = writer.DebugEventsWriter(tmp_path / "closed", run_name="run", circular_buffer_size=-1)
     closed.close()
-    native.queue_call(closed, 3.0, 0, execution, statics, b"\x00\x00\x00\x00", b"\x18\x02", b"\x59" + bytes(8), 9)
+    native.queue_call(
+        closed, 3.0, 0, execution, statics, b"\x00\x00\x00\x00", b"\x18\x02", b"\x59" + bytes(8), 9, False
+    )
     assert closed._next_trace == 0 and closed.failed is None
 
 

@@ -9,7 +9,6 @@ import os
 import random
 import time
 
-import numpy as np
 import pytest
 from plugin_dumps import write_execution, write_full_tensor, write_graph, write_nan_chain
 from tensorboard.backend import application
@@ -475,22 +474,28 @@ def test_fuzzed_parameters_never_answer_500(server):
 
 
 def test_alert_monitor_replays_and_resets(tmp_path):
+    """A compaction replaces the trace file: the monitor starts over from the new file, where
+    the ring kept the NaN call whole in front of the newest records."""
     w = DebugEventsWriter(tmp_path, run_name="ring", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=8)
     write_graph(w)
     write_execution(w, nan_from=1)
     w.flush()
     s = Server(tmp_path)
     assert [a["op_name"] for a in s.json("alerts", run="ring")["alerts"]] == ["lv1", "lv2", "lv3"]
-    for _ in range(3):
-        write_execution(w)  # the ring drops the NaN execution
+    for _ in range(5):
+        write_execution(w)  # the ring drops finite calls, never the NaN one
     w.flush()
     s.plugin.poll()
-    assert s.json("alerts", run="ring")["num_alerts"] == 0
-    assert s.json("graph_execution/digests", run="ring")["num_digests"] == 8
+    alerts = s.json("alerts", run="ring")
+    assert [(a["op_name"], a["execution_index"], a["origin"]) for a in alerts["alerts"]] == [
+        ("lv1", 0, True),
+        ("lv2", 0, False),
+        ("lv3", 0, False),
+    ]
+    digests = s.json("graph_execution/digests", run="ring")["graph_execution_digests"]
+    assert [d["index"] for d in digests] == [0, 1, 2, 3, *range(16, 24)]  # the NaN call, then the last 8
     w.close()
-    assert np.all(
-        np.diff([d["index"] for d in s.json("graph_execution/digests", run="ring")["graph_execution_digests"]]) == 1
-    )
+    assert s.json("alerts", run="ring")["num_alerts"] == 3
 
 
 def test_one_unreadable_run_does_not_stop_the_others(tmp_path):
@@ -641,23 +646,29 @@ def test_queries_answer_while_a_large_dump_is_indexed(tmp_path, monkeypatch):
 
 
 def test_no_origin_claimed_where_the_circular_buffer_dropped_the_producer(tmp_path):
-    """With a ring of 6 traces, the oldest kept execution lost lv0 and lv1: lv2's NaN input
-    came from lv1, whose trace is gone, so lv2 is not called the origin; in the next
-    execution, complete, lv1 is."""
+    """The ring keeps the first KEPT_NONFINITE_CALLS NaN calls whole; of the two after them,
+    with a ring of 6 traces, the older lost lv0 and lv1: lv2's NaN input came from lv1, whose
+    trace is gone, so lv2 is not called the origin there; in the next execution, complete,
+    lv1 is."""
     from plugin_dumps import write_execution
+
+    from tvmdbg_tb.events.layout import KEPT_NONFINITE_CALLS
 
     w = DebugEventsWriter(tmp_path, run_name="ring", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=6)
     write_graph(w)
-    write_execution(w, nan_from=1)
-    write_execution(w, nan_from=1)
+    for _ in range(KEPT_NONFINITE_CALLS + 2):
+        write_execution(w, nan_from=1)
     w.close()
     s = Server(tmp_path)
     alerts = s.json("alerts", run="ring")
+    kept = [(name, e, name == "lv1") for e in range(KEPT_NONFINITE_CALLS) for name in ("lv1", "lv2", "lv3")]
+    cut, last = KEPT_NONFINITE_CALLS, KEPT_NONFINITE_CALLS + 1
     assert [(a["op_name"], a["execution_index"], a["origin"]) for a in alerts["alerts"]] == [
-        ("lv2", 0, False),
-        ("lv3", 0, False),
-        ("lv1", 1, True),
-        ("lv2", 1, False),
-        ("lv3", 1, False),
+        *kept,
+        ("lv2", cut, False),
+        ("lv3", cut, False),
+        ("lv1", last, True),
+        ("lv2", last, False),
+        ("lv3", last, False),
     ]
-    assert alerts["first_origin_index"] == 2
+    assert alerts["first_origin_index"] == 0 and not alerts["start_dropped"]

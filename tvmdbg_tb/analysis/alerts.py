@@ -6,8 +6,9 @@ was non-finite in that execution. Inputs produced by traced ops are looked up am
 execution's non-finite traces, function parameters in the execution's input summaries; an
 input whose health was never recorded (a builtin's result, an op that op_regex filtered
 out) counts as finite only if nothing earlier in the execution was non-finite. Where the
-circular buffer dropped the start of the oldest execution in the dump, an op whose producer
-trace is gone there is never called the origin: nothing shows its inputs were finite.
+circular buffer dropped the start of an execution (the oldest in the dump, or the first after
+each of its drops), an op whose producer trace is gone there is never called the origin:
+nothing shows its inputs were finite.
 
 Memory stays small: per alert a trace position and a flag (numpy), plus the packed keys of
 the non-finite outputs of the last few executions (producers and consumers run in the same
@@ -26,6 +27,7 @@ from tvmdbg_tb.analysis.inner_ops import confirm_alert, masked_alerts, merge_ale
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.ranges import range_alerts
 from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.health import HEALTH_MODES
 from tvmdbg_tb.events.locations import location
 from tvmdbg_tb.events.reader import NONFINITE, GrowingArray, RunReader, value_nonfinite_counts
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
@@ -45,13 +47,17 @@ def _pack(execution: np.ndarray, op, slot) -> np.ndarray:
     return (np.maximum(execution, 0).astype(np.int64) << _E_SHIFT) | (np.asarray(op, dtype=np.int64) << 8) | slot
 
 
-def _truncated_oldest_execution(digests: np.ndarray) -> tuple[int | None, set[int]]:
-    """(execution index, ops traced in it) of the oldest execution in the dump when earlier
-    traces were dropped (circular buffer, damage), else (None, empty set)."""
-    if not len(digests) or digests["index"][0] == 0:
-        return None, set()
-    oldest = int(digests["execution_index"][0])
-    return oldest, set(np.unique(digests["op_id"][digests["execution_index"] == oldest]).tolist())
+def _cut_executions(run: RunReader, digests: np.ndarray) -> dict[int, set[int]]:
+    """{execution index: ops traced in it} of the executions whose first traces may be gone:
+    the oldest in the dump when earlier traces were dropped (circular buffer, damage), and
+    the first after each of the circular buffer's drops."""
+    rows = [row for row, _, _ in run.ring_drops(layout.GRAPH_EXECUTION_TRACES) if row < len(digests)]
+    if len(digests) and digests["index"][0] != 0:
+        rows.append(0)
+    cut = {}
+    for e in {int(digests["execution_index"][row]) for row in rows}:
+        cut[e] = set(np.unique(digests["op_id"][digests["execution_index"] == e]).tolist())
+    return cut
 
 
 def _contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -163,7 +169,7 @@ class AlertMonitor:
         known = np.union1d(self._carry, keys)
         origin = np.ones(len(new), dtype=np.bool_)
         first_alert = self._positions.size
-        cut_execution, present_in_cut = _truncated_oldest_execution(digests)
+        cut = _cut_executions(run, digests)
         by_op = np.argsort(op_rows, kind="stable")  # rows grouped by op, in trace order
         bounds = np.concatenate(([0], np.cumsum(np.bincount(op_rows, minlength=len(ops)))))
         for k, op_id in enumerate(ops.tolist()):
@@ -177,8 +183,9 @@ class AlertMonitor:
                     unknown = True
             if unknown:
                 bad |= earlier[rows]
-            if cut_execution is not None and any(p not in present_in_cut for p, _ in producers):
-                bad |= e[rows] == cut_execution
+            for cut_execution, present_in_cut in cut.items():
+                if any(p not in present_in_cut for p, _ in producers):
+                    bad |= e[rows] == cut_execution
             origin[rows] = ~bad
             if not params:
                 continue
@@ -334,16 +341,22 @@ def num_alerts(run: RunReader) -> int:
 
 
 _GAP_KINDS = ("damaged", "truncated", "aborted", "traces_without_execution", "executions_missing_traces")
+# Files whose damage may change any origin: the ops' inputs (graphs), the run's mode (metadata).
+_EVERYWHERE_FILES = tuple(layout.file_name(s) for s in (layout.GRAPHS, layout.METADATA))
+_EVERYWHERE_KINDS = ("metadata_missing", "metadata_damaged", "traces_without_op")
 
 
 def _gaps(run: RunReader) -> list[tuple[int, float]]:
     """Execution ranges where records are damaged or missing (see events/completeness.py): an
-    origin there may be wrong, its true producer's trace being what is missing."""
-    return [
-        (p.executions[0], float("inf") if p.executions[1] is None else p.executions[1])
-        for p in run.completeness().problems
-        if p.kind in _GAP_KINDS and p.executions
-    ]
+    origin there may be wrong, its true producer's trace being what is missing. Damage to
+    the graphs or the metadata concerns every execution."""
+    gaps = []
+    for p in run.completeness().problems:
+        if p.kind in _EVERYWHERE_KINDS or (p.kind == "damaged" and (p.file or "").endswith(_EVERYWHERE_FILES)):
+            gaps.append((0, float("inf")))
+        elif p.kind in _GAP_KINDS and p.executions:
+            gaps.append((p.executions[0], float("inf") if p.executions[1] is None else p.executions[1]))
+    return gaps
 
 
 def _near_a_gap(execution_index: int, gaps: list[tuple[int, float]]) -> bool:
@@ -368,10 +381,15 @@ def alerts(
 
 
 def start_dropped(run: RunReader) -> bool:
-    """True when the dump no longer holds the start of the run: the circular buffer (or damage)
-    dropped the oldest calls or kernel executions, so the first alerts may be gone."""
+    """True when the first alerts may be gone: the dump no longer holds the start of the run
+    (the circular buffer or damage dropped the oldest calls or kernel executions) and nothing
+    vouches for what went. A dump whose records carry their places, written in a mode that
+    counts NaN/Inf, does: its writer kept the first calls with a NaN or an Inf whole."""
     executions, traces = run.execution_digests(), run.trace_digests()
-    return bool((len(executions) and executions["index"][0] != 0) or (len(traces) and traces["index"][0] != 0))
+    lost = bool((len(executions) and executions["index"][0] != 0) or (len(traces) and traces["index"][0] != 0))
+    lost |= bool(run.ring_drops(layout.EXECUTION) or run.ring_drops(layout.GRAPH_EXECUTION_TRACES))
+    mode = run.metadata.tensor_debug_mode if run.metadata is not None else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
+    return lost and not (run.keyed and mode in HEALTH_MODES)
 
 
 def _alerts(run: RunReader, m: AlertMonitor, begin: int, end: int, alert_type: str | None) -> dict:

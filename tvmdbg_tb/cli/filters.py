@@ -21,9 +21,6 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 TensorFilter = Callable[[pb.GraphExecutionTrace, "np.ndarray | None"], bool]
 
-# Modes whose summaries say whether an output is finite.
-HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS, pb.FULL_TENSOR)
-
 
 def has_inf_or_nan(trace: pb.GraphExecutionTrace, value: np.ndarray | None = None) -> bool:
     """True when the output holds a NaN, +Inf or -Inf (needs a health mode or FULL_TENSOR)."""

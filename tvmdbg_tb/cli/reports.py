@@ -8,9 +8,10 @@ import numpy as np
 
 from tvmdbg_tb import analysis
 from tvmdbg_tb.cli import render
-from tvmdbg_tb.cli.filters import HEALTH_MODES
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import OpNames
+from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.health import HEALTH_MODES
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -243,11 +244,23 @@ def completeness_text(completeness) -> str:
     return " ".join(f"{p.message}." for p in completeness.problems) or "the writer is still running."
 
 
+def _dropped_text(dropped: dict[str, int]) -> str:
+    """What the circular buffer dropped, as a phrase ("" when nothing)."""
+    parts = []
+    if dropped.get(layout.EXECUTION):
+        parts.append(f"{dropped[layout.EXECUTION]} calls")
+    if dropped.get(layout.GRAPH_EXECUTION_TRACES):
+        parts.append(f"{dropped[layout.GRAPH_EXECUTION_TRACES]} kernel outputs")
+    return " and ".join(parts)
+
+
 def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
-    """(exit code, one paragraph): CLEAN only when the dump is complete and all finite,
-    NONFINITE_FOUND when a NaN/Inf was recorded (saying so if the dump is also incomplete),
-    CANNOT_TELL when no NaN/Inf is in what remains but the dump is damaged, cut, aborted,
-    incomplete or still being written, or records no health or no VM call at all."""
+    """(exit code, one paragraph): CLEAN only when the dump is complete and all finite, and,
+    where the circular buffer dropped records, its writer counted no call with a NaN/Inf and
+    none whose health it did not know; NONFINITE_FOUND when a NaN/Inf was recorded (saying so
+    if the dump is also incomplete); CANNOT_TELL when no NaN/Inf is in what remains but the
+    dump is damaged, cut, aborted, incomplete or still being written, records no health or no
+    VM call at all, or the ring dropped calls nobody can vouch for."""
     completeness = run.completeness()
     traces = run.trace_digests()
     executions = run.execution_digests()
@@ -268,20 +281,41 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
     errors = int(np.count_nonzero(traces["flags"] & HAS_ERROR))
     raised = f" {errors} kernel call{'s' if errors > 1 else ''} raised an error (see lt)." if errors else ""
     masked = analysis.alerts(run)["num_alerts"] - bad_traces if run.replays() else 0
+    dropped = _dropped_text(completeness.dropped)
+    counted = run.run_end if run.keyed and run.run_end is not None else None  # the writer's own count
     if not bad_traces and not bad_executions and not masked:
         if not completeness.complete:
             return CANNOT_TELL, (
                 f"{where}: cannot tell, no NaN/Inf in what remains ({len(traces)} kernel outputs in "
                 f"{len(executions)} executions) but the dump is {completeness.state}: {completeness_text(completeness)}"
             )
+        if counted is not None and counted.nonfinite_executions:
+            return NONFINITE_FOUND, (
+                f"{where}: its writer counted {counted.nonfinite_executions} calls with NaN or Inf, but none of "
+                "their records is in the dump (they should have been kept whole): the dump is not what was written."
+            )
+        if not run.keyed and analysis.start_dropped(run):
+            return CANNOT_TELL, (
+                f"{where}: cannot tell, no NaN/Inf in what remains ({len(traces)} kernel outputs in "
+                f"{len(executions)} executions) but the circular buffer dropped the oldest calls, and this older "
+                "dump does not say whether they held NaN or Inf."
+            )
+        if dropped and (counted is None or counted.unchecked_executions):
+            unchecked = counted.unchecked_executions if counted is not None else "some"
+            return CANNOT_TELL, (
+                f"{where}: cannot tell, no NaN/Inf in what remains ({len(traces)} kernel outputs in "
+                f"{len(executions)} executions) but the circular buffer dropped {dropped}, and {unchecked} calls "
+                "were written with no health recorded."
+            )
         if not len(traces) and not len(executions):
             return CANNOT_TELL, (
                 f"{where}: cannot check, no VM call was recorded (did the program run a VM function after "
                 "enable_dump_debug_info?)."
             )
+        kept = f"; the circular buffer dropped {dropped}, none of which held NaN or Inf" if dropped else ""
         return CLEAN, (
             f"{where}: all finite ({len(traces)} kernel outputs in {len(executions)} executions, "
-            f"mode {mode_name(mode)}).{raised}{_range_warning(run, names)}"
+            f"mode {mode_name(mode)}{kept}).{raised}{_range_warning(run, names)}"
         )
     alerts, first, _ = ordered_alerts(run, limit=1)
     text = (
@@ -316,6 +350,11 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
         if first is None:
             text += (
                 " No op made the first bad value inside the traced kernels: it came in through the function's inputs."
+            )
+        if dropped:
+            text += (
+                f" The circular buffer dropped {dropped}; it keeps the records of the first "
+                f"{layout.KEPT_NONFINITE_CALLS} calls with NaN or Inf whole, whatever follows."
             )
         closer = f" Look closer with: tvmdbg analyze {logdir}" + (f" --run {run.name}" if run.name != "." else "")
         closer += f" -x 'ni {name}' -x 'li {name}'"

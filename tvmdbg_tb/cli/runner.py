@@ -23,6 +23,7 @@ from tvmdbg_tb.cli import filters
 from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.session import CliError
 from tvmdbg_tb.cli.shell import run_commands
+from tvmdbg_tb.events.health import HEALTH_MODES
 from tvmdbg_tb.events.reader import DebugDataReader
 from tvmdbg_tb.events.summaries import mode_name, mode_value
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -200,7 +201,7 @@ def main(args) -> int:
         mode = mode_value(args.tensor_debug_mode)
     except ValueError as error:
         raise CliError(str(error)) from None
-    if args.tensor_filter == "has_inf_or_nan" and mode not in filters.HEALTH_MODES:
+    if args.tensor_filter == "has_inf_or_nan" and mode not in HEALTH_MODES:
         raise CliError(
             f"filter has_inf_or_nan needs NaN/Inf counts, which mode {mode_name(mode)} does not record; "
             "use --tensor_debug_mode FULL_HEALTH (the default) or CURT_HEALTH"

@@ -1,8 +1,11 @@
 """Is a run's dump complete? Derived from the data, never assumed.
 
 A dump is complete only when its writer closed it (a RunEnd CLOSED record) and nothing is
-missing: no damaged record, no cut tail, no trace whose execution is gone, no execution
-short of the traces it claims, no stack frame or source file referred to but absent.
+missing: no damaged record, no record out of its run's order (foreign, duplicated,
+reordered, missing: events/integrity.py), no file short of the records the RunEnd counts,
+no cut tail, no trace whose execution is gone, no execution short of the traces it claims,
+no stack frame or source file referred to but absent. What the circular buffer dropped is
+not missing: its RecordsDropped records say where and how much (`dropped`).
 
 Whether the writer is gone (so that an incomplete last record is a cut tail, not a record
 being written) is decided by, in order: a RunEnd record; the writing process (host_name,
@@ -47,12 +50,22 @@ class Problem:
         return self.message
 
 
+UNKEYED_NOTE = (
+    "this dump's records carry no run key or place (written by an older tvmdbg), so a "
+    "duplicated, reordered or foreign whole record cannot be told from the others"
+)
+
+
 @dataclass
 class Completeness:
     state: str  # COMPLETE, LIVE or INCOMPLETE
     ended: str  # "closed", "aborted", "not closed" (writer gone without a RunEnd), "running"
     writer_alive: bool | None  # None: written on another host and still growing recently
     problems: list[Problem] = field(default_factory=list)
+    # Records the circular buffer dropped, by stream (executions, traces): not problems.
+    dropped: dict[str, int] = field(default_factory=dict)
+    # What the reader could not check (an older dump's records), said once.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -73,6 +86,8 @@ class Completeness:
             "ended": self.ended,
             "writer_alive": self.writer_alive,
             "problems": [asdict(p) for p in self.problems],
+            "dropped": dict(self.dropped),
+            "notes": list(self.notes),
         }
 
 
@@ -154,6 +169,9 @@ def assess(run, now: float | None = None) -> Completeness:
         referenced = run.referenced_frame_ids()
         num_source_files = len(run.source_files())
         referenced_files = run.referenced_source_files()
+        keyed = run.keyed
+        places = run.places_read()
+        drops = {s: run.ring_drops(s) for s in layout.RING_STREAMS}
     alive = writer_alive(metadata, run.metadata_wall_time)
     paths = [os.path.join(run.path, layout.file_name(s)) for s in layout.STREAMS]
     if end is not None:
@@ -221,8 +239,47 @@ def assess(run, now: float | None = None) -> Completeness:
     exec_path = paths[layout.STREAMS.index(layout.EXECUTION)]
     for c in corruptions:
         span = _executions_near(c.path, c.offset, trace_path, exec_path, executions, traces)
+        if c.executions is not None:  # the record's own
+            span = _widened(span, c.executions)
         where = f" (executions {span[0]}-{'end' if span[1] is None else span[1]})" if span else ""
-        problems.append(Problem("damaged", f"damaged record{where}: {c}", c.path, c.offset, span))
+        what = "misplaced record" if c.misplaced else "damaged record"
+        problems.append(Problem("damaged", f"{what}{where}: {c}", c.path, c.offset, span))
+
+    dropped = {s: sum(count for _, _, count in drops[s]) for s in layout.RING_STREAMS}
+    notes = [UNKEYED_NOTE] if keyed is False else []
+    if keyed and end is not None and end.how == pb.RunEnd.CLOSED:
+        # Records the writer wrote that no record took the place of, at the end of a file.
+        for stream, path in zip(layout.STREAMS, paths):
+            written = int(end.records.get(stream, 0))
+            if written > places.get(stream, 0):
+                first = places.get(stream, 0)
+                span = _executions_near(path, 1 << 62, trace_path, exec_path, executions, traces)
+                problems.append(
+                    Problem(
+                        "damaged",
+                        f"{path} misses its last records: places {first}-{written - 1} of the {written} its writer "
+                        "wrote are not in it",
+                        path,
+                        None,
+                        span,
+                    )
+                )
+        for stream, said in (
+            (layout.EXECUTION, end.dropped_executions),
+            (layout.GRAPH_EXECUTION_TRACES, end.dropped_traces),
+        ):
+            if int(said) != dropped[stream]:
+                path = paths[layout.STREAMS.index(stream)]
+                problems.append(
+                    Problem(
+                        "damaged",
+                        f"{path}: its circular buffer's drop records add up to {dropped[stream]} records, its writer "
+                        f"dropped {int(said)}",
+                        path,
+                        None,
+                        [0, None],
+                    )
+                )
 
     if gone:
         for path, offset, size in tails:
@@ -239,13 +296,17 @@ def assess(run, now: float | None = None) -> Completeness:
                     )
                 )
 
-    # Dangling references between executions and traces.
+    # Dangling references between executions and traces. The circular buffer drops the oldest
+    # records of each file (but those of the calls it keeps whole): what precedes the newest
+    # stretch of a file (after its last drop) may refer to what it dropped.
     exec_index = np.sort(executions["index"]) if executions.size else np.zeros(0, dtype=np.int64)
     trace_exec = traces["execution_index"]
+    exec_tail = executions["index"][_newest_stretch(drops[layout.EXECUTION]) :]
+    trace_tail = trace_exec[_newest_stretch(drops[layout.GRAPH_EXECUTION_TRACES]) :]
     if trace_exec.size:
         orphan = np.unique(trace_exec[~np.isin(trace_exec, exec_index)])
-        if ring and exec_index.size:
-            orphan = orphan[orphan >= exec_index[0]]  # older executions were dropped by the ring
+        if ring and exec_tail.size:
+            orphan = orphan[orphan >= exec_tail.min()]  # older executions were dropped by the ring
         if not gone:
             last = exec_index[-1] if exec_index.size else -1
             orphan = orphan[orphan <= last]  # later ones are still running
@@ -271,8 +332,8 @@ def assess(run, now: float | None = None) -> Completeness:
         if found is not None:
             have[found] = counts[pos[found]]
         short = claimed > have
-        if ring:  # the ring keeps the newest traces: only executions after the oldest kept trace count
-            short &= executions["index"] > (int(trace_exec.min()) if trace_exec.size else np.iinfo(np.int64).max)
+        if ring:  # the ring keeps the newest traces: only executions after the oldest of them count
+            short &= executions["index"] > (int(trace_tail.min()) if trace_tail.size else np.iinfo(np.int64).max)
         if short.any():
             idx = np.sort(executions["index"][short])
             ranges = _ranges(idx)
@@ -332,7 +393,19 @@ def assess(run, now: float | None = None) -> Completeness:
         ended = "closed" if end.how == pb.RunEnd.CLOSED else "aborted"
     else:
         ended = "not closed" if gone else "running"
-    return Completeness(state, ended, alive, problems)
+    return Completeness(state, ended, alive, problems, {s: n for s, n in dropped.items() if n}, notes)
+
+
+def _newest_stretch(drops: list[tuple[int, int, int]]) -> int:
+    """The first digest row after a file's last circular-buffer drop (0: none)."""
+    return drops[-1][0] if drops else 0
+
+
+def _widened(span: list[int | None] | None, executions: tuple[int, int]) -> list[int | None]:
+    if span is None:
+        return [executions[0], executions[1]]
+    last = None if span[1] is None else max(span[1], executions[1])
+    return [min(span[0], executions[0]), last]
 
 
 def _executions_near(path, offset, trace_path, exec_path, executions, traces) -> list[int | None] | None:

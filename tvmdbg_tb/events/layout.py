@@ -22,6 +22,10 @@ STREAMS = (METADATA, SOURCE_FILES, STACK_FRAMES, GRAPHS, EXECUTION, GRAPH_EXECUT
 # Streams held in the circular buffer; the others are kept whole.
 RING_STREAMS = (EXECUTION, GRAPH_EXECUTION_TRACES)
 
+# The first calls that held a NaN or an Inf, kept whole by the circular buffer whatever
+# follows: the origin's call, and a few more to compare it with.
+KEPT_NONFINITE_CALLS = 3
+
 FILE_PREFIX = "tvmdbg."
 FILE_VERSION = "tvmdbg.DebugEvent:1"
 

@@ -295,23 +295,30 @@ PyObject* FrameTraceParts(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 constexpr uint8_t kExecutionTag = 8 << 3 | 2;  // DebugEvent.execution
 constexpr uint8_t kTraceTag = 9 << 3 | 2;      // DebugEvent.graph_execution_trace
+constexpr uint8_t kSequenceTag = 13 << 3;      // DebugEvent.sequence, a varint
 
-// frame_call(envelope, execution, statics, which, middle, tails, width, first)
+// frame_call(envelope, execution, statics, which, middle, tails, width, first, sequence)
 //   -> (execution record, trace records, sizes):
 // one VM call's records in one call: its Execution (bytes) framed as a record (writer.py's
-// records.encode of envelope, the execution field's tag and length, the Execution), and its
-// traces as frame_trace_parts frames them with the envelope and the trace field's tag.
+// records.encode of envelope, the execution field's tag and length, the Execution, and the
+// record's sequence), and its traces as frame_trace_parts frames them with the envelope and
+// the trace field's tag.
 PyObject* FrameCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!CheckArgs(nargs, 8, "frame_call")) return nullptr;
+  if (!CheckArgs(nargs, 9, "frame_call")) return nullptr;
   Span envelope, execution;
   if (!GetBytes(args[0], "envelope", &envelope) || !GetBytes(args[1], "execution", &execution)) return nullptr;
-  const size_t size = kFraming + envelope.size + 1 + VarintSize(execution.size) + execution.size;
+  const long long sequence = PyLong_AsLongLong(args[8]);
+  if (sequence == -1 && PyErr_Occurred()) return nullptr;
+  const size_t size = kFraming + envelope.size + 1 + VarintSize(execution.size) + execution.size + 1 +
+                      VarintSize(static_cast<uint64_t>(sequence));
   PyObject* record = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
   if (record == nullptr) return nullptr;
   char* out = PyBytes_AS_STRING(record);
   char* p = PutSpan(out + 12, envelope);
   *p++ = static_cast<char>(kExecutionTag);
   p = PutSpan(PutVarint(p, execution.size), execution);
+  *p++ = static_cast<char>(kSequenceTag);
+  p = PutVarint(p, static_cast<uint64_t>(sequence));
   Frame(out, p);
   char prefix[64];
   if (envelope.size >= sizeof(prefix)) {
@@ -429,6 +436,10 @@ PyObject* s_eager_write;
 PyObject* s_fail;
 PyObject* s_traces_stream;
 PyObject* s_execution_stream;
+PyObject* s_sequences;
+PyObject* s_run_key_field;
+PyObject* s_counts_health;
+PyObject* s_count_locked;
 
 bool Intern() {
   const tvmdbg::InternedName names[] = {
@@ -445,6 +456,10 @@ bool Intern() {
       {&s_fail, "_fail"},
       {&s_traces_stream, "graph_execution_traces"},  // layout.GRAPH_EXECUTION_TRACES
       {&s_execution_stream, "execution"},            // layout.EXECUTION
+      {&s_sequences, "_sequences"},
+      {&s_run_key_field, "_run_key_field"},
+      {&s_counts_health, "_counts_health"},
+      {&s_count_locked, "_count_locked"},
   };
   return tvmdbg::InternAll(names);
 }
@@ -457,24 +472,45 @@ int Flag(PyObject* writer, PyObject* name) {
   return truth;
 }
 
-// Under writer._lock: the call framed with the next trace index, its records queued, the
-// counters advanced; the pending byte count in *pending. False with an exception set.
-bool QueueLocked(PyObject* writer, PyObject* const* framing, long long* pending) {
+// Under writer._lock: the call framed with the next trace index and execution sequence, its
+// records queued, the counters advanced, and, unless it is known finite, its health counted
+// (writer._count_locked); the pending byte count in *pending. False with an exception set.
+bool QueueLocked(PyObject* writer, PyObject* const* framing, PyObject* nonfinite, long long* pending) {
   // Checked again under the lock: close() may have taken the last batch meanwhile.
   const int failed = Flag(writer, s_failed);
   const int closed = failed == 0 ? Flag(writer, s_closed) : 0;
   if (failed || closed) return failed >= 0 && closed >= 0;  // dropped, as write_call drops
-  PyObject* first = PyObject_GetAttr(writer, s_next_trace);
-  if (first == nullptr) return false;
-  const long long start = PyLong_AsLongLong(first);
-  if (start == -1 && PyErr_Occurred()) {
-    Py_DECREF(first);
+  PyObject* sequences = PyObject_GetAttr(writer, s_sequences);
+  if (sequences != nullptr && !PyDict_Check(sequences)) {
+    Py_DECREF(sequences);
+    PyErr_SetString(PyExc_TypeError, "queue_call: the writer's sequences are not a dict");
     return false;
   }
-  PyObject* arguments[8] = {framing[0], framing[1], framing[2], framing[3], framing[4], framing[5], framing[6], first};
-  PyObject* framed = FrameCall(nullptr, arguments, 8);
+  PyObject* sequence = sequences == nullptr ? nullptr : PyDict_GetItemWithError(sequences, s_execution_stream);
+  PyObject* first = sequence == nullptr ? nullptr : PyObject_GetAttr(writer, s_next_trace);
+  if (first == nullptr) {
+    if (sequences != nullptr && !PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "_sequences['execution']");
+    Py_XDECREF(sequences);
+    return false;
+  }
+  Py_INCREF(sequence);  // held: the dict item is replaced below
+  const long long start = PyLong_AsLongLong(first);
+  const long long execution_sequence = PyLong_AsLongLong(sequence);
+  if (PyErr_Occurred()) {
+    Py_DECREF(first);
+    Py_DECREF(sequence);
+    Py_DECREF(sequences);
+    return false;
+  }
+  PyObject* arguments[9] = {framing[0], framing[1], framing[2], framing[3], framing[4],
+                            framing[5], framing[6], first,      sequence};
+  PyObject* framed = FrameCall(nullptr, arguments, 9);
   Py_DECREF(first);
-  if (framed == nullptr) return false;
+  if (framed == nullptr) {
+    Py_DECREF(sequence);
+    Py_DECREF(sequences);
+    return false;
+  }
   PyObject* record = PyTuple_GET_ITEM(framed, 0);
   PyObject* blob = PyTuple_GET_ITEM(framed, 1);
   PyObject* sizes = PyTuple_GET_ITEM(framed, 2);
@@ -499,29 +535,53 @@ bool QueueLocked(PyObject* writer, PyObject* const* framing, long long* pending)
   if (ok) {
     *pending = PyLong_AsLongLong(queued) + PyBytes_GET_SIZE(blob) + PyBytes_GET_SIZE(record);
     PyObject* next = PyLong_FromLongLong(start + count);
+    PyObject* next_sequence = PyLong_FromLongLong(execution_sequence + 1);
     PyObject* total = PyLong_FromLongLong(*pending);
-    ok = next != nullptr && total != nullptr && PyObject_SetAttr(writer, s_next_trace, next) == 0 &&
+    ok = next != nullptr && next_sequence != nullptr && total != nullptr &&
+         PyObject_SetAttr(writer, s_next_trace, next) == 0 &&
+         PyDict_SetItem(sequences, s_execution_stream, next_sequence) == 0 &&
          PyObject_SetAttr(writer, s_pending_bytes, total) == 0;
     Py_XDECREF(next);
+    Py_XDECREF(next_sequence);
     Py_XDECREF(total);
   } else if (!PyErr_Occurred()) {
     PyErr_SetString(PyExc_TypeError, "queue_call: the writer's pending queues are not lists");
   }
+  // A call not known finite: counted (a NaN or an Inf: kept whole by the ring, if among the
+  // first); a finite one costs nothing more.
+  const int counted = !ok || nonfinite == Py_False ? 0 : nonfinite == Py_True ? 1 : Flag(writer, s_counts_health);
+  if (counted < 0) ok = false;
+  if (counted > 0) {
+    PyObject* first_trace = PyLong_FromLongLong(start);
+    PyObject* num_traces = first_trace == nullptr ? nullptr : PyLong_FromSsize_t(count);
+    PyObject* done = num_traces == nullptr ? nullptr
+                                           : PyObject_CallMethodObjArgs(writer, s_count_locked, sequence, first_trace,
+                                                                        num_traces, nonfinite, nullptr);
+    ok = done != nullptr;
+    Py_XDECREF(done);
+    Py_XDECREF(num_traces);
+    Py_XDECREF(first_trace);
+  }
+  Py_DECREF(sequence);
+  Py_DECREF(sequences);
   Py_XDECREF(queued);
   Py_XDECREF(streams);
   Py_DECREF(framed);
   return ok;
 }
 
-// queue_call(writer, wall_time, step, execution, statics, which, middle, tails, width) -> None:
+// queue_call(writer, wall_time, step, execution, statics, which, middle, tails, width, nonfinite)
+//   -> None:
 // DebugEventsWriter.write_call for the compiled path's call (its Execution, its traces as
-// TraceParts' fields) in C++, for the Python writer and for native_call alike. It reads and
-// updates, under writer._lock, what write_call does (_next_trace, _pending's execution and
-// trace queues, _pending_bytes); does nothing once _failed or _closed; calls
+// TraceParts' fields, whether they hold a NaN or an Inf: True, False or None for not known)
+// in C++, for the Python writer and for native_call alike. It reads and updates, under
+// writer._lock, what write_call does (_next_trace, _sequences' execution entry, _pending's
+// execution and trace queues, _pending_bytes, and, for a call not known finite,
+// _count_locked); does nothing once _failed or _closed; calls
 // writer._eager_write(pending) from writer._eager_bytes pending; and, like write_call, never
 // raises what framing raises: it goes to writer._fail.
 PyObject* QueueCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!CheckArgs(nargs, 9, "queue_call")) return nullptr;
+  if (!CheckArgs(nargs, 10, "queue_call")) return nullptr;
   PyObject* writer = args[0];
   const int failed = Flag(writer, s_failed);
   const int closed = failed == 0 ? Flag(writer, s_closed) : 0;
@@ -530,13 +590,23 @@ PyObject* QueueCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const double wall_time = PyFloat_AsDouble(args[1]);
   const unsigned long long step = PyLong_AsUnsignedLongLongMask(args[2]);
   if (PyErr_Occurred()) return nullptr;
-  char prefix[20] = {1 << 3 | 1};  // DebugEvent.wall_time (double), then step (varint) if set
+  PyObject* key = PyObject_GetAttr(writer, s_run_key_field);
+  if (key == nullptr) return nullptr;
+  if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) > 16) {
+    Py_DECREF(key);
+    PyErr_SetString(PyExc_TypeError, "queue_call: the writer's run key field must be bytes");
+    return nullptr;
+  }
+  // DebugEvent.wall_time (double), step (varint) if set, then run_key (writer._run_key_field).
+  char prefix[48] = {1 << 3 | 1};
   std::memcpy(prefix + 1, &wall_time, 8);
   char* end = prefix + 9;
   if (step) {
     *end++ = 2 << 3;
     end = PutVarint(end, step);
   }
+  end = PutSpan(end, {PyBytes_AS_STRING(key), static_cast<size_t>(PyBytes_GET_SIZE(key))});
+  Py_DECREF(key);
   PyObject* envelope = PyBytes_FromStringAndSize(prefix, end - prefix);
   PyObject* lock = envelope == nullptr ? nullptr : PyObject_GetAttr(writer, s_lock);
   PyObject* held = lock == nullptr ? nullptr : PyObject_CallMethodNoArgs(lock, s_acquire);
@@ -548,7 +618,7 @@ PyObject* QueueCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_DECREF(held);
   PyObject* framing[7] = {envelope, args[3], args[4], args[5], args[6], args[7], args[8]};
   long long pending = 0;
-  const bool queued = QueueLocked(writer, framing, &pending);
+  const bool queued = QueueLocked(writer, framing, args[9], &pending);
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   if (!queued) PyErr_Fetch(&type, &value, &traceback);
   PyObject* released = PyObject_CallMethodNoArgs(lock, s_release);
@@ -593,11 +663,12 @@ PyMethodDef kMethods[] = {
     {"frame_trace_parts", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrameTraceParts)),
      METH_FASTCALL, "frame_trace_parts(prefix, statics, which, middle, tails, width, first) -> (records, sizes)"},
     {"frame_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrameCall)), METH_FASTCALL,
-     "frame_call(envelope, execution, statics, which, middle, tails, width, first) -> (record, records, sizes)"},
+     "frame_call(envelope, execution, statics, which, middle, tails, width, first, sequence) -> (record, records, "
+     "sizes)"},
     {"join_chunks", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(JoinChunks)), METH_FASTCALL,
      "join_chunks(chunks, start, ring) -> (data, ends as packed int64 or None)"},
     {"queue_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(QueueCall)), METH_FASTCALL,
-     "queue_call(writer, wall_time, step, execution, statics, which, middle, tails, width) -> None"},
+     "queue_call(writer, wall_time, step, execution, statics, which, middle, tails, width, nonfinite) -> None"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -3,7 +3,9 @@
 - Incremental: each record file remembers the byte offset it has read to; `update()` reads
   only what is new and resumes a truncated last record once the writer completes it.
 - Loud about damage: a bad CRC becomes a `Corruption` (file, offset, reason) in
-  `corruptions`, the reader resynchronises on the next good record and goes on.
+  `corruptions`, the reader resynchronises on the next good record and goes on. So does a
+  whole record out of its run's order: foreign, duplicated, reordered or missing
+  (events/integrity.py).
 - Compact: executions and traces are indexed as rows of numpy structured arrays (about 80
   bytes per trace); full records are parsed on demand from their file offset.
 - A ring file compacted by the writer (a new inode) is re-read from its start; observers
@@ -21,13 +23,15 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from tvmdbg_tb.events import completeness, layout, records, vectorized
+from tvmdbg_tb.events import completeness, integrity, layout, records, vectorized
 from tvmdbg_tb.events.digests import EXECUTION_DIGEST, HAS_ERROR, HEALTH_KNOWN, NONFINITE, TRACE_DIGEST
+from tvmdbg_tb.events.health import value_nonfinite_counts
 from tvmdbg_tb.events.positions import TracePositions
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 _READ_CHUNK = 4 << 20
+_FRAMING = records.HEADER_SIZE + records.FOOTER_SIZE
 # Seconds a completeness verdict is reused while nothing was read (the writer's liveness
 # is what changes meanwhile), or while a live run only grew.
 _COMPLETENESS_TTL = 2.0  # bytes indexed at once: bounds the transient memory of indexing
@@ -260,6 +264,14 @@ class RunReader:
         self.name = name
         self.path = path
         self._files = {s: _RecordFileReader(os.path.join(path, layout.file_name(s))) for s in layout.STREAMS}
+        # The run's key (that of its DebugMetadata record); keyed: False for a dump written
+        # before records carried one (nothing to check them by), None while unknown.
+        self.run_key: int | None = None
+        self.keyed: bool | None = None
+        self._orders = {s: integrity.RecordOrder(f.path) for s, f in self._files.items()}
+        # Where the circular buffer dropped records: (digest row after the drop, first place,
+        # count) per ring stream.
+        self._ring_drops: dict[str, list[tuple[int, int, int]]] = {s: [] for s in layout.RING_STREAMS}
         self._lock = threading.RLock()  # guards the indexes; held per chunk while updating
         self._update_lock = threading.Lock()  # one update at a time
         self._positions = TracePositions()  # op and execution queries, kept and extended
@@ -330,9 +342,48 @@ class RunReader:
                     return count
                 reset, batch, bad = item
                 self.corruptions.extend(bad)
-                items = self._decodable(stream, _records_of(batch))
+                if reset:
+                    self._orders[stream].reset()
+                raw = _records_of(batch)
+                items = self._decodable(stream, raw)
+                if stream == layout.METADATA and self.keyed is None:
+                    self._adopt_run_key(items)
+                items = self._in_order(stream, items, {offset: len(data) + _FRAMING for offset, data in raw})
                 count += len(items)
                 getattr(self, "_ingest_" + stream)(items, reset)
+
+    def _adopt_run_key(self, items: list[tuple[int, pb.DebugEvent]]) -> None:
+        """The run's key: its DebugMetadata record's (the first one read)."""
+        for _, event in items:
+            if event.HasField("debug_metadata"):
+                self.run_key, self.keyed = event.run_key, event.run_key != 0
+                return
+
+    def _in_order(
+        self, stream: str, items: list[tuple[int, pb.DebugEvent]], sizes: dict[int, int]
+    ) -> list[tuple[int, pb.DebugEvent]]:
+        """The items that belong where they are (see events/integrity.py); the others are
+        damage. Not checked in a dump whose records carry no run key. sizes: each record's
+        by its offset."""
+        if not self.keyed or not items:
+            return items
+        offsets = np.array([offset for offset, _ in items], dtype=np.int64)
+        sizes = np.array([sizes[offset] for offset, _ in items], dtype=np.int64)
+        places = np.array([event.sequence for _, event in items], dtype=np.int64)
+        keys = np.array([event.run_key for _, event in items], dtype=np.uint64)
+        keep, bad, _ = self._orders[stream].check(offsets, sizes, places, keys, self.run_key)
+        path = self._files[stream].path
+        self.corruptions.extend(m.corruption(path) for m in self._unexplained(path, bad))
+        return [item for item, kept in zip(items, keep.tolist()) if kept]
+
+    def _unexplained(self, path: str, misplaced: list, damaged: Iterable[records.Corruption] = ()) -> list:
+        """Misplaced records (integrity.Misplaced) but for places reported missing right after
+        a damaged stretch of the file (damaged, or one already reported): that damage is what
+        hid them, reported once."""
+        if not misplaced:
+            return misplaced
+        ends = {c.offset + c.length for c in (*self.corruptions, *damaged) if c.path == path}
+        return [m for m in misplaced if m.length or m.offset not in ends]
 
     def _decodable(self, stream: str, items: list[tuple[int, bytes]]) -> list[tuple[int, pb.DebugEvent]]:
         """Parses each record; one that protobuf rejects (its CRC was fine: a writer bug or a
@@ -371,21 +422,51 @@ class RunReader:
                 self.corruptions.extend(bad)
                 if reset:
                     table.clear()
+                    self._orders[stream].reset()
+                    self._ring_drops[stream] = []
                     self._notify(stream, 0, True)
             if not len(offsets):
                 continue
-            rows, damaged = rows_of(buf, offsets, starts, lengths, vectorized.padded(buf) if padded is None else padded)
+            chunk = rows_of(buf, offsets, starts, lengths, vectorized.padded(buf) if padded is None else padded)
+            rows, drops, damaged = self._placed(stream, offsets, lengths, chunk)
             # Reserve for the whole file at once (records so far scaled by the bytes left).
             expected = int((table.size + len(rows)) * reader.size / max(reader.offset, 1) * 1.01) + 1024
             with self._lock:
                 self.corruptions.extend(damaged)
                 start = table.size
+                self._ring_drops[stream].extend((start + d.before, d.first, d.count) for d in drops)
                 table.append_array(rows, expected)
                 self._notify(stream, start, False)
             new += len(rows)
 
-    def _execution_rows(self, buf, offsets, starts, lengths, padded) -> tuple[np.ndarray, list[records.Corruption]]:
-        """EXECUTION_DIGEST rows of one chunk (vectorised, protobuf for the odd record)."""
+    def _placed(self, stream: str, offsets, lengths, chunk) -> tuple[np.ndarray, list, list]:
+        """(rows, the circular buffer's drops, damage) of one chunk of digest rows: those
+        decoded, in place and of this run (see events/integrity.py)."""
+        rows, keep, damaged, places, keys, marks = chunk
+        candidates = np.flatnonzero(keep)
+        if not self.keyed:
+            return rows[candidates], [], damaged
+        drops = [
+            (int(np.searchsorted(candidates, k)), int(offsets[k]), int(lengths[k]) + _FRAMING, first, count)
+            for k, first, count in marks
+        ]
+        sizes = lengths[candidates] + _FRAMING
+        order = self._orders[stream]
+        in_order, bad, found = order.check(
+            offsets[candidates], sizes, places[candidates], keys[candidates], self.run_key, drops
+        )
+        column = "index" if stream == layout.EXECUTION else "execution_index"
+        for m in self._unexplained(order.path, bad, damaged):
+            executions = None
+            if m.position < len(candidates) and keys[candidates[m.position]] == self.run_key:
+                e = int(rows[column][candidates[m.position]])
+                executions = (e, e)
+            damaged.append(m.corruption(order.path, executions))
+        return rows[candidates[in_order]], found, damaged
+
+    def _execution_rows(self, buf, offsets, starts, lengths, padded) -> tuple:
+        """EXECUTION_DIGEST rows of one chunk (vectorised, protobuf for the odd record): see
+        _chunk_rows."""
         columns = vectorized.execution_digests(padded, starts, lengths)
         rows = np.zeros(len(offsets), dtype=EXECUTION_DIGEST)
         for name in ("index", "graph_id", "wall_time", "num_traces", "duration_us", "flags"):
@@ -406,16 +487,34 @@ class RunReader:
                     ok[i] = False  # protobuf will reject it and say so
                     continue
             function[i] = fid
+        return self._chunk_rows(
+            layout.EXECUTION, rows, ok, columns["sequence"], columns["run_key"], buf, offsets, starts, lengths
+        )
+
+    def _chunk_rows(self, stream, rows, ok, places, keys, buf, offsets, starts, lengths) -> tuple:
+        """(rows, which to keep, damage, places, run keys, the circular buffer's drops as
+        (position in the chunk, first place, count)) of one chunk, the records the fast path
+        did not understand parsed by protobuf: a RecordsDropped record is a drop, a record
+        protobuf rejects is damage."""
         keep = np.ones(len(rows), dtype=bool)
-        damaged = []
+        damaged, drops = [], []
+        places, keys = places.copy(), keys.copy()
+        row_of = self._execution_row if stream == layout.EXECUTION else self._trace_row
         for i in np.flatnonzero(~ok).tolist():
             data = buf[int(starts[i]) : int(starts[i] + lengths[i])]
             try:
-                rows[i] = self._execution_row(int(offsets[i]), pb.DebugEvent.FromString(data))
+                event = pb.DebugEvent.FromString(data)
+                keys[i] = event.run_key
+                if event.HasField("records_dropped"):
+                    drops.append((i, event.records_dropped.first_sequence, event.records_dropped.count))
+                    keep[i] = False
+                    continue
+                rows[i] = row_of(int(offsets[i]), event)
+                places[i] = event.sequence if stream == layout.EXECUTION else rows[i]["index"]
             except Exception as error:
-                damaged.append(self._corruption(layout.EXECUTION, int(offsets[i]), len(data), error))
+                damaged.append(self._corruption(stream, int(offsets[i]), len(data), error))
                 keep[i] = False
-        return rows[keep], damaged
+        return rows, keep, damaged, places, keys, drops
 
     def _function_id(self, name: str) -> int:
         fid = self._function_ids.get(name)
@@ -424,23 +523,17 @@ class RunReader:
             self.function_names.append(name)
         return fid
 
-    def _trace_rows(self, buf, offsets, starts, lengths, padded) -> tuple[np.ndarray, list[records.Corruption]]:
-        """TRACE_DIGEST rows of one chunk (vectorised, protobuf for the odd record), and the
-        records protobuf could not decode either."""
+    def _trace_rows(self, buf, offsets, starts, lengths, padded) -> tuple:
+        """TRACE_DIGEST rows of one chunk (vectorised, protobuf for the odd record): see
+        _chunk_rows."""
         columns = vectorized.trace_digests(padded, starts, lengths)
         rows = np.zeros(len(offsets), dtype=TRACE_DIGEST)
         for name in TRACE_DIGEST.names:
             rows[name] = offsets if name == "offset" else columns[name]
-        keep = np.ones(len(rows), dtype=bool)
-        damaged = []
-        for i in np.flatnonzero(~columns["ok"]).tolist():
-            data = buf[int(starts[i]) : int(starts[i] + lengths[i])]
-            try:
-                rows[i] = self._trace_row(int(offsets[i]), pb.DebugEvent.FromString(data))
-            except Exception as error:
-                damaged.append(self._corruption(layout.GRAPH_EXECUTION_TRACES, int(offsets[i]), len(data), error))
-                keep[i] = False
-        return rows[keep], damaged
+        return self._chunk_rows(
+            layout.GRAPH_EXECUTION_TRACES, rows, columns["ok"], columns["index"], columns["run_key"], buf, offsets,
+            starts, lengths,
+        )  # fmt: skip
 
     def _ingest_metadata(self, items, reset) -> None:
         for _, event in items:
@@ -511,7 +604,7 @@ class RunReader:
         except (ValueError, OverflowError):  # a NaN or huge count: the summary says nothing
             counts = None
         if counts is None and t.tensor_debug_mode == pb.FULL_TENSOR and t.HasField("tensor_value"):
-            counts = _value_nonfinite_counts(t.tensor_value)
+            counts = value_nonfinite_counts(t.tensor_value)
         flags = HAS_ERROR if t.error else 0
         if counts is None:
             counts = (-1, -1, -1)
@@ -638,6 +731,18 @@ class RunReader:
             if old == key or (old[2], old[4], old[5]) == (key[2], key[4], key[5]) and cached[2].ended == "running":
                 return cached[2]
         return None
+
+    def places_read(self) -> dict[str, int]:
+        """Per stream, the place (DebugEvent.sequence; a trace's index) after the last record
+        read in order: what the RunEnd's record counts are checked against."""
+        with self._lock:
+            return {s: order.expected for s, order in self._orders.items()}
+
+    def ring_drops(self, stream: str) -> list[tuple[int, int, int]]:
+        """Where the circular buffer dropped records of a ring stream: (the digest row after
+        the drop, first place, count), in file order."""
+        with self._lock:
+            return list(self._ring_drops[stream])
 
     def tails(self) -> list[tuple[str, int, int]]:
         """(path, bytes read as whole records, file size) per stream file."""
@@ -788,21 +893,6 @@ class RunReader:
             if not 0 <= i < rows.size:
                 raise IndexError(f"{what} {i} out of range [0, {rows.size}) in run {self.name!r}")
             return rows.view()[i].copy()
-
-
-def value_nonfinite_counts(value: pb.TensorValue) -> tuple[int, int, int] | None:
-    """(nan, neg_inf, pos_inf) of a stored FULL_TENSOR value; None when its dtype is unknown."""
-    return _value_nonfinite_counts(value)
-
-
-def _value_nonfinite_counts(value: pb.TensorValue) -> tuple[int, int, int] | None:
-    try:
-        array = np.frombuffer(value.content, dtype=np.dtype(value.dtype))
-    except TypeError:
-        return None
-    if array.dtype.kind != "f":
-        return (0, 0, 0)
-    return int(np.isnan(array).sum()), int(np.isneginf(array).sum()), int(np.isposinf(array).sum())
 
 
 class DebugDataReader:

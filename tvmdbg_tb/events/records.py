@@ -60,14 +60,23 @@ def encode_all(datas: list[bytes]) -> list[bytes]:
 
 @dataclass(frozen=True)
 class Corruption:
-    """A damaged stretch of a record file: where it starts, how long, and why."""
+    """A damaged stretch of a record file: where it starts, how long, and why. misplaced: a
+    whole record (or places) out of its run's order (events/integrity.py), skipped (not
+    read) unless kept; executions: the [first, last] execution indices it concerns, when
+    known from the records themselves."""
 
     path: str
     offset: int
     length: int
     reason: str
+    misplaced: bool = False
+    kept: bool = False
+    executions: tuple[int, int] | None = None
 
     def __str__(self) -> str:
+        if self.misplaced:
+            skipped = f"; skipped {self.length} bytes" if self.length > 0 and not self.kept else ""
+            return f"{self.path}: {self.reason} at byte {self.offset}{skipped}"
         skipped = f"skipped {self.length} bytes" if self.length >= 0 else "no valid record after it yet"
         return f"{self.path}: corrupt record at byte {self.offset} ({self.reason}); {skipped}"
 

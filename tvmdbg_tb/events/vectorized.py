@@ -12,6 +12,7 @@ protobuf instead: the result is always what protobuf would give.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 import google_crc32c
 import numpy as np
@@ -281,14 +282,28 @@ def _health(b: np.ndarray, mode: np.ndarray, dv_start: np.ndarray, dv_len: np.nd
     return counts, known
 
 
-def _envelopes(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray, field: int):
-    """(wall_time, submessage start, submessage end, ok) of DebugEvents holding `field`."""
+class _Envelopes(NamedTuple):
+    """The DebugEvent fields around the submessage of each record (see _envelopes)."""
+
+    wall: np.ndarray
+    sub_start: np.ndarray
+    sub_end: np.ndarray
+    ok: np.ndarray
+    run_key: np.ndarray  # uint64
+    sequence: np.ndarray
+
+
+def _envelopes(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray, field: int) -> _Envelopes:
+    """wall_time, submessage start and end, ok, run_key and sequence of DebugEvents holding
+    `field`."""
     n = len(starts)
     ok = np.ones(n, dtype=bool)
     wall = np.zeros(n)
     sub_start = np.zeros(n, dtype=np.int64)
     sub_end = np.zeros(n, dtype=np.int64)
     seen = np.zeros(n, dtype=bool)
+    run_key = np.zeros(n, dtype=np.uint64)
+    sequence = np.zeros(n, dtype=np.int64)
 
     def on_wall(rows, pos):
         wall[rows] = _doubles(b, pos)
@@ -298,16 +313,25 @@ def _envelopes(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray, field: in
         seen[rows] = True
         sub_start[rows], sub_end[rows] = start, start + length
 
-    _walk(b, starts, starts + lengths, ok, {1: (1, on_wall), field: (2, on_message)})
+    def on_key(rows, pos):
+        run_key[rows] = _fixed(b, pos, "<u8")
+
+    def on_sequence(rows, value):
+        sequence[rows] = value
+
+    fields = {1: (1, on_wall), field: (2, on_message), 12: (1, on_key), 13: (0, on_sequence)}
+    _walk(b, starts, starts + lengths, ok, fields)
     ok &= seen
-    return wall, sub_start, sub_end, ok
+    return _Envelopes(wall, sub_start, sub_end, ok, run_key, sequence)
 
 
 def execution_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
     """Digest columns of the Execution records at starts/lengths in b (padded): index,
     graph_id, wall_time, num_traces, duration_us, flags, the function name's (start, length)
-    in b, and `ok` (False: parse that record with protobuf instead)."""
-    wall, sub_start, sub_end, ok = _envelopes(b, starts, lengths, 8)
+    in b, the envelope's run_key and sequence, and `ok` (False: parse that record with
+    protobuf instead)."""
+    envelopes = _envelopes(b, starts, lengths, 8)
+    wall, sub_start, sub_end, ok = envelopes.wall, envelopes.sub_start, envelopes.sub_end, envelopes.ok
     n = len(starts)
     cols = {name: np.zeros(n, dtype=np.int64) for name in ("index", "graph_id", "mode", "num_traces")}
     duration = np.zeros(n)
@@ -373,6 +397,8 @@ def execution_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) ->
         "flags": flags.astype(np.uint8),
         "name_start": name_start,
         "name_len": name_len,
+        "run_key": envelopes.run_key,
+        "sequence": envelopes.sequence,
         "ok": ok,
     }
 
@@ -381,9 +407,11 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
     """Digest columns of the GraphExecutionTrace records at starts/lengths in b (padded).
 
     Returns index, op_id, execution_index, wall_time, nan, neg_inf, pos_inf, duration_us,
-    output_slot, flags, and `ok` (False: parse that record with protobuf instead).
+    output_slot, flags, the envelope's run_key, and `ok` (False: parse that record with
+    protobuf instead).
     """
-    wall, sub_start, sub_end, ok = _envelopes(b, starts, lengths, 9)
+    envelopes = _envelopes(b, starts, lengths, 9)
+    wall, sub_start, sub_end, ok = envelopes.wall, envelopes.sub_start, envelopes.sub_end, envelopes.ok
     n = len(starts)
     cols = {name: np.zeros(n, dtype=np.int64) for name in ("op_id", "execution_index", "index", "mode", "slot")}
     duration = np.zeros(n)
@@ -447,6 +475,7 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
         "duration_us": duration,
         "output_slot": cols["slot"],
         "flags": flags.astype(np.uint8),
+        "run_key": envelopes.run_key,
         "ok": ok,
     }
 
@@ -455,7 +484,7 @@ def trace_debug_values(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray, w
     """The first `width` debug_values of each GraphExecutionTrace record at starts/lengths in b
     (padded), as an (n, width) float64 array; NaN rows where a record holds fewer values or
     needs protobuf (e.g. a repeated packed run). For bulk readers such as tvmdbg_tb.compare."""
-    _, sub_start, sub_end, ok = _envelopes(b, starts, lengths, 9)
+    _, sub_start, sub_end, ok, _, _ = _envelopes(b, starts, lengths, 9)
     n = len(starts)
     dv_start = np.zeros(n, dtype=np.int64)
     dv_len = np.zeros(n, dtype=np.int64)

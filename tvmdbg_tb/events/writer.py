@@ -7,7 +7,14 @@ Design choices, each for a failure tfdbg2 has:
   to and, once they hold twice the bound, compacted (the last records copied to a new file
   that atomically replaces the old). Memory stays small whatever the mode, disk holds at
   most twice the bound, and `close()` leaves exactly the last `circular_buffer_size` events
-  (and at most `circular_buffer_bytes`).
+  (and at most `circular_buffer_bytes`), after the records of the first
+  layout.KEPT_NONFINITE_CALLS calls that held a NaN or an Inf: those survive the ring whatever
+  follows, so the origin of a NaN is never the part that was dropped.
+- Every record carries the run's key and its place in its file (DebugEvent.run_key and
+  sequence; a trace's index), and the compaction leaves a RecordsDropped record where it
+  dropped some: a reader tells a duplicated, reordered, missing or foreign record from the
+  rest. The closing RunEnd counts the records of each file, the calls that went
+  non-finite and those whose health was not recorded, and what the ring dropped.
 - An I/O error (disk full, permission) warns once and turns the writer off; nothing here
   ever raises into the user's program.
 """
@@ -19,6 +26,7 @@ import atexit
 import itertools
 import linecache
 import os
+import secrets
 import socket
 import struct
 import sys
@@ -29,7 +37,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata as _metadata
 from typing import NamedTuple
 
-from tvmdbg_tb.events import layout, native_records, records
+from tvmdbg_tb.events import health, layout, native_records, records
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint
@@ -50,17 +58,20 @@ _TRACE_TAG = bytes([9 << 3 | 2])  # DebugEvent.graph_execution_trace: field 9, l
 _EXECUTION_TAG = bytes([8 << 3 | 2])  # DebugEvent.execution: field 8, length-delimited
 _INDEX_FIELD = struct.Struct("<Bq")  # GraphExecutionTrace.index: field 13, sfixed64
 _INDEX_TAG = 13 << 3 | 1
+_RUN_KEY = struct.Struct("<BQ")  # DebugEvent.run_key: field 12, fixed64
+_SEQUENCE_TAG = bytes([13 << 3])  # DebugEvent.sequence: field 13, varint
 
 
 _SMALL_VARINTS = [varint(n) for n in range(16384)]  # a list lookup instead of a call per record
 
 
-def _envelope_prefix(wall_time: float, step: int) -> bytes:
-    """The leading fields of a serialized DebugEvent: wall_time and, if set, step."""
+def _envelope_prefix(wall_time: float, step: int, run_key: bytes = b"") -> bytes:
+    """The leading fields of a serialized DebugEvent: wall_time, step if set, then run_key
+    (the writer's run_key field, bytes)."""
     prefix = _WALL_TIME.pack(1 << 3 | 1, wall_time)
     if step:
         prefix += bytes([2 << 3]) + varint(step & 0xFFFFFFFFFFFFFFFF)
-    return prefix
+    return prefix + run_key
 
 
 def package_version(name: str) -> str:
@@ -91,15 +102,33 @@ class _Framed(NamedTuple):
     sizes: tuple[int, ...]
 
 
+class _Dropped(NamedTuple):
+    """Sequences [first, first + count) of a ring file that the compaction dropped (written as a
+    RecordsDropped record in their place)."""
+
+    first: int
+    count: int
+
+
 class _RecordFile:
-    """One append-only record file; a ring file also remembers where its records end."""
+    """One append-only record file. A ring file also remembers where its records end and,
+    once compacted, what precedes its newest records (its head): the records it keeps
+    whole and RecordsDropped records, in sequence order."""
 
     def __init__(self, path: str, ring: bool):
         self.path = path
         self.ring = ring
         self.handle = open(path, "ab")
         self.size = self.handle.tell()
-        self.ends = array.array("q")  # end offset of each record (ring files only)
+        self.ends = array.array("q")  # end offset of each record after the head (ring files only)
+        self.head: list[tuple[int, int] | _Dropped] = []  # byte ranges of records kept whole, and drops
+        self.head_size = 0  # where the records after the head start
+        self.first_sequence = 0  # the sequence of the first record after the head
+
+    @property
+    def dropped(self) -> int:
+        """Records the compactions dropped."""
+        return sum(item.count for item in self.head if isinstance(item, _Dropped))
 
     def append(self, chunks: list) -> None:
         """Writes chunks: records (bytes) or runs of records ((blob, sizes): _Framed, or the
@@ -127,8 +156,13 @@ class _RecordFile:
                     self.ends.append(end)
         self.size += len(data)
 
-    def compact(self, max_records: int, max_bytes: int) -> None:
-        """Keeps only the last records that fit both bounds (at least one), atomically."""
+    def compact(
+        self, max_records: int, max_bytes: int, kept: Sequence[tuple[int, int]], marker: Callable[[int, int], bytes]
+    ) -> None:
+        """Keeps the last records that fit both bounds (at least one) and, of the older ones,
+        those whose sequences are in `kept` ((first, last) ranges, ascending), with a
+        RecordsDropped record (marker(first, count)) in place of each run of the others;
+        atomically."""
         self.handle.flush()
         keep = len(self.ends)
         if max_records > 0:
@@ -137,11 +171,34 @@ class _RecordFile:
         while keep > 1 and self.size - self._start_of(cut_index) > max_bytes:
             cut_index += 1
             keep -= 1
-        cut = self._start_of(cut_index)
-        if cut == 0:
+        if cut_index == 0:
             return
+        head = list(self.head)
+        done = 0  # records [0, done) of the dropped stretch [0, cut_index) are placed
+        for low, high in kept:
+            begin, stop = max(low - self.first_sequence, done), min(high - self.first_sequence + 1, cut_index)
+            if begin >= stop:
+                continue
+            if begin > done:
+                _add_drop(head, self.first_sequence + done, begin - done)
+            head.append((self._start_of(begin), self.ends[stop - 1]))
+            done = stop
+        if done < cut_index:
+            _add_drop(head, self.first_sequence + done, cut_index - done)
+        cut = self._start_of(cut_index)
         tmp = self.path + ".compacting"
+        new_head: list[tuple[int, int] | _Dropped] = []
         with open(self.path, "rb") as src, open(tmp, "wb") as dst:
+            for item in head:
+                at = dst.tell()
+                if isinstance(item, _Dropped):
+                    dst.write(marker(item.first, item.count))
+                    new_head.append(item)
+                else:
+                    src.seek(item[0])
+                    dst.write(src.read(item[1] - item[0]))
+                    new_head.append((at, dst.tell()))
+            head_size = dst.tell()
             src.seek(cut)
             while block := src.read(1 << 20):
                 dst.write(block)
@@ -150,11 +207,30 @@ class _RecordFile:
         os.replace(tmp, self.path)
         self.handle.close()
         self.handle = open(self.path, "ab")
-        self.ends = array.array("q", [end - cut for end in self.ends[cut_index:]])
-        self.size -= cut
+        shift = head_size - cut
+        self.ends = array.array("q", [end + shift for end in self.ends[cut_index:]])
+        self.size += shift
+        self.head, self.head_size = new_head, head_size
+        self.first_sequence += cut_index
 
     def _start_of(self, index: int) -> int:
-        return self.ends[index - 1] if index > 0 else 0
+        return self.ends[index - 1] if index > 0 else self.head_size
+
+
+def _add_drop(head: list, first: int, count: int) -> None:
+    """Appends a dropped stretch to a head, merged with a drop just before it."""
+    if head and isinstance(head[-1], _Dropped) and head[-1].first + head[-1].count == first:
+        head[-1] = _Dropped(head[-1].first, head[-1].count + count)
+    else:
+        head.append(_Dropped(first, count))
+
+
+def _add_range(ranges: list[tuple[int, int]], first: int, last: int) -> None:
+    """Appends [first, last] to ascending ranges, merged with the last one when they touch."""
+    if ranges and ranges[-1][1] + 1 >= first:
+        ranges[-1] = (ranges[-1][0], max(ranges[-1][1], last))
+    else:
+        ranges.append((first, last))
 
 
 class DebugEventsWriter:
@@ -216,7 +292,19 @@ class DebugEventsWriter:
         self._closed = False
         self._files_closed = False
         self._next_execution = 0
-        self._next_trace = 0
+        self._next_trace = 0  # traces: their index is their sequence
+        # The run's key in every record, and each file's next sequence (see debug_event.proto).
+        self.run_key = secrets.randbits(64) or 1
+        self._run_key_field = _RUN_KEY.pack(12 << 3 | 1, self.run_key)
+        self._sequences = {s: 0 for s in layout.STREAMS}
+        # The accounting of calls by health, and the ring's records kept whole (sequence ranges).
+        self._nonfinite_calls = 0
+        self._unchecked_calls = 0
+        self._kept_calls = 0
+        self._kept: dict[str, list[tuple[int, int]]] = {s: [] for s in layout.RING_STREAMS}
+        self._kept_executions: set[int] = set()  # execution indices of calls kept whole
+        self._nonfinite_traces_of: dict[int, bool] = {}  # executions whose traces came first, non-finite
+        self._counts_health = self.tensor_debug_mode in health.HEALTH_MODES
         self._source_files: dict[str, int] = {}
         self._frames: dict[tuple[str, int, str], int] = {}
         self.host_name = socket.gethostname()
@@ -281,22 +369,74 @@ class DebugEventsWriter:
             return index
 
     def write_event(self, stream: str, event: pb.DebugEvent) -> None:
-        """Queues one event for the given stream (a layout.STREAMS name)."""
+        """Queues one event for the given stream (a layout.STREAMS name), with the run's key
+        and its sequence (a trace: its index)."""
         if self._failed or self._closed:
             return
         try:
+            event.run_key = self.run_key
+            event.ClearField("sequence")
             if event.HasField("graph_execution_trace"):
+                trace = event.graph_execution_trace
+                nonfinite = health.trace_nonfinite(trace) if self._counts_health else None
 
                 def numbered() -> list[bytes]:  # under the lock: a trace is never counted and dropped
-                    event.graph_execution_trace.index = self._next_trace
+                    trace.index = self._next_trace
                     self._next_trace += 1
+                    if self._counts_health:
+                        self._count_locked(None, trace.index, 1, nonfinite, trace.execution_index)
                     return [records.encode(event.SerializeToString())]
 
                 self._queue(stream, numbered)
-            else:
-                self._queue(stream, [records.encode(event.SerializeToString())])
+                return
+            data = event.SerializeToString()
+            execution = event.execution if event.HasField("execution") else None
+            nonfinite = health.execution_nonfinite(execution) if execution and self._counts_health else None
+
+            def sequenced() -> list[bytes]:  # under the lock: sequences in queue order
+                sequence = self._sequences[stream]
+                self._sequences[stream] += 1
+                if execution is not None and self._counts_health:
+                    self._count_locked(sequence, 0, 0, nonfinite, execution.index)
+                return [records.encode(data + _SEQUENCE_TAG + varint(sequence))]
+
+            self._queue(stream, sequenced)
         except Exception as error:  # never raise into the user's program
             self._fail(f"could not encode a {stream} event: {error!r}")
+
+    def _count_locked(
+        self, execution: int | None, first_trace: int, num_traces: int, nonfinite: bool | None,
+        execution_index: int | None = None,
+    ) -> None:  # fmt: skip
+        """Under _lock: the health of one call queued (its Execution's sequence, or None for
+        traces whose Execution comes later, execution_index saying which; its traces'
+        indices), counted; its records kept whole by the ring when it is among the first
+        layout.KEPT_NONFINITE_CALLS calls that held a NaN or an Inf. nonfinite None: not recorded.
+        (native_records.queue_call calls it for a call that is not known finite.)"""
+        if execution_index is not None:
+            if execution is None:
+                if nonfinite:
+                    self._nonfinite_traces_of[execution_index] = True
+                    while len(self._nonfinite_traces_of) > 64:  # Executions that never came
+                        del self._nonfinite_traces_of[next(iter(self._nonfinite_traces_of))]
+            elif self._nonfinite_traces_of.pop(execution_index, False):
+                nonfinite = True
+        if execution is not None:
+            if nonfinite:
+                self._nonfinite_calls += 1
+            elif nonfinite is None:
+                self._unchecked_calls += 1
+        keep = execution_index is not None and execution_index in self._kept_executions
+        if nonfinite and not keep and self._kept_calls < layout.KEPT_NONFINITE_CALLS:
+            self._kept_calls += 1
+            keep = True
+            if execution_index is not None:
+                self._kept_executions.add(execution_index)
+        if keep:
+            if execution is not None:
+                _add_range(self._kept[layout.EXECUTION], execution, execution)
+            if num_traces:
+                _add_range(self._kept[layout.GRAPH_EXECUTION_TRACES], first_trace, first_trace + num_traces - 1)
 
     def write_graph(self, graph: pb.DebuggedGraph) -> None:
         self.write_event(layout.GRAPHS, pb.DebugEvent(wall_time=time.time(), debugged_graph=graph))
@@ -312,7 +452,9 @@ class DebugEventsWriter:
         self, traces: Sequence[pb.GraphExecutionTrace], wall_time: float | None = None, step: int = 0
     ) -> None:
         """Queues a batch of traces (their `index` is assigned here)."""
-        self.write_graph_execution_trace_payloads([t.SerializeToString() for t in traces], wall_time, step)
+        nonfinite = any(map(health.trace_nonfinite, traces)) if self._counts_health else None
+        index = traces[0].execution_index if traces else None
+        self.write_call(None, [t.SerializeToString() for t in traces], wall_time, step, nonfinite, index)
 
     def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
         """Queues an Execution given serialized (the instrumentation's fast path)."""
@@ -333,13 +475,24 @@ class DebugEventsWriter:
         self.write_call(None, payloads, wall_time, step)
 
     def write_call(
-        self, execution: bytes | None, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
-    ) -> None:
+        self, execution: bytes | None, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0,
+        nonfinite: bool | None = None, execution_index: int | None = None,
+    ) -> None:  # fmt: skip
         """Queues one VM call's records: its Execution given serialized (or None) and its
         traces as write_graph_execution_trace_payloads takes them, with one envelope and
-        one lock round trip for both."""
+        one lock round trip for both.
+
+        nonfinite: whether the records hold a NaN or an Inf, when the caller knows (the
+        compiled path, from the counts it computed); None: found here from the records
+        (parsed) in a mode that records health. execution_index: the call's, for traces
+        whose Execution comes in a later write (write_graph_execution_traces)."""
         if self._failed or self._closed:
             return
+        if nonfinite is None and self._counts_health:
+            try:
+                nonfinite = health.call_nonfinite(self.tensor_debug_mode, execution, payloads)
+            except Exception:  # a payload protobuf rejects: its health is not known
+                nonfinite = None
         wall_time = wall_time or time.time()
         native = native_records.LIBRARY.loaded()
         if native is not None and execution is not None and type(payloads) is TraceParts:
@@ -347,14 +500,15 @@ class DebugEventsWriter:
             # one native_call makes itself).
             parts = payloads
             native.queue_call(
-                self, wall_time, step, execution, parts.statics, parts.which, parts.middle, parts.tails, parts.width
-            )
+                self, wall_time, step, execution, parts.statics, parts.which, parts.middle, parts.tails, parts.width,
+                nonfinite,
+            )  # fmt: skip
             return
         try:
-            prefix = _envelope_prefix(wall_time, step)
-            record = None
+            prefix = _envelope_prefix(wall_time, step, self._run_key_field)
+            head = None
             if execution is not None:
-                record = records.encode(prefix + _EXECUTION_TAG + varint(len(execution)) + execution)
+                head = prefix + _EXECUTION_TAG + varint(len(execution)) + execution
             with self._lock:
                 if self._closed:  # close() took the last batch after the first check
                     return
@@ -366,9 +520,15 @@ class DebugEventsWriter:
                     chunks, size, count = [], 0, 0
                 self._next_trace += count
                 self._pending[layout.GRAPH_EXECUTION_TRACES].extend(chunks)
-                if record is not None:
+                sequence = None
+                if head is not None:
+                    sequence = self._sequences[layout.EXECUTION]
+                    self._sequences[layout.EXECUTION] += 1
+                    record = records.encode(head + _SEQUENCE_TAG + varint(sequence))
                     self._pending[layout.EXECUTION].append(record)
                     size += len(record)
+                if self._counts_health and nonfinite is not False and (sequence is not None or count):
+                    self._count_locked(sequence, first, count, nonfinite, execution_index)
                 self._pending_bytes += size
                 pending = self._pending_bytes
             if pending >= self._eager_bytes:
@@ -429,9 +589,10 @@ class DebugEventsWriter:
         self._source_files[path] = index
         source = pb.SourceFile(host_name=self.host_name, file_path=path, lines=[ln.rstrip("\r\n") for ln in lines])
         # Queued under _lock, so file indices match the order of records in the file.
-        self._pending[layout.SOURCE_FILES].append(
-            records.encode(pb.DebugEvent(wall_time=time.time(), source_file=source).SerializeToString())
-        )
+        sequence = self._sequences[layout.SOURCE_FILES]
+        self._sequences[layout.SOURCE_FILES] += 1
+        event = pb.DebugEvent(wall_time=time.time(), run_key=self.run_key, sequence=sequence, source_file=source)
+        self._pending[layout.SOURCE_FILES].append(records.encode(event.SerializeToString()))
         return index
 
     def _queue(self, stream: str, chunks: list[bytes] | Callable[[], list[bytes]]) -> None:
@@ -478,16 +639,29 @@ class DebugEventsWriter:
         try:
             for stream, chunks in pending.items():
                 self._files[stream].append(chunks)
-            for record_file in self._files.values():
+            for stream, record_file in self._files.items():
                 record_file.handle.flush()
                 if fsync:
                     os.fsync(record_file.handle.fileno())
                 if record_file.ring and self._over_twice_the_bound(record_file):
-                    record_file.compact(self.circular_buffer_size, self._byte_bound())
+                    self._compact(stream)
             self._durable = taken
         except Exception as error:
             self._fail(f"writing to {self.run_dir} failed: {error!r}")
             self._write_run_end()
+
+    def _compact(self, stream: str) -> None:
+        """Compacts a ring file to its bounds, keeping the calls kept whole. Caller holds _io_lock."""
+        with self._lock:
+            kept = list(self._kept[stream])
+        self._files[stream].compact(self.circular_buffer_size, self._byte_bound(), kept, self._drop_record)
+
+    def _drop_record(self, first: int, count: int) -> bytes:
+        """The RecordsDropped record standing for sequences [first, first + count)."""
+        event = pb.DebugEvent(
+            run_key=self.run_key, records_dropped=pb.RecordsDropped(first_sequence=first, count=count)
+        )
+        return records.encode(event.SerializeToString())
 
     def _write_run_end(self) -> None:
         """Appends the RunEnd record to the metadata file, once: CLOSED, or ABORTED with
@@ -498,6 +672,11 @@ class DebugEventsWriter:
             return
         self._ended = True
         with self._lock:
+            written = dict(self._sequences)
+            written[layout.GRAPH_EXECUTION_TRACES] = self._next_trace
+            sequence = written[layout.METADATA]
+            written[layout.METADATA] += 1  # this record
+            executions = written[layout.EXECUTION]
             end = pb.RunEnd(
                 how=pb.RunEnd.ABORTED if self._failed else pb.RunEnd.CLOSED,
                 reason=self._failed or "",
@@ -505,14 +684,19 @@ class DebugEventsWriter:
                 num_traces=self._next_trace,
                 num_stack_frames=len(self._frames),
                 num_source_files=sum(1 for i in self._source_files.values() if i >= 0),
+                nonfinite_executions=self._nonfinite_calls,
+                # In a mode without counts no call's health is recorded.
+                unchecked_executions=self._unchecked_calls if self._counts_health else executions,
+                dropped_executions=self._files[layout.EXECUTION].dropped if self._files else 0,
+                dropped_traces=self._files[layout.GRAPH_EXECUTION_TRACES].dropped if self._files else 0,
+                records=written,
             )
         if self._failed:
             end.first_missing_execution = max(0, self._durable[0] - 1)
             end.first_missing_trace = self._durable[1]
+        event = pb.DebugEvent(wall_time=time.time(), run_key=self.run_key, sequence=sequence, run_end=end)
         try:
-            record_file.handle.write(
-                records.encode(pb.DebugEvent(wall_time=time.time(), run_end=end).SerializeToString())
-            )
+            record_file.handle.write(records.encode(event.SerializeToString()))
             record_file.handle.flush()
         except Exception:
             pass
@@ -522,7 +706,8 @@ class DebugEventsWriter:
 
     def _over_twice_the_bound(self, record_file: _RecordFile) -> bool:
         n = self.circular_buffer_size
-        return (n > 0 and len(record_file.ends) >= 2 * n) or record_file.size >= 2 * self._byte_bound()
+        newest = record_file.size - record_file.head_size
+        return (n > 0 and len(record_file.ends) >= 2 * n) or newest >= 2 * self._byte_bound()
 
     def _flush_periodically(self, interval: float) -> None:
         while True:
@@ -544,9 +729,9 @@ class DebugEventsWriter:
         with self._io_lock:
             self._write_pending(fsync=False)
             try:
-                for record_file in self._files.values():
+                for stream, record_file in self._files.items():
                     if record_file.ring and not self._failed:
-                        record_file.compact(self.circular_buffer_size, self._byte_bound())
+                        self._compact(stream)
                 self._write_run_end()
                 for record_file in self._files.values():
                     if not self._failed:

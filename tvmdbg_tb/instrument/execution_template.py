@@ -49,6 +49,7 @@ def _linear_map(mode: int) -> np.ndarray:
 
 
 MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
+_OUTPUTS_TAG = bytes([6 << 3 | 2])  # Execution.outputs
 
 
 class ExecutionTemplate:
@@ -67,38 +68,37 @@ class ExecutionTemplate:
         width = self.linear.shape[1]
         values_field = b"\x0a" + varint(8 * width)  # TensorSummary.debug_values, packed
         rows: list[int] = []
-        blocks: list[tuple[list[int], float, bool]] = []  # (rows' positions, dtype code, a tuple's totals)
+        # (rows' positions, dtype code, a tuple's totals, an output's own summary)
+        blocks: list[tuple[list[int], float, bool, bool]] = []
         pieces: list[bytes | int] = [header]  # bytes, or the index of a block of values
 
-        def value_block(positions: list[int], code: float, totals: bool) -> list[bytes | int]:
-            blocks.append((positions, code, totals))
+        def value_block(positions: list[int], code: float, totals: bool, output: bool) -> list[bytes | int]:
+            blocks.append((positions, code, totals, output))
             return [values_field, len(blocks) - 1]
 
-        def tensor_body(row: int, dtype: str, spec: bytes) -> list[bytes | int]:
-            rows.append(row)
-            return [*value_block([len(rows) - 1], dtype_code(dtype), False), spec]
-
         for tag, row, dtype, spec in parts:
+            output = tag == _OUTPUTS_TAG
             if isinstance(row, tuple):  # summary.tuple_summary's layout: totals, dtype and shape, items
                 if not row:
                     raise ValueError("an empty tuple has no totals")
                 codes = {dtype_code(item_dtype) for item_dtype, _ in dtype}
                 code = codes.pop() if len(codes) == 1 else pb.DTYPE_UNKNOWN
                 first = len(rows)
-                body = [*value_block(list(range(first, first + len(row))), code, True), spec]
+                body = [*value_block(list(range(first, first + len(row))), code, True, output), spec]
                 rows.extend(row)
                 for k, (item_dtype, item_spec) in enumerate(dtype):
-                    blocks.append(([first + k], dtype_code(item_dtype), False))
+                    blocks.append(([first + k], dtype_code(item_dtype), False, False))
                     item = [values_field, len(blocks) - 1, item_spec]
                     body += [b"\xc2\x02" + varint(_length(item, width)), *item]  # TensorSummary.items
             else:
-                body = tensor_body(row, dtype, spec)
+                rows.append(row)
+                body = [*value_block([len(rows) - 1], dtype_code(dtype), False, output), spec]
             pieces += [tag + varint(_length(body, width)), *body]
         self.rows = np.array(rows, np.intp)
         self.select = np.zeros((len(blocks), len(rows)))
         self.keep = np.ones((len(blocks), width))
         self.constant = np.zeros((len(blocks), width))
-        for b, (positions, code, totals) in enumerate(blocks):
+        for b, (positions, code, totals, _) in enumerate(blocks):
             self.select[b, positions] = 1.0
             if mode == pb.FULL_HEALTH:
                 self.constant[b, 1] = code
@@ -115,15 +115,16 @@ class ExecutionTemplate:
         self.buffer = np.frombuffer(bytes(buffer), np.uint8)
         self.positions = positions.ravel()
         # native_rows.summaries' arguments: the buffer, each block's offset, its rows (as
-        # buffer rows, a block's run of members), dtype code and whether it is a tuple's totals.
-        starts = np.cumsum([0] + [len(positions_) for positions_, _, _ in blocks])
+        # buffer rows, a block's run of members), dtype code and flags (1: a tuple's totals,
+        # 2: an output's own summary, whose NaN/Inf the writer counts).
+        starts = np.cumsum([0] + [len(block[0]) for block in blocks])
         self.native = (
             bytes(buffer),
             positions[:, 0].astype(np.uint32).tobytes(),
             starts.astype(np.uint32).tobytes(),
-            self.rows[[p for positions_, _, _ in blocks for p in positions_]].astype(np.uint32).tobytes(),
-            np.array([code for _, code, _ in blocks], np.float64).tobytes(),
-            bytes(bool(totals) for _, _, totals in blocks),
+            self.rows[[p for block in blocks for p in block[0]]].astype(np.uint32).tobytes(),
+            np.array([block[1] for block in blocks], np.float64).tobytes(),
+            bytes(int(totals) | 2 * int(output) for _, _, totals, output in blocks),
             width,
         )
 

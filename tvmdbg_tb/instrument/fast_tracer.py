@@ -268,9 +268,12 @@ class CompiledTracer(Tracer):
         call = _FastCall(self, self.session.function(self.program, name), False, (index, start, buffers))
         self._after_call(call, invoke, args, args, result, error, frames, user_index, rows)
 
-    def _native_emit(self, payload: bytes, statics, which: bytes, middle: bytes, tails: bytes, width: int) -> None:
+    def _native_emit(
+        self, payload: bytes, statics, which: bytes, middle: bytes, tails: bytes, width: int, nonfinite: bool | None
+    ) -> None:
         """A finished call's records when a sink other than the writer is busy."""
-        self._safely(self.session.serialized_execution_done, payload, TraceParts(statics, which, middle, tails, width))
+        traces = TraceParts(statics, which, middle, tails, width)
+        self._safely(self.session.serialized_execution_done, payload, traces, nonfinite)
 
     def _native_warn(self, error: BaseException) -> None:
         """native_call could not record a call (as _safely says it)."""
@@ -568,6 +571,7 @@ class CompiledTracer(Tracer):
             call.skips = []
         complete = error is None and not call.implicit  # an Execution with its summaries
         one_pass = None
+        nonfinite = None  # whether the records hold a NaN or an Inf, when one_pass says
         try:
             replayer = self.session.replay
             hunting = complete and replayer is not None and replayer.hunting
@@ -575,7 +579,7 @@ class CompiledTracer(Tracer):
                 num_leaves = self._num_leaves(call.function.name, outputs)
                 one_pass = self._one_pass(call, len(inputs), num_leaves, hunting, rows)
             if one_pass is not None:
-                payloads, static, bad, _ = one_pass
+                payloads, static, bad, _, nonfinite = one_pass
                 if bad >= 0:
                     call.bad = (call.buffers[0][0], bad)
             else:
@@ -608,13 +612,15 @@ class CompiledTracer(Tracer):
                         _varint(len(payloads)),
                     )
                 )
-                self.session.serialized_execution_done(payload, payloads)
+                self.session.serialized_execution_done(payload, payloads, nonfinite)
                 if remember:
                     self._safely(self._remember, call, inputs, flatten(outputs) if outputs is not None else None)
                 return
         leaves = flatten(outputs) if outputs is not None else None
         summaries = self._row_summaries(call, inputs, leaves)
-        self._emit(call, TraceBatch(payloads=payloads), inputs, leaves, error, frames, user_index, summaries)
+        # A NaN in a trace is one whatever the outputs hold; else the writer finds out.
+        traces = TraceBatch(payloads=payloads, nonfinite=True if nonfinite else None)
+        self._emit(call, traces, inputs, leaves, error, frames, user_index, summaries)
         if remember:  # after the inputs were looked up: outputs replace their slots' entries
             self._safely(self._remember, call, inputs, leaves)
 
@@ -622,7 +628,8 @@ class CompiledTracer(Tracer):
         self, call: _FastCall, num_inputs: int, num_leaves: int, hunting: bool, rows: tuple | None = None
     ) -> tuple | None:
         """(the traces as TraceParts, the Execution's constant bytes or None, the first
-        non-finite row or -1, whether the buffer was cleared for its next call) of a call
+        non-finite row or -1, whether the buffer was cleared for its next call, whether a
+        trace or an output counted a NaN or an Inf (None: no counts)) of a call
         with one buffer from one native call (native_rows.call_rows: the trace tails, the
         health summaries and the replay's scan at once); None when the call needs the
         separate passes (no native library, nested calls, reused counts, dynamic shapes,
@@ -642,9 +649,9 @@ class CompiledTracer(Tracer):
         if rows is None:
             clear = self._cache is None and (summaries is not None or static is not None)
             rows = native.call_rows(array, tails, summaries, scan if hunting else None, clear)
-        which, tail_bytes, execution, bad, cleared = rows
+        which, tail_bytes, execution, bad, cleared, nonfinite = rows
         parts = TraceParts(plan.statics, which, b"\x18" + _varint(call.index), tail_bytes, plan.width)
-        return parts, static if summaries is None else execution, bad, cleared
+        return parts, static if summaries is None else execution, bad, cleared, nonfinite
 
     def _one_pass_args_of(self, function: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
         """_call_rows_args, cached per (fid, inputs, leaves)."""

@@ -386,13 +386,14 @@ Outcome Record(Function* function, const Plan& plan, const Location& location, P
                             hunting ? plan.scan : Py_None, Py_True};
   *rows = PyObject_Vectorcall(tracer->call_rows, arguments, 5, nullptr);
   if (*rows == nullptr) return Outcome::kPython;
-  if (!PyTuple_Check(*rows) || PyTuple_GET_SIZE(*rows) != 5) {
+  if (!PyTuple_Check(*rows) || PyTuple_GET_SIZE(*rows) != 6) {
     Py_CLEAR(*rows);  // not call_rows' result: Python makes its own pass
     PyErr_SetString(PyExc_TypeError, "call_rows returned an unexpected value");
     return Outcome::kPython;
   }
   PyObject* which = PyTuple_GET_ITEM(*rows, 0);
   PyObject* tails = PyTuple_GET_ITEM(*rows, 1);
+  PyObject* nonfinite = PyTuple_GET_ITEM(*rows, 5);  // for the writer's accounting of calls
   PyObject* execution = plan.summaries == Py_None ? plan.execution : PyTuple_GET_ITEM(*rows, 2);
   const long long bad = PyLong_AsLongLong(PyTuple_GET_ITEM(*rows, 3));
   if (bad == -1 && PyErr_Occurred()) return Outcome::kPython;
@@ -410,12 +411,13 @@ Outcome Record(Function* function, const Plan& plan, const Location& location, P
   PyObject* done = nullptr;
   if (writer != nullptr && writer != Py_None) {
     PyObject* wall_time = PyFloat_FromDouble(Clock(CLOCK_REALTIME));
-    PyObject* arguments[9] = {writer, wall_time, s_zero, payload, plan.statics, which, middle, tails, plan.width};
-    done = wall_time == nullptr ? nullptr : PyObject_Vectorcall(tracer->queue_call, arguments, 9, nullptr);
+    PyObject* arguments[10] = {writer, wall_time, s_zero, payload, plan.statics, which, middle, tails, plan.width,
+                               nonfinite};
+    done = wall_time == nullptr ? nullptr : PyObject_Vectorcall(tracer->queue_call, arguments, 10, nullptr);
     Py_XDECREF(wall_time);
   } else if (writer != nullptr) {
     done = PyObject_CallMethodObjArgs(tracer->hooks, s_native_emit, payload, plan.statics, which, middle, tails,
-                                      plan.width, nullptr);
+                                      plan.width, nonfinite, nullptr);
   }
   Py_XDECREF(writer);
   Py_XDECREF(middle);

@@ -34,6 +34,7 @@ struct Counts {
     neg_inf += At(row, 5), pos_inf += At(row, 6), rank += At(row, 7);
   }
   double Nan() const { return size - lt - gt - eq; }
+  bool Nonfinite() const { return neg_inf != 0.0 || pos_inf != 0.0 || size != lt + gt + eq; }
 };
 
 // The debug values of counts in a mode of `count` values (1, 4 or 10; see Tails).
@@ -57,8 +58,9 @@ void AppendValues(std::string* out, const Counts& c, long long count, double cod
 //   count: debug values per trace: 0 (duration only), 1 CURT, 4 CONCISE, 10 FULL_HEALTH,
 //     15 FULL_STATS (the 10 plus columns stats_column..+4); codes: a float64 dtype code
 //     per kernel row (FULL_HEALTH, FULL_STATS);
-// returns each traced row that ran (u32 row - 1 each) and its tail, end to end.
-PyObject* TraceTails(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+// returns each traced row that ran (u32 row - 1 each) and its tail, end to end. *nonfinite
+// (when given): set when a traced row's counts hold a NaN or an Inf.
+PyObject* Tails(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
   if (nargs != 8) {
     PyErr_Format(PyExc_TypeError, "trace_tails takes 8 arguments (%zd given)", nargs);
     return nullptr;
@@ -97,6 +99,7 @@ PyObject* TraceTails(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       if (count) {
         Counts counts;
         counts.Add(row);
+        if (nonfinite != nullptr && counts.Nonfinite()) *nonfinite = true;
         tails.push_back(0x42);  // debug_values, packed
         tails.push_back(static_cast<char>(8 * count));
         const double code = count >= 10 ? At(codes.data(), r - 1) : 0.0;
@@ -121,12 +124,16 @@ PyObject* TraceTails(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
 }
 
+PyObject* TraceTails(PyObject*, PyObject* const* args, Py_ssize_t nargs) { return Tails(args, nargs, nullptr); }
+
 // summaries(template, offsets, starts, members, codes, totals, count, block, row_width)
 //   -> bytes | None: execution_template's Execution bytes: a copy of template with, at byte
 //   offsets[b], block b's `count` debug values (1, 4 or 10) from the sum of the buffer rows
 //   members[starts[b]:starts[b + 1]] (u32 each); codes[b] its dtype code (f64), totals[b]
-//   nonzero for a tuple's totals (rank 0). None when a member row was not written.
-PyObject* Summaries(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+//   bit 0 set for a tuple's totals (rank 0), bit 1 for an output's summary (*nonfinite, when
+//   given, is set when such a block counts a NaN or an Inf). None when a member row was not
+//   written.
+PyObject* Fill(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
   if (nargs != 9) {
     PyErr_Format(PyExc_TypeError, "summaries takes 9 arguments (%zd given)", nargs);
     return nullptr;
@@ -181,11 +188,14 @@ PyObject* Summaries(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       counts.Add(block.data() + 8 * row * width);
     }
     values.clear();
-    AppendValues(&values, counts, count, At(codes.data(), b), totals.data()[b] ? 0.0 : counts.rank);
+    AppendValues(&values, counts, count, At(codes.data(), b), (totals.data()[b] & 1) ? 0.0 : counts.rank);
+    if (nonfinite != nullptr && (totals.data()[b] & 2) && counts.Nonfinite()) *nonfinite = true;
     std::memcpy(bytes + offset, values.data(), values.size());
   }
   return out;
 }
+
+PyObject* Summaries(PyObject*, PyObject* const* args, Py_ssize_t nargs) { return Fill(args, nargs, nullptr); }
 
 // first_nonfinite(block, rows, row_width, health) -> int: the first kernel row (0-based,
 // buffer row + 1) that ran, holds counts (health[i] nonzero) and counted a NaN or an Inf;
@@ -210,9 +220,7 @@ PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (!health.data()[r - 1] || At(row, 0) == 0.0) continue;
     Counts counts;
     counts.Add(row);
-    if (counts.neg_inf != 0.0 || counts.pos_inf != 0.0 || counts.size != counts.lt + counts.gt + counts.eq) {
-      return PyLong_FromLongLong(r - 1);
-    }
+    if (counts.Nonfinite()) return PyLong_FromLongLong(r - 1);
   }
   return PyLong_FromLong(-1);
 }
@@ -233,14 +241,17 @@ bool ClearStamps(PyObject* block, long long width) {
   return true;
 }
 
-// call_rows(block, tails, summaries, scan, clear) -> (which, tails, execution, bad, cleared):
+// call_rows(block, tails, summaries, scan, clear)
+//   -> (which, tails, execution, bad, cleared, nonfinite):
 // one call's three passes in one CPython call (a training step's call pays ~1 us per
 // Python step):
 //   tails: trace_tails' arguments after block; summaries: those of summaries without block
 //   (template .. count, row_width), or None: execution is None; scan: first_nonfinite's
 //   (rows, row_width, health), or None: bad is -1;
 //   clear: once read, the block's column 0 is set to 0 (see ClearStamps), unless the
-//   summaries found a row not written (the caller reads the buffer again); cleared says so.
+//   summaries found a row not written (the caller reads the buffer again); cleared says so;
+//   nonfinite: whether a trace's or an output's counts hold a NaN or an Inf (None when the
+//   tails hold no counts: the writer's accounting of calls, for free here).
 PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 5 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 7 ||
       (args[2] != Py_None && (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 8)) ||
@@ -253,8 +264,10 @@ PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   PyObject* forwarded[9];
   forwarded[0] = block;
   for (int k = 0; k < 7; ++k) forwarded[k + 1] = PyTuple_GET_ITEM(args[1], k);
-  PyObject* tails = TraceTails(nullptr, forwarded, 8);
+  bool nonfinite = false;
+  PyObject* tails = Tails(forwarded, 8, &nonfinite);
   if (tails == nullptr) return nullptr;
+  const bool counted = PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], 3)) != 0;  // debug values per trace
   PyObject* execution = Py_None;
   Py_INCREF(execution);
   if (args[2] != Py_None) {
@@ -262,7 +275,7 @@ PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     forwarded[7] = block;
     forwarded[8] = PyTuple_GET_ITEM(args[2], 7);
     Py_DECREF(execution);
-    execution = Summaries(nullptr, forwarded, 9);
+    execution = Fill(forwarded, 9, &nonfinite);
   }
   PyObject* bad = nullptr;
   if (execution != nullptr) {
@@ -280,7 +293,7 @@ PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   } else if (clear == 1) {
     clear = 0;
   }
-  PyObject* out = clear < 0 ? nullptr : PyTuple_New(5);
+  PyObject* out = clear < 0 ? nullptr : PyTuple_New(6);
   if (out == nullptr) {
     Py_DECREF(tails);
     Py_XDECREF(execution);
@@ -295,6 +308,9 @@ PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   PyTuple_SET_ITEM(out, 2, execution);
   PyTuple_SET_ITEM(out, 3, bad);
   PyTuple_SET_ITEM(out, 4, PyBool_FromLong(clear));
+  PyObject* health = counted || args[2] != Py_None ? PyBool_FromLong(nonfinite) : Py_None;
+  if (health == Py_None) Py_INCREF(health);
+  PyTuple_SET_ITEM(out, 5, health);
   return out;
 }
 
@@ -306,7 +322,7 @@ PyMethodDef kMethods[] = {
     {"first_nonfinite", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FirstNonfinite)), METH_FASTCALL,
      "first_nonfinite(block, rows, row_width, health) -> int"},
     {"call_rows", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(CallRows)), METH_FASTCALL,
-     "call_rows(block, tails, summaries, scan, clear) -> (which, tails, execution, bad, cleared)"},
+     "call_rows(block, tails, summaries, scan, clear) -> (which, tails, execution, bad, cleared, nonfinite)"},
     {nullptr, nullptr, 0, nullptr},
 };
 

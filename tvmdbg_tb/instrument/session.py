@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Protocol
 
-from tvmdbg_tb.events import layout
+from tvmdbg_tb.events import health, layout
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument import graphs
@@ -74,9 +74,17 @@ class TraceBatch(Sequence):
     """The traces of one execution: messages, or serialized payloads (the fast path) that
     are parsed only if a sink asks for messages."""
 
-    def __init__(self, messages: list[pb.GraphExecutionTrace] | None = None, payloads: list[bytes] | None = None):
+    def __init__(
+        self,
+        messages: list[pb.GraphExecutionTrace] | None = None,
+        payloads: list[bytes] | None = None,
+        nonfinite: bool | None = None,
+    ):
         self._messages = messages
         self.payloads = payloads
+        # For the writer's accounting of calls: True when the call's records hold a NaN or an
+        # Inf, False when these traces hold none (its outputs may), None when not known.
+        self.nonfinite = nonfinite
 
     def _parsed(self) -> list[pb.GraphExecutionTrace]:
         if self._messages is None:
@@ -451,15 +459,18 @@ class Session:
             except Exception:
                 pass
 
-    def serialized_execution_done(self, payload: bytes, traces: Sequence[bytes]) -> None:
+    def serialized_execution_done(self, payload: bytes, traces: Sequence[bytes], nonfinite: bool | None = None) -> None:
         """execution_done for a serialized Execution and its trace payloads (the compiled
         path): straight to the writer when every other sink is idle, without the two
-        wrappers and the calls per VM call that the sinks' interface costs."""
+        wrappers and the calls per VM call that the sinks' interface costs. nonfinite:
+        whether they hold a NaN or an Inf, when the tracer knows."""
         writer = self._sole_writer
         if writer is not None and all([idle() for idle in self._idle_checks]):
-            writer.write_call(payload, traces, wall_time=time.time())  # queues, or records its failure
+            writer.write_call(
+                payload, traces, wall_time=time.time(), nonfinite=nonfinite
+            )  # queues, or records its failure
         else:
-            self.execution_done(ExecutionPayload(payload), TraceBatch(payloads=traces))
+            self.execution_done(ExecutionPayload(payload), TraceBatch(payloads=traces, nonfinite=nonfinite))
 
 
 _ALL_SLOTS = [tuple(range(n)) for n in range(16)]  # the output slots of an unfiltered site
@@ -492,19 +503,16 @@ class WriterSink:
         return None
 
     def on_execution(self, execution: pb.Execution, traces: Sequence[pb.GraphExecutionTrace]) -> None:
-        now = time.time()
+        """One writer call per VM call: the writer counts (and keeps whole, if it held the
+        first NaN) a call, not its pieces."""
         payloads = getattr(traces, "payloads", None)
-        if payloads is not None and type(execution) is ExecutionPayload:  # the fast path: one writer call
-            self.writer.write_call(execution.payload, payloads, wall_time=now)
-            return
-        if payloads is not None:
-            self.writer.write_graph_execution_trace_payloads(payloads, wall_time=now)
-        else:
-            self.writer.write_graph_execution_traces(list(traces), wall_time=now)
-        if isinstance(execution, ExecutionPayload):
-            self.writer.write_execution_payload(execution.payload, wall_time=now)
-        else:
-            self.writer.write_execution(execution, wall_time=now)
+        if payloads is None:
+            payloads = [t.SerializeToString() for t in traces]
+        data = execution.payload if type(execution) is ExecutionPayload else execution.SerializeToString()
+        nonfinite = getattr(traces, "nonfinite", None)
+        if nonfinite is False:  # the traces are finite: the outputs decide
+            nonfinite = health.execution_nonfinite(execution_message(execution))
+        self.writer.write_call(data, payloads, wall_time=time.time(), nonfinite=nonfinite)
 
     def close(self) -> None:
         self.writer.close()

@@ -35,6 +35,7 @@ SKIP_RUN = 1
 _perf = time.perf_counter
 _F64 = struct.Struct("<d")
 _NO_VALUES = (pb.NO_TENSOR, pb.FULL_TENSOR)  # modes whose traces carry no debug_values
+_COUNTED_HEALTH = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)  # NaN/Inf counted
 _MAX_SHAPES = 4096
 
 
@@ -53,7 +54,19 @@ class _Activation:
 class _Call:
     """State of one top-level VM call on one thread."""
 
-    __slots__ = ("index", "function", "stack", "pending", "traces", "start", "stop", "fresh", "implicit", "builtin")
+    __slots__ = (
+        "index",
+        "function",
+        "stack",
+        "pending",
+        "traces",
+        "start",
+        "stop",
+        "fresh",
+        "implicit",
+        "builtin",
+        "nonfinite",
+    )
 
     def __init__(self, index: int, function: RuntimeFunction, implicit: bool, relevant: frozenset[str] | None):
         self.index = index
@@ -66,6 +79,7 @@ class _Call:
         self.fresh: set[int] = set()  # tensors allocated and not yet written (unmapped functions)
         self.implicit = implicit
         self.builtin: str | None = None  # a skipped builtin that started and did not return
+        self.nonfinite = False  # a trace counted a NaN or an Inf (health modes)
 
 
 class Tracer:
@@ -186,7 +200,9 @@ class Tracer:
     def _finish(self, call: _Call, inputs, outputs, error, frames, user_index) -> None:
         if error is not None:
             self._record_failure(call, error)
-        self._emit(call, _trace_batch(call.traces), inputs, outputs, error, frames, user_index)
+        # The traces' health, for the writer: known from the counts in the modes that count.
+        nonfinite = call.nonfinite if self.mode in _COUNTED_HEALTH else None
+        self._emit(call, _trace_batch(call.traces, nonfinite), inputs, outputs, error, frames, user_index)
 
     def _emit(self, call, traces: TraceBatch, inputs, outputs, error, frames, user_index, known=None) -> None:
         """Builds the call's Execution and hands it with its traces to the session's sinks.
@@ -419,6 +435,7 @@ class Tracer:
         watching = replayer is not None and replayer.watching
         payloads, suspect = self._payloads(call.index, site, outputs, duration)
         call.traces.extend(payloads)
+        call.nonfinite |= suspect
         if not self.session.want_nonfinite and (not watching or not (suspect or replayer.watching_all)):
             return  # the replay only hunts non-finite outputs: nothing to parse for it here
         # The replay and the kernel sinks read messages: parsed (cheaper than built field by field).
@@ -442,11 +459,11 @@ def _values(mode: int, value, dtype: str, shape: tuple[int, ...]) -> list[float]
     return found if found is not None else debug_values(mode, value, dtype, shape)
 
 
-def _trace_batch(traces: list) -> TraceBatch:
+def _trace_batch(traces: list, nonfinite: bool | None = None) -> TraceBatch:
     """A call's traces (serialized ones and messages, in kernel order) as one batch."""
     if all(type(t) is bytes for t in traces):
-        return TraceBatch(payloads=traces)
-    return TraceBatch(payloads=[t if type(t) is bytes else t.SerializeToString() for t in traces])
+        return TraceBatch(payloads=traces, nonfinite=nonfinite)
+    return TraceBatch(payloads=[t if type(t) is bytes else t.SerializeToString() for t in traces], nonfinite=nonfinite)
 
 
 def _nonfinite(value) -> bool:

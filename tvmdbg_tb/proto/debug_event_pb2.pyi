@@ -62,9 +62,11 @@ FLOAT8_E4M3FN: DType
 FLOAT8_E5M2: DType
 
 class DebugEvent(_message.Message):
-    __slots__ = ("wall_time", "step", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "fused_op_replay", "fused_group_source", "run_end", "watchpoint_hit")
+    __slots__ = ("wall_time", "step", "run_key", "sequence", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "fused_op_replay", "fused_group_source", "run_end", "records_dropped", "watchpoint_hit")
     WALL_TIME_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
+    RUN_KEY_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     DEBUG_METADATA_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FILE_FIELD_NUMBER: _ClassVar[int]
     STACK_FRAME_FIELD_NUMBER: _ClassVar[int]
@@ -75,9 +77,12 @@ class DebugEvent(_message.Message):
     FUSED_OP_REPLAY_FIELD_NUMBER: _ClassVar[int]
     FUSED_GROUP_SOURCE_FIELD_NUMBER: _ClassVar[int]
     RUN_END_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     WATCHPOINT_HIT_FIELD_NUMBER: _ClassVar[int]
     wall_time: float
     step: int
+    run_key: int
+    sequence: int
     debug_metadata: DebugMetadata
     source_file: SourceFile
     stack_frame: StackFrame
@@ -88,8 +93,9 @@ class DebugEvent(_message.Message):
     fused_op_replay: FusedOpReplay
     fused_group_source: FusedGroupSource
     run_end: RunEnd
+    records_dropped: RecordsDropped
     watchpoint_hit: WatchpointHit
-    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ..., fused_group_source: _Optional[_Union[FusedGroupSource, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., watchpoint_hit: _Optional[_Union[WatchpointHit, _Mapping]] = ...) -> None: ...
+    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., run_key: _Optional[int] = ..., sequence: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ..., fused_group_source: _Optional[_Union[FusedGroupSource, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., records_dropped: _Optional[_Union[RecordsDropped, _Mapping]] = ..., watchpoint_hit: _Optional[_Union[WatchpointHit, _Mapping]] = ...) -> None: ...
 
 class DebugMetadata(_message.Message):
     __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv", "run_name", "circular_buffer_bytes")
@@ -448,7 +454,7 @@ class WatchpointHit(_message.Message):
     def __init__(self, watchpoint_id: _Optional[int] = ..., condition: _Optional[str] = ..., description: _Optional[str] = ..., op_id: _Optional[int] = ..., graph_id: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., output_slot: _Optional[int] = ..., execution_index: _Optional[int] = ..., detail: _Optional[str] = ..., paused: bool = ...) -> None: ...
 
 class RunEnd(_message.Message):
-    __slots__ = ("how", "reason", "num_executions", "num_traces", "first_missing_execution", "first_missing_trace", "num_stack_frames", "num_source_files")
+    __slots__ = ("how", "reason", "num_executions", "num_traces", "first_missing_execution", "first_missing_trace", "num_stack_frames", "num_source_files", "nonfinite_executions", "unchecked_executions", "dropped_executions", "dropped_traces", "records")
     class How(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         HOW_UNSPECIFIED: _ClassVar[RunEnd.How]
@@ -457,6 +463,13 @@ class RunEnd(_message.Message):
     HOW_UNSPECIFIED: RunEnd.How
     CLOSED: RunEnd.How
     ABORTED: RunEnd.How
+    class RecordsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     HOW_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     NUM_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -465,6 +478,11 @@ class RunEnd(_message.Message):
     FIRST_MISSING_TRACE_FIELD_NUMBER: _ClassVar[int]
     NUM_STACK_FRAMES_FIELD_NUMBER: _ClassVar[int]
     NUM_SOURCE_FILES_FIELD_NUMBER: _ClassVar[int]
+    NONFINITE_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    UNCHECKED_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_TRACES_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
     how: RunEnd.How
     reason: str
     num_executions: int
@@ -473,4 +491,17 @@ class RunEnd(_message.Message):
     first_missing_trace: int
     num_stack_frames: int
     num_source_files: int
-    def __init__(self, how: _Optional[_Union[RunEnd.How, str]] = ..., reason: _Optional[str] = ..., num_executions: _Optional[int] = ..., num_traces: _Optional[int] = ..., first_missing_execution: _Optional[int] = ..., first_missing_trace: _Optional[int] = ..., num_stack_frames: _Optional[int] = ..., num_source_files: _Optional[int] = ...) -> None: ...
+    nonfinite_executions: int
+    unchecked_executions: int
+    dropped_executions: int
+    dropped_traces: int
+    records: _containers.ScalarMap[str, int]
+    def __init__(self, how: _Optional[_Union[RunEnd.How, str]] = ..., reason: _Optional[str] = ..., num_executions: _Optional[int] = ..., num_traces: _Optional[int] = ..., first_missing_execution: _Optional[int] = ..., first_missing_trace: _Optional[int] = ..., num_stack_frames: _Optional[int] = ..., num_source_files: _Optional[int] = ..., nonfinite_executions: _Optional[int] = ..., unchecked_executions: _Optional[int] = ..., dropped_executions: _Optional[int] = ..., dropped_traces: _Optional[int] = ..., records: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class RecordsDropped(_message.Message):
+    __slots__ = ("first_sequence", "count")
+    FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    first_sequence: int
+    count: int
+    def __init__(self, first_sequence: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...

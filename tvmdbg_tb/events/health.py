@@ -1,0 +1,68 @@
+"""Whether records hold a NaN or an Inf, decided as the reader's digests decide it: a trace's
+counts (or its FULL_TENSOR values) and an Execution's output summaries.
+
+The writer asks this of the calls the instrumentation hands it without saying (the
+compiled path says it from the counts it computed anyway), to count the calls that went
+non-finite and keep the first of them whole in the circular buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from tvmdbg_tb.events.summaries import nonfinite_counts
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+# Modes whose records say whether a value is finite (FULL_TENSOR: from the values).
+HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS, pb.FULL_TENSOR)
+
+
+def value_nonfinite_counts(value: pb.TensorValue) -> tuple[int, int, int] | None:
+    """(nan, neg_inf, pos_inf) of a stored FULL_TENSOR value; None when its dtype is unknown."""
+    try:
+        array = np.frombuffer(value.content, dtype=np.dtype(value.dtype))
+    except TypeError:
+        return None
+    if array.dtype.kind != "f":
+        return (0, 0, 0)
+    return int(np.isnan(array).sum()), int(np.isneginf(array).sum()), int(np.isposinf(array).sum())
+
+
+def _summary_nonfinite(mode: int, values, value: pb.TensorValue | None) -> bool:
+    try:
+        counts = nonfinite_counts(mode, values)
+    except (ValueError, OverflowError):  # a NaN count: the summary says nothing
+        counts = None
+    if counts is None and value is not None:
+        counts = value_nonfinite_counts(value)
+    return counts is not None and any(counts)
+
+
+def trace_nonfinite(trace: pb.GraphExecutionTrace) -> bool:
+    value = trace.tensor_value if trace.HasField("tensor_value") else None
+    return _summary_nonfinite(trace.tensor_debug_mode, trace.debug_values, value)
+
+
+def execution_nonfinite(execution: pb.Execution) -> bool:
+    """Whether an output summary of the call counted a NaN or an Inf (as the reader's
+    execution digests: inputs do not count, a tuple counts by its totals)."""
+    return any(_summary_nonfinite(execution.tensor_debug_mode, s.debug_values, None) for s in execution.outputs)
+
+
+def call_nonfinite(
+    mode: int, execution: pb.Execution | bytes | None, traces: Iterable[pb.GraphExecutionTrace | bytes]
+) -> bool | None:
+    """Whether a call's records (its Execution, serialized or not, and its traces, messages
+    or serialized payloads) hold a NaN or an Inf; None when mode records no health."""
+    if mode not in HEALTH_MODES:
+        return None
+    for trace in traces:
+        if type(trace) is bytes:
+            trace = pb.GraphExecutionTrace.FromString(trace)
+        if trace_nonfinite(trace):
+            return True
+    if type(execution) is bytes:
+        execution = pb.Execution.FromString(execution)
+    return execution is not None and execution_nonfinite(execution)
