@@ -6,7 +6,7 @@ Python (dicts, lists, str, int, float, None); floats may be NaN/Inf, which `dump
 as the strings "NaN"/"Infinity"/"-Infinity" as TensorBoard does.
 """
 
-from tvmdbg_tb.analysis.alerts import AlertMonitor, alerts, monitor, num_alerts
+from tvmdbg_tb.analysis.alerts import AlertMonitor, alerts, monitor, num_alerts, start_dropped
 from tvmdbg_tb.analysis.inner_ops import replays
 from tvmdbg_tb.analysis.jsonable import dumps
 from tvmdbg_tb.analysis.op_stats import op_stats
@@ -57,6 +57,7 @@ __all__ = [
     "source_file",
     "source_files_list",
     "stack_frames",
+    "start_dropped",
     "tensor_histogram",
     "tensor_value",
     "trace_data",
