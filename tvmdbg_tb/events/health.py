@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from tvmdbg_tb.events.summaries import nonfinite_counts
+from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 # Modes whose records say whether a value is finite (FULL_TENSOR: from the values).
@@ -51,14 +52,40 @@ def execution_nonfinite(execution: pb.Execution) -> bool:
     return any(_summary_nonfinite(execution.tensor_debug_mode, s.debug_values, None) for s in execution.outputs)
 
 
+def parts_nonfinite(mode: int, parts: TraceParts) -> bool | None:
+    """Whether traces given as parts hold a NaN or an Inf, read from their tails (each: the
+    packed debug_values field, then duration_us) without building a message; None when the
+    tails hold no counts this way."""
+    count = (parts.width - 11) // 8  # tag and length, 8 bytes a value, duration's 9 bytes
+    layout = _NONFINITE_AT.get(mode)
+    if layout is None or count < layout[0] or parts.width != 11 + 8 * count or not len(parts):
+        return None
+    tails = np.ndarray((len(parts), count), "<f8", parts.tails, 2, (parts.width, 8))
+    values = tails[:, layout[1]]
+    if mode != pb.CURT_HEALTH:  # a count that is not a number says nothing (summaries.nonfinite_counts)
+        values = np.where(np.isfinite(values), values, 0.0)
+    return bool((values != 0).any())
+
+
+_NONFINITE_AT = {  # values a mode's counts need, and where its nan, -inf, +inf (CURT: any) are
+    pb.CURT_HEALTH: (1, [0]),
+    pb.CONCISE_HEALTH: (4, [3, 1, 2]),
+    pb.FULL_HEALTH: (10, [6, 4, 5]),
+    pb.FULL_STATS: (10, [6, 4, 5]),
+}
+
+
 def call_nonfinite(
     mode: int, execution: pb.Execution | bytes | None, traces: Iterable[pb.GraphExecutionTrace | bytes]
 ) -> bool | None:
-    """Whether a call's records (its Execution, serialized or not, and its traces, messages
-    or serialized payloads) hold a NaN or an Inf; None when mode records no health."""
+    """Whether a call's records (its Execution, serialized or not, and its traces, messages,
+    serialized payloads or TraceParts) hold a NaN or an Inf; None when mode records no health."""
     if mode not in HEALTH_MODES:
         return None
-    for trace in traces:
+    found = parts_nonfinite(mode, traces) if type(traces) is TraceParts else None
+    if found:
+        return True
+    for trace in traces if found is None else ():
         if type(trace) is bytes:
             trace = pb.GraphExecutionTrace.FromString(trace)
         if trace_nonfinite(trace):

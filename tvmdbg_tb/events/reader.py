@@ -272,6 +272,7 @@ class RunReader:
         # Where the circular buffer dropped records: (digest row after the drop, first place,
         # count) per ring stream.
         self._ring_drops: dict[str, list[tuple[int, int, int]]] = {s: [] for s in layout.RING_STREAMS}
+        self._explained: set[tuple[str, int]] = set()  # (file, offset) of open-ended damage that explained a gap
         self._lock = threading.RLock()  # guards the indexes; held per chunk while updating
         self._update_lock = threading.Lock()  # one update at a time
         self._positions = TracePositions()  # op and execution queries, kept and extended
@@ -378,12 +379,23 @@ class RunReader:
 
     def _unexplained(self, path: str, misplaced: list, damaged: Iterable[records.Corruption] = ()) -> list:
         """Misplaced records (integrity.Misplaced) but for places reported missing right after
-        a damaged stretch of the file (damaged, or one already reported): that damage is what
-        hid them, reported once."""
+        a damaged stretch of the file (damaged, or one already reported; one whose end was not
+        known yet explains the first gap after it): that damage is what hid them, reported
+        once."""
         if not misplaced:
             return misplaced
-        ends = {c.offset + c.length for c in (*self.corruptions, *damaged) if c.path == path}
-        return [m for m in misplaced if m.length or m.offset not in ends]
+        found = [c for c in (*self.corruptions, *damaged) if c.path == path and not c.misplaced]
+        ends = {c.offset + c.length for c in found}
+        open_ended = sorted(c.offset for c in found if c.length < 0 and (path, c.offset) not in self._explained)
+        out = []
+        for m in misplaced:
+            if not m.length and m.offset in ends:
+                continue
+            if not m.length and open_ended and open_ended[0] < m.offset:
+                self._explained.add((path, open_ended.pop(0)))
+                continue
+            out.append(m)
+        return out
 
     def _decodable(self, stream: str, items: list[tuple[int, bytes]]) -> list[tuple[int, pb.DebugEvent]]:
         """Parses each record; one that protobuf rejects (its CRC was fine: a writer bug or a

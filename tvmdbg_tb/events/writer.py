@@ -195,13 +195,10 @@ class _RecordFile:
                     dst.write(marker(item.first, item.count))
                     new_head.append(item)
                 else:
-                    src.seek(item[0])
-                    dst.write(src.read(item[1] - item[0]))
+                    _copy(src, dst, item[0], item[1])
                     new_head.append((at, dst.tell()))
             head_size = dst.tell()
-            src.seek(cut)
-            while block := src.read(1 << 20):
-                dst.write(block)
+            _copy(src, dst, cut, self.size)
             dst.flush()
             os.fsync(dst.fileno())
         os.replace(tmp, self.path)
@@ -215,6 +212,14 @@ class _RecordFile:
 
     def _start_of(self, index: int) -> int:
         return self.ends[index - 1] if index > 0 else self.head_size
+
+
+def _copy(src, dst, start: int, end: int) -> None:
+    """Copies bytes [start, end) of src to dst, a block at a time."""
+    src.seek(start)
+    while start < end and (block := src.read(min(1 << 20, end - start))):
+        dst.write(block)
+        start += len(block)
 
 
 def _add_drop(head: list, first: int, count: int) -> None:

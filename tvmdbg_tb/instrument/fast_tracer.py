@@ -618,8 +618,8 @@ class CompiledTracer(Tracer):
                 return
         leaves = flatten(outputs) if outputs is not None else None
         summaries = self._row_summaries(call, inputs, leaves)
-        # A NaN in a trace is one whatever the outputs hold; else the writer finds out.
-        traces = TraceBatch(payloads=payloads, nonfinite=True if nonfinite else None)
+        # The traces' health, when call_rows counted it (_emit adds the outputs').
+        traces = TraceBatch(payloads=payloads, nonfinite=nonfinite)
         self._emit(call, traces, inputs, leaves, error, frames, user_index, summaries)
         if remember:  # after the inputs were looked up: outputs replace their slots' entries
             self._safely(self._remember, call, inputs, leaves)

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Protocol
 
-from tvmdbg_tb.events import health, layout
+from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.instrument import frames as frames_mod
 from tvmdbg_tb.instrument import graphs
@@ -82,8 +82,8 @@ class TraceBatch(Sequence):
     ):
         self._messages = messages
         self.payloads = payloads
-        # For the writer's accounting of calls: True when the call's records hold a NaN or an
-        # Inf, False when these traces hold none (its outputs may), None when not known.
+        # For the writer's accounting of calls: whether the call's records hold a NaN or an Inf
+        # (None: not known). A tracer says it of the traces; Tracer._emit adds the outputs.
         self.nonfinite = nonfinite
 
     def _parsed(self) -> list[pb.GraphExecutionTrace]:
@@ -510,8 +510,6 @@ class WriterSink:
             payloads = [t.SerializeToString() for t in traces]
         data = execution.payload if type(execution) is ExecutionPayload else execution.SerializeToString()
         nonfinite = getattr(traces, "nonfinite", None)
-        if nonfinite is False:  # the traces are finite: the outputs decide
-            nonfinite = health.execution_nonfinite(execution_message(execution))
         self.writer.write_call(data, payloads, wall_time=time.time(), nonfinite=nonfinite)
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ import time
 import warnings
 from typing import Any
 
+from tvmdbg_tb.events.health import execution_nonfinite
 from tvmdbg_tb.events.summaries import nonfinite_counts
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.instrument import frames as frames_mod
@@ -245,6 +246,8 @@ class Tracer:
         elif getattr(call, "stop", None) is not None:
             execution.error = _message(call.stop)
         execution.code_location.CopyFrom(self.session.code_location(frames, user_index))
+        if traces.nonfinite is False:  # the traces are finite: the outputs decide (the writer's count)
+            traces.nonfinite = execution_nonfinite(execution)
         self.session.execution_done(execution, traces)
 
     def _record_failure(self, call: _Call, error: BaseException) -> None:
