@@ -74,6 +74,26 @@ def read_run(logdir: Path):
     return reader.run()
 
 
+def _alerts_route(logdir: Path, run: str) -> dict:
+    """The plugin's alerts route, through TensorBoard's WSGI app."""
+    from tensorboard.backend import application
+    from tensorboard.plugins import base_plugin
+    from werkzeug.test import Client
+    from werkzeug.wrappers import Response
+
+    from tvmdbg_tb.plugin.plugin import TvmDebuggerPlugin
+
+    plugin = TvmDebuggerPlugin(base_plugin.TBContext(logdir=str(logdir)), start_reader=False)
+    try:
+        plugin.poll()
+        client = Client(application.TensorBoardWSGI([plugin]), Response)
+        response = client.get("/data/plugin/tvmdbg/alerts", query_string={"run": run})
+        assert response.status_code == 200, response.get_data(as_text=True)
+        return json.loads(response.get_data(as_text=True))
+    finally:
+        plugin.stop()
+
+
 def first_origin(run) -> dict:
     alerts = analysis.alerts(run)
     assert alerts["first_origin_index"] is not None, alerts
@@ -98,6 +118,9 @@ def test_a_nan_early_in_a_long_run_survives_the_default_ring(tmp_path):
     assert (origin["op_name"], origin["execution_index"], origin["origin_uncertain"]) == ("lv1", 500, False)
     assert alerts["start_dropped"] is False
     run = read_run(logdir)
+    route = _alerts_route(logdir, run.name)  # what the dashboard reads
+    origin = route["alerts"][route["first_origin_index"]]
+    assert (origin["op_name"], origin["execution_index"], origin["origin_uncertain"]) == ("lv1", 500, False)
     state = run.completeness()
     assert state.complete and not state.notes, state.summary()
     end = run.run_end
