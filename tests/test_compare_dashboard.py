@@ -75,7 +75,7 @@ def _route(tb, a: str, b: str, rtol: str, atol: str) -> dict:
 
 def _compare_in_browser(browser: Browser, tb, a: str, b: str, rtol: str, atol: str):
     frame = browser.open_dashboard(tb)
-    frame.locator(".compare-panel > summary").click()
+    frame.locator(".navigator-tabs [data-tab=compare]").click()
     frame.locator(".compare-run-a").select_option(a)
     frame.locator(".compare-run-b").select_option(b)
     frame.locator(".compare-rtol").fill(rtol)
@@ -143,6 +143,9 @@ def test_planted_torch_op_named_by_route_and_view(tensorboard):
     if line is None:
         pytest.skip("torch is not installed")
     body = _route(tb, runs["torchtvm"], runs["torchref"], "1e-4", "1e-5")
+    info = {r["run"]: r for r in tb.api("runs")["runs"]}
+    assert info[runs["torchref"]]["reference"] and info[runs["torchref"]]["run_name"] == "PyTorch eager reference"
+    assert not info[runs["torchtvm"]]["reference"]
     first = body["first_divergence"]
     assert body["status"] == "divergent" and first["op_type"] == "relax.tanh"
     assert first["location"]["line"] == line and first["location"]["file_path"].endswith(TORCH_FILE)

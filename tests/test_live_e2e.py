@@ -3,13 +3,18 @@ first NaN from the dashboard, inspected, stepped and continued to the end; a pag
 site in the same browser cannot resume it.
 
 A real `tensorboard` process, the real demo (examples/debug_digits.py --debug --live) as a
-child process, and headless Chromium clicking the Live panel.
+child process, and headless Chromium clicking the Live panel. The page is open before the
+program starts: its run is selected by itself; the pause is the current state of every panel
+(its call in the timeline, its op in the graph, its line in the source, its NaN in the
+alerts), on screen at 1440x900 and 1000x700; the header follows the program's exit within a
+few seconds; a watchpoint hit is a link to its kernel execution.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,6 +26,7 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
 e2e = pytest.importorskip("test_dashboard_e2e")  # skips without Chromium or the bundle
+from dashboard_checks import assert_in_view, assert_layout_sound  # noqa: E402
 
 
 def _parse_values(text: str) -> list[float]:
@@ -69,6 +75,13 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
     demo = None
     browser = None
     try:
+        # The page is open first, on the empty logdir: the program's run will select itself.
+        browser = e2e.Browser()
+        posts = []  # the dashboard's own POSTs, with their headers
+        browser.page.on("request", lambda r: r.method == "POST" and posts.append((r.url, r.headers)))
+        browser.page.set_viewport_size({"width": 1440, "height": 900})
+        frame = browser.open_dashboard(tb)
+        frame.locator(".empty-logdir").wait_for()
         cmd = [sys.executable, str(ROOT / "examples" / "debug_digits.py"), "--debug", "--live"]
         cmd += ["--dump_dir", str(logdir), "--steps", "8"]
         with open(out_path, "w") as out:
@@ -79,12 +92,9 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
             assert time.time() < deadline, "the demo's run never appeared"
             time.sleep(0.3)
         run = tb.api("runs")["runs"][0]["run"]
+        frame.locator("[data-testid=live-state][data-live=true]").wait_for(timeout=30_000)
+        assert frame.locator(".run-select").input_value() == run
 
-        browser = e2e.Browser()
-        posts = []  # the dashboard's own POSTs, with their headers
-        browser.page.on("request", lambda r: r.method == "POST" and posts.append((r.url, r.headers)))
-        frame = browser.open_dashboard(tb)
-        frame.locator(".run-select").select_option(run)
         status = frame.locator("[data-testid=live-status]")
         # The demo asked to pause at its first kernel, so the dashboard can set watchpoints first.
         status.filter(has_text="paused at").wait_for(timeout=120_000)
@@ -113,6 +123,27 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
         status_text = status.inner_text()
         assert f"paused at {op_name}" in status_text
         pause_number = int(status_text.split("pause #")[1].split(")")[0])
+        pause = tb.api(f"live/state?run={run}")["pause"]
+        assert pause["op_name"] == op_name
+
+        # The pause is every panel's current state, on screen at both sizes.
+        for size in ((1440, 900), (1000, 700)):
+            browser.page.set_viewport_size({"width": size[0], "height": size[1]})
+            assert_layout_sound(browser)
+            alert = frame.locator("[data-testid=paused-alert]")
+            assert_in_view(alert, full=False)
+            assert op_name in alert.inner_text() and "NaN" in alert.inner_text()
+            call = frame.locator(
+                f".timeline-panel [data-testid=paused-call].selected[data-index='{pause['execution_index']}']"
+            )
+            assert_in_view(call, full=True)
+            node = frame.locator(f".graph-panel .op-node.role-selected[data-op-name='{op_name}']")
+            assert_in_view(node, full=True)
+            assert node.locator(".node-tag.tag-paused").count() == 1
+            line = frame.locator(f".source-panel .src-line.highlighted[data-line='{pause['source']['line']}']")
+            assert_in_view(line, full=False)
+            frame.locator("[data-testid=selected-op]", has_text=op_name).wait_for()
+        browser.page.set_viewport_size({"width": 1440, "height": 900})
 
         # The origin kernel: its inputs hold only finite values, its output does not.
         inputs = frame.locator("[data-testid=live-input-values]")
@@ -132,6 +163,7 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
 
         frame.locator("[data-testid=live-continue]").click()
         assert demo.wait(timeout=180) == 0, out_path.read_text()
+        exited = time.time()
         live_posts = [(url, headers) for url, headers in posts if "/live/" in url]
         assert {url.split("/live/")[1].split("?")[0] for url, _ in live_posts} >= {
             "keepalive",
@@ -142,6 +174,11 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
             assert headers.get("x-tvmdbg-dashboard") == "1" and headers.get("content-type") == "application/json", url
         assert "trained 8 steps" in out_path.read_text()
         status.filter(has_text="not live").wait_for(timeout=30_000)
+        # The header follows the program within a few seconds of its exit.
+        frame.locator("[data-testid=live-state][data-live=false]").wait_for(timeout=15_000)
+        assert time.time() - exited < 8, time.time() - exited
+        # Once the program is gone the controls go (no 404 for a run that is not live).
+        assert frame.locator("[data-testid=live-pause]").is_hidden()
 
         # The dump keeps the hits, and the first one is where the NaN alerts say the NaN was born.
         deadline = time.time() + 30
@@ -159,6 +196,15 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
         )
         origin = alerts["alerts"][alerts["first_origin_index"]]
         assert origin["op_name"] == op_name
+        # A hit is a link like an alert: its kernel execution selected in the list and graph.
+        link = frame.locator("[data-testid=live-hit]").last
+        hit_op, hit_call = re.match(r"#\d+ (\S+):\d+ \(call (\d+)\)", link.inner_text()).groups()
+        link.click()
+        row = frame.locator(f".executions-panel .vlist-row.selected[data-op-name='{hit_op}']")
+        assert_in_view(row, full=False)
+        assert row.locator(".c-exec").inner_text() == hit_call
+        assert_in_view(frame.locator(f".graph-panel .op-node.role-selected[data-op-name='{hit_op}']"))
+        assert browser.errors == [], browser.errors
     finally:
         if browser is not None:
             browser.close()

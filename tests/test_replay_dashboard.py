@@ -56,8 +56,16 @@ def test_alert_click_selects_the_inner_op_that_made_the_nan(tensorboard):
         [replay] = tensorboard.api(f"replays?run={run}")["replays"]
         log = replay["ops"][alert["inner_op"]["index"]]
         operand = replay["ops"][log["input_refs"][0]]
-        assert selected.locator(".inner-op-reads").inner_text() == f"reads {operand['var_name']} (finite)"
+        # Named as in the kernel's list of original Relax ops (the fused function's own
+        # binding names, such as its last `gv`, would not match that list).
+        originals = tensorboard.api(f"graphs/op_info?run={run}&op_id={alert['op_id']}")["original_ops"]
+        same_type = [o["var_name"] for o in originals if o["op_type"] == operand["op_type"]]
+        earlier = sum(1 for o in replay["ops"][: log["input_refs"][0]] if o["op_type"] == operand["op_type"])
+        assert selected.locator(".inner-op-reads").inner_text() == f"reads {same_type[earlier]} (finite)"
         inner = frame.locator("[data-testid=inner-op]")
+        names = [o["var_name"] for o in originals]
+        shown = [inner.nth(i).locator("code").inner_text().split(" = ")[0] for i in range(inner.count())]
+        assert shown and all(n in names for n in shown), (shown, names)
         assert inner.count() == 4  # subtract, log, multiply, sum
         assert [inner.nth(i).get_attribute("data-health") for i in range(4)] == [
             "finite",

@@ -20,6 +20,8 @@ from tvmdbg_tb.events.summaries import describe, mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 LIVE_SECONDS = 30.0
+# DebuggedGraph.instrumentation of a PyTorch eager reference run (tvmdbg.record_torch_reference).
+TORCH_REFERENCE = "torch_eager"
 _INPUT_KINDS = {v: k for k, v in pb.OpInput.Kind.items()}
 
 
@@ -111,6 +113,7 @@ def run_info(run: RunReader) -> dict:
         "num_executions": run.num_executions(),
         "num_traces": run.num_traces(),
         "num_graphs": len(run.graphs()),
+        "reference": any(g.instrumentation == TORCH_REFERENCE for g in run.graphs()),
         "num_ops": len(run.ops()),
         "num_alerts": run_alerts.num_alerts(),
         "first_origin_alert": run_alerts.first_origin_index(),

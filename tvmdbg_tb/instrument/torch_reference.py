@@ -144,7 +144,9 @@ def record_torch_reference(
 
     with torch.no_grad():
         final = _Recorder(module).run(*inputs)
-    writer = DebugEventsWriter(logdir, tensor_debug_mode=mode, circular_buffer_size=-1)
+    writer = DebugEventsWriter(
+        logdir, tensor_debug_mode=mode, circular_buffer_size=-1, display_name="PyTorch eager reference"
+    )
     try:
         _write(writer, mode, module.graph, relax_ops, outputs, inputs, final, _lifted_inputs(program))
     finally:

@@ -448,7 +448,11 @@ class Tracer:
         if self.session.want_nonfinite:
             nonfinite = [_nonfinite(v) for v in outputs]
             kernel = KernelCall(site, args, outputs, nonfinite, call.function.name, traces)
+            began = _perf()
             stop = self.session.kernel_done(kernel)
+            # The time the sinks held the call (a live pause, a watchpoint's check) is not the
+            # call's: its recorded duration stays what the model took.
+            call.start += _perf() - began
             if stop is not None and call.stop is None:
                 call.stop = stop
                 if self._native is not None:

@@ -28,6 +28,10 @@ export type LineLocation = Location & { file_path: string; line: number; functio
 export interface RunInfo {
   run: string;
   run_id: string | null;
+  /** The name the user gave the run (enable_dump_debug_info(run_name=...)). */
+  run_name?: string | null;
+  /** A PyTorch eager reference (tvmdbg.record_torch_reference): Compare's default run B. */
+  reference?: boolean;
   host_name: string | null;
   pid: number | null;
   tvm_version: string | null;
@@ -100,6 +104,9 @@ export interface Alert {
   neg_inf_count: number;
   pos_inf_count: number;
   size: number | null;
+  /** The output's dtype and shape as compiled (-1: a symbolic dimension). */
+  dtype?: string | null;
+  shape?: number[] | null;
   wall_time: number;
   execution_index: number;
   trace_index: number;
@@ -316,9 +323,50 @@ export interface TensorValue {
   shape: number[];
   slice: string;
   sliced_shape: number[];
+  /** Per axis of `values`: position i is index start + i * step of dimension dim. */
+  axes?: { dim: number; start: number; step: number }[];
   values: unknown;
   truncated: boolean;
   num_elements: number;
+}
+
+export interface Histogram {
+  trace_position: number;
+  dtype: string;
+  shape: number[];
+  num_elements: number;
+  truncated: boolean;
+  finite: number;
+  nan: number;
+  neg_inf: number;
+  pos_inf: number;
+  min: number | null;
+  max: number | null;
+  edges: number[];
+  counts: number[];
+}
+
+/** One point of graph_execution/op_stats: one execution, or a bucket of consecutive ones. */
+export interface StatsPoint {
+  execution_index: number;
+  last_execution_index: number;
+  num_traces: number;
+  min: number | null;
+  max: number | null;
+  mean: number | null;
+  abs_max: number | null;
+  nan: number;
+  neg_inf: number;
+  pos_inf: number;
+}
+
+export interface OpStats {
+  op_id: number;
+  op_name: string;
+  output_slot: number;
+  num_traces: number;
+  bucketed: boolean;
+  points: StatsPoint[];
 }
 
 export interface ProfileRow {
@@ -445,6 +493,11 @@ export class Api {
   opInfo(run: string, opId: number) {
     return this.get<OpInfo>("graphs/op_info", { run, op_id: opId });
   }
+  sourceFiles(run: string) {
+    return this.get<{ source_files: { index: number; file_path: string; host_name: string; num_lines: number }[] }>("source_files/list", {
+      run,
+    });
+  }
   sourceFile(run: string, index: number) {
     return this.get<SourceFile>("source_files/file", { run, index });
   }
@@ -453,6 +506,12 @@ export class Api {
   }
   tensorValue(run: string, tracePosition: number, slice: string, maxElements = 10000) {
     return this.get<TensorValue>("tensor/value", { run, trace: tracePosition, slice: slice || undefined, max_elements: maxElements });
+  }
+  tensorHistogram(run: string, tracePosition: number, bins = 30) {
+    return this.get<Histogram>("tensor/histogram", { run, trace: tracePosition, bins });
+  }
+  opStats(run: string, opId: number, outputSlot = 0, maxPoints = 500) {
+    return this.get<OpStats>("graph_execution/op_stats", { run, op_id: opId, output_slot: outputSlot, max_points: maxPoints });
   }
   profile(run: string, graphId?: number) {
     return this.get<Profile>("profile", { run, graph_id: graphId });

@@ -218,3 +218,8 @@ export function parseIndex(text: string, total: number): number | null {
 export function formatShapeExpr(expr: string): string {
   return expr.replace(/T\.u?int(?:8|16|32|64)\((-?\d+)\)/g, "$1");
 }
+
+/** "1 element", "3 elements", "1,200 calls": a count with its noun. */
+export function plural(n: number, noun: string, nouns = `${noun}s`): string {
+  return `${formatCount(n)} ${n === 1 ? noun : nouns}`;
+}

@@ -10,8 +10,10 @@ import { ExecutionsPanel } from "./panels/executions";
 import { GraphPanel } from "./panels/graph";
 import { HeaderBar } from "./panels/header";
 import { LivePanel } from "./panels/live";
+import { Navigator } from "./panels/navigator";
 import { SourcePanel, StackPanel } from "./panels/source";
 import { TimelinePanel } from "./panels/timeline";
+import { Split } from "./split";
 import { Store } from "./store";
 import { followDarkMode } from "./theme";
 
@@ -36,17 +38,31 @@ export function render(root: HTMLElement = document.body): Store {
   const stack = new StackPanel(store);
   const source = new SourcePanel(store);
   const compare = new ComparePanel(store, graph);
-  const main = h(
-    "main",
-    { class: "layout" },
-    h("aside", { class: "side" }, alerts.el, live.el),
-    h("div", { class: "area-timeline" }, timeline.el),
-    h("div", { class: "area-list" }, executions.el),
-    h("div", { class: "area-graph" }, graph.el),
-    h("div", { class: "area-details" }, details.el),
-    h("div", { class: "area-code" }, stack.el, source.el),
-  );
-  setChildren(root, h("div", { class: "app" }, header.el, compare.el, empty, main));
+  const navigator = new Navigator([alerts, compare]);
+
+  // Every pane can be resized (the sizes are remembered); each panel scrolls inside itself.
+  const side = new Split(navigator.el, live.el, { key: "side", direction: "column", initial: 0.6, minFirst: 140, minSecond: 90 });
+  live.onShape = (open) => side.setCollapsed(!open);
+  const code = new Split(stack.el, source.el, { key: "code", direction: "column", initial: 0.28, minFirst: 56, minSecond: 110 });
+  const right = new Split(graph.el, code.el, { key: "right", direction: "column", initial: 0.6, minFirst: 200, minSecond: 150 });
+  const center = new Split(executions.el, details.el, { key: "center", direction: "column", initial: 0.5, minFirst: 140, minSecond: 140 });
+  const columns = new Split(center.el, right.el, { key: "columns", direction: "row", initial: 0.54, minFirst: 300, minSecond: 300 });
+  const work = new Split(timeline.el, columns.el, {
+    key: "timeline",
+    direction: "column",
+    initial: (total) => Math.min(180, Math.max(112, total * 0.19)),
+    minFirst: 84,
+    minSecond: 300,
+  });
+  const main = new Split(side.el, work.el, {
+    key: "main",
+    direction: "row",
+    initial: (total) => Math.min(340, Math.max(230, total * 0.2)),
+    minFirst: 200,
+    minSecond: 600,
+  });
+  main.el.classList.add("layout");
+  setChildren(root, h("div", { class: "app" }, header.el, empty, main.el));
 
   let polling = false;
   const poll = async () => {
@@ -58,7 +74,7 @@ export function render(root: HTMLElement = document.body): Store {
       header.lastPoll = Date.now();
       const none = runs.runs.length === 0;
       empty.hidden = !none;
-      main.hidden = none;
+      main.el.hidden = none;
       if (none) showInstructions(empty, status?.logdir ?? "", status?.problems ?? []);
       store.setRuns(runs.runs);
       header.render();

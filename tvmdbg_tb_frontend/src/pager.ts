@@ -68,6 +68,19 @@ export class Pager<T> {
     await Promise.all(waits);
   }
 
+  /** Whether the page holding row i is cached (its answer may hold fewer rows than asked:
+   * a list that shrank). A view asks again only for pages not cached, so it never loops. */
+  hasPage(i: number): boolean {
+    return this.pages.has(Math.floor(i / this.pageSize));
+  }
+
+  /** Indices of every cached row (to find a row by content among what is loaded). */
+  cachedRows(): number[] {
+    const out: number[] = [];
+    for (const [p, rows] of this.pages) for (let k = 0; k < rows.length; k++) out.push(p * this.pageSize + k);
+    return out;
+  }
+
   /** Pages currently cached (for tests and diagnostics). */
   cachedPages(): number[] {
     return [...this.pages.keys()];

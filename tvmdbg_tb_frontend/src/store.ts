@@ -3,9 +3,31 @@
  * Panels read it and listen for changes; every async answer is checked against a sequence
  * number so that a slow answer for an older selection never overwrites a newer one.
  */
-import type { Api, ExecutionData, GraphInfo, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
+import type { Api, ExecutionData, GraphInfo, Op, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
 
-export type StoreEvent = "runs" | "run" | "trace" | "op" | "frame" | "execution" | "error" | "alerts";
+export type StoreEvent = "runs" | "run" | "trace" | "op" | "frame" | "execution" | "error" | "alerts" | "pause";
+
+/** Every op of a run's compiled functions, and each function's name. */
+export interface RunOps {
+  ops: Op[];
+  graphNames: Map<number, string>;
+}
+
+/** Where a live program is paused (the Live panel's state): a kernel that ran in a call the
+ * dump does not hold yet (a call is written when it returns). */
+export interface PauseInfo {
+  pauseId: number;
+  opId: number;
+  graphId: number;
+  opName: string;
+  kernel: string;
+  functionName: string;
+  executionIndex: number;
+  reason: string;
+  /** Non-finite counts of the kernel's outputs, as the program sees them. */
+  nonfinite: { slot: number; nan: number; negInf: number; posInf: number }[];
+  source: { file_path: string; line: number; function: string } | null;
+}
 
 /** graph_execution/data's page limit. */
 const TRACE_PAGE = 1000;
@@ -40,11 +62,14 @@ export class Store {
   /** The run's first origin alert (the first bad call), where the timeline and the kernel list
    * open when a run with alerts is loaded; set by the alerts panel before it emits "alerts". */
   firstBad: { executionIndex: number; executionPosition: number | null; tracePosition: number | null } | null = null;
+  /** The live program's pause, while it is paused (set by the Live panel). */
+  pause: PauseInfo | null = null;
 
   private seq = 0;
   private execTraces = new Map<string, Promise<Map<number, TraceData>>>();
   private graphInfos = new Map<string, Promise<GraphInfo>>();
   private executions = new Map<string, Promise<ExecutionData | null>>();
+  private runOps: { key: string; promise: Promise<RunOps> } | null = null;
   private listeners = new Map<StoreEvent, Set<() => void>>();
 
   constructor(readonly api: Api) {}
@@ -147,15 +172,74 @@ export class Store {
     return p;
   }
 
+  /** Every op of every compiled function of the run (for search, the list's filter and the
+   * source browser), fetched once, and again when a live program compiles more. */
+  allOps(): Promise<RunOps> {
+    const run = this.run;
+    if (run === null) return Promise.resolve({ ops: [], graphNames: new Map() });
+    const key = `${run}|${this.runInfo?.num_ops ?? 0}|${this.runInfo?.num_graphs ?? 0}`;
+    if (this.runOps?.key !== key) {
+      const promise = (async () => {
+        const graphs = (await this.api.graphs(run)).graphs;
+        const infos = await Promise.all(graphs.map((g) => this.graphInfo(g.graph_id)));
+        return { ops: infos.flatMap((g) => g.ops), graphNames: new Map(graphs.map((g) => [g.graph_id, g.name])) };
+      })();
+      promise.catch(() => {
+        if (this.runOps?.promise === promise) this.runOps = null;
+      });
+      this.runOps = { key, promise };
+    }
+    return this.runOps.promise;
+  }
+
+  /**
+   * A new runs list. The selection stays on its run; a run that appears while the page is open
+   * and is live (a program just started) is selected, so the user sees it without looking
+   * for it; with nothing selected yet, the newest live run, else the newest run.
+   */
   setRuns(runs: RunInfo[]): void {
     const before = this.runInfo?.num_traces;
+    const known = new Set(this.runs.map((r) => r.run));
+    const first = this.runs.length === 0 && this.run === null;
     this.runs = runs;
     // A live run's latest call may have gained kernels since its traces were cached.
     if (before !== undefined && before !== this.runInfo?.num_traces) this.execTraces.clear();
     const previous = this.run;
-    if (this.run === null || !runs.some((r) => r.run === this.run)) this.run = runs.length ? runs[runs.length - 1].run : null;
+    const fresh = runs.filter((r) => (first || !known.has(r.run)) && r.live);
+    if (fresh.length) this.run = fresh[fresh.length - 1].run;
+    else if (this.run === null || !runs.some((r) => r.run === this.run)) this.run = runs.length ? runs[runs.length - 1].run : null;
     this.emit("runs");
     if (this.run !== previous) this.selectRun(this.run);
+  }
+
+  /** The live program paused (or resumed: null). A new pause is the current state of every
+   * panel: its op is selected (graph, source, op details), and the kernel execution too once
+   * the dump holds it. */
+  setPause(pause: PauseInfo | null): void {
+    const changed = (pause?.pauseId ?? null) !== (this.pause?.pauseId ?? null);
+    this.pause = pause;
+    if (!changed) return;
+    this.emit("pause");
+    if (pause) void this.goToPause(pause);
+  }
+
+  /** Selects where the program is paused (the Live panel's and the alerts' links). */
+  async goToPause(pause: PauseInfo): Promise<void> {
+    const run = this.run;
+    if (run === null) return;
+    try {
+      // Not cached: a paused call grows kernel by kernel (a step pauses in the same call).
+      const page = await this.api.traces(run, 0, TRACE_PAGE, pause.executionIndex);
+      if (this.run !== run || this.pause !== pause) return;
+      const own = page.graph_executions.filter((t) => t.op_id === pause.opId);
+      const latest = own.length ? own[own.length - 1] : undefined;
+      if (latest) await this.selectTrace(latest.position, latest.index);
+      else await this.selectOp(pause.opId);
+      if (this.pause === pause && pause.source)
+        this.showFrame({ file_path: pause.source.file_path, file_index: -1, line: pause.source.line, function: pause.source.function });
+    } catch (err) {
+      this.reportError(err);
+    }
   }
 
   selectRun(run: string | null): void {
@@ -164,8 +248,10 @@ export class Store {
     this.execTraces.clear();
     this.graphInfos.clear();
     this.executions.clear();
+    this.runOps = null;
     this.alertExecutions = new Set();
     this.firstBad = null;
+    this.pause = null;
     this.tracePosition = null;
     this.trace = null;
     this.op = null;
@@ -238,11 +324,15 @@ export class Store {
     await this.selectOp(opId);
   }
 
-  /** Selects an op without a particular execution (an op that was never traced). */
+  /** Selects an op without a particular execution (an op that was never traced, or one of a
+   * call not written yet). */
   async selectOp(opId: number): Promise<void> {
     const run = this.run;
     if (run === null) return;
     const seq = ++this.seq;
+    this.tracePosition = null;
+    this.trace = null;
+    this.emit("trace");
     try {
       await this.loadOp(seq, run, opId);
     } catch (err) {

@@ -98,4 +98,23 @@ describe("Pager", () => {
     assert.equal(p.error, null);
     assert.equal(p.get(3), 3);
   });
+
+  it("knows a short page is loaded, so a view does not ask for it again", async () => {
+    let calls = 0;
+    const p = new Pager(
+      async (begin: number) => {
+        calls += 1;
+        return begin === 0 ? [0, 1, 2] : [];
+      },
+      10,
+      8,
+      25,
+    );
+    await p.ensure(0, 25);
+    assert.equal(p.get(5), undefined);
+    assert.ok(p.hasPage(5) && p.hasPage(24));
+    await p.ensure(0, 25);
+    assert.equal(calls, 3);
+    assert.deepEqual(p.cachedRows(), [0, 1, 2]);
+  });
 });

@@ -1,9 +1,9 @@
 /** Alerts: NaN/∞ counts per kind, the list of non-finite outputs, and the one click that
  * matters: jump to the first origin alert (the first op that made a non-finite value). */
 import type { Alert, AlertsPage, Location, RangeAlert } from "../api";
-import { h, setChildren } from "../dom";
-import { formatCount, formatLocation, formatValue, hasLine } from "../format";
-import type { Store } from "../store";
+import { h, scrollWithin, setChildren } from "../dom";
+import { formatCount, formatLocation, formatValue, hasLine, plural } from "../format";
+import type { PauseInfo, Store } from "../store";
 import { landOnInnerOp } from "./inner_ops";
 
 /** Alerts fetched up front (for the timeline's marks); counts always cover every alert. */
@@ -12,6 +12,8 @@ const MAX_LISTED = 2000;
 export const ALERTS_PER_PAGE = 200;
 
 export class AlertsPanel {
+  readonly tabId = "alerts";
+  readonly tabLabel = "Alerts";
   readonly el: HTMLElement;
   private readonly body: HTMLElement;
   private page: AlertsPage | null = null;
@@ -21,16 +23,12 @@ export class AlertsPanel {
   private loadedFor = "";
 
   constructor(private readonly store: Store) {
-    this.body = h("div", { class: "panel-body" });
-    this.el = h(
-      "section",
-      { class: "panel alerts-panel", "data-panel": "alerts" },
-      h("header", { class: "panel-head" }, h("h2", null, "Alerts")),
-      this.body,
-    );
+    this.body = h("div", { class: "panel-body alerts-body" });
+    this.el = h("section", { class: "panel alerts-panel", "data-panel": "alerts", "aria-label": "Alerts" }, this.body);
     store.on("run", () => void this.load());
     store.on("runs", () => void this.load());
     store.on("trace", () => this.render());
+    store.on("pause", () => this.render());
   }
 
   private async load(): Promise<void> {
@@ -110,9 +108,11 @@ export class AlertsPanel {
 
   private render(): void {
     const page = this.page;
+    const paused = this.pausedAlert(this.store.pause);
     if (!page || page.num_alerts === 0) {
       setChildren(
         this.body,
+        paused,
         h("div", { class: "no-alerts" }, h("span", { class: "ok-dot" }), page ? "No NaN or ∞ recorded." : "—"),
         this.rangeSection(),
       );
@@ -123,8 +123,10 @@ export class AlertsPanel {
     const first = this.firstOrigin;
     const from = list.begin;
     const to = list.begin + listed.length;
+    const selected = this.store.trace;
     setChildren(
       this.body,
+      paused,
       h(
         "button",
         {
@@ -186,11 +188,7 @@ export class AlertsPanel {
             " to keep every record.",
           )
         : null,
-      h(
-        "div",
-        { class: "muted small" },
-        `${formatCount(page.origin_alerts)} origin alert${page.origin_alerts === 1 ? "" : "s"}; the others passed a bad value on.`,
-      ),
+      h("div", { class: "muted small" }, `${plural(page.origin_alerts, "origin alert")}; the others passed a bad value on.`),
       page.num_alerts > ALERTS_PER_PAGE
         ? h(
             "div",
@@ -202,22 +200,60 @@ export class AlertsPanel {
         : null,
       h(
         "ol",
-        { class: "alert-list" },
-        listed.map((a) =>
-          h(
+        { class: "alert-list", "aria-label": "alerts" },
+        listed.map((a) => {
+          const isSelected = selected ? a.trace_index === selected.index : a.trace_position === this.store.tracePosition;
+          return h(
             "li",
-            {
-              class: `alert-item${a.origin ? " origin" : ""}${a.trace_position === this.store.tracePosition ? " selected" : ""}`,
-              onclick: () => void this.goToAlert(a),
-              title: `execution ${a.execution_index}, trace ${a.trace_index}`,
-            },
-            h("span", { class: "alert-op" }, a.op_name, a.output_slot ? `:${a.output_slot}` : ""),
-            a.origin ? h("span", { class: "badge origin-badge" }, a.origin_uncertain ? "origin?" : "origin") : null,
-            h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, countsText(a)),
-          ),
-        ),
+            null,
+            h(
+              "button",
+              {
+                class: `alert-item${a.origin ? " origin" : ""}${isSelected ? " selected" : ""}`,
+                "aria-current": isSelected ? "true" : null,
+                onclick: () => void this.goToAlert(a),
+                title: `execution ${a.execution_index}, trace ${a.trace_index}`,
+              },
+              h("span", { class: "alert-op" }, a.op_name, a.output_slot ? `:${a.output_slot}` : ""),
+              a.origin ? h("span", { class: "badge origin-badge" }, a.origin_uncertain ? "origin?" : "origin") : null,
+              h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, countsText(a)),
+            ),
+          );
+        }),
       ),
       this.rangeSection(),
+    );
+    // The selected alert (an alert click, a kernel chosen elsewhere) is brought into view.
+    const current = this.body.querySelector<HTMLElement>(".alert-item.selected");
+    if (current) scrollWithin(this.body, current);
+  }
+
+  /** Where a live program is paused with a non-finite output: the first thing to look at,
+   * though the dump holds the call only once it returns. */
+  private pausedAlert(pause: PauseInfo | null): HTMLElement | null {
+    const bad = pause?.nonfinite.filter((o) => o.nan || o.negInf || o.posInf) ?? [];
+    if (!pause || !bad.length) return null;
+    const counts = bad
+      .map((o) => {
+        const parts = [
+          o.nan ? `NaN ${formatCount(o.nan)}` : "",
+          o.negInf ? `-∞ ${formatCount(o.negInf)}` : "",
+          o.posInf ? `+∞ ${formatCount(o.posInf)}` : "",
+        ];
+        return `output ${o.slot}: ${parts.filter(Boolean).join(", ")}`;
+      })
+      .join("; ");
+    return h(
+      "button",
+      {
+        class: "alert-item paused-alert",
+        "data-testid": "paused-alert",
+        title: "the program is paused after this kernel; the dump holds its call once the call returns",
+        onclick: () => void this.store.goToPause(pause),
+      },
+      h("span", { class: "badge paused-badge" }, "⏸ paused"),
+      h("span", { class: "alert-op" }, pause.opName),
+      h("span", { class: "muted small" }, ` call ${pause.executionIndex} · ${counts} (live, not yet in the dump)`),
     );
   }
 
@@ -243,14 +279,18 @@ export class AlertsPanel {
         ranges.alerts.map((a) =>
           h(
             "li",
-            {
-              class: `alert-item range-item${a.trace_position === this.store.tracePosition ? " selected" : ""}`,
-              onclick: () => void this.store.selectTrace(a.trace_position, a.trace_index),
-              title: `${a.dtype}, execution ${a.execution_index}, trace ${a.trace_index}, at ${formatLocation(a.location)}`,
-            },
-            h("span", { class: "alert-op" }, a.op_name, a.output_slot ? `:${a.output_slot}` : ""),
-            h("span", { class: "badge range-badge" }, a.kind === "growth" ? "growth" : "near max"),
-            h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, rangeText(a)),
+            null,
+            h(
+              "button",
+              {
+                class: `alert-item range-item${a.trace_position === this.store.tracePosition ? " selected" : ""}`,
+                onclick: () => void this.store.selectTrace(a.trace_position, a.trace_index),
+                title: `${a.dtype}, execution ${a.execution_index}, trace ${a.trace_index}, at ${formatLocation(a.location)}`,
+              },
+              h("span", { class: "alert-op" }, a.op_name, a.output_slot ? `:${a.output_slot}` : ""),
+              h("span", { class: "badge range-badge" }, a.kind === "growth" ? "growth" : "near max"),
+              h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, rangeText(a)),
+            ),
           ),
         ),
       ),

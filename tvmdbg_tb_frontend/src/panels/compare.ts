@@ -1,13 +1,16 @@
-/** Compare view: two runs op by op (the `compare` route, docs/routes.md#compare). Pick the run
- * under test (A) and the reference (B), see each op's error in A's execution order with the
- * first divergent op first, and click an op for both sides' statistics and its source line.
- * The graph panel colours run A's kernels by their verdict (GraphPanel.setMarks); clicking an
- * op here shows it in the graph, and clicking a marked node there shows its comparison here. */
-import type { LineLocation, Location, Num } from "../api";
+/** Compare view: two runs op by op (the `compare` route, docs/routes.md#compare), a tab of the
+ * side column. Pick the run under test (A) and the reference (B), see each op's error in A's
+ * execution order with the first divergent op first, and click an op: run A's kernel
+ * execution is selected (list, graph, details) and the source shows the compared op's own
+ * line, with both sides' statistics here. The graph tags run A's kernels by their verdict
+ * (GraphPanel.setMarks) in a palette and shape of their own, never a health colour; clicking
+ * a tagged node shows its comparison here. */
+import type { LineLocation, Location, Num, RunInfo } from "../api";
 import { formatLocation, hasLine } from "../format";
-import { h, setChildren } from "../dom";
+import { h, scrollWithin, setChildren } from "../dom";
 import type { Store } from "../store";
-import type { GraphPanel, OpMark } from "./graph";
+import type { GraphPanel, MarkLegend, OpMark } from "./graph";
+import { runLabels } from "./header";
 
 interface CompareOp {
   kind: string;
@@ -66,8 +69,39 @@ function where(loc: Location | null): string {
   return loc ? formatLocation(loc) : "–";
 }
 
+/** The verdict tags, shared by the list here and the graph's nodes (and their legend). */
+const VERDICTS: { cls: string; tag: string; label: string; short: string }[] = [
+  { cls: "cmp-origin", tag: "≠ 1st", label: "first divergence", short: "first divergence" },
+  { cls: "cmp-divergent", tag: "≠", label: "beyond tolerance", short: "diverged" },
+  { cls: "cmp-within", tag: "=", label: "within tolerance", short: "within" },
+  { cls: "cmp-nc", tag: "?", label: "not comparable", short: "n/c" },
+];
+
+function verdictOf(o: CompareOp): (typeof VERDICTS)[number] {
+  return VERDICTS[o.origin ? 0 : o.status === "divergent" ? 1 : o.status === "within" ? 2 : 3];
+}
+
+/** Default runs to compare: A the run being looked at (never a reference), B a PyTorch
+ * reference when there is one, else another run of the same script, else any other run. */
+export function defaultPair(runs: RunInfo[], selected: string | null): [string, string] {
+  const names = runs.map((r) => r.run);
+  const isRef = (r: RunInfo) => !!r.reference;
+  const a = runs.find((r) => r.run === selected && !isRef(r)) ?? [...runs].reverse().find((r) => !isRef(r)) ?? runs[runs.length - 1];
+  if (!a) return ["", ""];
+  const others = runs.filter((r) => r.run !== a.run);
+  const script = (r: RunInfo) => (r.argv ?? [])[0] ?? "";
+  const b =
+    [...others].reverse().find(isRef) ??
+    [...others].reverse().find((r) => script(r) && script(r) === script(a)) ??
+    others[others.length - 1] ??
+    a;
+  return [a.run, names.includes(b.run) ? b.run : a.run];
+}
+
 export class ComparePanel {
-  readonly el: HTMLDetailsElement;
+  readonly tabId = "compare";
+  readonly tabLabel = "Compare";
+  readonly el: HTMLElement;
   private readonly runA: HTMLSelectElement;
   private readonly runB: HTMLSelectElement;
   private readonly rtol: HTMLInputElement;
@@ -78,35 +112,66 @@ export class ComparePanel {
   private result: CompareResult | null = null;
   private resultRun = "";
   private shown: CompareOp | null = null;
+  /** Whether the user picked A or B (then a new run list keeps the choice). */
+  private picked = false;
 
   constructor(
     private readonly store: Store,
     private readonly graph: GraphPanel | null = null,
   ) {
-    this.runA = h("select", { class: "compare-run-a", "aria-label": "run A" });
-    this.runB = h("select", { class: "compare-run-b", "aria-label": "reference run B" });
+    this.runA = h("select", { class: "compare-run-a", "aria-label": "run A", onchange: () => (this.picked = true) });
+    this.runB = h("select", { class: "compare-run-b", "aria-label": "reference run B", onchange: () => (this.picked = true) });
     this.rtol = h("input", { class: "compare-rtol", value: "1e-4", size: 6, "aria-label": "rtol" });
     this.atol = h("input", { class: "compare-atol", value: "1e-5", size: 6, "aria-label": "atol" });
     this.body = h("div", { class: "compare-body" });
     this.detail = h("div", { class: "compare-detail" });
     this.el = h(
-      "details",
-      { class: "compare-panel", "data-testid": "compare" },
-      h("summary", null, "Compare runs"),
+      "section",
+      { class: "panel compare-panel", "data-testid": "compare", "data-panel": "compare", "aria-label": "Compare runs" },
       h(
         "div",
-        { class: "compare-controls small" },
-        h("label", null, "A ", this.runA),
-        h("label", null, " reference B ", this.runB),
-        h("label", null, " rtol ", this.rtol),
-        h("label", null, " atol ", this.atol),
-        h("button", { class: "compare-go", onclick: () => void this.compare(null) }, "Compare"),
+        { class: "panel-body compare-scroll" },
+        h(
+          "div",
+          { class: "compare-controls small" },
+          h("label", null, h("span", { class: "muted" }, "run A (under test)"), this.runA),
+          h("label", null, h("span", { class: "muted" }, "run B (reference)"), this.runB),
+          h(
+            "div",
+            { class: "compare-tols" },
+            h("label", null, "rtol ", this.rtol),
+            h("label", null, "atol ", this.atol),
+            h("button", { class: "compare-go", onclick: () => void this.compare(null) }, "Compare"),
+          ),
+        ),
+        h(
+          "div",
+          { class: "compare-legend small", "data-testid": "compare-legend" },
+          VERDICTS.map((v) => h("span", { class: "lg-tag" }, h("span", { class: `node-tag-sample tag-${v.cls}` }, v.tag), ` ${v.label}`)),
+        ),
+        this.body,
+        this.detail,
       ),
-      this.body,
-      this.detail,
     );
     store.on("runs", () => this.renderRuns());
+    store.on("run", () => this.renderRuns());
     store.on("op", () => this.followGraph());
+    store.on("trace", () => this.revealSelection());
+  }
+
+  activate(): void {
+    this.renderRuns();
+  }
+
+  /** The row of the op selected elsewhere is marked and brought into view. */
+  private revealSelection(): void {
+    const t = this.store.trace;
+    const rows = [...this.body.querySelectorAll<HTMLElement>(".compare-row")];
+    for (const r of rows) {
+      const on = !!t && this.store.run === this.resultRun && r.dataset.traceIndex === String(t.index);
+      r.classList.toggle("selected", on);
+      if (on && !this.el.hidden) scrollWithin(this.el.querySelector(".compare-scroll")!, r);
+    }
   }
 
   /** A marked node clicked in the graph (or any selection of a compared op of run A) shows
@@ -119,7 +184,7 @@ export class ComparePanel {
     if (record && record !== this.shown) void this.showOp(record);
   }
 
-  /** Run A's kernels coloured by verdict: the first divergence, divergent, not comparable, within. */
+  /** Run A's kernels tagged by verdict: the first divergence, divergent, within, not comparable. */
   private markGraph(result: CompareResult): void {
     if (!this.graph) return;
     if (result.status === "cannot_compare") return this.graph.setMarks(null);
@@ -131,36 +196,49 @@ export class ComparePanel {
       if (!seen || rank(o) > rank(seen)) worst.set(o.op_id_a, o);
     }
     const marks = new Map<number, OpMark>();
-    const cls = ["cmp-within", "cmp-nc", "cmp-divergent", "cmp-origin"];
     for (const [id, o] of worst) {
       const err =
         o.max_abs_error === undefined ? "" : `, max abs error ${fmt(o.max_abs_error)}${o.basis === "stats" ? " (lower bound)" : ""}`;
-      const label = o.origin ? "first divergence" : o.status.replace("_", " ");
-      marks.set(id, { cls: cls[rank(o)], title: `compare vs ${this.runB.value}: ${label}${err}` });
+      const v = verdictOf(o);
+      marks.set(id, { cls: v.cls, tag: v.tag, title: `compare vs ${this.runB.value}: ${v.label}${err}` });
     }
-    this.graph.setMarks(this.resultRun, marks);
+    const legend: MarkLegend = { title: "vs B", items: VERDICTS.map((v) => ({ ...v, label: v.short })) };
+    this.graph.setMarks(this.resultRun, marks, legend);
   }
 
-  /** Shows a compared op of run A in the graph: the very kernel execution compared. */
+  /** Selects the very kernel execution of run A that was compared (list, graph, details),
+   * and shows the compared op's own line: in a fused kernel that is the op that diverged, not
+   * the kernel's first op. */
   private async showInGraph(op: CompareOp): Promise<void> {
     if (op.trace_index_a === undefined || this.resultRun === "") return;
     if (this.store.run !== this.resultRun) this.store.selectRun(this.resultRun);
     await this.store.selectTrace(op.trace_index_a, op.trace_index_a);
+    const loc = op.location;
+    if (hasLine(loc) && this.store.trace?.index === op.trace_index_a)
+      this.store.showFrame({ file_path: loc.file_path, file_index: -1, line: loc.line, function: loc.function });
   }
 
+  /** The run pickers, labelled as the header labels runs (name, command, mode, start time),
+   * defaulting to the run being looked at against its reference. */
   private renderRuns(): void {
+    const runs = this.store.runs;
+    const labels = runLabels(runs);
+    const [a, b] = defaultPair(runs, this.store.run);
     for (const [select, fallback] of [
-      [this.runA, 0],
-      [this.runB, 1],
+      [this.runA, a],
+      [this.runB, b],
     ] as const) {
-      const runs = this.store.runs.map((r) => r.run);
-      if ([...select.options].map((o) => o.value).join("\n") === runs.join("\n")) continue;
+      const same =
+        select.options.length === runs.length &&
+        [...select.options].every((o, i) => o.value === runs[i].run && o.textContent === labels[i]);
       const chosen = select.value;
-      setChildren(
-        select,
-        runs.map((r) => h("option", { value: r }, r)),
-      );
-      select.value = runs.includes(chosen) ? chosen : (runs[Math.min(fallback, runs.length - 1)] ?? "");
+      if (!same)
+        setChildren(
+          select,
+          runs.map((r, i) => h("option", { value: r.run, title: r.run }, labels[i])),
+        );
+      const names = runs.map((r) => r.run);
+      select.value = this.picked && names.includes(chosen) ? chosen : fallback;
     }
   }
 
@@ -206,26 +284,40 @@ export class ComparePanel {
         )
       : h("div", { class: "compare-verdict within", "data-testid": "compare-verdict" }, "Within tolerance");
     const ordered = first ? [first, ...result.ops.filter((o) => o.key !== first.key || o.op_name_a !== first.op_name_a)] : result.ops;
-    const rows = ordered.map((op) =>
-      h(
-        "tr",
-        {
-          class: `compare-row ${op.status}${op.origin ? " origin" : ""}`,
-          onclick: () => {
-            void this.showOp(op);
-            void this.showInGraph(op);
+    const rows = ordered.map((op) => {
+      const v = verdictOf(op);
+      return h(
+        "li",
+        null,
+        h(
+          "button",
+          {
+            class: `compare-row ${op.status}${op.origin ? " origin" : ""}`,
+            "data-trace-index": op.trace_index_a === undefined ? null : String(op.trace_index_a),
+            title: `${op.op_type}${op.op_name_a ? ` (${op.op_name_a} in A)` : ""}${op.op_name_b ? `, ${op.op_name_b} in B` : ""}: ${v.label}${op.reason ? ` (${op.reason})` : ""}`,
+            onclick: () => {
+              void this.showOp(op);
+              void this.showInGraph(op);
+            },
           },
-        },
-        h("td", null, op.origin ? "★ " + op.status : op.status),
-        h("td", null, op.op_type),
-        h("td", null, op.op_name_a ?? "–"),
-        h("td", null, where(op.location)),
-        h("td", { class: "num" }, fmt(op.max_abs_error)),
-        h("td", { class: "num" }, fmt(op.max_rel_error)),
-        h("td", { class: "num" }, fmt(op.cosine_similarity)),
-        h("td", null, op.basis ?? op.reason ?? ""),
-      ),
-    );
+          h("span", { class: `node-tag-sample tag-${v.cls}` }, v.tag),
+          h(
+            "span",
+            { class: "compare-row-main" },
+            h("span", { class: "compare-row-op" }, op.op_type, " ", h("span", { class: "muted" }, op.op_name_a ?? "–")),
+            h(
+              "span",
+              { class: "compare-row-facts muted" },
+              `${where(op.location)}`,
+              op.max_abs_error !== undefined && op.max_abs_error !== null ? ` · max abs ${fmt(op.max_abs_error)}` : "",
+              op.max_rel_error !== undefined && op.max_rel_error !== null ? ` · rel ${fmt(op.max_rel_error)}` : "",
+              op.cosine_similarity !== undefined && op.cosine_similarity !== null ? ` · cos ${fmt(op.cosine_similarity)}` : "",
+              op.basis ? ` · ${op.basis}` : op.reason ? ` · ${op.reason}` : "",
+            ),
+          ),
+        ),
+      );
+    });
     setChildren(
       this.body,
       verdict,
@@ -237,32 +329,11 @@ export class ComparePanel {
           )
         : null,
       this.renderCalls(result),
-      h(
-        "table",
-        { class: "compare-table" },
-        h(
-          "thead",
-          null,
-          h(
-            "tr",
-            null,
-            ["status", "op", "A", "line", "max abs", "max rel", "cosine", "basis"].map((c) => h("th", null, c)),
-          ),
-        ),
-        h("tbody", null, rows),
-      ),
-      h(
-        "div",
-        { class: "graph-legend small compare-legend" },
-        "graph of A: ",
-        h("span", { class: "lg cmp-origin" }, "first divergence"),
-        h("span", { class: "lg cmp-divergent" }, "divergent"),
-        h("span", { class: "lg cmp-within" }, "within"),
-        h("span", { class: "lg cmp-nc" }, "not comparable"),
-      ),
+      h("ol", { class: "compare-list", "aria-label": "compared ops, first divergence first" }, rows),
       (result.notes ?? []).map((n) => h("div", { class: "muted small" }, n)),
       result.suggestion ? h("div", { class: "muted small compare-suggestion" }, result.suggestion) : null,
     );
+    this.revealSelection();
   }
 
   /** Every call pair's verdict; click one to show it (the shown one is marked). Many calls

@@ -1,6 +1,7 @@
 /** The tabbed lower panel: the selected op (inputs, consumers, fused ops), its tensor values
  * (FULL_TENSOR), its history over executions, and the per-op profile table. */
-import type { ExecutionData, Profile, ProfileRow, TensorValue, TraceData } from "../api";
+import type { ExecutionData, OpStats, Profile, ProfileRow, TensorValue, TraceData } from "../api";
+import { histogramChart, statsChart } from "../chart";
 import { h, setChildren } from "../dom";
 import {
   formatCount,
@@ -13,6 +14,7 @@ import {
   healthOf,
   healthText,
   isNonFiniteValue,
+  plural,
   sortRows,
   summaryHealth,
 } from "../format";
@@ -244,7 +246,9 @@ class TensorView implements View {
   readonly el = h("div", { class: "tensor-view" });
   private sliceInput = h("input", { type: "text", class: "slice-input", placeholder: "slice, e.g. 0:4,::2", "aria-label": "slice" });
   private out = h("div", { class: "tensor-out" });
+  private chart = h("div", { class: "tensor-chart" });
   private forPosition: number | null = null;
+  private seq = 0;
   constructor(private readonly store: Store) {
     store.on("trace", () => {
       if (this.el.isConnected) this.activate();
@@ -283,8 +287,10 @@ class TensorView implements View {
       h("span", null, "]"),
       h("button", { type: "submit" }, "Show"),
     );
-    setChildren(this.el, form, this.out);
+    // The values' histogram (the whole tensor) beside the table (the slice).
+    setChildren(this.el, form, h("div", { class: "tensor-layout" }, this.out, this.chart));
     void this.load(t);
+    void this.loadHistogram(t);
   }
   private async load(t: TraceData): Promise<void> {
     const run = this.store.run;
@@ -297,22 +303,46 @@ class TensorView implements View {
       setChildren(this.out, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
     }
   }
+  private async loadHistogram(t: TraceData): Promise<void> {
+    const run = this.store.run;
+    const seq = ++this.seq;
+    if (run === null) return;
+    setChildren(this.chart, h("div", { class: "muted small" }, "histogram…"));
+    try {
+      const hist = await this.store.api.tensorHistogram(run, t.position);
+      if (seq === this.seq) setChildren(this.chart, histogramChart(hist));
+    } catch (err) {
+      if (seq === this.seq) setChildren(this.chart, h("div", { class: "muted small" }, err instanceof Error ? err.message : String(err)));
+    }
+  }
 }
 
 /** Values per row when a 1-D tensor is shown (a 1,437-value vector is 144 rows, not one). */
 const VECTOR_WRAP = 10;
 
-/** A sliced tensor as a table (scalars, vectors, matrices; higher ranks as a list of matrices). */
+/** A sliced tensor as a table (scalars, vectors, matrices; higher ranks as a list of matrices).
+ * Rows, columns and blocks are labelled with the tensor's own indices (the slice's `axes`):
+ * with `::100`, the eleventh value is element 1000, and says so. */
 export function renderTensor(v: TensorValue): HTMLElement {
+  const axes = v.axes ?? v.sliced_shape.map((_, dim) => ({ dim, start: 0, step: 1 }));
+  const indexOf = (axis: number, i: number) => {
+    const a = axes[axis];
+    return a ? a.start + i * a.step : i;
+  };
+  const rank = v.sliced_shape.length;
   const cell = (x: unknown) => h("td", { class: isNonFiniteValue(x) ? "nonfinite-value" : "" }, formatValue(x));
   const matrix = (m: unknown): HTMLElement => {
     if (!Array.isArray(m)) return h("table", { class: "tensor-table" }, h("tbody", null, h("tr", null, cell(m))));
     const is1d = !(m.length && Array.isArray(m[0]));
-    // A vector wraps into rows of VECTOR_WRAP (row headers give the first index of each row).
+    // A vector wraps into rows of VECTOR_WRAP (the row header is the row's first index, the
+    // column header the offset within the row).
     const rows = !is1d
       ? (m as unknown[][])
       : Array.from({ length: Math.max(1, Math.ceil(m.length / VECTOR_WRAP)) }, (_, i) => m.slice(i * VECTOR_WRAP, (i + 1) * VECTOR_WRAP));
-    const rowLabel = (i: number) => String(is1d ? i * VECTOR_WRAP : i);
+    const rowAxis = rank - (is1d ? 1 : 2);
+    const colAxis = rank - 1;
+    const rowLabel = (i: number) => String(is1d ? indexOf(colAxis, i * VECTOR_WRAP) : indexOf(rowAxis, i));
+    const colLabel = (j: number) => (is1d ? (j === 0 ? "" : `+${indexOf(colAxis, j) - indexOf(colAxis, 0)}`) : String(indexOf(colAxis, j)));
     const width = rows.reduce((a, r) => Math.max(a, r.length), 0);
     return h(
       "table",
@@ -324,7 +354,7 @@ export function renderTensor(v: TensorValue): HTMLElement {
           "tr",
           null,
           h("th", null, ""),
-          Array.from({ length: width }, (_, j) => h("th", null, String(j))),
+          Array.from({ length: width }, (_, j) => h("th", null, colLabel(j))),
         ),
       ),
       h(
@@ -343,7 +373,7 @@ export function renderTensor(v: TensorValue): HTMLElement {
         h(
           "div",
           { class: "tensor-block" },
-          prefix.length ? h("div", { class: "muted small" }, `[${prefix.join(", ")}, :, :]`) : null,
+          prefix.length ? h("div", { class: "muted small" }, `[${prefix.map((p, k) => indexOf(k, p)).join(", ")}, :, :]`) : null,
           matrix(x),
         ),
       );
@@ -356,7 +386,7 @@ export function renderTensor(v: TensorValue): HTMLElement {
     h(
       "div",
       { class: "muted small" },
-      `${v.default_slice ? "default view " : ""}slice [${v.slice || ":"}] of ${formatShape(v.shape)} → ${formatShape(v.sliced_shape)}, ${formatCount(v.num_elements)} elements${v.truncated ? " (the writer kept only the first elements)" : ""}`,
+      `${v.default_slice ? "default view " : ""}slice [${v.slice || ":"}] of ${formatShape(v.shape)} → ${formatShape(v.sliced_shape)}, ${plural(v.num_elements, "element")}${v.truncated ? " (the writer kept only the first elements)" : ""}`,
     ),
     blocks,
   );
@@ -365,9 +395,13 @@ export function renderTensor(v: TensorValue): HTMLElement {
 class HistoryView implements View {
   readonly el = h("div", { class: "history-view" });
   private seq = 0;
+  private stats: OpStats | null = null;
   constructor(private readonly store: Store) {
     store.on("op", () => {
       if (this.el.isConnected) this.activate();
+    });
+    store.on("trace", () => {
+      if (this.el.isConnected && this.store.trace?.op_id === this.store.op?.op_id) this.activate();
     });
   }
   async activate(): Promise<void> {
@@ -379,8 +413,13 @@ class HistoryView implements View {
     try {
       const head = await this.store.api.opTraces(run, op.op_id, 0, 0, slot);
       const begin = Math.max(0, head.num_traces - 500);
-      const page = await this.store.api.opTraces(run, op.op_id, begin, head.num_traces, slot);
+      const fullStats = this.store.runInfo?.tensor_debug_mode === "FULL_STATS";
+      const [page, stats] = await Promise.all([
+        this.store.api.opTraces(run, op.op_id, begin, head.num_traces, slot),
+        fullStats ? this.store.api.opStats(run, op.op_id, slot) : Promise.resolve(null),
+      ]);
       if (seq !== this.seq) return;
+      this.stats = stats;
       this.render(page.traces, page.num_traces, begin);
     } catch (err) {
       if (seq === this.seq) setChildren(this.el, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
@@ -403,12 +442,29 @@ class HistoryView implements View {
             healthPill(healthOf(traces[selIdx])),
           )
         : null;
+    const pickCall = (executionIndex: number) => {
+      const t = traces.find((x) => x.execution_index === executionIndex);
+      if (t) void this.store.selectTrace(t.position, t.index);
+      else void this.store.goToOp(op.op_id);
+    };
     setChildren(
       this.el,
+      this.stats && this.stats.points.length
+        ? h(
+            "div",
+            { class: "stats-section" },
+            h(
+              "div",
+              { class: "muted small" },
+              `${op.op_name}:${this.stats.output_slot} statistics call after call${this.stats.bucketed ? ` (${formatCount(this.stats.num_traces)} calls in ${this.stats.points.length} buckets; each keeps its extremes)` : ""}`,
+            ),
+            statsChart(this.stats.points, this.store.trace?.op_id === op.op_id ? this.store.trace.execution_index : null, pickCall),
+          )
+        : null,
       h(
         "div",
         { class: "muted small" },
-        `${op.op_name}: ${formatCount(total)} executions${begin > 0 ? ` (the latest ${traces.length} shown)` : ""}, newest first`,
+        `${op.op_name}: ${plural(total, "execution")}${begin > 0 ? ` (the latest ${traces.length} shown)` : ""}, newest first`,
       ),
       compare,
       h(

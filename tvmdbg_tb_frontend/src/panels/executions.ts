@@ -1,17 +1,22 @@
 /**
  * Graph executions: every kernel execution, in a virtual list that stays usable at millions of
  * rows (ScrollMap keeps the scroll element below the browser's height limit), with "go to
- * index" and a filter by op name (the op's own executions, paged by the backend).
+ * index", a filter by op name (the op's own executions, paged by the backend) and "non-finite
+ * only" (the run's alerts). Whatever is selected elsewhere is brought into view here.
  */
-import type { Alert, GraphSummary, Op, TraceData } from "../api";
+import type { Alert, Op, TraceData } from "../api";
 import { h, setChildren } from "../dom";
-import { formatShape, healthOf, parseIndex } from "../format";
+import { formatCount, formatShape, healthOf, parseIndex, plural } from "../format";
 import { Pager } from "../pager";
 import { ScrollMap } from "../scrollmap";
 import type { Store } from "../store";
 import { healthPill } from "./pill";
 
 const ROW_HEIGHT = 26;
+
+/** What the list shows: every kernel execution, one op's, the non-finite ones, or nothing
+ * (a filter that matches no op). */
+type ListMode = "all" | "op" | "nonfinite" | "none";
 
 export class ExecutionsPanel {
   readonly el: HTMLElement;
@@ -22,11 +27,11 @@ export class ExecutionsPanel {
   private readonly filterInput: HTMLInputElement;
   private readonly filterInfo: HTMLElement;
   private readonly gotoInput: HTMLInputElement;
+  private readonly gotoMessage: HTMLElement;
   private pager: Pager<TraceData>;
-  /** Filter: the op whose executions are listed, or null for all. */
+  private mode: ListMode = "all";
+  /** Filter: the op whose executions are listed (mode "op"). */
   private filterOp: Op | null = null;
-  /** "non-finite only": the list pages over the run's alerts (every non-finite output). */
-  private nonfiniteOnly = false;
   private readonly nonfiniteBox: HTMLInputElement;
   private map = new ScrollMap(0, ROW_HEIGHT, 0);
   private ops: Op[] = [];
@@ -35,14 +40,15 @@ export class ExecutionsPanel {
   /** The op chosen among several of the same name (a chip click), until the text changes. */
   private pinned: Op | null = null;
   private frame = 0;
-  private opsLoadedFor = -1;
   /** Monotonic index of the oldest trace kept, to notice a circular buffer moving on. */
   private firstIndex: number | null = null;
   private openedOnFirstBad = false;
+  /** Bumped by every change of mode: a slow count for an older mode is dropped. */
+  private modeSeq = 0;
 
   constructor(private readonly store: Store) {
     this.pager = this.makePager();
-    this.countEl = h("span", { class: "muted" });
+    this.countEl = h("span", { class: "muted count" });
     this.filterInput = h("input", {
       type: "search",
       placeholder: "filter by op name",
@@ -59,14 +65,21 @@ export class ExecutionsPanel {
       "data-testid": "nonfinite-only",
       onchange: () => void this.setNonfiniteOnly(this.nonfiniteBox.checked),
     });
-    this.gotoInput = h("input", { type: "text", placeholder: "go to index", class: "goto-input", "aria-label": "go to index" });
+    this.gotoInput = h("input", {
+      type: "text",
+      placeholder: "go to #",
+      class: "goto-input",
+      "aria-label": "go to index",
+      oninput: () => this.sayGoto(""),
+    });
+    this.gotoMessage = h("div", { class: "goto-message", role: "status", "data-testid": "goto-message" });
     const goto = h(
       "form",
       {
         class: "goto",
         onsubmit: (e: Event) => {
           e.preventDefault();
-          this.goTo(this.gotoInput.value);
+          void this.goTo(this.gotoInput.value);
         },
       },
       this.gotoInput,
@@ -76,7 +89,13 @@ export class ExecutionsPanel {
     this.windowEl = h("div", { class: "vlist-window" });
     this.scroller = h(
       "div",
-      { class: "vlist", tabindex: "0", onscroll: () => this.schedule(), onkeydown: (e: KeyboardEvent) => this.onKey(e) },
+      {
+        class: "vlist",
+        tabindex: "0",
+        "aria-label": "kernel executions (arrow keys move the selection)",
+        onscroll: () => this.schedule(),
+        onkeydown: (e: KeyboardEvent) => this.onKey(e),
+      },
       this.windowEl,
       this.spacer,
     );
@@ -86,10 +105,8 @@ export class ExecutionsPanel {
       h("span", { class: "c-idx" }, "#"),
       h("span", { class: "c-op" }, "op"),
       h("span", { class: "c-kernel" }, "kernel"),
-      h("span", { class: "c-exec" }, "exec"),
-      h("span", { class: "c-dtype" }, "dtype"),
-      h("span", { class: "c-rank" }, "rank"),
-      h("span", { class: "c-shape" }, "shape"),
+      h("span", { class: "c-exec", title: "the call (top-level execution) it ran in" }, "call"),
+      h("span", { class: "c-tensor" }, "output"),
       h("span", { class: "c-health" }, "health"),
     );
     this.el = h(
@@ -110,6 +127,7 @@ export class ExecutionsPanel {
         this.filterInput,
         goto,
       ),
+      this.gotoMessage,
       this.filterInfo,
       header,
       this.scroller,
@@ -127,16 +145,16 @@ export class ExecutionsPanel {
     const fb = this.store.firstBad;
     if (this.openedOnFirstBad || !fb || fb.tracePosition === null) return;
     this.openedOnFirstBad = true;
-    if (this.store.tracePosition !== null || this.filterOp || this.nonfiniteOnly) return;
+    if (this.store.tracePosition !== null || this.mode !== "all") return;
     if (fb.tracePosition < this.total) this.scrollToRow(fb.tracePosition);
   }
 
   private makePager(): Pager<TraceData> {
     return new Pager<TraceData>(async (begin, end) => {
       const run = this.store.run;
-      if (run === null) return [];
-      if (this.nonfiniteOnly) return (await this.store.api.alerts(run, begin, end)).alerts.map(alertRow);
-      if (this.filterOp) return (await this.store.api.opTraces(run, this.filterOp.op_id, begin, end)).traces;
+      if (run === null || this.mode === "none") return [];
+      if (this.mode === "nonfinite") return (await this.store.api.alerts(run, begin, end)).alerts.map(alertRow);
+      if (this.mode === "op" && this.filterOp) return (await this.store.api.opTraces(run, this.filterOp.op_id, begin, end)).traces;
       return (await this.store.api.traces(run, begin, end)).graph_executions;
     }, 200);
   }
@@ -146,64 +164,70 @@ export class ExecutionsPanel {
     return this.pager.total;
   }
 
-  private async onRun(): Promise<void> {
+  /** The number of rows the current mode lists now, asked from the backend for filters. */
+  private async countRows(run: string): Promise<number> {
+    if (this.mode === "none") return 0;
+    if (this.mode === "nonfinite") return (await this.store.api.alerts(run, 0, 0)).num_alerts;
+    if (this.mode === "op" && this.filterOp) return (await this.store.api.opTraces(run, this.filterOp.op_id, 0, 0)).num_traces;
+    return this.store.runInfo?.num_traces ?? 0;
+  }
+
+  private onRun(): void {
+    this.mode = "all";
+    this.modeSeq += 1;
     this.filterOp = null;
-    this.nonfiniteOnly = false;
     this.nonfiniteBox.checked = false;
     this.filterInput.value = "";
     this.ops = [];
-    this.opsLoadedFor = -1;
     this.firstIndex = null;
     this.openedOnFirstBad = false;
+    this.sayGoto("");
     setChildren(this.filterInfo);
     this.pager.reset(this.store.runInfo?.num_traces ?? 0);
     this.scroller.scrollTop = 0;
     this.map = new ScrollMap(0, ROW_HEIGHT, 0);
     this.relayout();
-    await this.loadOps();
+    void this.loadOps();
   }
 
-  /** The ops of every compiled function of the run, for the filter (again when a live program
-   * compiles more). */
+  /** The ops of every compiled function of the run, for the filter. */
   private async loadOps(): Promise<void> {
     const run = this.store.run;
-    const numOps = this.store.runInfo?.num_ops ?? 0;
-    if (run === null || numOps === this.opsLoadedFor) return;
-    this.opsLoadedFor = numOps;
     try {
-      const graphs: GraphSummary[] = (await this.store.api.graphs(run)).graphs;
-      const infos = await Promise.all(graphs.map((g) => this.store.graphInfo(g.graph_id)));
-      if (this.store.run === run) {
-        this.ops = infos.flatMap((g) => g.ops);
-        this.graphNames = new Map(graphs.map((g) => [g.graph_id, g.name]));
-      }
+      const { ops, graphNames } = await this.store.allOps();
+      if (this.store.run !== run) return;
+      this.ops = ops;
+      this.graphNames = graphNames;
     } catch (err) {
-      this.opsLoadedFor = -1;
       this.store.reportError(err);
     }
   }
 
+  /** A refresh of the runs list: the list grows with a live run, in whatever mode it is. */
   private async onRunsUpdate(): Promise<void> {
     const info = this.store.runInfo;
     const run = this.store.run;
     if (!info || run === null) return;
     void this.loadOps();
-    let total = info.num_traces;
+    const seq = this.modeSeq;
+    let total = this.total;
     try {
-      if (this.filterOp) {
-        if (!info.live) return this.render();
-        const op = this.filterOp;
-        total = (await this.store.api.opTraces(run, op.op_id, 0, 0)).num_traces;
-        if (this.store.run !== run || this.filterOp !== op) return;
-      } else if (info.live && total > 0 && (info.circular_buffer_size ?? 0) > 0) {
-        // A full circular buffer drops the oldest traces: positions shift while the count stays.
-        const head = (await this.store.api.traces(run, 0, 1)).graph_executions[0];
-        if (this.store.run !== run) return;
-        if (head && this.firstIndex !== null && head.index !== this.firstIndex) this.pager.reset(total);
-        this.firstIndex = head?.index ?? null;
+      if (this.mode === "all") {
+        total = info.num_traces;
+        if (info.live && total > 0 && (info.circular_buffer_size ?? 0) > 0) {
+          // A full circular buffer drops the oldest traces: positions shift while the count stays.
+          const head = (await this.store.api.traces(run, 0, 1)).graph_executions[0];
+          if (this.store.run !== run || seq !== this.modeSeq) return;
+          if (head && this.firstIndex !== null && head.index !== this.firstIndex) this.pager.reset(total);
+          this.firstIndex = head?.index ?? null;
+        }
+      } else if (info.live) {
+        total = await this.countRows(run);
+        if (this.store.run !== run || seq !== this.modeSeq) return;
       }
     } catch (err) {
       this.store.reportError(err);
+      return;
     }
     if (total !== this.pager.total) {
       this.pager.grow(total);
@@ -230,10 +254,10 @@ export class ExecutionsPanel {
     };
     setChildren(
       this.filterInfo,
-      text && !matches.length ? h("span", { class: "muted" }, `no op matches “${text}”`) : null,
+      text && !matches.length ? h("span", { class: "muted", "data-testid": "filter-no-match" }, `no op matches “${text}”`) : null,
       matches.length > 1
         ? [
-            h("span", { class: "muted" }, `${matches.length} ops match: `),
+            h("span", { class: "muted" }, `${matches.length} ops match${exact ? "" : ", pick one"}: `),
             matches.slice(0, 30).map((op) =>
               h(
                 "button",
@@ -252,64 +276,67 @@ export class ExecutionsPanel {
           ]
         : null,
     );
-    await this.setFilterOp(text ? exact : null);
+    // No text: every execution. A match: that op's. Text that names no single op: nothing
+    // (never the whole list under a filter the user can see).
+    await this.setMode(!text ? "all" : exact ? "op" : "none", exact);
   }
 
   /** Lists only the non-finite outputs (the run's alerts, counted over all of them), or all. */
   private async setNonfiniteOnly(on: boolean): Promise<void> {
-    this.nonfiniteOnly = on;
-    this.nonfiniteBox.checked = on;
-    const run = this.store.run;
-    let total = this.store.runInfo?.num_traces ?? 0;
     if (on) {
-      this.filterOp = null;
       this.filterInput.value = "";
+      this.pinned = null;
       setChildren(this.filterInfo);
-      total = 0;
-      if (run !== null) {
-        try {
-          total = (await this.store.api.alerts(run, 0, 0)).num_alerts;
-        } catch (err) {
-          this.store.reportError(err);
-        }
-      }
-      if (!this.nonfiniteOnly || this.store.run !== run) return;
     }
-    this.pager.reset(total);
+    await this.setMode(on ? "nonfinite" : "all", null);
+  }
+
+  private async setMode(mode: ListMode, op: Op | null): Promise<void> {
+    if (mode === this.mode && op?.op_id === this.filterOp?.op_id) return;
+    const seq = ++this.modeSeq;
+    this.mode = mode;
+    this.filterOp = mode === "op" ? op : null;
+    this.nonfiniteBox.checked = mode === "nonfinite";
+    this.sayGoto("");
+    // Nothing from the previous list shows while the new one is counted.
+    this.pager.reset(0);
     this.scroller.scrollTop = 0;
     this.map = new ScrollMap(0, ROW_HEIGHT, 0);
     this.relayout();
-  }
-
-  private async setFilterOp(op: Op | null): Promise<void> {
-    if (op?.op_id === this.filterOp?.op_id && !(op && this.nonfiniteOnly)) return;
-    if (op && this.nonfiniteOnly) {
-      this.nonfiniteOnly = false;
-      this.nonfiniteBox.checked = false;
-    }
-    this.filterOp = op;
     const run = this.store.run;
-    let total = this.store.runInfo?.num_traces ?? 0;
-    if (op && run !== null) {
+    let total = 0;
+    if (run !== null) {
       try {
-        total = (await this.store.api.opTraces(run, op.op_id, 0, 0)).num_traces;
+        total = await this.countRows(run);
       } catch (err) {
         this.store.reportError(err);
-        total = 0;
       }
-      if (this.filterOp !== op) return;
     }
+    if (seq !== this.modeSeq || this.store.run !== run) return;
     this.pager.reset(total);
-    this.scroller.scrollTop = 0;
-    this.map = new ScrollMap(0, ROW_HEIGHT, 0);
     this.relayout();
+    this.revealSelection();
   }
 
-  /** Scrolls to a row of the current list and selects it. */
+  private sayGoto(text: string): void {
+    this.gotoInput.classList.toggle("invalid", !!text);
+    this.gotoInput.setAttribute("aria-invalid", String(!!text));
+    setChildren(this.gotoMessage, text);
+  }
+
+  /** Scrolls to a row of the current list and selects it; says why when the text is not a row. */
   async goTo(text: string): Promise<void> {
     const row = parseIndex(text, this.total);
-    this.gotoInput.classList.toggle("invalid", row === null);
-    if (row === null) return;
+    if (row === null) {
+      const what = this.mode === "all" ? "kernel execution" : "row";
+      this.sayGoto(
+        this.total === 0
+          ? "the list is empty"
+          : `“${text.trim().slice(0, 20)}” is not a ${what} number: give a whole number from 0 to ${formatCount(this.total - 1)}`,
+      );
+      return;
+    }
+    this.sayGoto("");
     this.scrollToRow(row);
     await this.pager.ensure(row, row + 1).catch((err) => this.store.reportError(err));
     const trace = this.pager.get(row);
@@ -322,32 +349,64 @@ export class ExecutionsPanel {
   }
 
   private onSelection(): void {
-    const pos = this.store.tracePosition;
-    if (pos === null) return this.render();
-    if (this.filterOp && this.store.trace && this.store.trace.op_id !== this.filterOp.op_id) {
+    const trace = this.store.trace;
+    if (this.mode === "op" && trace && trace.op_id !== this.filterOp?.op_id) {
+      // Another op was selected elsewhere: the filter no longer fits it, the whole list does.
       this.filterInput.value = "";
-      void this.updateFilter().then(() => this.scrollToRow(pos));
+      setChildren(this.filterInfo);
+      void this.setMode("all", null);
       return;
     }
-    if (!this.filterOp && !this.nonfiniteOnly) this.scrollToRow(pos);
-    else this.render();
+    this.revealSelection();
+  }
+
+  /** Brings the selected kernel execution's row into view, in whatever the list shows. */
+  private revealSelection(): void {
+    const pos = this.store.tracePosition;
+    if (pos === null) return this.render();
+    if (this.mode === "all") return this.scrollToRow(pos);
+    const row = this.rowOfSelection();
+    if (row !== null) return this.scrollToRow(row);
+    this.render();
+    const trace = this.store.trace;
+    if (this.mode === "op" && trace && trace.op_id === this.filterOp?.op_id) void this.findRow(trace);
+  }
+
+  /** The row of `trace` in an op's list: its executions are in order, so it is found by a
+   * binary search over the pages (a few requests even for a long run). */
+  private async findRow(trace: TraceData): Promise<void> {
+    let lo = 0;
+    let hi = this.total - 1;
+    const seq = this.modeSeq;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      await this.pager.ensure(mid, mid + 1).catch(() => undefined);
+      const row = this.pager.get(mid);
+      if (seq !== this.modeSeq || this.store.trace !== trace || !row) return;
+      if (row.index === trace.index) return this.scrollToRow(mid);
+      if (row.index < trace.index) lo = mid + 1;
+      else hi = mid - 1;
+    }
   }
 
   private onKey(e: KeyboardEvent): void {
     if (e.key !== "ArrowDown" && e.key !== "ArrowUp") return;
     e.preventDefault();
-    const current = this.selectedRow() ?? -1;
+    const current = this.rowOfSelection() ?? -1;
     const next = Math.min(this.total - 1, Math.max(0, current + (e.key === "ArrowDown" ? 1 : -1)));
     void this.goTo(String(next));
   }
 
   /** Row of the selected trace in the current list, when it is known. */
-  private selectedRow(): number | null {
+  private rowOfSelection(): number | null {
     const pos = this.store.tracePosition;
     if (pos === null) return null;
-    if (!this.filterOp && !this.nonfiniteOnly) return pos;
-    const w = this.map.window(this.scroller.scrollTop);
-    for (let i = w.first; i < w.end; i++) if (this.pager.get(i)?.position === pos) return i;
+    if (this.mode === "all") return pos;
+    const index = this.store.trace?.index;
+    for (const i of this.pager.cachedRows()) {
+      const t = this.pager.get(i);
+      if (t && (index !== undefined ? t.index === index : t.position === pos)) return i;
+    }
     return null;
   }
 
@@ -360,11 +419,14 @@ export class ExecutionsPanel {
     this.spacer.style.height = `${Math.max(0, this.map.spacerHeight - this.scroller.clientHeight)}px`;
     const scrollTop = this.map.scrollTopForContent(contentTop);
     if (Math.abs(scrollTop - this.scroller.scrollTop) >= 1) this.scroller.scrollTop = scrollTop;
-    this.countEl.textContent = this.filterOp
-      ? `${this.total.toLocaleString("en-US")} executions of ${this.filterOp.op_name}`
-      : this.nonfiniteOnly
-        ? `${this.total.toLocaleString("en-US")} non-finite kernel executions`
-        : `${this.total.toLocaleString("en-US")} kernel executions`;
+    this.countEl.textContent =
+      this.mode === "op" && this.filterOp
+        ? `${plural(this.total, "execution")} of ${this.filterOp.op_name}`
+        : this.mode === "nonfinite"
+          ? `${plural(this.total, "non-finite kernel execution")}`
+          : this.mode === "none"
+            ? "no match"
+            : plural(this.total, "kernel execution");
     this.render();
   }
 
@@ -380,18 +442,22 @@ export class ExecutionsPanel {
     const w = this.map.window(this.scroller.scrollTop);
     this.windowEl.style.height = `${this.scroller.clientHeight}px`;
     const rows: HTMLElement[] = [];
-    let missing = false;
+    let toLoad = false;
     for (let i = w.first; i < w.end; i++) {
       const t = this.pager.get(i);
       const top = w.offsetPx + (i - w.first) * ROW_HEIGHT;
       if (!t) {
-        missing = true;
+        // A row of a page being fetched shows "loading…"; a page that came back short (the
+        // list shrank: a circular buffer, a live count ahead of the data) shows the gap and
+        // is not asked again until the next refresh, so nothing loops.
+        const loaded = this.pager.hasPage(i);
+        if (!loaded) toLoad = true;
         rows.push(
           h(
             "div",
             { class: "vlist-row loading", style: { top: `${top}px` } },
             h("span", { class: "c-idx" }, String(i)),
-            h("span", { class: "muted" }, "loading…"),
+            h("span", { class: "muted" }, loaded ? "not in the dump any more" : "loading…"),
           ),
         );
         continue;
@@ -399,6 +465,7 @@ export class ExecutionsPanel {
       // By monotonic index once the selection is loaded: positions shift in a circular buffer.
       const selected = this.store.trace ? t.index === this.store.trace.index : t.position === this.store.tracePosition;
       const health = healthOf(t);
+      const tensor = t.dtype ? `${t.dtype} ${formatShape(t.shape)}` : "";
       rows.push(
         h(
           "div",
@@ -408,6 +475,7 @@ export class ExecutionsPanel {
             "data-row": String(i),
             "data-position": String(t.position),
             "data-op-name": t.op_name,
+            "aria-selected": String(selected),
             onclick: () => void this.store.selectTrace(t.position, t.index),
           },
           h("span", { class: "c-idx" }, String(i)),
@@ -419,9 +487,7 @@ export class ExecutionsPanel {
           ),
           h("span", { class: "c-kernel", title: t.kernel }, t.kernel),
           h("span", { class: "c-exec muted" }, String(t.execution_index)),
-          h("span", { class: "c-dtype" }, t.dtype),
-          h("span", { class: "c-rank" }, t.dtype ? String(t.shape.length) : ""),
-          h("span", { class: "c-shape", title: formatShape(t.shape) }, formatShape(t.shape)),
+          h("span", { class: "c-tensor", title: t.dtype ? `${tensor} (rank ${t.shape.length})` : "" }, tensor),
           h(
             "span",
             { class: "c-health" },
@@ -437,27 +503,29 @@ export class ExecutionsPanel {
         h(
           "div",
           { class: "empty" },
-          this.filterOp
+          this.mode === "op"
             ? "This op has no recorded executions."
-            : this.nonfiniteOnly
+            : this.mode === "nonfinite"
               ? "No non-finite output recorded."
-              : "No kernel executions recorded yet.",
+              : this.mode === "none"
+                ? "No op matches the filter."
+                : "No kernel executions recorded yet.",
         ),
       );
-    if (missing) {
+    if (toLoad) {
       const run = this.store.run;
       this.pager
         .ensure(w.first, w.end)
         .then(() => {
-          if (this.store.run === run) this.render();
+          if (this.store.run === run) this.schedule();
         })
         .catch((err) => this.store.reportError(err));
     }
   }
 }
 
-/** A list row for an alert (a non-finite output): its counts and place; dtype and shape are
- * shown once it is selected (the alert does not carry them). */
+/** A list row for an alert (a non-finite output): its counts, place, and its output's dtype
+ * and shape as compiled (-1 dimensions show as "?"). */
 function alertRow(a: Alert): TraceData {
   return {
     position: a.trace_position ?? -1,
@@ -478,8 +546,8 @@ function alertRow(a: Alert): TraceData {
     tensor_debug_mode: "",
     debug_values: [],
     summary: a.size === null ? {} : { size: a.size },
-    dtype: "",
-    shape: [],
+    dtype: a.dtype ?? "",
+    shape: a.shape ?? [],
     device: "",
     error: "",
     has_value: false,

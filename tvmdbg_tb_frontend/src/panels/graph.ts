@@ -20,13 +20,15 @@ import {
   summaryHealth,
 } from "../format";
 import { type Neighborhood, neighborhood } from "../neighborhood";
+import { type OpMatch, searchOps } from "../search";
 import type { Store } from "../store";
 
-const NODE_W = 184;
-const NODE_H = 46;
-const ORIG_ROW_H = 17;
-const PARAM_W = 110;
-const PARAM_H = 24;
+const NODE_W = 204;
+const NODE_H = 50;
+const ORIG_ROW_H = 18;
+const PARAM_W = 120;
+const PARAM_H = 26;
+/** Node text is 12 px in layout units: at MIN_LEGIBLE_SCALE it stays >= 11 px on screen. */
 /** Graphs up to this many ops are drawn whole; larger ones around the selection. */
 const WHOLE_GRAPH_LIMIT = 60;
 const NEIGHBORHOOD_OPS = 48;
@@ -34,19 +36,29 @@ const NEIGHBORHOOD_DEPTH = 4;
 /** Never lay out more than this many ops at once ("whole graph" on a huge graph shows the
  * nearest ones): dagre's cost grows faster than linearly. */
 const MAX_LAYOUT_OPS = 400;
-/** Framing never zooms out below this: node names (11 px) stay above 10 px on screen. When
+/** Framing never zooms out below this: node text (12 px) stays >= 11 px on screen. When
  * the op with its inputs and consumers does not fit, the op and its inputs are framed and the
  * text list under the drawing carries the rest. */
 export const MIN_LEGIBLE_SCALE = 0.92;
 /** Margin around the framed op and its neighbours, in layout units. */
 const FRAME_PAD = 14;
 
-/** An optional mark on an op node set by another view (the Compare view's error colours):
- * the node gets class `mark-<cls>` and the title line `title`. */
+/** An optional mark on an op node set by another view (the Compare view's verdicts): the node
+ * gets class `mark-<cls>`, a small tag reading `tag` (a shape and palette of its own, never a
+ * health colour) and the title line `title`; `legend` lists the tags under the drawing. */
 export interface OpMark {
   cls: string;
+  tag: string;
   title: string;
 }
+
+export interface MarkLegend {
+  title: string;
+  items: { cls: string; tag: string; label: string }[];
+}
+
+/** Results listed by the node search. */
+const SEARCH_RESULTS = 30;
 
 interface NodeBox {
   id: string;
@@ -64,28 +76,31 @@ export class GraphPanel {
   /** Text list of the selected op's inputs and consumers: always readable, whatever the zoom. */
   private readonly links: HTMLElement;
   private readonly enlargeBtn: HTMLButtonElement;
+  private readonly searchInput: HTMLInputElement;
+  private readonly searchResults: HTMLElement;
+  private matches: OpMatch[] = [];
   private expanded = new Set<number>();
-  private view = { x: 0, y: 0, w: 100, h: 100 };
-  /** The view that centres the selected op, restored by the "centre" button after panning. */
-  private home = { x: 0, y: 0, w: 100, h: 100 };
+  /** What the drawing shows: the layout point at the canvas's centre and the zoom (screen px
+   * per layout unit). The viewBox follows the canvas's size, so resizing a pane never
+   * stretches the drawing or shrinks its text. */
+  private view = { cx: 0, cy: 0, scale: 1 };
+  /** The view that frames the selected op, restored by "zoom to selection" after panning. */
+  private home = { cx: 0, cy: 0, scale: 1 };
+  /** The bounding box of everything drawn, for "fit". */
+  private extent = { x: 0, y: 0, w: 100, h: 100 };
   private svgEl: SVGSVGElement | null = null;
   private seq = 0;
   private wholeGraph = false;
-  private marks: { run: string; ops: Map<number, OpMark> } | null = null;
+  private readonly wholeBox: HTMLInputElement;
+  private marks: { run: string; ops: Map<number, OpMark>; legend: MarkLegend | null } | null = null;
+  private drawnSize = { w: 0, h: 0 };
+  private resizeTimer = 0;
 
   constructor(private readonly store: Store) {
-    this.title = h("span", { class: "muted" });
+    this.title = h("span", { class: "muted graph-title" });
     this.canvas = h("div", { class: "graph-canvas" });
-    this.legend = h(
-      "div",
-      { class: "graph-legend small" },
-      h("span", { class: "lg lg-selected" }, "selected"),
-      h("span", { class: "lg lg-input" }, "input"),
-      h("span", { class: "lg lg-consumer" }, "consumer"),
-      h("span", { class: "lg lg-bad" }, "non-finite"),
-      h("span", { class: "lg lg-ok" }, "finite"),
-    );
-    const wholeBox = h("input", {
+    this.legend = h("div", { class: "graph-legend small" });
+    this.wholeBox = h("input", {
       type: "checkbox",
       "data-testid": "whole-graph",
       onchange: (e: Event) => {
@@ -93,7 +108,12 @@ export class GraphPanel {
         void this.render();
       },
     });
-    const whole = h("label", { class: "small" }, wholeBox, " whole graph");
+    const whole = h(
+      "label",
+      { class: "small whole-graph", title: "lay out the whole function (up to 400 kernels), fitted" },
+      this.wholeBox,
+      " whole graph",
+    );
     this.links = h("div", { class: "graph-links small", "data-testid": "graph-links" });
     this.enlargeBtn = h(
       "button",
@@ -102,41 +122,180 @@ export class GraphPanel {
         "data-testid": "graph-enlarge",
         title: "show the graph over the whole page (Esc closes)",
         onclick: () => this.setEnlarged(!this.enlarged),
+        "aria-label": "enlarge the graph",
       },
-      "enlarge",
+      "⤢",
     );
+    this.searchResults = h("ul", { class: "graph-search-results", role: "listbox", hidden: true, "data-testid": "graph-search-results" });
+    this.searchInput = h("input", {
+      type: "search",
+      class: "graph-search",
+      placeholder: "find node: name, kernel, op type, file:line",
+      "aria-label": "find a node by op name, kernel, Relax op type or source line",
+      "data-testid": "graph-search",
+      oninput: () => void this.search(),
+      onkeydown: (e: KeyboardEvent) => this.searchKey(e),
+      onblur: () => setTimeout(() => (this.searchResults.hidden = true), 150),
+      onfocus: () => void this.search(),
+    });
     document.addEventListener("keydown", (e) => {
       if (e.key === "Escape" && this.enlarged) this.setEnlarged(false);
     });
+    const tool = (label: string, title: string, testid: string, fn: () => void) =>
+      h("button", { class: "small-btn tool-btn", title, "aria-label": title, "data-testid": testid, onclick: fn }, label);
+    this.enlargeBtn.classList.add("tool-btn");
+    // One row of tools above the drawing and one of text below it: the canvas gets the rest.
     this.el = h(
       "section",
       { class: "panel graph-panel", "data-panel": "graph" },
       h(
         "header",
-        { class: "panel-head" },
-        h("h2", null, "Graph structure"),
+        { class: "panel-head graph-head" },
+        h("h2", null, "Graph"),
         this.title,
-        h("span", { class: "spacer" }),
-        whole,
-        h("button", { class: "small-btn", onclick: () => this.centre(), title: "centre on the selected op" }, "centre"),
-        this.enlargeBtn,
+        h("span", { class: "graph-search-box" }, this.searchInput, this.searchResults),
+        h(
+          "span",
+          { class: "graph-tools" },
+          tool("◎", "zoom to the selected op with its inputs and consumers", "graph-zoom-selection", () => this.zoomToSelection()),
+          tool("fit", "fit everything drawn into the panel", "graph-fit", () => this.fit()),
+          tool("+", "zoom in", "graph-zoom-in", () => this.zoom(1.25)),
+          tool("−", "zoom out", "graph-zoom-out", () => this.zoom(1 / 1.25)),
+          whole,
+          this.enlargeBtn,
+        ),
       ),
       this.canvas,
-      this.links,
-      this.legend,
+      h("div", { class: "graph-foot" }, this.links, this.legend),
     );
+    new ResizeObserver(() => this.onResize()).observe(this.canvas);
     store.on("run", () => {
       this.expanded.clear();
-      this.wholeGraph = wholeBox.checked = false; // per-run state starts afresh
+      this.wholeGraph = this.wholeBox.checked = false; // per-run state starts afresh
+      this.searchInput.value = "";
+      this.searchResults.hidden = true;
       void this.render();
     });
     store.on("op", () => void this.render());
+    store.on("pause", () => void this.render());
+    this.renderLegend();
   }
 
-  /** Marks op nodes of `run` until replaced (null clears): shown whenever that run is drawn. */
-  setMarks(run: string | null, ops: Map<number, OpMark> = new Map()): void {
-    this.marks = run === null ? null : { run, ops };
+  /** The drawing is framed again when the pane changes size (a gutter dragged, the window
+   * resized): the selection stays in view. */
+  private onResize(): void {
+    this.applyView(); // at once, before the next paint: same zoom, same centre
+    const w = this.canvas.clientWidth;
+    const hgt = this.canvas.clientHeight;
+    if (!this.svgEl || (Math.abs(w - this.drawnSize.w) < 40 && Math.abs(hgt - this.drawnSize.h) < 40)) return;
+    // A pane resized a lot: framed again (more or fewer neighbours may fit now).
+    clearTimeout(this.resizeTimer);
+    this.resizeTimer = window.setTimeout(() => void this.render(), 200);
+  }
+
+  private async search(): Promise<void> {
+    const query = this.searchInput.value;
+    if (!query.trim()) {
+      this.matches = [];
+      this.searchResults.hidden = true;
+      return;
+    }
+    let ops: Op[] = [];
+    let names = new Map<number, string>();
+    try {
+      const all = await this.store.allOps();
+      ops = all.ops;
+      names = all.graphNames;
+    } catch (err) {
+      this.store.reportError(err);
+    }
+    if (this.searchInput.value !== query) return;
+    this.matches = searchOps(ops, query, SEARCH_RESULTS);
+    const several = names.size > 1;
+    setChildren(
+      this.searchResults,
+      this.matches.length
+        ? this.matches.map((m, i) =>
+            h(
+              "li",
+              {
+                role: "option",
+                class: `graph-search-result${i === 0 ? " active" : ""}`,
+                "data-op-id": String(m.op.op_id),
+                // mousedown: picked before the input's blur hides the list
+                onmousedown: (e: Event) => {
+                  e.preventDefault();
+                  this.pick(m);
+                },
+              },
+              h("b", null, m.op.op_name),
+              h(
+                "span",
+                { class: "muted" },
+                ` ${m.op.kernel}${several ? ` · ${names.get(m.op.graph_id) ?? m.op.graph_id}` : ""} · ${m.why}`,
+              ),
+            ),
+          )
+        : h("li", { class: "muted graph-search-none" }, `no node matches “${query.trim()}”`),
+    );
+    this.searchResults.hidden = false;
+  }
+
+  private searchKey(e: KeyboardEvent): void {
+    const items = [...this.searchResults.querySelectorAll<HTMLElement>(".graph-search-result")];
+    const at = items.findIndex((x) => x.classList.contains("active"));
+    if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+      e.preventDefault();
+      if (!items.length) return;
+      const next = e.key === "ArrowDown" ? Math.min(items.length - 1, at + 1) : Math.max(0, at - 1);
+      items.forEach((x, i) => x.classList.toggle("active", i === next));
+      items[next].scrollIntoView({ block: "nearest" });
+    } else if (e.key === "Enter") {
+      e.preventDefault();
+      const m = this.matches[Math.max(0, at)];
+      if (m) this.pick(m);
+    } else if (e.key === "Escape") {
+      this.searchResults.hidden = true;
+    }
+  }
+
+  /** A search result: selected (through the one navigation model) and framed in the graph. */
+  private pick(m: OpMatch): void {
+    this.searchResults.hidden = true;
+    this.searchInput.value = m.op.op_name;
+    void this.store.goToOp(m.op.op_id);
+  }
+
+  /** Marks op nodes of `run` until replaced (null clears): shown whenever that run is drawn,
+   * with their legend under the drawing. */
+  setMarks(run: string | null, ops: Map<number, OpMark> = new Map(), legend: MarkLegend | null = null): void {
+    this.marks = run === null ? null : { run, ops, legend };
+    this.renderLegend();
     void this.render();
+  }
+
+  /** The health legend, and the marks' own legend while the drawn run has marks. */
+  private renderLegend(): void {
+    const legend = this.marks && this.marks.run === this.store.run ? this.marks.legend : null;
+    setChildren(
+      this.legend,
+      h("span", { class: "lg lg-selected" }, "selected"),
+      h("span", { class: "lg lg-input" }, "input"),
+      h("span", { class: "lg lg-consumer" }, "consumer"),
+      h("span", { class: "lg lg-bad", title: "an output holds NaN or ∞ in this call" }, "NaN/∞"),
+      h("span", { class: "lg lg-ok" }, "finite"),
+      this.store.pause ? h("span", { class: "lg-tag" }, h("span", { class: "node-tag-sample tag-paused" }, "⏸"), " paused here") : null,
+      legend
+        ? h(
+            "span",
+            { class: "mark-legend", "data-testid": "mark-legend" },
+            h("span", { class: "muted" }, `${legend.title}: `),
+            legend.items.map((it) =>
+              h("span", { class: "lg-tag" }, h("span", { class: `node-tag-sample tag-${it.cls}` }, it.tag), ` ${it.label}`),
+            ),
+          )
+        : null,
+    );
   }
 
   private get enlarged(): boolean {
@@ -146,7 +305,7 @@ export class GraphPanel {
   /** Full-page view of the graph (a larger drawing area), framed again for its new size. */
   private setEnlarged(on: boolean): void {
     this.el.classList.toggle("enlarged", on);
-    this.enlargeBtn.textContent = on ? "close" : "enlarge";
+    this.enlargeBtn.textContent = on ? "close" : "⤢";
     this.enlargeBtn.setAttribute("aria-pressed", String(on));
     void this.render();
   }
@@ -155,6 +314,7 @@ export class GraphPanel {
     const seq = ++this.seq;
     const run = this.store.run;
     const op = this.store.op;
+    this.renderLegend();
     if (run === null || !op) {
       this.title.textContent = "";
       this.svgEl = null;
@@ -170,6 +330,7 @@ export class GraphPanel {
       ]);
       if (seq !== this.seq) return;
       this.title.textContent = `${graph.name} · ${graph.ops.length} kernels${trace ? ` · execution ${trace.execution_index}` : ""}`;
+      this.title.title = this.title.textContent;
       this.draw(graph, op, health, call);
     } catch (err) {
       if (seq !== this.seq) return;
@@ -184,8 +345,10 @@ export class GraphPanel {
     const consumers = new Set(graph.edges.filter((e) => e.src_op_id === selected.op_id).map((e) => e.dst_op_id));
     this.renderLinks(graph, selected, byId, health);
 
-    const cw = Math.max(200, this.canvas.clientWidth || 600);
-    const ch = Math.max(150, this.canvas.clientHeight || 400);
+    // The canvas's own size (the SVG fills it): framing at another size would rescale the text.
+    const cw = Math.max(1, this.canvas.clientWidth || 600);
+    const ch = Math.max(1, this.canvas.clientHeight || 400);
+    this.drawnSize = { w: this.canvas.clientWidth, h: this.canvas.clientHeight };
     const layOut = (shown: Set<number>) => {
       const g = new dagre.graphlib.Graph({ multigraph: true });
       g.setGraph({ rankdir: "TB", nodesep: 24, ranksep: 36, marginx: 16, marginy: 16 });
@@ -279,7 +442,7 @@ export class GraphPanel {
         "data-param": pid,
       });
       grp.appendChild(svg("rect", { width: n.width, height: n.height, rx: 12 }));
-      const text = svg("text", { x: n.width / 2, y: 16, "text-anchor": "middle" });
+      const text = svg("text", { x: n.width / 2, y: 17, "text-anchor": "middle" });
       text.textContent = truncate(p.label, 16);
       grp.appendChild(text);
       const title = svg("title");
@@ -298,7 +461,6 @@ export class GraphPanel {
       nodesG.appendChild(this.opNode(op, n, role, state, hl, hood.frontier.has(id), trace, mark));
     }
     root.appendChild(nodesG);
-    this.svgEl = root;
     const sel = g.node(`op${selected.op_id}`) as NodeBox;
     // Frame the selected op with all its drawn inputs and consumers: the box around them, at
     // the usual zoom (0.75-1.2, the whole graph when it fits), lower only when they need it.
@@ -328,22 +490,29 @@ export class GraphPanel {
       return b;
     };
     const fitOf = (b: number[]) => Math.min(cw / (b[2] - b[0] + 2 * pad), ch / (b[3] - b[1] + 2 * pad));
-    // Too many to frame legibly: the op and its inputs first (the text list names the rest).
+    // Too many to frame legibly: the op and its inputs first, else the op alone (the text
+    // list under the drawing names the rest).
     if (fitOf([x0, y0, x1, y1]) < MIN_LEGIBLE_SCALE) [x0, y0, x1, y1] = boxOf(inputs);
+    if (fitOf([x0, y0, x1, y1]) < MIN_LEGIBLE_SCALE) [x0, y0, x1, y1] = boxOf([]);
     const fit = fitOf([x0, y0, x1, y1]);
     const wholeFit = Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20));
     const scale = Math.max(MIN_LEGIBLE_SCALE, Math.min(fit, Math.min(1.2, Math.max(MIN_LEGIBLE_SCALE, wholeFit))));
     const cx = (x0 + x1) / 2;
     const cy = (y0 + y1) / 2;
-    this.view = { w: cw / scale, h: ch / scale, x: cx - cw / scale / 2, y: cy - ch / scale / 2 };
-    this.home = { ...this.view };
-    this.applyView();
+    this.home = { cx, cy, scale };
+    this.extent = { x: 0, y: 0, w: size.width ?? cw, h: size.height ?? ch };
+    this.svgEl = root;
+    // "whole graph" shows the whole layout fitted; otherwise the selection is framed.
+    if (this.wholeGraph) this.fit();
+    else this.zoomToSelection();
     this.enablePanZoom(root);
     // Said in the text row under the drawing, where it never hides a node.
-    if (!whole)
-      this.links.appendChild(
-        h("span", { class: "graph-note muted" }, `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}`),
-      );
+    if (!whole) {
+      // Said in the head (and its tooltip), where it never hides a node or the legend.
+      const note = `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}`;
+      this.title.textContent = `${this.title.textContent} · ${note}`;
+      this.title.title = this.title.textContent;
+    }
     setChildren(this.canvas, root);
   }
 
@@ -397,23 +566,50 @@ export class GraphPanel {
     trace: TraceData | undefined,
     mark?: OpMark,
   ): SVGElement {
+    const paused = this.store.pause?.opId === op.op_id && this.store.pause.graphId === op.graph_id;
     const grp = svg("g", {
-      class: `node op-node${role ? ` role-${role}` : ""} health-${state}${mark ? ` mark-${mark.cls}` : ""}`,
+      class: `node op-node${role ? ` role-${role}` : ""} health-${state}${mark ? ` mark-${mark.cls}` : ""}${paused ? " paused" : ""}`,
       transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})`,
       "data-op-id": String(op.op_id),
       "data-op-name": op.op_name,
+      tabindex: "0",
+      role: "button",
+      "aria-label": `${op.op_name} = ${op.kernel}${hl ? `, ${healthText(hl)}` : ""}${role ? `, ${role}` : ""}`,
     });
-    grp.addEventListener("click", () => {
+    const activate = () => {
       if (trace) void this.store.selectTrace(trace.position, trace.index);
       else void this.store.goToOp(op.op_id);
+    };
+    grp.addEventListener("click", activate);
+    grp.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" || e.key === " ") {
+        e.preventDefault();
+        activate();
+      }
     });
     grp.appendChild(svg("rect", { class: "node-box", width: n.width, height: n.height, rx: 5 }));
-    const name = svg("text", { x: 8, y: 16, class: "node-name" });
-    name.textContent = truncate(op.op_name, 22);
+    // Tags (a comparison's verdict, the live pause) sit on the node's top edge, to the right.
+    const tags: { text: string; cls: string }[] = [];
+    if (paused) tags.push({ text: "⏸", cls: "tag-paused" });
+    if (mark) tags.push({ text: mark.tag, cls: `tag-${mark.cls}` });
+    const name = svg("text", { x: 8, y: 17, class: "node-name" });
+    name.textContent = truncate(op.op_name, tags.length ? 17 : 23);
     grp.appendChild(name);
-    const kernel = svg("text", { x: 8, y: 30, class: "node-kernel" });
-    kernel.textContent = truncate(op.kernel, 28);
+    const kernel = svg("text", { x: 8, y: 33, class: "node-kernel" });
+    kernel.textContent = truncate(op.kernel, 27);
     grp.appendChild(kernel);
+    let right = n.width - (op.original_ops.length > 1 ? 30 : 4);
+    for (const t of tags) {
+      const w = 10 + 7.5 * [...t.text].length;
+      right -= w;
+      const tag = svg("g", { class: `node-tag ${t.cls}`, transform: `translate(${right},${-8})` });
+      tag.appendChild(svg("rect", { width: w, height: 16, rx: 3 }));
+      const text = svg("text", { x: w / 2, y: 12, "text-anchor": "middle" });
+      text.textContent = t.text;
+      tag.appendChild(text);
+      grp.appendChild(tag);
+      right -= 3;
+    }
     if (hl) {
       const segs = pillSegments(hl).filter((s) => s.count > 0);
       const total = segs.reduce((a, s) => a + s.count, 0) || 1;
@@ -421,7 +617,7 @@ export class GraphPanel {
       const width = n.width - 16;
       for (const s of segs) {
         const w = (s.count / total) * width;
-        grp.appendChild(svg("rect", { x, y: 36, width: Math.max(w, 1.5), height: 5, class: `gseg seg-${s.kind}` }));
+        grp.appendChild(svg("rect", { x, y: 40, width: Math.max(w, 1.5), height: 5, class: `gseg seg-${s.kind}` }));
         x += w;
       }
     }
@@ -430,7 +626,7 @@ export class GraphPanel {
     grp.appendChild(title);
     if (op.original_ops.length > 1) {
       const open = this.expanded.has(op.op_id);
-      const toggle = svg("text", { x: n.width - 8, y: 16, "text-anchor": "end", class: "node-toggle", "data-expand": String(op.op_id) });
+      const toggle = svg("text", { x: n.width - 8, y: 17, "text-anchor": "end", class: "node-toggle", "data-expand": String(op.op_id) });
       toggle.textContent = open ? "−" : `+${op.original_ops.length}`;
       toggle.addEventListener("click", (e) => {
         e.stopPropagation();
@@ -447,7 +643,7 @@ export class GraphPanel {
           const row = svg("text", { x: 12, y: NODE_H + 10 + i * ORIG_ROW_H, class: `orig-op${o.location ? " has-loc" : ""}` });
           row.textContent = truncate(
             `${o.var_name} = ${o.op_type.replace(/^relax\./, "")}  ${o.location ? formatLocation(o.location) : ""}`,
-            30,
+            29,
           );
           if (hasLine(o.location)) {
             const loc = o.location;
@@ -469,26 +665,46 @@ export class GraphPanel {
   }
 
   private applyView(): void {
-    this.svgEl?.setAttribute("viewBox", `${this.view.x} ${this.view.y} ${this.view.w} ${this.view.h}`);
+    const svgEl = this.svgEl;
+    if (!svgEl) return;
+    const w = Math.max(1, this.canvas.clientWidth) / this.view.scale;
+    const hgt = Math.max(1, this.canvas.clientHeight) / this.view.scale;
+    svgEl.setAttribute("viewBox", `${this.view.cx - w / 2} ${this.view.cy - hgt / 2} ${w} ${hgt}`);
   }
 
-  private centre(): void {
+  /** Frames the selected op with its inputs and consumers (the default view). */
+  zoomToSelection(): void {
     this.view = { ...this.home };
     this.applyView();
   }
 
+  /** Fits everything drawn into the panel, at whatever zoom that takes. */
+  fit(): void {
+    const cw = Math.max(1, this.canvas.clientWidth || 600);
+    const ch = Math.max(1, this.canvas.clientHeight || 400);
+    const e = this.extent;
+    const scale = Math.min(1.2, cw / (e.w + 2 * FRAME_PAD), ch / (e.h + 2 * FRAME_PAD));
+    this.view = { cx: e.x + e.w / 2, cy: e.y + e.h / 2, scale };
+    this.applyView();
+  }
+
+  /** Zooms about the view's centre (f > 1: in). */
+  private zoom(f: number): void {
+    this.view = { ...this.view, scale: this.view.scale * f };
+    this.applyView();
+  }
+
   private enablePanZoom(root: SVGSVGElement): void {
-    let drag: { x: number; y: number; vx: number; vy: number } | null = null;
+    let drag: { x: number; y: number; cx: number; cy: number } | null = null;
     root.addEventListener("pointerdown", (e) => {
-      if ((e.target as Element).closest(".op-node")) return;
-      drag = { x: e.clientX, y: e.clientY, vx: this.view.x, vy: this.view.y };
+      if ((e.target as Element).closest(".op-node, .param-node")) return;
+      drag = { x: e.clientX, y: e.clientY, cx: this.view.cx, cy: this.view.cy };
       root.setPointerCapture(e.pointerId);
     });
     root.addEventListener("pointermove", (e) => {
       if (!drag) return;
-      const k = this.view.w / (root.clientWidth || 1);
-      this.view.x = drag.vx - (e.clientX - drag.x) * k;
-      this.view.y = drag.vy - (e.clientY - drag.y) * k;
+      this.view.cx = drag.cx - (e.clientX - drag.x) / this.view.scale;
+      this.view.cy = drag.cy - (e.clientY - drag.y) / this.view.scale;
       this.applyView();
     });
     root.addEventListener("pointerup", () => (drag = null));
@@ -496,11 +712,15 @@ export class GraphPanel {
       "wheel",
       (e) => {
         e.preventDefault();
-        const f = Math.exp(e.deltaY * 0.0015);
+        const f = Math.exp(-e.deltaY * 0.0015);
         const r = root.getBoundingClientRect();
-        const px = this.view.x + ((e.clientX - r.left) / (r.width || 1)) * this.view.w;
-        const py = this.view.y + ((e.clientY - r.top) / (r.height || 1)) * this.view.h;
-        this.view = { x: px - (px - this.view.x) * f, y: py - (py - this.view.y) * f, w: this.view.w * f, h: this.view.h * f };
+        // The layout point under the pointer stays under it.
+        const dx = e.clientX - r.left - r.width / 2;
+        const dy = e.clientY - r.top - r.height / 2;
+        const px = this.view.cx + dx / this.view.scale;
+        const py = this.view.cy + dy / this.view.scale;
+        const scale = this.view.scale * f;
+        this.view = { cx: px - dx / scale, cy: py - dy / scale, scale };
         this.applyView();
       },
       { passive: false },

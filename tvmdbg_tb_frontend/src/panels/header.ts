@@ -46,7 +46,7 @@ export class HeaderBar {
   render(): void {
     const runs = this.store.runs;
     const current = this.store.run;
-    const labels = runs.map(runLabel);
+    const labels = runLabels(runs);
     const options = [...this.runSelect.options];
     if (options.length !== runs.length || options.some((o, i) => o.value !== runs[i]?.run || o.textContent !== labels[i])) {
       setChildren(
@@ -109,8 +109,9 @@ export class HeaderBar {
   }
 }
 
-/** A run as the picker shows it: its command line, mode, alerts and start time, so a buggy
- * and a fixed run of the same script can be told apart (the directory name alone cannot). */
+/** A run as the picker shows it: the name the user gave it, its command line, mode, alerts
+ * and start time, so a buggy and a fixed run of the same script can be told apart (the
+ * directory name alone cannot). */
 export function runLabel(r: RunInfo): string {
   const argv = r.argv ?? [];
   // Paths shortened to their last part so the flags that tell runs apart stay visible.
@@ -118,5 +119,15 @@ export function runLabel(r: RunInfo): string {
   if (command.length > 80) command = `${command.slice(0, 79)}…`;
   const when = r.start_time ? new Date(r.start_time * 1000).toLocaleString("en-GB", { hour12: false }).replace(",", "") : "?";
   const alerts = `${formatCount(r.num_alerts)} alert${r.num_alerts === 1 ? "" : "s"}`;
-  return `${command} · ${r.tensor_debug_mode ?? "?"} · ${alerts} · ${when}`;
+  const name = r.run_name ? `${r.run_name} · ` : "";
+  return `${name}${command} · ${r.tensor_debug_mode ?? "?"} · ${alerts} · ${when}${r.live ? " · live" : ""}`;
+}
+
+/** Labels for a list of runs, each one different: runs whose labels would be equal (two
+ * runs of one script in the same second, a comparison's pair) also name their directory. */
+export function runLabels(runs: RunInfo[]): string[] {
+  const labels = runs.map(runLabel);
+  const seen = new Map<string, number>();
+  for (const l of labels) seen.set(l, (seen.get(l) ?? 0) + 1);
+  return labels.map((l, i) => ((seen.get(l) ?? 0) > 1 ? `${l} · ${runs[i].run}` : l));
 }

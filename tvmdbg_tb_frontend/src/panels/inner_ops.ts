@@ -31,9 +31,9 @@ export interface Replay {
 }
 
 /** What an inner op reads and how healthy each operand was in the replay. */
-function readsText(replay: Replay, op: InnerOp): string {
+function readsText(replay: Replay, op: InnerOp, names: string[]): string {
   const parts = op.input_refs.map((ref) => {
-    if (ref >= 0) return `${replay.ops[ref]?.var_name ?? `op ${ref}`} (${replay.ops[ref]?.health ?? "unknown"})`;
+    if (ref >= 0) return `${names[ref] ?? replay.ops[ref]?.var_name ?? `op ${ref}`} (${replay.ops[ref]?.health ?? "unknown"})`;
     if (ref <= -1_000_000) return "a constant";
     const s = replay.inputs[-1 - ref]?.summary ?? {};
     const bad = (s.nan ?? 0) + (s.neg_inf ?? 0) + (s.pos_inf ?? 0);
@@ -65,8 +65,25 @@ export function innerOpsSection(store: Store, opId: number, execution: number | 
   return el;
 }
 
+/** The name each replayed op has in the kernel's list of original Relax ops (the replay names
+ * the fused function's own bindings, e.g. its last one `gv`): the k-th replayed op of a type
+ * is the k-th original op of that type. */
+export function originalNames(
+  replayOps: { op_type: string; var_name: string }[],
+  originals: { op_type: string; var_name: string }[],
+): string[] {
+  const used = new Map<string, number>();
+  return replayOps.map((op) => {
+    const k = used.get(op.op_type) ?? 0;
+    used.set(op.op_type, k + 1);
+    const same = originals.filter((o) => o.op_type === op.op_type);
+    return same[k]?.var_name ?? op.var_name;
+  });
+}
+
 function render(store: Store, replay: Replay): HTMLElement[] {
   const chosen = landed && landed.opId === replay.op_id && landed.execution === replay.execution_index ? landed.index : null;
+  const names = originalNames(replay.ops, store.op?.op_id === replay.op_id ? store.op.original_ops : []);
   const head = h(
     "div",
     { class: "muted small" },
@@ -76,7 +93,7 @@ function render(store: Store, replay: Replay): HTMLElement[] {
   const list = h(
     "ol",
     { class: "inner-op-list" },
-    replay.ops.map((op) =>
+    replay.ops.map((op, i) =>
       h(
         "li",
         {
@@ -84,15 +101,15 @@ function render(store: Store, replay: Replay): HTMLElement[] {
           "data-testid": "inner-op",
           "data-inner-index": String(op.index),
           "data-health": op.health,
-          title: readsText(replay, op),
+          title: `${readsText(replay, op, names)}${names[i] !== op.var_name ? ` (named ${op.var_name} inside the fused function)` : ""}`,
           onclick: () =>
             hasLine(op.location) &&
             store.showFrame({ file_path: op.location.file_path, file_index: -1, line: op.location.line, function: op.location.function }),
         },
-        h("code", null, `${op.var_name} = ${op.op_type}`),
+        h("code", null, `${names[i]} = ${op.op_type}`),
         op.origin ? h("span", { class: "badge origin-badge" }, "made NaN/∞") : null,
         h("span", { class: "muted small" }, `  ${op.health} · ${formatLocation(op.location)}`),
-        h("div", { class: "muted small inner-op-reads" }, readsText(replay, op)),
+        h("div", { class: "muted small inner-op-reads" }, readsText(replay, op, names)),
       ),
     ),
   );

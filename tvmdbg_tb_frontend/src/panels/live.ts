@@ -4,7 +4,8 @@
  * keeps a pause it shows alive (the program resumes on its own when no dashboard does). */
 import { POST_HEADERS } from "../api";
 import { h, setChildren } from "../dom";
-import type { Store } from "../store";
+import { formatCount } from "../format";
+import type { PauseInfo, Store } from "../store";
 
 type Val = number | boolean | string;
 
@@ -22,6 +23,8 @@ interface TensorView {
 
 interface Hit {
   watchpoint_id: number;
+  op_id?: number;
+  graph_id?: number;
   op_name: string;
   kernel: string;
   output_slot: number;
@@ -33,6 +36,8 @@ interface Hit {
 
 interface Pause {
   pause_id: number;
+  op_id: number;
+  graph_id: number;
   op_name: string;
   kernel: string;
   function: string;
@@ -66,17 +71,6 @@ interface LiveState {
 }
 
 export const LIVE_POLL_MS = 1000;
-
-const CSS = `
-.side .live-panel[data-paused=true] { flex: 0 0 70%; height: 70%; }
-.live-panel .live-row { display: flex; flex-wrap: wrap; gap: 4px; align-items: center; margin: 4px 0; }
-.live-panel input[type=text], .live-panel input[type=number] { width: 6em; }
-.live-panel .live-status[data-paused=true] { color: #c62828; font-weight: 600; }
-.live-panel .tensor { margin: 4px 0; font-family: monospace; font-size: 11px; }
-.live-panel .tensor-values { white-space: pre-wrap; word-break: break-all; max-height: 8em; overflow: auto; }
-.live-panel .live-message { color: #c62828; }
-.live-panel .live-source { font-family: monospace; font-size: 11px; }
-`;
 
 async function call(
   route: string,
@@ -141,12 +135,11 @@ export class LivePanel {
   private readonly runTo: HTMLInputElement;
   state: LiveState | null = null;
   private busy = false;
+  /** Told whether the panel has something to show (the side column then gives it room). */
+  onShape: (open: boolean) => void = () => undefined;
 
   constructor(private readonly store: Store) {
-    const style = document.createElement("style");
-    style.textContent = CSS;
-    document.head.appendChild(style);
-    this.status = h("div", { class: "live-status", "data-testid": "live-status" }, "…");
+    this.status = h("div", { class: "live-status small", "data-testid": "live-status" }, "…");
     this.message = h("div", { class: "live-message small", "data-testid": "live-message", role: "alert" });
     this.condition = h(
       "select",
@@ -173,7 +166,7 @@ export class LivePanel {
       h("button", { class: "small-btn", "data-testid": testid, onclick: fn }, label);
     this.controls = h(
       "div",
-      { class: "live-row" },
+      { class: "live-row live-only" },
       button("Pause", "live-pause", () => void this.command("pause")),
       button("Continue", "live-continue", () => void this.command("continue")),
       button("Step", "live-step", () => void this.command("step")),
@@ -187,16 +180,15 @@ export class LivePanel {
     this.el = h(
       "section",
       { class: "panel live-panel", "data-panel": "live" },
-      h("header", { class: "panel-head" }, h("h2", null, "Live")),
+      h("header", { class: "panel-head" }, h("h2", null, "Live"), this.status),
       h(
         "div",
-        { class: "panel-body" },
-        this.status,
+        { class: "panel-body live-body" },
         this.message,
         this.controls,
         h(
           "div",
-          { class: "live-row" },
+          { class: "live-row live-only" },
           this.condition,
           this.threshold,
           this.min,
@@ -284,8 +276,11 @@ export class LivePanel {
     const live = !!s?.live;
     this.el.dataset.live = String(live);
     this.el.dataset.paused = String(!!s?.paused);
-    this.controls.hidden = !live;
+    this.store.setPause(live && s?.pause ? pauseInfo(s.pause) : null);
+    // Controls only for a program that answers (never a 404 for a run that is not live).
+    for (const row of this.el.querySelectorAll<HTMLElement>(".live-row.live-only")) row.hidden = !live;
     this.status.dataset.paused = String(!!s?.paused);
+    this.onShape(live || !!s?.num_hits);
     if (!s || !live) {
       setChildren(this.status, `not live: ${s?.reason ?? "no run"}`);
       setChildren(this.watchList);
@@ -319,7 +314,17 @@ export class LivePanel {
           "div",
           { "data-testid": "live-paused-op" },
           h("b", null, p.op_name),
-          ` kernel ${p.kernel} in ${p.function} · call #${p.execution_index}`,
+          ` kernel ${p.kernel} in ${p.function} · call #${p.execution_index} `,
+          h(
+            "button",
+            {
+              class: "small-btn",
+              "data-testid": "live-show-op",
+              title: "select it in the graph, the op details and the source",
+              onclick: () => this.store.pause && void this.store.goToPause(this.store.pause),
+            },
+            "show",
+          ),
         ),
         h("div", { class: "small" }, p.reason),
         p.original_ops.length
@@ -329,7 +334,12 @@ export class LivePanel {
           ? h(
               "div",
               { class: "live-source", "data-testid": "live-source" },
-              `${p.source.file_path}:${p.source.line}  ${p.source.text.trim()}`,
+              h(
+                "span",
+                { class: "live-source-where", title: p.source.file_path },
+                `${p.source.file_path.split("/").pop()}:${p.source.line}`,
+              ),
+              h("code", null, p.source.text.trim()),
             )
           : null,
         h("div", { class: "small" }, "inputs"),
@@ -350,17 +360,71 @@ export class LivePanel {
     }
     setChildren(
       this.hits,
-      h("div", { class: "muted" }, `${s.num_hits ?? 0} watchpoint hits`),
-      (s.recent_hits ?? [])
-        .slice(-10)
-        .reverse()
-        .map((hit) =>
-          h(
-            "div",
-            { "data-testid": "live-hit" },
-            `#${hit.watchpoint_id} ${hit.op_name}:${hit.output_slot} (call ${hit.execution_index}) ${hit.detail}`,
+      h("div", { class: "muted" }, `${formatCount(s.num_hits ?? 0)} watchpoint hits`),
+      h(
+        "ol",
+        { class: "hit-list" },
+        (s.recent_hits ?? [])
+          .slice(-10)
+          .reverse()
+          .map((hit) =>
+            h(
+              "li",
+              null,
+              h(
+                "button",
+                {
+                  class: "alert-item hit-item",
+                  "data-testid": "live-hit",
+                  title: "show this kernel execution (list, graph, source)",
+                  onclick: () => void this.goToHit(hit),
+                },
+                `#${hit.watchpoint_id} ${hit.op_name}:${hit.output_slot} (call ${hit.execution_index}) ${hit.detail}`,
+              ),
+            ),
           ),
-        ),
+      ),
     );
   }
+
+  /** A watchpoint hit, like an alert: its kernel execution selected everywhere (once the dump
+   * holds its call; the op alone before that). */
+  private async goToHit(hit: Hit): Promise<void> {
+    const run = this.store.run;
+    if (run === null) return;
+    try {
+      let opId = hit.op_id;
+      const page = await this.store.api.traces(run, 0, 1000, hit.execution_index);
+      if (this.store.run !== run) return;
+      const own = page.graph_executions.filter(
+        (t) => (opId !== undefined ? t.op_id === opId : t.op_name === hit.op_name) && t.output_slot === hit.output_slot,
+      );
+      if (own.length) return await this.store.selectTrace(own[0].position, own[0].index);
+      if (opId === undefined) opId = (await this.store.allOps()).ops.find((o) => o.op_name === hit.op_name)?.op_id;
+      if (opId !== undefined) await this.store.selectOp(opId);
+    } catch (err) {
+      this.store.reportError(err);
+    }
+  }
+}
+
+/** The pause as the other panels see it. */
+function pauseInfo(p: Pause): PauseInfo {
+  return {
+    pauseId: p.pause_id,
+    opId: p.op_id,
+    graphId: p.graph_id,
+    opName: p.op_name,
+    kernel: p.kernel,
+    functionName: p.function,
+    executionIndex: p.execution_index,
+    reason: p.reason,
+    nonfinite: p.outputs.map((t, slot) => ({
+      slot,
+      nan: t.health?.nan ?? 0,
+      negInf: t.health?.neg_inf ?? 0,
+      posInf: t.health?.pos_inf ?? 0,
+    })),
+    source: p.source ? { file_path: p.source.file_path, line: p.source.line, function: p.source.function } : null,
+  };
 }

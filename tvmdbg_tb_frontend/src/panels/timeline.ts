@@ -3,7 +3,7 @@
 import type { ExecutionData, ExecutionDigest, TraceData } from "../api";
 import { h, scrollWithin, setChildren } from "../dom";
 import { formatClock, formatCount, formatDuration, formatLocation, formatShape, summaryHealth } from "../format";
-import type { Store } from "../store";
+import type { PauseInfo, Store } from "../store";
 import { healthPill } from "./pill";
 
 const PAGE = 100;
@@ -23,7 +23,13 @@ export class TimelinePanel {
   private openedOnFirstBad = false;
 
   constructor(private readonly store: Store) {
-    this.strip = h("div", { class: "timeline-strip" });
+    this.strip = h("div", {
+      class: "timeline-strip",
+      role: "listbox",
+      "aria-label": "calls (arrow keys move)",
+      "aria-orientation": "horizontal",
+      onkeydown: (e: KeyboardEvent) => this.onKey(e),
+    });
     this.nav = h("div", { class: "timeline-nav" });
     this.details = h("div", { class: "execution-details" });
     this.el = h(
@@ -48,6 +54,33 @@ export class TimelinePanel {
     store.on("trace", () => void this.syncToTrace());
     store.on("alerts", () => (this.openOnFirstBad() ? undefined : this.render()));
     store.on("execution", () => void this.showExecution());
+    store.on("pause", () => this.onPause());
+  }
+
+  /** A live pause: its call (not in the dump until it returns) is shown after the recorded
+   * ones and selected, with the kernels it ran so far. */
+  private onPause(): void {
+    const p = this.store.pause;
+    if (p) {
+      if (this.followTail || this.begin + PAGE >= this.total) this.page(Math.max(0, this.total - 1));
+      this.store.selectExecution(-1, p.executionIndex);
+    } else this.render();
+  }
+
+  /** Arrow keys move through the calls (one tab stop for the whole strip). */
+  private onKey(e: KeyboardEvent): void {
+    const items = [...this.strip.querySelectorAll<HTMLElement>(".tl-item")];
+    if (!items.length) return;
+    const at = Math.max(0, items.indexOf(document.activeElement as HTMLElement));
+    let next = at;
+    if (e.key === "ArrowRight") next = Math.min(items.length - 1, at + 1);
+    else if (e.key === "ArrowLeft") next = Math.max(0, at - 1);
+    else if (e.key === "Home") next = 0;
+    else if (e.key === "End") next = items.length - 1;
+    else return;
+    e.preventDefault();
+    items[next].focus();
+    items[next].click();
   }
 
   private async load(): Promise<void> {
@@ -142,14 +175,24 @@ export class TimelinePanel {
       ),
     );
     const maxDur = Math.max(1, ...this.digests.map((d) => d.duration_us ?? 0));
+    const pause = this.store.pause;
+    // The paused call follows the last recorded one when that page is shown.
+    const pausedHere = pause && last >= this.total && !this.digests.some((d) => d.index === pause.executionIndex);
+    const focusable =
+      this.digests.some((d) => d.index === this.store.executionIndex) || (pausedHere && this.store.executionIndex === pause.executionIndex);
     setChildren(
       this.strip,
-      this.digests.map((d) => {
+      this.digests.map((d, i) => {
         const alerted = this.store.alertExecutions.has(d.index);
+        const selected = d.index === this.store.executionIndex;
         return h(
           "button",
           {
-            class: `tl-item${d.nonfinite ? " nonfinite" : ""}${alerted ? " alerted" : ""}${d.has_error ? " errored" : ""}${d.index === this.store.executionIndex ? " selected" : ""}`,
+            class: `tl-item${d.nonfinite ? " nonfinite" : ""}${alerted ? " alerted" : ""}${d.has_error ? " errored" : ""}${selected ? " selected" : ""}`,
+            role: "option",
+            "aria-selected": String(selected),
+            // One tab stop for the strip (the selected call, else the first); arrows move.
+            tabindex: selected || (!focusable && i === 0) ? "0" : "-1",
             title: `#${d.index} ${d.function_name} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${alerted ? " · NaN/∞ inside" : ""}${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
             "data-index": String(d.index),
             onclick: () => this.store.selectExecution(d.position, d.index),
@@ -159,7 +202,24 @@ export class TimelinePanel {
           alerted || d.nonfinite || d.has_error ? h("span", { class: "tl-marker", "aria-label": "alert" }, "!") : null,
         );
       }),
-      this.digests.length ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
+      pausedHere
+        ? h(
+            "button",
+            {
+              class: `tl-item paused${this.store.executionIndex === pause.executionIndex ? " selected" : ""}`,
+              role: "option",
+              "aria-selected": String(this.store.executionIndex === pause.executionIndex),
+              tabindex: this.store.executionIndex === pause.executionIndex || !focusable ? "0" : "-1",
+              title: `#${pause.executionIndex} ${pause.functionName} · paused at ${pause.opName} (running: written when it returns)`,
+              "data-index": String(pause.executionIndex),
+              "data-testid": "paused-call",
+              onclick: () => this.store.selectExecution(-1, pause.executionIndex),
+            },
+            h("span", { class: "tl-bar paused-bar" }),
+            h("span", { class: "tl-label" }, "⏸ ", pause.functionName),
+          )
+        : null,
+      this.digests.length || pausedHere ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
     );
     const selected = this.strip.querySelector<HTMLElement>(".tl-item.selected");
     if (selected) scrollWithin(this.strip, selected);
@@ -172,6 +232,17 @@ export class TimelinePanel {
     const index = this.store.executionIndex;
     if (run === null || pos === null || index === null) return;
     const seq = ++this.seq;
+    const pause = this.store.pause;
+    if (pause && pause.executionIndex === index && pos < 0) {
+      try {
+        const kernels = await this.store.api.traces(run, 0, 200, index);
+        if (seq !== this.seq) return;
+        this.renderPaused(pause, { rows: kernels.graph_executions, total: kernels.num_digests });
+      } catch (err) {
+        if (seq === this.seq) this.store.reportError(err);
+      }
+      return;
+    }
     try {
       const [ex, kernels] = await Promise.all([this.executionAt(run, pos, index), this.store.api.traces(run, 0, 200, index)]);
       if (seq !== this.seq) return;
@@ -193,6 +264,48 @@ export class TimelinePanel {
     }
     if (!ex || ex.index !== index) throw new Error(`call #${index} is no longer in the dump (the circular buffer dropped it)`);
     return ex;
+  }
+
+  /** A paused call: what it ran so far (the dump holds its kernels once it returns). */
+  private renderPaused(pause: PauseInfo, kernels: { rows: TraceData[]; total: number }): void {
+    setChildren(
+      this.details,
+      h(
+        "div",
+        { class: "exec-head" },
+        h("b", null, `#${pause.executionIndex} ${pause.functionName}`),
+        h("span", { class: "muted" }, ` · paused after ${pause.opName} (${pause.kernel}) · ${pause.reason}`),
+      ),
+      h(
+        "div",
+        { class: "muted small" },
+        kernels.rows.length
+          ? "Kernels recorded so far:"
+          : "Running: its kernels are written to the dump when the call returns; the Live panel shows the paused kernel's tensors.",
+      ),
+      this.kernelChips(kernels),
+    );
+  }
+
+  private kernelChips(kernels: { rows: TraceData[]; total: number }): HTMLElement {
+    return h(
+      "div",
+      { class: "exec-kernels" },
+      kernels.rows.map((t) =>
+        h(
+          "button",
+          {
+            class: `kchip${t.nonfinite ? " nonfinite" : ""}${t.position === this.store.tracePosition ? " selected" : ""}`,
+            title: `${t.kernel} · ${formatDuration(t.duration_us)}`,
+            onclick: () => void this.store.selectTrace(t.position, t.index),
+          },
+          t.op_name,
+        ),
+      ),
+      kernels.total > kernels.rows.length
+        ? h("span", { class: "muted small" }, ` … ${formatCount(kernels.total - kernels.rows.length)} more`)
+        : null,
+    );
   }
 
   private renderDetails(ex: ExecutionData, kernels: { rows: TraceData[]; total: number }): void {
@@ -227,24 +340,7 @@ export class TimelinePanel {
       ex.error ? h("div", { class: "error-box" }, `raised: ${ex.error}`) : null,
       summaries("inputs", ex.inputs),
       summaries("outputs", ex.outputs),
-      h(
-        "div",
-        { class: "exec-kernels" },
-        kernels.rows.map((t) =>
-          h(
-            "button",
-            {
-              class: `kchip${t.nonfinite ? " nonfinite" : ""}${t.position === this.store.tracePosition ? " selected" : ""}`,
-              title: `${t.kernel} · ${formatDuration(t.duration_us)}`,
-              onclick: () => void this.store.selectTrace(t.position, t.index),
-            },
-            t.op_name,
-          ),
-        ),
-        kernels.total > kernels.rows.length
-          ? h("span", { class: "muted small" }, ` … ${formatCount(kernels.total - kernels.rows.length)} more`)
-          : null,
-      ),
+      this.kernelChips(kernels),
     );
   }
 }

@@ -1,0 +1,68 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import type { RunInfo } from "../src/api";
+import { plural } from "../src/format";
+import { defaultPair } from "../src/panels/compare";
+import { runLabel, runLabels } from "../src/panels/header";
+import { originalNames } from "../src/panels/inner_ops";
+
+function run(name: string, extra: Partial<RunInfo> = {}): RunInfo {
+  return {
+    run: name,
+    argv: ["/home/u/train.py", "--lr", "0.1"],
+    tensor_debug_mode: "FULL_HEALTH",
+    num_alerts: 0,
+    start_time: 1_700_000_000,
+    live: false,
+    ...extra,
+  } as RunInfo;
+}
+
+describe("run labels", () => {
+  it("starts with the user's run name, then the command, mode and alerts", () => {
+    const label = runLabel(run("a", { run_name: "baseline", num_alerts: 1 }));
+    assert.match(label, /^baseline · train\.py --lr 0\.1 · FULL_HEALTH · 1 alert · /);
+  });
+
+  it("names the directory only where two labels would be equal", () => {
+    const labels = runLabels([run("x/1"), run("x/2"), run("y", { run_name: "fixed" })]);
+    assert.ok(labels[0].endsWith(" · x/1") && labels[1].endsWith(" · x/2"));
+    assert.ok(!labels[2].includes(" · y"));
+    assert.equal(new Set(labels).size, 3);
+  });
+});
+
+describe("Compare's default runs", () => {
+  it("compares the run being looked at with the PyTorch reference, never the reverse", () => {
+    const runs = [run("ref", { reference: true, argv: ["/u/export.py"] }), run("tvm"), run("other", { argv: ["/u/x.py"] })];
+    assert.deepEqual(defaultPair(runs, "tvm"), ["tvm", "ref"]);
+    assert.deepEqual(defaultPair(runs, "ref"), ["other", "ref"]); // a reference is never A
+  });
+
+  it("without a reference, pairs runs of the same script", () => {
+    const runs = [run("a1"), run("b", { argv: ["/u/other.py"] }), run("a2")];
+    assert.deepEqual(defaultPair(runs, "a2"), ["a2", "a1"]);
+  });
+});
+
+describe("replayed inner ops", () => {
+  it("take the names of the kernel's original ops, type by type in order", () => {
+    const replay = [
+      { op_type: "relax.subtract", var_name: "lv" },
+      { op_type: "relax.sum", var_name: "gv" },
+    ];
+    const originals = [
+      { op_type: "relax.subtract", var_name: "lv1" },
+      { op_type: "relax.sum", var_name: "lv3" },
+    ];
+    assert.deepEqual(originalNames(replay, originals), ["lv1", "lv3"]);
+    assert.deepEqual(originalNames(replay, []), ["lv", "gv"]);
+  });
+});
+
+describe("plural", () => {
+  it("says 1 element, 2 elements", () => {
+    assert.equal(plural(1, "element"), "1 element");
+    assert.equal(plural(1200, "element"), "1,200 elements");
+  });
+});
