@@ -29,7 +29,7 @@ from dashboard_checks import (
     inner_frame,
 )
 from models import X, Y, blockbuilder_planted, line_of
-from test_dashboard_e2e import ROOT, Browser, TensorBoardProcess
+from test_dashboard_e2e import ROOT, Browser, TensorBoardProcess, _screenshot_dir
 
 import tvmdbg
 
@@ -140,7 +140,7 @@ def assert_selection_on_screen(frame, op_name: str, line: int | None) -> None:
 
 
 @pytest.mark.parametrize("size", [*WINDOWS, (1920, 1080)], ids=lambda s: f"{s[0]}x{s[1]}")
-def test_layout_and_alert_click_at_every_size(tb, b, size):
+def test_layout_and_alert_click_at_every_size(tb, b, size, tmp_path_factory):
     runs = runs_of(tb)
     run = runs["buggy"]["run"]
     origin = tb.api(
@@ -163,6 +163,10 @@ def test_layout_and_alert_click_at_every_size(tb, b, size):
     frame.locator(".navigator-tabs [data-tab=compare]").click()
     checked += assert_text_legible(b)
     assert checked > 100
+    frame.locator(".navigator-tabs [data-tab=alerts]").click()
+    frame.locator(".details-panel [data-tab=op]").click()
+    b.page.wait_for_timeout(300)
+    b.page.screenshot(path=str(_screenshot_dir(tmp_path_factory) / f"window-{size[0]}x{size[1]}.png"))
     # Scrolled panels still never overlap (each scrolls inside itself).
     inner_frame(b).evaluate(
         "() => document.querySelectorAll('.panel-body, .vlist').forEach((e) => (e.scrollTop = e.scrollHeight))"
@@ -199,7 +203,7 @@ def test_panes_resize_and_remember(tb, b):
 
 
 @pytest.mark.parametrize("size", WINDOWS, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_compare_row_click_shows_the_compared_op_everywhere(tb, b, size):
+def test_compare_row_click_shows_the_compared_op_everywhere(tb, b, size, tmp_path_factory):
     runs = runs_of(tb)
     a, ref = runs["fp16"]["run"], runs["fp32"]["run"]
     from models_compare import reduction_model
@@ -236,6 +240,8 @@ def test_compare_row_click_shows_the_compared_op_everywhere(tb, b, size):
     assert_in_view(legend, full=False)
     assert_text_legible(b)
     assert_layout_sound(b)
+    if size == (1440, 900):
+        b.page.screenshot(path=str(_screenshot_dir(tmp_path_factory) / "compare.png"))
 
 
 @pytest.mark.parametrize("role", ["buggy", "fixed"])
@@ -274,7 +280,7 @@ def test_nonfinite_only_stays_responsive_with_the_right_count(tb, b, role):
     assert worst < 1.0
 
 
-def test_graph_search_selects_and_frames_a_node(tb, b):
+def test_graph_search_selects_and_frames_a_node(tb, b, tmp_path_factory):
     runs = runs_of(tb)
     run = runs["buggy"]["run"]
     frame = open_at(b, tb, WINDOWS[0], run)
@@ -311,6 +317,7 @@ def test_graph_search_selects_and_frames_a_node(tb, b):
     search.fill(f"{os.path.basename(loc.file_path)}:{loc.line}")
     result = frame.locator("[data-testid=graph-search-results] .graph-search-result", has_text=log_op.op_name)
     result.first.wait_for()
+    frame.locator("[data-panel=graph]").screenshot(path=str(_screenshot_dir(tmp_path_factory) / "graph-search.png"))
     result.first.dispatch_event("mousedown")
     frame.locator(f".graph-panel .op-node.role-selected[data-op-name='{log_op.op_name}']").wait_for()
     # "fit" shows every node drawn; zoom to selection frames the op again.
@@ -374,7 +381,7 @@ def test_filter_without_match_lists_nothing(tb, b):
     frame.locator(".executions-panel .vlist-row[data-row]").first.wait_for()
 
 
-def test_tensor_tab_histogram_and_the_tensors_own_indices(tb, b):
+def test_tensor_tab_histogram_and_the_tensors_own_indices(tb, b, tmp_path_factory):
     runs = runs_of(tb)
     run = runs["tensor"]["run"]
     frame = open_at(b, tb, WINDOWS[0], run)
@@ -400,9 +407,12 @@ def test_tensor_tab_histogram_and_the_tensors_own_indices(tb, b):
     cells = frame.locator(".tensor-table tbody td").all_inner_texts()
     assert len(cells) == 3 and "1 element" not in frame.locator(".tensor-out").inner_text()
     assert_text_legible(b)
+    frame.locator("[data-panel=tensor]").screenshot(
+        path=str(_screenshot_dir(tmp_path_factory) / "tensor-histogram.png")
+    )
 
 
-def test_full_stats_op_shows_its_statistics_call_after_call(tb, b):
+def test_full_stats_op_shows_its_statistics_call_after_call(tb, b, tmp_path_factory):
     runs = runs_of(tb)
     run = runs["stats"]["run"]
     frame = open_at(b, tb, WINDOWS[1], run)
@@ -426,9 +436,10 @@ def test_full_stats_op_shows_its_statistics_call_after_call(tb, b):
     points.nth(2).click()
     frame.locator(".history-table tr.selected td:first-child").filter(has_text=re.compile(r"^2$")).wait_for()
     assert_text_legible(b)
+    frame.locator("[data-panel=history]").screenshot(path=str(_screenshot_dir(tmp_path_factory) / "stats-chart.png"))
 
 
-def test_source_browser_opens_any_recorded_file(tb, b):
+def test_source_browser_opens_any_recorded_file(tb, b, tmp_path_factory):
     runs = runs_of(tb)
     run = runs["buggy"]["run"]
     files = tb.api(f"source_files/list?run={run}")["source_files"]
@@ -444,6 +455,7 @@ def test_source_browser_opens_any_recorded_file(tb, b):
     # The file opens on its first line that made an op; clicking its mark selects that op.
     first_line = int(marked.first.get_attribute("data-line"))
     assert int(frame.locator(".source-panel .src-line.highlighted").get_attribute("data-line")) == first_line
+    frame.locator("[data-panel=source]").screenshot(path=str(_screenshot_dir(tmp_path_factory) / "source-browser.png"))
     mark = marked.first.locator(".op-mark")
     op_ids = [int(x) for x in mark.get_attribute("data-ops").split(",")]
     mark.click()

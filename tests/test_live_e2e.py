@@ -144,6 +144,9 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
             assert_in_view(line, full=False)
             frame.locator("[data-testid=selected-op]", has_text=op_name).wait_for()
         browser.page.set_viewport_size({"width": 1440, "height": 900})
+        shots = ROOT / "docs" / "screenshots" if os.environ.get("TVMDBG_UPDATE_SCREENSHOTS") == "1" else tmp_path
+        browser.page.wait_for_timeout(500)
+        browser.page.screenshot(path=str(shots / "live-paused-dashboard.png"))
 
         # The origin kernel: its inputs hold only finite values, its output does not.
         inputs = frame.locator("[data-testid=live-input-values]")
@@ -154,7 +157,6 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
         outputs = [_parse_values(t) for t in frame.locator("[data-testid=live-output-values]").all_inner_texts()]
         assert any(not math.isfinite(v) for vals in outputs for v in vals), outputs
         assert frame.locator("[data-testid=live-source]").count() == 1
-        shots = ROOT / "docs" / "screenshots" if os.environ.get("TVMDBG_UPDATE_SCREENSHOTS") == "1" else tmp_path
         frame.locator("[data-panel=live]").screenshot(path=str(shots / "live_paused_at_first_nan.png"))
 
         frame.locator("[data-testid=live-step]").click()
