@@ -65,6 +65,9 @@ def test_a_library_in_the_package_is_loaded_before_the_cache(tmp_path, monkeypat
     packaged.mkdir()
     shutil.copy(native_records.LIBRARY.path(), packaged / native_records.LIBRARY.file_name())
     monkeypatch.setattr(native, "PACKAGE_DIR", packaged)
+    # A second copy of the extension in this process takes sys.modules["native_records"]
+    # (CPython's single-phase init): restored afterwards, so other tests keep theirs.
+    monkeypatch.delitem(sys.modules, "native_records", raising=False)
     monkeypatch.setenv("TVMDBG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("CXX", "/bin/false")
     library = native.PythonExtension(native_records.LIBRARY.source, "TVMDBG_TEST_SWITCH", "test framing")
