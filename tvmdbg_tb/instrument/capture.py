@@ -3,6 +3,8 @@
 - relax.BlockBuilder.emit/emit_output are wrapped to remember the user's stack for every var
   they bind (this covers nn.Module export, hand-written BlockBuilder code and the torch
   importer, where the fx node's own stack trace is preferred).
+- Pass.__call__ is wrapped to follow the vars through passes the user applies before the
+  build (lineage.py: ToMixedPrecision's re-typed ops keep their lines).
 - relax.build (which tvm.compile calls) is wrapped to run the pipeline under a
   PassContext with one more pass instrument that keeps the three module snapshots
   graphs.py needs, then to describe the executable and attach that description to it.
@@ -19,7 +21,7 @@ import tvm
 from tvm import relax
 
 from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import graphs, importers
+from tvmdbg_tb.instrument import graphs, importers, lineage
 
 
 class EmitRegistry:
@@ -67,6 +69,11 @@ class EmitRegistry:
                 # user's import call its called_from
                 frames, user_index = frames[: call + 1], -1
         return graphs.Emitted(op_type, frames, user_index, name, node)
+
+    def register(self, var, entry: graphs.Emitted) -> None:
+        """The entry of a var a pass made (lineage.py)."""
+        with self._lock:
+            self._by_var[hash(var)] = (var, entry)
 
     def lookup(self, var) -> graphs.Emitted | None:
         """The entry of this very var (identity)."""
@@ -329,6 +336,11 @@ def info_of(rt_mod) -> graphs.ExecutableInfo | None:
         return None
 
 
+def _lineage_active() -> bool:
+    """Passes the user applies while recording (not those of a build's pipeline)."""
+    return STATE.recording and _BUILD.pending is None
+
+
 def install() -> None:
     """Wraps the TVM entry points once; they do nothing extra while recording is off."""
     global _INSTALLED
@@ -340,6 +352,9 @@ def install() -> None:
         setattr(bb, name, _wrap_emit(getattr(bb, name)))
     _ORIGINALS["normalize"] = bb.normalize
     bb.normalize = _wrap_normalize(bb.normalize)
+    pass_type = tvm.ir.transform.Pass
+    _ORIGINALS["pass_call"] = pass_type.__call__
+    pass_type.__call__ = lineage.wrap_pass_call(pass_type.__call__, REGISTRY, _lineage_active)
     from tvm.relax import vm_build
 
     original_build = vm_build.build

@@ -69,6 +69,7 @@ class Emitted:
     var_name: str = ""
     node: ModelNode | None = None
     rewritten_by: str = ""
+    from_span: bool = False  # frames read from a TVMScript span (lineage.py kept it for a pass's op)
 
 
 @dataclass
@@ -430,6 +431,7 @@ def collect_origins(
     var_names: dict[int, str] = {}
     for fname, func in _relax_functions(mod, primitive=False):
         function_origins: list[tuple[int, list[int], Origin]] = []
+        spanned: set[int] = set()  # ops located by a TVMScript span (_inherit_from_nested)
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
             if not isinstance(value, relax.Call):  # op_type_of(value) is "": no op
@@ -458,8 +460,12 @@ def collect_origins(
                 if entry.rewritten_by:  # a pass's op standing for the user's: its name too
                     var_name = entry.var_name or var_name
                 origin = Origin(op_type, var_name, frames, user_index, entry.node, entry.rewritten_by)
+                if entry.from_span and frames:
+                    spanned.add(hash(var))
             else:
                 origin = Origin(op_type, var_name, frames, user_index)
+                if frames:
+                    spanned.add(hash(var))
             by_var[hash(var)] = origin
             by_name.setdefault((fname, var_name), []).append(origin)
             if not by_operands:  # read below, only if some op of the function needs them
@@ -474,6 +480,7 @@ def collect_origins(
                 by_operand.setdefault(operand, []).append((hash(var), operands))
         if not by_operands and any(not origin.frames and origin.node is None for _, _, origin in function_origins):
             _read_operands(func, function_origins)
+        _inherit_from_nested(function_origins, spanned)
         _inherit_from_consumers(function_origins)
         mark_node_outputs([origin for _, _, origin in function_origins])
     return by_var, by_name, by_operand, var_names
@@ -520,6 +527,25 @@ def _call_operands(value) -> list:
             operands.extend(items(arg.fields) if isinstance(arg, relax.Tuple) else [arg])
         return operands
     return []
+
+
+def _inherit_from_nested(function_origins: list[tuple[int, list[int], Origin]], spanned: set[int]) -> None:
+    """TVMScript gives a nested expression's inner calls the statement's span and its outer
+    call none (`r = relu(add(a, b))`: add has the line, relu not): an op without a location
+    whose binding follows its own operand's, located by a span, is that statement's outer call
+    and takes its line (its consumer is the next statement, one line too low)."""
+    previous = None
+    for key, operand_keys, origin in function_origins:
+        if (
+            not origin.frames
+            and origin.node is None
+            and previous is not None
+            and previous[0] in spanned
+            and previous[0] in operand_keys
+        ):
+            origin.frames, origin.user_index = previous[1].frames, previous[1].user_index
+            spanned.add(key)
+        previous = (key, origin)
 
 
 def _inherit_from_consumers(function_origins: list[tuple[int, list[int], Origin]]) -> None:

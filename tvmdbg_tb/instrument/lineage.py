@@ -1,0 +1,178 @@
+"""Lines through passes the user applies before the build: an op a pass made in place of the
+user's keeps the user's op, line and identity (OriginalOp.rewritten_by names the pass).
+
+`relax.transform.ToMixedPrecision()(mod)` re-creates most vars (re-typed ops, with the old
+names reused for other ops) and inserts casts; `FastMathTransform()(mod)` keeps the vars but
+swaps exp/tanh/softmax for calls of fast_* PrimFuncs, which carry no span (TVMScript's line)
+and another op type. Without help, such ops inherit the line of their first consumer, or of
+another op that happens to reuse their name. While tvmdbg records, every top-level pass call
+outside a build (Pass.__call__, wrapped by capture.install) maps its output module onto its
+input, function by function, and registers each output var the build will meet:
+
+- a var the pass kept: the input op's entry (its emit record, or its TVMScript span), marked
+  rewritten when the op changed (fast_exp for exp);
+- a new var: the input op computing the same thing, matched by op and operands (operands
+  mapped the same way, looking through the casts the pass inserted, parameters by position);
+- a new cast of an op's output: that op's entry (the same value in another dtype, so it
+  compares with the op); any other new op: no line of its own, so collect_origins gives it
+  its consumer's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+import tvm
+from tvm import relax
+
+from tvmdbg_tb.instrument import graphs
+from tvmdbg_tb.instrument.graphs import Emitted
+
+_CAST = "relax.astype"
+
+
+class _Depth(threading.local):
+    value = 0
+
+
+_DEPTH = _Depth()
+
+
+def wrap_pass_call(original, registry, active):
+    """Pass.__call__ that records the lineage of a top-level call while active() is True."""
+
+    def __call__(self, mod, *args, **kwargs):
+        if _DEPTH.value or not active() or not isinstance(mod, tvm.IRModule):
+            return original(self, mod, *args, **kwargs)
+        _DEPTH.value += 1
+        try:
+            result = original(self, mod, *args, **kwargs)
+        finally:
+            _DEPTH.value -= 1
+        try:
+            if isinstance(result, tvm.IRModule) and not result.same_as(mod):
+                record(mod, result, _pass_name(self), registry)
+        except Exception:  # lineage is best effort; never break the user's pass
+            pass
+        return result
+
+    __call__.__wrapped__ = original
+    __call__.__doc__ = original.__doc__
+    return __call__
+
+
+def _pass_name(pass_obj) -> str:
+    try:
+        return str(pass_obj.info.name)
+    except Exception:
+        return type(pass_obj).__name__
+
+
+def record(before, after, pass_name: str, registry) -> None:
+    """Registers in registry (capture.EmitRegistry) the entries of after's vars (see module
+    doc), for every Relax function both modules hold."""
+    functions = dict(graphs._relax_functions(before, primitive=False))
+    for name, func in graphs._relax_functions(after, primitive=False):
+        old = functions.get(name)
+        if old is not None and not old.same_as(func):
+            _record_function(old, func, name, pass_name, registry)
+
+
+def _entry(registry, binding, function_name: str) -> Emitted | None:
+    """What the build would know of an input binding: its emit record, else its span."""
+    var, value = binding.var, binding.value
+    entry = registry.lookup(var) or registry.lookup_value(value)
+    if entry is not None:
+        return entry
+    frames, user_index = graphs._span_frames(value, function_name)
+    # Without a span (the outer call of a TVMScript statement) the op type alone: the build
+    # locates it as it would have located the user's op.
+    return Emitted(graphs.op_type_of(value), frames, user_index, str(var.name), from_span=bool(frames))
+
+
+def _made(pass_name: str, op_type: str) -> str:
+    """ "FastMathTransform: fast_exp" (a PrimFunc call by its PrimFunc), "ToMixedPrecision:
+    relax.astype"."""
+    return f"{pass_name}: {op_type.split(':', 1)[1] if ':' in op_type else op_type}"
+
+
+def _rewritten(entry: Emitted, pass_name: str, op_type: str) -> Emitted:
+    made = _made(pass_name, op_type)
+    return Emitted(entry.op_type, entry.frames, entry.user_index, entry.var_name, entry.node, made, entry.from_span)
+
+
+class _Resolver:
+    """Operands as keys comparable across the two functions: parameters by position,
+    constants alike, vars of the input function by identity (after's mapped onto before's),
+    casts the pass inserted looked through."""
+
+    def __init__(self, params):
+        self.params = {hash(p): ("param", i) for i, p in enumerate(params)}
+        self.mapped: dict[int, int] = {}  # var of after -> var of before
+        self.through: dict[int, object] = {}  # an inserted cast's var -> its operand's key
+
+    def key(self, arg):
+        if isinstance(arg, relax.Var):
+            h = hash(arg)
+            if h in self.params:
+                return self.params[h]
+            if h in self.through:
+                return self.through[h]
+            return self.mapped.get(h, h)
+        if isinstance(arg, tvm.ir.expr.Constant):
+            return "const"
+        if isinstance(arg, relax.Tuple):
+            return tuple(self.key(a) for a in graphs.items(arg.fields))
+        return type(arg).__name__
+
+    def signature(self, value) -> tuple:
+        op = graphs._base_op(graphs.op_type_of(value))
+        args = graphs.items(value.args)
+        if graphs._op_name(value) in graphs._DPS_OPS:
+            args = args[1:2]
+        return (op, tuple(self.key(a) for a in args))
+
+
+def _record_function(before, after, function_name: str, pass_name: str, registry) -> None:
+    old = [b for b in graphs._bindings(before.body) if isinstance(b.value, relax.Call)]
+    entries = {hash(b.var): _entry(registry, b, function_name) for b in old}
+    old_resolver = _Resolver(before.params)
+    candidates: dict[tuple, list[int]] = defaultdict(list)
+    for b in old:
+        candidates[old_resolver.signature(b.value)].append(hash(b.var))
+    claimed: set[int] = set()
+    new = _Resolver(after.params)
+    for binding in graphs._bindings(after.body):
+        var, value = binding.var, binding.value
+        if not isinstance(value, relax.Call):
+            continue
+        key = hash(var)
+        op_type = graphs.op_type_of(value)
+        if key in entries:  # a var the pass kept
+            entry = entries[key]
+            if entry is not None and not graphs.same_op(entry.op_type, op_type):
+                registry.register(var, _rewritten(entry, pass_name, op_type))
+            elif entry is not None and entry.frames and registry.lookup(var) is None:
+                registry.register(var, entry)  # a span the new value lost
+            continue
+        if registry.lookup(var) is not None:
+            continue
+        matches = [h for h in candidates.get(new.signature(value), ()) if h not in claimed]
+        if matches:
+            claimed.add(matches[0])
+            new.mapped[key] = matches[0]
+            entry = entries.get(matches[0])
+            if entry is not None:
+                registry.register(var, _rewritten(entry, pass_name, op_type))
+            continue
+        operand = graphs.items(value.args)[0] if graphs.items(value.args) else None
+        if op_type == _CAST and operand is not None:
+            source = new.key(operand)
+            new.through[key] = source  # read through by the ops the pass re-typed
+            entry = entries.get(source) if isinstance(source, int) else None
+            if entry is not None:  # a cast of an op's output: that op's value, in another dtype
+                registry.register(var, _rewritten(entry, pass_name, op_type))
+                continue
+        # An op of the pass's own (a cast of an input, a decomposition): its consumer's line.
+        registry.register(var, Emitted(op_type, [], -1, str(var.name), None, _made(pass_name, op_type)))
