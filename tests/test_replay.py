@@ -350,7 +350,7 @@ def test_replay_bad_inputs_give_a_record_with_a_clear_error(tmp_path):
             op_id=0,
             graph_id=0,
             trigger="request",
-            location_of=lambda frames, user_index: pb.CodeLocation(user_frame_index=-1),
+            location_of=lambda frames, user_index, node: pb.CodeLocation(user_frame_index=-1),
         )
 
     tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH")

@@ -91,7 +91,7 @@ def replay_recorded(run: RunReader, op: pb.GraphOpCreation, execution: int) -> p
         matches_kernel=True,
     )
     record.inputs.extend(_summary(a) for a in inputs)
-    _fill_ops(record, group, outputs, lambda frames, user_index: pb.CodeLocation())
+    _fill_ops(record, group, outputs, lambda frames, user_index, node: pb.CodeLocation())
     for entry, recorded in zip(record.ops, source.ops):
         entry.op_type = recorded.op_type
         entry.code_location.CopyFrom(recorded.code_location)

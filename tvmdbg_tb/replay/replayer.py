@@ -13,7 +13,8 @@ from tvmdbg_tb.instrument import graphs
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.replay.group import NO_INPUT, FusedGroup, ReplayError, group_of
 
-LocationOf = Callable[[list, int], pb.CodeLocation]
+# (frames, user index, model node or None) -> CodeLocation: Session.code_location.
+LocationOf = Callable[[list, int, object], pb.CodeLocation]
 
 
 def is_replayable(site: graphs.SiteInfo | None) -> bool:
@@ -101,8 +102,8 @@ def _fill_ops(record: pb.FusedOpReplay, group: FusedGroup, outputs, location_of:
     for op in group.ops:
         entry = record.ops.add(index=op.index, op_type=op.op_type, var_name=op.var_name, prim_func=op.prim_func)
         entry.input_refs.extend(op.input_refs)
-        if op.origin is not None and op.origin.frames:
-            entry.code_location.CopyFrom(location_of(op.origin.frames, op.origin.user_index))
+        if op.origin is not None and (op.origin.frames or op.origin.node is not None):
+            entry.code_location.CopyFrom(location_of(op.origin.frames, op.origin.user_index, op.origin.node))
         if outputs is None:
             bad_ops.append(False)
             continue
@@ -134,7 +135,7 @@ def inner_origin(site: graphs.SiteInfo | None, inputs: list, kernel_output_bad: 
         op_id=-1,
         graph_id=-1,
         trigger="check_numerics",
-        location_of=lambda frames, user_index: pb.CodeLocation(user_frame_index=-1),
+        location_of=lambda frames, user_index, node: pb.CodeLocation(user_frame_index=-1),
         kernel_output_bad=kernel_output_bad,
     )
     if record.error or record.first_nonfinite_op < 0:
