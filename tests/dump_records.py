@@ -38,14 +38,16 @@ def frame(message: pb.DebugEvent) -> bytes:
 
 def strip_identity(run_dir: Path) -> None:
     """Rewrites a run as a tvmdbg before run keys and places wrote it: no run_key, sequence or
-    RecordsDropped record, and a RunEnd without the counts that came with them."""
+    RecordsDropped record, a RunEnd without the counts that came with them, and a ring file
+    holding its newest records only (what precedes its last RecordsDropped record, the calls
+    kept whole, goes: an older ring kept none)."""
     for name in FILES:
         path = Path(run_dir) / name
+        framed_records = read(path)
+        drops = [i for i, framed in enumerate(framed_records) if event(framed).HasField("records_dropped")]
         kept = []
-        for framed in read(path):
+        for framed in framed_records[drops[-1] + 1 :] if drops else framed_records:
             message = event(framed)
-            if message.HasField("records_dropped"):
-                continue
             message.ClearField("run_key")
             message.ClearField("sequence")
             if message.HasField("run_end"):
