@@ -297,8 +297,9 @@ def test_call_rows_refuses_what_does_not_describe_the_rows():
     block = np.zeros((3, width))
     block[:, 0] = [1.0, 2.0, 4.0]  # the call's start, then two kernels
     tails = (3, width, b"\x01\x01", 0, b"", compiled.STATS_COLUMN, 1.0)  # NO_TENSOR: durations only
-    which, tail_bytes, execution, bad, cleared = native.call_rows(block, tails, None, None, False)
+    which, tail_bytes, execution, bad, cleared, nonfinite = native.call_rows(block, tails, None, None, False)
     assert np.frombuffer(which, np.uint32).tolist() == [0, 1] and execution is None and bad == -1
+    assert nonfinite is None  # no counts: the writer counts the call as unchecked
     assert tail_bytes == b"\x59" + np.float64(1.0).tobytes() + b"\x59" + np.float64(2.0).tobytes()
     assert not cleared and block[:, 0].tolist() == [1.0, 2.0, 4.0]
     again = native.call_rows(block, tails, None, None, True)
@@ -314,3 +315,24 @@ def test_call_rows_refuses_what_does_not_describe_the_rows():
     with pytest.raises(TypeError, match="writable"):
         native.call_rows(frozen, tails, None, None, True)
     assert frozen[:, 0].all()
+
+
+def test_call_rows_says_whether_a_traced_row_went_non_finite():
+    """call_rows' last answer, for the writer's accounting of calls (which calls the circular
+    buffer keeps whole): a traced kernel row whose counts hold a NaN, -Inf or +Inf; an untraced
+    row does not count."""
+    from tvmdbg_tb.instrument import compiled, native_rows
+
+    native = native_rows.LIBRARY.load()
+    assert native is not None, native_rows.LIBRARY.failure()
+    width = compiled.ROW_WIDTH
+    codes = np.full(2, 2.0).tobytes()  # float32
+    block = np.zeros((3, width))
+    block[:, 0] = [1.0, 2.0, 4.0]
+    block[1, 1:8] = [8, 0, 8, 0, 0, 0, 1]  # size, lt0, gt0, eq0, -inf, +inf, rank: finite
+    block[2, 1:8] = [8, 0, 4, 0, 0, 0, 1]  # 4 elements in no class: NaN
+    for traced, expected in ((b"\x01\x01", True), (b"\x01\x00", False)):
+        tails = (3, width, traced, 10, codes, compiled.STATS_COLUMN, 1.0)  # FULL_HEALTH
+        assert native.call_rows(block, tails, None, None, False)[5] is expected, traced
+    block[2, 1:8] = [8, 0, 7, 0, 0, 1, 1]  # one +Inf
+    assert native.call_rows(block, (3, width, b"\x01\x01", 10, codes, compiled.STATS_COLUMN, 1.0), None, None, False)[5]

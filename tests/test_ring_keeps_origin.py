@@ -232,3 +232,36 @@ def test_a_model_nobody_here_wrote_keeps_its_nan_call_through_the_ring(tmp_path)
     assert alerts["num_alerts"] and alerts["alerts"][0]["execution_index"] == 3
     code, text = reports.check(run, OpNames(run), str(logdir))
     assert code == reports.NONFINITE_FOUND and "in execution 3" in text, text
+
+
+def test_a_call_whose_only_nan_is_its_result_is_kept_too(tmp_path):
+    """op_regex traces no kernel: a NaN shows only in the function's output summary (which the
+    compiled path counts from its output rows). That call is kept whole, the writer counts it,
+    and check exits 1 on it."""
+    import tvm
+    from models import chain
+    from tvm import relax
+
+    import tvmdbg
+
+    logdir = tmp_path / "logdir"
+    with trace_paths.using("compiled"):
+        tvmdbg.enable_dump_debug_info(
+            str(logdir), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=20, op_regex="^no_such_kernel$"
+        )
+        try:
+            executable, (values,) = chain(4)
+            main = relax.VirtualMachine(executable, tvm.cpu())["main"]
+            poisoned = values.copy()
+            poisoned[3] = np.nan
+            finite, planted = tvm.runtime.tensor(values), tvm.runtime.tensor(poisoned)
+            for call in range(200):
+                main(planted if call == 5 else finite)
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    run = read_run(logdir)
+    assert run.num_traces() == 0 and run.completeness().complete
+    assert (run.run_end.nonfinite_executions, run.run_end.dropped_executions) == (1, 179)
+    assert list(run.execution_digests()["index"][:2]) == [5, 180]
+    code, text = reports.check(run, OpNames(run), str(logdir))
+    assert code == reports.NONFINITE_FOUND and "1 function calls returned non-finite values" in text, text
