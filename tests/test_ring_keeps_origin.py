@@ -198,6 +198,7 @@ def test_every_tracing_path_and_health_mode_keeps_the_first_nan_calls(tmp_path, 
     assert code == reports.NONFINITE_FOUND and "The first origin is op lv1" in text, text
 
 
+@pytest.mark.slow  # builds transformers' ResNet (once per test process)
 def test_a_model_nobody_here_wrote_keeps_its_nan_call_through_the_ring(tmp_path):
     """transformers' ResNet (torch.export, fused; 18 kernels a call): one call with a NaN pixel
     among 40, a ring of 10 records: that call's records stay whole, its first alert is a
