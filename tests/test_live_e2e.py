@@ -144,6 +144,9 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
             assert_in_view(line, full=False)
             frame.locator("[data-testid=selected-op]", has_text=op_name).wait_for()
         browser.page.set_viewport_size({"width": 1440, "height": 900})
+        # A pause flushes the dump: the calls before it show without waiting for the next poll.
+        calls = pause["execution_index"]
+        frame.locator(".timeline-panel .timeline-nav", has_text=f"of {calls:,} calls").wait_for(timeout=5_000)
         shots = ROOT / "docs" / "screenshots" if os.environ.get("TVMDBG_UPDATE_SCREENSHOTS") == "1" else tmp_path
         browser.page.wait_for_timeout(500)
         browser.page.screenshot(path=str(shots / "live-paused-dashboard.png"))

@@ -85,6 +85,7 @@ export function render(root: HTMLElement = document.body): Store {
       polling = false;
     }
   };
+  store.refresh = () => void poll();
   void poll();
   setInterval(() => void poll(), POLL_INTERVAL_MS);
   return store;

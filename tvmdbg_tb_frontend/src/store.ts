@@ -64,6 +64,9 @@ export class Store {
   firstBad: { executionIndex: number; executionPosition: number | null; tracePosition: number | null } | null = null;
   /** The live program's pause, while it is paused (set by the Live panel). */
   pause: PauseInfo | null = null;
+  /** Refreshes the runs list now (set by render(); a pause flushes the dump, so the counts,
+   * timeline and alerts catch up at once rather than at the next poll). */
+  refresh: () => void = () => undefined;
 
   private seq = 0;
   private execTraces = new Map<string, Promise<Map<number, TraceData>>>();
@@ -220,7 +223,10 @@ export class Store {
     this.pause = pause;
     if (!changed) return;
     this.emit("pause");
-    if (pause) void this.goToPause(pause);
+    if (pause) {
+      void this.goToPause(pause);
+      setTimeout(() => this.refresh(), 1200); // the plugin reads the flushed records within ~1 s
+    }
   }
 
   /** Selects where the program is paused (the Live panel's and the alerts' links). */

@@ -251,7 +251,7 @@ export class AlertsPanel {
         title: "the program is paused after this kernel; the dump holds its call once the call returns",
         onclick: () => void this.store.goToPause(pause),
       },
-      h("span", { class: "badge paused-badge" }, "⏸ paused"),
+      h("span", { class: "badge paused-badge" }, "paused"),
       h("span", { class: "alert-op" }, pause.opName),
       h("span", { class: "muted small" }, ` call ${pause.executionIndex} · ${counts} (live, not yet in the dump)`),
     );

@@ -284,7 +284,7 @@ export class GraphPanel {
       h("span", { class: "lg lg-consumer" }, "consumer"),
       h("span", { class: "lg lg-bad", title: "an output holds NaN or ∞ in this call" }, "NaN/∞"),
       h("span", { class: "lg lg-ok" }, "finite"),
-      this.store.pause ? h("span", { class: "lg-tag" }, h("span", { class: "node-tag-sample tag-paused" }, "⏸"), " paused here") : null,
+      this.store.pause ? h("span", { class: "lg-tag" }, h("span", { class: "node-tag-sample tag-paused" }, "‖"), " paused here") : null,
       legend
         ? h(
             "span",
@@ -590,7 +590,7 @@ export class GraphPanel {
     grp.appendChild(svg("rect", { class: "node-box", width: n.width, height: n.height, rx: 5 }));
     // Tags (a comparison's verdict, the live pause) sit on the node's top edge, to the right.
     const tags: { text: string; cls: string }[] = [];
-    if (paused) tags.push({ text: "⏸", cls: "tag-paused" });
+    if (paused) tags.push({ text: "‖", cls: "tag-paused" });
     if (mark) tags.push({ text: mark.tag, cls: `tag-${mark.cls}` });
     const name = svg("text", { x: 8, y: 17, class: "node-name" });
     name.textContent = truncate(op.op_name, tags.length ? 17 : 23);

@@ -216,7 +216,7 @@ export class TimelinePanel {
               onclick: () => this.store.selectExecution(-1, pause.executionIndex),
             },
             h("span", { class: "tl-bar paused-bar" }),
-            h("span", { class: "tl-label" }, "⏸ ", pause.functionName),
+            h("span", { class: "tl-label" }, "‖ ", pause.functionName),
           )
         : null,
       this.digests.length || pausedHere ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
