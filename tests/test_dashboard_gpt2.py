@@ -1,6 +1,7 @@
 """The dashboard on a model nobody here wrote: GPT-2 from transformers' config (random weights,
 no download), exported with torch.export, imported with from_exported_program and compiled
-unfused (a graph of about two hundred kernels), run three times under FULL_STATS. In real
+unfused (a graph of about two hundred kernels), run three times under FULL_STATS and once
+under FULL_TENSOR (the Tensor tab's histogram of a real activation). In real
 Chromium on a real `tensorboard`: the named run in the picker, the node search by Relax op type
 and by kernel selects and frames a node of the big graph, the whole graph lays out and fits
 without freezing the page, the source browser opens the library's own modeling file, a
@@ -50,31 +51,37 @@ def tb(tmp_path_factory):
     rng = np.random.default_rng(0)
     ids = torch.from_numpy(rng.integers(0, 256, (1, 16)))
     mask = torch.ones_like(ids)
-    tvmdbg.enable_dump_debug_info(
-        str(logdir), tensor_debug_mode="FULL_STATS", circular_buffer_size=-1, run_name="gpt2 tiny"
-    )
-    try:
-        with torch.no_grad():
-            exported = torch.export.export(Logits(), (ids, mask))
-        executable = tvm.compile(from_exported_program(exported), "llvm")
-        vm = relax.VirtualMachine(executable, tvm.cpu())
-        for _ in range(CALLS):
-            tokens = rng.integers(0, 256, (1, 16))
-            vm["main"](tvm.runtime.tensor(tokens), tvm.runtime.tensor(mask.numpy()))
-    finally:
-        tvmdbg.disable_dump_debug_info()
+    with torch.no_grad():
+        exported = torch.export.export(Logits(), (ids, mask))
+    # Statistics of three calls, then the values of one (each compiled in its own session).
+    for name, mode, calls in (("stats", "FULL_STATS", CALLS), ("values", "FULL_TENSOR", 1)):
+        tvmdbg.enable_dump_debug_info(
+            str(logdir / name), tensor_debug_mode=mode, circular_buffer_size=-1, run_name=f"gpt2 tiny {mode}"
+        )
+        try:
+            executable = tvm.compile(from_exported_program(exported), "llvm")
+            vm = relax.VirtualMachine(executable, tvm.cpu())
+            for _ in range(calls):
+                tokens = rng.integers(0, 256, (1, 16))
+                vm["main"](tvm.runtime.tensor(tokens), tvm.runtime.tensor(mask.numpy()))
+        finally:
+            tvmdbg.disable_dump_debug_info()
     server = TensorBoardProcess(logdir, tmp_path_factory.mktemp("tb") / "tensorboard.log")
     deadline = time.time() + 90
-    while not server.api("runs")["runs"] or server.api("runs")["runs"][0]["num_executions"] < CALLS:
+    while sorted(r["num_executions"] for r in server.api("runs")["runs"]) != [1, CALLS]:
         assert time.time() < deadline, server.api("runs")
         time.sleep(0.3)
     yield server
     server.close()
 
 
+def _run(tb, mode: str) -> dict:
+    return next(r for r in tb.api("runs")["runs"] if r["tensor_debug_mode"] == mode)
+
+
 def test_big_graph_search_fit_source_and_statistics(tb):
-    (run,) = tb.api("runs")["runs"]
-    assert run["run_name"] == "gpt2 tiny" and run["num_ops"] >= 150
+    run = _run(tb, "FULL_STATS")
+    assert run["run_name"] == "gpt2 tiny FULL_STATS" and run["num_ops"] >= 150
     (graph,) = [g for g in tb.api(f"graphs/list?run={run['run']}")["graphs"] if g["num_ops"] == run["num_ops"]]
     ops = tb.api(f"graphs/graph_info?run={run['run']}&graph_id={graph['graph_id']}")["ops"]
     matmuls = [o for o in ops if any(x["op_type"] == "relax.matmul" for x in o["original_ops"])]
@@ -83,7 +90,9 @@ def test_big_graph_search_fit_source_and_statistics(tb):
     try:
         b.page.set_viewport_size({"width": 1440, "height": 900})
         frame = b.open_dashboard(tb)
-        assert frame.locator(".run-select option").first.inner_text().startswith("gpt2 tiny · ")
+        frame.locator(".run-select").select_option(run["run"])
+        labels = frame.locator(".run-select option").all_inner_texts()
+        assert sorted(label.split(" · ")[0] for label in labels) == ["gpt2 tiny FULL_STATS", "gpt2 tiny FULL_TENSOR"]
         # By Relax op type: the first matmul, selected and framed.
         search = frame.locator("[data-testid=graph-search]")
         search.fill("relax.matmul")
@@ -131,6 +140,41 @@ def test_big_graph_search_fit_source_and_statistics(tb):
         frame.locator("[data-testid=source-picker]").select_option(str(modeling["index"]))
         frame.locator(".source-panel .source-path", has_text="modeling_gpt2.py").wait_for()
         assert frame.locator(".source-panel .src-line").count() == modeling["num_lines"]
+        assert b.errors == [], b.errors
+    finally:
+        b.close()
+
+
+def test_tensor_histogram_of_a_real_activation(tb):
+    """The Tensor tab's histogram of a GPT-2 matmul output: the route's counts are numpy's over
+    the stored values, and the dashboard draws them beside the table."""
+    import numpy as np
+
+    run = _run(tb, "FULL_TENSOR")
+    (graph,) = tb.api(f"graphs/list?run={run['run']}")["graphs"]
+    ops = tb.api(f"graphs/graph_info?run={run['run']}&graph_id={graph['graph_id']}")["ops"]
+    matmul = next(o for o in ops if any(x["op_type"] == "relax.matmul" for x in o["original_ops"]))
+    (trace,) = tb.api(f"graph_execution/op_traces?run={run['run']}&op_id={matmul['op_id']}")["traces"]
+    value = tb.api(f"tensor/value?run={run['run']}&trace={trace['position']}&max_elements=1000000")
+    values = np.asarray(value["values"], dtype=np.float64).ravel()
+    assert values.size == int(np.prod(value["shape"])) > 100
+    body = tb.api(f"tensor/histogram?run={run['run']}&trace={trace['position']}&bins=30")
+    counts, edges = np.histogram(values, bins=30, range=(values.min(), values.max()))
+    assert body["counts"] == counts.tolist() and np.allclose(body["edges"], edges)
+    b = Browser()
+    try:
+        frame = b.open_dashboard(tb)
+        frame.locator(".run-select").select_option(run["run"])
+        frame.locator("[data-testid=graph-search]").fill(matmul["op_name"])
+        frame.locator("[data-testid=graph-search-results] .graph-search-result").first.wait_for()
+        frame.locator("[data-testid=graph-search]").press("Enter")
+        frame.locator("[data-testid=selected-op]", has_text=matmul["op_name"]).wait_for()
+        frame.locator("[data-tab=tensor]").click()
+        chart = frame.locator("[data-testid=tensor-histogram]")
+        chart.wait_for(timeout=30_000)
+        assert chart.locator("rect.bar-finite").count() == 30
+        assert f"{values.size:,} finite values" in chart.inner_text()
+        assert_text_legible(b)
         assert b.errors == [], b.errors
     finally:
         b.close()

@@ -244,6 +244,7 @@ def test_compare_row_click_shows_the_compared_op_everywhere(tb, b, size, tmp_pat
         b.page.screenshot(path=str(_screenshot_dir(tmp_path_factory) / "compare.png"))
 
 
+@pytest.mark.slow  # 30 s of refreshes each, by design
 @pytest.mark.parametrize("role", ["buggy", "fixed"])
 def test_nonfinite_only_stays_responsive_with_the_right_count(tb, b, role):
     runs = runs_of(tb)
