@@ -75,6 +75,8 @@ def lines(result: dict, style: Style, all_calls: bool = False) -> list[str]:
             + f": {first.get('reason', '')}, max abs error {_num(first.get('max_abs_error'))}"
             + (" (lower bound, from statistics)" if first.get("basis") == "stats" else "")
         )
+        if first.get("inner"):
+            out += inner_lines(first["inner"], style)
     else:
         out.append(style("Within tolerance.", "green") if result["status"] == "within" else "No origin found.")
     rows = []
@@ -99,6 +101,46 @@ def lines(result: dict, style: Style, all_calls: bool = False) -> list[str]:
     if result.get("suggestion"):
         out.append(f"note: {result['suggestion']}")
     return out
+
+
+def inner_lines(inner: dict, style: Style) -> list[str]:
+    """The fused kernel opened up (compare/inner.py): its first divergent Relax op, each inner
+    op's verdict against the other run, and which run(s) were replayed."""
+    kernels = " / ".join(k for k in (inner["kernel_a"], inner["kernel_b"]) if k)
+    replayed = " and ".join(inner["replayed"]) or "neither"
+    then = [f"  {inner['suggestion']}"] if inner.get("suggestion") else []
+    path = [o["kernel"] for o in inner["opened"]]
+    via = f" (followed back through its inputs to {' -> '.join(path[1:])})" if len(path) > 1 else ""
+    if inner["status"] == "needs_values":
+        return [f"  Inside {kernels}{via}: not replayed: {inner['reason']}."] + then
+    op = inner["op"]
+    if op is None:
+        head = f"  Inside {kernels}{via} (replayed op by op: {replayed}): {inner['reason']}."
+    else:
+        at = f" at {where(op['location'])}" if op["location"] else ""
+        error = "" if op["made_nonfinite"] else f", max abs error {_num(op.get('max_abs_error'))}"
+        head = (
+            style(
+                f"  Inside {kernels}{via}: the first divergent Relax op is {op['op_type']} {op['var_name']}{at}", "red"
+            )
+            + f" (in {inner['kernel']}): {inner['reason']}{error} (replayed op by op: {replayed})"
+        )
+    rows = [
+        [
+            ("*" if op is not None and r["index"] == op["index"] else "")
+            + ("made NaN/Inf" if r.get("made_nonfinite") else r["status"]),
+            r["op_type"],
+            r["var_name"],
+            (r.get("counterpart") or {}).get("op_name", "-"),
+            where(r["location"], short=True, called_from=False),
+            _num(r.get("max_abs_error")),
+            r.get("basis", "-"),
+        ]
+        for r in inner["ops"]
+    ]
+    other = "B" if inner["walked"] == "A" else "A"
+    table_lines = table(["status", "inner op", inner["walked"], other, "line", "max_abs", "basis"], rows, right=(5,))
+    return [head] + ["    " + line for line in table_lines] + then
 
 
 def main(args) -> int:

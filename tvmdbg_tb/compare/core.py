@@ -19,16 +19,15 @@ from collections import defaultdict
 
 import numpy as np
 
-from tvmdbg_tb.compare import bulk, calls, errors
+from tvmdbg_tb.compare import bulk, calls, errors, inner
 from tvmdbg_tb.compare.identity import NODE, OpIdentity, describe_key, op_identities
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
-from tvmdbg_tb.events.summaries import LAYOUTS, describe, finite_statistics, mode_name
+from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 DEFAULT_RTOL = 1e-4
 DEFAULT_ATOL = 1e-5
 COMPARABLE_MODES = (pb.FULL_STATS, pb.FULL_TENSOR)
-_FULL_HEALTH_FIELDS = LAYOUTS[pb.FULL_HEALTH]
 # Prefix of a graph note saying ops inside control flow were not recorded (written by
 # tvmdbg_tb/instrument/torch_reference.py, which compare does not import).
 _CONTROL_FLOW_NOTE = "control flow: "
@@ -102,52 +101,6 @@ class _Side:
         return out
 
 
-def _stats(mode: int, summary) -> tuple[dict | None, np.ndarray | None, str]:
-    """(FULL_STATS description, full values or None, why neither) of a trace or TensorSummary."""
-    if mode == pb.FULL_TENSOR:
-        value = summary.tensor_value if summary.HasField("tensor_value") else None
-        if value is None or not value.content:
-            return None, None, "no stored value"
-        if value.truncated:
-            return None, None, "stored value truncated"
-        try:
-            array = np.frombuffer(value.content, dtype=np.dtype(value.dtype).newbyteorder("<"))
-            array = array.reshape(tuple(value.shape))
-        except (TypeError, ValueError):
-            return None, None, f"dtype {value.dtype!r} cannot be read"
-        return _describe_values(array), array, ""
-    fields = describe(pb.FULL_STATS, list(summary.debug_values))
-    if not fields:
-        return None, None, "no statistics (opaque value or unreadable dtype)"
-    return fields, None, ""
-
-
-def _describe_values(array: np.ndarray) -> dict:
-    flat = array.reshape(-1)
-    kind = flat.dtype.kind
-    nan = int(np.isnan(flat).sum()) if kind == "f" else 0
-    neg_inf = int(np.isneginf(flat).sum()) if kind == "f" else 0
-    pos_inf = int(np.isposinf(flat).sum()) if kind == "f" else 0
-    negative = int((flat < 0).sum()) - neg_inf
-    zero = int((flat == 0).sum())
-    positive = int(flat.size) - nan - neg_inf - pos_inf - negative - zero
-    health = [0, 0, array.ndim, flat.size, neg_inf, pos_inf, nan, negative, zero, positive]
-    fields = dict(zip(_FULL_HEALTH_FIELDS, health))
-    fields.update(zip(errors.STATS_FIELDS, finite_statistics(flat)))
-    fields["dtype"] = str(array.dtype)
-    return fields
-
-
-def _verdict(a, b, rtol: float, atol: float) -> dict:
-    """Compares two (stats, values, why) triples: values when both have them, else stats."""
-    (sa, va, why_a), (sb, vb, why_b) = a, b
-    if sa is None or sb is None:
-        return {"status": "not_comparable", "reason": f"A: {why_a}" if sa is None else f"B: {why_b}"}
-    if va is not None and vb is not None:
-        return errors.from_values(va, vb, rtol, atol)
-    return errors.from_stats(sa, sb, rtol, atol)
-
-
 def _public_stats(stats: dict | None) -> dict | None:
     return None if stats is None else {k: v for k, v in stats.items() if k != "device_id"}
 
@@ -206,6 +159,20 @@ def compare(
     if isinstance(result, CompareError):
         raise result
     statuses[shown] = result["status"]
+    first = result["first_divergence"]
+    if first is not None and first["kind"] == "op":
+        # A fused kernel opened up: which Relax op inside it diverged first (inner.py).
+        first["inner"] = inner.inner_divergence(
+            a,
+            b,
+            {
+                **first,
+                "execution_index_a": result["execution_index_a"],
+                "execution_index_b": result["execution_index_b"],
+            },
+            rtol,
+            atol,
+        )
     result["calls"] = [
         {"function": f, "call": k, "execution_index_a": ia, "execution_index_b": ib, "status": status}
         for ((f, k), ia, ib), status in zip(pairs, statuses)
@@ -240,8 +207,10 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
         record = {"kind": "input", "key": f"{function}:input {position}", "op_type": "input", "location": None}
         record.update(op_name_a=f"input {position}", op_name_b=f"input {position}", output_slot=0)
         if position < len(execution_b.inputs):
-            sa, sb = _stats(a.mode, summary_a), _stats(b.mode, execution_b.inputs[position])
-            record.update(_verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0]))
+            sa, sb = errors.summary(a.mode, summary_a), errors.summary(b.mode, execution_b.inputs[position])
+            record.update(
+                errors.verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0])
+            )
         else:
             record.update(
                 status="not_comparable",
@@ -282,12 +251,14 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
             record["trace_index_b"] = int(trace_b.index)
             if record["location"] is None:
                 record["location"] = identity_b.location
-            sa, sb = _stats(a.mode, trace_a), _stats(b.mode, trace_b)
+            sa, sb = errors.summary(a.mode, trace_a), errors.summary(b.mode, trace_b)
             if identity.key[1:2] == (NODE,) and _reshaped(sa[1], sb[1]):
                 # A model node whose last ops are views (reshapes) has its values in the
                 # kernel before them: the same elements in the same order.
                 sa = (sa[0], sa[1].reshape(sb[1].shape), sa[2])
-            record.update(_verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0]))
+            record.update(
+                errors.verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0])
+            )
         if record["status"] != "not_comparable":
             status_of_op[op_id] = record["status"]
         rows.append(record)

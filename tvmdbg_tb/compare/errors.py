@@ -22,7 +22,59 @@ import math
 
 import numpy as np
 
+from tvmdbg_tb.events.summaries import LAYOUTS, describe, finite_statistics
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
 STATS_FIELDS = ("min", "max", "mean", "l2_norm", "abs_max")
+_FULL_HEALTH_FIELDS = LAYOUTS[pb.FULL_HEALTH]
+Summary = tuple  # (FULL_STATS description or None, full values or None, why neither)
+
+
+def summary(mode: int, recorded) -> Summary:
+    """(FULL_STATS description, full values or None, why neither) of a trace or TensorSummary."""
+    if mode == pb.FULL_TENSOR:
+        value = recorded.tensor_value if recorded.HasField("tensor_value") else None
+        if value is None or not value.content:
+            return None, None, "no stored value"
+        if value.truncated:
+            return None, None, "stored value truncated"
+        try:
+            array = np.frombuffer(value.content, dtype=np.dtype(value.dtype).newbyteorder("<"))
+            array = array.reshape(tuple(value.shape))
+        except (TypeError, ValueError):
+            return None, None, f"dtype {value.dtype!r} cannot be read"
+        return array_summary(array)
+    fields = describe(pb.FULL_STATS, list(recorded.debug_values))
+    if not fields:
+        return None, None, "no statistics (opaque value or unreadable dtype)"
+    return fields, None, ""
+
+
+def array_summary(array: np.ndarray) -> Summary:
+    """The summary of full values (a FULL_TENSOR value, a replayed op's output)."""
+    flat = array.reshape(-1)
+    kind = flat.dtype.kind
+    nan = int(np.isnan(flat).sum()) if kind == "f" else 0
+    neg_inf = int(np.isneginf(flat).sum()) if kind == "f" else 0
+    pos_inf = int(np.isposinf(flat).sum()) if kind == "f" else 0
+    negative = int((flat < 0).sum()) - neg_inf
+    zero = int((flat == 0).sum())
+    positive = int(flat.size) - nan - neg_inf - pos_inf - negative - zero
+    health = [0, 0, array.ndim, flat.size, neg_inf, pos_inf, nan, negative, zero, positive]
+    fields = dict(zip(_FULL_HEALTH_FIELDS, health))
+    fields.update(zip(STATS_FIELDS, finite_statistics(flat)))
+    fields["dtype"] = str(array.dtype)
+    return fields, array, ""
+
+
+def verdict(a: Summary, b: Summary, rtol: float, atol: float) -> dict:
+    """Compares two summaries: from values when both have them, else from statistics."""
+    (sa, va, why_a), (sb, vb, why_b) = a, b
+    if sa is None or sb is None:
+        return {"status": "not_comparable", "reason": f"A: {why_a}" if sa is None else f"B: {why_b}"}
+    if va is not None and vb is not None:
+        return from_values(va, vb, rtol, atol)
+    return from_stats(sa, sb, rtol, atol)
 
 
 def _nonfinite(stats: dict) -> tuple[int, int, int]:

@@ -41,6 +41,8 @@ class OpIdentity:
     # Every Relax op of the kernel ({"op_type", "location"[, "rewritten_by"]}), in order; the
     # key is the last's.
     fused_ops: tuple = ()
+    # The key of each of those ops (compare/inner.py pairs the ops inside fused kernels).
+    fused_keys: tuple = ()
 
 
 def op_identities(run: RunReader) -> dict[int, OpIdentity]:
@@ -53,7 +55,7 @@ def op_identities(run: RunReader) -> dict[int, OpIdentity]:
         kernels: Counter = Counter()
         for op in sorted(run.ops(graph.graph_id), key=lambda o: o.position):
             last = None
-            fused = []
+            fused, keys = [], []
             for original in op.original_ops:
                 where = location(run, original.code_location)
                 entry = {"op_type": original.op_type, "location": where}
@@ -70,6 +72,7 @@ def op_identities(run: RunReader) -> dict[int, OpIdentity]:
                     place = (where["file_path"], where["line"]) if where and "file_path" in where else (None, None)
                     seen = line_ops[(original.op_type, *place)]
                     key = (function, original.op_type, *place, seen.setdefault(original.var_name, len(seen)))
+                keys.append(key)
                 last = (key, original.op_type, where)
             if last is None:
                 kernels[op.kernel] += 1
@@ -77,7 +80,7 @@ def op_identities(run: RunReader) -> dict[int, OpIdentity]:
                 out[op.op_id] = OpIdentity(key, "", None, op.op_name, op.kernel)
                 continue
             key, op_type, where = last
-            out[op.op_id] = OpIdentity(key, op_type, where, op.op_name, op.kernel, tuple(fused))
+            out[op.op_id] = OpIdentity(key, op_type, where, op.op_name, op.kernel, tuple(fused), tuple(keys))
     return out
 
 

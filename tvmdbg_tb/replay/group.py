@@ -81,7 +81,9 @@ class FusedGroup:
         values = list(result) if len(self.ops) != 1 else [result]
         outs = []
         for op, value in zip(self.ops, values):
-            leaves = list(value) if op.num_outputs > 1 else [value]
+            # A tuple result (batch_norm's) is an Array; a record read back from a dump does
+            # not say how many outputs an op has, the value does.
+            leaves = list(value) if op.num_outputs > 1 or not hasattr(value, "numpy") else [value]
             outs.append([leaf.numpy() for leaf in leaves])
         return outs
 
@@ -135,6 +137,8 @@ def _build_group(fused_module, site: graphs.SiteInfo) -> FusedGroup:
             value = binding.value
             _check_replayable(site.kernel, binding)
             operands = [o for o in graphs._call_operands(value) if not isinstance(o, relax.GlobalVar)]
+            if isinstance(value, relax.TupleGetItem):  # an item of an earlier op's tuple (batch_norm's)
+                operands = [value.tuple_value]
             refs = [param_ref.get(hash(o), op_ref.get(hash(o), NO_INPUT)) for o in operands]
             prim = ""
             if isinstance(value, relax.Call) and len(value.args) and isinstance(value.args[0], relax.GlobalVar):

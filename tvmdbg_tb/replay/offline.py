@@ -60,6 +60,30 @@ def _inputs(run: RunReader, op: pb.GraphOpCreation, source: pb.FusedGroupSource,
 
 def replay_recorded(run: RunReader, op: pb.GraphOpCreation, execution: int) -> pb.FusedOpReplay:
     """Replays kernel call (op, execution) from the dump; raises ReplayError saying why not."""
+    source, group, inputs, outputs = replay_values(run, op, execution)
+    record = pb.FusedOpReplay(
+        execution_index=execution,
+        op_id=op.op_id,
+        graph_id=op.graph_id,
+        kernel=op.kernel,
+        trigger="request",
+        first_nonfinite_op=-1,
+        note="replayed from the FULL_TENSOR dump",
+        matches_kernel=True,
+    )
+    record.inputs.extend(_summary(a) for a in inputs)
+    _fill_ops(record, group, outputs, lambda frames, user_index, node: pb.CodeLocation())
+    for entry, recorded in zip(record.ops, source.ops):
+        entry.op_type = recorded.op_type
+        entry.code_location.CopyFrom(recorded.code_location)
+    return record
+
+
+def replay_values(
+    run: RunReader, op: pb.GraphOpCreation, execution: int
+) -> tuple[pb.FusedGroupSource, FusedGroup, list[np.ndarray], list[list[np.ndarray]]]:
+    """(the kernel's recorded ops, the group, its inputs, every inner op's outputs) of kernel
+    call (op, execution) replayed from the dump; raises ReplayError saying why not."""
     import tvm
 
     source = run.fused_group_source(op.op_id)
@@ -79,20 +103,4 @@ def replay_recorded(run: RunReader, op: pb.GraphOpCreation, execution: int) -> p
         raise ReplayError(f"the recorded ops of {op.kernel} cannot be loaded: {error}") from None
     ops = [InnerOp(o.index, o.var_name, o.prim_func, list(o.input_refs), None) for o in source.ops]
     group = FusedGroup(op.kernel, ops, source.num_inputs, _module=module)
-    outputs = group.run(inputs)
-    record = pb.FusedOpReplay(
-        execution_index=execution,
-        op_id=op.op_id,
-        graph_id=op.graph_id,
-        kernel=op.kernel,
-        trigger="request",
-        first_nonfinite_op=-1,
-        note="replayed from the FULL_TENSOR dump",
-        matches_kernel=True,
-    )
-    record.inputs.extend(_summary(a) for a in inputs)
-    _fill_ops(record, group, outputs, lambda frames, user_index, node: pb.CodeLocation())
-    for entry, recorded in zip(record.ops, source.ops):
-        entry.op_type = recorded.op_type
-        entry.code_location.CopyFrom(recorded.code_location)
-    return record
+    return source, group, inputs, group.run(inputs)

@@ -33,6 +33,35 @@ interface CompareOp {
   stats_a?: Record<string, Num | string> | null;
   stats_b?: Record<string, Num | string> | null;
   origin?: boolean;
+  /** The fused kernel opened up: its first divergent Relax op (docs/compare.md). */
+  inner?: CompareInner | null;
+}
+
+interface InnerRow {
+  index: number;
+  op_type: string;
+  var_name: string;
+  location: Location | null;
+  status: "within" | "divergent" | "not_comparable";
+  reason?: string;
+  max_abs_error?: Num | null;
+  /** No counterpart in the other run, but it turned finite operands into NaN/Inf. */
+  made_nonfinite?: boolean;
+}
+
+interface CompareInner {
+  kernel_a: string | null;
+  kernel_b: string | null;
+  walked: "A" | "B";
+  replayed: string[];
+  status: "found" | "not_found" | "needs_values";
+  op: InnerRow | null;
+  /** The kernel whose ops are listed (a producer when the divergence came in through inputs). */
+  kernel: string;
+  ops: InnerRow[];
+  opened: { kernel: string }[];
+  reason: string;
+  suggestion: string | null;
 }
 
 interface CompareResult {
@@ -321,6 +350,7 @@ export class ComparePanel {
     setChildren(
       this.body,
       verdict,
+      this.renderInner(first?.inner ?? null),
       result.matched
         ? h(
             "div",
@@ -334,6 +364,64 @@ export class ComparePanel {
       result.suggestion ? h("div", { class: "muted small compare-suggestion" }, result.suggestion) : null,
     );
     this.revealSelection();
+  }
+
+  /** Inside the first divergent fused kernel: the Relax op where the error starts, each inner
+   * op's verdict (click one for its line), and which run(s) were replayed op by op. */
+  private renderInner(inner: CompareInner | null): HTMLElement | null {
+    if (!inner) return null;
+    const suggestion = inner.suggestion ? h("div", { class: "muted small compare-suggestion" }, inner.suggestion) : null;
+    if (inner.status === "needs_values") {
+      return h(
+        "div",
+        { class: "compare-inner", "data-testid": "compare-inner" },
+        `Inside the fused kernel: not replayed (${inner.reason})`,
+        suggestion,
+      );
+    }
+    const op = inner.op;
+    const replayed = inner.replayed.length ? inner.replayed.join(" and ") : "neither";
+    const show = (row: InnerRow) => {
+      if (row.location)
+        this.store.showFrame({
+          file_path: row.location.file_path,
+          file_index: -1,
+          line: row.location.line,
+          function: row.location.function,
+        });
+    };
+    return h(
+      "div",
+      { class: "compare-inner", "data-testid": "compare-inner" },
+      h(
+        "div",
+        { class: `compare-inner-head${op ? " divergent" : ""}` },
+        op ? `Inside the fused kernel: ${op.op_type} ${op.var_name} at ${where(op.location)}` : `Inside the fused kernel: ${inner.reason}`,
+        h(
+          "span",
+          { class: "muted small" },
+          ` (in ${inner.kernel}${inner.opened.length > 1 ? `, reached through the inputs of ${inner.opened[0].kernel}` : ""}; replayed op by op: ${replayed})`,
+        ),
+        op ? h("div", { class: "muted small" }, inner.reason) : null,
+      ),
+      h(
+        "ol",
+        { class: "compare-inner-ops small" },
+        inner.ops.map((row) =>
+          h(
+            "li",
+            {
+              class: `compare-inner-op ${row.status}${row.index === op?.index ? " origin" : ""}`,
+              onclick: () => show(row),
+              title: row.reason ?? "",
+            },
+            `${row.index === op?.index ? "★ " : ""}${row.op_type} ${row.var_name} · ${where(row.location)} · ${row.made_nonfinite ? "made NaN/Inf" : row.status}`,
+            row.max_abs_error !== undefined && row.max_abs_error !== null ? ` · max abs ${fmt(row.max_abs_error)}` : "",
+          ),
+        ),
+      ),
+      suggestion,
+    );
   }
 
   /** Every call pair's verdict; click one to show it (the shown one is marked). Many calls
