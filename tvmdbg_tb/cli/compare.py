@@ -103,6 +103,15 @@ def lines(result: dict, style: Style, all_calls: bool = False) -> list[str]:
     return out
 
 
+def _rewritten(row: dict) -> str:
+    """ " (ToMixedPrecision: relax.astype)" for an op a pass made in place of the user's, or
+    " (by ToMixedPrecision)" when it made the same op type; "" for the user's own op."""
+    if not row.get("rewritten_by"):
+        return ""
+    pass_name, _, made = row["rewritten_by"].partition(": ")
+    return f" (by {pass_name})" if made == row["op_type"] else f" ({row['rewritten_by']})"
+
+
 def inner_lines(inner: dict, style: Style) -> list[str]:
     """The fused kernel opened up (compare/inner.py): its first divergent Relax op, each inner
     op's verdict against the other run, and which run(s) were replayed."""
@@ -119,9 +128,11 @@ def inner_lines(inner: dict, style: Style) -> list[str]:
     else:
         at = f" at {where(op['location'])}" if op["location"] else ""
         error = "" if op["made_nonfinite"] else f", max abs error {_num(op.get('max_abs_error'))}"
+        made = _rewritten(op)
         head = (
             style(
-                f"  Inside {kernels}{via}: the first divergent Relax op is {op['op_type']} {op['var_name']}{at}", "red"
+                f"  Inside {kernels}{via}: the first divergent Relax op is {op['op_type']} {op['var_name']}{made}{at}",
+                "red",
             )
             + f" (in {inner['kernel']}): {inner['reason']}{error} (replayed op by op: {replayed})"
         )
@@ -129,7 +140,7 @@ def inner_lines(inner: dict, style: Style) -> list[str]:
         [
             ("*" if op is not None and r["index"] == op["index"] else "")
             + ("made NaN/Inf" if r.get("made_nonfinite") else r["status"]),
-            r["op_type"],
+            r["op_type"] + _rewritten(r),
             r["var_name"],
             (r.get("counterpart") or {}).get("op_name", "-"),
             where(r["location"], short=True, called_from=False),

@@ -95,8 +95,12 @@ class _Replays:
 
 
 def _recorded_to_original(recorded_ops, original_ops) -> list[int | None]:
-    """For each replayed op, the index of the same Relax op among the kernel's original ops
-    (by var name and op type, in order), or None."""
+    """For each replayed op, the index of the same Relax op among the kernel's original ops,
+    or None. Both list the fused function's bindings in order, so equal lengths pair by
+    position (ops a pass rewrote carry the user op's var name and type, not their own);
+    otherwise by var name and op type, in order."""
+    if len(recorded_ops) == len(original_ops):
+        return list(range(len(recorded_ops)))
     out: list[int | None] = []
     used: set[int] = set()
     for recorded in recorded_ops:
@@ -269,6 +273,8 @@ class _Opener:
                 "var_name": op.var_name,
                 "input_refs": [int(r) for r in op.input_refs],  # >= 0: an earlier inner op; < 0: kernel input -1-r
                 "location": identity.fused_ops[position]["location"] if position is not None else None,
+                # The pass that made this op in place of the user's, and what it made.
+                "rewritten_by": identity.fused_ops[position].get("rewritten_by") if position is not None else None,
                 "key": describe_key(key) if key is not None else None,
                 "nonfinite": _nonfinite(array),
             }

@@ -47,6 +47,14 @@ interface InnerRow {
   max_abs_error?: Num | null;
   /** No counterpart in the other run, but it turned finite operands into NaN/Inf. */
   made_nonfinite?: boolean;
+  /** The pass that made this op in place of the user's, and what it made ("ToMixedPrecision: relax.astype"). */
+  rewritten_by?: string | null;
+}
+
+/** " (ToMixedPrecision: relax.astype)" for an op a pass made of another type, "" otherwise. */
+function rewritten(row: InnerRow): string {
+  const made = row.rewritten_by?.split(": ")[1];
+  return row.rewritten_by && made !== row.op_type ? ` (${row.rewritten_by})` : "";
 }
 
 interface CompareInner {
@@ -382,13 +390,8 @@ export class ComparePanel {
     const op = inner.op;
     const replayed = inner.replayed.length ? inner.replayed.join(" and ") : "neither";
     const show = (row: InnerRow) => {
-      if (row.location)
-        this.store.showFrame({
-          file_path: row.location.file_path,
-          file_index: -1,
-          line: row.location.line,
-          function: row.location.function,
-        });
+      const loc = row.location;
+      if (hasLine(loc)) this.store.showFrame({ file_path: loc.file_path, file_index: -1, line: loc.line, function: loc.function });
     };
     return h(
       "div",
@@ -396,7 +399,9 @@ export class ComparePanel {
       h(
         "div",
         { class: `compare-inner-head${op ? " divergent" : ""}` },
-        op ? `Inside the fused kernel: ${op.op_type} ${op.var_name} at ${where(op.location)}` : `Inside the fused kernel: ${inner.reason}`,
+        op
+          ? `Inside the fused kernel: ${op.op_type} ${op.var_name}${rewritten(op)} at ${where(op.location)}`
+          : `Inside the fused kernel: ${inner.reason}`,
         h(
           "span",
           { class: "muted small" },
@@ -415,7 +420,7 @@ export class ComparePanel {
               onclick: () => show(row),
               title: row.reason ?? "",
             },
-            `${row.index === op?.index ? "★ " : ""}${row.op_type} ${row.var_name} · ${where(row.location)} · ${row.made_nonfinite ? "made NaN/Inf" : row.status}`,
+            `${row.index === op?.index ? "★ " : ""}${row.op_type} ${row.var_name}${rewritten(row)} · ${where(row.location)} · ${row.made_nonfinite ? "made NaN/Inf" : row.status}`,
             row.max_abs_error !== undefined && row.max_abs_error !== null ? ` · max abs ${fmt(row.max_abs_error)}` : "",
           ),
         ),
