@@ -301,7 +301,7 @@ def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> gra
     executable_id = uuid.uuid4().hex[:12]
     try:
         origins, by_name, by_operand, names = graphs.collect_origins(mod, REGISTRY, snapshots.fused is not None)
-        fused = graphs.fused_members(snapshots.fused, by_operand, snapshots.pre_fuse)
+        fused = graphs.fused_members(snapshots.fused, by_operand, snapshots.pre_fuse, origins)
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
         functions = graphs.extract_functions(sites_mod, origins, by_name, fused, names)
         note = "" if snapshots.sites is not None else "pipeline without CallTIRRewrite: sites from the input module"

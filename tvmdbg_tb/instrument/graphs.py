@@ -579,7 +579,9 @@ def _span_frames(value, function_name: str) -> tuple[list[Frame], int]:
 MemberKey = tuple[int, str]  # (hash of the original op's var, its name)
 
 
-def fused_members(fuse_snapshot, by_operand: ByOperand, pre_fuse=None) -> dict[object, list[MemberKey]]:
+def fused_members(
+    fuse_snapshot, by_operand: ByOperand, pre_fuse=None, known: dict | None = None
+) -> dict[object, list[MemberKey]]:
     """For each call of a fused (Primitive) function after FuseOps: its original ops, in
     order, by the hash of the call's binding var (which the later passes mostly keep: the
     kernel call site's var), by (calling function, fused function, k) for its k-th call, and
@@ -594,7 +596,9 @@ def fused_members(fuse_snapshot, by_operand: ByOperand, pre_fuse=None) -> dict[o
     the vars of a group's bindings except the last, which becomes a fresh var inside the
     fused function and at its call site; that last op is found among the original ops by
     its operands: group vars, or the fused function's parameters mapped to the call's
-    arguments (themselves mapped back when they are earlier groups' fresh outputs).
+    arguments (themselves mapped back when they are earlier groups' fresh outputs); so is a
+    call's last op whose var before FuseOps is not one of the original ops (known: the
+    original ops by var, collect_origins' first answer).
     """
     if fuse_snapshot is None:
         return {}
@@ -624,34 +628,37 @@ def fused_members(fuse_snapshot, by_operand: ByOperand, pre_fuse=None) -> dict[o
             group = table.group(value, inner, fresh, aliases) if table is not None else None
             call = (fname, name, calls[name])
             calls[name] += 1
-            if group is not None:
-                keys = [(var_hash, str(b.var.name)) for var_hash, b in zip(group, inner)]
-                fresh[hash(binding.var)] = group[-1] if isinstance(inner[-1].value, relax.Call) else hash(inner[-1].var)
-                members.setdefault(name, keys)
-                members[hash(binding.var)] = members[call] = keys
-                continue
             argument = {hash(p): a for p, a in zip(func.params, value.args)}
+            # This call's inner vars -> its original ops (the fused function's own vars are
+            # the first call's).
+            inner_ops = {hash(b.var): h for h, b in zip(group, inner)} if group is not None else {}
 
-            def original(var, argument=argument, fresh=fresh):
+            def original(var, argument=argument, fresh=fresh, inner_ops=inner_ops):
                 if hash(var) in argument:
                     var = argument[hash(var)]
-                return fresh.get(hash(var), hash(var)) if isinstance(var, relax.Var) else None
+                if not isinstance(var, relax.Var):
+                    return None
+                key = hash(var)
+                return inner_ops.get(key, fresh.get(key, key))
 
-            keys = [(hash(b.var), str(b.var.name)) for b in inner[:-1]]
+            keys = [(inner_ops.get(hash(b.var), hash(b.var)), str(b.var.name)) for b in inner[:-1]]
             last = inner[-1]
-            operands = {original(o) for o in _call_operands(last.value) if isinstance(o, relax.Var)} - {None}
-            claimed = {key for key, _ in keys}
-            candidates = [
-                var_hash
-                for operand in operands
-                for var_hash, needs in by_operand.get(operand, ())
-                if operands <= needs and var_hash not in claimed
-            ]
-            if candidates:
-                keys.append((candidates[0], str(last.var.name)))
-                fresh[hash(binding.var)] = candidates[0]
-            else:
-                keys.append((hash(last.var), str(last.var.name)))
+            last_key = inner_ops.get(hash(last.var))
+            if last_key is None or (known is not None and last_key not in known):
+                # The last op's var may be new before FuseOps already (a function's output var
+                # re-made by a pass): found among the original ops by its operands.
+                operands = {original(o) for o in _call_operands(last.value) if isinstance(o, relax.Var)} - {None}
+                claimed = {key for key, _ in keys}
+                candidates = [
+                    var_hash
+                    for operand in operands
+                    for var_hash, needs in by_operand.get(operand, ())
+                    if operands <= needs and var_hash not in claimed
+                ]
+                last_key = candidates[0] if candidates else (last_key or hash(last.var))
+            keys.append((last_key, str(last.var.name)))
+            if last_key != hash(last.var):
+                fresh[hash(binding.var)] = last_key
             members.setdefault(name, keys)
             members[hash(binding.var)] = members[call] = keys
     return members
