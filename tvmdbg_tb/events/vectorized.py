@@ -112,6 +112,24 @@ def scan(buf: bytes, base_offset: int, path: str, b: np.ndarray | None = None):
     return data_start - records.HEADER_SIZE + base_offset, data_start, np.concatenate(data_lengths), bad, consumed
 
 
+USABLE, CUT, DAMAGED = 0, 1, 2  # frames_at's states
+
+
+def frames_at(b: np.ndarray, pos: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data starts, data lengths, state) of the records starting at pos in b (padded, `size`
+    real bytes): USABLE, CUT (the record goes on past size) or DAMAGED (its length field's
+    CRC fails). For records already verified when they were indexed: their data CRC is not
+    taken again (scan()'s framing loop and CRCs cost as much as decoding the values)."""
+    pos = np.asarray(pos, dtype=np.int64)
+    header_in = pos + records.HEADER_SIZE <= size
+    at = np.where(header_in, pos, 0)
+    lengths = _fixed(b, at, "<u8").astype(np.int64)
+    crc_ok = _header_crcs_ok(b, at)
+    ends = at + records.HEADER_SIZE + lengths + records.FOOTER_SIZE
+    state = np.where(~header_in, CUT, np.where(~crc_ok | (lengths < 0), DAMAGED, np.where(ends > size, CUT, USABLE)))
+    return at + records.HEADER_SIZE, lengths, state
+
+
 def padded(buf: bytes) -> np.ndarray:
     """buf as uint8 with PAD zero bytes after it."""
     out = np.zeros(len(buf) + PAD, dtype=np.uint8)
