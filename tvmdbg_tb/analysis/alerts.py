@@ -379,8 +379,8 @@ def alerts(
     m = monitor(run)
     with run.lock:  # alert positions and the digests they index, from one state
         answer = _alerts(run, m, begin, end, alert_type)
-        answer["range_alerts"] = range_alerts(run, range_begin, range_end)
-        return answer
+    answer["range_alerts"] = range_alerts(run, range_begin, range_end)  # reads the file: not under run.lock
+    return answer
 
 
 def start_dropped(run: RunReader) -> bool:

@@ -75,11 +75,14 @@ class RangeMonitor:
     """The range alerts of one RunReader, brought up to date when asked (see range_alerts)."""
 
     def __init__(self, run: RunReader):
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # guards the state below
+        self._scan_lock = threading.Lock()  # one scan at a time (taken before run.lock)
+        self._generation = 0  # counts resets of the trace stream
         self._clear()
         run.add_observer(self)
 
     def _clear(self) -> None:
+        self._generation += 1
         self._done = 0  # trace positions already scanned
         self._last: dict[int, float] = {}  # packed (op, slot) -> abs-max at its latest call
         self._alerts: dict[tuple[int, str], _Alert] = {}  # (packed op output, kind) ->
@@ -90,11 +93,15 @@ class RangeMonitor:
                 self._clear()
 
     def scan(self, run: RunReader) -> None:
-        """Reads the statistics of the traces indexed since the last scan (hold run.lock)."""
-        with self._lock:
-            if run.metadata is None or run.metadata.tensor_debug_mode != pb.FULL_STATS:
-                return
-            digests = run.trace_digests()[self._done :]
+        """Reads the statistics of the traces indexed since the last scan. The trace file is
+        read without run.lock (other queries go on meanwhile); call it without holding it."""
+        with self._scan_lock:
+            with run.lock:
+                if run.metadata is None or run.metadata.tensor_debug_mode != pb.FULL_STATS:
+                    return
+                with self._lock:
+                    start, generation = self._done, self._generation
+                digests = run.trace_digests()[start:].copy()
             if not len(digests):
                 return
             values = np.full((len(digests), 2), np.nan)
@@ -103,10 +110,13 @@ class RangeMonitor:
                     values[positions] = rows[:, [_DTYPE, _ABS_MAX]]
             except OSError:
                 return  # the trace file is unreadable right now: try again at the next query
-            self._add(digests, values)
-            self._done += len(digests)
+            with self._lock:
+                if self._generation != generation:
+                    return  # the trace stream was reset meanwhile: these positions are gone
+                self._add(digests, values, start)
+                self._done = start + len(digests)
 
-    def _add(self, digests: np.ndarray, values: np.ndarray) -> None:
+    def _add(self, digests: np.ndarray, values: np.ndarray, start: int) -> None:
         codes = np.where(np.isfinite(values[:, 0]), values[:, 0], -1).astype(np.int64)
         known = (codes >= 0) & (codes < len(_MAX_BY_CODE))
         dtype_max = np.where(known, _MAX_BY_CODE[np.clip(codes, 0, len(_MAX_BY_CODE) - 1)], np.nan)
@@ -133,7 +143,7 @@ class RangeMonitor:
                 if found is None:
                     self._alerts[(key, kind)] = _Alert(
                         kind=kind,
-                        position=self._done + r,
+                        position=start + r,
                         op_id=key >> 16,
                         output_slot=int(digests["output_slot"][r]),
                         dtype=int(codes[r]),
@@ -185,22 +195,21 @@ def available(run: RunReader) -> bool:
     return run.metadata is not None and run.metadata.tensor_debug_mode == pb.FULL_STATS
 
 
-def _current(run: RunReader) -> list[_Alert]:
+def num_range_alerts(run: RunReader) -> int:
+    """The number of range alerts (call without holding run.lock: it may read the trace file)."""
     m = monitor(run)
     m.scan(run)
-    return m.alerts()
-
-
-def num_range_alerts(run: RunReader) -> int:
-    with run.lock:
-        return len(_current(run))
+    return len(m.alerts())
 
 
 def range_alerts(run: RunReader, begin: int = 0, end: int = -1) -> dict:
     """The `range_alerts` object of the `alerts` route (see docs/routes.md): alerts
-    [begin:end] (end=-1: all) in the order of their first calls; counts cover all."""
-    with run.lock:
-        found = _current(run)
+    [begin:end] (end=-1: all) in the order of their first calls; counts cover all. Call it
+    without holding run.lock: it may read the trace file."""
+    m = monitor(run)
+    m.scan(run)
+    with run.lock:  # the alerts and the digests their positions index, from one state
+        found = m.alerts()
         n = len(found)
         end = n if end < 0 else min(end, n)
         begin = min(max(begin, 0), end)
