@@ -2,10 +2,15 @@
 
 The dump holds the call's inputs (producer traces' and the execution's tensor values) and, per
 fused site, the unfused module (FusedGroupSource). The replay runs here, in the reading
-process, with the same TVM version; it never writes to the dump.
+process, with the same TVM version; it never writes to the dump. A recorded module is built
+once per process (a few recent ones are kept): comparing again, or another call of the same
+kernel, replays without building it again.
 """
 
 from __future__ import annotations
+
+import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -97,10 +102,38 @@ def replay_values(
             "which cannot load its compiled ops"
         )
     inputs = _inputs(run, op, source, execution)
+    group, lock = _group(op.kernel, source)
+    with lock:  # a VM runs one call at a time
+        return source, group, inputs, group.run(inputs)
+
+
+_GROUPS: OrderedDict[tuple, tuple[FusedGroup, threading.Lock]] = OrderedDict()
+_GROUPS_LOCK = threading.Lock()
+_MAX_GROUPS = 16
+
+
+def _group(kernel: str, source: pb.FusedGroupSource) -> tuple[FusedGroup, threading.Lock]:
+    """The replayable group of a recorded module (built on first use, then kept)."""
+    import tvm
+
+    key = (
+        kernel,
+        source.module_script,
+        tuple((o.index, o.var_name, o.prim_func, tuple(o.input_refs)) for o in source.ops),
+    )
+    with _GROUPS_LOCK:
+        found = _GROUPS.get(key)
+        if found is not None:
+            _GROUPS.move_to_end(key)
+            return found
     try:
         module = tvm.script.from_source(source.module_script)
     except Exception as error:
-        raise ReplayError(f"the recorded ops of {op.kernel} cannot be loaded: {error}") from None
+        raise ReplayError(f"the recorded ops of {kernel} cannot be loaded: {error}") from None
     ops = [InnerOp(o.index, o.var_name, o.prim_func, list(o.input_refs), None) for o in source.ops]
-    group = FusedGroup(op.kernel, ops, source.num_inputs, _module=module)
-    return source, group, inputs, group.run(inputs)
+    found = (FusedGroup(kernel, ops, source.num_inputs, _module=module), threading.Lock())
+    with _GROUPS_LOCK:
+        found = _GROUPS.setdefault(key, found)
+        while len(_GROUPS) > _MAX_GROUPS:
+            _GROUPS.popitem(last=False)
+    return found
