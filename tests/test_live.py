@@ -264,6 +264,51 @@ def test_pause_step_run_to_and_two_dashboards(live, tmp_path):
     assert status == 200 and hits["num_hits"] >= 1 and hits["hits"][0]["paused"] is True
 
 
+def test_the_paused_call_lists_its_kernels_so_far(live, tmp_path):
+    """A call's traces reach the dump when it returns; while it is paused, live/paused_call
+    lists the kernels it ran so far with their health, the paused one at call_row, and the
+    dump's rows of that call, once written, are the same."""
+    writer, model = live
+    dash = Dashboard(tmp_path)
+    status, answer = dash.get("live/paused_call")
+    assert status == 409 and "not paused" in answer["error"]
+    assert dash.post("live/watchpoints", {"condition": "nan_or_inf"})[0] == 200
+    thread = _in_thread(model.run)
+    pause = dash.wait_paused(1)["pause"]
+    status, call = dash.get("live/paused_call")
+    assert status == 200, call
+    rows = call["rows"]
+    assert call["pause_id"] == 1 and call["execution_index"] == pause["execution_index"]
+    assert call["num_traces"] == pause["call_traces"] == len(rows) == 2, rows  # subtract, then log
+    assert [r["call_position"] for r in rows] == [0, 1] and (call["begin"], call["end"]) == (0, 2)
+    paused = rows[pause["call_row"]]
+    assert paused["op_id"] == pause["op_id"] and paused["kernel"].endswith("log")
+    with np.errstate(all="ignore"):
+        expected = np.log(DIFF)
+    assert paused["nan"] == int(np.isnan(expected).sum()) > 0 and paused["nonfinite"] is True
+    assert rows[0]["kernel"].endswith("subtract") and rows[0]["nonfinite"] is False
+    assert rows[0]["summary"]["size"] == DIFF.size and rows[0]["position"] is None
+    status, dumped = dash.get("graph_execution/data", execution_index=pause["execution_index"])
+    assert status == 200 and dumped["graph_executions"] == []  # the call is not in the dump yet
+    status, one = dash.get("live/paused_call", begin=1, end=5)
+    assert status == 200 and [r["call_position"] for r in one["rows"]] == [1] and one["end"] == 2
+    for params, message in (({"begin": "x"}, "integer"), ({"begin": 2, "end": 1}, "must be -1 or >= begin")):
+        status, answer = dash.get("live/paused_call", **params)
+        assert status == 400 and message in answer["error"], answer
+    assert dash.post("live/command", {"action": "step", "pause_id": 1})[0] == 200
+    pause = dash.wait_paused(2)["pause"]
+    stepped = dash.get("live/paused_call")[1]["rows"]
+    assert pause["call_traces"] == len(stepped) == 3 and pause["call_row"] == 2
+    assert stepped[:2] == rows and stepped[2]["op_id"] == pause["op_id"]
+    assert dash.post("live/command", {"action": "continue", "pause_id": 2})[0] == 200
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    writer.flush()
+    dumped = dash.get("graph_execution/data", execution_index=pause["execution_index"])[1]["graph_executions"]
+    fields = ("op_id", "output_slot", "execution_index", "nan", "neg_inf", "pos_inf", "nonfinite", "debug_values")
+    assert [[r[f] for f in fields] for r in dumped[:3]] == [[r[f] for f in fields] for r in stepped]
+
+
 def test_resumes_after_timeout_without_a_dashboard(tmp_path):
     model = blockbuilder_planted("log")
     writer = tvmdbg.enable_dump_debug_info(

@@ -6,8 +6,9 @@ A real `tensorboard` process, the real demo (examples/debug_digits.py --debug --
 child process, and headless Chromium clicking the Live panel. The page is open before the
 program starts: its run is selected by itself; the pause is the current state of every panel
 (its call in the timeline, its op in the graph, its line in the source, its NaN in the
-alerts), on screen at 1440x900 and 1000x700; the header follows the program's exit within a
-few seconds; a watchpoint hit is a link to its kernel execution.
+alerts, and in the kernel list the paused call's kernels so far, before the dump holds them,
+the paused one selected), on screen at 1440x900 and 1000x700; the header follows the
+program's exit within a few seconds; a watchpoint hit is a link to its kernel execution.
 """
 
 from __future__ import annotations
@@ -143,6 +144,29 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
             line = frame.locator(f".source-panel .src-line.highlighted[data-line='{pause['source']['line']}']")
             assert_in_view(line, full=False)
             frame.locator("[data-testid=selected-op]", has_text=op_name).wait_for()
+            # The kernel list: the call's kernels so far follow the recorded ones, the paused one
+            # selected (its output's NaN in its health), though the dump holds none of them yet.
+            row = frame.locator(
+                f".executions-panel [data-testid=paused-trace].selected[data-call-position='{pause['call_row']}']"
+            )
+            assert_in_view(row, full=False)
+            assert row.get_attribute("data-op-name") == op_name
+            assert row.locator(".c-exec").inner_text() == str(pause["execution_index"])
+            assert "nonfinite" in row.get_attribute("class") and row.locator(".health-pill.bad").count() == 1
+            count = frame.locator(".executions-panel .count")
+            assert count.inner_text().endswith(f"+ {pause['call_traces']} of the paused call"), count.inner_text()
+        # The paused call's rows are rows like the others: the arrow keys move through them.
+        assert pause["call_row"] > 0, pause  # the demo's NaN is not its call's first kernel
+        frame.locator(".executions-panel .vlist").focus()
+        browser.page.keyboard.press("ArrowUp")
+        above = frame.locator(
+            f".executions-panel [data-testid=paused-trace].selected[data-call-position='{pause['call_row'] - 1}']"
+        )
+        assert_in_view(above, full=False)
+        above_op = above.get_attribute("data-op-name")
+        frame.locator(f".graph-panel .op-node.role-selected[data-op-name='{above_op}']").wait_for(timeout=10_000)
+        frame.locator("[data-testid=live-show-op]").click()  # back to the paused kernel
+        assert_in_view(frame.locator(f"[data-testid=paused-trace].selected[data-op-name='{op_name}']"), full=False)
         browser.page.set_viewport_size({"width": 1440, "height": 900})
         # A pause flushes the dump: the calls before it show without waiting for the next poll.
         calls = pause["execution_index"]
@@ -165,6 +189,16 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
         frame.locator("[data-testid=live-step]").click()
         status.filter(has_text=f"pause #{pause_number + 1}").wait_for(timeout=30_000)
         assert "step" in paused.inner_text()
+        stepped = tb.api(f"live/state?run={run}")["pause"]
+        if stepped["execution_index"] == pause["execution_index"]:  # a step inside the call: one more row
+            assert stepped["call_row"] > pause["call_row"], (stepped, pause)
+        assert_in_view(
+            frame.locator(
+                f"[data-testid=paused-trace].selected[data-call-position='{stepped['call_row']}']"
+                f"[data-op-name='{stepped['op_name']}']"
+            ),
+            full=False,
+        )
 
         frame.locator("[data-testid=live-continue]").click()
         assert demo.wait(timeout=180) == 0, out_path.read_text()

@@ -23,6 +23,7 @@ import numpy as np
 
 from tvmdbg_tb.instrument.session import KernelCall
 from tvmdbg_tb.instrument.summary import as_numpy, is_tensor
+from tvmdbg_tb.live import paused_call
 from tvmdbg_tb.live.watchpoints import (
     NAME_MATCH_SECONDS,
     SET_MATCH_SECONDS,
@@ -135,6 +136,8 @@ class LiveController:
         self._command: tuple[str, str | None] | None = None
         self._pause_gate = threading.Lock()  # one pause at a time when several threads run the VM
         self.finished = False
+        self._call_so_far = paused_call.CallSoFar()  # each thread's running call, kernel by kernel
+        self._paused_traces: list[pb.GraphExecutionTrace] = []  # the paused call's, while paused
 
     # -- watchpoints -----------------------------------------------------------------------
 
@@ -227,6 +230,7 @@ class LiveController:
             self._see([(op.op_name, op.kernel) for op in ops])
 
     def on_execution(self, execution, traces) -> None:
+        self._call_so_far.end()
         return None
 
     def close(self) -> None:
@@ -254,6 +258,8 @@ class LiveController:
                 if detail is not None:
                     hits.append((wp, slot, detail))
         execution_index = call.traces[0].execution_index if call.traces else -1
+        if call.traces:
+            self._call_so_far.add(execution_index, call.traces)
         reason = None
         if self.pause_requested:
             reason = "pause requested"
@@ -334,12 +340,18 @@ class LiveController:
             "original_ops": [{"op_type": o.op_type, "var_name": o.var_name} for o in info.origins] if info else [],
             "since": time.time(),
         }
+        # The call's kernel traces so far (the dump gets them when the call returns):
+        # live/paused_call lists them; call_row is the paused kernel's first (None: untraced).
+        traces = self._call_so_far.current()
+        state["call_traces"] = len(traces)
+        state["call_row"] = len(traces) - len(call.traces) if call.traces else None
         if self.writer is not None:
             self.writer.flush()  # the dump shows everything up to the pause
         with self._pause_gate, self._lock:
             self.pause_id += 1
             state["pause_id"] = self.pause_id
             self.paused = state
+            self._paused_traces = traces
             self.pause_requested = False
             self._command = None
             self.last_contact = time.monotonic()  # the timeout counts from the pause
@@ -359,6 +371,7 @@ class LiveController:
             action, target = self._command
             self._command = None
             self.paused = None
+            self._paused_traces = []
             self.mode = {"continue": RUN, "next_hit": NEXT_HIT, "step": STEP, "run_to": RUN_TO}[action]
             self.run_to = target
             self._lock.notify_all()
@@ -394,6 +407,22 @@ class LiveController:
                 "events": list(self.events)[-10:],
                 "finished": self.finished,
             }
+
+    def paused_call(self, begin: int = 0, end: int = -1) -> dict:
+        """The paused call's kernel traces so far, rows [begin, end) (see paused_call.page)."""
+        with self._lock:
+            if self.paused is None:
+                raise CommandError("the program is not paused; the paused call's kernels exist only during a pause")
+            pause, traces = self.paused, self._paused_traces
+        begin, end, rows = paused_call.page(traces, begin, end)
+        return {
+            "pause_id": pause["pause_id"],
+            "execution_index": pause["execution_index"],
+            "num_traces": len(traces),
+            "begin": begin,
+            "end": end,
+            "rows": rows,
+        }
 
     def command(self, action: str, pause_id: int | None = None, op_name: str | None = None) -> dict:
         """Applies a dashboard command; CommandError says why not (409 for a state conflict)."""

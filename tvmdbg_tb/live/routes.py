@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from urllib.parse import urlencode
 
 from tensorboard.backend import http_util
 from werkzeug import wrappers
@@ -79,6 +80,18 @@ def live_routes(resolve_run: Callable) -> dict:
         """POST {"id": int}: delete a watchpoint."""
         return relay(run.path, "POST", "/watchpoints/delete", _body(request))
 
+    def paused_call(request, run):
+        """The paused call's kernel traces so far, paged by begin/end like the list routes."""
+        params = {}
+        for name in ("begin", "end"):
+            text = request.args.get(name)
+            if text is not None:
+                try:
+                    params[name] = int(text)
+                except ValueError:
+                    raise ValueError(f"parameter {name!r} must be an integer, got {text[:30]!r}") from None
+        return relay(run.path, "GET", "/paused_call?" + urlencode(params))
+
     def hits(request, run):
         """The dump's watchpoint hits (kept after the program ends)."""
         with run.lock:
@@ -108,5 +121,6 @@ def live_routes(resolve_run: Callable) -> dict:
         "/live/keepalive": route(("POST",), keepalive),
         "/live/watchpoints": route(("GET", "POST"), watchpoints),
         "/live/watchpoints/delete": route(("POST",), delete),
+        "/live/paused_call": route(("GET",), paused_call),
         "/live/hits": route(("GET",), hits),
     }

@@ -18,6 +18,7 @@ import os
 import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 from tvmdbg_tb.live.channel import LIVE_FILE, MAX_BODY, TOKEN_HEADER, BodyError, parse_body
 from tvmdbg_tb.live.controller import CommandError, LiveController
@@ -77,6 +78,16 @@ def _string(body: dict, name: str, required: bool) -> str | None:
     return value
 
 
+def _query_integer(query: dict[str, list[str]], name: str, default: int) -> int:
+    values = query.get(name)
+    if not values:
+        return default
+    text = values[-1].strip()
+    if not text.lstrip("-").isdigit() or len(text) > 18:
+        raise ValueError(f"parameter {name!r} must be an integer, got {text[:30]!r}")
+    return int(text)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     timeout = 10  # seconds a client may take to send its request (a stalled one frees its thread)
@@ -122,10 +133,20 @@ class _Handler(BaseHTTPRequestHandler):
         if not self._authorised():
             return
         controller = self.server.controller
+        url = urlsplit(self.path)
         if self.path == "/state":
             self._answer(200, {"live": True, "pid": os.getpid(), **controller.state()})
         elif self.path == "/watchpoints":
             self._answer(200, {"watchpoints": controller.list_watchpoints()})
+        elif url.path == "/paused_call":
+            try:
+                query = parse_qs(url.query)
+                begin, end = (_query_integer(query, name, default) for name, default in (("begin", 0), ("end", -1)))
+                self._answer(200, controller.paused_call(begin, end))
+            except CommandError as error:
+                self._answer(error.status, {"error": str(error)})
+            except ValueError as error:
+                self._answer(400, {"error": str(error)})
         else:
             self._answer(404, {"error": f"no such live route: {self.path[:100]!r}"})
 

@@ -228,6 +228,25 @@ export interface TraceData {
   has_value: boolean;
 }
 
+/** A kernel trace of a live program's paused call (live/paused_call): the list's row shape,
+ * with no place in the dump yet (position, index and wall time are null) and its place in
+ * the call instead. */
+export type PausedTrace = Omit<TraceData, "position" | "index" | "wall_time"> & {
+  position: null;
+  index: null;
+  wall_time: null;
+  call_position: number;
+};
+
+export interface PausedCallPage {
+  pause_id: number;
+  execution_index: number;
+  num_traces: number;
+  begin: number;
+  end: number;
+  rows: PausedTrace[];
+}
+
 export interface TensorSpec {
   name: string;
   dtype: string;
@@ -512,6 +531,10 @@ export class Api {
   }
   opStats(run: string, opId: number, outputSlot = 0, maxPoints = 500) {
     return this.get<OpStats>("graph_execution/op_stats", { run, op_id: opId, output_slot: outputSlot, max_points: maxPoints });
+  }
+  /** The kernels a live program's paused call ran so far (not in the dump until it returns). */
+  pausedCall(run: string, begin: number, end: number) {
+    return this.get<PausedCallPage>("live/paused_call", { run, begin, end });
   }
   profile(run: string, graphId?: number) {
     return this.get<Profile>("profile", { run, graph_id: graphId });

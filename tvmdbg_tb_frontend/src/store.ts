@@ -27,6 +27,10 @@ export interface PauseInfo {
   /** Non-finite counts of the kernel's outputs, as the program sees them. */
   nonfinite: { slot: number; nan: number; negInf: number; posInf: number }[];
   source: { file_path: string; line: number; function: string } | null;
+  /** Kernel traces the paused call has so far (live/paused_call lists them), and the paused
+   * kernel's first among them (null: the kernel is not traced). */
+  callTraces: number;
+  callRow: number | null;
 }
 
 /** graph_execution/data's page limit. */
@@ -56,6 +60,9 @@ export class Store {
    * monotonic index (what identifies it while a circular buffer shifts positions). */
   executionPosition: number | null = null;
   executionIndex: number | null = null;
+  /** The selected trace of the paused call (its place in live/paused_call), when the selection
+   * is a kernel the dump does not hold yet; tracePosition is null then. */
+  pausedRow: number | null = null;
   errors: { when: number; message: string }[] = [];
   /** Execution indices with a NaN/Inf alert (among the alerts loaded), for timeline markers. */
   alertExecutions = new Set<number>();
@@ -222,6 +229,11 @@ export class Store {
     const changed = (pause?.pauseId ?? null) !== (this.pause?.pauseId ?? null);
     this.pause = pause;
     if (!changed) return;
+    if (this.pausedRow !== null) {
+      // The paused call's rows belong to the pause that ended (the dump holds them once the call returns).
+      this.pausedRow = null;
+      this.emit("trace");
+    }
     this.emit("pause");
     if (pause) {
       void this.goToPause(pause);
@@ -240,6 +252,7 @@ export class Store {
       const own = page.graph_executions.filter((t) => t.op_id === pause.opId);
       const latest = own.length ? own[own.length - 1] : undefined;
       if (latest) await this.selectTrace(latest.position, latest.index);
+      else if (pause.callRow !== null) await this.selectPausedTrace(pause.callRow, pause.opId);
       else await this.selectOp(pause.opId);
       if (this.pause === pause && pause.source)
         this.showFrame({ file_path: pause.source.file_path, file_index: -1, line: pause.source.line, function: pause.source.function });
@@ -265,6 +278,7 @@ export class Store {
     this.frame = null;
     this.executionPosition = null;
     this.executionIndex = null;
+    this.pausedRow = null;
     this.emit("run");
     this.emit("trace");
     this.emit("op");
@@ -281,6 +295,7 @@ export class Store {
     if (run === null) return;
     const seq = ++this.seq;
     this.tracePosition = position;
+    this.pausedRow = null;
     this.emit("trace");
     try {
       let trace = await this.traceAt(run, position);
@@ -338,6 +353,24 @@ export class Store {
     const seq = ++this.seq;
     this.tracePosition = null;
     this.trace = null;
+    this.pausedRow = null;
+    this.emit("trace");
+    try {
+      await this.loadOp(seq, run, opId);
+    } catch (err) {
+      if (seq === this.seq) this.reportError(err);
+    }
+  }
+
+  /** Selects a kernel trace of the paused call (row `row` of live/paused_call, of op `opId`):
+   * the dump does not hold it yet, so the kernel list marks it and the other panels show its op. */
+  async selectPausedTrace(row: number, opId: number): Promise<void> {
+    const run = this.run;
+    if (run === null || this.pause === null) return;
+    const seq = ++this.seq;
+    this.tracePosition = null;
+    this.trace = null;
+    this.pausedRow = row;
     this.emit("trace");
     try {
       await this.loadOp(seq, run, opId);

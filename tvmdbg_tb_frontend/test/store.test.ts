@@ -104,6 +104,58 @@ describe("Store", () => {
   });
 });
 
+describe("Store during a live pause", () => {
+  const pause = (pauseId: number, callRow: number | null) => ({
+    pauseId,
+    opId: 3,
+    graphId: 0,
+    opName: "lv3",
+    kernel: "log",
+    functionName: "main",
+    executionIndex: 4,
+    reason: "step",
+    nonfinite: [],
+    source: null,
+    callTraces: 2,
+    callRow,
+  });
+
+  it("selects the paused kernel among its call's rows, which the dump does not hold yet", async () => {
+    const api = { traces: async () => ({ graph_executions: [] }), opInfo: async () => op(3, []) } as unknown as Api;
+    const s = new Store(api);
+    s.run = "r";
+    const seen: number[] = [];
+    s.on("trace", () => seen.push(s.pausedRow ?? -1));
+    s.setPause(pause(1, 1));
+    await new Promise((r) => setTimeout(r, 0));
+    assert.equal(s.pausedRow, 1);
+    assert.equal(s.tracePosition, null);
+    assert.equal(s.op?.op_id, 3);
+    assert.ok(seen.includes(1));
+    s.setPause(null); // resumed: the row is the dump's once the call returns
+    assert.equal(s.pausedRow, null);
+    s.setPause(pause(2, null)); // an untraced kernel: its op only
+    await new Promise((r) => setTimeout(r, 0));
+    assert.equal(s.pausedRow, null);
+    assert.equal(s.op?.op_id, 3);
+  });
+
+  it("a recorded kernel selected elsewhere replaces the paused row", async () => {
+    const api = {
+      traces: async (_run: string, begin: number) => ({ graph_executions: [trace(begin, 3)] }),
+      opInfo: async () => op(3, []),
+    } as unknown as Api;
+    const s = new Store(api);
+    s.run = "r";
+    s.pause = pause(1, 0);
+    await s.selectPausedTrace(0, 3);
+    assert.equal(s.pausedRow, 0);
+    await s.selectTrace(5);
+    assert.equal(s.pausedRow, null);
+    assert.equal(s.tracePosition, 5);
+  });
+});
+
 describe("Store with a circular buffer", () => {
   const rows = (start: number) => ({
     traces: async (_run: string, begin: number) => ({ graph_executions: [{ ...trace(begin, 1), index: start + begin }] }),

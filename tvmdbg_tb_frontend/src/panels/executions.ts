@@ -2,9 +2,11 @@
  * Graph executions: every kernel execution, in a virtual list that stays usable at millions of
  * rows (ScrollMap keeps the scroll element below the browser's height limit), with "go to
  * index", a filter by op name (the op's own executions, paged by the backend) and "non-finite
- * only" (the run's alerts). Whatever is selected elsewhere is brought into view here.
+ * only" (the run's alerts). Whatever is selected elsewhere is brought into view here. While a
+ * live program is paused, the kernels its call ran so far (not in the dump until the call
+ * returns) follow the recorded ones, the paused kernel selected.
  */
-import type { Alert, Op, TraceData } from "../api";
+import { ApiError, type Alert, type Op, type PausedTrace, type TraceData } from "../api";
 import { h, setChildren } from "../dom";
 import { formatCount, formatShape, healthOf, parseIndex, plural } from "../format";
 import { Pager } from "../pager";
@@ -29,6 +31,9 @@ export class ExecutionsPanel {
   private readonly gotoInput: HTMLInputElement;
   private readonly gotoMessage: HTMLElement;
   private pager: Pager<TraceData>;
+  /** The paused call's kernel traces so far (live/paused_call), for the pause `pausedFor`. */
+  private readonly paused: Pager<PausedTrace>;
+  private pausedFor: number | null = null;
   private mode: ListMode = "all";
   /** Filter: the op whose executions are listed (mode "op"). */
   private filterOp: Op | null = null;
@@ -48,6 +53,7 @@ export class ExecutionsPanel {
 
   constructor(private readonly store: Store) {
     this.pager = this.makePager();
+    this.paused = this.makePausedPager();
     this.countEl = h("span", { class: "muted count" });
     this.filterInput = h("input", {
       type: "search",
@@ -137,6 +143,42 @@ export class ExecutionsPanel {
     store.on("runs", () => this.onRunsUpdate());
     store.on("trace", () => this.onSelection());
     store.on("alerts", () => this.openOnFirstBad());
+    store.on("pause", () => this.onPause());
+  }
+
+  /** A new pause (or none): its call's rows so far replace the previous pause's. */
+  private onPause(): void {
+    const pause = this.store.pause;
+    this.pausedFor = pause?.pauseId ?? null;
+    this.paused.reset(pause?.callTraces ?? 0);
+    this.relayout();
+  }
+
+  private makePausedPager(): Pager<PausedTrace> {
+    return new Pager<PausedTrace>(async (begin, end) => {
+      const run = this.store.run;
+      const pause = this.store.pause;
+      if (run === null || pause === null) return [];
+      try {
+        const page = await this.store.api.pausedCall(run, begin, end);
+        return page.pause_id === pause.pauseId ? page.rows : [];
+      } catch (err) {
+        // The program resumed (409) or ended (404) meanwhile: its call is the dump's now.
+        if (err instanceof ApiError && (err.status === 409 || err.status === 404)) return [];
+        throw err;
+      }
+    }, 200);
+  }
+
+  /** Rows of the paused call shown after the recorded ones (the whole list only). */
+  private get pausedShown(): number {
+    const pause = this.store.pause;
+    return this.mode === "all" && pause !== null && this.pausedFor === pause.pauseId ? this.paused.total : 0;
+  }
+
+  /** Rows in the list: the recorded ones, then the paused call's. */
+  private get rowCount(): number {
+    return this.total + this.pausedShown;
   }
 
   /** A run with alerts opens the list on its first bad kernel execution (the first origin
@@ -181,6 +223,8 @@ export class ExecutionsPanel {
     this.ops = [];
     this.firstIndex = null;
     this.openedOnFirstBad = false;
+    this.pausedFor = null;
+    this.paused.reset(0);
     this.sayGoto("");
     setChildren(this.filterInfo);
     this.pager.reset(this.store.runInfo?.num_traces ?? 0);
@@ -232,6 +276,8 @@ export class ExecutionsPanel {
     if (total !== this.pager.total) {
       this.pager.grow(total);
       this.relayout();
+      // The paused call's rows follow the recorded ones, which just grew: keep the selection in view.
+      if (this.store.pausedRow !== null) this.revealSelection();
     } else this.render();
   }
 
@@ -337,7 +383,19 @@ export class ExecutionsPanel {
       return;
     }
     this.sayGoto("");
+    await this.selectRow(row);
+  }
+
+  /** Scrolls to a row of the list (a recorded one, or one of the paused call) and selects it. */
+  private async selectRow(row: number): Promise<void> {
     this.scrollToRow(row);
+    if (row >= this.total) {
+      const k = row - this.total;
+      await this.paused.ensure(k, k + 1).catch((err) => this.store.reportError(err));
+      const t = this.paused.get(k);
+      if (t) void this.store.selectPausedTrace(t.call_position, t.op_id);
+      return;
+    }
     await this.pager.ensure(row, row + 1).catch((err) => this.store.reportError(err));
     const trace = this.pager.get(row);
     if (trace) void this.store.selectTrace(trace.position, trace.index);
@@ -349,6 +407,14 @@ export class ExecutionsPanel {
   }
 
   private onSelection(): void {
+    if (this.store.pausedRow !== null && this.mode !== "all") {
+      // The paused kernel is listed with its call's rows, after the recorded ones: the whole list.
+      this.filterInput.value = "";
+      this.pinned = null;
+      setChildren(this.filterInfo);
+      void this.setMode("all", null);
+      return;
+    }
     const trace = this.store.trace;
     if (this.mode === "op" && trace && trace.op_id !== this.filterOp?.op_id) {
       // Another op was selected elsewhere: the filter no longer fits it, the whole list does.
@@ -362,6 +428,8 @@ export class ExecutionsPanel {
 
   /** Brings the selected kernel execution's row into view, in whatever the list shows. */
   private revealSelection(): void {
+    const pausedRow = this.store.pausedRow;
+    if (pausedRow !== null && pausedRow < this.pausedShown) return this.scrollToRow(this.total + pausedRow);
     const pos = this.store.tracePosition;
     if (pos === null) return this.render();
     if (this.mode === "all") return this.scrollToRow(pos);
@@ -393,12 +461,14 @@ export class ExecutionsPanel {
     if (e.key !== "ArrowDown" && e.key !== "ArrowUp") return;
     e.preventDefault();
     const current = this.rowOfSelection() ?? -1;
-    const next = Math.min(this.total - 1, Math.max(0, current + (e.key === "ArrowDown" ? 1 : -1)));
-    void this.goTo(String(next));
+    const next = Math.min(this.rowCount - 1, Math.max(0, current + (e.key === "ArrowDown" ? 1 : -1)));
+    if (next >= 0) void this.selectRow(next);
   }
 
   /** Row of the selected trace in the current list, when it is known. */
   private rowOfSelection(): number | null {
+    const pausedRow = this.store.pausedRow;
+    if (pausedRow !== null) return pausedRow < this.pausedShown ? this.total + pausedRow : null;
     const pos = this.store.tracePosition;
     if (pos === null) return null;
     if (this.mode === "all") return pos;
@@ -414,7 +484,7 @@ export class ExecutionsPanel {
    * in view where they were (at scale, the same scrollTop would show other rows). */
   private relayout(): void {
     const contentTop = this.map.contentTopFor(this.scroller.scrollTop);
-    this.map = new ScrollMap(this.total, ROW_HEIGHT, this.scroller.clientHeight);
+    this.map = new ScrollMap(this.rowCount, ROW_HEIGHT, this.scroller.clientHeight);
     // The sticky window takes one viewport of the scroll height; the spacer adds the rest.
     this.spacer.style.height = `${Math.max(0, this.map.spacerHeight - this.scroller.clientHeight)}px`;
     const scrollTop = this.map.scrollTopForContent(contentTop);
@@ -426,7 +496,7 @@ export class ExecutionsPanel {
           ? `${plural(this.total, "non-finite kernel execution")}`
           : this.mode === "none"
             ? "no match"
-            : plural(this.total, "kernel execution");
+            : plural(this.total, "kernel execution") + (this.pausedShown ? ` + ${formatCount(this.pausedShown)} of the paused call` : "");
     this.render();
   }
 
@@ -443,9 +513,16 @@ export class ExecutionsPanel {
     this.windowEl.style.height = `${this.scroller.clientHeight}px`;
     const rows: HTMLElement[] = [];
     let toLoad = false;
+    let pausedToLoad = false;
     for (let i = w.first; i < w.end; i++) {
-      const t = this.pager.get(i);
       const top = w.offsetPx + (i - w.first) * ROW_HEIGHT;
+      if (i >= this.total) {
+        const p = this.paused.get(i - this.total);
+        if (!p && !this.paused.hasPage(i - this.total)) pausedToLoad = true;
+        rows.push(this.pausedRowEl(i, top, p));
+        continue;
+      }
+      const t = this.pager.get(i);
       if (!t) {
         // A row of a page being fetched shows "loading…"; a page that came back short (the
         // list shrank: a circular buffer, a live count ahead of the data) shows the gap and
@@ -497,7 +574,7 @@ export class ExecutionsPanel {
       );
     }
     setChildren(this.windowEl, rows);
-    if (this.total === 0)
+    if (this.rowCount === 0)
       setChildren(
         this.windowEl,
         h(
@@ -515,12 +592,58 @@ export class ExecutionsPanel {
     if (toLoad) {
       const run = this.store.run;
       this.pager
-        .ensure(w.first, w.end)
+        .ensure(w.first, Math.min(w.end, this.total))
         .then(() => {
           if (this.store.run === run) this.schedule();
         })
         .catch((err) => this.store.reportError(err));
     }
+    if (pausedToLoad) {
+      const pause = this.store.pause;
+      this.paused
+        .ensure(Math.max(0, w.first - this.total), w.end - this.total)
+        .then(() => {
+          if (this.store.pause === pause) this.schedule();
+        })
+        .catch((err) => this.store.reportError(err));
+    }
+  }
+
+  /** A row of the paused call: a kernel that ran, listed before the dump holds it. */
+  private pausedRowEl(i: number, top: number, t: PausedTrace | undefined): HTMLElement {
+    if (!t)
+      return h(
+        "div",
+        { class: "vlist-row loading in-progress", style: { top: `${top}px` } },
+        h("span", { class: "c-idx" }, String(i)),
+        h("span", { class: "muted" }, this.paused.hasPage(i - this.total) ? "the program moved on" : "loading…"),
+      );
+    const selected = this.store.pausedRow === t.call_position;
+    const tensor = t.dtype ? `${t.dtype} ${formatShape(t.shape)}` : "";
+    return h(
+      "div",
+      {
+        class: `vlist-row in-progress${selected ? " selected" : ""}${t.nonfinite ? " nonfinite" : ""}${t.has_error ? " errored" : ""}`,
+        style: { top: `${top}px` },
+        title: "in the paused call: the dump holds it once the call returns",
+        "data-row": String(i),
+        "data-call-position": String(t.call_position),
+        "data-op-name": t.op_name,
+        "data-testid": "paused-trace",
+        "aria-selected": String(selected),
+        onclick: () => void this.store.selectPausedTrace(t.call_position, t.op_id),
+      },
+      h("span", { class: "c-idx" }, String(i)),
+      h("span", { class: "c-op", title: t.op_name }, t.op_name, t.output_slot ? h("span", { class: "muted" }, `:${t.output_slot}`) : null),
+      h("span", { class: "c-kernel", title: t.kernel }, t.kernel),
+      h("span", { class: "c-exec muted" }, String(t.execution_index)),
+      h("span", { class: "c-tensor", title: t.dtype ? `${tensor} (rank ${t.shape.length})` : "" }, tensor),
+      h(
+        "span",
+        { class: "c-health" },
+        t.has_error ? h("span", { class: "error-text", title: t.error }, "error") : healthPill(healthOf(t), true),
+      ),
+    );
   }
 }
 

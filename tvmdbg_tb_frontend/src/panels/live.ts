@@ -48,6 +48,8 @@ interface Pause {
   outputs: TensorView[];
   source: { file_path: string; line: number; function: string; text: string; op_type: string } | null;
   original_ops: { op_type: string; var_name: string }[];
+  call_traces?: number;
+  call_row?: number | null;
 }
 
 interface Watchpoint {
@@ -426,5 +428,7 @@ function pauseInfo(p: Pause): PauseInfo {
       posInf: t.health?.pos_inf ?? 0,
     })),
     source: p.source ? { file_path: p.source.file_path, line: p.source.line, function: p.source.function } : null,
+    callTraces: p.call_traces ?? 0,
+    callRow: p.call_row ?? null,
   };
 }
