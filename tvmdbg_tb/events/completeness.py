@@ -9,7 +9,8 @@ not missing: its RecordsDropped records say where and how much (`dropped`).
 
 Whether the writer is gone (so that an incomplete last record is a cut tail, not a record
 being written) is decided by, in order: a RunEnd record; the writing process (host_name,
-pid in DebugMetadata) no longer alive on this host; or, for a run written on another host,
+pid in DebugMetadata) no longer alive on this host, once the reader has read what it wrote
+(it may have closed the dump just before it exited); or, for a run written on another host,
 no file of the run grown for STALE_AFTER_SECONDS.
 """
 
@@ -177,7 +178,9 @@ def assess(run, now: float | None = None) -> Completeness:
     if end is not None:
         gone = True
     elif alive is not None:
-        gone = not alive
+        # A writer that just closed its dump and exited: its last records (the RunEnd) are
+        # not read yet, so it is not known to have ended without one.
+        gone = not alive and not _grown_since_read(tails)
     else:
         gone = now - _last_growth(paths) > STALE_AFTER_SECONDS
     problems: list[Problem] = []
@@ -195,7 +198,7 @@ def assess(run, now: float | None = None) -> Completeness:
                     damaged[0].offset,
                 )
             )
-        elif gone or os.path.exists(meta_path) or executions.size or traces.size:
+        elif gone or executions.size or traces.size or _tried(meta_path, layout.METADATA, tails, stream_errors):
             problems.append(
                 Problem(
                     "metadata_missing",
@@ -394,6 +397,23 @@ def assess(run, now: float | None = None) -> Completeness:
     else:
         ended = "not closed" if gone else "running"
     return Completeness(state, ended, alive, problems, {s: n for s, n in dropped.items() if n}, notes)
+
+
+def _grown_since_read(tails: list[tuple[str, int, int]]) -> bool:
+    """Whether a file has grown (or was replaced) since the reader last read it."""
+    for path, _, size in tails:
+        try:
+            if os.stat(path).st_size != size:
+                return True
+        except OSError:  # gone: nothing more to read there
+            pass
+    return False
+
+
+def _tried(path: str, stream: str, tails, stream_errors) -> bool:
+    """Whether the reader has looked at a file yet (opened it, or failed to): one it has not
+    looked at is not known to lack its records."""
+    return stream in stream_errors or any(tail[0] == path for tail in tails)
 
 
 def _newest_stretch(drops: list[tuple[int, int, int]]) -> int:

@@ -19,6 +19,11 @@ EXECUTION = "execution"
 GRAPH_EXECUTION_TRACES = "graph_execution_traces"
 
 STREAMS = (METADATA, SOURCE_FILES, STACK_FRAMES, GRAPHS, EXECUTION, GRAPH_EXECUTION_TRACES)
+# The order the writer moves records to their files: what a record refers to is on disk
+# before the record (a frame's source file, an op's frames, a trace's op, a call's traces
+# before its Execution). A reader that takes the files' sizes in the reverse order and reads
+# them in this one never shows a record whose references are not read (events/reader.py).
+WRITE_ORDER = (METADATA, SOURCE_FILES, STACK_FRAMES, GRAPHS, GRAPH_EXECUTION_TRACES, EXECUTION)
 # Streams held in the circular buffer; the others are kept whole.
 RING_STREAMS = (EXECUTION, GRAPH_EXECUTION_TRACES)
 

@@ -111,6 +111,8 @@ class _RecordFileReader:
         self.size = 0
         self._reported: set[int] = set()
         self._checked: tuple[int, int] | None = None  # (offset, size) scanned without progress
+        self._pinned: tuple[bool, int] | None = None  # (reset, size) the next poll reads to
+        self._rewound = False
 
     def poll(self) -> tuple[bool, list[tuple[int, bytes]], list[records.Corruption]]:
         """(reset, [(offset, serialized event)], corruptions) for what is new in the file."""
@@ -126,24 +128,23 @@ class _RecordFileReader:
         corruptions) per chunk of what is new in the file, so that a large file is indexed one
         bounded chunk at a time. The read position advances before each yield.
 
-        Raises UnreadableStreamError for anything but a regular file (never opened: a FIFO
-        would block). A stretch that holds no whole record (a record being written, or a
-        damaged tail) is scanned once per size of the file, not on every poll."""
-        reset = False
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return
-        if not stat.S_ISREG(st.st_mode):
-            raise UnreadableStreamError(f"{self.path} is not a regular file ({_file_kind(st.st_mode)})")
-        identity = (st.st_dev, st.st_ino)
-        if identity != self.inode or st.st_size < self.offset:
-            reset = self.inode is not None
-            self._reopen(identity)
+        Reads to the size pin() saw, or else to the file's size now. Raises
+        UnreadableStreamError for anything but a regular file (never opened: a FIFO would
+        block). A stretch that holds no whole record (a record being written, or a damaged
+        tail) is scanned once per size of the file, not on every poll."""
+        pinned, self._pinned = self._pinned, None
+        if pinned is None:
+            pinned = self._current()
+            if pinned is None:
+                return
+        reset, size = pinned
+        reset, self._rewound = reset or self._rewound, False
+        self.size = size
+        empty = np.zeros(0, np.int64)
         while True:
-            size = os.fstat(self.fd).st_size
-            self.size = size
             if size <= self.offset or self._checked == (self.offset, size):
+                if reset:  # a file replaced by one with nothing new to read
+                    yield reset, (b"", empty, empty, empty, None), []
                 break
             want = min(size - self.offset, _READ_CHUNK)
             buf = os.pread(self.fd, want, self.offset)
@@ -152,7 +153,6 @@ class _RecordFileReader:
             bad = [item for item in found if self._new_damage(item)]
             if consumed == 0:
                 step = self._past_a_stuck_record(buf, size)
-                empty = np.zeros(0, np.int64)
                 if step is None:
                     if bad or reset:
                         yield reset, (b"", empty, empty, empty, None), bad
@@ -171,6 +171,34 @@ class _RecordFileReader:
             reset = False
             if want < _READ_CHUNK:
                 break
+
+    def pin(self) -> None:
+        """Fixes what the next poll_batches reads: the file as it is now (reopened if it was
+        replaced), to its size now, whatever is appended meanwhile. Raises as poll_batches."""
+        self._pinned = self._current()
+
+    def rewind(self) -> None:
+        """Makes the next poll read the file again from its start, as a reset (damage already
+        reported is not reported again)."""
+        self.offset = 0
+        self._checked = None
+        self._rewound = True
+
+    def _current(self) -> tuple[bool, int] | None:
+        """(reset, size): the file at this path opened (reopened when replaced or shrunk,
+        reset then True) and its size; None when there is no file."""
+        reset = False
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableStreamError(f"{self.path} is not a regular file ({_file_kind(st.st_mode)})")
+        identity = (st.st_dev, st.st_ino)
+        if identity != self.inode or st.st_size < self.offset:
+            reset = self.inode is not None
+            self._reopen(identity)
+        return reset, os.fstat(self.fd).st_size
 
     def _new_damage(self, item: records.Corruption) -> bool:
         if item.offset in self._reported:
@@ -282,6 +310,9 @@ class RunReader:
         self.metadata_wall_time: float | None = None
         # How the writer ended the dump (None while it runs, or if it never could say).
         self.run_end: pb.RunEnd | None = None
+        self._run_end_read: pb.RunEnd | None = None
+        # Damage already reported, while the execution file is read again (see _update_digests).
+        self._reread_damage: set[tuple[str, int, str]] | None = None
         # Streams that could not be read, and why (the others are still read).
         self.stream_errors: dict[str, str] = {}
         self._completeness: tuple | None = None  # (state key, when, Completeness)
@@ -319,17 +350,32 @@ class RunReader:
         """Reads what was appended since the last update; returns new records per stream.
 
         The run lock is held per chunk, not for the whole update: while a large dump is
-        indexed, queries answer from the chunks indexed so far (with their alerts)."""
+        indexed, queries answer from the chunks indexed so far (with their alerts). What they
+        see is whole all the same: the metadata is read first (the run key), then the other
+        files' sizes are taken in the reverse of layout.WRITE_ORDER and the files read to
+        those sizes in that order, so that a call is shown only once its traces are, a trace
+        once its op is; a RunEnd read is shown last, once everything written before it is."""
         with self._update_lock:
-            counts = {}
-            for stream in layout.STREAMS:
-                counts[stream] = 0
-                try:  # one unreadable stream must not hide the others
-                    counts[stream] = self._update_stream(stream)
-                    self.stream_errors.pop(stream, None)
-                except OSError as error:
-                    self.stream_errors[stream] = str(error) if isinstance(error, UnreadableStreamError) else repr(error)
+            counts = dict.fromkeys(layout.STREAMS, 0)
+            self._read_stream(layout.METADATA, counts)
+            for stream in reversed(layout.WRITE_ORDER[1:]):
+                try:
+                    self._files[stream].pin()
+                except OSError:
+                    pass  # said by _read_stream, which tries again
+            for stream in layout.WRITE_ORDER[1:]:
+                self._read_stream(stream, counts)
+            if self._run_end_read is not None:
+                with self._lock:
+                    self.run_end = self._run_end_read
             return counts
+
+    def _read_stream(self, stream: str, counts: dict[str, int]) -> None:
+        try:  # one unreadable stream must not hide the others
+            counts[stream] = self._update_stream(stream)
+            self.stream_errors.pop(stream, None)
+        except OSError as error:
+            self.stream_errors[stream] = str(error) if isinstance(error, UnreadableStreamError) else repr(error)
 
     def _update_stream(self, stream: str) -> int:
         if stream in (layout.EXECUTION, layout.GRAPH_EXECUTION_TRACES):
@@ -429,20 +475,26 @@ class RunReader:
             with self._lock:  # a reset reopens the file: old rows must go at the same time
                 item = next(batches, None)
                 if item is None:
+                    if stream == layout.EXECUTION:
+                        self._reread_damage = None
                     return new
                 reset, (buf, offsets, starts, lengths, padded), bad = item
-                self.corruptions.extend(bad)
+                self.corruptions.extend(self._not_reported(stream, bad))
                 if reset:
-                    table.clear()
-                    self._orders[stream].reset()
-                    self._ring_drops[stream] = []
-                    self._notify(stream, 0, True)
+                    self._clear_digests(stream)
+                    if stream == layout.GRAPH_EXECUTION_TRACES and self._executions.size:
+                        # Re-read after the traces (a large ring file takes several chunks):
+                        # no call is shown while its traces are being read again.
+                        self._clear_digests(layout.EXECUTION)
+                        self._files[layout.EXECUTION].rewind()
+                        self._reread_damage = {(c.path, c.offset, c.reason) for c in self.corruptions}
             if not len(offsets):
                 continue
             chunk = rows_of(buf, offsets, starts, lengths, vectorized.padded(buf) if padded is None else padded)
             rows, drops, damaged = self._placed(stream, offsets, lengths, chunk)
             # Reserve for the whole file at once (records so far scaled by the bytes left).
             expected = int((table.size + len(rows)) * reader.size / max(reader.offset, 1) * 1.01) + 1024
+            damaged = self._not_reported(stream, damaged)
             with self._lock:
                 self.corruptions.extend(damaged)
                 start = table.size
@@ -475,6 +527,19 @@ class RunReader:
                 executions = (e, e)
             damaged.append(m.corruption(order.path, executions))
         return rows[candidates[in_order]], found, damaged
+
+    def _not_reported(self, stream: str, damaged: list[records.Corruption]) -> list[records.Corruption]:
+        """Damage but what was reported when the execution file was read the first time."""
+        if stream != layout.EXECUTION or not self._reread_damage:
+            return damaged
+        return [c for c in damaged if (c.path, c.offset, c.reason) not in self._reread_damage]
+
+    def _clear_digests(self, stream: str) -> None:
+        """Forgets a digest stream's rows (its file was replaced, or is read again). Under the lock."""
+        (self._executions if stream == layout.EXECUTION else self._traces).clear()
+        self._orders[stream].reset()
+        self._ring_drops[stream] = []
+        self._notify(stream, 0, True)
 
     def _execution_rows(self, buf, offsets, starts, lengths, padded) -> tuple:
         """EXECUTION_DIGEST rows of one chunk (vectorised, protobuf for the odd record): see
@@ -553,7 +618,7 @@ class RunReader:
                 self.metadata = event.debug_metadata
                 self.metadata_wall_time = event.wall_time
             elif event.HasField("run_end"):
-                self.run_end = event.run_end
+                self._run_end_read = event.run_end  # shown at the end of the update
 
     def _ingest_source_files(self, items, reset) -> None:
         self._source_files.extend(event.source_file for _, event in items)

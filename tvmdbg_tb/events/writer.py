@@ -642,9 +642,13 @@ class DebugEventsWriter:
         if self._failed:
             return
         try:
-            for stream, chunks in pending.items():
-                self._files[stream].append(chunks)
-            for stream, record_file in self._files.items():
+            # File by file in layout.WRITE_ORDER, each flushed before the next is written: a
+            # record never reaches its file before what it refers to (a reader taking the
+            # files' sizes in the reverse order sees whole calls).
+            for stream in layout.WRITE_ORDER:
+                record_file = self._files[stream]
+                if stream in pending:
+                    record_file.append(pending[stream])
                 record_file.handle.flush()
                 if fsync:
                     os.fsync(record_file.handle.fileno())
