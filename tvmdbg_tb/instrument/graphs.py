@@ -791,6 +791,29 @@ def _origin_of(key: MemberKey, fname: str, origins, origins_by_name) -> Origin |
     return origin
 
 
+# Bindings a site's argument is looked through (resolve): the same tensor under another name
+# (a var, a tuple item, a tuple built in the function, a constant bound to a var).
+_ALIAS_VALUES = (relax.Var, relax.TupleGetItem, relax.Tuple, tvm.ir.expr.Constant)
+_MAX_ALIAS_DEPTH = 64  # nested tuple items looked through (a bound, not a limit met in practice)
+# Ops and VM builtins whose result is a view of their first tensor argument (the same memory
+# and values, another shape): reshapes are lowered to vm.builtin.reshape, no kernel.
+_VIEW_OPS = frozenset({"relax.reshape", "relax.memory.view", "relax.memory.ensure_zero_offset"})
+_VIEW_BUILTINS = frozenset({"vm.builtin.reshape", "vm.builtin.ensure_zero_offset"})
+
+
+def _viewed(value, op: str | None):
+    """The tensor a view op or builtin call returns a view of, else None."""
+    if op in _VIEW_OPS:
+        return _array_item(value.args, 0) if _array_size(value.args) else None
+    if op in _PACKED_OPS:
+        args = value.args
+        if _array_size(args) > 1 and _name(_array_item(args, 0)) in _VIEW_BUILTINS:
+            return _array_item(args, 1)
+    elif isinstance(value.op, relax.ExternFunc) and _callee_name(value.op) in _VIEW_BUILTINS:
+        return _array_item(value.args, 0) if _array_size(value.args) else None
+    return None
+
+
 def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> FunctionInfo:
     params = list(func.params)
     param_index = {hash(p): i for i, p in enumerate(params)}
@@ -801,44 +824,57 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
     kernel_calls: Counter = Counter()
 
     def resolve(expr) -> InputInfo:
+        """Where a site's argument comes from, seen through aliases (see _alias_of): a view's
+        output is its input's memory, so it keeps its producer's health and graph edge."""
         key = hash(expr)
         if isinstance(expr, relax.Var) and key not in aliases:  # the common case, first
             found = produced.get(key)
             if found is not None:  # the producer's var itself: its name was read there
                 return InputInfo(1, found[2], _spec(expr), found[0], found[1])
-        slot_of = None
-        while isinstance(expr, relax.Var) and hash(expr) in aliases:
-            expr = aliases[hash(expr)]
-        if isinstance(expr, relax.TupleGetItem):
+        spec = _spec(expr)
+        name = str(expr.name) if isinstance(expr, relax.Var) else None
+        for _ in range(_MAX_ALIAS_DEPTH):
+            while isinstance(expr, relax.Var) and hash(expr) in aliases:
+                expr = aliases[hash(expr)]
+            if not isinstance(expr, relax.TupleGetItem):
+                break
             slot_of = int(expr.index)
             base = expr.tuple_value
             while isinstance(base, relax.Var) and hash(base) in aliases:
                 base = aliases[hash(base)]
+            if isinstance(base, relax.Tuple):  # an item of a tuple built in the function
+                expr = _array_item(base.fields, slot_of)
+                continue
             if isinstance(base, relax.Var) and hash(base) in produced:
                 position = produced[hash(base)][0]
-                return InputInfo(1, f"{base.name}[{slot_of}]", _spec(expr), position, slot_of)
+                return InputInfo(1, f"{base.name}[{slot_of}]", spec, position, slot_of)
             if isinstance(base, relax.Var) and hash(base) in param_index:
                 # An item of a tuple parameter: its health is the item's (TensorSummary.items).
                 index = param_index[hash(base)]
-                return InputInfo(2, f"{base.name}[{slot_of}]", _spec(expr), param_index=index, tuple_item=slot_of)
+                return InputInfo(2, f"{base.name}[{slot_of}]", spec, param_index=index, tuple_item=slot_of)
+            break
         if isinstance(expr, relax.Var):
             if hash(expr) in produced:
-                position, slot, name = produced[hash(expr)]
-                return InputInfo(1, name, _spec(expr), position, slot)
+                position, slot, producer_name = produced[hash(expr)]
+                return InputInfo(1, name or producer_name, spec, position, slot)
             if hash(expr) in param_index:
-                return InputInfo(2, str(expr.name), _spec(expr), param_index=param_index[hash(expr)])
-            return InputInfo(0, str(expr.name), _spec(expr))
+                return InputInfo(2, name or str(expr.name), spec, param_index=param_index[hash(expr)])
+            return InputInfo(0, name or str(expr.name), spec)
         if isinstance(expr, tvm.ir.expr.Constant):
-            return InputInfo(3, "const", _spec(expr))
-        return InputInfo(0, type(expr).__name__, _spec(expr))
+            return InputInfo(3, name or "const", spec)
+        return InputInfo(0, name or type(expr).__name__, spec)
 
     for binding in _bindings(func.body):
         var, value = binding.var, binding.value
         if not isinstance(value, relax.Call):  # no site: an alias, or nothing to record
-            if isinstance(value, (relax.Var, relax.TupleGetItem)):
+            if isinstance(value, _ALIAS_VALUES):
                 aliases[hash(var)] = value
             continue
         op = _op_name(value)
+        viewed = _viewed(value, op)
+        if viewed is not None:  # a view or a builtin that returns its input's memory
+            aliases[hash(var)] = viewed
+            continue
         site = None
         if op in _DPS_OPS:
             call_args = value.args
