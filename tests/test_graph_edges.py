@@ -55,3 +55,29 @@ def test_views_tuple_items_and_bound_constants_keep_the_edge_and_the_health(tmp_
             assert (view.kind, tuple(view.spec.shape), view.producer_op_id) == (pb.OpInput.OP_OUTPUT, (3, 4), log.op_id)
             assert constant.kind == pb.OpInput.CONSTANT and constant.name.startswith("lv")
             assert input_health(run, multiply, 0)[0] != "-"  # the log's health, seen through the view
+
+
+def test_a_view_of_a_parameter_is_the_parameter_and_the_build_stays_compiled(tmp_path):
+    # Large enough for the kernel to count its output and the parameters it reads (epilogue.py):
+    # the view it reads is no parameter it can count.
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((256, 512), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            viewed = bb.emit(relax.op.reshape(x, (512, 256)))
+            out = bb.emit_output(relax.op.exp(viewed))
+        bb.emit_func_output(out)
+    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH")
+    try:
+        vm = relax.VirtualMachine(compile_module(bb.get(), False), tvm.cpu())
+        vm["main"](tvm.runtime.tensor(np.ones((256, 512), "float32")))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    with tvmdbg.DebugDataReader(tmp_path) as reader:
+        reader.update()
+        run = reader.run()
+        (graph,) = run.graphs()
+        assert graph.instrumentation == "compiled"
+        (exp,) = run.ops()
+        (inp,) = exp.inputs
+        assert (inp.kind, inp.param_index, tuple(inp.spec.shape)) == (pb.OpInput.PARAM, 0, (512, 256))

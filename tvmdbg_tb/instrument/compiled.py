@@ -274,13 +274,13 @@ def _fused_kernels(mod, info: graphs.ExecutableInfo, params_in_kernels: bool = T
 
 
 def _parameter_inputs(site: graphs.SiteInfo) -> tuple[int, ...]:
-    """The positions of a site's inputs that are tensor parameters of its function (the
-    first position of a parameter passed twice)."""
+    """The positions of a site's inputs that are tensor parameters of its function, passed
+    as themselves (not a view of one), the first position of a parameter passed twice."""
     if len(site.inputs) != site.num_inputs:
         return ()
     first: dict[int, int] = {}
     for q, source in enumerate(site.inputs):
-        if source.param_index >= 0 and source.tuple_item < 0:
+        if source.param_index >= 0 and source.tuple_item < 0 and not source.viewed:
             first.setdefault(source.param_index, q)
     return tuple(first.values())
 

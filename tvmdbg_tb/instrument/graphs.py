@@ -81,6 +81,7 @@ class InputInfo:
     producer_slot: int = 0
     param_index: int = -1
     tuple_item: int = -1  # an item of a tuple parameter
+    viewed: bool = False  # the argument is another name or a view of that tensor (resolve)
 
 
 @dataclass
@@ -854,11 +855,13 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
                 return InputInfo(2, f"{base.name}[{slot_of}]", spec, param_index=index, tuple_item=slot_of)
             break
         if isinstance(expr, relax.Var):
+            viewed = name is not None and name != str(expr.name)
             if hash(expr) in produced:
                 position, slot, producer_name = produced[hash(expr)]
-                return InputInfo(1, name or producer_name, spec, position, slot)
+                return InputInfo(1, name or producer_name, spec, position, slot, viewed=viewed)
             if hash(expr) in param_index:
-                return InputInfo(2, name or str(expr.name), spec, param_index=param_index[hash(expr)])
+                index = param_index[hash(expr)]
+                return InputInfo(2, name or str(expr.name), spec, param_index=index, viewed=viewed)
             return InputInfo(0, name or str(expr.name), spec)
         if isinstance(expr, tvm.ir.expr.Constant):
             return InputInfo(3, name or "const", spec)

@@ -31,6 +31,15 @@ def _array(value: pb.TensorValue, what: str) -> np.ndarray:
     return np.frombuffer(value.content, dtype=dtype.newbyteorder("<")).reshape(shape).copy()
 
 
+def _as_input(array: np.ndarray, inp: pb.OpInput) -> np.ndarray:
+    """The value as the kernel reads it: an input that is a view (a reshape) of its producer's
+    output has the view's static shape."""
+    shape = tuple(int(d) for d in inp.spec.shape)
+    if shape and all(d >= 0 for d in shape) and shape != array.shape and np.prod(shape) == array.size:
+        return array.reshape(shape)
+    return array
+
+
 def _inputs(run: RunReader, op: pb.GraphOpCreation, source: pb.FusedGroupSource, execution: int) -> list[np.ndarray]:
     digests = run.trace_digests()
     here = run.execution_trace_indices(execution)
@@ -50,14 +59,14 @@ def _inputs(run: RunReader, op: pb.GraphOpCreation, source: pb.FusedGroupSource,
             trace = run.trace(int(hits[-1]))
             if not trace.HasField("tensor_value"):
                 raise ReplayError(f"{what}: its producer's trace holds no value")
-            out.append(_array(trace.tensor_value, what))
+            out.append(_as_input(_array(trace.tensor_value, what), inp))
         elif inp.kind == pb.OpInput.PARAM:
             if not len(executions):
                 raise ReplayError(f"{what}: execution {execution} is no longer in the dump")
             summaries = run.execution(int(executions[-1])).inputs
             if inp.param_index >= len(summaries) or not summaries[inp.param_index].HasField("tensor_value"):
                 raise ReplayError(f"{what}: parameter {inp.param_index} of execution {execution} holds no value")
-            out.append(_array(summaries[inp.param_index].tensor_value, what))
+            out.append(_as_input(_array(summaries[inp.param_index].tensor_value, what), inp))
         else:
             raise ReplayError(f"{what} is the result of a VM builtin, whose value the dump does not keep")
     return out
