@@ -108,6 +108,7 @@ class DumpArgs(NamedTuple):
     run_name: str | None
     circular_buffer_bytes: int | None
     model_code: tuple[str, ...] | None  # path prefixes (frames.parse_model_code); None: default
+    expected_nonfinite: str | None
     extra: tuple  # the layer above's (tvmdbg_tb.debugger: live)
 
 
@@ -204,6 +205,7 @@ def enable_dump_debug_info(
     run_name: str | None = None,
     circular_buffer_bytes: int | None = None,
     model_code: str | Collection[str] | None = None,
+    expected_nonfinite: str | None = None,
     extra_args: tuple = (),
 ) -> DebugEventsWriter:
     """Starts the dumping session and returns its writer. The arguments are documented on
@@ -218,13 +220,15 @@ def enable_dump_debug_info(
             raise TypeError(f"circular_buffer_bytes must be an int or None, got {circular_buffer_bytes!r}")
         if circular_buffer_bytes < 0:
             raise ValueError(f"circular_buffer_bytes must be >= 0 (0: no byte bound), got {circular_buffer_bytes}")
-    if op_regex is not None:
-        if not isinstance(op_regex, str):
-            raise TypeError(f"op_regex must be a string, got {op_regex!r}")
+    for name, pattern in (("op_regex", op_regex), ("expected_nonfinite", expected_nonfinite)):
+        if pattern is None:
+            continue
+        if not isinstance(pattern, str):
+            raise TypeError(f"{name} must be a string, got {pattern!r}")
         try:
-            re.compile(op_regex)
+            re.compile(pattern)
         except re.error as error:
-            raise ValueError(f"op_regex {op_regex!r} is not a valid regular expression: {error}") from error
+            raise ValueError(f"{name} {pattern!r} is not a valid regular expression: {error}") from error
     if not isinstance(logdir, (str, os.PathLike)) or not os.fspath(logdir):
         raise ValueError(f"logdir must be a non-empty path, got {logdir!r}")
     if not isinstance(trace_fused_ops, bool):
@@ -244,6 +248,7 @@ def enable_dump_debug_info(
         _checked_run_name(run_name),
         circular_buffer_bytes,
         _model_code(model_code),
+        expected_nonfinite or None,
         tuple(extra_args),
     )
     with _LOCK:
@@ -262,6 +267,7 @@ def enable_dump_debug_info(
             circular_buffer_size=circular_buffer_size,
             circular_buffer_bytes=circular_buffer_bytes,
             display_name=args.run_name,
+            expected_nonfinite=args.expected_nonfinite,
         )
         _STATE.dump_args = args
         frames.set_model_code(args.model_code)

@@ -84,6 +84,12 @@ class CompiledFunction:
         first_nonfinite mask, for the replay's scan and the tracer's one native pass."""
         return bytes(bool(info.health) for info in self.rows)
 
+    @functools.cached_property
+    def hunt_mask(self) -> bytes:
+        """health_mask without the rows of kernels that write a non-finite literal (masks): the
+        rows the replay's hunt for the first origin scans (replay/auto.py)."""
+        return bytes(bool(info.health) and not info.site.writes_literal for info in self.rows)
+
 
 _FIDS = iter(range(1, 1 << 62))
 FUNCTIONS: dict[int, CompiledFunction] = {}

@@ -677,7 +677,7 @@ class CompiledTracer(Tracer):
         function = compiled.FUNCTIONS[fid]
         scan = None
         if function.health:
-            scan = (len(function.rows) + 1, compiled.ROW_WIDTH, function.health_mask)
+            scan = (len(function.rows) + 1, compiled.ROW_WIDTH, function.hunt_mask)
         return plan, tails, summaries, static, scan
 
     def _num_leaves(self, name: str, outputs) -> int:

@@ -55,6 +55,7 @@ class Origin:
     # The pass and what it made, when a pass made this op in place of the user's (lineage.py).
     rewritten_by: str = ""
     node_output: bool = False  # this op computes its node's output (mark_node_outputs)
+    nonfinite_literal: bool = False  # takes a non-finite scalar constant (where(m, 0, -inf))
 
 
 @dataclass
@@ -82,6 +83,8 @@ class InputInfo:
     param_index: int = -1
     tuple_item: int = -1  # an item of a tuple parameter
     viewed: bool = False  # the argument is another name or a view of that tensor (resolve)
+    nonfinite_literal: bool = False  # a scalar constant holding -inf, +inf or NaN
+    literal_producer: bool = False  # made by a site that writes a non-finite literal (a mask)
 
 
 @dataclass
@@ -108,6 +111,12 @@ class SiteInfo:
         return self.call_type == "call_packed"
 
     @functools.cached_property
+    def writes_literal(self) -> bool:
+        """Whether the kernel takes a non-finite scalar constant (an attention mask's -inf):
+        the non-finite values it writes may be intended (analysis.absorption)."""
+        return any(i.nonfinite_literal for i in self.inputs) or any(o.nonfinite_literal for o in self.origins)
+
+    @functools.cached_property
     def output_positions(self) -> tuple[int, ...]:
         """The indices of the outputs among the call's arguments (DPS calls): the in-place
         indices (-1: an output appended after the inputs) or the args after the inputs."""
@@ -124,6 +133,8 @@ class FunctionInfo:
     params: list[Spec | None]
     sites: list[SiteInfo]
     pure: bool = True  # the Relax function declares no side effects (a replay may re-run it)
+    # Where each returned value comes from, flattened like the runtime tuple (resolve).
+    outputs: list[InputInfo] = field(default_factory=list)
 
 
 @dataclass
@@ -433,9 +444,12 @@ def collect_origins(
     for fname, func in _relax_functions(mod, primitive=False):
         function_origins: list[tuple[int, list[int], Origin]] = []
         spanned: set[int] = set()  # ops located by a TVMScript span (_inherit_from_nested)
+        literals: set[int] = set()  # vars bound to a non-finite scalar constant
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
             if not isinstance(value, relax.Call):  # op_type_of(value) is "": no op
+                if isinstance(value, tvm.ir.expr.Constant) and nonfinite_scalar(value):
+                    literals.add(hash(var))
                 if isinstance(value, relax.Var):
                     source = by_var.get(hash(value))
                     if source is not None:
@@ -467,6 +481,7 @@ def collect_origins(
                 origin = Origin(op_type, var_name, frames, user_index)
                 if frames:
                     spanned.add(hash(var))
+            origin.nonfinite_literal = _takes_literal(value, literals)
             by_var[hash(var)] = origin
             by_name.setdefault((fname, var_name), []).append(origin)
             if not by_operands:  # read below, only if some op of the function needs them
@@ -505,6 +520,35 @@ def mark_node_outputs(origins: list[Origin]) -> None:
             last[node.name] = origin
     for origin in last.values():
         origin.node_output = True
+
+
+def nonfinite_scalar(expr, spec: Spec | None = None) -> bool:
+    """Whether expr is a float constant of one element holding -inf, +inf or NaN (a literal such
+    as a mask's fill value; weights, larger, are never read here)."""
+    spec = spec or _spec(expr)
+    if spec is None or not spec[0].startswith(("float", "bfloat")) or any(d != 1 for d in spec[1]):
+        return False
+    import numpy as np
+
+    try:
+        value = getattr(expr, "value", None)  # a runtime Tensor (GenericConst)
+        if value is None:
+            value = expr.data
+        return not bool(np.isfinite(value.numpy().astype("float64")).all())
+    except Exception:  # a dtype numpy cannot hold: no answer, no literal
+        return False
+
+
+def _takes_literal(value, literals: set[int]) -> bool:
+    """Whether a call has a non-finite scalar constant among its arguments, itself or bound to
+    a var (literals)."""
+    for arg in items(value.args):
+        if isinstance(arg, relax.Var):
+            if hash(arg) in literals:
+                return True
+        elif isinstance(arg, tvm.ir.expr.Constant) and nonfinite_scalar(arg):
+            return True
+    return False
 
 
 def _operand_keys(value) -> list[int]:
@@ -798,13 +842,13 @@ _ALIAS_VALUES = (relax.Var, relax.TupleGetItem, relax.Tuple, tvm.ir.expr.Constan
 _MAX_ALIAS_DEPTH = 64  # nested tuple items looked through (a bound, not a limit met in practice)
 # Ops and VM builtins whose result is a view of their first tensor argument (the same memory
 # and values, another shape): reshapes are lowered to vm.builtin.reshape, no kernel.
-_VIEW_OPS = frozenset({"relax.reshape", "relax.memory.view", "relax.memory.ensure_zero_offset"})
+_VIEW_CALLS = frozenset({"relax.reshape", "relax.memory.view", "relax.memory.ensure_zero_offset"})
 _VIEW_BUILTINS = frozenset({"vm.builtin.reshape", "vm.builtin.ensure_zero_offset"})
 
 
 def _viewed(value, op: str | None):
     """The tensor a view op or builtin call returns a view of, else None."""
-    if op in _VIEW_OPS:
+    if op in _VIEW_CALLS:
         return _array_item(value.args, 0) if _array_size(value.args) else None
     if op in _PACKED_OPS:
         args = value.args
@@ -864,7 +908,7 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
                 return InputInfo(2, name or str(expr.name), spec, param_index=index, viewed=viewed)
             return InputInfo(0, name or str(expr.name), spec)
         if isinstance(expr, tvm.ir.expr.Constant):
-            return InputInfo(3, name or "const", spec)
+            return InputInfo(3, name or "const", spec, nonfinite_literal=nonfinite_scalar(expr, spec))
         return InputInfo(0, name or type(expr).__name__, spec)
 
     for binding in _bindings(func.body):
@@ -942,10 +986,26 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
         )
         # A tuple-producing site is referenced through TupleGetItem (see resolve).
         produced[key] = (position, 0, var_name)
+
+    def leaves(expr) -> list:
+        """The returned tensors, tuples (built in the function) flattened."""
+        while isinstance(expr, relax.Var) and hash(expr) in aliases and isinstance(aliases[hash(expr)], relax.Tuple):
+            expr = aliases[hash(expr)]
+        if isinstance(expr, relax.Tuple):
+            return [leaf for item in items(expr.fields) for leaf in leaves(item)]
+        return [expr]
+
+    for site in sites:  # inputs made by a mask kernel (the replay's hunt looks past them)
+        for source in site.inputs:
+            if source.kind == 1 and 0 <= source.producer_position < len(sites):
+                source.literal_producer = sites[source.producer_position].writes_literal
+    body = func.body
+    returned = leaves(body.body) if isinstance(body, relax.SeqExpr) else []
     return FunctionInfo(
         name=fname,
         param_names=[str(p.name) for p in params],
         params=[_spec(p) for p in params],
         sites=sites,
         pure=bool(getattr(func, "is_pure", True)),
+        outputs=[resolve(leaf) for leaf in returned],
     )

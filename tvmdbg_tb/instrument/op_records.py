@@ -28,6 +28,8 @@ _ORIGIN_TYPE, _ORIGIN_VAR, _ORIGIN_LOCATION, _ORIGIN_REWRITTEN_BY = 0x0A, 0x12, 
 _ORIGIN_NODE_OUTPUT = b"\x28\x01"  # node_output = true
 _KIND, _NAME, _PRODUCER, _SLOT, _PARAM_INDEX, _SPEC = b"\x08", 0x12, b"\x18", b"\x20", b"\x28", 0x32
 _TUPLE_ITEM = varint(40 << 3)
+_INPUT_LITERAL = varint(41 << 3) + b"\x01"  # OpInput.nonfinite_literal = true
+_ORIGIN_LITERAL = b"\x30\x01"  # OriginalOp.nonfinite_literal (field 6) = true
 _EVENT_OP = b"\x3a"  # DebugEvent.graph_op_creation
 
 
@@ -125,6 +127,7 @@ class OpEncoder:
                     _ORIGIN_LOCATION,
                     _length(located),
                     located,
+                    _ORIGIN_LITERAL if origin.nonfinite_literal else b"",
                 )
             )
             if origin.rewritten_by:
@@ -145,6 +148,8 @@ class OpEncoder:
                 entry += [_PARAM_INDEX, _int(item.param_index)]
                 if item.tuple_item >= 0:
                     entry += [_TUPLE_ITEM, _int(item.tuple_item)]
+            elif item.nonfinite_literal:
+                entry.append(_INPUT_LITERAL)
             body = b"".join(entry)
             parts += [_INPUT, _length(body), body]
         for spec in site.outputs:

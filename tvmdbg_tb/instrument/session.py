@@ -377,6 +377,13 @@ class Session:
                     if self._passes_filters(site.name, site.kernel, site.origins, s[0])
                 )
             sites.append(RuntimeSite(op_id, graph_id, site.name, site.kernel, _out_positions(site), slots, site))
+        for source in function.outputs:
+            returned = graph.outputs.add(kind=source.kind, name=source.name, spec=self._spec(source.spec))
+            if source.kind == pb.OpInput.OP_OUTPUT and source.producer_position >= 0:
+                returned.producer_op_id = op_ids[source.producer_position]
+                returned.producer_output_slot = source.producer_slot
+            elif source.kind == pb.OpInput.PARAM:
+                returned.param_index = source.param_index
         self._emit_graph(graph, OpBatch(ops, events))
         return RuntimeFunction(function.name, graph.graph_id, sites, mapped=True)
 

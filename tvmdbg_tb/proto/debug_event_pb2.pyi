@@ -98,7 +98,7 @@ class DebugEvent(_message.Message):
     def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., run_key: _Optional[int] = ..., sequence: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ..., fused_group_source: _Optional[_Union[FusedGroupSource, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., records_dropped: _Optional[_Union[RecordsDropped, _Mapping]] = ..., watchpoint_hit: _Optional[_Union[WatchpointHit, _Mapping]] = ...) -> None: ...
 
 class DebugMetadata(_message.Message):
-    __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv", "run_name", "circular_buffer_bytes")
+    __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv", "run_name", "circular_buffer_bytes", "expected_nonfinite")
     TVMDBG_VERSION_FIELD_NUMBER: _ClassVar[int]
     TVM_VERSION_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +110,7 @@ class DebugMetadata(_message.Message):
     ARGV_FIELD_NUMBER: _ClassVar[int]
     RUN_NAME_FIELD_NUMBER: _ClassVar[int]
     CIRCULAR_BUFFER_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_NONFINITE_FIELD_NUMBER: _ClassVar[int]
     tvmdbg_version: str
     tvm_version: str
     run_id: str
@@ -121,7 +122,8 @@ class DebugMetadata(_message.Message):
     argv: _containers.RepeatedScalarFieldContainer[str]
     run_name: str
     circular_buffer_bytes: int
-    def __init__(self, tvmdbg_version: _Optional[str] = ..., tvm_version: _Optional[str] = ..., run_id: _Optional[str] = ..., host_name: _Optional[str] = ..., pid: _Optional[int] = ..., file_version: _Optional[str] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., circular_buffer_size: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., run_name: _Optional[str] = ..., circular_buffer_bytes: _Optional[int] = ...) -> None: ...
+    expected_nonfinite: str
+    def __init__(self, tvmdbg_version: _Optional[str] = ..., tvm_version: _Optional[str] = ..., run_id: _Optional[str] = ..., host_name: _Optional[str] = ..., pid: _Optional[int] = ..., file_version: _Optional[str] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., circular_buffer_size: _Optional[int] = ..., argv: _Optional[_Iterable[str]] = ..., run_name: _Optional[str] = ..., circular_buffer_bytes: _Optional[int] = ..., expected_nonfinite: _Optional[str] = ...) -> None: ...
 
 class SourceFile(_message.Message):
     __slots__ = ("host_name", "file_path", "lines")
@@ -182,7 +184,7 @@ class TensorSpec(_message.Message):
     def __init__(self, dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., shape_expr: _Optional[str] = ...) -> None: ...
 
 class DebuggedGraph(_message.Message):
-    __slots__ = ("graph_id", "name", "executable_id", "source_mapped", "instrumentation", "param_names", "params", "target", "code_location", "note")
+    __slots__ = ("graph_id", "name", "executable_id", "source_mapped", "instrumentation", "param_names", "params", "target", "code_location", "note", "outputs")
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +195,7 @@ class DebuggedGraph(_message.Message):
     TARGET_FIELD_NUMBER: _ClassVar[int]
     CODE_LOCATION_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     graph_id: int
     name: str
     executable_id: str
@@ -203,24 +206,27 @@ class DebuggedGraph(_message.Message):
     target: str
     code_location: CodeLocation
     note: str
-    def __init__(self, graph_id: _Optional[int] = ..., name: _Optional[str] = ..., executable_id: _Optional[str] = ..., source_mapped: bool = ..., instrumentation: _Optional[str] = ..., param_names: _Optional[_Iterable[str]] = ..., params: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., target: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., note: _Optional[str] = ...) -> None: ...
+    outputs: _containers.RepeatedCompositeFieldContainer[OpInput]
+    def __init__(self, graph_id: _Optional[int] = ..., name: _Optional[str] = ..., executable_id: _Optional[str] = ..., source_mapped: bool = ..., instrumentation: _Optional[str] = ..., param_names: _Optional[_Iterable[str]] = ..., params: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., target: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., note: _Optional[str] = ..., outputs: _Optional[_Iterable[_Union[OpInput, _Mapping]]] = ...) -> None: ...
 
 class OriginalOp(_message.Message):
-    __slots__ = ("op_type", "var_name", "code_location", "rewritten_by", "node_output")
+    __slots__ = ("op_type", "var_name", "code_location", "rewritten_by", "node_output", "nonfinite_literal")
     OP_TYPE_FIELD_NUMBER: _ClassVar[int]
     VAR_NAME_FIELD_NUMBER: _ClassVar[int]
     CODE_LOCATION_FIELD_NUMBER: _ClassVar[int]
     REWRITTEN_BY_FIELD_NUMBER: _ClassVar[int]
     NODE_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    NONFINITE_LITERAL_FIELD_NUMBER: _ClassVar[int]
     op_type: str
     var_name: str
     code_location: CodeLocation
     rewritten_by: str
     node_output: bool
-    def __init__(self, op_type: _Optional[str] = ..., var_name: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., rewritten_by: _Optional[str] = ..., node_output: bool = ...) -> None: ...
+    nonfinite_literal: bool
+    def __init__(self, op_type: _Optional[str] = ..., var_name: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., rewritten_by: _Optional[str] = ..., node_output: bool = ..., nonfinite_literal: bool = ...) -> None: ...
 
 class OpInput(_message.Message):
-    __slots__ = ("kind", "name", "producer_op_id", "producer_output_slot", "param_index", "spec", "tuple_item")
+    __slots__ = ("kind", "name", "producer_op_id", "producer_output_slot", "param_index", "spec", "tuple_item", "nonfinite_literal")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         OTHER: _ClassVar[OpInput.Kind]
@@ -238,6 +244,7 @@ class OpInput(_message.Message):
     PARAM_INDEX_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     TUPLE_ITEM_FIELD_NUMBER: _ClassVar[int]
+    NONFINITE_LITERAL_FIELD_NUMBER: _ClassVar[int]
     kind: OpInput.Kind
     name: str
     producer_op_id: int
@@ -245,7 +252,8 @@ class OpInput(_message.Message):
     param_index: int
     spec: TensorSpec
     tuple_item: int
-    def __init__(self, kind: _Optional[_Union[OpInput.Kind, str]] = ..., name: _Optional[str] = ..., producer_op_id: _Optional[int] = ..., producer_output_slot: _Optional[int] = ..., param_index: _Optional[int] = ..., spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., tuple_item: _Optional[int] = ...) -> None: ...
+    nonfinite_literal: bool
+    def __init__(self, kind: _Optional[_Union[OpInput.Kind, str]] = ..., name: _Optional[str] = ..., producer_op_id: _Optional[int] = ..., producer_output_slot: _Optional[int] = ..., param_index: _Optional[int] = ..., spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., tuple_item: _Optional[int] = ..., nonfinite_literal: bool = ...) -> None: ...
 
 class GraphOpCreation(_message.Message):
     __slots__ = ("op_id", "graph_id", "op_name", "kernel", "call_type", "original_ops", "inputs", "outputs", "output_names", "device", "position", "code_location")

@@ -82,12 +82,14 @@ class AutoReplay:
             return
         if not self.hunting or not traces:
             return
+        if site.info is not None and site.info.writes_literal:
+            return  # a mask's -inf: what the hunt looks for comes from a computation
         if not any(_trace_bad(t, outputs) for t in traces):
             return
-        from tvmdbg_tb.instrument.summary import as_numpy, has_nonfinite
+        from tvmdbg_tb.instrument.summary import as_numpy
 
         inputs = _inputs(site, args)
-        if any(has_nonfinite(a) for a in (as_numpy(v) for v in inputs) if a is not None):
+        if _came_in(site.info, [as_numpy(v) for v in inputs]):
             return  # the bad value came in: not an origin, keep looking
         self.hunting = False
         if site.info is not None and is_replayable(site.info):
@@ -166,7 +168,7 @@ class AutoReplay:
                 continue
             infos = function.rows
             if native is not None:
-                i = native.first_nonfinite(array, len(infos) + 1, compiled.ROW_WIDTH, function.health_mask)
+                i = native.first_nonfinite(array, len(infos) + 1, compiled.ROW_WIDTH, function.hunt_mask)
                 if i >= 0 and (best is None or array[i + 1, 0] < best[0]):
                     best = (array[i + 1, 0], fid, i)
                 continue
@@ -175,8 +177,9 @@ class AutoReplay:
                 r = rows
                 if not ((r[:, 5] + r[:, 6] + (r[:, 1] - r[:, 2] - r[:, 3] - r[:, 4])) > 0).any():
                     continue
+            hunted = function.hunt_mask
             for i, (cycles, size, lt, gt, eq, neg_inf, pos_inf) in enumerate(rows.tolist()):
-                if (neg_inf or pos_inf or size != lt + gt + eq) and cycles and infos[i].health:
+                if (neg_inf or pos_inf or size != lt + gt + eq) and cycles and hunted[i]:
                     if best is None or cycles < best[0]:
                         best = (cycles, fid, i)
                     break
@@ -221,9 +224,7 @@ class AutoReplay:
             self.hunting = False
             self._write(execution_index, runtime, program, None, "the re-run of the VM call did not reach the kernel")
             return
-        from tvmdbg_tb.instrument.summary import has_nonfinite
-
-        if any(has_nonfinite(a) for a in captured):
+        if _came_in(site_info, captured):
             return  # the bad value came in through the function's inputs: keep looking
         self.hunting = False
         self._write(execution_index, runtime, program, captured, "inputs captured by re-running the VM call")
@@ -251,6 +252,19 @@ class AutoReplay:
                 session.writer.write_event(layout.GRAPHS, pb.DebugEvent(fused_op_replay=record))
         except Exception as error:  # never hurt the user's program
             warnings.warn(f"tvmdbg: could not replay `{site.kernel}`: {error!r}", RuntimeWarning, stacklevel=2)
+
+
+def _came_in(site_info, inputs: list) -> bool:
+    """Whether a non-finite value came into the kernel through an input that is neither a
+    constant (a non-finite weight enters the computation at the kernel that reads it: that
+    kernel is the origin, and its replay names the op) nor made by a kernel writing a
+    non-finite literal (a mask's -inf, which the kernel may absorb before an op of its own
+    makes the value: its replay tells)."""
+    from tvmdbg_tb.instrument.summary import has_nonfinite
+
+    sources = site_info.inputs if site_info is not None else []
+    looked_past = {k for k, i in enumerate(sources) if i.kind == pb.OpInput.CONSTANT or i.literal_producer}
+    return any(has_nonfinite(a) for k, a in enumerate(inputs) if a is not None and k not in looked_past)
 
 
 def _inputs(site, args: tuple) -> list:

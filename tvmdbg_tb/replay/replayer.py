@@ -88,7 +88,8 @@ def replay(
         record.error = f"the replay failed: {type(error).__name__}: {error}"
         outputs = None
     if group is not None:
-        _fill_ops(record, group, outputs, location_of)
+        constants = {k for k, i in enumerate(site.inputs) if i.kind == pb.OpInput.CONSTANT}
+        _fill_ops(record, group, outputs, location_of, constants)
     if outputs is not None and kernel_output_bad is not None and record.ops:
         record.matches_kernel = any(_bad(s) for s in record.ops[-1].outputs) == kernel_output_bad
     elif outputs is not None:
@@ -96,9 +97,14 @@ def replay(
     return record
 
 
-def _fill_ops(record: pb.FusedOpReplay, group: FusedGroup, outputs, location_of: LocationOf) -> None:
+def _fill_ops(
+    record: pb.FusedOpReplay, group: FusedGroup, outputs, location_of: LocationOf, constants: set[int] = frozenset()
+) -> None:
+    """The record's ops and their outputs' health; the first op whose output holds NaN/Inf
+    while its operands did not is the origin. A constant (a weight) is no operand that carries
+    a bad value in: the op reading a non-finite weight is where it enters the computation."""
     bad_ops: list[bool] = []
-    bad_inputs = [_bad(s) for s in record.inputs]
+    bad_inputs = [_bad(s) and k not in constants for k, s in enumerate(record.inputs)]
     for op in group.ops:
         entry = record.ops.add(index=op.index, op_type=op.op_type, var_name=op.var_name, prim_func=op.prim_func)
         entry.input_refs.extend(op.input_refs)

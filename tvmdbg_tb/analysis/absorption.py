@@ -1,0 +1,279 @@
+"""Non-finite values a model makes on purpose, told apart from bugs by the data.
+
+Attention masks write -inf on purpose (`where(mask, 0, -inf)`, `masked_fill(mask, -inf)`)
+and the softmax after them turns it into 0: every healthy transformer has such outputs. In
+one execution, the non-finite kernel outputs linked by graph edges (an output and the ops
+that read it) form a region. A region is **absorbed** ("intended masking", not an alert)
+when the data proves it harmless:
+
+- every source of the region (an output none of whose inputs was non-finite) is an op that
+  takes a non-finite scalar constant, a literal of the program (OpInput/OriginalOp
+  `nonfinite_literal`), or an op the user declared as expected (`expected_nonfinite`): a
+  value computed from finite inputs (1/0, log(0), an overflow, a batch_norm with zero
+  variance) is a bug even when a later op hides it, and so is one read from a non-finite
+  weight or function input;
+- every op that reads a value of the region was traced in that execution with a known
+  health, and those outside the region wrote finite values (softmax, exp, max, a `where`
+  that selects the -inf away: the consumers absorbed it);
+- no value of the region is returned by the function (or, for dumps that do not say what
+  a function returns, the function returned finite values).
+
+NaN inside such a region (a softmax over a row that the mask covers entirely, zeroed by the
+`where` after it, as transformers' attention does) is absorbed with it: it never leaves the
+region. Outputs of ops matching the user's `expected_nonfinite` pattern, and those computed
+only from them, are **expected**: listed apart, whatever their consumers do (a non-finite
+function output still fails `tvmdbg check`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tvmdbg_tb.events.reader import HEALTH_KNOWN, NONFINITE, RunReader
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+ALERT, ABSORBED, EXPECTED = 0, 1, 2  # the kinds of a non-finite output
+KIND_NAMES = {ABSORBED: "absorbed", EXPECTED: "expected"}
+
+
+def compile_pattern(pattern: str | None) -> re.Pattern | None:
+    """The expected_nonfinite pattern compiled (None for none); ValueError naming a bad one."""
+    if not pattern:
+        return None
+    if not isinstance(pattern, str):
+        raise TypeError(f"expected_nonfinite must be a regular expression string, got {pattern!r}")
+    try:
+        return re.compile(pattern)
+    except re.error as error:
+        raise ValueError(f"expected_nonfinite {pattern!r} is not a valid regular expression: {error}") from error
+
+
+def op_matches(op: pb.GraphOpCreation, pattern: re.Pattern) -> bool:
+    """Whether the pattern is found in the op's name, kernel, or a Relax op type or var of it
+    (what op_regex matches at record time)."""
+    names = [op.op_name, op.kernel, *(o.op_type for o in op.original_ops), *(o.var_name for o in op.original_ops)]
+    return any(pattern.search(name) for name in names)
+
+
+@dataclass
+class OpFacts:
+    """What the graph says about one op (kernel call site)."""
+
+    producers: list[tuple[int, int]]  # (op, output slot) of each input made by an op
+    params: list[int]  # function parameters it reads
+    unknown: bool  # an input of unknown health
+    literal: bool  # takes a non-finite scalar constant
+    expected: bool  # matches the user's expected_nonfinite pattern
+    consumers: dict[int, list[int]] = field(default_factory=dict)  # output slot -> ops reading it
+    # An output of it is returned by the function (None: the graph does not say what it returns).
+    returned: bool | None = None
+
+
+class Facts:
+    """OpFacts of a run's ops, read once per op."""
+
+    def __init__(self, run: RunReader, expected: re.Pattern | None):
+        self._run = run
+        self._expected = expected
+        self._facts: dict[int, OpFacts] = {}
+        self._returned: dict[int, set[int] | None] = {}  # graph -> ops whose outputs it returns
+
+    def of(self, op_id: int) -> OpFacts | None:
+        """The op's facts; None while its record is not read (not cached then)."""
+        facts = self._facts.get(op_id)
+        if facts is not None:
+            return facts
+        try:
+            op = self._run.op(op_id)
+        except KeyError:
+            return None
+        producers, params, unknown = [], [], False
+        literal = any(o.nonfinite_literal for o in op.original_ops)
+        for inp in op.inputs:
+            if inp.kind == pb.OpInput.OP_OUTPUT:
+                producers.append((int(inp.producer_op_id), int(inp.producer_output_slot)))
+            elif inp.kind == pb.OpInput.PARAM:
+                params.append(int(inp.param_index))
+            elif inp.kind == pb.OpInput.CONSTANT:
+                literal |= inp.nonfinite_literal
+            else:
+                unknown = True
+        consumers: dict[int, list[int]] = {}
+        for consumer, _, slot in self._run.consumers(op_id):
+            consumers.setdefault(int(slot), []).append(int(consumer))
+        expected = self._expected is not None and op_matches(op, self._expected)
+        returned = self._returned_ops(int(op.graph_id))
+        facts = self._facts[op_id] = OpFacts(
+            producers, params, unknown, literal, expected, consumers, None if returned is None else op_id in returned
+        )
+        return facts
+
+    def _returned_ops(self, graph_id: int) -> set[int] | None:
+        if graph_id not in self._returned:
+            try:
+                outputs = self._run.graph(graph_id).outputs
+            except KeyError:
+                return None  # not read yet: not cached
+            self._returned[graph_id] = (
+                {int(o.producer_op_id) for o in outputs if o.kind == pb.OpInput.OP_OUTPUT} if len(outputs) else None
+            )
+        return self._returned[graph_id]
+
+
+@dataclass
+class Outputs:
+    """The non-finite outputs to classify: those of a set of whole executions, as arrays."""
+
+    execution: np.ndarray  # Execution.index
+    op: np.ndarray  # op id
+    slot: np.ndarray
+    position: np.ndarray  # trace position (order within an execution)
+
+
+@dataclass
+class Evidence:
+    """What the dump holds about those executions, beyond their non-finite outputs."""
+
+    # Every trace of the executions: (execution, op) -> whether all its outputs were known
+    # and finite (only traces of ops outside the regions matter).
+    trace_execution: np.ndarray
+    trace_op: np.ndarray
+    trace_flags: np.ndarray
+    # Executions whose returned values were all known and finite.
+    finite_returns: set[int]
+    # Execution -> indices of its parameters that held non-finite values (None: unknown).
+    bad_params: Callable[[int], frozenset[int] | None]
+    # Fused kernel calls (execution, op) whose replay found the inner op that made the value
+    # from finite operands -> whether that op writes a non-finite literal.
+    made_inside: dict[tuple[int, int], bool] = field(default_factory=dict)
+
+
+def _pair_keys(execution: np.ndarray, op: np.ndarray) -> np.ndarray:
+    return (execution.astype(np.int64) << 32) ^ op.astype(np.int64)
+
+
+def classify(facts: Facts, outputs: Outputs, evidence: Evidence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(kind of each output: ALERT, ABSORBED or EXPECTED; whether a non-finite value came
+    into its op: a producer's output in the same execution or a parameter; whether a replay
+    found the inner op that made it inside), by the rules of the module doc. Vectorised per
+    op: a run that went NaN everywhere stays fast."""
+    n = len(outputs.op)
+    if not n:
+        return np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
+    # One node per (execution, op): an op's outputs stand or fall together.
+    node_keys, first, node_of = np.unique(
+        _pair_keys(outputs.execution, outputs.op), return_index=True, return_inverse=True
+    )
+    node_execution, node_op = outputs.execution[first], outputs.op[first]
+    m = len(node_keys)
+    traced_keys, traced_ok = _finite_traces(evidence)
+    returns_ok = np.isin(node_execution, np.fromiter(evidence.finite_returns, np.int64))
+    dirty = np.zeros(m, dtype=bool)
+    expected = np.zeros(m, dtype=bool)
+    fed = np.zeros(m, dtype=bool)  # a non-finite value came in (a producer or a parameter)
+    bad_param = np.zeros(m, dtype=bool)
+    # A fused kernel call whose replay found the inner op that made its value from finite
+    # operands: a source of its own, whatever non-finite input it also read.
+    inside = np.zeros(m, dtype=bool)
+    inner_literal = np.zeros(m, dtype=bool)
+    if evidence.made_inside:
+        replayed = list(evidence.made_inside)
+        found, at = _lookup(
+            node_keys, _pair_keys(np.array([e for e, _ in replayed]), np.array([o for _, o in replayed]))
+        )
+        inside[at[found]] = True
+        inner_literal[at[found]] = np.array(list(evidence.made_inside.values()), dtype=bool)[found]
+    edges_from: list[np.ndarray] = []  # producer node -> consumer node, both non-finite
+    edges_to: list[np.ndarray] = []
+    ops, op_rows = np.unique(node_op, return_inverse=True)
+    by_op = np.argsort(op_rows, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(op_rows, minlength=len(ops)))))
+    for k, op_id in enumerate(ops.tolist()):
+        rows = by_op[bounds[k] : bounds[k + 1]]
+        e = node_execution[rows]
+        op_facts = facts.of(op_id)
+        if op_facts is None:  # the op's record is not read: nothing proves anything
+            dirty[rows] = True
+            continue
+        expected[rows] = op_facts.expected
+        literal = np.where(inside[rows], inner_literal[rows], op_facts.literal)
+        if op_facts.returned is None:  # what the function returns is unknown: its returns must be finite
+            dirty[rows] |= ~returns_ok[rows]
+        elif op_facts.returned:
+            dirty[rows] = True  # a non-finite value the function returns
+        for producer, _ in op_facts.producers:
+            found, at = _lookup(node_keys, _pair_keys(e, np.full(len(rows), producer)))
+            found &= ~inside[rows]  # made inside from finite operands: the input was absorbed first
+            edges_from.append(at[found])
+            edges_to.append(rows[found])
+            fed[rows[found]] = True
+        if op_facts.params:
+            for j, execution in zip(rows.tolist(), e.tolist()):
+                bad = evidence.bad_params(execution)
+                if bad is None:
+                    dirty[j] = True  # the execution's inputs are not in the dump
+                elif any(p in bad for p in op_facts.params):
+                    bad_param[j] = True  # a non-finite function input is the caller's, not a mask
+        source = ~fed[rows] & ~bad_param[rows]
+        if not op_facts.expected:
+            dirty[rows] |= source & ~literal  # computed from finite inputs: a bug, whatever follows
+        if op_facts.unknown:
+            dirty[rows] |= source  # what fed it is unknown
+        for consumer in {c for readers in op_facts.consumers.values() for c in readers}:
+            pair = _pair_keys(e, np.full(len(rows), consumer))
+            in_region, node = _lookup(node_keys, pair)
+            traced, at = _lookup(traced_keys, pair)
+            # Outside the region, the consumer must have been traced there, all finite, or
+            # have absorbed the value before an op of its own made another (a replay says so).
+            absorbed = (traced & traced_ok[at]) | (in_region & inside[node])
+            dirty[rows] |= ~(in_region & ~inside[node]) & ~absorbed
+    fed |= bad_param
+    dirty |= bad_param
+    src = np.concatenate(edges_from) if edges_from else np.zeros(0, np.int64)
+    dst = np.concatenate(edges_to) if edges_to else np.zeros(0, np.int64)
+    # A region is dirty as a whole: spread along its edges, both ways, until nothing changes.
+    for _ in range(m):
+        before = int(np.count_nonzero(dirty))
+        dirty[dst] |= dirty[src]
+        dirty[src] |= dirty[dst]
+        if int(np.count_nonzero(dirty)) == before:
+            break
+    # Expected: a matching op, or one fed only by expected ops (downstream, until stable).
+    has_producer = np.zeros(m, dtype=bool)
+    has_producer[dst] = True
+    for _ in range(m):
+        from_unexpected = np.zeros(m, dtype=bool)
+        from_unexpected[dst[~expected[src]]] = True
+        grown = expected | (has_producer & ~from_unexpected & ~bad_param)
+        if (grown == expected).all():
+            break
+        expected = grown
+    node_kind = np.where(expected, EXPECTED, np.where(dirty, ALERT, ABSORBED)).astype(np.uint8)
+    return node_kind[node_of], fed[node_of], inside[node_of]
+
+
+def _finite_traces(evidence: Evidence) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique (execution, op) keys of the traces, whether all of that op's outputs
+    there were known and finite)."""
+    keys = _pair_keys(evidence.trace_execution, evidence.trace_op)
+    ok = _finite_known(evidence.trace_flags)
+    unique, inverse = np.unique(keys, return_inverse=True)
+    all_ok = np.ones(len(unique), dtype=bool)
+    np.logical_and.at(all_ok, inverse, ok)
+    return unique, all_ok
+
+
+def _finite_known(flags: np.ndarray) -> np.ndarray:
+    return ((flags & HEALTH_KNOWN) != 0) & ((flags & NONFINITE) == 0)
+
+
+def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(found, index; 0 where not found) of keys in sorted_keys."""
+    if not len(sorted_keys):
+        return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=np.int64)
+    at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[at] == keys, at
