@@ -81,4 +81,3 @@ def test_a_view_of_a_parameter_is_the_parameter_and_the_build_stays_compiled(tmp
         (exp,) = run.ops()
         (inp,) = exp.inputs
         assert (inp.kind, inp.param_index, tuple(inp.spec.shape)) == (pb.OpInput.PARAM, 0, (512, 256))
-

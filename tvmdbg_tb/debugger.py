@@ -58,6 +58,7 @@ def enable_dump_debug_info(
     run_name: str | None = None,
     circular_buffer_bytes: int | None = None,
     model_code: str | Collection[str] | None = None,
+    expected_nonfinite: str | None = None,
 ) -> DebugEventsWriter:
     """Records every Relax compile and VM run of this process under logdir; returns the writer.
 
@@ -96,6 +97,11 @@ def enable_dump_debug_info(
         module or package names, files or directories (a list or a comma-separated string):
         the user's own files plus those ("transformers.models", "torch.nn.modules"); "" or
         [] for the user's own files only.
+    expected_nonfinite: a regular expression for ops whose non-finite outputs are intended
+        (searched in op names, kernels, Relax op types and vars, e.g. "where|masked_fill"):
+        their non-finite outputs, and those computed only from them, are listed apart as
+        expected instead of alerts. Masks whose -inf the model absorbs need no pattern
+        (docs/nonfinite.md).
     Calling it again with the same arguments returns the same writer; with different ones
     it raises ValueError (call disable_dump_debug_info() first).
     Never raises for the file system: if logdir cannot be created or written (a regular file
@@ -113,6 +119,7 @@ def enable_dump_debug_info(
         run_name,
         circular_buffer_bytes,
         model_code,
+        expected_nonfinite,
         extra_args=(bool(live),),
     )
     if live:

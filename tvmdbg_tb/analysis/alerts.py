@@ -3,16 +3,23 @@
 An alert is one non-finite output (op, output slot) in one execution, in trace order. Its
 `origin` flag says the op made the bad value rather than passing one on: none of its inputs
 was non-finite in that execution. Inputs produced by traced ops are looked up among that
-execution's non-finite traces, function parameters in the execution's input summaries; an
-input whose health was never recorded (a builtin's result, an op that op_regex filtered
-out) counts as finite only if nothing earlier in the execution was non-finite. Where the
+execution's non-finite traces, function parameters in the execution's input summaries
+(constants count as finite: the op reading a non-finite weight is where it enters); an
+input whose health was never recorded (an op that op_regex filtered out) counts as finite
+only if no earlier output of the execution was a non-finite value that matters. Where the
 circular buffer dropped the start of an execution (the oldest in the dump, or the first after
 each of its drops), an op whose producer trace is gone there is never called the origin:
 nothing shows its inputs were finite.
 
-Memory stays small: per alert a trace position and a flag (numpy), plus the packed keys of
-the non-finite outputs of the last few executions (producers and consumers run in the same
-execution). Work is vectorised per op, so a run that went NaN everywhere still loads fast.
+Non-finite outputs a model makes on purpose and absorbs (an attention mask's -inf) are no
+alerts: once an execution's traces are all read, absorption.classify sorts its non-finite
+outputs into alerts, absorbed and expected ones; the last two are listed apart (`benign`).
+Until then (a live call still being written) they count as alerts.
+
+Memory stays small: per non-finite output a trace position and a few flags (numpy), plus the
+packed keys of the non-finite outputs of the last few executions (producers and consumers
+run in the same execution) and the trace spans of executions not yet classified. Work is
+vectorised per op, so a run that went NaN everywhere still loads fast.
 """
 
 from __future__ import annotations
@@ -23,13 +30,20 @@ from collections import OrderedDict
 
 import numpy as np
 
-from tvmdbg_tb.analysis.inner_ops import confirm_alert, masked_alerts, merge_alerts
+from tvmdbg_tb.analysis import absorption
+from tvmdbg_tb.analysis.inner_ops import confirm_alert, confirmed_origin, masked_alerts, merge_alerts
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.ranges import range_alerts
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.health import HEALTH_MODES
 from tvmdbg_tb.events.locations import location
-from tvmdbg_tb.events.reader import NONFINITE, GrowingArray, RunReader, value_nonfinite_counts
+from tvmdbg_tb.events.reader import (
+    HEALTH_KNOWN,
+    NONFINITE,
+    GrowingArray,
+    RunReader,
+    value_nonfinite_counts,
+)
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -37,6 +51,10 @@ ALERT_TYPE = "InfNanAlert"
 RANGE_PAGE = 100  # range alerts in an answer unless asked otherwise
 _RECENT_EXECUTIONS = 64
 _BLOCK = 1 << 18  # non-finite traces handled at once
+# Executions whose traces are followed until all are read and they are classified; beyond
+# this many, the oldest are forgotten (an execution never completed keeps its alerts as
+# alerts). Traces are taken in slices of this many, each settled before the next.
+_OPEN_EXECUTIONS = 1 << 16
 # A non-finite output's key: execution index << 28 | op (20 bits, dense ids) << 8 | slot (8 bits).
 _E_SHIFT = 28
 _OP_MASK = (1 << 20) - 1
@@ -67,12 +85,26 @@ def _contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return sorted_keys[at] == keys
 
 
+class _Span:
+    """The traces read so far of one execution not yet classified: their positions and count,
+    and the indices of its non-finite outputs."""
+
+    __slots__ = ("first", "last", "count", "alerts")
+
+    def __init__(self):
+        self.first = self.last = -1
+        self.count = 0
+        self.alerts: list[np.ndarray] = []
+
+
 class AlertMonitor:
     """Observer of one RunReader that keeps its NaN/Inf alerts up to date."""
 
-    def __init__(self, run: RunReader):
+    def __init__(self, run: RunReader, expected_nonfinite: str | None = None):
         self._lock = threading.RLock()
         self._dense: dict[int, int] = {}  # op_id -> small int for packed keys
+        self._facts = absorption.Facts(run, absorption.compile_pattern(expected_nonfinite))
+        self.expected_nonfinite = expected_nonfinite or ""
         self._clear()
         self._op_inputs: dict[int, tuple[list[tuple[int, int]], list[int], bool]] = {}
         run.add_observer(self)
@@ -80,12 +112,27 @@ class AlertMonitor:
     def _clear(self) -> None:
         self._positions = GrowingArray(np.int64)
         self._origin = GrowingArray(np.bool_)
+        # Per non-finite output: absorption's kind (ALERT until classified), whether a known
+        # input was bad (a traced producer, a parameter, or its producer is cut from the dump),
+        # whether an input's health is unknown.
+        self._verdict = GrowingArray(np.uint8)
+        self._known_bad = GrowingArray(np.bool_)
+        self._unknown = GrowingArray(np.bool_)
         self._carry = np.zeros(0, dtype=np.int64)  # packed keys of recent non-finite outputs, sorted
         self._bad_params: OrderedDict[int, frozenset[int] | None] = OrderedDict()
         self._pending: dict[int, list[tuple[int, bool, tuple[int, ...]]]] = {}
         self._traced: set[int] = set()  # ops with at least one trace in the dump
         self._kinds = np.zeros(3, dtype=np.int64)  # alerts [0:_counted) with NaN, -Inf, +Inf
         self._counted = 0
+        # Of those, in outputs classified absorbed or expected (no alerts): counted apart.
+        self._benign_kinds = np.zeros(3, dtype=np.int64)
+        self._spans: OrderedDict[int, _Span] = OrderedDict()  # executions not classified yet
+        # Recently classified executions with non-finite outputs (span, finite returns): a
+        # replay of one of their kernels, written after the call, classifies them again.
+        self._classified: OrderedDict[int, tuple[_Span, bool]] = OrderedDict()
+        self._replays_seen = 0
+        self._visible_cache: tuple[int, np.ndarray] | None = None
+        self._version = 0
 
     # -- observing -------------------------------------------------------------------------
 
@@ -94,9 +141,18 @@ class AlertMonitor:
             if stream == layout.GRAPH_EXECUTION_TRACES:
                 if reset:
                     self._clear()
-                self._add(run, start)
-            elif stream == layout.EXECUTION and self._pending:
-                self._resolve_pending(run)
+                    start = 0
+                end = len(run.trace_digests())
+                for lo in range(start, end, _OPEN_EXECUTIONS):
+                    hi = min(lo + _OPEN_EXECUTIONS, end)
+                    self._follow_traces(run, lo, hi)
+                    self._add(run, lo, hi)
+                    self._settle(run)
+                self._version += 1
+            elif stream == layout.EXECUTION:
+                if self._pending:
+                    self._resolve_pending(run)
+                self._settle(run)
 
     def _inputs_of(self, run: RunReader, op_id: int) -> tuple[list[tuple[int, int]], list[int], bool]:
         """(producer (op, slot) pairs, param indices, has an input of unknown health)."""
@@ -148,11 +204,32 @@ class AlertMonitor:
             dense = self._dense[op_id] = len(self._dense) & _OP_MASK
         return dense
 
-    def _add(self, run: RunReader, start: int) -> None:
-        """Adds the non-finite traces from position start on, in blocks (bounded memory)."""
+    def _span(self, execution: int) -> _Span:
+        span = self._spans.get(execution)
+        if span is None:
+            span = self._spans[execution] = _Span()
+            while len(self._spans) > _OPEN_EXECUTIONS:
+                self._spans.popitem(last=False)  # never completed: its alerts stay alerts
+        return span
+
+    def _follow_traces(self, run: RunReader, start: int, stop: int) -> None:
+        """Extends the spans of the executions that traces [start:stop] belong to."""
+        e = run.trace_digests()["execution_index"][start:stop]
+        if not len(e):
+            return
+        executions, first, counts = np.unique(e, return_index=True, return_counts=True)
+        last = len(e) - 1 - np.unique(e[::-1], return_index=True)[1]
+        for execution, lo, hi, count in zip(executions.tolist(), first.tolist(), last.tolist(), counts.tolist()):
+            span = self._span(execution)
+            span.first = start + lo if span.first < 0 else min(span.first, start + lo)
+            span.last = max(span.last, start + hi)
+            span.count += count
+
+    def _add(self, run: RunReader, start: int, stop: int) -> None:
+        """Adds the non-finite traces among [start:stop], in blocks (bounded memory)."""
         digests = run.trace_digests()
-        self._traced.update(np.unique(digests["op_id"][start:]).tolist())
-        new = np.flatnonzero(digests["flags"][start:] & NONFINITE) + start
+        self._traced.update(np.unique(digests["op_id"][start:stop]).tolist())
+        new = np.flatnonzero(digests["flags"][start:stop] & NONFINITE) + start
         for block in range(0, len(new), _BLOCK):
             self._add_block(run, digests, new[block : block + _BLOCK])
 
@@ -167,7 +244,8 @@ class AlertMonitor:
         _, first_of_execution, execution_rows = np.unique(e, return_index=True, return_inverse=True)
         earlier = (np.arange(len(new)) != first_of_execution[execution_rows]) | np.isin(e, self._carry >> _E_SHIFT)
         known = np.union1d(self._carry, keys)
-        origin = np.ones(len(new), dtype=np.bool_)
+        known_bad = np.zeros(len(new), dtype=np.bool_)
+        unknown_input = np.zeros(len(new), dtype=np.bool_)
         first_alert = self._positions.size
         cut = _cut_executions(run, digests)
         by_op = np.argsort(op_rows, kind="stable")  # rows grouped by op, in trace order
@@ -181,12 +259,11 @@ class AlertMonitor:
                     bad |= _contains(known, _pack(e[rows], self._dense_id(producer), slot))
                 else:
                     unknown = True
-            if unknown:
-                bad |= earlier[rows]
             for cut_execution, present_in_cut in cut.items():
                 if any(p not in present_in_cut for p, _ in producers):
                     bad |= e[rows] == cut_execution
-            origin[rows] = ~bad
+            unknown_input[rows] = unknown
+            known_bad[rows] = bad
             if not params:
                 continue
             candidates = rows[~bad]
@@ -194,16 +271,22 @@ class AlertMonitor:
                 same = candidates[e[candidates] == execution]
                 bad_params = self._params_bad(run, execution)
                 if bad_params is None:  # the execution record comes after its traces
-                    origin[same] = ~earlier[same]
                     self._pending.setdefault(execution, []).extend(
                         (first_alert + r, bool(earlier[r]), tuple(params)) for r in same.tolist()
                     )
                 elif any(p in bad_params for p in params):
-                    origin[same] = False
+                    known_bad[same] = True
+        origin = ~known_bad & ~(unknown_input & earlier)
         newest = int(e.max())
         self._carry = known[(known >> _E_SHIFT) >= newest - _RECENT_EXECUTIONS]
         self._positions.append_array(new)
         self._origin.append_array(origin)
+        self._verdict.append_array(np.zeros(len(new), dtype=np.uint8))
+        self._known_bad.append_array(known_bad)
+        self._unknown.append_array(unknown_input)
+        indices = np.arange(first_alert, first_alert + len(new))
+        for execution, rows in _groups(e):
+            self._span(execution).alerts.append(indices[rows])
 
     def _resolve_pending(self, run: RunReader) -> None:
         for e in list(self._pending):
@@ -212,17 +295,108 @@ class AlertMonitor:
                 continue
             for alert, _earlier, params in self._pending.pop(e):
                 if any(p in bad_params for p in params):
+                    self._known_bad.view()[alert] = True
                     self._origin.view()[alert] = False
+
+    def _settle(self, run: RunReader) -> None:
+        """Classifies the non-finite outputs of executions whose traces are all read (see
+        absorption); again those of recent ones when replays of their kernels arrived since."""
+        replays = run.replays()
+        if len(replays) != self._replays_seen and self._classified:
+            self._replays_seen = len(replays)
+            again = {int(r.execution_index) for r in replays} & set(self._classified)
+            if again:
+                self._classify(run, [(e, *self._classified[e]) for e in sorted(again)])
+        records = run.execution_digests()
+        if not self._spans or not len(records):
+            return
+        executions = np.fromiter(self._spans, dtype=np.int64, count=len(self._spans))
+        counts = np.fromiter((span.count for span in self._spans.values()), dtype=np.int64, count=len(executions))
+        rows = _execution_rows(run, executions)
+        found = rows >= 0
+        complete = found & (counts >= records["num_traces"][np.maximum(rows, 0)])
+        if not complete.any():
+            return
+        flags = records["flags"][np.maximum(rows, 0)]
+        finite = found & ((flags & HEALTH_KNOWN) != 0) & ((flags & NONFINITE) == 0)
+        batch = []
+        for execution, ok in zip(executions[complete].tolist(), finite[complete].tolist()):
+            span = self._spans.pop(execution)
+            if span.alerts:
+                batch.append((execution, span, ok))
+                self._classified[execution] = (span, ok)
+        while len(self._classified) > _RECENT_EXECUTIONS:
+            self._classified.popitem(last=False)
+        if batch:
+            self._classify(run, batch)
+
+    def _classify(self, run: RunReader, batch: list[tuple[int, _Span, bool]]) -> None:
+        """absorption.classify on the non-finite outputs of whole executions (execution, its
+        span, whether it returned finite values), then their origin flags again, in trace
+        order: an unknown input counts as bad only after an earlier alert of the execution."""
+        digests = run.trace_digests()
+        indices = np.concatenate([a for _, span, _ in batch for a in span.alerts])
+        positions = self._positions.view()[indices]
+        outputs = absorption.Outputs(
+            digests["execution_index"][positions],
+            digests["op_id"][positions],
+            digests["output_slot"][positions],
+            positions,
+        )
+        executions = {e for e, _, _ in batch}
+        traced = np.unique(np.concatenate([np.arange(span.first, span.last + 1) for _, span, _ in batch]))
+        traced = traced[np.isin(digests["execution_index"][traced], list(executions))]
+        evidence = absorption.Evidence(
+            digests["execution_index"][traced],
+            digests["op_id"][traced],
+            digests["flags"][traced],
+            {e for e, _, ok in batch if ok},
+            lambda execution: self._params_bad(run, execution),
+            _made_inside(run, executions) if run.replays() else {},
+        )
+        kinds, fed, inside = absorption.classify(self._facts, outputs, evidence)
+        # Keep the per-kind counts of benign outputs (counts() subtracts them) in step.
+        was = self._verdict.view()[indices] != absorption.ALERT
+        now = kinds != absorption.ALERT
+        for rows, sign in ((now & ~was, 1), (was & ~now, -1)):
+            if rows.any():
+                changed = digests[positions[rows]]
+                self._benign_kinds += [sign * np.count_nonzero(changed[k] > 0) for k in ("nan", "neg_inf", "pos_inf")]
+        self._verdict.view()[indices] = kinds
+        order = np.lexsort((positions, outputs.execution))
+        indices, kinds, execution = indices[order], kinds[order], outputs.execution[order]
+        alert = kinds == absorption.ALERT
+        counted = np.cumsum(alert) - alert
+        starts = np.flatnonzero(np.concatenate(([True], execution[1:] != execution[:-1])))
+        before = counted - np.repeat(counted[starts], np.diff(np.concatenate((starts, [len(execution)]))))
+        # A replay that found the inner op making the value clears what the producers said.
+        known_bad = (self._known_bad.view()[indices] & ~inside[order]) | fed[order]
+        unknown = self._unknown.view()[indices]
+        self._origin.view()[indices] = alert & ~known_bad & ~(unknown & (before > 0))
+        self._version += 1
 
     # -- queries ---------------------------------------------------------------------------
 
+    def _visible(self) -> np.ndarray:
+        """Indices of the non-finite outputs that are alerts (not absorbed or expected)."""
+        cached = self._visible_cache
+        if cached is None or cached[0] != self._version:
+            kinds = self._verdict.view()
+            cached = self._visible_cache = (self._version, np.flatnonzero(kinds == absorption.ALERT))
+        return cached[1]
+
     def num_alerts(self) -> int:
+        with self._lock:
+            return len(self._visible())
+
+    def num_nonfinite(self) -> int:
+        """Non-finite outputs in the dump: alerts, absorbed and expected ones."""
         return self._positions.size
 
     def first_origin_index(self) -> int | None:
         with self._lock:
-            origin = self._origin.view()
-            hits = np.flatnonzero(origin[: self._positions.size])
+            visible = self._visible()
+            hits = np.flatnonzero(self._origin.view()[visible])
             return int(hits[0]) if len(hits) else None
 
     def counts(self, run: RunReader) -> dict[str, int]:
@@ -234,7 +408,7 @@ class AlertMonitor:
                 digests = run.trace_digests()[self._positions.view()[self._counted : n]]
                 self._kinds += [np.count_nonzero(digests[kind] > 0) for kind in ("nan", "neg_inf", "pos_inf")]
                 self._counted = n
-            nan, neg_inf, pos_inf = self._kinds.tolist()
+            nan, neg_inf, pos_inf = (self._kinds - self._benign_kinds).tolist()
             return {
                 "nan": nan,
                 "neg_inf": neg_inf,
@@ -245,20 +419,81 @@ class AlertMonitor:
     def page(self, begin: int, end: int) -> tuple[np.ndarray, np.ndarray]:
         """(trace positions, origin flags) of alerts [begin:end]."""
         with self._lock:
-            return self._positions.view()[begin:end].copy(), self._origin.view()[begin:end].copy()
+            chosen = self._visible()[begin:end]
+            return self._positions.view()[chosen].copy(), self._origin.view()[chosen].copy()
+
+    def benign(self) -> tuple[np.ndarray, np.ndarray]:
+        """(trace positions, kinds) of the absorbed and expected non-finite outputs."""
+        with self._lock:
+            kinds = self._verdict.view()
+            chosen = np.flatnonzero(kinds != absorption.ALERT)
+            return self._positions.view()[chosen].copy(), kinds[chosen].copy()
 
 
-_monitors: weakref.WeakKeyDictionary[RunReader, AlertMonitor] = weakref.WeakKeyDictionary()
+def _made_inside(run: RunReader, executions: set[int]) -> dict[tuple[int, int], bool]:
+    """(execution, op) of the replayed fused kernel calls of those executions whose replay
+    found the inner op that made the value -> whether that op writes a non-finite literal."""
+    out = {}
+    for record in run.replays():
+        if int(record.execution_index) not in executions:
+            continue
+        inner = confirmed_origin(record)
+        if inner is None:
+            continue
+        try:
+            op = run.op(int(record.op_id))
+        except KeyError:
+            continue
+        literal = any(o.nonfinite_literal for o in op.original_ops if o.var_name == inner.var_name)
+        out[(int(record.execution_index), int(record.op_id))] = literal
+    return out
+
+
+def _execution_rows(run: RunReader, executions: np.ndarray) -> np.ndarray:
+    """The row of each execution (by Execution.index) among the run's execution digests, -1
+    where its record is not read (or was dropped)."""
+    index = run.execution_digests()["index"]
+    if not len(index):
+        return np.full(len(executions), -1, dtype=np.int64)
+    if len(index) > 1 and (np.diff(index) <= 0).any():  # several threads: not in index order
+        order = np.argsort(index, kind="stable")
+        at = np.minimum(np.searchsorted(index[order], executions), len(index) - 1)
+        rows = order[at]
+    else:
+        rows = np.minimum(np.searchsorted(index, executions), len(index) - 1)
+    return np.where(index[rows] == executions, rows, -1)
+
+
+def _groups(values: np.ndarray):
+    """(value, row indices) for each distinct value, rows in order."""
+    order = np.argsort(values, kind="stable")
+    unique, starts = np.unique(values[order], return_index=True)
+    for k, value in enumerate(unique.tolist()):
+        stop = starts[k + 1] if k + 1 < len(starts) else len(order)
+        yield value, order[starts[k] : stop]
+
+
+_monitors: weakref.WeakKeyDictionary[RunReader, dict[str, AlertMonitor]] = weakref.WeakKeyDictionary()
 _monitors_lock = threading.Lock()
 
 
-def monitor(run: RunReader) -> AlertMonitor:
-    """The run's AlertMonitor, registered on first use (it replays what is already read)."""
+def expected_pattern(run: RunReader, expected_nonfinite: str | None = None) -> str:
+    """The expected_nonfinite pattern that applies: the one asked for, else the run's own."""
+    if expected_nonfinite is not None:
+        return expected_nonfinite
+    return run.metadata.expected_nonfinite if run.metadata is not None else ""
+
+
+def monitor(run: RunReader, expected_nonfinite: str | None = None) -> AlertMonitor:
+    """The run's AlertMonitor for a pattern of expected non-finite ops (default: the run's
+    own, enable_dump_debug_info(expected_nonfinite=...)), registered on first use (it replays
+    what is already read). ValueError for a pattern that is not a regular expression."""
+    pattern = expected_pattern(run, expected_nonfinite)
     with _monitors_lock:
-        found = _monitors.get(run)
-        if found is None:
-            found = _monitors[run] = AlertMonitor(run)
-        return found
+        found = _monitors.setdefault(run, {})
+        if pattern not in found:
+            found[pattern] = AlertMonitor(run, pattern)
+        return found[pattern]
 
 
 def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> list[dict]:
@@ -331,9 +566,9 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
     return out
 
 
-def num_alerts(run: RunReader) -> int:
+def num_alerts(run: RunReader, expected_nonfinite: str | None = None) -> int:
     """Alerts of the run: kernel outputs plus NaN/Inf masked inside fused kernels (replays)."""
-    total = monitor(run).num_alerts()
+    total = monitor(run, expected_nonfinite).num_alerts()
     if run.replays():
         with run.lock:
             total += len(masked_alerts(run, lambda p, o: alert_rows(run, p, o)))
@@ -373,14 +608,65 @@ def alerts(
     alert_type: str | None = None,
     range_begin: int = 0,
     range_end: int = RANGE_PAGE,
+    expected_nonfinite: str | None = None,
 ) -> dict:
-    """The `alerts` route's answer: alerts [begin:end] (end=-1: all) in execution order, and
-    range alerts [range_begin:range_end] (analysis/ranges.py) under "range_alerts"."""
-    m = monitor(run)
+    """The `alerts` route's answer: alerts [begin:end] (end=-1: all) in execution order, range
+    alerts [range_begin:range_end] (analysis/ranges.py) under "range_alerts", and the
+    non-finite outputs that are no alerts ("benign": absorbed, or expected by the
+    expected_nonfinite pattern, the run's own by default)."""
+    m = monitor(run, expected_nonfinite)
     with run.lock:  # alert positions and the digests they index, from one state
         answer = _alerts(run, m, begin, end, alert_type)
+        answer["benign"] = benign(run, m)
     answer["range_alerts"] = range_alerts(run, range_begin, range_end)  # reads the file: not under run.lock
     return answer
+
+
+def benign(run: RunReader, m: AlertMonitor) -> dict:
+    """The absorbed and expected non-finite outputs, per op (docs/routes.md#alerts)."""
+    positions, kinds = m.benign()
+    digests = run.trace_digests()[positions]
+    ops, first, inverse = np.unique(digests["op_id"], return_index=True, return_inverse=True)
+    benign_ops = set(ops.tolist())
+    rows = []
+    for k in np.argsort(first, kind="stable").tolist():
+        op_id = int(ops[k])
+        mine = inverse == k
+        try:
+            op = run.op(op_id)
+        except KeyError:
+            op = None
+        readers = {c for c, _, _ in run.consumers(op_id)} - benign_ops
+        absorbed_by = []
+        for reader in sorted(readers):
+            try:
+                consumer = run.op(reader)
+            except KeyError:
+                continue
+            kind = consumer.original_ops[0].op_type if consumer.original_ops else consumer.kernel
+            if kind not in absorbed_by:
+                absorbed_by.append(kind)
+        rows.append(
+            {
+                "op_id": op_id,
+                "op_name": op.op_name if op else "",
+                "kernel": op.kernel if op else "",
+                "kind": absorption.KIND_NAMES[int(kinds[mine][0])],
+                "count": int(np.count_nonzero(mine)),
+                "nan": int(np.count_nonzero(digests["nan"][mine] > 0)),
+                "neg_inf": int(np.count_nonzero(digests["neg_inf"][mine] > 0)),
+                "pos_inf": int(np.count_nonzero(digests["pos_inf"][mine] > 0)),
+                "original_ops": [o.op_type for o in op.original_ops] if op else [],
+                "location": location(run, op.code_location) if op else None,
+                "absorbed_by": absorbed_by,
+            }
+        )
+    return {
+        "absorbed": int(np.count_nonzero(kinds == absorption.ABSORBED)),
+        "expected": int(np.count_nonzero(kinds == absorption.EXPECTED)),
+        "expected_nonfinite": m.expected_nonfinite or None,
+        "ops": rows,
+    }
 
 
 def start_dropped(run: RunReader) -> bool:

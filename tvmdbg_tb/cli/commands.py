@@ -31,11 +31,14 @@ def analyze(args) -> int:
 def alerts(args) -> int:
     reader = open_logdir(args.logdir)
     run = pick_run(reader, args.run, notes=sys.stderr)
+    expected = args.expected_nonfinite
     if args.json:
-        reports.write_alerts_json(run, sys.stdout, limit=args.limit)
+        reports.write_alerts_json(run, sys.stdout, limit=args.limit, expected_nonfinite=expected)
         return 0
     style = Style.for_stream(sys.stdout)
-    lines = reports.alert_lines(run, OpNames(run), limit=args.limit, style=style, more="-l 0 lists all")
+    lines = reports.alert_lines(
+        run, OpNames(run), limit=args.limit, style=style, more="-l 0 lists all", expected_nonfinite=expected
+    )
     print("\n".join(lines))
     return 0
 
@@ -58,7 +61,7 @@ def check(args) -> int:
     status = reports.CLEAN
     for name in names:
         run = reader.run(name)
-        code, text = reports.check(run, OpNames(run), args.logdir)
+        code, text = reports.check(run, OpNames(run), args.logdir, args.expected_nonfinite)
         warn_damage(run, sys.stderr, "tvmdbg check")
         if code == reports.CANNOT_TELL:
             print(text, file=sys.stderr)

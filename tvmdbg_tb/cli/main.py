@@ -6,6 +6,7 @@ Nothing imported at startup touches TVM: only `tvmdbg run` (which runs a TVM pro
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import textwrap
 
@@ -46,6 +47,26 @@ def _add_logdir(parser: argparse.ArgumentParser, all_runs: bool = False) -> None
             if all_runs
             else "the only run, or of several the one whose first NaN/Inf came first, else the newest"
         ),
+    )
+
+
+def _regex(text: str) -> str:
+    try:
+        re.compile(text)
+    except re.error as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {error}") from None
+    return text
+
+
+def _add_expected(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--expected-nonfinite",
+        metavar="REGEX",
+        type=_regex,
+        default=None,
+        help="ops whose non-finite outputs are intended (REGEX is searched in op names, kernels, Relax op "
+        "types and vars): listed apart as expected, not alerts; default: the run's "
+        "enable_dump_debug_info(expected_nonfinite=...). See docs/nonfinite.md",
     )
 
 
@@ -116,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_formatter,
     )
     _add_logdir(p)
+    _add_expected(p)
     p.add_argument("--json", action="store_true", help="print the alert objects of the plugin's `alerts` route")
     p.add_argument(
         "-l", "--limit", type=int, default=0, help="alerts to print (with --json: the first N), 0 for all (default: 0)"
@@ -142,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_formatter,
     )
     _add_logdir(p, all_runs=True)
+    _add_expected(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
 
     p = sub.add_parser(

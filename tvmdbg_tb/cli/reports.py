@@ -27,36 +27,78 @@ def _counts(alert: dict) -> str:
     return ", ".join(parts) + (f" of {alert['size']}" if alert.get("size") else "")
 
 
-def ordered_alerts(run: RunReader, limit: int = 0) -> tuple[list[dict], int | None, int]:
+def ordered_alerts(
+    run: RunReader, limit: int = 0, expected_nonfinite: str | None = None
+) -> tuple[list[dict], int | None, int]:
     """(alerts, index of the first origin alert in execution order, number of alerts): the
     first origin alert, then the first `limit` others in execution order (0: all). Only the
     alerts returned are read from the dump."""
-    head = analysis.alerts(run, 0, 0)
+    head = analysis.alerts(run, 0, 0, range_end=0, expected_nonfinite=expected_nonfinite)
     total, first = head["num_alerts"], head["first_origin_index"]
     end = total if limit <= 0 else min(limit, total)
-    page = analysis.alerts(run, 0, end)["alerts"]
+    page = analysis.alerts(run, 0, end, range_end=0, expected_nonfinite=expected_nonfinite)["alerts"]
     if first is None:
         return page, None, total
-    origin = page[first] if first < end else analysis.alerts(run, first, first + 1)["alerts"][0]
+    if first < end:
+        origin = page[first]
+    else:
+        origin = analysis.alerts(run, first, first + 1, range_end=0, expected_nonfinite=expected_nonfinite)["alerts"][0]
     return [origin] + [a for i, a in enumerate(page) if i != first], first, total
 
 
+def _short_op(op_type: str) -> str:
+    """ "relax.nn.softmax" -> "softmax"."""
+    return op_type.rsplit(".", 1)[-1]
+
+
+def benign_lines(benign: dict) -> list[str]:
+    """The non-finite outputs that are no alerts, as the `benign` part of the alerts route
+    says: absorbed (intended masking) and expected ones, one line per op."""
+    lines = []
+    for kind, title in (("absorbed", "Intended masking"), ("expected", "Expected non-finite")):
+        ops = [o for o in benign["ops"] if o["kind"] == kind]
+        if not ops:
+            continue
+        readers = sorted({_short_op(t) for o in ops for t in o["absorbed_by"]})
+        by = f", absorbed by {', '.join(readers)}" if readers and kind == "absorbed" else ""
+        pattern = f" (--expected-nonfinite {benign['expected_nonfinite']!r})" if kind == "expected" else ""
+        lines.append(f"{title}{pattern}: {benign[kind]} non-finite outputs, no alerts{by}:")
+        for o in ops:
+            values = ", ".join(
+                f"{o[key]} with {label}"
+                for key, label in (("neg_inf", "-Inf"), ("pos_inf", "+Inf"), ("nan", "NaN"))
+                if o[key]
+            )
+            made = "/".join(_short_op(t) for t in o["original_ops"]) or o["kernel"]
+            lines.append(f"  {o['op_name']} ({made}): {o['count']} outputs{', ' + values if values else ''}")
+    return lines
+
+
 def alert_lines(
-    run: RunReader, names: OpNames, limit: int = 0, style: Style | None = None, more: str = "alerts -a lists all"
+    run: RunReader,
+    names: OpNames,
+    limit: int = 0,
+    style: Style | None = None,
+    more: str = "alerts -a lists all",
+    expected_nonfinite: str | None = None,
 ) -> list[str]:
-    """The NaN/Inf alerts, then the range alerts (FULL_STATS runs)."""
-    return _nonfinite_alert_lines(run, names, limit, style or Style(), more) + range_alert_lines(
+    """The NaN/Inf alerts (and the non-finite outputs that are no alerts), then the range
+    alerts (FULL_STATS runs)."""
+    return _nonfinite_alert_lines(run, names, limit, style or Style(), more, expected_nonfinite) + range_alert_lines(
         run, names, limit, style
     )
 
 
-def _nonfinite_alert_lines(run: RunReader, names: OpNames, limit: int, style: Style, more: str) -> list[str]:
-    alerts, first, total = ordered_alerts(run, limit)
+def _nonfinite_alert_lines(
+    run: RunReader, names: OpNames, limit: int, style: Style, more: str, expected_nonfinite: str | None
+) -> list[str]:
+    alerts, first, total = ordered_alerts(run, limit, expected_nonfinite)
+    benign = benign_lines(analysis.alerts(run, 0, 0, range_end=0, expected_nonfinite=expected_nonfinite)["benign"])
     if not alerts:
         mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
         if mode not in HEALTH_MODES:
             return [f"No alerts: mode {mode_name(mode)} records no NaN/Inf counts (use FULL_HEALTH)."]
-        return [f"No NaN/Inf alerts in {run.num_traces()} kernel outputs."]
+        return [f"No NaN/Inf alerts in {run.num_traces()} kernel outputs.", *benign]
     lines = []
     head = alerts[0]
     name = f"{names.name(head['op_id'])}:{head['output_slot']}"
@@ -105,20 +147,24 @@ def _nonfinite_alert_lines(run: RunReader, names: OpNames, limit: int, style: St
     ]
     if len(alerts) < total:
         lines.append(f"  ... {total - len(alerts)} more ({more})")
-    return lines
+    return lines + benign
 
 
-def write_alerts_json(run: RunReader, out, limit: int = 0, page: int = 1000) -> None:
+def write_alerts_json(
+    run: RunReader, out, limit: int = 0, page: int = 1000, expected_nonfinite: str | None = None
+) -> None:
     """Writes the plugin `alerts` route's answer for alerts [0:limit] and range alerts
     [0:limit] (0: all) as the route encodes it, a page of alerts at a time so memory stays
     flat when a run has many."""
-    head = analysis.alerts(run, 0, 0, range_end=-1 if limit <= 0 else limit)
+    head = analysis.alerts(run, 0, 0, range_end=-1 if limit <= 0 else limit, expected_nonfinite=expected_nonfinite)
     end = head["num_alerts"] if limit <= 0 else min(limit, head["num_alerts"])
     fields = {k: v for k, v in head.items() if k != "alerts"}
     fields = analysis.dumps({**fields, "end": end, "alerts": []})  # the alerts last, streamed
     out.write(fields[: -len("[]}")] + "[")
     for begin in range(0, end, page):
-        objects = analysis.alerts(run, begin, min(begin + page, end), range_end=0)["alerts"]
+        objects = analysis.alerts(
+            run, begin, min(begin + page, end), range_end=0, expected_nonfinite=expected_nonfinite
+        )["alerts"]
         out.write((", " if begin else "") + ", ".join(analysis.dumps(a) for a in objects))
     out.write("]}\n")
 
@@ -254,18 +300,22 @@ def _dropped_text(dropped: dict[str, int]) -> str:
     return " and ".join(parts)
 
 
-def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
-    """(exit code, one paragraph): CLEAN only when the dump is complete and all finite, and,
+def check(run: RunReader, names: OpNames, logdir: str, expected_nonfinite: str | None = None) -> tuple[int, str]:
+    """(exit code, one paragraph): CLEAN only when the dump is complete and holds no NaN/Inf
+    alert (absorbed and expected non-finite outputs are no alerts: analysis.absorption), and,
     where the circular buffer dropped records, its writer counted no call with a NaN/Inf and
-    none whose health it did not know; NONFINITE_FOUND when a NaN/Inf was recorded (saying so
-    if the dump is also incomplete); CANNOT_TELL when no NaN/Inf is in what remains but the
+    none whose health it did not know; NONFINITE_FOUND when an alert was recorded or a function
+    returned NaN/Inf (saying so if the dump is also incomplete); CANNOT_TELL when no NaN/Inf is in what remains but the
     dump is damaged, cut, aborted, incomplete or still being written, records no health or no
     VM call at all, or the ring dropped calls nobody can vouch for."""
     completeness = run.completeness()
     traces = run.trace_digests()
     executions = run.execution_digests()
-    bad_traces = int(np.count_nonzero(traces["flags"] & NONFINITE))
+    head = analysis.alerts(run, 0, 0, range_end=0, expected_nonfinite=expected_nonfinite)
+    bad_traces = analysis.monitor(run, expected_nonfinite).num_alerts()
+    nonfinite_traces = int(np.count_nonzero(traces["flags"] & NONFINITE))  # alerts or not
     bad_executions = int(np.count_nonzero(executions["flags"] & NONFINITE))
+    not_alerts = _benign_text(head["benign"])
     where = f"run {run.name}" if run.name != "." else logdir
     incomplete = (
         "" if completeness.complete else f" The dump is {completeness.state}: {completeness_text(completeness)}"
@@ -280,16 +330,17 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
         )
     errors = int(np.count_nonzero(traces["flags"] & HAS_ERROR))
     raised = f" {errors} kernel call{'s' if errors > 1 else ''} raised an error (see lt)." if errors else ""
-    masked = analysis.alerts(run)["num_alerts"] - bad_traces if run.replays() else 0
+    masked = head["num_alerts"] - bad_traces
     dropped = _dropped_text(completeness.dropped)
     counted = run.run_end if run.keyed and run.run_end is not None else None  # the writer's own count
     if not bad_traces and not bad_executions and not masked:
         if not completeness.complete:
             return CANNOT_TELL, (
                 f"{where}: cannot tell, no NaN/Inf in what remains ({len(traces)} kernel outputs in "
-                f"{len(executions)} executions) but the dump is {completeness.state}: {completeness_text(completeness)}"
+                f"{len(executions)} executions{not_alerts}) but the dump is {completeness.state}: "
+                f"{completeness_text(completeness)}"
             )
-        if counted is not None and counted.nonfinite_executions:
+        if counted is not None and counted.nonfinite_executions and not nonfinite_traces:
             return NONFINITE_FOUND, (
                 f"{where}: its writer counted {counted.nonfinite_executions} calls with NaN or Inf, but none of "
                 "their records is in the dump (they should have been kept whole): the dump is not what was written."
@@ -313,15 +364,22 @@ def check(run: RunReader, names: OpNames, logdir: str) -> tuple[int, str]:
                 "enable_dump_debug_info?)."
             )
         kept = f"; the circular buffer dropped {dropped}, none of which held NaN or Inf" if dropped else ""
+        if not_alerts:
+            return CLEAN, (
+                f"{where}: no NaN/Inf alert ({len(traces)} kernel outputs in {len(executions)} executions, "
+                f"mode {mode_name(mode)}{not_alerts}{kept}; tvmdbg alerts lists them).{raised}"
+                f"{_range_warning(run, names)}"
+            )
         return CLEAN, (
             f"{where}: all finite ({len(traces)} kernel outputs in {len(executions)} executions, "
             f"mode {mode_name(mode)}{kept}).{raised}{_range_warning(run, names)}"
         )
-    alerts, first, _ = ordered_alerts(run, limit=1)
+    alerts, first, _ = ordered_alerts(run, limit=1, expected_nonfinite=expected_nonfinite)
     text = (
         f"{where}: {bad_traces} of {len(traces)} kernel outputs in {len(executions)} executions hold NaN or Inf"
         + (f" ({bad_executions} function calls returned non-finite values)" if bad_executions else "")
         + (f"; {masked} fused kernel calls made NaN/Inf inside that their outputs hide" if masked else "")
+        + not_alerts
         + "."
     )
     closer = ""
@@ -381,6 +439,24 @@ def _at_line(loc: dict | None) -> str:
     if not loc:
         return ""
     return f" at line {loc['line']}" if "file_path" in loc else f" at {render.where(loc, called_from=False)}"
+
+
+def _benign_text(benign: dict) -> str:
+    """ ", 48 non-finite outputs absorbed (intended masking: where, add, absorbed by softmax)"
+    or ""."""
+    parts = []
+    if benign["absorbed"]:
+        ops = [o for o in benign["ops"] if o["kind"] == "absorbed"]
+        made = sorted({_short_op(o["original_ops"][0]) if o["original_ops"] else o["kernel"] for o in ops})
+        readers = sorted({_short_op(t) for o in ops for t in o["absorbed_by"]})
+        parts.append(
+            f"{benign['absorbed']} non-finite outputs absorbed (intended masking: {', '.join(made)}"
+            + (f", absorbed by {', '.join(readers)}" if readers else "")
+            + ")"
+        )
+    if benign["expected"]:
+        parts.append(f"{benign['expected']} expected by {benign['expected_nonfinite']!r}")
+    return "".join(f"; {p}" for p in parts)
 
 
 def _function_of(run: RunReader, execution_index: int) -> str:

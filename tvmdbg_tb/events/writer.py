@@ -251,11 +251,14 @@ class DebugEventsWriter:
         circular_buffer_bytes: int | None = None,
         flush_interval: float = 1.0,
         display_name: str | None = None,
+        expected_nonfinite: str | None = None,
     ):
         """Creates the run directory and its files and writes the metadata record.
 
         display_name: the name the user gave the run (DebugMetadata.run_name), shown by every
             front end next to the command line; the directory keeps its unique name.
+        expected_nonfinite: the pattern of ops whose non-finite outputs the user expects
+            (DebugMetadata.expected_nonfinite, read by the analysis).
 
         circular_buffer_size: execution and trace events kept (each stream); <= 0 keeps all.
         circular_buffer_bytes: bytes kept per ring file; defaults to 256 MiB when
@@ -329,6 +332,7 @@ class DebugEventsWriter:
                     circular_buffer_bytes=self.circular_buffer_bytes,
                     argv=list(sys.argv),
                     run_name=display_name or "",
+                    expected_nonfinite=expected_nonfinite or "",
                 ),
             ),
         )
