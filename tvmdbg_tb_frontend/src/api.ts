@@ -135,6 +135,8 @@ export interface AlertsPage {
   alerts: Alert[];
   /** Outputs heading for overflow, before any inf (docs/range_alerts.md); absent from older servers. */
   range_alerts?: RangeAlerts;
+  /** Non-finite outputs that are no alerts: absorbed (intended masking) or expected. */
+  benign?: Benign;
 }
 
 export interface RangeAlert {
@@ -167,6 +169,27 @@ export interface RangeAlerts {
   near_max_alerts: number;
   growth_alerts: number;
   alerts: RangeAlert[];
+}
+
+export interface BenignOp {
+  op_id: number;
+  op_name: string;
+  kernel: string;
+  kind: "absorbed" | "expected";
+  count: number;
+  nan: number;
+  neg_inf: number;
+  pos_inf: number;
+  original_ops: string[];
+  location: Location | null;
+  absorbed_by: string[];
+}
+
+export interface Benign {
+  absorbed: number;
+  expected: number;
+  expected_nonfinite: string | null;
+  ops: BenignOp[];
 }
 
 export interface Summary {

@@ -11,6 +11,33 @@ const MAX_LISTED = 2000;
 /** Alerts shown per page of the list. */
 export const ALERTS_PER_PAGE = 200;
 
+/** "relax.nn.softmax" -> "softmax". */
+function shortOp(opType: string): string {
+  return opType.slice(opType.lastIndexOf(".") + 1);
+}
+
+/** The non-finite outputs that are no alerts, in one line each kind (see docs/nonfinite.md). */
+export function benignNote(page: AlertsPage): HTMLElement | null {
+  const benign = page.benign;
+  if (!benign || benign.ops.length === 0) return null;
+  const lines: HTMLElement[] = [];
+  for (const kind of ["absorbed", "expected"] as const) {
+    const ops = benign.ops.filter((o) => o.kind === kind);
+    if (!ops.length) continue;
+    const made = [...new Set(ops.map((o) => (o.original_ops.length ? shortOp(o.original_ops[0]) : o.kernel)))];
+    const readers = [...new Set(ops.flatMap((o) => o.absorbed_by.map(shortOp)))];
+    const n = benign[kind];
+    const what = `${formatCount(n)} non-finite output${n === 1 ? "" : "s"} (${made.join(", ")})`;
+    const text =
+      kind === "absorbed"
+        ? `Intended masking: ${what}${readers.length ? ` absorbed by ${readers.join(", ")}` : ""}; no alerts.`
+        : `Expected by ${JSON.stringify(benign.expected_nonfinite ?? "")}: ${what}; no alerts.`;
+    const title = ops.map((o) => `${o.op_name} (${o.kernel}): ${formatCount(o.count)}`).join("\n");
+    lines.push(h("div", { class: `benign-${kind}`, title }, text));
+  }
+  return h("div", { class: "benign-note muted small", "data-testid": "benign-note" }, ...lines);
+}
+
 export class AlertsPanel {
   readonly tabId = "alerts";
   readonly tabLabel = "Alerts";
@@ -110,12 +137,9 @@ export class AlertsPanel {
     const page = this.page;
     const paused = this.pausedAlert(this.store.pause);
     if (!page || page.num_alerts === 0) {
-      setChildren(
-        this.body,
-        paused,
-        h("div", { class: "no-alerts" }, h("span", { class: "ok-dot" }), page ? "No NaN or ∞ recorded." : "—"),
-        this.rangeSection(),
-      );
+      const note = page ? benignNote(page) : null;
+      const text = page ? (note ? "No NaN or ∞ alert." : "No NaN or ∞ recorded.") : "—";
+      setChildren(this.body, paused, h("div", { class: "no-alerts" }, h("span", { class: "ok-dot" }), text), note, this.rangeSection());
       return;
     }
     const list = this.listPage ?? page;
@@ -198,6 +222,7 @@ export class AlertsPanel {
             h("button", { disabled: to >= page.num_alerts, onclick: () => void this.showPage(to), title: "next alerts" }, "›"),
           )
         : null,
+      benignNote(page),
       h(
         "ol",
         { class: "alert-list", "aria-label": "alerts" },
