@@ -148,7 +148,10 @@ def _build_group(fused_module, site: graphs.SiteInfo) -> FusedGroup:
             op_ref[hash(binding.var)] = k
             ty = binding.var.ty
             n = len(ty.fields) if isinstance(ty, relax.TupleType) else 1
-            ops.append(InnerOp(k, binding.var.name, prim, refs, members[k], n))
+            # The site's own op's name: identical groups share one function, whose bindings
+            # carry the first group's names.
+            name = members[k].var_name if members[k] is not None and members[k].var_name else binding.var.name
+            ops.append(InnerOp(k, name, prim, refs, members[k], n))
             new_vars.append(var)
         builder.emit_func_output(relax.Tuple(new_vars) if len(new_vars) != 1 else new_vars[0])
     module = builder.get()
