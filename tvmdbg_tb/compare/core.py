@@ -372,8 +372,13 @@ def _dataflow_matches(a: _Side, b: _Side, tensors_a: list, tensors_b: list, by_k
             groups[(front, trace.dtype, tuple(trace.shape), key[-1])].append((key, op_id, trace))
         return groups
 
-    groups_a = ends(a, tensors_a, lambda key: key not in by_key_b)
-    groups_b = ends(b, tensors_b, lambda key: key not in keys_a)
+    # An op inside a model node (a converter's intermediate value) has its identity, and a
+    # reference records node outputs only: it has no counterpart to find by its place.
+    def inside_a_node(key) -> bool:
+        return key[1:2] == (NODE,) and len(key) > 4
+
+    groups_a = ends(a, tensors_a, lambda key: key not in by_key_b and not inside_a_node(key))
+    groups_b = ends(b, tensors_b, lambda key: key not in keys_a and not inside_a_node(key))
     out = {}
     for group, members in groups_a.items():
         others = groups_b.get(group, [])
