@@ -11,6 +11,7 @@ from models import compile_module
 from tvm import relax
 
 import tvmdbg
+from tvmdbg_tb import analysis
 from tvmdbg_tb.cli.reports import input_health
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -81,3 +82,38 @@ def test_a_view_of_a_parameter_is_the_parameter_and_the_build_stays_compiled(tmp
         (exp,) = run.ops()
         (inp,) = exp.inputs
         assert (inp.kind, inp.param_index, tuple(inp.spec.shape)) == (pb.OpInput.PARAM, 0, (512, 256))
+
+
+@tvm.register_global_func("tvmdbg_test.numpy_log", override=True)
+def _numpy_log(x):
+    with np.errstate(divide="ignore"):
+        return tvm.runtime.tensor(np.log(x.numpy()))
+
+
+def test_an_extern_call_that_makes_a_value_is_summarised_like_a_kernel(tmp_path):
+    # R.call_pure_packed of a registered function: its result is a traced output with its
+    # health (compiled into the module, not left to the slower VM instrument).
+    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH")
+    try:
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorType((4,), "float32"))
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                ty = relax.TensorType((4,), "float32")
+                made = bb.emit(relax.call_pure_packed("tvmdbg_test.numpy_log", x, ty_args=ty))
+                out = bb.emit_output(relax.op.exp(made))
+            bb.emit_func_output(out)
+        vm = relax.VirtualMachine(compile_module(bb.get(), False), tvm.cpu())
+        vm["main"](tvm.runtime.tensor(np.array([0, 1, 2, 3], "float32")))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    with tvmdbg.DebugDataReader(tmp_path) as reader:
+        reader.update()
+        run = reader.run()
+        (graph,) = run.graphs()
+        assert graph.instrumentation == "compiled"
+        extern, exp = run.ops()
+        assert (extern.kernel, extern.call_type) == ("tvmdbg_test.numpy_log", "call_packed")
+        assert exp.inputs[0].producer_op_id == extern.op_id
+        (alert,) = analysis.alerts(run)["alerts"]
+        assert alert["op_id"] == extern.op_id and alert["origin"] and alert["neg_inf_count"] == 1

@@ -200,12 +200,13 @@ _CALLEES: dict[int, tuple[object, str | None]] = {}
 
 
 def plan_supported(info: graphs.ExecutableInfo) -> bool:
-    """Compile-time instrumentation handles straight-line DPS kernel calls only."""
+    """Compile-time instrumentation handles straight-line kernel calls: DPS ones, and extern
+    calls that return one tensor (summarised as their result var, like a kernel's output)."""
     if not info.source_mapped or not info.functions:
         return False
     for function in info.functions.values():
         for site in function.sites:
-            if site.call_type == "call_packed":
+            if site.call_type == "call_packed" and len(site.outputs) != 1:
                 return False
     return True
 
@@ -399,7 +400,10 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 )
             for position in plan[next_site][1]:
                 info = rows[row - 1]
-                out = graphs.array_item(call_args, position) if position < nargs else None
+                if plan[next_site][0].returns_value:  # an extern call: its result is the binding's var
+                    out = binding.var
+                else:
+                    out = graphs.array_item(call_args, position) if position < nargs else None
                 if guard is not None:
                     name, info.fused = guard, True
                 elif info.health and out is not None:
