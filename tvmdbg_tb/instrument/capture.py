@@ -173,7 +173,12 @@ def _wrap_normalize(original):
 
 def _wrap_emit(original):
     def emit(self, expr, *args, **kwargs):
-        var = original(self, expr, *args, **kwargs)
+        try:
+            var = original(self, expr, *args, **kwargs)
+        except Exception as error:
+            if STATE.recording:
+                _note_import_failure(error, skip=1)
+            raise
         if STATE.recording:
             try:
                 REGISTRY.record(var, expr, skip=1)
@@ -184,6 +189,23 @@ def _wrap_emit(original):
     emit.__wrapped__ = original
     emit.__doc__ = original.__doc__
     return emit
+
+
+def _note_import_failure(error: Exception, skip: int) -> None:
+    """Adds to an error raised while an importer converts a model node (TVM's converter could
+    not type an op: a float16 model's bias added to a float32 matmul) a note naming the node
+    and the line of the model's code that made it; never raises."""
+    try:
+        converting = importers.converting_node(skip + 1)
+        if converting is None or not hasattr(error, "add_note"):
+            return
+        entry = REGISTRY._entry("", "", skip + 1)
+        node = entry.node
+        text = f"tvmdbg: TVM's importer failed converting {node.format} node {node.name} ({node.op_type})"
+        place = frames_mod.place(entry.frames, entry.user_index)
+        error.add_note(f"{text} at {place}" if place else text)
+    except Exception:  # noqa: BLE001 - the user's error matters, not ours
+        pass
 
 
 _BUILD = _Build()
@@ -198,6 +220,7 @@ class _PendingBuild:
         self.user_index = user_index
         self.health = health
         self.info: graphs.ExecutableInfo | None = None
+        self.lowered = None  # the module VM codegen returned (its PrimFuncs: build_failure.py)
 
     def describe(self) -> graphs.ExecutableInfo:
         if self.info is None:
@@ -241,7 +264,10 @@ def _wrap_codegen(original):
         if pending is not None and pending.health is not None:
             with _CollectorPaused():
                 mod = _instrumented(pending, mod)
-        return original(builder, mod, *args, **kwargs)
+        lowered = original(builder, mod, *args, **kwargs)
+        if pending is not None:
+            pending.lowered = lowered
+        return lowered
 
     vmcodegen.__wrapped__ = original
     return vmcodegen
@@ -283,6 +309,9 @@ def _wrap_build(original):
         try:
             with context:
                 executable = original(mod, *args, **kwargs)
+        except Exception as error:
+            _explain_failure(error, pending, original, (mod, *args), kwargs)
+            raise
         finally:
             _BUILD.pending = outer
         with _CollectorPaused():
@@ -294,6 +323,35 @@ def _wrap_build(original):
     build.__wrapped__ = original
     build.__doc__ = original.__doc__
     return build
+
+
+def _explain_failure(error: Exception, pending: _PendingBuild, original, args, kwargs) -> None:
+    """Adds to a build error that happened after VM codegen a note naming the kernels that
+    fail to compile and the ops and lines that made them (build_failure.py); never raises."""
+    if pending.lowered is None:
+        return  # failed in the Relax pipeline, before there were kernels to blame
+    try:
+        import inspect
+
+        from tvm.relax import vm_build
+
+        from tvmdbg_tb.instrument import build_failure
+
+        bound = inspect.signature(original).bind(*args, **kwargs)
+        bound.apply_defaults()
+        target, pipeline = bound.arguments.get("target"), bound.arguments.get("tir_pipeline", "default")
+        if isinstance(target, str):
+            target = tvm.target.Target(target)
+
+        def build_one(module):
+            return tvm.tirx.build(module, target=target, pipeline=pipeline)
+
+        kernels, complete = build_failure.failing_kernels(vm_build._filter_tir(pending.lowered), build_one)
+        text = build_failure.note(kernels, complete, pending.describe())
+    except Exception as failure:  # noqa: BLE001 - the user's error matters, not ours
+        text = f"tvmdbg: could not tell which kernel fails to build ({failure!r})"
+    if text and hasattr(error, "add_note"):
+        error.add_note(text)
 
 
 def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> graphs.ExecutableInfo:

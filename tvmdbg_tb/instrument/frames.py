@@ -187,6 +187,18 @@ def called_from_index(frames, shown: int) -> int | None:
     return None
 
 
+def place(frames, shown: int) -> str:
+    """'file:line' of the frame shown, with ', called from file:line' when the user's own
+    frame is another (the words a note or message uses for an op's place); '' for none."""
+    if not 0 <= shown < len(frames):
+        return ""
+    text = f"{frames[shown][0]}:{frames[shown][1]}"
+    called = called_from_index(frames, shown)
+    if called is not None:
+        text += f", called from {frames[called][0]}:{frames[called][1]}"
+    return text
+
+
 def capture(skip: int = 0) -> tuple[list[Frame], int]:
     """The caller's stack (outermost first, innermost MAX_FRAMES kept) and its user index.
 
