@@ -210,6 +210,48 @@ def test_reader_sees_compaction_as_reset(tmp_path):
     w.close()
 
 
+def test_reader_follows_the_file_it_opened_when_replaced_while_opening(tmp_path, monkeypatch):
+    """The writer compacts the trace file again between the reader's stat of it and its open.
+    The reader knows the file by what it opened: the next update finds nothing new and no
+    replacement. Known by the file stat'ed (gone, its inode number free for the writer's next
+    file to reuse), it read the file opened a second time, or, with the number reused, read a
+    dead file as current while the calls went on (their traces missing)."""
+    from tvmdbg_tb.events import reader as reader_module
+
+    w = DebugEventsWriter(tmp_path, circular_buffer_size=10)
+    index = w.allocate_execution_index()
+    w.write_graph_execution_traces([trace(op, index) for op in range(15)])
+    w.flush()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    seen = []
+    reader.run().add_observer(lambda run, stream, start, reset: seen.append((stream, reset)) if reset else None)
+    seen.clear()
+    trace_file = os.path.join(reader.run().path, layout.file_name(layout.GRAPH_EXECUTION_TRACES))
+    real_open, replaced = os.open, []
+
+    def open_after_a_compaction(path, *args, **kwargs):
+        if path == trace_file and not replaced:  # stat'ed, not yet opened: compacted again
+            w.write_graph_execution_traces([trace(op, index) for op in range(10)])
+            w.flush()  # 20 >= 2 * 10: compacted to traces 25-34
+            replaced.append(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(reader_module.os, "open", open_after_a_compaction)
+    w.write_graph_execution_traces([trace(op, index) for op in range(10)])
+    w.flush()  # 25 >= 2 * 10: compacted to traces 15-24
+    reader.update()
+    assert replaced and list(reader.run().trace_digests()["index"]) == list(range(25, 35))
+    assert seen == [(layout.GRAPH_EXECUTION_TRACES, True)]
+    assert reader.update()[reader.runs()[0]][layout.GRAPH_EXECUTION_TRACES] == 0
+    assert seen == [(layout.GRAPH_EXECUTION_TRACES, True)], "the file opened was taken for another"
+    w.write_graph_execution_traces([trace(op, index) for op in range(3)])
+    w.flush()
+    reader.update()
+    assert list(reader.run().trace_digests()["index"]) == list(range(25, 38))
+    w.close()
+
+
 def test_concurrent_writer_and_polling_reader_lose_nothing(tmp_path):
     w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=0.01)
     total, per_batch = 20000, 50

@@ -11,6 +11,7 @@ of the kernel traces they recorded" in most assessments under load.
 from __future__ import annotations
 
 import collections
+import os
 import subprocess
 import sys
 import textwrap
@@ -118,6 +119,23 @@ def follow(
     return verdicts, grew[0], during, resets[layout.GRAPH_EXECUTION_TRACES], completeness.assess(run)
 
 
+def _slow_to_open(monkeypatch, name: str, delay: float = 0.05) -> None:
+    """The reader descheduled between its stat of a file the ring replaced and its open (as
+    on a busy machine): the writer replaces the file again meanwhile, and the file stat'ed,
+    gone, frees its inode number for a later replacement. The reader took that number for
+    the file it opened and read a dead file as current: its calls' traces stopped while the
+    calls went on ("incomplete: executions ... miss ... kernel traces", in most runs with
+    this delay, on CI under load without it)."""
+    real_open = os.open
+
+    def slow_open(path, *args, **kwargs):
+        if os.path.basename(path) == name:
+            time.sleep(delay)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(reader_module.os, "open", slow_open)
+
+
 @pytest.mark.parametrize(
     "ring, chunk",
     [(-1, None), (1000, None), (1000, 4096)],
@@ -127,9 +145,11 @@ def test_a_live_run_reads_live_in_every_gap_of_the_reading(tmp_path, monkeypatch
     """With small read chunks, each trace file the ring replaces is read again in many chunks
     while the calls before are still shown (the program flushes after every call, so the
     ring's newest traces are of calls already read): no call is shown while its traces are
-    being read again."""
+    being read again. The reader is slow to open the trace file each time the ring replaced
+    it (see _slow_to_open)."""
     if chunk is not None:
         monkeypatch.setattr(reader_module, "_READ_CHUNK", chunk)
+        _slow_to_open(monkeypatch, layout.file_name(layout.GRAPH_EXECUTION_TRACES))
     replaced = 0 if chunk is None else 40
     verdicts, grew, during, reread, final = follow(
         tmp_path / "logdir", "chain", ring, tmp_path, flush=chunk is not None, replaced=replaced

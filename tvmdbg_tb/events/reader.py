@@ -194,10 +194,9 @@ class _RecordFileReader:
             return None
         if not stat.S_ISREG(st.st_mode):
             raise UnreadableStreamError(f"{self.path} is not a regular file ({_file_kind(st.st_mode)})")
-        identity = (st.st_dev, st.st_ino)
-        if identity != self.inode or st.st_size < self.offset:
+        if (st.st_dev, st.st_ino) != self.inode or st.st_size < self.offset:
             reset = self.inode is not None
-            self._reopen(identity)
+            self._reopen()
         return reset, os.fstat(self.fd).st_size
 
     def _new_damage(self, item: records.Corruption) -> bool:
@@ -252,11 +251,16 @@ class _RecordFileReader:
             window += _READ_CHUNK
         return None
 
-    def _reopen(self, identity: tuple[int, int]) -> None:
+    def _reopen(self) -> None:
+        """Opens the file now at the path. Its identity is taken from the file opened, not
+        from the stat before: the writer may replace the file in between, and the file then
+        stat'ed, unlinked and closed, frees its inode number for a later replacement to
+        reuse; taken from the stat, the reader would follow a dead file as if current."""
         if self.fd is not None:
             os.close(self.fd)
         self.fd = os.open(self.path, os.O_RDONLY)
-        self.inode = identity
+        st = os.fstat(self.fd)
+        self.inode = (st.st_dev, st.st_ino)
         self.offset = 0
         self._checked = None
         self._reported.clear()
