@@ -110,3 +110,25 @@ def test_a_fifo_in_a_run_never_blocks_the_routes(tmp_path):
     problems = run["completeness"]["problems"]
     assert any(p["kind"] == "unreadable" and "a FIFO" in p["message"] for p in problems), problems
     s.plugin.stop()
+
+
+def test_json_answers_are_written_byte_for_byte_as_tensorboard_writes_them():
+    """The routes write plain answers with json.dumps and leave the others (NaN and Inf,
+    bytes, sets, text) to http_util.Respond's Cleanse: the same bytes either way."""
+    from tensorboard.backend import http_util
+    from werkzeug.test import EnvironBuilder
+    from werkzeug.wrappers import Request
+
+    from tvmdbg_tb.plugin.plugin import _json_text
+
+    request = Request(EnvironBuilder().get_environ())
+    answers = [
+        {"runs": [{"run": "é/ü", "n": 2**70, "x": 1.5e-300, "ok": True, "none": None}], 3: (1, [2.0])},
+        [{"value": float("nan")}, {"value": float("-inf")}],
+        {"name": b"bytes", "ids": {3}},
+        "text kept as it is",
+    ]
+    for answer in answers:
+        plain = http_util.Respond(request, answer, "application/json").get_data()
+        assert http_util.Respond(request, _json_text(answer), "application/json").get_data() == plain
+    assert isinstance(_json_text(answers[0]), str) and _json_text(answers[1]) is answers[1]
