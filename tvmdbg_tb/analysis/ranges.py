@@ -95,6 +95,8 @@ class RangeMonitor:
     def scan(self, run: RunReader) -> None:
         """Reads the statistics of the traces indexed since the last scan. The trace file is
         read without run.lock (other queries go on meanwhile); call it without holding it."""
+        if not available(run):  # never FULL_STATS (the metadata is read once): no lock taken
+            return
         with self._scan_lock:
             with run.lock:
                 if run.metadata is None or run.metadata.tensor_debug_mode != pb.FULL_STATS:

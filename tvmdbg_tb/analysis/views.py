@@ -151,12 +151,10 @@ def execution_digests(run: RunReader, begin: int, end: int) -> list[dict]:
 def execution_data(run: RunReader, begin: int, end: int) -> list[dict]:
     out = []
     rows = execution_digests(run, begin, end)
-    trace_exec = run.trace_digests()["execution_index"]
     wanted = np.array([r["index"] for r in rows], dtype=np.int64)
-    hits = np.flatnonzero(np.isin(trace_exec, wanted)) if len(wanted) else np.zeros(0, np.int64)
-    first_trace: dict[int, int] = {}
-    for pos, e_index in zip(hits.tolist(), trace_exec[hits].tolist()):
-        first_trace.setdefault(e_index, pos)
+    with run.lock:  # the tally and the digests it counts, from one state
+        firsts = run.trace_tally().first_trace_positions(wanted).tolist()
+    first_trace = {e: p for e, p in zip(wanted.tolist(), firsts) if p >= 0}
     for row in rows:
         e = run.execution(row["position"])
         row.update(

@@ -156,23 +156,31 @@ def _ranges_text(ranges: list[tuple[int, int]], limit: int = 4) -> str:
 
 
 def assess(run, now: float | None = None) -> Completeness:
-    """The completeness of a RunReader's dump as read so far (call run.update() first)."""
-    now = time.time() if now is None else now
+    """The completeness of a RunReader's dump as read so far (call run.update() first).
+
+    Under the run's lock, one state throughout: the trace digests are looked at through the
+    reader's running tally of them (events/tally.py), extended with the rows read since the
+    last assessment, and row by row only near damage."""
     with run.lock:
-        metadata, end = run.metadata, run.run_end
-        executions = run.execution_digests().copy()
-        traces = run.trace_digests()[["index", "execution_index", "offset", "op_id"]].copy()
-        op_ids = np.array(sorted(run.op_ids()), dtype=np.int64)
-        corruptions = list(run.corruptions)
-        tails = run.tails()
-        stream_errors = dict(run.stream_errors)
-        frames = run.frame_ids()
-        referenced = run.referenced_frame_ids()
-        num_source_files = len(run.source_files())
-        referenced_files = run.referenced_source_files()
-        keyed = run.keyed
-        places = run.places_read()
-        drops = {s: run.ring_drops(s) for s in layout.RING_STREAMS}
+        return _assess(run, time.time() if now is None else now)
+
+
+def _assess(run, now: float) -> Completeness:
+    metadata, end = run.metadata, run.run_end
+    executions = run.execution_digests()
+    traces = run.trace_digests()
+    tally = run.trace_tally()
+    op_ids = np.array(sorted(run.op_ids()), dtype=np.int64)
+    corruptions = list(run.corruptions)
+    tails = run.tails()
+    stream_errors = dict(run.stream_errors)
+    frames = run.frame_ids()
+    referenced = run.referenced_frame_ids()
+    num_source_files = len(run.source_files())
+    referenced_files = run.referenced_source_files()
+    keyed = run.keyed
+    places = run.places_read()
+    drops = {s: run.ring_drops(s) for s in layout.RING_STREAMS}
     alive = writer_alive(metadata, run.metadata_wall_time)
     paths = [os.path.join(run.path, layout.file_name(s)) for s in layout.STREAMS]
     if end is not None:
@@ -303,11 +311,11 @@ def assess(run, now: float | None = None) -> Completeness:
     # records of each file (but those of the calls it keeps whole): what precedes the newest
     # stretch of a file (after its last drop) may refer to what it dropped.
     exec_index = np.sort(executions["index"]) if executions.size else np.zeros(0, dtype=np.int64)
-    trace_exec = traces["execution_index"]
+    trace_exec, trace_counts = tally.execution_ids, tally.trace_counts  # unique, ascending
     exec_tail = executions["index"][_newest_stretch(drops[layout.EXECUTION]) :]
-    trace_tail = trace_exec[_newest_stretch(drops[layout.GRAPH_EXECUTION_TRACES]) :]
+    trace_tail_min = tally.newest_min(traces, _newest_stretch(drops[layout.GRAPH_EXECUTION_TRACES]))
     if trace_exec.size:
-        orphan = np.unique(trace_exec[~np.isin(trace_exec, exec_index)])
+        orphan = trace_exec[~np.isin(trace_exec, exec_index)]
         if ring and exec_tail.size:
             orphan = orphan[orphan >= exec_tail.min()]  # older executions were dropped by the ring
         if not gone:
@@ -326,7 +334,7 @@ def assess(run, now: float | None = None) -> Completeness:
             )
     if executions.size:
         claimed = executions["num_traces"]
-        ids, counts = np.unique(trace_exec, return_counts=True) if trace_exec.size else (np.zeros(0), np.zeros(0))
+        ids, counts = trace_exec, trace_counts
         have = np.zeros(len(executions), dtype=np.int64)
         pos = np.searchsorted(ids, executions["index"])
         found = (
@@ -336,7 +344,7 @@ def assess(run, now: float | None = None) -> Completeness:
             have[found] = counts[pos[found]]
         short = claimed > have
         if ring:  # the ring keeps the newest traces: only executions after the oldest of them count
-            short &= executions["index"] > (int(trace_tail.min()) if trace_tail.size else np.iinfo(np.int64).max)
+            short &= executions["index"] > (trace_tail_min if trace_tail_min is not None else np.iinfo(np.int64).max)
         if short.any():
             idx = np.sort(executions["index"][short])
             ranges = _ranges(idx)
@@ -351,8 +359,8 @@ def assess(run, now: float | None = None) -> Completeness:
                 )
             )
 
-    if traces.size:
-        unknown = np.unique(traces["op_id"][~np.isin(traces["op_id"], op_ids)])
+    if tally.op_ids.size:
+        unknown = tally.op_ids[~np.isin(tally.op_ids, op_ids)]
         if unknown.size:
             graphs_path = paths[layout.STREAMS.index(layout.GRAPHS)]
             problems.append(

@@ -28,6 +28,7 @@ from tvmdbg_tb.events.digests import EXECUTION_DIGEST, HAS_ERROR, HEALTH_KNOWN, 
 from tvmdbg_tb.events.health import value_nonfinite_counts
 from tvmdbg_tb.events.positions import TracePositions
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
+from tvmdbg_tb.events.tally import TraceTally
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 _READ_CHUNK = 4 << 20
@@ -308,7 +309,8 @@ class RunReader:
         self._lock = threading.RLock()  # guards the indexes; held per chunk while updating
         self._update_lock = threading.Lock()  # one update at a time
         self._positions = TracePositions()  # op and execution queries, kept and extended
-        self._observers: list[Observer] = [self._positions]
+        self._tally = TraceTally()  # what completeness needs of the traces, kept and extended
+        self._observers: list[Observer] = [self._positions, self._tally]
         self.corruptions: list[records.Corruption] = []
         self.metadata: pb.DebugMetadata | None = None
         self.metadata_wall_time: float | None = None
@@ -913,6 +915,13 @@ class RunReader:
         with self._lock:  # the row and the file generation it points into, together
             row = self._row(self._executions, i, "execution")
             return self._files[layout.EXECUTION].read_at(int(row["offset"])).execution
+
+    def trace_tally(self) -> TraceTally:
+        """Per execution, the traces read; the op ids they name (see events/tally.py). Call
+        with the lock held, and read it before releasing it."""
+        with self._lock:
+            self._tally.extend(self._traces.view())
+            return self._tally
 
     def num_traces(self) -> int:
         with self._lock:
