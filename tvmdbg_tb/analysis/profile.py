@@ -54,29 +54,15 @@ def profile(run: RunReader, graph_id: int | None = None, execution_index: int | 
     return result
 
 
+_BLOCK_ROWS = 1 << 18  # digests counted at once: bounds the transient memory of a table
+
+
 def _compute(run: RunReader, digests: np.ndarray, graph_id: int | None, execution_index: int | None) -> dict:
-    mask = digests["output_slot"] == 0
-    if execution_index is not None:
-        mask &= digests["execution_index"] == execution_index
-    ids = digests["op_id"][mask]
-    if graph_id is not None:
-        mask[mask] = np.isin(ids, np.array([op.op_id for op in run.ops(graph_id)], dtype=np.int64))
-        ids = digests["op_id"][mask]
-    durations = digests["duration_us"][mask].astype(np.float64)
-    if len(ids) and ids.min() >= 0 and ids.max() < 1 << 22:  # op ids are small: count directly
-        inverse = ids
-        all_calls = np.bincount(ids)
-        op_ids = np.flatnonzero(all_calls)
-        calls = all_calls[op_ids]
-        size = len(all_calls)
-    else:
-        op_ids, inverse, calls = np.unique(ids, return_inverse=True, return_counts=True)
-        size = len(op_ids)
-    measured = ~np.isnan(durations)
-    totals = np.bincount(inverse[measured], weights=durations[measured], minlength=size)
-    timed_calls = np.bincount(inverse[measured], minlength=size)
-    if size != len(op_ids):
-        totals, timed_calls = totals[op_ids], timed_calls[op_ids]
+    graph_ops = None if graph_id is None else np.array([op.op_id for op in run.ops(graph_id)], dtype=np.int64)
+    counted = _counted_by_blocks(digests, graph_ops, execution_index)
+    if counted is None:  # op ids too large to count directly: one pass over every digest
+        counted = _counted(digests, graph_ops, execution_index)
+    op_ids, calls, totals, timed_calls, executions, num_traces = counted
     total_us = float(totals.sum())
     table = []
     for k in np.argsort(-totals, kind="stable"):
@@ -100,12 +86,62 @@ def _compute(run: RunReader, digests: np.ndarray, graph_id: int | None, executio
                 "shape": shape,
             }
         )
-    return {
-        "total_us": total_us,
-        "num_executions": _distinct(digests["execution_index"][mask]),
-        "num_traces": int(len(ids)),
-        "rows": table,
-    }
+    return {"total_us": total_us, "num_executions": executions, "num_traces": num_traces, "rows": table}
+
+
+def _selected(digests: np.ndarray, graph_ops: np.ndarray | None, execution_index: int | None) -> np.ndarray:
+    """Which digests count: each kernel call once (its output slot 0), of the graph and call asked."""
+    mask = digests["output_slot"] == 0
+    if execution_index is not None:
+        mask &= digests["execution_index"] == execution_index
+    if graph_ops is not None:
+        mask &= np.isin(digests["op_id"], graph_ops)
+    return mask
+
+
+def _counted_by_blocks(digests: np.ndarray, graph_ops: np.ndarray | None, execution_index: int | None):
+    """(op ids, calls, total us, timed calls, executions, traces), counted block by block (a
+    live run's table is computed again every few seconds: a pass over 2M digests at once held
+    ~70 MB); None when an op id is too large to count directly."""
+    size = 0
+    calls, totals, timed = np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
+    executions: list[np.ndarray] = []
+    num_traces = 0
+    for start in range(0, len(digests), _BLOCK_ROWS):
+        block = digests[start : start + _BLOCK_ROWS]
+        mask = _selected(block, graph_ops, execution_index)
+        ids = block["op_id"][mask]
+        if not len(ids):
+            continue
+        if ids.min() < 0 or ids.max() >= 1 << 22:
+            return None
+        size = max(size, int(ids.max()) + 1)
+        durations = block["duration_us"][mask].astype(np.float64)
+        measured = ~np.isnan(durations)
+        calls = _padded(calls, size) + np.bincount(ids, minlength=size)
+        totals = _padded(totals, size) + np.bincount(ids[measured], weights=durations[measured], minlength=size)
+        timed = _padded(timed, size) + np.bincount(ids[measured], minlength=size)
+        executions.append(np.unique(block["execution_index"][mask]))
+        num_traces += len(ids)
+    op_ids = np.flatnonzero(calls)
+    distinct = len(np.unique(np.concatenate(executions))) if executions else 0
+    return op_ids, calls[op_ids], totals[op_ids], timed[op_ids], distinct, num_traces
+
+
+def _padded(values: np.ndarray, size: int) -> np.ndarray:
+    return np.concatenate([values, np.zeros(size - len(values), values.dtype)]) if len(values) < size else values
+
+
+def _counted(digests: np.ndarray, graph_ops: np.ndarray | None, execution_index: int | None):
+    """As _counted_by_blocks, for any op ids, in one pass."""
+    mask = _selected(digests, graph_ops, execution_index)
+    ids = digests["op_id"][mask]
+    durations = digests["duration_us"][mask].astype(np.float64)
+    op_ids, inverse, calls = np.unique(ids, return_inverse=True, return_counts=True)
+    measured = ~np.isnan(durations)
+    totals = np.bincount(inverse[measured], weights=durations[measured], minlength=len(op_ids))
+    timed = np.bincount(inverse[measured], minlength=len(op_ids))
+    return op_ids, calls, totals, timed, _distinct(digests["execution_index"][mask]), int(len(ids))
 
 
 def _distinct(values: np.ndarray) -> int:
