@@ -269,11 +269,17 @@ def health_vs_read(size: int = 1 << 20, stats: bool = False) -> tuple[float, flo
 
     from tvmdbg_tb.instrument import compiled
 
-    kernel = tvm.get_global_func(compiled.kernel("float32", 1, True, stats))
+    kernel = tvm.get_global_func(compiled.kernel("float32", True, stats))
     data = np.linspace(-1, 1, size, dtype="float32")
     tensor = tvm.runtime.tensor(data)
     stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
-    return _median_us(lambda: kernel(tensor, stats, 0)), _median_us(data.sum)
+    view = np.from_dlpack(stats)
+
+    def summary():
+        view[0, 0] = 0.0  # a row not written yet (the kernel leaves a written one as it is)
+        kernel(tensor, stats, 0)
+
+    return _median_us(summary), _median_us(data.sum)
 
 
 def _model_module(builder: str):

@@ -50,26 +50,25 @@ def test_both_paths_match_numpy(dtype):
             )
             assert values == _expected(mode, array), (dtype, shape, mode, "VM-instrument path")
         # Compiled path: the TIR summary kernel writing one row of the stats buffer.
-        kernel = tvm.get_global_func(compiled.kernel(dtype, len(shape), True))
+        kernel = tvm.get_global_func(compiled.kernel(dtype))
         stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
         kernel(tvm.runtime.tensor(array), stats, 0)
         row = stats.numpy()[0].tolist()
         assert row[8 : 8 + len(shape)] == list(shape)
         assert row_values(pb.FULL_HEALTH, row, dtype) == expected, (dtype, shape, "kernel path")
-        # The guarded parameter kernel: same counts on a fresh row, nothing on a pre-marked one.
-        guarded = tvm.get_global_func(compiled.kernel(dtype, len(shape), True, guarded=True))
+        # The same kernel on a fresh row, and nothing on a pre-marked one (a parameter).
         stats = tvm.runtime.tensor(np.zeros((2, compiled.ROW_WIDTH), "float64"))
         view = np.from_dlpack(stats)
         view[1, 0] = param_cache.SKIPPED
-        guarded(tvm.runtime.tensor(array), stats, 0)
-        guarded(tvm.runtime.tensor(array), stats, 1)
+        kernel(tvm.runtime.tensor(array), stats, 0)
+        kernel(tvm.runtime.tensor(array), stats, 1)
         assert row_values(pb.FULL_HEALTH, view[0].tolist(), dtype) == expected, (dtype, shape, "guarded")
         assert view[1].tolist() == [param_cache.SKIPPED] + [0.0] * (compiled.ROW_WIDTH - 1)
 
 
 def _kernel_values(array: np.ndarray) -> list[float]:
     dtype = str(array.dtype)
-    kernel = tvm.get_global_func(compiled.kernel(dtype, array.ndim, True))
+    kernel = tvm.get_global_func(compiled.kernel(dtype))
     stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
     kernel(tvm.runtime.tensor(array), stats, 0)
     return row_values(pb.FULL_HEALTH, stats.numpy()[0].tolist(), dtype)

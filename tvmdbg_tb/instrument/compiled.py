@@ -4,17 +4,19 @@ Instead of a Python callback on every VM instruction (~14 us per kernel), the co
 module itself records what ran: right after each kernel call site, the lowered Relax
 function calls a small TIR kernel that writes one row of a per-call float64 buffer: the
 CPU cycle counter (for per-kernel durations) and, in health modes, the output's element
-counts (negative, zero, positive, -inf, +inf, NaN; one kernel per dtype and rank, with a
-symbolic shape). The buffer is handed out by one packed call at function entry
-("tvmdbg.stats") and read by Python once per call, so the per-kernel cost is one extra
-VM call of native code.
+counts (negative, zero, positive, -inf, +inf, NaN; one kernel per dtype, for any rank,
+compiled once per machine: kernel_cache.py). The buffer is handed out by one packed call at
+function entry ("tvmdbg.stats") and read by Python once per call, so the per-kernel cost is
+one extra VM call of native code.
 
 Row layout (ROW_WIDTH doubles): [cycles, size, lt0, gt0, eq0, neg_inf, pos_inf, rank,
 dim_0..dim_7, min, max, mean, l2_norm, abs_max]; the last five (of the finite elements, NaN
-when there is none) only with FULL_STATS, whose builds use the "stats" summary kernels. Row 0 is the timestamp taken before the first kernel; rows 1..K belong to
-the K kernel outputs in call order; in health modes, rows after them summarise the tensor
-parameters (written before the first kernel), by "guarded" kernels that leave a row Python
-pre-marked (param_cache.SKIPPED in column 0: a tensor already summarised, see param_cache).
+when there is none) only with FULL_STATS, whose builds use the "stats" summary kernels. Row
+0 is the timestamp taken before the first kernel; rows 1..K belong to the K kernel outputs in
+call order; in health modes, rows after them summarise the tensor parameters (written
+before the first kernel). A summary kernel leaves a row already written as it is: one that
+Python pre-marked (param_cache.SKIPPED in column 0: a tensor already summarised, see
+param_cache) or that the producing kernel counted itself (epilogue.py).
 An unwritten row (cycles == 0) is a kernel that did not run (it raised, or a branch skipped it).
 """
 
@@ -30,13 +32,12 @@ import tvm_ffi
 from tvm import relax
 
 from tvmdbg_tb.events.summaries import dtype_code
-from tvmdbg_tb.instrument import epilogue, graphs
+from tvmdbg_tb.instrument import epilogue, graphs, kernel_cache
 from tvmdbg_tb.instrument.kernel_source import (
     HEALTH_DTYPES,
     MAX_RANK,
     ROW_WIDTH,
     STATS_COLUMN,
-    guarded_source,
     summary_source,
 )
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -120,55 +121,50 @@ def row_values(mode: int, row: list[float], dtype: str) -> list[float]:
     return [size, neg_inf, pos_inf, nan]
 
 
-def _summary_name(dtype: str, rank: int, health: bool, stats: bool = False, guarded: bool = False) -> str:
-    prefix = "tvmdbg_param_" if guarded else "tvmdbg_"
-    return f"{prefix}{'stats' if stats else 'health' if health else 'tick'}_{dtype}_r{rank}"
+def _summary_name(dtype: str, health: bool, stats: bool = False) -> str:
+    return f"tvmdbg_{'stats' if stats else 'health' if health else 'shape'}_{dtype}"
 
 
-def _summary_func(dtype: str, rank: int, health: bool, stats: bool = False, guarded: bool = False):
-    name = _summary_name(dtype, rank, health, stats, guarded)
-    source = summary_source(name, dtype, rank, health, stats)
-    if guarded:
-        source = guarded_source(source)
-    func = tvm.script.from_source(source)
-    return name, func.with_attr("global_symbol", name)
-
-
-def _tick_func():
-    name = "tvmdbg_tick"
-    source = "\n".join(
-        [
-            "@T.prim_func",
-            f"def {name}(stats: T.handle, row: T.int64):",
-            "    nrows = T.int64()",
-            f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
-            '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
-        ]
+def _tick_source(name: str) -> str:
+    return (
+        "\n".join(
+            [
+                "@T.prim_func",
+                f"def {name}(stats: T.handle, row: T.int64):",
+                "    nrows = T.int64()",
+                f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
+                '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
+            ]
+        )
+        + "\n"
     )
-    return name, tvm.script.from_source(source + "\n").with_attr("global_symbol", name)
+
+
+def _parse(name: str):
+    def parse(source: str):
+        return tvm.script.from_source(source).with_attr("global_symbol", name)
+
+    return parse
 
 
 _KERNELS: dict[str, object] = {}
 _KERNELS_LOCK = threading.Lock()
 
 
-def kernel(dtype: str | None, rank: int, health: bool, stats: bool = False, guarded: bool = False) -> str:
-    """The global name of a summary kernel, compiled (once per process) and registered, so
-    that VM calls reach native code directly; dtype None is the timestamp-only kernel;
-    stats adds FULL_STATS' statistics to the health counts; guarded (parameters) skips
-    the work when Python pre-marked the row."""
-    name = "tvmdbg_tick" if dtype is None else _summary_name(dtype, rank, health, stats, guarded)
+def kernel(dtype: str | None, health: bool = True, stats: bool = False) -> str:
+    """The global name of the summary kernel of a dtype, for tensors of any rank, registered
+    once per process (compiled once per machine, kernel_cache.py), so that VM calls reach
+    native code directly: dtype None is the timestamp-only kernel; health False writes sizes
+    and dims only (SHAPE); stats adds FULL_STATS' statistics to the health counts. It leaves
+    a row already written as it is (kernel_source.summary_source)."""
+    name = "tvmdbg_tick" if dtype is None else _summary_name(dtype, health, stats)
     global_name = "tvmdbg." + name
-    # Checked before any TVMScript is parsed: a call site costs a dict lookup, not a parse.
-    if global_name in _KERNELS:
+    if global_name in _KERNELS:  # checked before any source is made: a call site costs a lookup
         return global_name
     with _KERNELS_LOCK:
         if global_name not in _KERNELS:
-            if dtype is None:
-                name, prim = _tick_func()
-            else:
-                name, prim = _summary_func(dtype, rank, health, stats, guarded)
-            function = tvm.compile(tvm.IRModule({name: prim}), "llvm")[name]
+            source = _tick_source(name) if dtype is None else summary_source(name, dtype, health, stats)
+            function = kernel_cache.load(name, source, _parse(name))
             tvm.register_global_func(global_name, function, override=True)
             _KERNELS[global_name] = function
         return global_name
@@ -219,34 +215,48 @@ def instrument(
     params_in_kernels: kernels that read a parameter element by element count it."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
-    kernels = _fused_kernels(mod, info, params_in_kernels) if health is True else {}
-    fused = {gvar.name_hint: (guard, counted) for gvar, (_, counted, guard) in kernels.items()}
+    kernels = _rewritten_kernels(mod, info, health, params_in_kernels)
+    by_name = {gvar.name_hint: kernel for gvar, kernel in kernels.items()}
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function) or gvar.name_hint not in info.functions:
             continue
         function_info = info.functions[gvar.name_hint]
         if not function_info.sites:
             continue
-        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, fused)
+        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, by_name)
         updates[gvar] = new_func
         functions[function_info.name] = compiled
     if not functions:
         return mod, {}
-    for gvar, func in [*updates.items(), *[(g, k) for g, (k, _, _) in kernels.items()]]:
+    for gvar, func in [*updates.items(), *[(g, k.prim) for g, k in kernels.items()]]:
         mod[gvar] = func  # nothing changed before every function was done
     for compiled in functions.values():
         FUNCTIONS[compiled.fid] = compiled
     return mod, functions
 
 
-def _fused_kernels(mod, info: graphs.ExecutableInfo, params_in_kernels: bool = True) -> dict:
-    """The kernels of mod made to count their own output (epilogue.py), by GlobalVar: (the new
-    kernel, the guarded summary kernel that counts a row it left unwritten, the positions of
-    the inputs it also counts). Those of a CPU build whose every call is an instrumented site
-    writing one tensor at the same position; a kernel called from one site also counts the
-    function parameters it reads element by element (their guarded summary moves after it).
-    Any other kernel, or any surprise, keeps the separate summary call."""
+@dataclass
+class _Rewritten:
+    """A kernel of the module in the form its instrumented call sites call."""
+
+    prim: object  # the new PrimFunc: the original's parameters, then stats, row, ...
+    # epilogue.py: the summary kernel after it (it counts a row the kernel left unwritten)
+    # and the inputs the kernel counts too (their rows follow its own); None and () without.
+    guard: str | None = None
+    counted: tuple[int, ...] = ()
+
+
+def _rewritten_kernels(mod, info: graphs.ExecutableInfo, health: bool | str, params_in_kernels: bool) -> dict:
+    """The kernels of a CPU build that count in their own loops, by GlobalVar (_Rewritten):
+    in FULL_HEALTH their output (epilogue.py: a kernel whose every call is an instrumented
+    site writing one tensor at the same position; one called from one site also counts the
+    function parameters it reads element by element, their summary moving after it). Only
+    kernels called from instrumented sites alone change their signature. Any other kernel, or
+    any surprise, keeps the separate summary call."""
     if not info.target.startswith("llvm"):  # a GPU kernel's blocks are thread-bound: counted apart
+        return {}
+    epilogues = health is True
+    if not epilogues:
         return {}
     positions: dict[str, int | None] = {}
     parameters: dict[str, tuple[int, ...]] = {}  # kernel -> its parameter inputs, at its only site
@@ -261,23 +271,28 @@ def _fused_kernels(mod, info: graphs.ExecutableInfo, params_in_kernels: bool = T
             single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
             position = out[0] if single else None
             positions[site.kernel] = position if positions.get(site.kernel, position) == position else None
+    elsewhere = set()
     for gvar, func in mod.functions_items():  # a kernel also called from elsewhere keeps its signature
         if isinstance(func, relax.Function) and gvar.name_hint not in instrumented:
-            for used in relax.analysis.all_global_vars(func):
-                positions[used.name_hint] = None
-    fused = {}
+            elsewhere.update(used.name_hint for used in relax.analysis.all_global_vars(func))
+    kernels = {}
     for gvar, func in mod.functions_items():
-        position = positions.get(gvar.name_hint)
-        if position is None or not isinstance(func, tvm.tirx.PrimFunc):
+        name = gvar.name_hint
+        if not isinstance(func, tvm.tirx.PrimFunc) or name in elsewhere or name not in positions:
             continue
-        try:
-            found = epilogue.fuse(func, position, parameters.get(gvar.name_hint, ()))
-            if found is not None:
-                out = func.params[position]
-                fused[gvar] = (*found, kernel(str(out.dtype), len(out.shape), True, guarded=True))
-        except Exception:  # an unexpected kernel shape: the separate summary counts it
-            pass
-    return fused
+        rewritten = _Rewritten(func)
+        position = positions[name]
+        if epilogues and position is not None:
+            try:
+                found = epilogue.fuse(func, position, parameters.get(name, ()))
+                if found is not None:
+                    out = func.params[position]
+                    rewritten = _Rewritten(found[0], kernel(str(out.dtype)), found[1])
+            except Exception:  # an unexpected kernel shape: the separate summary counts it
+                pass
+        if rewritten.prim is not func:
+            kernels[gvar] = rewritten
+    return kernels
 
 
 def _parameter_inputs(site: graphs.SiteInfo) -> tuple[int, ...]:
@@ -292,9 +307,9 @@ def _parameter_inputs(site: graphs.SiteInfo) -> tuple[int, ...]:
     return tuple(first.values())
 
 
-def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health, fused=None):
-    # kernel name -> (the guarded summary kernel after it, the inputs it counts) (_fused_kernels)
-    fused = fused or {}
+def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health, kernels=None):
+    kernels = kernels or {}  # kernel name -> _Rewritten (_rewritten_kernels)
+
     body = func.body
     if not isinstance(body, relax.SeqExpr):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
@@ -316,11 +331,11 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     fid = next(_FIDS)
     stats_ty = relax.TensorType((nrows, ROW_WIDTH), "float64")
     stats = relax.Var("tvmdbg_stats", stats_ty)
-    tick_name = kernel(None, 0, False)
+    tick_name = kernel(None)
 
-    def summary(value, row: int, wanted: bool, guarded: bool = False) -> relax.VarBinding:
+    def summary(value, row: int, wanted: bool) -> relax.VarBinding:
         """A health kernel on value writing `row`, or a bare timestamp."""
-        name = _health_kernel(value, health == "stats", guarded) if wanted else None
+        name = _health_kernel(value, health == "stats") if wanted else None
         if name is not None:
             return _binding(name, [value, stats, _row(row)])
         return _binding(tick_name, [stats, _row(row)])
@@ -330,20 +345,20 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     in_kernel = {
         hash(func.params[site.inputs[q].param_index])
         for site in function_info.sites
-        for q in fused.get(site.kernel, (None, ()))[1]
+        for q in (kernels[site.kernel].counted if site.kernel in kernels else ())
     }
     # Before the first kernel (after the VM checked the arguments): get the buffer, summarise
     # the tensor parameters, stamp the start.
     prologue = [
         relax.VarBinding(stats, relax.Call(relax.ExternFunc(STATS_FUNC), [_row(fid), _row(nrows)], ty_args=[stats_ty])),
-        *[summary(p, param_row[hash(p)], True, guarded=True) for p in params if hash(p) not in in_kernel],
+        *[summary(p, param_row[hash(p)], True) for p in params if hash(p) not in in_kernel],
     ]
     leaf_rows: list[list[int] | None] = [None] * len(func.params)
     next_row = 1 + len(rows) + len(params)
     for k, p in tuples:
         leaf_rows[k] = []
         for leaf in _tuple_items(p, prologue):
-            prologue.append(summary(leaf, next_row, True, guarded=True))
+            prologue.append(summary(leaf, next_row, True))
             leaf_rows[k].append(next_row)
             next_row += 1
     prologue.append(summary(None, 0, False))
@@ -383,20 +398,21 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 continue
             call_args = value.args
             nargs = graphs.array_size(call_args)
-            # A kernel counting its own output (epilogue.py) gets the buffer and its row (and
-            # those of the parameters it counts); the guarded summaries after it count a row
-            # only if the kernel left it unwritten.
-            guard, counted = fused.get(callee, (None, ())) if isinstance(op, relax.GlobalVar) else (None, ())
+            # A kernel counting in its own loops (_rewritten_kernels) gets the buffer and its
+            # row, then those of the parameters it counts (the summaries after it count a row
+            # only if the kernel left it unwritten, epilogue.py).
+            rewritten = kernels.get(callee) if isinstance(op, relax.GlobalVar) else None
+            guard = rewritten.guard if rewritten is not None else None
             counted_params = []
-            if guard is not None:
+            if rewritten is not None:
                 args = graphs.items(call_args)
-                counted_params = [args[q] for q in counted]
-                expected = [func.params[plan[next_site][0].inputs[q].param_index] for q in counted]
+                counted_params = [args[q] for q in rewritten.counted]
+                expected = [func.params[plan[next_site][0].inputs[q].param_index] for q in rewritten.counted]
                 if any(hash(p) != hash(e) or hash(p) not in param_row for p, e in zip(counted_params, expected)):
                     raise ValueError(f"{function_info.name}: `{callee}` counts an input that is not its parameter")
-                rows_of = [_row(param_row[hash(p)]) for p in counted_params]
+                extra = [_row(param_row[hash(p)]) for p in counted_params]
                 bindings[-1] = relax.VarBinding(
-                    binding.var, relax.Call(op, [*args, stats, _row(row), *rows_of], value.attrs, value.ty_args)
+                    binding.var, relax.Call(op, [*args, stats, _row(row), *extra], value.attrs, value.ty_args)
                 )
             for position in plan[next_site][1]:
                 info = rows[row - 1]
@@ -417,7 +433,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 if out is not None:
                     output_rows.setdefault(hash(out), row)
                 row += 1
-            bindings += [summary(p, param_row[hash(p)], True, guarded=True) for p in counted_params]
+            bindings += [summary(p, param_row[hash(p)], True) for p in counted_params]
             next_site += 1
             next_kernel = plan[next_site][0].kernel if next_site < len(plan) else None
         blocks.append(relax.BindingBlock(bindings))
@@ -493,10 +509,10 @@ def _site_kernel(site: graphs.SiteInfo, slot: int, out, stats: bool, counts: boo
     spec = site.outputs[slot] if slot < len(site.outputs) else None
     if spec is None or site.inplace_indices or not (spec[1] or spec[2]):
         return _health_kernel(out, stats, counts=counts)
-    return _kernel_of(spec[0], len(spec[1]), counts, stats, False)
+    return _kernel_of(spec[0], len(spec[1]), counts, stats)
 
 
-def _health_kernel(value, stats: bool, guarded: bool = False, counts: bool = True) -> str | None:
+def _health_kernel(value, stats: bool, counts: bool = True) -> str | None:
     """The summary kernel of a tensor value (its type read once), None when not summarisable;
     without counts, the kernel writing its size and dims (SHAPE)."""
     ty = getattr(value, "ty", None)
@@ -506,21 +522,21 @@ def _health_kernel(value, stats: bool, guarded: bool = False, counts: bool = Tru
     if element is None:
         return None
     dtype = graphs.dtype_name(element)  # read once per distinct PrimType, not per site
-    return _kernel_of(dtype, int(ty.ndim), counts, stats, guarded)
+    return _kernel_of(dtype, int(ty.ndim), counts, stats)
 
 
-def _kernel_of(dtype: str, rank: int, counts: bool, stats: bool, guarded: bool) -> str | None:
-    key = (dtype, rank, counts, stats, guarded)
+def _kernel_of(dtype: str, rank: int, counts: bool, stats: bool) -> str | None:
+    key = (dtype, rank, counts, stats)
     name = _SITE_KERNELS.get(key)
     if name is None:
         if dtype not in HEALTH_DTYPES or not 0 <= rank <= MAX_RANK:
             return None
-        name = _SITE_KERNELS[key] = kernel(*key)
+        name = _SITE_KERNELS[key] = kernel(dtype, counts, stats)
     return name
 
 
-# (dtype, rank, counts, stats, guarded) -> kernel(...)'s name: a call site costs one lookup.
-_SITE_KERNELS: dict[tuple[str, int, bool, bool, bool], str] = {}
+# (dtype, rank, counts, stats) -> kernel(...)'s name: a call site costs one lookup.
+_SITE_KERNELS: dict[tuple[str, int, bool, bool], str] = {}
 
 
 def _summarisable(value) -> bool:
@@ -578,15 +594,16 @@ _ROWS_LOCK = threading.Lock()
 _MAX_SHARED_ROWS = 1 << 16
 
 
-_EXTERNS: dict[str, object] = {}  # immutable IR nodes shared by every call site of a build
-
-
 _VOID = relax.TupleType([])
 _VOIDS = tvm_ffi.convert([_VOID])  # the calls' ty_args, converted once
 _MISSING = tvm.ir.Type.missing()
 
 
+_EXTERNS: dict[str, object] = {}  # immutable IR nodes shared by every call site of a build
+
+
 def _binding(name: str, args) -> relax.VarBinding:
+    """A call of the registered summary kernel `name` (kernel()) on args."""
     callee = _EXTERNS.get(name)
     if callee is None:
         callee = _EXTERNS[name] = relax.ExternFunc(name)

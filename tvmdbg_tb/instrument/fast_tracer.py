@@ -160,7 +160,7 @@ _CYCLES_PER_US: list[float] = []
 def cycles_per_us() -> float:
     """Time-stamp counter rate, measured once against perf_counter."""
     if not _CYCLES_PER_US:
-        tick = tvm.get_global_func(compiled.kernel(None, 0, False))
+        tick = tvm.get_global_func(compiled.kernel(None))
         stats = tvm.runtime.tensor(np.zeros((2, compiled.ROW_WIDTH), "float64"))
         view = np.from_dlpack(stats)
         tick(stats, 0)

@@ -1,7 +1,6 @@
 """The TVMScript of the summary kernels (compiled.py's row layout: [cycles, size, lt0, gt0,
-eq0, neg_inf, pos_inf, rank, dim_0..dim_7, min, max, mean, l2_norm, abs_max]): the separate
-summary kernel of each dtype and rank, its guarded form for parameters, and what a kernel
-counting its own output adds (epilogue.py). One generator for all of them, so they count the
+eq0, neg_inf, pos_inf, rank, dim_0..dim_7, min, max, mean, l2_norm, abs_max]): the separate summary kernel of each
+dtype (any rank), and what a kernel counting its own output adds (epilogue.py). One generator for all of them, so they count the
 same."""
 
 from __future__ import annotations
@@ -27,15 +26,18 @@ HEALTH_DTYPES = {
 }
 
 
-def summary_source(name: str, dtype: str, rank: int, health: bool, stats: bool = False) -> str:
-    dims, size = _dims(rank)
-    lines = _signature(name, dtype, dims)
+def summary_source(name: str, dtype: str, health: bool, stats: bool = False) -> str:
+    """The separate summary kernel of dtype: a tensor of any rank (read from its DLTensor),
+    one compiled kernel per dtype and mode; a row already written on entry (column 0 not 0)
+    is left as it is: parameters Python pre-marked (param_cache.SKIPPED), outputs their
+    producer counted itself (epilogue.py)."""
+    lines = _any_rank_signature(name, dtype)
     if stats and dtype != "bool":  # the counts and the statistics in one pass
-        lines += stats_kernel.stats_lines(dtype, size, STATS_COLUMN)
+        lines += stats_kernel.stats_lines(dtype, "size", STATS_COLUMN)
     elif health:
-        lines += _health_lines(dtype, size)
-    lines += _stamp_lines(dims, size)
-    return "\n".join(lines) + "\n"
+        lines += _health_lines(dtype, "size")
+    lines += _any_rank_stamp_lines()
+    return _guarded("\n".join(lines) + "\n")
 
 
 LANES = 16
@@ -49,10 +51,9 @@ def _dims(rank: int) -> tuple[list[str], str]:
 
 
 def _accumulators(dtype: str, size: str, rows: int, lanes: int, sum_dtype: str | None) -> list[str]:
-    """The tensor's flat view F, `rows` rows of per-lane int32 counters and, for floats, the
-    per-lane sums, all zeroed."""
+    """`rows` rows of per-lane int32 counters and, for floats, the per-lane sums, all zeroed
+    (the tensor's flat view F is the signature's)."""
     lines = [
-        f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
         f'    acc = T.alloc_buffer(({rows}, {lanes}), "int32", scope="local")',
         f"    for k in range({rows}):",
         f"        for j in T.vectorized({lanes}):",
@@ -173,7 +174,7 @@ def fused_source(name: str, dtype: str, rank: int, lanes: int) -> str:
     stays compiled once per dtype and rank, not once per kernel."""
     dims, size = _dims(rank)
     tests, sum_dtype = _first_pass_tests(dtype)
-    lines = _signature(name, dtype, dims) + _accumulators(dtype, size, 2, lanes, sum_dtype)
+    lines = _signature(name, dtype, dims, size) + _accumulators(dtype, size, 2, lanes, sum_dtype)
     lines += [
         "    for io in range(1):",
         "        for j in range(1):",
@@ -199,7 +200,9 @@ def fused_source(name: str, dtype: str, rank: int, lanes: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _signature(name: str, dtype: str, dims: list[str]) -> list[str]:
+def _signature(name: str, dtype: str, dims: list[str], size: str) -> list[str]:
+    """A kernel on a tensor A of the rank of dims (symbolic), its flat view F and the stats
+    rows S."""
     rank = len(dims)
     return [
         "@T.prim_func",
@@ -209,6 +212,45 @@ def _signature(name: str, dtype: str, dims: list[str]) -> list[str]:
         f'    A = T.match_buffer(a, ({", ".join(dims)}{"," if rank == 1 else ""}), "{dtype}")',
         "    nrows = T.int64()",
         f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
+        f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
+    ]
+
+
+# DLTensor fields read by tvm_struct_get (TVM's TVMStructFieldKind).
+_DATA, _SHAPE, _NDIM, _BYTE_OFFSET = 1, 2, 4, 8
+
+
+def _any_rank_signature(name: str, dtype: str) -> list[str]:
+    """A kernel on a tensor of any rank up to MAX_RANK: its rank, shape and data read from
+    its DLTensor (ndim, dims, size), its flat view F, and the stats rows S. The caller
+    passes a dense CPU tensor of dtype (the call site's static type says so): one kernel
+    serves every rank, so a build compiles one per dtype, not one per dtype and rank."""
+    size = " * ".join(f"T.if_then_else(ndim > {i}, dims[{i}], T.int64(1))" for i in range(MAX_RANK))
+    itemsize = 1 if dtype == "bool" else int("".join(c for c in dtype if c.isdigit())) // 8
+    return [
+        "@T.prim_func",
+        f"def {name}(a: T.handle, stats: T.handle, row: T.int64):",
+        '    T.func_attr({"tirx.noalias": True})',
+        "    nrows = T.int64()",
+        f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
+        f'    ndim: T.let[T.int32] = T.min(T.tvm_struct_get(a, 0, {_NDIM}, "int32"), {MAX_RANK})',
+        f'    shape: T.let[T.handle] = T.tvm_struct_get(a, 0, {_SHAPE}, "handle")',
+        f'    dims = T.decl_buffer(({MAX_RANK},), "int64", data=shape)',
+        f'    data: T.let[T.handle] = T.tvm_struct_get(a, 0, {_DATA}, "handle")',
+        f'    offset: T.let[T.int64] = T.Cast("int64", T.tvm_struct_get(a, 0, {_BYTE_OFFSET}, "uint64"))',
+        f"    size: T.let[T.int64] = {size}",
+        f'    F = T.decl_buffer((size,), "{dtype}", data=data, elem_offset=offset // {itemsize})',
+    ]
+
+
+def _any_rank_stamp_lines() -> list[str]:
+    """_stamp_lines for _any_rank_signature's tensor."""
+    return [
+        '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
+        '    S[row, 1] = T.Cast("float64", size)',
+        '    S[row, 7] = T.Cast("float64", ndim)',
+        "    for i in range(ndim):",
+        '        S[row, 8 + T.Cast("int64", i)] = T.Cast("float64", dims[i])',
     ]
 
 
@@ -222,10 +264,9 @@ def _stamp_lines(dims: list[str], size: str) -> list[str]:
     ]
 
 
-def guarded_source(source: str) -> str:
-    """The summary kernel made a no-op when its row's column 0 is not 0 on entry: the
-    parameter summaries, which Python pre-marks (param_cache.SKIPPED) for a tensor it
-    already summarised (see param_cache); one load and compare when it runs."""
+def _guarded(source: str) -> str:
+    """The kernel made a no-op when its row's column 0 is not 0 on entry (a row is cleared
+    before each call, then written once): one load and compare when it runs."""
     lines = source.splitlines()
     split = next(k for k, line in enumerate(lines) if "S = T.match_buffer" in line) + 1
     body = ["    " + line for line in lines[split:]]

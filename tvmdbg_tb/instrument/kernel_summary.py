@@ -3,7 +3,7 @@
 The fallback path (check-numerics, control flow, executables compiled before enable)
 summarises each kernel output in its callback. numpy takes several passes and ~5 us of fixed
 cost per tensor; the summary kernel the compiled path calls after each kernel
-(compiled.kernel, built once per dtype and rank per process) counts in one native pass and
+(compiled.kernel, built once per dtype per process) counts in one native pass and
 writes one row, read here into the same debug_values (compiled.row_values). Only the health
 modes use it: their counts are exact, so both ways give identical values (FULL_STATS keeps
 numpy, whose float sums differ from the kernel's in the last bits).
@@ -22,7 +22,7 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
 _CPU = 1  # DLPack's kDLCPU
-_FUNCTIONS: dict[tuple[str, int], Any] = {}
+_FUNCTIONS: dict[str, Any] = {}
 
 
 class _Row(threading.local):
@@ -44,13 +44,13 @@ def health_values(mode: int, value: Any, dtype: str, shape: tuple[int, ...]) -> 
     try:
         if value.device.dlpack_device_type() != _CPU:
             return None
-        key = (dtype, len(shape))
-        function = _FUNCTIONS.get(key)
+        function = _FUNCTIONS.get(dtype)
         if function is None:
-            function = _FUNCTIONS[key] = tvm.get_global_func(compiled.kernel(dtype, len(shape), True))
+            function = _FUNCTIONS[dtype] = tvm.get_global_func(compiled.kernel(dtype))
         if _ROW is None:
             _ROW = _Row()
         row = _ROW
+        row.view[0, 0] = 0.0  # an unwritten row: the kernel leaves a written one as it is
         function(value, row.tensor, 0)
         return compiled.row_values(mode, row.view[0].tolist(), dtype)
     except Exception:

@@ -28,7 +28,7 @@ def extreme(dtype: str, largest: bool) -> str:
 
 
 def stats_lines(dtype: str, size: str, stats_column: int) -> list[str]:
-    """Body lines (4-space indented, after A and S are matched) writing S[row, 2:7] = lt0,
+    """Body lines (4-space indented, after the tensor's flat view F and S are declared) writing S[row, 2:7] = lt0,
     gt0, eq0, -inf, +inf and S[row, stats_column:stats_column + 5] = min, max, mean,
     l2_norm, abs_max of A's finite elements (NaN when there are none). Not for bool.
 
@@ -39,7 +39,6 @@ def stats_lines(dtype: str, size: str, stats_column: int) -> list[str]:
     span = LANES * BLOCK
     zero = f"T.{dtype}(0)"
     lines = [
-        f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
         f'    acc = T.alloc_buffer((6, {LANES}), "int32", scope="local")',
         f'    mn = T.alloc_buffer(({LANES},), "{dtype}", scope="local")',
         f'    mx = T.alloc_buffer(({LANES},), "{dtype}", scope="local")',
