@@ -210,6 +210,29 @@ def _measure_modes(name: str, calls: int, seconds: float, modes: list[str] | Non
     return rows
 
 
+def inner_check_cost(name: str, calls: int, seconds: float, mode: str = "FULL_HEALTH") -> tuple[float, float, float]:
+    """The inner-op check's cost (docs/inner_ops.md): the workload built twice in one session,
+    once without the check and once with it, both traced; calls of the two alternate.
+    Returns the medians (us) and the median ratio (with / without)."""
+    import tvmdbg
+    from tvmdbg_tb.instrument import capture
+
+    _load_native()
+    build = _workloads()[name]
+    with tempfile.TemporaryDirectory() as logdir:
+        tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=1000)
+        try:
+            _tracing[0] = True
+            capture.STATE.inner_ops = False  # the switch inner_op_check=False sets
+            without = build()
+            capture.STATE.inner_ops = True
+            with_check = build()
+            return _paired(without, with_check, calls, seconds)
+        finally:
+            capture.STATE.inner_ops = True
+            tvmdbg.disable_dump_debug_info()
+
+
 def sustained(name: str, mode: str, calls: int = 500, reps: int = 5) -> tuple[float, ...]:
     """Process CPU time per call (every thread: the writer's flushing thread included)
     over alternating blocks of calls, each traced block's
@@ -415,6 +438,11 @@ def main() -> None:
         "--clock", choices=["wall", "cpu"], default="wall", help="cpu: this thread's CPU time (use with --threads 1)"
     )
     parser.add_argument(
+        "--inner-check",
+        default="chain200,cnn,transformer",
+        help="workloads of the inner-op check rows: FULL_HEALTH with and without it, alternating ('' to skip)",
+    )
+    parser.add_argument(
         "--sustained",
         default="chain200,train_step",
         help="workloads of the process-CPU rows (writer thread included; '' to skip)",
@@ -442,6 +470,13 @@ def main() -> None:
                 f" {records:>12.2f}",
                 flush=True,
             )
+    for name in filter(None, options.inner_check.split(",")):
+        without_us, with_us, ratio = inner_check_cost(name, calls, seconds)
+        print(
+            f"{name} FULL_HEALTH, inner-op check off / on (alternating, both traced): {without_us:.1f} -> "
+            f"{with_us:.1f} us, ratio {ratio:.3f}",
+            flush=True,
+        )
     for name in options.sustained.split(","):
         for mode in ("NO_TENSOR", "FULL_HEALTH") if name else ():
             plain_us, traced_us, plain_wall, traced_wall, records = sustained(

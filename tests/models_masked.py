@@ -3,12 +3,13 @@ NaN leaves a fused kernel from its second op: TVMScript (spans) and BlockBuilder
 
 import numpy as np
 from tvm import relax
+from tvm.relax.frontend import nn
 from tvm.script import ir as I
 from tvm.script import relax as R
 
-MASKED_SQRT_LINE = 20  # the line of `r = R.sqrt(h1)` below
-MASKED_LOG_LINE = 34  # the line of `lg = R.log(scaled)` below
-LEAKED_LOG_LINE = 46  # the line of `lg = R.log(h)` below
+MASKED_SQRT_LINE = 21  # the line of `r = R.sqrt(h1)` below
+MASKED_LOG_LINE = 35  # the line of `lg = R.log(scaled)` below
+LEAKED_LOG_LINE = 47  # the line of `lg = R.log(h)` below
 
 
 @I.ir_module
@@ -144,3 +145,94 @@ def leaked_inputs(name: str) -> list[np.ndarray]:
     if name == "LeakedDivSqrt":
         return [x, np.abs(x) + 1.0]
     return [x]
+
+
+# -- made and masked inside one fused kernel: the inner-op check's cases -----------------------
+
+
+@I.ir_module
+class MaskedDivide:
+    """x / y makes NaN (0/0), -inf and +inf; clip hides them all."""
+
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32"), y: R.Tensor((4, 8), "float32")) -> R.Tensor((4, 8), "float32"):
+        with R.dataflow():
+            q = R.divide(x, y)  # masked: divide
+            out = R.multiply(R.clip(q, -1.0, 1.0), R.const(2.0, "float32"))
+            R.output(out)
+        return out
+
+
+def masked_divide_inputs(nan: int = 3, neg_inf: int = 2, pos_inf: int = 5) -> list[np.ndarray]:
+    """Inputs whose quotient holds exactly that many NaN, -inf and +inf."""
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0.5, 2.0, (4, 8)).astype("float32")
+    y = rng.uniform(0.5, 2.0, (4, 8)).astype("float32")
+    flat_x, flat_y = x.reshape(-1), y.reshape(-1)
+    flat_y[: nan + neg_inf + pos_inf] = 0.0
+    flat_x[:nan] = 0.0
+    flat_x[nan : nan + neg_inf] *= -1.0
+    return [x, y]
+
+
+@I.ir_module
+class HalfOverflow:
+    """A float16 multiply overflows to +-inf, inf - inf makes NaN; where keeps small inputs only
+    (not `big - big`: TVM simplifies x - x to 0)."""
+
+    @R.function
+    def main(x: R.Tensor((4, 8), "float16")) -> R.Tensor((4, 8), "float16"):
+        with R.dataflow():
+            big = R.multiply(x, R.const(1000.0, "float16"))  # masked: multiply
+            near = R.multiply(x, R.const(999.0, "float16"))
+            diff = R.subtract(big, near)
+            small = R.less(R.abs(x), R.const(10.0, "float16"))
+            out = R.where(small, diff, R.const(0.0, "float16"))
+            R.output(out)
+        return out
+
+
+def half_overflow_inputs() -> list[np.ndarray]:
+    x = np.random.default_rng(3).uniform(-2.0, 2.0, (4, 8)).astype("float16")
+    x[0, :3] = [100.0, -200.0, 300.0]  # x * 1000 overflows float16 (max 65504)
+    return [x]
+
+
+class _MaskedSqrtNet(nn.Module):
+    """nn.Module: relu(sqrt(x @ w)) * 2, the sqrt of negative sums masked by the relu."""
+
+    def __init__(self):
+        super().__init__()
+        self.line = -1
+
+    def forward(self, x: nn.Tensor, w: nn.Tensor):
+        h = nn.op.matmul(x, w)
+        r, self.line = nn.op.sqrt(h), _line()
+        return nn.op.relu(r) * 2.0
+
+
+def masked_sqrt_nn() -> tuple[object, int]:
+    """_MaskedSqrtNet exported to Relax; returns (module, line of the sqrt)."""
+    net = _MaskedSqrtNet()
+    tensor = nn.spec.Tensor
+    mod, _ = net.export_tvm(spec={"forward": {"x": tensor([4, 8], "float32"), "w": tensor([8, 8], "float32")}})
+    return mod, net.line
+
+
+@I.ir_module
+class MaskedFill:
+    """A mask's -inf written and absorbed inside one kernel (where, then exp): intended masking."""
+
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32")) -> R.Tensor((4, 8), "float32"):
+        with R.dataflow():
+            keep = R.greater(x, R.const(0.0, "float32"))
+            filled = R.where(keep, x, R.const(float("-inf"), "float32"))
+            out = R.exp(filled)
+            R.output(out)
+        return out
+
+
+def positive_inputs() -> list[np.ndarray]:
+    """MaskedLog's and MaskedFill's input with every element positive: nothing non-finite."""
+    return [np.abs(inputs("MaskedLog")[0]) + 0.5]

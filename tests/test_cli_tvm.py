@@ -120,7 +120,10 @@ def test_analyzer_on_a_real_dump(dumps):
     assert [ln.split()[4] for ln in executions] == ["0", "0", "1", "0", "0"]
 
     alerts = out["alerts"]
-    assert "1 NaN/Inf alerts. The first origin (an op whose inputs were finite) is lv:0" in alerts
+    # The NaN, and the kernel after it whose matmul read it and whose maximum hid it from its
+    # output (the inner-op check; not an origin: it came in).
+    assert "2 NaN/Inf alerts. The first origin (an op whose inputs were finite) is lv:0" in alerts
+    assert re.search(r"fused_matmul_maximum_add\s+8 NaN of 8", alerts)
     assert f"fused Relax op relax.log lv1 at {models.__file__}:{FAULT_LINE} (blockbuilder_planted)" in alerts
 
     info = out["ni -t lv"]

@@ -111,20 +111,7 @@ def test_a_planted_inf_weight_in_the_middle_block_is_the_first_origin(tmp_path, 
             assert answer["benign"]["absorbed"] >= real_models.PLANTED_BLOCK
 
 
-@pytest.mark.parametrize(
-    "fuse",
-    [
-        False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                reason="the -inf never leaves fused_batch_norm_relu: detected once fused kernels record "
-                "their inner ops' health by default (inside-kernels issue)",
-                strict=False,
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("fuse", [False, True])  # fused: the -inf never leaves fused_batch_norm_relu
 def test_batch_norm_with_zero_variance_is_named_though_the_relu_hides_it(tmp_path, fuse):
     built = real_models.build("resnet", fuse=fuse, plant="bn_eps0")
     logdir = real_models.record(built, tmp_path)

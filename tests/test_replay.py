@@ -156,8 +156,9 @@ def test_leaked_log_alert_lands_on_the_log_not_the_first_op(tmp_path, fast, monk
     assert ("re-running" in record.note) == fast
 
 
-def test_default_options_do_not_see_a_masked_nan(tmp_path):
-    out = _run_model(tmp_path, mm.MaskedSqrt, "MaskedSqrt")
+def test_without_the_inner_op_check_a_masked_nan_is_not_seen(tmp_path):
+    """(With the default options it is: tests/test_inner_check.py.)"""
+    out = _run_model(tmp_path, mm.MaskedSqrt, "MaskedSqrt", inner_op_check=False)
     assert np.isfinite(out).all()
     run = _run(tmp_path).run()
     assert run.replays() == []
@@ -429,8 +430,9 @@ def test_fused_leak_alert_is_located_at_the_op_that_made_the_value(tmp_path, nam
 
 def test_native_and_python_scans_name_the_same_first_nonfinite_row(tmp_path, monkeypatch):
     """AutoReplay.scan_buffers in C++ (native_rows) and in Python, on the stats buffers of a
-    real call with non-finite counts planted at random rows (and rows that did not run):
-    the same (function, row), the earliest by timestamp over two buffers."""
+    real call with non-finite counts planted at random rows (and rows that did not run, and
+    rows whose fused ops made one): the same (function, row), the earliest by timestamp over
+    two buffers."""
     from models import chain
 
     from tvmdbg_tb.instrument import compiled, native_rows
@@ -454,11 +456,16 @@ def test_native_and_python_scans_name_the_same_first_nonfinite_row(tmp_path, mon
         buffers = []
         for _ in range(2):
             array = real.copy()
+            array[0, 0] = 1e9  # the call's start
             array[1:31, 0] = np.sort(rng.uniform(1e9, 2e9, 30))
             for row in rng.integers(1, 31, rng.integers(0, 3)):
                 array[row, rng.choice([1, 5, 6])] += 1.0  # a NaN (size above the three counts), -inf or +inf
             for row in rng.integers(1, 31, rng.integers(0, 2)):
                 array[row, 0] = 0.0  # a kernel that did not run
+            inner = rng.integers(1, 31, rng.integers(0, 2))
+            for row in inner:  # a kernel whose fused ops made one (the inner-op check)
+                array[row, compiled.INNER_COLUMN] = 2.0
+            array[0, compiled.INNER_FLAG_COLUMN] = array[0, 0] if len(inner) else 0.0
             buffers.append((fid, None, array))
         native = replay.scan_buffers(buffers)
         with monkeypatch.context() as patch:

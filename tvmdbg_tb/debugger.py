@@ -59,6 +59,7 @@ def enable_dump_debug_info(
     circular_buffer_bytes: int | None = None,
     model_code: str | Collection[str] | None = None,
     expected_nonfinite: str | None = None,
+    inner_op_check: bool = True,
 ) -> DebugEventsWriter:
     """Records every Relax compile and VM run of this process under logdir; returns the writer.
 
@@ -102,6 +103,10 @@ def enable_dump_debug_info(
         their non-finite outputs, and those computed only from them, are listed apart as
         expected instead of alerts. Masks whose -inf the model absorbs need no pattern
         (docs/nonfinite.md).
+    inner_op_check: in the health modes (and FULL_STATS), each fused kernel also counts the
+        NaN and infinities its own Relax ops make inside it, so a value made and masked there
+        (`where(mask, log(x), 0)`) raises an alert at that op's line (docs/inner_ops.md);
+        default True. False builds the kernels without that check.
     Calling it again with the same arguments returns the same writer; with different ones
     it raises ValueError (call disable_dump_debug_info() first).
     Never raises for the file system: if logdir cannot be created or written (a regular file
@@ -120,6 +125,7 @@ def enable_dump_debug_info(
         circular_buffer_bytes,
         model_code,
         expected_nonfinite,
+        inner_op_check,
         extra_args=(bool(live),),
     )
     if live:

@@ -277,3 +277,34 @@ def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.n
         return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=np.int64)
     at = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
     return sorted_keys[at] == keys, at
+
+
+def classify_inner(
+    facts: Facts, calls: Outputs, literal: np.ndarray, evidence: Evidence, output_kinds: dict[tuple[int, int], int]
+) -> np.ndarray:
+    """The kind of each kernel call whose output is finite but whose fused ops made NaN/Inf
+    inside it (the inner-op check, GraphExecutionTrace.inner_nonfinite): EXPECTED when the op
+    matches the user's pattern; ABSORBED when the kernel absorbed them itself, that is when
+    what first made one inside it writes a non-finite literal (literal: a mask's -inf, made
+    and absorbed in one kernel) and nothing non-finite came in, or when everything
+    non-finite that came in is absorbed or expected (output_kinds: (execution, op) -> kind
+    of the non-finite outputs classified with them); ALERT otherwise (a computed value)."""
+    kinds = np.full(len(calls.op), ALERT, dtype=np.uint8)
+    for k, (execution, op_id) in enumerate(zip(calls.execution.tolist(), calls.op.tolist())):
+        op_facts = facts.of(op_id)
+        if op_facts is None:
+            continue
+        if op_facts.expected:
+            kinds[k] = EXPECTED
+            continue
+        came_in = [output_kinds[(execution, p)] for p, _ in op_facts.producers if (execution, p) in output_kinds]
+        if op_facts.params:
+            bad = evidence.bad_params(execution)
+            if bad is None or any(p in bad for p in op_facts.params):
+                continue  # a non-finite function input (or unknown ones): the caller's
+        if came_in:
+            if ALERT not in came_in:
+                kinds[k] = EXPECTED if all(c == EXPECTED for c in came_in) else ABSORBED
+        elif literal[k] and not op_facts.unknown:
+            kinds[k] = ABSORBED
+    return kinds

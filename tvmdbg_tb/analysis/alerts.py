@@ -1,15 +1,17 @@
 """NaN/Inf alerts, computed once as records are read (an observer on the read stream).
 
-An alert is one non-finite output (op, output slot) in one execution, in trace order. Its
-`origin` flag says the op made the bad value rather than passing one on: none of its inputs
-was non-finite in that execution. Inputs produced by traced ops are looked up among that
-execution's non-finite traces, function parameters in the execution's input summaries
-(constants count as finite: the op reading a non-finite weight is where it enters); an
-input whose health was never recorded (an op that op_regex filtered out) counts as finite
-only if no earlier output of the execution was a non-finite value that matters. Where the
-circular buffer dropped the start of an execution (the oldest in the dump, or the first after
-each of its drops), an op whose producer trace is gone there is never called the origin:
-nothing shows its inputs were finite.
+An alert is one non-finite output (op, output slot) in one execution, in trace order, or a
+kernel whose fused ops made NaN/Inf inside it that its output hides (the inner-op check: the
+trace's inner_nonfinite, a "masked" alert). Its `origin` flag says the op made the bad value
+rather than passing one on: none of its inputs was non-finite in that execution (an inner
+alert is never an input of anything: its output is finite). Inputs produced by traced ops
+are looked up among that execution's non-finite traces, function parameters in the
+execution's input summaries (constants count as finite: the op reading a non-finite weight
+is where it enters); an input whose health was never recorded (an op that op_regex filtered
+out) counts as finite only if no earlier output of the execution was a non-finite value that
+matters. Where the circular buffer dropped the start of an execution (the oldest in the dump,
+or the first after each of its drops), an op whose producer trace is gone there is never
+called the origin: nothing shows its inputs were finite.
 
 Non-finite outputs a model makes on purpose and absorbs (an attention mask's -inf) are no
 alerts: once an execution's traces are all read, absorption.classify sorts its non-finite
@@ -31,7 +33,17 @@ from collections import OrderedDict
 import numpy as np
 
 from tvmdbg_tb.analysis import absorption
-from tvmdbg_tb.analysis.inner_ops import confirm_alert, confirmed_origin, masked_alerts, merge_alerts
+from tvmdbg_tb.analysis.inner_ops import (
+    NAN,
+    NEG_INF,
+    POS_INF,
+    confirm_alert,
+    confirmed_origin,
+    inner_kinds,
+    inner_literal,
+    masked_alerts,
+    merge_alerts,
+)
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.ranges import range_alerts
 from tvmdbg_tb.events import layout
@@ -39,6 +51,7 @@ from tvmdbg_tb.events.health import HEALTH_MODES
 from tvmdbg_tb.events.locations import location
 from tvmdbg_tb.events.reader import (
     HEALTH_KNOWN,
+    INNER_NONFINITE,
     NONFINITE,
     GrowingArray,
     RunReader,
@@ -55,6 +68,7 @@ _BLOCK = 1 << 18  # non-finite traces handled at once
 # this many, the oldest are forgotten (an execution never completed keeps its alerts as
 # alerts). Traces are taken in slices of this many, each settled before the next.
 _OPEN_EXECUTIONS = 1 << 16
+_INNER_LITERAL = 8  # beyond inner_ops' NAN | NEG_INF | POS_INF bits
 # A non-finite output's key: execution index << 28 | op (20 bits, dense ids) << 8 | slot (8 bits).
 _E_SHIFT = 28
 _OP_MASK = (1 << 20) - 1
@@ -118,6 +132,10 @@ class AlertMonitor:
         self._verdict = GrowingArray(np.uint8)
         self._known_bad = GrowingArray(np.bool_)
         self._unknown = GrowingArray(np.bool_)
+        # Per non-finite output, the kinds its kernel's fused ops made inside it while its
+        # output stayed finite (inner_ops.inner_kinds), | _INNER_LITERAL when the first op
+        # that made one writes a non-finite literal (inner_ops.inner_literal).
+        self._inner = GrowingArray(np.uint8)
         self._carry = np.zeros(0, dtype=np.int64)  # packed keys of recent non-finite outputs, sorted
         self._bad_params: OrderedDict[int, frozenset[int] | None] = OrderedDict()
         self._pending: dict[int, list[tuple[int, bool, tuple[int, ...]]]] = {}
@@ -229,7 +247,7 @@ class AlertMonitor:
         """Adds the non-finite traces among [start:stop], in blocks (bounded memory)."""
         digests = run.trace_digests()
         self._traced.update(np.unique(digests["op_id"][start:stop]).tolist())
-        new = np.flatnonzero(digests["flags"][start:stop] & NONFINITE) + start
+        new = np.flatnonzero(digests["flags"][start:stop] & (NONFINITE | INNER_NONFINITE)) + start
         for block in range(0, len(new), _BLOCK):
             self._add_block(run, digests, new[block : block + _BLOCK])
 
@@ -238,12 +256,17 @@ class AlertMonitor:
         (execution, op, slot) is packed in an int64 and looked up in the sorted keys of this
         block and of the last few executions."""
         e = digests["execution_index"][new]
+        flags = digests["flags"][new]
+        output_bad = (flags & NONFINITE) != 0  # else only its fused ops made one (inner alert)
         ops, op_rows = np.unique(digests["op_id"][new], return_inverse=True)
         dense = np.array([self._dense_id(o) for o in ops.tolist()], dtype=np.int64)
         keys = _pack(e, dense[op_rows], digests["output_slot"][new])
-        _, first_of_execution, execution_rows = np.unique(e, return_index=True, return_inverse=True)
-        earlier = (np.arange(len(new)) != first_of_execution[execution_rows]) | np.isin(e, self._carry >> _E_SHIFT)
-        known = np.union1d(self._carry, keys)
+        executions, execution_rows = np.unique(e, return_inverse=True)
+        at = np.arange(len(new))
+        first_bad = np.full(len(executions), len(new))  # each execution's first non-finite output
+        np.minimum.at(first_bad, execution_rows[output_bad], at[output_bad])
+        earlier = (first_bad[execution_rows] < at) | np.isin(e, self._carry >> _E_SHIFT)
+        known = np.union1d(self._carry, keys[output_bad])
         known_bad = np.zeros(len(new), dtype=np.bool_)
         unknown_input = np.zeros(len(new), dtype=np.bool_)
         first_alert = self._positions.size
@@ -287,6 +310,11 @@ class AlertMonitor:
         indices = np.arange(first_alert, first_alert + len(new))
         for execution, rows in _groups(e):
             self._span(execution).alerts.append(indices[rows])
+        kinds = np.zeros(len(new), dtype=np.uint8)
+        for k in np.flatnonzero(flags & INNER_NONFINITE).tolist():
+            trace = run.trace(int(new[k]))
+            kinds[k] = inner_kinds(trace) | (_INNER_LITERAL if inner_literal(run, trace) else 0)
+        self._inner.append_array(kinds)
 
     def _resolve_pending(self, run: RunReader) -> None:
         for e in list(self._pending):
@@ -332,16 +360,23 @@ class AlertMonitor:
 
     def _classify(self, run: RunReader, batch: list[tuple[int, _Span, bool]]) -> None:
         """absorption.classify on the non-finite outputs of whole executions (execution, its
-        span, whether it returned finite values), then their origin flags again, in trace
-        order: an unknown input counts as bad only after an earlier alert of the execution."""
+        span, whether it returned finite values), absorption.classify_inner on their kernel
+        calls whose ops made NaN/Inf that their outputs hide, then their origin flags again,
+        in trace order: an unknown input counts as bad only after an earlier alert of the
+        execution whose output was non-finite."""
         digests = run.trace_digests()
         indices = np.concatenate([a for _, span, _ in batch for a in span.alerts])
         positions = self._positions.view()[indices]
-        outputs = absorption.Outputs(
+        every = absorption.Outputs(
             digests["execution_index"][positions],
             digests["op_id"][positions],
             digests["output_slot"][positions],
             positions,
+        )
+        output_bad = (digests["flags"][positions] & NONFINITE) != 0
+        outputs, calls = (
+            absorption.Outputs(every.execution[m], every.op[m], every.slot[m], every.position[m])
+            for m in (output_bad, ~output_bad)
         )
         executions = {e for e, _, _ in batch}
         traced = np.unique(np.concatenate([np.arange(span.first, span.last + 1) for _, span, _ in batch]))
@@ -354,19 +389,26 @@ class AlertMonitor:
             lambda execution: self._params_bad(run, execution),
             _made_inside(run, executions) if run.replays() else {},
         )
-        kinds, fed, inside = absorption.classify(self._facts, outputs, evidence)
+        kinds = np.zeros(len(indices), dtype=np.uint8)
+        fed = np.zeros(len(indices), dtype=bool)
+        inside = np.zeros(len(indices), dtype=bool)
+        kinds[output_bad], fed[output_bad], inside[output_bad] = absorption.classify(self._facts, outputs, evidence)
+        if not output_bad.all():
+            output_kinds = dict(zip(zip(outputs.execution.tolist(), outputs.op.tolist()), kinds[output_bad].tolist()))
+            literal = (self._inner.view()[indices[~output_bad]] & _INNER_LITERAL) != 0
+            kinds[~output_bad] = absorption.classify_inner(self._facts, calls, literal, evidence, output_kinds)
         # Keep the per-kind counts of benign outputs (counts() subtracts them) in step.
         was = self._verdict.view()[indices] != absorption.ALERT
         now = kinds != absorption.ALERT
         for rows, sign in ((now & ~was, 1), (was & ~now, -1)):
             if rows.any():
-                changed = digests[positions[rows]]
-                self._benign_kinds += [sign * np.count_nonzero(changed[k] > 0) for k in ("nan", "neg_inf", "pos_inf")]
+                self._benign_kinds += sign * self._kind_counts(digests, indices[rows])
         self._verdict.view()[indices] = kinds
-        order = np.lexsort((positions, outputs.execution))
-        indices, kinds, execution = indices[order], kinds[order], outputs.execution[order]
+        order = np.lexsort((positions, every.execution))
+        indices, kinds, execution = indices[order], kinds[order], every.execution[order]
         alert = kinds == absorption.ALERT
-        counted = np.cumsum(alert) - alert
+        passed_on = alert & output_bad[order]  # what an input of unknown health may have read
+        counted = np.cumsum(passed_on) - passed_on
         starts = np.flatnonzero(np.concatenate(([True], execution[1:] != execution[:-1])))
         before = counted - np.repeat(counted[starts], np.diff(np.concatenate((starts, [len(execution)]))))
         # A replay that found the inner op making the value clears what the producers said.
@@ -374,6 +416,19 @@ class AlertMonitor:
         unknown = self._unknown.view()[indices]
         self._origin.view()[indices] = alert & ~known_bad & ~(unknown & (before > 0))
         self._version += 1
+
+    def _kind_counts(self, digests: np.ndarray, indices: np.ndarray) -> np.ndarray:
+        """How many of these non-finite outputs hold a NaN, a -inf, a +inf: in their values,
+        or made inside their kernel while its output stayed finite (inner-op check)."""
+        rows = digests[self._positions.view()[indices]]
+        inner = self._inner.view()[indices]
+        return np.array(
+            [
+                np.count_nonzero((rows[kind] > 0) | ((inner & bit) != 0))
+                for kind, bit in (("nan", NAN), ("neg_inf", NEG_INF), ("pos_inf", POS_INF))
+            ],
+            dtype=np.int64,
+        )
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -388,6 +443,12 @@ class AlertMonitor:
     def num_alerts(self) -> int:
         with self._lock:
             return len(self._visible())
+
+    def num_inner_alerts(self, run: RunReader) -> int:
+        """Alerts whose kernel output is finite: NaN/Inf its fused ops made and hid (inner-op check)."""
+        with self._lock:
+            flags = run.trace_digests()["flags"][self._positions.view()[self._visible()]]
+            return int(np.count_nonzero((flags & NONFINITE) == 0))
 
     def num_nonfinite(self) -> int:
         """Non-finite outputs in the dump: alerts, absorbed and expected ones."""
@@ -405,8 +466,7 @@ class AlertMonitor:
         with self._lock:  # counted as alerts arrive: a trace's counts never change
             n = self._positions.size
             if self._counted < n:
-                digests = run.trace_digests()[self._positions.view()[self._counted : n]]
-                self._kinds += [np.count_nonzero(digests[kind] > 0) for kind in ("nan", "neg_inf", "pos_inf")]
+                self._kinds += self._kind_counts(run.trace_digests(), np.arange(self._counted, n))
                 self._counted = n
             nan, neg_inf, pos_inf = (self._kinds - self._benign_kinds).tolist()
             return {
@@ -422,12 +482,14 @@ class AlertMonitor:
             chosen = self._visible()[begin:end]
             return self._positions.view()[chosen].copy(), self._origin.view()[chosen].copy()
 
-    def benign(self) -> tuple[np.ndarray, np.ndarray]:
-        """(trace positions, kinds) of the absorbed and expected non-finite outputs."""
+    def benign(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(trace positions, kinds, kinds of values made inside the kernel while its output
+        stayed finite: inner_ops' NAN | NEG_INF | POS_INF) of the absorbed and expected
+        non-finite outputs."""
         with self._lock:
             kinds = self._verdict.view()
             chosen = np.flatnonzero(kinds != absorption.ALERT)
-            return self._positions.view()[chosen].copy(), kinds[chosen].copy()
+            return self._positions.view()[chosen].copy(), kinds[chosen].copy(), self._inner.view()[chosen].copy()
 
 
 def _made_inside(run: RunReader, executions: set[int]) -> dict[tuple[int, int], bool]:
@@ -562,7 +624,8 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
                 "original_ops": info["original_ops"],
             }
         )
-        confirm_alert(run, out[-1])  # replay/deep mode: the inner op's own line
+        # The inner op's own line: from a replay/deep mode, else from the kernel's inner-op check.
+        confirm_alert(run, out[-1], run.trace(position) if columns["flags"][i] & INNER_NONFINITE else None)
     return out
 
 
@@ -624,7 +687,7 @@ def alerts(
 
 def benign(run: RunReader, m: AlertMonitor) -> dict:
     """The absorbed and expected non-finite outputs, per op (docs/routes.md#alerts)."""
-    positions, kinds = m.benign()
+    positions, kinds, inner = m.benign()
     digests = run.trace_digests()[positions]
     ops, first, inverse = np.unique(digests["op_id"], return_index=True, return_inverse=True)
     benign_ops = set(ops.tolist())
@@ -653,9 +716,10 @@ def benign(run: RunReader, m: AlertMonitor) -> dict:
                 "kernel": op.kernel if op else "",
                 "kind": absorption.KIND_NAMES[int(kinds[mine][0])],
                 "count": int(np.count_nonzero(mine)),
-                "nan": int(np.count_nonzero(digests["nan"][mine] > 0)),
-                "neg_inf": int(np.count_nonzero(digests["neg_inf"][mine] > 0)),
-                "pos_inf": int(np.count_nonzero(digests["pos_inf"][mine] > 0)),
+                **{
+                    kind: int(np.count_nonzero((digests[kind][mine] > 0) | ((inner[mine] & bit) != 0)))
+                    for kind, bit in (("nan", NAN), ("neg_inf", NEG_INF), ("pos_inf", POS_INF))
+                },
                 "original_ops": [o.op_type for o in op.original_ops] if op else [],
                 "location": location(run, op.code_location) if op else None,
                 "absorbed_by": absorbed_by,

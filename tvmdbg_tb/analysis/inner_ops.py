@@ -1,10 +1,13 @@
-"""The Relax ops inside a fused kernel, as its replay (or deep mode) saw them.
+"""The Relax ops inside a fused kernel, as its replay (or deep mode) or its own inner-op check
+saw them.
 
 A FusedOpReplay record (see debug_event.proto) is linked to a kernel's traces by
-(execution index, op id). This module turns it into JSON for the `replay` route, the CLI
-and the alerts: an alert on a fused kernel whose replay found the op that made the value
-lands on that op's own line and says how it knows ("confirmed": "replay" or "deep");
-otherwise its location is the kernel's first located op ("confirmed": "heuristic").
+(execution index, op id); a kernel built with the inner-op check counts on its trace
+(inner_nonfinite) the NaN and infinities each of its ops made. This module turns both into
+JSON for the `replay` route, the CLI and the alerts: an alert on a fused kernel whose
+replay, or whose inner-op check, found the op that made the value lands on that op's own
+line and says how it knows ("confirmed": "replay", "deep" or "inner_check"); otherwise its
+location is the kernel's first located op ("confirmed": "heuristic").
 """
 
 from __future__ import annotations
@@ -69,6 +72,46 @@ def replay_json(run: RunReader, record: pb.FusedOpReplay) -> dict:
     }
 
 
+INNER_CHECK = "inner_check"
+# inner_kinds' bits: which kinds a kernel's fused ops made.
+NAN, NEG_INF, POS_INF = 1, 2, 4
+
+
+def inner_kinds(trace: pb.GraphExecutionTrace) -> int:
+    """The kinds (NAN | NEG_INF | POS_INF) the kernel's fused ops made inside it."""
+    kinds = 0
+    for entry in trace.inner_nonfinite:
+        kinds |= (NAN if entry.nan else 0) | (NEG_INF if entry.neg_inf else 0) | (POS_INF if entry.pos_inf else 0)
+    return kinds
+
+
+def inner_literal(run: RunReader, trace: pb.GraphExecutionTrace) -> bool:
+    """Whether the first of the kernel's fused ops that made a NaN or an infinity inside it
+    writes a non-finite literal of the program (OriginalOp.nonfinite_literal: a mask's -inf,
+    made and absorbed inside the kernel)."""
+    if not len(trace.inner_nonfinite):
+        return False
+    try:
+        op = run.op(int(trace.op_id))
+    except KeyError:
+        return False
+    first = trace.inner_nonfinite[0]
+    return any(o.nonfinite_literal and o.var_name == first.var_name for o in op.original_ops)
+
+
+def inner_nonfinite_json(run: RunReader, entry: pb.InnerNonfinite) -> dict:
+    """One op's count from a kernel's inner-op check (GraphExecutionTrace.inner_nonfinite)."""
+    return {
+        "index": int(entry.index),
+        "op_type": entry.op_type,
+        "var_name": entry.var_name,
+        "location": location(run, entry.code_location) if entry.HasField("code_location") else None,
+        "nan_count": int(entry.nan),
+        "neg_inf_count": int(entry.neg_inf),
+        "pos_inf_count": int(entry.pos_inf),
+    }
+
+
 def confirmed_origin(record: pb.FusedOpReplay | None) -> pb.InnerOpResult | None:
     """The inner op a usable replay names as the maker of the non-finite value, or None."""
     if record is None or record.error or record.first_nonfinite_op < 0:
@@ -79,10 +122,27 @@ def confirmed_origin(record: pb.FusedOpReplay | None) -> pb.InnerOpResult | None
     return None
 
 
-def confirm_alert(run: RunReader, alert: dict) -> dict:
-    """Adds "confirmed" (and, when known, "inner_op" and the inner op's own "location")."""
+def confirm_alert(run: RunReader, alert: dict, trace: pb.GraphExecutionTrace | None = None) -> dict:
+    """Adds "confirmed" (and, when known, "inner_op" and the inner op's own "location"): from
+    the kernel call's replay, else from its inner-op check (trace: the alert's trace when it
+    carries inner_nonfinite, a kernel whose output hid what its ops made: the alert is
+    "masked" with the first op's counts, "inner_nonfinite" lists every op's, and the first
+    op is the one that made it when the kernel's inputs were finite, an origin)."""
     record = run.replay_of(alert["execution_index"], alert["op_id"])
     op = confirmed_origin(record)
+    entries = [inner_nonfinite_json(run, e) for e in trace.inner_nonfinite] if trace is not None else []
+    if entries:
+        alert["inner_nonfinite"] = entries
+        if not (alert["nan_count"] or alert["neg_inf_count"] or alert["pos_inf_count"]):
+            first = entries[0]
+            alert.update({k: first[k] for k in ("nan_count", "neg_inf_count", "pos_inf_count")}, masked=True)
+    if op is None and entries and alert["origin"]:  # else its ops passed on what came in
+        first = entries[0]
+        alert["confirmed"] = INNER_CHECK
+        alert["inner_op"] = {**{k: first[k] for k in ("index", "op_type", "var_name", "location")}, "prim_func": ""}
+        if first["location"] is not None:
+            alert["location"] = first["location"]
+        return alert
     if op is None:
         alert["confirmed"] = HEURISTIC
         alert["inner_op"] = None
@@ -111,7 +171,7 @@ def masked_alerts(run: RunReader, rows_of) -> list[tuple[int, dict]]:
     kernel trace's row with the inner op's counts, location and "masked": true."""
     import numpy as np
 
-    from tvmdbg_tb.events.reader import NONFINITE
+    from tvmdbg_tb.events.reader import INNER_NONFINITE, NONFINITE
 
     out = []
     digests = run.trace_digests()
@@ -120,8 +180,8 @@ def masked_alerts(run: RunReader, rows_of) -> list[tuple[int, dict]]:
         if op is None:
             continue
         position = _kernel_trace_position(run, record.execution_index, record.op_id)
-        if position is None or digests["flags"][position] & NONFINITE:
-            continue  # the kernel's output shows it: its own alert is confirmed instead
+        if position is None or digests["flags"][position] & (NONFINITE | INNER_NONFINITE):
+            continue  # the kernel's output or its inner-op check shows it: its own alert is confirmed
         alert = rows_of(np.array([position], dtype=np.int64), np.array([True]))[0]
         values = op.outputs[0].debug_values if op.outputs else []
         if len(values) == 10:

@@ -12,7 +12,7 @@ from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import OpNames
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.health import HEALTH_MODES
-from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader
+from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, INNER_NONFINITE, NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -74,6 +74,13 @@ def benign_lines(benign: dict) -> list[str]:
     return lines
 
 
+def _how(alert: dict) -> str:
+    """How an alert's inner op is known (its "confirmed")."""
+    if alert["confirmed"] == "inner_check":
+        return "counted inside the kernel by its inner-op check"
+    return f"confirmed by {alert['confirmed']}"
+
+
 def alert_lines(
     run: RunReader,
     names: OpNames,
@@ -113,7 +120,7 @@ def _nonfinite_alert_lines(
             inner = head["inner_op"]
             lines.append(
                 f"  made by inner op {inner['op_type']} {inner['var_name']} at {render.where(inner['location'])} "
-                f"(confirmed by {head['confirmed']})"
+                f"({_how(head)})"
             )
         if head.get("origin_uncertain"):
             lines.append("  " + style(UNCERTAIN, "red"))
@@ -312,8 +319,9 @@ def check(run: RunReader, names: OpNames, logdir: str, expected_nonfinite: str |
     traces = run.trace_digests()
     executions = run.execution_digests()
     head = analysis.alerts(run, 0, 0, range_end=0, expected_nonfinite=expected_nonfinite)
-    bad_traces = analysis.monitor(run, expected_nonfinite).num_alerts()
-    nonfinite_traces = int(np.count_nonzero(traces["flags"] & NONFINITE))  # alerts or not
+    monitor = analysis.monitor(run, expected_nonfinite)
+    bad_traces = monitor.num_alerts() - monitor.num_inner_alerts(run)  # outputs holding NaN/Inf
+    nonfinite_traces = int(np.count_nonzero(traces["flags"] & (NONFINITE | INNER_NONFINITE)))  # alerts or not
     bad_executions = int(np.count_nonzero(executions["flags"] & NONFINITE))
     not_alerts = _benign_text(head["benign"])
     where = f"run {run.name}" if run.name != "." else logdir
@@ -401,7 +409,7 @@ def check(run: RunReader, names: OpNames, logdir: str, expected_nonfinite: str |
         text += f"; it was created at {_where_created(run, a)}"
         if a.get("inner_op"):
             inner = a["inner_op"]
-            text += f" (inside the fused kernel, {inner['op_type']} {inner['var_name']} made it: confirmed by {a['confirmed']})"
+            text += f" (inside the fused kernel, {inner['op_type']} {inner['var_name']} made it: {_how(a)})"
         text += "."
         if a.get("origin_uncertain"):
             text += f" {UNCERTAIN}"

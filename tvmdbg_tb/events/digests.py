@@ -12,6 +12,7 @@ import numpy as np
 HAS_ERROR = 1
 HEALTH_KNOWN = 2  # the mode says whether the output is finite
 NONFINITE = 4  # some element is NaN or +/-Inf
+INNER_NONFINITE = 8  # the kernel's fused ops made NaN or +/-Inf inside it (inner_nonfinite)
 
 TRACE_DIGEST = np.dtype(
     [

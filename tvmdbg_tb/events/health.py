@@ -42,6 +42,10 @@ def _summary_nonfinite(mode: int, values, value: pb.TensorValue | None) -> bool:
 
 
 def trace_nonfinite(trace: pb.GraphExecutionTrace) -> bool:
+    """Whether the trace's output holds a NaN or an Inf, or its kernel's fused ops made one
+    that the output hides (inner_nonfinite: the call holds an alert all the same)."""
+    if len(trace.inner_nonfinite):
+        return True
     value = trace.tensor_value if trace.HasField("tensor_value") else None
     return _summary_nonfinite(trace.tensor_debug_mode, trace.debug_values, value)
 

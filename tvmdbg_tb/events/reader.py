@@ -24,7 +24,14 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from tvmdbg_tb.events import completeness, integrity, layout, records, vectorized
-from tvmdbg_tb.events.digests import EXECUTION_DIGEST, HAS_ERROR, HEALTH_KNOWN, NONFINITE, TRACE_DIGEST
+from tvmdbg_tb.events.digests import (
+    EXECUTION_DIGEST,
+    HAS_ERROR,
+    HEALTH_KNOWN,
+    INNER_NONFINITE,
+    NONFINITE,
+    TRACE_DIGEST,
+)
 from tvmdbg_tb.events.health import value_nonfinite_counts
 from tvmdbg_tb.events.positions import TracePositions
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
@@ -693,6 +700,8 @@ class RunReader:
         if counts is None and t.tensor_debug_mode == pb.FULL_TENSOR and t.HasField("tensor_value"):
             counts = value_nonfinite_counts(t.tensor_value)
         flags = HAS_ERROR if t.error else 0
+        if len(t.inner_nonfinite):
+            flags |= INNER_NONFINITE
         if counts is None:
             counts = (-1, -1, -1)
         else:
@@ -957,10 +966,11 @@ class RunReader:
 
     def first_nonfinite_time(self) -> float | None:
         """Wall time of the first NaN/Inf recorded in this run: a kernel output, a function's
-        result or (deep mode, replays) an inner op of a fused kernel; None when none is."""
+        result or an inner op of a fused kernel (its inner-op check, deep mode, replays);
+        None when none is."""
         with self._lock:
             traces, executions = self._traces.view(), self._executions.view()
-            times = [traces["wall_time"][traces["flags"] & NONFINITE != 0]]
+            times = [traces["wall_time"][traces["flags"] & (NONFINITE | INNER_NONFINITE) != 0]]
             times.append(executions["wall_time"][executions["flags"] & NONFINITE != 0])
             replayed = {r.execution_index for rs in self._replays.values() for r in rs if r.first_nonfinite_op >= 0}
         if replayed:

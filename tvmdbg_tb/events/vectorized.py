@@ -18,7 +18,7 @@ import google_crc32c
 import numpy as np
 
 from tvmdbg_tb.events import records
-from tvmdbg_tb.events.digests import HAS_ERROR, HEALTH_KNOWN, NONFINITE
+from tvmdbg_tb.events.digests import HAS_ERROR, HEALTH_KNOWN, INNER_NONFINITE, NONFINITE
 
 _U64 = struct.Struct("<Q").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -437,6 +437,7 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
     dv_len = np.zeros(n, dtype=np.int64)
     error_len = np.zeros(n, dtype=np.int64)
     has_value = np.zeros(n, dtype=bool)
+    has_inner = np.zeros(n, dtype=bool)
 
     def setter(name):
         def set_column(rows, value):
@@ -460,6 +461,9 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
     def on_value(rows, start, length):
         has_value[rows] = True
 
+    def on_inner(rows, start, length):
+        has_inner[rows] = True
+
     _walk(
         b,
         sub_start,
@@ -475,13 +479,14 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
             11: (1, on_duration),
             12: (2, on_error),
             13: (1, on_index),  # sfixed64
+            16: (2, on_inner),  # inner_nonfinite
         },
     )
     mode = cols["mode"]
     counts, known = _health(b, mode, dv_start, dv_len, ok)
     ok &= ~((mode == 6) & has_value)  # FULL_TENSOR counts come from the value: protobuf path
     flags = np.where(error_len > 0, HAS_ERROR, 0) | np.where(known, HEALTH_KNOWN, 0)
-    flags |= np.where(known & (counts != 0).any(axis=1), NONFINITE, 0)
+    flags |= np.where(known & (counts != 0).any(axis=1), NONFINITE, 0) | np.where(has_inner, INNER_NONFINITE, 0)
     return {
         "index": cols["index"],
         "op_id": cols["op_id"],

@@ -109,6 +109,7 @@ class DumpArgs(NamedTuple):
     circular_buffer_bytes: int | None
     model_code: tuple[str, ...] | None  # path prefixes (frames.parse_model_code); None: default
     expected_nonfinite: str | None
+    inner_op_check: bool
     extra: tuple  # the layer above's (tvmdbg_tb.debugger: live)
 
 
@@ -146,6 +147,8 @@ def _activate(session: Session | None) -> None:
     capture.STATE.recording = session is not None
     capture.STATE.compile_health = _compile_health(session)
     capture.STATE.params_in_kernels = session is None or session.param_cache is None
+    args = _STATE.dump_args
+    capture.STATE.inner_ops = args is None or args.inner_op_check
     if session is None:
         capture.REGISTRY.clear()
 
@@ -206,6 +209,7 @@ def enable_dump_debug_info(
     circular_buffer_bytes: int | None = None,
     model_code: str | Collection[str] | None = None,
     expected_nonfinite: str | None = None,
+    inner_op_check: bool = True,
     extra_args: tuple = (),
 ) -> DebugEventsWriter:
     """Starts the dumping session and returns its writer. The arguments are documented on
@@ -233,6 +237,8 @@ def enable_dump_debug_info(
         raise ValueError(f"logdir must be a non-empty path, got {logdir!r}")
     if not isinstance(trace_fused_ops, bool):
         raise TypeError(f"trace_fused_ops must be True or False, got {trace_fused_ops!r}")
+    if not isinstance(inner_op_check, bool):
+        raise TypeError(f"inner_op_check must be True or False, got {inner_op_check!r}")
     from tvmdbg_tb.instrument import param_cache
 
     if param_summaries not in param_cache.CHOICES:
@@ -249,6 +255,7 @@ def enable_dump_debug_info(
         circular_buffer_bytes,
         _model_code(model_code),
         expected_nonfinite or None,
+        inner_op_check,
         tuple(extra_args),
     )
     with _LOCK:

@@ -121,6 +121,8 @@ class _State:
     # Parameters counted by the kernels that read them (epilogue.py); off under
     # param_summaries="once_per_value", which skips their summaries instead.
     params_in_kernels: bool = True
+    # Fused kernels count the NaN and infinities their ops make (inner_check.py).
+    inner_ops: bool = True
 
 
 class _Build(threading.local):
@@ -280,7 +282,7 @@ def _instrumented(pending: _PendingBuild, mod):
 
     if compiled.plan_supported(info):
         try:
-            mod, functions = compiled.instrument(mod, info, pending.health, STATE.params_in_kernels)
+            mod, functions = compiled.instrument(mod, info, pending.health, STATE.params_in_kernels, STATE.inner_ops)
             info.compiled = {name: f.fid for name, f in functions.items()}
             info.compiled_health = pending.health
         except Exception as error:  # unsupported shape of module: the VM instrument traces it

@@ -32,9 +32,12 @@ import tvm_ffi
 from tvm import relax
 
 from tvmdbg_tb.events.summaries import dtype_code
-from tvmdbg_tb.instrument import epilogue, graphs, kernel_cache
+from tvmdbg_tb.instrument import epilogue, graphs, inner_check, kernel_cache
 from tvmdbg_tb.instrument.kernel_source import (
     HEALTH_DTYPES,
+    INNER_COLUMN,
+    INNER_FLAG_COLUMN,
+    INNER_OPS_PER_ROW,
     MAX_RANK,
     ROW_WIDTH,
     STATS_COLUMN,
@@ -52,6 +55,22 @@ class RowInfo:
     dtype: str
     health: bool  # the row holds a summary: element counts (only size and dims in SHAPE), else a timestamp
     fused: bool = False  # written by the kernel itself (epilogue.py), not a summary call
+
+
+@dataclass
+class InnerSite:
+    """A site whose kernel checks its fused ops (inner_check.py): the buffer row of its first
+    output (INNER_COLUMN: the total), the first of its inner rows, and the fused function's op
+    index of each slot in them (inner_check.InnerCheck's layout)."""
+
+    site: graphs.SiteInfo
+    row: int
+    inner_row: int
+    ops: tuple[int, ...]
+
+    @property
+    def num_rows(self) -> int:
+        return inner_check.InnerCheck(self.ops).num_rows
 
 
 @dataclass
@@ -78,6 +97,8 @@ class CompiledFunction:
     # Parameters counted by a kernel that reads them (epilogue.py), by position: their rows are
     # written when that kernel runs, not before the first kernel.
     params_in_kernels: list[int] = field(default_factory=list)
+    # The sites whose kernel counts the NaN and infinities its fused ops make (inner_check.py).
+    inner: list[InnerSite] = field(default_factory=list)
 
     @functools.cached_property
     def health_mask(self) -> bytes:
@@ -87,11 +108,16 @@ class CompiledFunction:
 
     @functools.cached_property
     def hunt_mask(self) -> bytes:
-        """health_mask without the rows of kernels that write a non-finite literal (masks): the
-        rows the replay's hunt for the first origin scans (replay/auto.py)."""
-        return bytes(bool(info.health) and not info.site.writes_literal for info in self.rows)
+        """The rows the replay's hunt for the first origin scans (replay/auto.py), one byte per
+        kernel row: HUNT_COUNTS when the row holds counts, HUNT_INNER when what its fused ops
+        make counts too (inner-op check); neither for kernels that write a non-finite literal
+        (masks: their -inf is the program's, what the hunt looks for comes from a computation)."""
+        return bytes(
+            0 if info.site.writes_literal else HUNT_INNER | (HUNT_COUNTS if info.health else 0) for info in self.rows
+        )
 
 
+HUNT_COUNTS, HUNT_INNER = 1, 2  # hunt_mask's bits (native_rows.first_nonfinite)
 _FIDS = iter(range(1, 1 << 62))
 FUNCTIONS: dict[int, CompiledFunction] = {}
 
@@ -119,6 +145,41 @@ def row_values(mode: int, row: list[float], dtype: str) -> list[float]:
     if mode == pb.CURT_HEALTH:
         return [1.0 if neg_inf + pos_inf + nan > 0 else 0.0]
     return [size, neg_inf, pos_inf, nan]
+
+
+def inner_flagged(array) -> bool:
+    """Whether a kernel's fused ops made a NaN or an infinity in the call that wrote the stats
+    buffer array (row 0's flag holds that call's start stamp, inner_check.py)."""
+    stamp = array[0, 0]
+    return bool(stamp) and array[0, INNER_FLAG_COLUMN] == stamp
+
+
+def output_nonfinite(function: CompiledFunction, array, i: int) -> bool:
+    """Whether kernel row i (0-based: buffer row i + 1) counted a NaN or an Inf in its output."""
+    if not function.rows[i].health:
+        return False
+    size, lt, gt, eq, neg_inf, pos_inf = array[i + 1, 1:7].tolist()
+    return bool(neg_inf or pos_inf or size != lt + gt + eq)
+
+
+def inner_counts(array, site: InnerSite) -> list[tuple[int, int, int, int]]:
+    """(op index, nan, neg_inf, pos_inf) of each op of site's kernel that made any in the call
+    that wrote array, in the order the ops ran, when the kernel's output hides them (its
+    counts are finite; a kernel whose output shows them is an alert of its own); empty when
+    none did or the kernel did not run."""
+    row = array[site.row]
+    if not row[0] or not row[INNER_COLUMN] > 0:
+        return []
+    size, lt, gt, eq, neg_inf, pos_inf = row[1:7].tolist()
+    if neg_inf or pos_inf or size != lt + gt + eq:
+        return []
+    out = []
+    for slot, op in enumerate(site.ops):
+        r, c = site.inner_row + slot // INNER_OPS_PER_ROW, 3 * (slot % INNER_OPS_PER_ROW)
+        nan, neg_inf, pos_inf = (int(v) for v in array[r, c : c + 3].tolist())
+        if nan or neg_inf or pos_inf:
+            out.append((op, nan, neg_inf, pos_inf))
+    return out
 
 
 def _summary_name(dtype: str, health: bool, stats: bool = False) -> str:
@@ -208,14 +269,15 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
 
 
 def instrument(
-    mod, info: graphs.ExecutableInfo, health: bool | str, params_in_kernels: bool = True
+    mod, info: graphs.ExecutableInfo, health: bool | str, params_in_kernels: bool = True, inner_ops: bool = True
 ) -> tuple[object, dict[str, CompiledFunction]]:
     """Adds the summary calls to every Relax function of the lowered module mod; health
     "stats" adds FULL_STATS' statistics to the counts, "shape" writes sizes and dims only;
-    params_in_kernels: kernels that read a parameter element by element count it."""
+    params_in_kernels: kernels that read a parameter element by element count it;
+    inner_ops: fused kernels count the NaN and infinities their ops make (inner_check.py)."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
-    kernels = _rewritten_kernels(mod, info, health, params_in_kernels)
+    kernels = _rewritten_kernels(mod, info, health, params_in_kernels, inner_ops)
     by_name = {gvar.name_hint: kernel for gvar, kernel in kernels.items()}
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function) or gvar.name_hint not in info.functions:
@@ -244,22 +306,28 @@ class _Rewritten:
     # and the inputs the kernel counts too (their rows follow its own); None and () without.
     guard: str | None = None
     counted: tuple[int, ...] = ()
+    inner: inner_check.InnerCheck | None = None  # its ops' check: an inner_row parameter last
 
 
-def _rewritten_kernels(mod, info: graphs.ExecutableInfo, health: bool | str, params_in_kernels: bool) -> dict:
+def _rewritten_kernels(
+    mod, info: graphs.ExecutableInfo, health: bool | str, params_in_kernels: bool, inner_ops: bool
+) -> dict:
     """The kernels of a CPU build that count in their own loops, by GlobalVar (_Rewritten):
     in FULL_HEALTH their output (epilogue.py: a kernel whose every call is an instrumented
     site writing one tensor at the same position; one called from one site also counts the
-    function parameters it reads element by element, their summary moving after it). Only
-    kernels called from instrumented sites alone change their signature. Any other kernel, or
-    any surprise, keeps the separate summary call."""
+    function parameters it reads element by element, their summary moving after it); in the
+    modes with counts, the values their fused ops make (inner_check.py). Only kernels called
+    from instrumented sites alone change their signature. Any other kernel, or any surprise,
+    keeps the separate summary call and no inner check."""
     if not info.target.startswith("llvm"):  # a GPU kernel's blocks are thread-bound: counted apart
         return {}
     epilogues = health is True
-    if not epilogues:
+    inner_ops = inner_ops and health in (True, "stats") and info.fused_module is not None
+    if not epilogues and not inner_ops:
         return {}
     positions: dict[str, int | None] = {}
     parameters: dict[str, tuple[int, ...]] = {}  # kernel -> its parameter inputs, at its only site
+    fused_sites: dict[str, graphs.SiteInfo | None] = {}  # kernel -> a site of it with its fused ops
     instrumented = set()
     for name, function in info.functions.items():
         if function.sites:
@@ -271,6 +339,8 @@ def _rewritten_kernels(mod, info: graphs.ExecutableInfo, health: bool | str, par
             single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
             position = out[0] if single else None
             positions[site.kernel] = position if positions.get(site.kernel, position) == position else None
+            has_ops = len(site.member_origins) > 1 and len(out) > 0 and not site.inplace_indices
+            fused_sites[site.kernel] = site if has_ops and fused_sites.get(site.kernel, site) is not None else None
     elsewhere = set()
     for gvar, func in mod.functions_items():  # a kernel also called from elsewhere keeps its signature
         if isinstance(func, relax.Function) and gvar.name_hint not in instrumented:
@@ -290,9 +360,47 @@ def _rewritten_kernels(mod, info: graphs.ExecutableInfo, health: bool | str, par
                     rewritten = _Rewritten(found[0], kernel(str(out.dtype)), found[1])
             except Exception:  # an unexpected kernel shape: the separate summary counts it
                 pass
+        site = fused_sites.get(name)
+        if inner_ops and site is not None:
+            try:
+                rewritten = _with_inner_check(rewritten, func, site, info.fused_module)
+            except Exception:  # an unexpected kernel shape: no inner check
+                pass
         if rewritten.prim is not func:
             kernels[gvar] = rewritten
     return kernels
+
+
+def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fused_module) -> _Rewritten:
+    """rewritten also counting the NaN and infinities its fused ops make (inner_check.py): its
+    blocks matched to the ops of its group in the FuseOps snapshot."""
+    group = (
+        fused_module[site.kernel] if any(gv.name_hint == site.kernel for gv in fused_module.get_global_vars()) else None
+    )
+    if not isinstance(group, relax.Function):
+        return rewritten
+    members = []
+    for binding in graphs._bindings(group.body):
+        value = binding.value
+        callee = value.args[0] if isinstance(value, relax.Call) and len(value.args) else None
+        if isinstance(callee, relax.GlobalVar) and isinstance(fused_module[callee], tvm.tirx.PrimFunc):
+            members.append(inner_check.block_names(fused_module[callee]))
+        else:
+            members.append(None)
+    owners = inner_check.owners(original, members)
+    if owners is None:
+        return rewritten
+    origins = site.member_origins
+    moved = {k for k, origin in enumerate(origins) if origin is not None and origin.op_type in inner_check.PASS_THROUGH}
+    owners = {block: k for block, k in owners.items() if k not in moved}
+    if rewritten.guard is not None:  # the epilogue's stats buffer and row: after the original parameters
+        n = len(original.params)
+        found = inner_check.add(rewritten.prim, owners, rewritten.prim.params[n], rewritten.prim.params[n + 1])
+    else:
+        found = inner_check.add(rewritten.prim, owners)
+    if found is None:
+        return rewritten
+    return _Rewritten(found[0], rewritten.guard, rewritten.counted, found[1])
 
 
 def _parameter_inputs(site: graphs.SiteInfo) -> tuple[int, ...]:
@@ -327,7 +435,17 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     # FULL_STATS ("stats") keeps summarising tuples in numpy: their statistics combine the tensors'.
     summarised = health is True
     tuples = [(k, p) for k, p in enumerate(func.params) if summarised and leaf_specs[k] and _leaves_summarisable(p.ty)]
-    nrows = 1 + len(rows) + len(params) + sum(len(leaf_specs[k]) for k, _ in tuples)
+    first_inner = 1 + len(rows) + len(params) + sum(len(leaf_specs[k]) for k, _ in tuples)
+    inner: list[InnerSite] = []  # the rows of each site's inner-op check, after all others
+    row = 1
+    for site in function_info.sites:
+        check = kernels[site.kernel].inner if site.kernel in kernels else None
+        if check is not None:
+            start = inner[-1].inner_row + inner[-1].num_rows if inner else first_inner
+            inner.append(InnerSite(site, row, start, check.ops))
+        row += len(site.output_positions)
+    inner_row_of = {check.site.position: check.inner_row for check in inner}
+    nrows = inner[-1].inner_row + inner[-1].num_rows if inner else first_inner
     fid = next(_FIDS)
     stats_ty = relax.TensorType((nrows, ROW_WIDTH), "float64")
     stats = relax.Var("tvmdbg_stats", stats_ty)
@@ -399,8 +517,8 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             call_args = value.args
             nargs = graphs.array_size(call_args)
             # A kernel counting in its own loops (_rewritten_kernels) gets the buffer and its
-            # row, then those of the parameters it counts (the summaries after it count a row
-            # only if the kernel left it unwritten, epilogue.py).
+            # row: then those of the parameters it counts (the summaries after it count a row
+            # only if the kernel left it unwritten, epilogue.py), then its inner-op rows.
             rewritten = kernels.get(callee) if isinstance(op, relax.GlobalVar) else None
             guard = rewritten.guard if rewritten is not None else None
             counted_params = []
@@ -411,6 +529,8 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 if any(hash(p) != hash(e) or hash(p) not in param_row for p, e in zip(counted_params, expected)):
                     raise ValueError(f"{function_info.name}: `{callee}` counts an input that is not its parameter")
                 extra = [_row(param_row[hash(p)]) for p in counted_params]
+                if rewritten.inner is not None:
+                    extra.append(_row(inner_row_of[next_site]))
                 bindings[-1] = relax.VarBinding(
                     binding.var, relax.Call(op, [*args, stats, _row(row), *extra], value.attrs, value.ty_args)
                 )
@@ -450,6 +570,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     compiled.param_leaf_specs = leaf_specs
     compiled.param_leaf_rows = leaf_rows
     compiled.params_in_kernels = [k for k, p in enumerate(func.params) if hash(p) in in_kernel]
+    compiled.inner = inner
     return new_func, compiled
 
 

@@ -66,7 +66,7 @@ def usable(session: Session, vm: Any) -> bool:
 
 
 class _FastCall:
-    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit", "bad", "fid", "skips")
+    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit", "bad", "fid", "skips", "inner")
 
     def __init__(
         self,
@@ -85,10 +85,12 @@ class _FastCall:
         else:
             self.index, self.start, self.buffers = started
         self.implicit = implicit
-        self.bad: tuple[int, int] | None = None  # first non-finite row, while replay hunts
+        self.bad: tuple[int, int, bool] | None = None  # first non-finite row, while replay hunts (scan_buffers)
         self.fid = 0
         # Parameter rows whose tensor was summarised before: [(row, param_cache entry)].
         self.skips: list = []
+        # The inner-op check's trace bytes by (fid, buffer row), when a kernel's ops made NaN/Inf.
+        self.inner: dict[tuple[int, int], bytes] | None = None
 
 
 class _Local(threading.local):
@@ -372,7 +374,9 @@ class CompiledTracer(Tracer):
 
     def _payloads(self, call: _FastCall) -> Sequence[bytes]:
         """One payload per executed row: as parts (_parts: each row's tail from one native or
-        numpy pass), else plain Python on .tolist() (dynamic shapes, no native library)."""
+        numpy pass), else plain Python on .tolist() (dynamic shapes, no native library); with
+        the inner-op check's bytes (call.inner) appended to the traces they belong to."""
+        inner = call.inner
         mode = self.mode
         index = b"\x18" + _varint(call.index)
         rate = self._rate
@@ -382,9 +386,9 @@ class CompiledTracer(Tracer):
         for fid, _, array in call.buffers:
             parts = self._parts(call.index, fid, array)
             if parts is not None:
-                if len(call.buffers) == 1:
+                if len(call.buffers) == 1 and not inner:
                     return parts  # framed without building its payloads
-                payloads.extend(parts.payloads())
+                payloads.extend(_with_inner(parts, fid, inner))
                 stamps.extend(array[np.frombuffer(parts.which, np.uint32).astype(np.intp) + 1, 0].tolist())
                 continue
             statics, dynamic = self._static(fid)
@@ -420,6 +424,8 @@ class CompiledTracer(Tracer):
                 if dynamic[i]:
                     dims = b"".join([_varint(int(d)) for d in row[8 : 8 + int(row[7])]])
                     tail = b"\x7a" + _varint(len(dims)) + dims + tail
+                if inner:
+                    tail += inner.get((fid, i + 1), b"")
                 payloads.append(static + index + tail)
                 stamps.append(cycles)
         if len(call.buffers) > 1:  # nested function calls: order by time
@@ -578,16 +584,24 @@ class CompiledTracer(Tracer):
             if complete:
                 num_leaves = self._num_leaves(call.function.name, outputs)
                 one_pass = self._one_pass(call, len(inputs), num_leaves, hunting, rows)
+            inner = call.inner = self._inner(call)
             if one_pass is not None:
                 payloads, static, bad, _, nonfinite = one_pass
-                if bad >= 0:
-                    call.bad = (call.buffers[0][0], bad)
+                fid, _, array = call.buffers[0]
+                function = compiled.FUNCTIONS[fid]
+                # bad: the first row the hunt looks at, else the first hiding what its ops made
+                if bad >= 0 and hunting and function.hunt_mask[bad]:
+                    call.bad = (fid, bad, compiled.output_nonfinite(function, array, bad))
+                if inner:
+                    payloads = _with_inner(payloads, call.buffers[0][0], inner)
             else:
                 if hunting:
                     call.bad = replayer.scan_buffers(call.buffers)
                 payloads = self._payloads(call)
                 if error is not None:
                     payloads = [*payloads, self._failure(call, error)]
+            if inner:
+                nonfinite = True  # the call holds an alert: kept like a call with a NaN (writer)
         finally:
             clean = one_pass is not None and one_pass[3]
             for fid, tensor, array in call.buffers:
@@ -623,6 +637,33 @@ class CompiledTracer(Tracer):
         self._emit(call, traces, inputs, leaves, error, frames, user_index, summaries)
         if remember:  # after the inputs were looked up: outputs replace their slots' entries
             self._safely(self._remember, call, inputs, leaves)
+
+    def _inner(self, call: _FastCall) -> dict[tuple[int, int], bytes] | None:
+        """The inner-op check's trace field (GraphExecutionTrace.inner_nonfinite) of each
+        kernel whose fused ops made NaN or infinities in this call, by (fid, buffer row of
+        its first output); None when none did (row 0's flag: one comparison per buffer)."""
+        found = None
+        for fid, _, array in call.buffers:
+            if not compiled.inner_flagged(array):
+                continue
+            function = compiled.FUNCTIONS.get(fid)
+            for site in function.inner if function is not None else ():
+                counts = compiled.inner_counts(array, site)
+                if counts:
+                    found = found or {}
+                    found[(fid, site.row)] = b"".join(self._inner_entry(site.site, *c) for c in counts)
+        return found
+
+    def _inner_entry(self, site, op: int, nan: int, neg_inf: int, pos_inf: int) -> bytes:
+        """One InnerNonfinite entry, as the repeated field's bytes (field 16)."""
+        origins = site.member_origins
+        origin = origins[op] if op < len(origins) else None
+        entry = pb.InnerNonfinite(index=op, nan=nan, neg_inf=neg_inf, pos_inf=pos_inf)
+        if origin is not None:
+            entry.op_type, entry.var_name = origin.op_type, origin.var_name
+            entry.code_location.CopyFrom(self.session.code_location(origin.frames, origin.user_index, origin.node))
+        data = entry.SerializeToString()
+        return b"\x82\x01" + _varint(len(data)) + data
 
     def _one_pass(
         self, call: _FastCall, num_inputs: int, num_leaves: int, hunting: bool, rows: tuple | None = None
@@ -933,6 +974,13 @@ def _memo(cache: dict, key, build, *args):
     if found is False:
         found = cache[key] = build(*args)
     return found
+
+
+def _with_inner(parts: TraceParts, fid: int, inner: dict[tuple[int, int], bytes] | None) -> list[bytes]:
+    """The payloads of parts with the inner-op check's bytes of each row appended."""
+    if not inner:
+        return parts.payloads()
+    return [p + inner.get((fid, r + 1), b"") for p, r in zip(parts.payloads(), parts.rows())]
 
 
 def _previous(ran: np.ndarray) -> np.ndarray:

@@ -1,5 +1,5 @@
 """The TVMScript of the summary kernels (compiled.py's row layout: [cycles, size, lt0, gt0,
-eq0, neg_inf, pos_inf, rank, dim_0..dim_7, min, max, mean, l2_norm, abs_max]): the separate summary kernel of each
+eq0, neg_inf, pos_inf, rank, dim_0..dim_7, min, max, mean, l2_norm, abs_max, inner]): the separate summary kernel of each
 dtype (any rank), and what a kernel counting its own output adds (epilogue.py). One generator for all of them, so they count the
 same."""
 
@@ -7,8 +7,14 @@ from __future__ import annotations
 
 from tvmdbg_tb.instrument import stats_kernel
 
-ROW_WIDTH = 21
+ROW_WIDTH = 22
 STATS_COLUMN = 16  # min, max, mean, l2_norm, abs_max (FULL_STATS' last five values)
+# The inner-op check (inner_check.py): in a fused kernel's row, the NaN and infinities its
+# Relax ops made inside it; in row 0, the call's start stamp (column 0) when any kernel's
+# ops made one; each op's (nan, neg_inf, pos_inf) in rows of their own, this many per row.
+INNER_COLUMN = 21
+INNER_FLAG_COLUMN = 1
+INNER_OPS_PER_ROW = 7
 MAX_RANK = 8
 HEALTH_DTYPES = {
     "float16",

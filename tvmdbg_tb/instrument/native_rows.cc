@@ -37,6 +37,32 @@ struct Counts {
   bool Nonfinite() const { return neg_inf != 0.0 || pos_inf != 0.0 || size != lt + gt + eq; }
 };
 
+// The inner-op check (kernel_source's layout, inner_check.py): a fused kernel's row holds in
+// kInnerColumn the NaN and infinities its ops made inside it; row 0 holds in
+// kInnerFlagColumn the call's start stamp (its column 0) when any kernel's ops made one.
+constexpr long long kInnerColumn = 21;
+constexpr long long kInnerFlagColumn = 1;
+
+// Whether a kernel's fused ops made a NaN or an infinity in this call (row 0's flag).
+bool InnerFlagged(const char* block, long long width) {
+  return width > kInnerColumn && At(block, 0) != 0.0 && At(block, kInnerFlagColumn) == At(block, 0);
+}
+
+// The first kernel row (0-based) that ran, whose ops made a NaN or an infinity and whose
+// output's counts are finite: the value is hidden inside the kernel (Python records it, with
+// the ops; a kernel whose output shows it is an alert of its own); -1 if none. (A row
+// without counts reads as finite.)
+long long FirstMasked(const char* block, long long rows, long long width) {
+  for (long long r = 1; r < rows; ++r) {
+    const char* row = block + 8 * r * width;
+    if (At(row, 0) == 0.0 || !(At(row, kInnerColumn) > 0.0)) continue;
+    Counts counts;
+    counts.Add(row);
+    if (!counts.Nonfinite()) return r - 1;
+  }
+  return -1;
+}
+
 // The debug values of counts in a mode of `count` values (1, 4 or 10; see Tails).
 void AppendValues(std::string* out, const Counts& c, long long count, double code, double rank) {
   const double nan = c.Nan();
@@ -198,8 +224,8 @@ PyObject* Fill(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
 PyObject* Summaries(PyObject*, PyObject* const* args, Py_ssize_t nargs) { return Fill(args, nargs, nullptr); }
 
 // first_nonfinite(block, rows, row_width, health) -> int: the first kernel row (0-based,
-// buffer row + 1) that ran, holds counts (health[i] nonzero) and counted a NaN or an Inf;
-// -1 when none did.
+// buffer row + 1) that ran and either holds counts (health[i] & 1) that counted a NaN or an
+// Inf, or (the call's flag set, health[i] & 2) whose fused ops made one; -1 when none did.
 PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 4) {
     PyErr_Format(PyExc_TypeError, "first_nonfinite takes 4 arguments (%zd given)", nargs);
@@ -215,9 +241,14 @@ PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     PyErr_SetString(PyExc_ValueError, "first_nonfinite: the arguments do not describe the stats rows");
     return nullptr;
   }
+  const bool inner = InnerFlagged(block.data(), width);
   for (long long r = 1; r < rows; ++r) {
     const char* row = block.data() + 8 * r * width;
-    if (!health.data()[r - 1] || At(row, 0) == 0.0) continue;
+    const char hunted = health.data()[r - 1];
+    if (inner && (hunted & 2) && At(row, 0) != 0.0 && At(row, kInnerColumn) > 0.0) {
+      return PyLong_FromLongLong(r - 1);
+    }
+    if (!(hunted & 1) || At(row, 0) == 0.0) continue;
     Counts counts;
     counts.Add(row);
     if (counts.Nonfinite()) return PyLong_FromLongLong(r - 1);
@@ -247,11 +278,15 @@ bool ClearStamps(PyObject* block, long long width) {
 // Python step):
 //   tails: trace_tails' arguments after block; summaries: those of summaries without block
 //   (template .. count, row_width), or None: execution is None; scan: first_nonfinite's
-//   (rows, row_width, health), or None: bad is -1;
+//   (rows, row_width, health), or None: bad is -1; either way, when first_nonfinite finds
+//   none, the first row whose fused ops made a NaN or an Inf that its output hides
+//   (FirstMasked: the caller records them, and scans again what the hunt looks at);
 //   clear: once read, the block's column 0 is set to 0 (see ClearStamps), unless the
-//   summaries found a row not written (the caller reads the buffer again); cleared says so;
-//   nonfinite: whether a trace's or an output's counts hold a NaN or an Inf (None when the
-//   tails hold no counts: the writer's accounting of calls, for free here).
+//   summaries found a row not written or a row hides what its ops made (the caller reads
+//   the buffer again); cleared says so;
+//   nonfinite: whether a trace's or an output's counts hold a NaN or an Inf, or a kernel
+//   hides one its ops made (None when the tails hold no counts: the writer's accounting of
+//   calls, for free here).
 PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 5 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != 7 ||
       (args[2] != Py_None && (!PyTuple_Check(args[2]) || PyTuple_GET_SIZE(args[2]) != 8)) ||
@@ -278,16 +313,34 @@ PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     execution = Fill(forwarded, 9, &nonfinite);
   }
   PyObject* bad = nullptr;
-  if (execution != nullptr) {
+  Buffer rows_block;
+  bool inner = false;
+  long long masked_row = -1;
+  if (execution != nullptr && rows_block.Get(block, "block")) {
+    const long long width = PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], 1));
+    const long long rows = PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], 0));
+    // trace_tails checked that the block holds rows * width doubles.
+    const long long masked =
+        !PyErr_Occurred() && InnerFlagged(rows_block.data(), width) ? FirstMasked(rows_block.data(), rows, width) : -1;
+    inner = masked >= 0;
+    masked_row = masked;
+    if (inner) nonfinite = true;  // the call holds an alert: kept like a call with a NaN
+    if (inner && args[3] == Py_None) bad = PyLong_FromLongLong(masked);
+  }
+  if (execution != nullptr && bad == nullptr && !PyErr_Occurred()) {
     if (args[3] == Py_None) {
       bad = PyLong_FromLong(-1);
     } else {
       forwarded[0] = block;
       for (int k = 0; k < 3; ++k) forwarded[k + 1] = PyTuple_GET_ITEM(args[3], k);
       bad = FirstNonfinite(nullptr, forwarded, 4);
+      if (inner && bad != nullptr && PyLong_AsLongLong(bad) < 0) {  // not hunted (a mask's kernel)
+        Py_DECREF(bad);
+        bad = PyLong_FromLongLong(masked_row);
+      }
     }
   }
-  int clear = bad == nullptr ? -1 : PyObject_IsTrue(args[4]);
+  int clear = bad == nullptr ? -1 : (inner ? 0 : PyObject_IsTrue(args[4]));
   if (clear == 1 && (args[2] == Py_None || execution != Py_None)) {
     clear = ClearStamps(args[0], PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], 1))) ? 1 : -1;
   } else if (clear == 1) {

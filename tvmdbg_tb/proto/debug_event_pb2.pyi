@@ -338,7 +338,7 @@ class Execution(_message.Message):
     def __init__(self, index: _Optional[int] = ..., function_name: _Optional[str] = ..., graph_id: _Optional[int] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., inputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., duration_us: _Optional[float] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., num_traces: _Optional[int] = ..., error: _Optional[str] = ..., executable_id: _Optional[str] = ...) -> None: ...
 
 class GraphExecutionTrace(_message.Message):
-    __slots__ = ("op_id", "output_slot", "execution_index", "op_name", "kernel", "graph_id", "tensor_debug_mode", "debug_values", "tensor_value", "device", "duration_us", "error", "index", "dtype", "shape")
+    __slots__ = ("op_id", "output_slot", "execution_index", "op_name", "kernel", "graph_id", "tensor_debug_mode", "debug_values", "tensor_value", "device", "duration_us", "error", "index", "dtype", "shape", "inner_nonfinite")
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_SLOT_FIELD_NUMBER: _ClassVar[int]
     EXECUTION_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -354,6 +354,7 @@ class GraphExecutionTrace(_message.Message):
     INDEX_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
+    INNER_NONFINITE_FIELD_NUMBER: _ClassVar[int]
     op_id: int
     output_slot: int
     execution_index: int
@@ -369,7 +370,26 @@ class GraphExecutionTrace(_message.Message):
     index: int
     dtype: str
     shape: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, op_id: _Optional[int] = ..., output_slot: _Optional[int] = ..., execution_index: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., graph_id: _Optional[int] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., device: _Optional[str] = ..., duration_us: _Optional[float] = ..., error: _Optional[str] = ..., index: _Optional[int] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+    inner_nonfinite: _containers.RepeatedCompositeFieldContainer[InnerNonfinite]
+    def __init__(self, op_id: _Optional[int] = ..., output_slot: _Optional[int] = ..., execution_index: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., graph_id: _Optional[int] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., device: _Optional[str] = ..., duration_us: _Optional[float] = ..., error: _Optional[str] = ..., index: _Optional[int] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., inner_nonfinite: _Optional[_Iterable[_Union[InnerNonfinite, _Mapping]]] = ...) -> None: ...
+
+class InnerNonfinite(_message.Message):
+    __slots__ = ("index", "op_type", "var_name", "code_location", "nan", "neg_inf", "pos_inf")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    OP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    VAR_NAME_FIELD_NUMBER: _ClassVar[int]
+    CODE_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    NAN_FIELD_NUMBER: _ClassVar[int]
+    NEG_INF_FIELD_NUMBER: _ClassVar[int]
+    POS_INF_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    op_type: str
+    var_name: str
+    code_location: CodeLocation
+    nan: int
+    neg_inf: int
+    pos_inf: int
+    def __init__(self, index: _Optional[int] = ..., op_type: _Optional[str] = ..., var_name: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., nan: _Optional[int] = ..., neg_inf: _Optional[int] = ..., pos_inf: _Optional[int] = ...) -> None: ...
 
 class FusedOpReplay(_message.Message):
     __slots__ = ("execution_index", "op_id", "graph_id", "kernel", "trigger", "ops", "first_nonfinite_op", "inputs", "error", "matches_kernel", "note")

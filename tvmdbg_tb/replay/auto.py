@@ -152,8 +152,9 @@ class AutoReplay:
 
     # -- the compiled path -----------------------------------------------------------------
 
-    def scan_buffers(self, buffers) -> tuple[int, int] | None:
-        """(fid, row) of the earliest non-finite kernel output in a call's stats buffers.
+    def scan_buffers(self, buffers) -> tuple[int, int, bool] | None:
+        """(fid, row, whether its output holds them) of the earliest kernel in a call's stats buffers whose output is not
+        finite or whose fused ops made a NaN or an infinity inside it (the inner-op check).
 
         Per row, -inf + +inf + NaN = neg_inf + pos_inf + size - lt0 - gt0 - eq0 (columns
         1..6): in C++ (native_rows.first_nonfinite) when loaded, else plain Python on one
@@ -170,26 +171,30 @@ class AutoReplay:
             if native is not None:
                 i = native.first_nonfinite(array, len(infos) + 1, compiled.ROW_WIDTH, function.hunt_mask)
                 if i >= 0 and (best is None or array[i + 1, 0] < best[0]):
-                    best = (array[i + 1, 0], fid, i)
+                    best = (array[i + 1, 0], fid, i, compiled.output_nonfinite(function, array, i))
                 continue
+            inner = compiled.inner_flagged(array)
             rows = array[1 : len(infos) + 1, :7]
-            if len(infos) > _VECTOR_ROWS:  # many rows: one vectorised test first
+            if len(infos) > _VECTOR_ROWS and not inner:  # many rows: one vectorised test first
                 r = rows
                 if not ((r[:, 5] + r[:, 6] + (r[:, 1] - r[:, 2] - r[:, 3] - r[:, 4])) > 0).any():
                     continue
             hunted = function.hunt_mask
+            made = array[1 : len(infos) + 1, compiled.INNER_COLUMN].tolist() if inner else [0.0] * len(infos)
             for i, (cycles, size, lt, gt, eq, neg_inf, pos_inf) in enumerate(rows.tolist()):
-                if (neg_inf or pos_inf or size != lt + gt + eq) and cycles and hunted[i]:
+                bad = (neg_inf or pos_inf or size != lt + gt + eq) and hunted[i] & compiled.HUNT_COUNTS
+                if (bad or (made[i] > 0 and hunted[i] & compiled.HUNT_INNER)) and cycles:
                     if best is None or cycles < best[0]:
-                        best = (cycles, fid, i)
+                        best = (cycles, fid, i, bool(bad))
                     break
-        return None if best is None else (best[1], best[2])
+        return None if best is None else best[1:]
 
-    def rerun(self, tracer, vm, invoke, args: tuple, top_name: str, execution_index: int, hit: tuple[int, int]) -> None:
-        """Re-runs the VM call to capture the first bad kernel's inputs, then replays it."""
+    def rerun(self, tracer, vm, invoke, args: tuple, top_name: str, execution_index: int, hit: tuple) -> None:
+        """Re-runs the VM call to capture the first bad kernel's inputs, then replays it; hit:
+        (fid, row, whether the kernel's output held the NaN/Inf or only its fused ops)."""
         from tvmdbg_tb.instrument import compiled
 
-        fid, row = hit
+        fid, row, output_bad = hit
         function = compiled.FUNCTIONS[fid]
         site_info = function.rows[row].site
         runtime = self.session.function(tracer.program, function.name).sites[site_info.position]
@@ -227,11 +232,12 @@ class AutoReplay:
         if _came_in(site_info, captured):
             return  # the bad value came in through the function's inputs: keep looking
         self.hunting = False
-        self._write(execution_index, runtime, program, captured, "inputs captured by re-running the VM call")
+        note = "inputs captured by re-running the VM call"
+        self._write(execution_index, runtime, program, captured, note, output_bad)
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _write(self, execution_index: int, site, program, inputs, note: str) -> None:
+    def _write(self, execution_index: int, site, program, inputs, note: str, output_bad: bool = True) -> None:
         session = self.session
         try:
             record = replay(
@@ -243,7 +249,7 @@ class AutoReplay:
                 graph_id=site.graph_id,
                 trigger="auto",
                 location_of=session.code_location,
-                kernel_output_bad=True,
+                kernel_output_bad=output_bad,
                 note=note,
             )
             if inputs is None and not record.error:

@@ -117,6 +117,20 @@ export interface Alert {
   origin_uncertain?: boolean;
   location: Location | null;
   original_ops: OriginalOp[];
+  /** How the inner op that made the value is known: "replay", "deep", "inner_check" (the
+   *  kernel's own count) or "heuristic" (none known). */
+  confirmed?: string;
+  /** The Relax op inside the fused kernel that made the value (its line is `location`). */
+  inner_op?: AlertInnerOp | null;
+  /** The value was made inside a fused kernel whose output hides it. */
+  masked?: boolean;
+}
+
+export interface AlertInnerOp {
+  index: number;
+  op_type: string;
+  var_name: string;
+  location: Location | null;
 }
 
 export interface AlertsPage {

@@ -1,6 +1,6 @@
 /** Alerts: NaN/∞ counts per kind, the list of non-finite outputs, and the one click that
  * matters: jump to the first origin alert (the first op that made a non-finite value). */
-import type { Alert, AlertsPage, Location, RangeAlert } from "../api";
+import type { Alert, AlertsPage, RangeAlert } from "../api";
 import { h, scrollWithin, setChildren } from "../dom";
 import { formatCount, formatLocation, formatValue, hasLine, plural } from "../format";
 import type { PauseInfo, Store } from "../store";
@@ -129,7 +129,7 @@ export class AlertsPanel {
     }
     landOnInnerOp(alert);
     await this.store.selectTrace(pos, alert.trace_index);
-    const frame = (alert as { inner_op?: { location: Location | null } | null }).inner_op?.location;
+    const frame = alert.inner_op?.location;
     if (hasLine(frame)) this.store.showFrame({ file_path: frame.file_path, file_index: -1, line: frame.line, function: frame.function });
   }
 
@@ -192,6 +192,7 @@ export class AlertsPanel {
               "First origin: ",
               h("b", null, first.op_name),
               ` (${first.kernel}) at ${formatLocation(first.location)}`,
+              first.inner_op ? h("div", { class: "muted small", "data-testid": "first-inner-op" }, innerOpText(first)) : null,
               first.origin_uncertain
                 ? h(
                     "div",
@@ -241,6 +242,7 @@ export class AlertsPanel {
               },
               h("span", { class: "alert-op" }, a.op_name, a.output_slot ? `:${a.output_slot}` : ""),
               a.origin ? h("span", { class: "badge origin-badge" }, a.origin_uncertain ? "origin?" : "origin") : null,
+              a.masked ? h("span", { class: "badge inside-badge", title: innerOpText(a) }, "inside") : null,
               h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, countsText(a)),
             ),
           );
@@ -326,6 +328,15 @@ export class AlertsPanel {
 function rangeText(a: RangeAlert): string {
   if (a.kind === "growth" && a.growth !== null) return `${a.dtype} ${formatValue(a.abs_max)} (${a.growth.toPrecision(3)}x per call)`;
   return `${a.dtype} ${formatValue(a.abs_max)} (${(100 * a.fraction_of_max).toPrecision(2)}% of ${formatValue(a.dtype_max)})`;
+}
+
+/** Which op inside the fused kernel made the value, and how that is known. */
+export function innerOpText(a: Alert): string {
+  const op = a.inner_op;
+  if (!op) return a.masked ? "made inside the fused kernel, hidden by its output (its inputs were not finite)" : "";
+  const how = a.confirmed === "inner_check" ? "counted by the kernel" : `confirmed by ${a.confirmed ?? "?"}`;
+  const hidden = a.masked ? ", hidden by the kernel's output" : "";
+  return `made inside by ${op.op_type} ${op.var_name} (${how}${hidden})`;
 }
 
 function countsText(a: Alert): string {

@@ -1,0 +1,401 @@
+"""The inner-op check (tvmdbg_tb/instrument/inner_check.py), on real compiled models.
+
+With the default options, each fused kernel of a health-mode build counts the NaN and
+infinities its own Relax ops make, so a value made and masked inside one kernel (its output
+finite) raises an alert at the op's line: TVMScript `where`, BlockBuilder, nn.Module, a
+float16 overflow, a division, and a transformers ResNet whose BatchNorm has eps=0 and one
+zero variance. The counts are exact, both tracing paths record them, the first call's replay
+confirms the op, every instrumented kernel's outputs are bit-identical to those of the
+uninstrumented build, and inner_op_check=False builds without the check.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import models_masked as mm
+import numpy as np
+import pytest
+import trace_paths
+import tvm
+from models import compile_module, line_of
+from tvm import relax
+
+import tvmdbg
+from tvmdbg_tb import analysis
+from tvmdbg_tb.events.reader import INNER_NONFINITE, NONFINITE
+from tvmdbg_tb.instrument import compiled
+
+MASKED_FILE = str(Path(mm.__file__).resolve())
+TVMDBG = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli.main import main; sys.exit(main())"]
+
+
+@pytest.fixture(scope="module", params=["compiled", "python_call"])
+def trace_path(request):
+    with trace_paths.using(request.param):
+        yield request.param
+
+
+def _record(logdir, module, inputs, calls: int = 3, mode: str = "FULL_HEALTH", **options):
+    """Compiles module (a Relax module, or a builder returning (module, line), called while
+    tvmdbg records so that its ops keep their lines) with the default fusing pipeline, runs
+    it `calls` times; returns the last output and the run's reader."""
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=-1, **options)
+    try:
+        if callable(module):
+            module, BUILT_LINE[0] = module()
+        vm = relax.VirtualMachine(compile_module(module, fuse=True), tvm.cpu())
+        function = vm[_entry(module)]
+        for _ in range(calls):
+            out = function(*[tvm.runtime.tensor(a) for a in inputs])
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    reader = tvmdbg.DebugDataReader(str(logdir))
+    reader.update()
+    return np.asarray(out.numpy()), reader.run()
+
+
+BUILT_LINE = [-1]  # the line the last builder _record called recorded
+
+
+def _entry(module) -> str:
+    names = [gv.name_hint for gv in module.get_global_vars()]
+    return "main" if "main" in names else "forward"
+
+
+def _masked(run) -> list[dict]:
+    page = analysis.alerts(run)
+    return [a for a in page["alerts"] if a.get("masked")]
+
+
+CASES = {
+    "where-tvmscript": (mm.MaskedLog, mm.inputs("MaskedLog"), "relax.log", mm.MASKED_LOG_LINE),
+    "maximum-sqrt-tvmscript": (mm.MaskedSqrt, mm.inputs("MaskedSqrt"), "relax.sqrt", mm.MASKED_SQRT_LINE),
+    "log-blockbuilder": (mm.masked_log_bb, mm.inputs("MaskedLog"), "relax.log", None),
+    "sqrt-nn-module": (mm.masked_sqrt_nn, mm.inputs("MaskedSqrt"), "relax.sqrt", None),
+    "float16-overflow": (
+        mm.HalfOverflow,
+        mm.half_overflow_inputs(),
+        "relax.multiply",
+        line_of(MASKED_FILE, "# masked: multiply"),
+    ),
+    "divide-clip": (
+        mm.MaskedDivide,
+        mm.masked_divide_inputs(),
+        "relax.divide",
+        line_of(MASKED_FILE, "# masked: divide"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_default_options_alert_a_nan_made_and_masked_inside_one_kernel(tmp_path, trace_path, case):
+    module, inputs, op_type, line = CASES[case]
+    out, run = _record(tmp_path, module, inputs)
+    if line is None:  # a builder: the line it recorded
+        line = BUILT_LINE[0]
+    assert np.isfinite(out).all()  # the kernel's output hides it
+    assert run.graphs()[0].instrumentation == "compiled"
+    alerts = _masked(run)
+    assert [a["execution_index"] for a in alerts] == [0, 1, 2]  # every call, not only the first
+    for alert in alerts:
+        assert alert["origin"] and alert["inner_op"]["op_type"] == op_type
+        assert (alert["location"]["file_path"], alert["location"]["line"]) == (MASKED_FILE, line)
+        assert alert["nan_count"] + alert["neg_inf_count"] + alert["pos_inf_count"] > 0
+        assert len(alert["original_ops"]) > 1  # a fused kernel
+    # The first call's kernel was replayed op by op (its inputs captured by a re-run) and
+    # names the same op; the later ones come from the kernel's own counts.
+    assert alerts[0]["confirmed"] == "replay" and {a["confirmed"] for a in alerts[1:]} == {"inner_check"}
+    page = analysis.alerts(run)
+    assert page["first_origin_index"] == 0 and page["origin_alerts"] == 3
+
+
+def test_the_counts_are_exact_per_op_and_kind(tmp_path, trace_path):
+    out, run = _record(tmp_path, mm.MaskedDivide, mm.masked_divide_inputs(nan=3, neg_inf=2, pos_inf=5), calls=2)
+    assert np.isfinite(out).all()
+    [later] = [a for a in _masked(run) if a["execution_index"] == 1]
+    [divide] = later["inner_nonfinite"]  # clip only passes values on: not counted
+    assert (divide["op_type"], divide["nan_count"], divide["neg_inf_count"], divide["pos_inf_count"]) == (
+        "relax.divide",
+        3,
+        2,
+        5,
+    )
+    assert (later["nan_count"], later["neg_inf_count"], later["pos_inf_count"]) == (3, 2, 5)
+    page = analysis.alerts(run)
+    assert page["nan_alerts"] == page["neg_inf_alerts"] == page["pos_inf_alerts"] == 2
+
+
+def test_every_op_that_made_one_is_listed_in_order(tmp_path):
+    """float16: the multiply overflows (+-inf), the subtract makes NaN of them; the first is
+    the origin."""
+    out, run = _record(tmp_path, mm.HalfOverflow, mm.half_overflow_inputs(), calls=2)
+    [later] = [a for a in _masked(run) if a["execution_index"] == 1]
+    entries = [(e["op_type"], e["nan_count"], e["neg_inf_count"], e["pos_inf_count"]) for e in later["inner_nonfinite"]]
+    assert entries == [("relax.multiply", 0, 1, 2), ("relax.multiply", 0, 1, 2), ("relax.subtract", 3, 0, 0)]
+    assert later["inner_op"]["op_type"] == "relax.multiply"
+
+
+def test_a_kernel_whose_output_shows_it_is_its_own_alert(tmp_path):
+    """LeakedLog's NaN leaves its kernel: one alert per call, that of the output (the first
+    call's replay names the log); its trace carries no inner counts."""
+    _, run = _record(tmp_path, mm.LeakedLog, mm.inputs("LeakedLog"), calls=2)
+    page = analysis.alerts(run)
+    assert page["num_alerts"] == 2 and not _masked(run)
+    assert [a["confirmed"] for a in page["alerts"]] == ["replay", "heuristic"]
+    assert not (run.trace_digests()["flags"] & INNER_NONFINITE).any()
+
+
+def test_trace_flags_and_records(tmp_path):
+    """The kernel's trace carries inner_nonfinite; the reader flags it (vectorised digests and
+    the protobuf path agree) without calling its output non-finite."""
+    _, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=2)
+    digests = run.trace_digests()
+    flagged = np.flatnonzero(digests["flags"] & INNER_NONFINITE)
+    assert len(flagged) == 2 and not (digests["flags"][flagged] & NONFINITE).any()
+    trace = run.trace(int(flagged[1]))
+    [entry] = trace.inner_nonfinite
+    assert (entry.op_type, entry.var_name, entry.nan) == ("relax.log", "lg", 18)
+    assert run.user_frame(entry.code_location).line == mm.MASKED_LOG_LINE
+    from tvmdbg_tb.events.reader import RunReader
+
+    row = RunReader._trace_row(0, _event(trace))
+    assert row[-1] & INNER_NONFINITE and not row[-1] & NONFINITE
+
+
+def _event(trace):
+    from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+    return pb.DebugEvent(graph_execution_trace=trace)
+
+
+def test_check_cli_fails_and_names_the_op(tmp_path):
+    _record(tmp_path, mm.MaskedSqrt, mm.inputs("MaskedSqrt"), calls=2)
+    done = subprocess.run([*TVMDBG, "check", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout
+    assert "made NaN/Inf inside that their outputs hide" in done.stdout
+    assert f"{MASKED_FILE}:{mm.MASKED_SQRT_LINE}" in done.stdout and "relax.sqrt" in done.stdout
+
+
+def test_inner_op_check_false_builds_without_it(tmp_path):
+    out, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), inner_op_check=False)
+    assert np.isfinite(out).all()
+    assert analysis.alerts(run)["num_alerts"] == 0
+    with pytest.raises(TypeError, match="inner_op_check"):
+        tvmdbg.enable_dump_debug_info(tmp_path, inner_op_check="no")
+
+
+@pytest.mark.parametrize("mode", ["CURT_HEALTH", "FULL_STATS"])
+def test_other_modes_with_counts_check_too(tmp_path, mode):
+    out, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=2, mode=mode)
+    alerts = _masked(run)
+    assert [a["execution_index"] for a in alerts] == [0, 1]
+    assert alerts[1]["inner_op"]["op_type"] == "relax.log" and alerts[1]["nan_count"] == 18
+
+
+# -- outputs bit-identical -------------------------------------------------------------------
+
+
+def _kernel_outputs(executable, function: str, inputs, kernels: set[str]) -> list[tuple[str, list[bytes]]]:
+    """The arguments (inputs and outputs) of each call of the given kernels, copied right
+    after the call, in call order; the instrumented build's extra arguments (the stats buffer,
+    rows) are cut to the plain build's count by the caller."""
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    calls = []
+
+    def instrument(func, symbol, before, ret, *args):
+        if not before and str(symbol) in kernels:
+            calls.append((str(symbol), [a.numpy().tobytes() for a in args if isinstance(a, tvm.runtime.Tensor)]))
+        return 0
+
+    vm.set_instrument(instrument)
+    vm[function](*[tvm.runtime.tensor(a) for a in inputs])
+    return calls
+
+
+def _bit_identical(tmp_path, module, inputs, function: str = "main") -> int:
+    """Compiles module plainly and instrumented (FULL_HEALTH, default options), then
+    _same_kernel_calls."""
+    plain = compile_module(module, fuse=True)
+    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        traced = compile_module(module, fuse=True)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    return _same_kernel_calls(plain, traced, inputs, function)
+
+
+def _info(executable):
+    return relax.VirtualMachine(executable, tvm.cpu())._tvmdbg_info
+
+
+def _same_kernel_calls(plain, traced, inputs, function: str = "main") -> int:
+    """Runs both builds (untraced) and compares every kernel call's arguments bytewise;
+    returns how many kernels of the instrumented build check their inner ops."""
+    info = _info(traced)
+    functions = [compiled.FUNCTIONS[fid] for fid in info.compiled.values()]
+    kernels = {site.kernel for f in info.functions.values() for site in f.sites}
+    expected = _kernel_outputs(plain, function, inputs, kernels)
+    got = _kernel_outputs(traced, function, inputs, kernels)
+    assert [s for s, _ in got] == [s for s, _ in expected] and expected
+    for (symbol, want), (_, have) in zip(expected, got):
+        assert have[: len(want)] == want, symbol  # then the stats buffer
+    return sum(len(f.inner) for f in functions)
+
+
+@pytest.mark.parametrize("name", ["MaskedLog", "MaskedSqrt", "MaskedDivide", "HalfOverflow", "LeakedLog"])
+def test_instrumented_kernels_outputs_are_bit_identical(tmp_path, name):
+    inputs = {"MaskedDivide": mm.masked_divide_inputs(), "HalfOverflow": mm.half_overflow_inputs()}.get(name)
+    checked = _bit_identical(tmp_path, getattr(mm, name), inputs or mm.inputs(name))
+    assert checked >= 1
+
+
+def test_transformer_block_kernels_are_bit_identical(tmp_path):
+    import models
+
+    captured = []
+    original = models.compile_module
+    models.compile_module = lambda mod, fuse: captured.append(mod) or original(mod, fuse)
+    try:
+        _, inputs = models.transformer_block(tokens=8, dim=32)
+    finally:
+        models.compile_module = original
+    assert _bit_identical(tmp_path, captured[0], inputs) >= 3
+
+
+def test_model_kernels_are_bit_identical(tmp_path):
+    """A model nobody here wrote: transformers' GPT-2 (small config), every kernel call."""
+    real_models = pytest.importorskip("real_models")
+    built = real_models.build("gpt2", fuse=True)
+    plain = real_models.compile_module(built.mod, fuse=True)
+    assert _same_kernel_calls(plain, built.executable, built.inputs) >= 5
+
+
+# -- models nobody here wrote ------------------------------------------------------------------
+
+
+def test_resnet_batch_norm_eps0_alerts_at_the_batch_norm(tmp_path):
+    """transformers' ResNet, fused, BatchNorm with eps=0 and one zero variance: batch_norm
+    makes -inf in that channel inside fused_batch_norm..._relu, the ReLU zeroes it. With the
+    default options: an alert at the batch_norm, its line the op's own."""
+    real_models = pytest.importorskip("real_models")
+    built = real_models.build("resnet", fuse=True, plant="bn_eps0")
+    logdir = real_models.record(built, tmp_path, calls=2)
+    reader = tvmdbg.DebugDataReader(logdir)
+    reader.update()
+    run = reader.run()
+    page = analysis.alerts(run)
+    first = page["alerts"][page["first_origin_index"]]
+    assert first["masked"] and first["origin"] and "batch_norm" in first["kernel"]
+    assert first["inner_op"]["op_type"] == "relax.nn.batch_norm" and first["neg_inf_count"] > 0
+    op = run.op(first["op_id"])
+    batch_norm = next(o for o in op.original_ops if o.op_type == "relax.nn.batch_norm")
+    expected = analysis_location(run, batch_norm.code_location)
+    assert [first["location"][k] for k in ("file_path", "line")] == [expected[k] for k in ("file_path", "line")]
+    assert [a["execution_index"] for a in page["alerts"] if a.get("masked")] == [0, 1]
+    plain = real_models.compile_module(built.mod, fuse=True)
+    assert _same_kernel_calls(plain, built.executable, built.inputs) >= 3
+
+
+def analysis_location(run, code_location):
+    from tvmdbg_tb.events.locations import location
+
+    return location(run, code_location)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "resnet"])
+def test_healthy_models_raise_no_inner_alert(tmp_path, name):
+    """No false alarm from the check: the healthy models' kernels make no NaN or Inf inside
+    them that their outputs hide (GPT-2's -inf mask is its kernels' output: that alert is
+    the output's, named at the op that made it)."""
+    real_models = pytest.importorskip("real_models")
+    built = real_models.build(name, fuse=True)
+    functions = [compiled.FUNCTIONS[fid] for fid in _info(built.executable).compiled.values()]
+    assert sum(len(f.inner) for f in functions) >= 3  # the check is there
+    reader = tvmdbg.DebugDataReader(real_models.record(built, tmp_path, calls=2))
+    reader.update()
+    alerts = analysis.alerts(reader.run())["alerts"]
+    assert not [a for a in alerts if a.get("masked")]
+    for alert in alerts:  # GPT-2's causal mask: where(mask, 0, -inf), fused with the add after it
+        assert alert["inner_op"] is None or alert["inner_op"]["op_type"] == "relax.where"
+
+
+def test_a_kernel_counting_its_output_checks_its_ops_too(tmp_path, monkeypatch):
+    """A kernel made to count its own output (epilogue.py) and its ops: one stats buffer."""
+    from tvmdbg_tb.instrument import epilogue
+
+    monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)  # every countable output counted in its kernel
+    out, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=2)
+    alerts = _masked(run)
+    assert [a["execution_index"] for a in alerts] == [0, 1] and alerts[1]["inner_op"]["op_type"] == "relax.log"
+    assert [list(run.trace(k).debug_values)[3:7] for k in range(2)] == [[32.0, 0.0, 0.0, 0.0]] * 2
+    rewritten = [f for f in compiled.FUNCTIONS.values() if f.inner and f.rows[0].fused]
+    assert rewritten, "the kernel counts its output (epilogue) and its ops"
+    assert _bit_identical(tmp_path / "bits", mm.MaskedLog, mm.inputs("MaskedLog")) >= 1
+
+
+# -- with intended masking and the non-finite rule of writer and reader -----------------------
+
+
+def test_a_mask_made_and_absorbed_inside_one_kernel_is_no_alert(tmp_path, trace_path):
+    """where(mask, x, -inf) then exp in one kernel: the check counts the where's -inf (the
+    trace carries it) but a literal of the program absorbed inside the kernel is intended
+    masking, listed apart, and `check` passes; MaskedLog's computed NaN stays an alert."""
+    out, run = _record(tmp_path / "fill", mm.MaskedFill, mm.inputs("MaskedLog"), calls=2)
+    assert np.isfinite(out).all() and (out == 0).any()
+    digests = run.trace_digests()
+    flagged = np.flatnonzero(digests["flags"] & INNER_NONFINITE)
+    assert len(flagged) == 2
+    assert [e.op_type for e in run.trace(int(flagged[0])).inner_nonfinite] == ["relax.where"]
+    page = analysis.alerts(run)
+    assert page["num_alerts"] == 0
+    assert page["benign"]["absorbed"] == 2 and page["benign"]["ops"][0]["neg_inf"] == 2
+    done = subprocess.run([*TVMDBG, "check", str(tmp_path / "fill")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout
+    assert (
+        analysis.alerts(_record(tmp_path / "log", mm.MaskedLog, mm.inputs("MaskedLog"), calls=1)[1])["num_alerts"] == 1
+    )
+
+
+def test_an_expected_pattern_covers_a_kernel_made_value(tmp_path):
+    _, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=2, expected_nonfinite="log")
+    page = analysis.alerts(run)
+    assert page["num_alerts"] == 0 and page["benign"]["expected"] == 2
+
+
+def test_the_ring_keeps_the_first_call_whose_ops_made_one(tmp_path, trace_path):
+    """The writer counts a call whose kernel hid what its ops made as a non-finite call: the
+    ring keeps it whole behind many finite calls, the writer's count says so, and of two runs
+    the chooser shows the one holding it though the other started later."""
+    logdir = tmp_path / "logs"
+    tvmdbg.enable_dump_debug_info(str(logdir / "bad"), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=5)
+    try:
+        vm = relax.VirtualMachine(compile_module(mm.MaskedLog, fuse=True), tvm.cpu())
+        vm["main"](tvm.runtime.tensor(mm.inputs("MaskedLog")[0]))
+        for _ in range(12):
+            vm["main"](tvm.runtime.tensor(mm.positive_inputs()[0]))
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    _record(logdir / "good", mm.MaskedLog, mm.positive_inputs(), calls=2)
+    reader = tvmdbg.DebugDataReader(str(logdir))
+    reader.update()
+    run, why = reader.choose()
+    assert "bad" in run.name and "first NaN/Inf" in why
+    alerts = _masked(run)
+    assert [a["execution_index"] for a in alerts] == [0] and alerts[0]["inner_op"]["op_type"] == "relax.log"
+    assert run.run_end.nonfinite_executions == 1
+    [good] = [reader.run(name) for name in reader.runs() if name != run.name]
+    assert analysis.alerts(good)["num_alerts"] == 0
+
+
+def test_the_writers_rule_for_records_it_is_handed_counts_the_ops_counts():
+    from tvmdbg_tb.events import health
+    from tvmdbg_tb.proto import debug_event_pb2 as pb
+
+    trace = pb.GraphExecutionTrace(tensor_debug_mode=pb.FULL_HEALTH, debug_values=[0, 0, 1, 2, 0, 0, 0, 0, 0, 0])
+    assert not health.trace_nonfinite(trace)
+    trace.inner_nonfinite.add(index=1, op_type="relax.log", nan=3)
+    assert health.trace_nonfinite(trace)
+    assert health.call_nonfinite(pb.FULL_HEALTH, None, [trace.SerializeToString()])
