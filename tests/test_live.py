@@ -309,6 +309,43 @@ def test_the_paused_call_lists_its_kernels_so_far(live, tmp_path):
     assert [[r[f] for f in fields] for r in dumped[:3]] == [[r[f] for f in fields] for r in stepped]
 
 
+def test_a_pause_is_read_before_the_state_shows_it(live, tmp_path):
+    """The page asks for the paused op, its graph and its stack as soon as live/state shows the
+    pause, whenever the plugin's reader last polled: the state route reads the run up to the
+    pause (flushed before it is shown) before it answers, so none of them is a 404."""
+    writer, model = live
+    dash = Dashboard(tmp_path)  # polled once: the run is known, its compiled model not read yet
+    run = dash.plugin._reader.runs()[0]
+    assert dash.plugin._reader.run(run).graphs() == []
+
+    def get(route, **params):  # no poll between requests: the reader thread could be late
+        response = dash.client.get(PREFIX + route, query_string={"run": run, **params})
+        return response.status_code, json.loads(response.get_data(as_text=True))
+
+    tvmdbg.request_pause()
+    thread = _in_thread(model.run)
+    deadline = time.time() + 60
+    while not (state := get("live/state")[1]).get("paused"):
+        assert time.time() < deadline, state
+        time.sleep(0.05)
+    pause = state["pause"]
+    status, op = get("graphs/op_info", op_id=pause["op_id"])
+    assert status == 200 and op["op_name"] == pause["op_name"], op
+    status, graph = get("graphs/graph_info", graph_id=pause["graph_id"])
+    assert status == 200 and pause["op_name"] in [o["op_name"] for o in graph["ops"]], graph
+    status, frames = get("stack_frames/stack_frames", stack_frame_ids=",".join(map(str, op["stack_frame_ids"])))
+    assert status == 200 and len(frames["stack_frames"]) == len(op["stack_frame_ids"]) > 0, frames
+    response = dash.client.post(
+        PREFIX + "live/command",
+        query_string={"run": run},
+        json={"action": "continue", "pause_id": pause["pause_id"]},
+        headers={DASHBOARD_HEADER: "1"},
+    )
+    assert response.status_code == 200
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
 def test_resumes_after_timeout_without_a_dashboard(tmp_path):
     model = blockbuilder_planted("log")
     writer = tvmdbg.enable_dump_debug_info(

@@ -55,12 +55,27 @@ def live_routes(resolve_run: Callable) -> dict:
         app.__doc__ = handler.__doc__
         return app
 
+    read_pauses: dict[str, int] = {}  # run directory -> the last pause the run was read up to
+
     def state(request, run):
-        """The program's live state, or {"live": false, "reason"} when no program answers."""
+        """The program's live state, or {"live": false, "reason"} when no program answers.
+
+        A pause is shown once the run is read up to it: the program flushes its dump before it
+        pauses, and the page asks for the paused op, its graph and its stack right away, which
+        must not wait for (and race with) the reader's next poll."""
         try:
-            return relay(run.path, "GET", "/state")
+            status, answer = relay(run.path, "GET", "/state")
         except LiveUnavailable as error:
             return 200, {"live": False, "reason": error.reason}
+        pause = answer.get("pause") if answer.get("paused") else None
+        pause_id = pause.get("pause_id") if isinstance(pause, dict) else None
+        if pause_id is not None and read_pauses.get(run.path) != pause_id:
+            try:
+                run.update()  # incremental, one update at a time with the reader's poll
+            except Exception:  # the poll reports the run's read errors; the state still answers
+                logger.warning("tvmdbg live: reading %s at a pause failed", run.path, exc_info=True)
+            read_pauses[run.path] = pause_id
+        return status, answer
 
     def command(request, run):
         """POST {"action": pause|continue|step|next_hit|run_to, "pause_id", "op_name"}."""

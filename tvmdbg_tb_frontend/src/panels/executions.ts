@@ -138,7 +138,7 @@ export class ExecutionsPanel {
       header,
       this.scroller,
     );
-    new ResizeObserver(() => this.relayout()).observe(this.scroller);
+    new ResizeObserver(() => this.onResize()).observe(this.scroller);
     store.on("run", () => this.onRun());
     store.on("runs", () => this.onRunsUpdate());
     store.on("trace", () => this.onSelection());
@@ -478,6 +478,15 @@ export class ExecutionsPanel {
       if (t && (index !== undefined ? t.index === index : t.position === pos)) return i;
     }
     return null;
+  }
+
+  /** The viewport changed (the window or a pane resized): a selected row that was in view
+   * stays in view (a smaller list would otherwise hide it below its bottom edge). */
+  private onResize(): void {
+    const row = this.rowOfSelection();
+    const shown = row !== null && this.map.isFullyVisible(row, this.scroller.scrollTop);
+    this.relayout();
+    if (shown) this.scrollToRow(row);
   }
 
   /** Rebuilds the scroll mapping after the row count or the viewport changed, keeping the rows

@@ -136,7 +136,12 @@ export class LivePanel {
   private readonly scopeText: HTMLInputElement;
   private readonly runTo: HTMLInputElement;
   state: LiveState | null = null;
-  private busy = false;
+  /** The state request in flight (one at a time). */
+  private polling: Promise<void> | null = null;
+  /** Commands sent so far, and those not answered yet: a keepalive never races a command
+   * (the pause it names may be over by the time it arrives, a 409 for nothing). */
+  private commandsSent = 0;
+  private commandsPending = 0;
   /** Told whether the panel has something to show (the side column then gives it room). */
   onShape: (open: boolean) => void = () => undefined;
 
@@ -212,15 +217,23 @@ export class LivePanel {
     setChildren(this.message, text);
   }
 
-  async poll(): Promise<void> {
+  /** Reads the program's state (the request in flight, when there is one). */
+  poll(): Promise<void> {
+    if (this.polling === null) this.polling = this.readState().finally(() => (this.polling = null));
+    return this.polling;
+  }
+
+  private async readState(): Promise<void> {
     const run = this.store.run;
-    if (run === null || this.busy) return;
-    this.busy = true;
+    if (run === null) return;
+    const commands = this.commandsSent;
     try {
       const { status, data } = await call("live/state", run, "GET");
       this.state = status === 200 ? (data as unknown as LiveState) : { live: false, reason: String(data.error ?? status) };
-      // Reading the state is not contact: while this panel shows a pause, keep it alive explicitly.
-      if (this.state.pause) await call("live/keepalive", run, "POST", { pause_id: this.state.pause.pause_id });
+      // Reading the state is not contact: while this panel shows a pause, keep it alive
+      // explicitly, unless a command sent meanwhile may have ended it.
+      const quiet = this.commandsPending === 0 && commands === this.commandsSent;
+      if (this.state.pause && quiet) await call("live/keepalive", run, "POST", { pause_id: this.state.pause.pause_id });
       if (!this.state.live) {
         // The program ended (or never was live): the dump still lists its watchpoint hits.
         const recorded = await call("live/hits", run, "GET");
@@ -233,19 +246,25 @@ export class LivePanel {
     } catch (err) {
       this.state = { live: false, reason: `cannot reach TensorBoard (${err instanceof Error ? err.message : String(err)})` };
       this.render();
-    } finally {
-      this.busy = false;
     }
   }
 
   private async command(action: string, opName?: string): Promise<void> {
     const run = this.store.run;
     if (run === null) return;
-    const body: Record<string, unknown> = { action };
-    if (this.state?.pause) body.pause_id = this.state.pause.pause_id;
-    if (opName !== undefined) body.op_name = opName;
-    const { status, data } = await call("live/command", run, "POST", body);
-    this.say(status === 200 ? "" : String(data.error ?? `error ${status}`));
+    this.commandsSent++;
+    this.commandsPending++;
+    try {
+      await this.polling; // its keepalive, for the pause this command may end, arrives first
+      const body: Record<string, unknown> = { action };
+      if (this.state?.pause) body.pause_id = this.state.pause.pause_id;
+      if (opName !== undefined) body.op_name = opName;
+      const { status, data } = await call("live/command", run, "POST", body);
+      this.say(status === 200 ? "" : String(data.error ?? `error ${status}`));
+    } finally {
+      this.commandsPending--;
+    }
+    await this.polling; // a state read while the command was on its way may be stale
     await this.poll();
   }
 
