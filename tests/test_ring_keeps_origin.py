@@ -40,6 +40,8 @@ PROGRAM = textwrap.dedent(
     import tvmdbg
     from models import blockbuilder_planted, X, Y, W
     options = {{}} if os.environ.get("RING") is None else {{"circular_buffer_size": int(os.environ["RING"])}}
+    if os.environ.get("RING_BYTES") is not None:
+        options["circular_buffer_bytes"] = int(os.environ["RING_BYTES"])
     tvmdbg.enable_dump_debug_info(sys.argv[1], tensor_debug_mode=os.environ.get("MODE", "FULL_HEALTH"), **options)
     model = blockbuilder_planted("log", fuse=False)
     main = relax.VirtualMachine(model.executable, tvm.cpu())["main"]
@@ -127,6 +129,36 @@ def test_a_nan_early_in_a_long_run_survives_the_default_ring(tmp_path):
     assert (end.nonfinite_executions, end.unchecked_executions) == (1, 0)
     assert end.dropped_executions == calls - 1000 - 1 == state.dropped[layout.EXECUTION]
     assert list(run.execution_digests()["index"]) == [500, *range(calls - 1000, calls)]
+
+
+@pytest.mark.parametrize("ring", [1000, -1], ids=["with a count", "bytes only"])
+def test_the_kept_nan_call_comes_on_top_of_the_byte_bound(tmp_path, ring):
+    """circular_buffer_bytes bounds the newest records of each ring file; the first calls that
+    held a NaN or an Inf are kept whole on top of it (as on top of circular_buffer_size). A
+    bound of a few calls keeps the origin's call, and each file holds the newest records
+    within the bound, the kept call and its drop records, nothing more."""
+    logdir = tmp_path / "logdir"
+    bound = 4096
+    run_program(logdir, 300, NAN_AT=50, RING=ring, RING_BYTES=bound)
+    result = cli("check", logdir)
+    assert result.returncode == 1 and "in execution 50 (main)" in result.stdout, result.stdout + result.stderr
+    run = read_run(logdir)
+    assert first_origin(run)["execution_index"] == 50
+    assert run.completeness().complete, run.completeness().summary()
+    for stream, rows, key in (
+        (layout.EXECUTION, run.execution_digests(), "index"),
+        (layout.GRAPH_EXECUTION_TRACES, run.trace_digests(), "execution_index"),
+    ):
+        path = os.path.join(run.path, layout.file_name(stream))
+        data = Path(path).read_bytes()
+        newest_from = run.ring_drops(stream)[-1][0]  # the rows after the last drop record
+        kept, newest = rows[:newest_from], rows[newest_from:]
+        assert set(kept[key].tolist()) == {50} and newest[key].min() > 50 and newest[key].max() == 299
+        sizes = {int(o): 16 + int.from_bytes(data[o : o + 8], "little") for o in rows["offset"].tolist()}
+        assert len(data) - int(newest["offset"][0]) <= bound  # the newest records: within the bound
+        head = int(newest["offset"][0])  # the kept call and the drop records: outside it
+        drop_bytes = head - sum(sizes[int(o)] for o in kept["offset"].tolist())
+        assert 0 < drop_bytes <= 2 * 64, drop_bytes  # a drop record before the kept call, one after
 
 
 def test_a_finite_run_through_the_ring_is_clean_by_its_writers_count(tmp_path):
