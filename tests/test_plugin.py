@@ -77,6 +77,26 @@ def test_runs_and_status(server):
     assert server.json("status", run="run_t")["runs"][0]["num_traces"] == 1
 
 
+def test_default_run_is_the_readers_choice(nan_logdir):
+    """The runs route names the run the dashboard opens on: DebugDataReader.choose()'s (the CLI's
+    rule: the run whose first NaN/Inf came first, not the newest one), once every run was read."""
+    s = Server(nan_logdir, live=False)
+    try:
+        body = s.json("runs")
+        assert body["default_run"] == "run_a", body  # run_t, the newest, recorded its first NaN/Inf later
+        assert body["default_run_reason"] == "the run whose first NaN/Inf was recorded first"
+        fresh = TvmDebuggerPlugin(base_plugin.TBContext(logdir=str(nan_logdir)), start_reader=False)
+        fresh._reader.discover()  # listed, not read yet: the first NaN is not known
+        client = Client(application.TensorBoardWSGI([fresh]), Response)
+        early = json.loads(client.get(PREFIX + "runs").get_data(as_text=True))
+        assert len(early["runs"]) == 2 and early["default_run"] is None
+        assert early["default_run_reason"] == "not every run has been read yet"
+        fresh.poll()
+        assert json.loads(client.get(PREFIX + "runs").get_data(as_text=True))["default_run"] == "run_a"
+    finally:
+        s.plugin.stop()
+
+
 def test_alerts_origin_in_a_propagating_nan_chain(server):
     body = server.json("alerts", run="run_a")
     alerts = body["alerts"]

@@ -32,6 +32,7 @@ from tvmdbg_tb.events.digests import (
     NONFINITE,
     TRACE_DIGEST,
 )
+from tvmdbg_tb.events.earliest import EarliestNonfinite
 from tvmdbg_tb.events.health import value_nonfinite_counts
 from tvmdbg_tb.events.positions import TracePositions
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
@@ -321,7 +322,8 @@ class RunReader:
         self._update_lock = threading.Lock()  # one update at a time
         self._positions = TracePositions()  # op and execution queries, kept and extended
         self._tally = TraceTally()  # what completeness needs of the traces, kept and extended
-        self._observers: list[Observer] = [self._positions, self._tally]
+        self._earliest_nonfinite = EarliestNonfinite()
+        self._observers: list[Observer] = [self._positions, self._tally, self._earliest_nonfinite]
         self.corruptions: list[records.Corruption] = []
         self.metadata: pb.DebugMetadata | None = None
         self.metadata_wall_time: float | None = None
@@ -349,6 +351,7 @@ class RunReader:
         self._function_ids_raw: dict[bytes, int] = {}  # the same, by the name's UTF-8 bytes
         # FusedOpReplay records by (execution index, op id), in file order.
         self._replays: dict[tuple[int, int], list[pb.FusedOpReplay]] = {}
+        self._nonfinite_replays: set[int] = set()  # execution indices of replays that found a NaN/Inf
         self._group_sources: dict[int, pb.FusedGroupSource] = {}
         self._executions = GrowingArray(EXECUTION_DIGEST)
         self._traces = GrowingArray(TRACE_DIGEST)
@@ -659,6 +662,8 @@ class RunReader:
             elif event.HasField("fused_op_replay"):
                 replay = event.fused_op_replay
                 self._replays.setdefault((replay.execution_index, replay.op_id), []).append(replay)
+                if replay.first_nonfinite_op >= 0:
+                    self._nonfinite_replays.add(replay.execution_index)
             elif event.HasField("fused_group_source"):
                 self._group_sources[event.fused_group_source.op_id] = event.fused_group_source
             elif event.HasField("watchpoint_hit"):
@@ -969,14 +974,19 @@ class RunReader:
         result or an inner op of a fused kernel (its inner-op check, deep mode, replays);
         None when none is."""
         with self._lock:
-            traces, executions = self._traces.view(), self._executions.view()
-            times = [traces["wall_time"][traces["flags"] & (NONFINITE | INNER_NONFINITE) != 0]]
-            times.append(executions["wall_time"][executions["flags"] & NONFINITE != 0])
-            replayed = {r.execution_index for rs in self._replays.values() for r in rs if r.first_nonfinite_op >= 0}
-        if replayed:
-            times.append(executions["wall_time"][np.isin(executions["index"], list(replayed))])
-        found = np.concatenate(times)
-        return float(found.min()) if len(found) else None
+            executions = self._executions.view()
+            times = [
+                self._earliest_nonfinite.earliest(
+                    layout.GRAPH_EXECUTION_TRACES, self._traces.view(), NONFINITE | INNER_NONFINITE
+                ),
+                self._earliest_nonfinite.earliest(layout.EXECUTION, executions, NONFINITE),
+            ]
+            replayed = list(self._nonfinite_replays)
+            if replayed:
+                found = executions["wall_time"][np.isin(executions["index"], replayed)]
+                times.append(float(found.min()) if len(found) else None)
+        known = [t for t in times if t is not None]
+        return min(known) if known else None
 
     def start_time(self) -> float:
         """When the run started: its metadata record's wall time, else its directory's."""

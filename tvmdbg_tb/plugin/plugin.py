@@ -154,6 +154,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         self._reader_error: str | None = None
         self._reported_corruptions: dict[str, int] = {}
         self._reported_errors: dict[str, str | None] = {}
+        self._read_once: frozenset[str] = frozenset()  # runs a whole poll has read (their first NaN is known)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if start_reader and self._reader is not None:
@@ -170,7 +171,8 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         try:
             for name in self._reader.discover():  # alerts are computed as each chunk is read
                 analysis.monitor(self._reader.run(name))
-            self._reader.update()
+            self._reader.update()  # discovers runs, then reads each: all of them are read once now
+            self._read_once = frozenset(self._reader.runs())
             self._reader_error = None
         except Exception as error:
             message = f"{type(error).__name__}: {error}"
@@ -340,8 +342,22 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
 
     @_json_route
     def _serve_runs(self, request):
-        """{"runs": [run info]} — see docs/routes.md#runs."""
-        return {"runs": [analysis.run_info(run) for run in self._runs()]}
+        """{"runs": [run info], "default_run", "default_run_reason"} — see docs/routes.md#runs."""
+        runs = self._runs()
+        default, reason = None, "no runs"
+        if runs and all(run.name in self._read_once for run in runs):
+            try:
+                chosen, reason = self._reader.choose()  # the CLI's and the reader's rule
+                default = chosen.name
+            except LookupError:  # the runs went meanwhile
+                pass
+        elif runs:
+            reason = "not every run has been read yet"
+        return {
+            "runs": [analysis.run_info(run) for run in runs],
+            "default_run": default,
+            "default_run_reason": reason,
+        }
 
     @_json_route
     def _serve_status(self, request):

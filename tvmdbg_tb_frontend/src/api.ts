@@ -284,6 +284,14 @@ export interface PausedCallPage {
   rows: PausedTrace[];
 }
 
+/** The `runs` route: the runs, and the one to open when the user has not picked one (the
+ * CLI's rule, DebugDataReader.choose(); null until every run has been read once). */
+export interface RunsList {
+  runs: RunInfo[];
+  default_run?: string | null;
+  default_run_reason?: string;
+}
+
 export interface TensorSpec {
   name: string;
   dtype: string;
@@ -512,7 +520,7 @@ export class Api {
   }
 
   runs() {
-    return this.get<{ runs: RunInfo[] }>("runs");
+    return this.get<RunsList>("runs");
   }
   status(run?: string) {
     return this.get<Status>("status", { run });

@@ -76,7 +76,7 @@ export function render(root: HTMLElement = document.body): Store {
       empty.hidden = !none;
       main.el.hidden = none;
       if (none) showInstructions(empty, status?.logdir ?? "", status?.problems ?? []);
-      store.setRuns(runs.runs);
+      store.setRuns(runs.runs, runs.default_run ?? null, runs.default_run_reason ?? "");
       header.render();
       document.body.dataset.ready = "true";
     } catch (err) {

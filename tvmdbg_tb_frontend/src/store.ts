@@ -69,6 +69,12 @@ export class Store {
   /** The run's first origin alert (the first bad call), where the timeline and the kernel list
    * open when a run with alerts is loaded; set by the alerts panel before it emits "alerts". */
   firstBad: { executionIndex: number; executionPosition: number | null; tracePosition: number | null } | null = null;
+  /** The run to open when none is chosen (the backend's `default_run`), and why. */
+  defaultRun: string | null = null;
+  defaultReason = "";
+  /** Whether the shown run was chosen: picked by the user, a live run that started, or the
+   * default once known (until then the dashboard shows a stand-in). */
+  private runChosen = false;
   /** The live program's pause, while it is paused (set by the Live panel). */
   pause: PauseInfo | null = null;
   /** Refreshes the runs list now (set by render(); a pause flushes the dump, so the counts,
@@ -203,23 +209,39 @@ export class Store {
   }
 
   /**
-   * A new runs list. The selection stays on its run; a run that appears while the page is open
-   * and is live (a program just started) is selected, so the user sees it without looking
-   * for it; with nothing selected yet, the newest live run, else the newest run.
+   * A new runs list, with the backend's default run (DebugDataReader.choose(): the CLI's rule;
+   * null until every run was read once) and why. The selection stays on a run the user picked;
+   * a run that appears while the page is open and is live (a program just started) is selected,
+   * so the user sees it without looking for it; otherwise the default run, once it is known
+   * (until then the newest live run, else the newest run stands in).
    */
-  setRuns(runs: RunInfo[]): void {
+  setRuns(runs: RunInfo[], defaultRun: string | null = null, defaultReason = ""): void {
     const before = this.runInfo?.num_traces;
     const known = new Set(this.runs.map((r) => r.run));
     const first = this.runs.length === 0 && this.run === null;
     this.runs = runs;
+    const listed = (name: string | null) => name !== null && runs.some((r) => r.run === name);
+    this.defaultRun = listed(defaultRun) ? defaultRun : null;
+    this.defaultReason = this.defaultRun !== null ? defaultReason : "";
     // A live run's latest call may have gained kernels since its traces were cached.
     if (before !== undefined && before !== this.runInfo?.num_traces) this.execTraces.clear();
     const previous = this.run;
     const fresh = runs.filter((r) => (first || !known.has(r.run)) && r.live);
-    if (fresh.length) this.run = fresh[fresh.length - 1].run;
-    else if (this.run === null || !runs.some((r) => r.run === this.run)) this.run = runs.length ? runs[runs.length - 1].run : null;
+    if (fresh.length) {
+      this.run = fresh[fresh.length - 1].run;
+      this.runChosen = true; // the program that just started is what the user came for
+    } else if (!this.runChosen && this.defaultRun !== null) {
+      this.run = this.defaultRun;
+      this.runChosen = true; // chosen once: a later change of the default never moves the view
+    } else if (!listed(this.run)) this.run = this.defaultRun ?? (runs.length ? runs[runs.length - 1].run : null);
     this.emit("runs");
     if (this.run !== previous) this.selectRun(this.run);
+  }
+
+  /** The user picked a run in the picker: it stays selected (no default overrides it). */
+  pickRun(run: string): void {
+    this.runChosen = true;
+    this.selectRun(run);
   }
 
   /** The live program paused (or resumed: null). A new pause is the current state of every

@@ -104,6 +104,48 @@ describe("Store", () => {
   });
 });
 
+describe("Store's default run", () => {
+  const run = (name: string, live = false) => ({ run: name, live }) as never;
+  const why = "the run whose first NaN/Inf was recorded first";
+
+  it("opens on the backend's default run, not the newest", () => {
+    const s = new Store({} as Api);
+    s.setRuns([run("nan/1"), run("z_fixed/2")], "nan/1", why);
+    assert.equal(s.run, "nan/1");
+    assert.equal(s.defaultReason, why);
+  });
+
+  it("shows a stand-in until the default is known, then the default once, then keeps it", () => {
+    const s = new Store({} as Api);
+    s.setRuns([run("a"), run("b")], null); // the runs are still being read
+    assert.equal(s.run, "b");
+    s.setRuns([run("a"), run("b")], "a", why);
+    assert.equal(s.run, "a");
+    s.setRuns([run("a"), run("b")], "b", "the newest run"); // a later change never moves the view
+    assert.equal(s.run, "a");
+  });
+
+  it("keeps the user's pick, selects a live run that starts, falls back to the default", () => {
+    const s = new Store({} as Api);
+    s.setRuns([run("a"), run("b")], "a", why);
+    s.pickRun("b");
+    s.setRuns([run("a"), run("b")], "a", why);
+    assert.equal(s.run, "b");
+    s.setRuns([run("a"), run("b"), run("c", true)], "a", why);
+    assert.equal(s.run, "c");
+    s.setRuns([run("a"), run("b")], "a", why); // c's directory went
+    assert.equal(s.run, "a");
+    s.setRuns([run("a"), run("b")], "gone", why); // a default that is not listed is ignored
+    assert.equal(s.defaultRun, null);
+  });
+
+  it("a live run already running when the page opens wins over the default", () => {
+    const s = new Store({} as Api);
+    s.setRuns([run("a"), run("b", true)], "a", why);
+    assert.equal(s.run, "b");
+  });
+});
+
 describe("Store during a live pause", () => {
   const pause = (pauseId: number, callRow: number | null) => ({
     pauseId,

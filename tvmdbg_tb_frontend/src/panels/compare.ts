@@ -248,7 +248,7 @@ export class ComparePanel {
    * the kernel's first op. */
   private async showInGraph(op: CompareOp): Promise<void> {
     if (op.trace_index_a === undefined || this.resultRun === "") return;
-    if (this.store.run !== this.resultRun) this.store.selectRun(this.resultRun);
+    if (this.store.run !== this.resultRun) this.store.pickRun(this.resultRun);
     await this.store.selectTrace(op.trace_index_a, op.trace_index_a);
     const loc = op.location;
     if (hasLine(loc) && this.store.trace?.index === op.trace_index_a)

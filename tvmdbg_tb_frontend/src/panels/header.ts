@@ -17,7 +17,7 @@ export class HeaderBar {
   lastPoll = 0;
 
   constructor(private readonly store: Store) {
-    this.runSelect = h("select", { class: "run-select", "aria-label": "run", onchange: () => store.selectRun(this.runSelect.value) });
+    this.runSelect = h("select", { class: "run-select", "aria-label": "run", onchange: () => store.pickRun(this.runSelect.value) });
     this.live = h("span", { class: "live-state", "data-testid": "live-state" });
     this.info = h("span", { class: "run-info muted small" });
     this.problems = h("div", { class: "problems" });
@@ -55,6 +55,10 @@ export class HeaderBar {
       );
     }
     if (current !== null) this.runSelect.value = current;
+    // Which run opens by default, and why (the CLI's rule: tvmdbg alerts LOGDIR shows the same).
+    const reason = this.store.defaultRun !== null ? `opens by default: ${this.store.defaultRun}, ${this.store.defaultReason}` : "";
+    this.runSelect.title = reason;
+    this.runSelect.dataset.defaultRun = this.store.defaultRun ?? "";
     const info = this.store.runInfo;
     setChildren(
       this.info,
