@@ -528,3 +528,31 @@ def test_records_written_while_the_writer_closes_are_counted_only_if_on_disk(tmp
         run_end = reader.run().run_end
         reader.close()
         assert run_end is not None and run_end.num_traces == on_disk > 0
+
+
+def test_a_digest_table_grows_within_an_address_space_limit():
+    """A table reserves room for twice the rows expected (address space, not memory); where
+    the process may not map that much (a ulimit -v), it grows to what is needed instead."""
+    script = textwrap.dedent(
+        """\
+        import resource
+        import numpy as np
+        from tvmdbg_tb.events.digests import TRACE_DIGEST
+        from tvmdbg_tb.events.reader import GrowingArray
+        rows = 3_000_000  # 219 MB of digests
+        with open("/proc/self/status") as f:
+            mapped = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+        limit = mapped + int(1.6 * rows * TRACE_DIGEST.itemsize) + (64 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        table = GrowingArray(TRACE_DIGEST)
+        block = np.zeros(100_000, TRACE_DIGEST)
+        for start in range(0, rows, len(block)):
+            block["index"] = np.arange(start, start + len(block))
+            table.append_array(block, expected=rows)
+        assert table.size == rows and (table.view()["index"] == np.arange(rows)).all()
+        print("grown to", len(table._data))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "grown to 3000000"

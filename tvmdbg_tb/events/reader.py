@@ -91,7 +91,10 @@ class GrowingArray:
         grow it by a few rows each time."""
         need = self.size + len(rows)
         if need > len(self._data):
-            grown = np.zeros(max(need, 2 * expected, 2 * len(self._data)), dtype=self._data.dtype)
+            try:
+                grown = np.zeros(max(need, 2 * expected, 2 * len(self._data)), dtype=self._data.dtype)
+            except MemoryError:  # no address space to spare (a limit, strict overcommit): what is needed
+                grown = np.zeros(max(need, expected), dtype=self._data.dtype)
             grown[: self.size] = self._data[: self.size]
             self._data = grown
         self._data[self.size : need] = rows
