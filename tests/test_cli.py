@@ -57,14 +57,23 @@ def health(size: int, nan: int = 0, neg_inf: int = 0) -> list[float]:
     return [0, pb.FLOAT32, 2, size, neg_inf, 0, nan, 0, size - nan - neg_inf, 0]
 
 
-def write_dump(logdir: Path, nan_at: int | None = 2, mode: str = "FULL_HEALTH", executions: int = 4, run_name="run"):
+def write_dump(
+    logdir: Path,
+    nan_at: int | None = 2,
+    mode: str = "FULL_HEALTH",
+    executions: int = 4,
+    run_name="run",
+    display_name: str | None = None,
+):
     """main(a, w, b) = relu(log(a @ w) + b), called `executions` times; from execution nan_at
     on, the fused log+add makes 6 NaN and 2 -Inf that relu passes on."""
     logdir.parent.mkdir(parents=True, exist_ok=True)
     model = logdir.parent / "model.py"
     model.write_text(MODEL)
     src = str(model)
-    w = DebugEventsWriter(logdir, run_name=run_name, tensor_debug_mode=mode, circular_buffer_size=-1)
+    w = DebugEventsWriter(
+        logdir, run_name=run_name, tensor_debug_mode=mode, circular_buffer_size=-1, display_name=display_name
+    )
     spec = pb.TensorSpec(dtype="float32", shape=[2, 4], shape_expr="(2, 4)")
 
     def loc(line):
@@ -744,12 +753,16 @@ def test_damaged_dump_is_reported(dumps, tmp_path):
 
 def test_several_runs_one_rule_for_every_command(dumps, tmp_path):
     """Of several runs, every command shows the one whose first NaN/Inf came first (else the
-    newest), names the runs found, and never calls a logdir clean where a run is not."""
+    newest), names the runs found (with the name the user gave a run), and never calls a
+    logdir clean where a run is not."""
     logdir = tmp_path / "multi" / "logdir"
-    write_dump(logdir, nan_at=1, run_name="first")
+    write_dump(logdir, nan_at=1, run_name="first", display_name="lr=0.1 fp16")
     time.sleep(0.05)
     write_dump(logdir, nan_at=None, run_name="second")  # newer, and clean
-    note = "holds 2 runs (first, second); showing first, the run whose first NaN/Inf was recorded first"
+    note = (
+        'holds 2 runs (first "lr=0.1 fp16", second); showing first "lr=0.1 fp16", '
+        "the run whose first NaN/Inf was recorded first"
+    )
     info = tvmdbg("analyze", logdir, "-x", "ri")
     assert note in info.stderr and "Run first" in info.stdout
     alerts = tvmdbg("alerts", logdir)
@@ -758,7 +771,8 @@ def test_several_runs_one_rule_for_every_command(dumps, tmp_path):
     profile = tvmdbg("profile", logdir)
     assert note in profile.stderr
     check = tvmdbg("check", logdir)  # every run is judged
-    assert check.returncode == 1 and "run first:" in check.stdout and "run second: all finite" in check.stdout
+    assert check.returncode == 1 and 'run first "lr=0.1 fp16":' in check.stdout
+    assert "run second: all finite" in check.stdout
     reader = DebugDataReader(logdir)
     reader.update()
     assert reader.run().name == "first" and reader.choose()[1] == "the run whose first NaN/Inf was recorded first"
@@ -766,13 +780,17 @@ def test_several_runs_one_rule_for_every_command(dumps, tmp_path):
     assert chosen.stdout.strip() == "No NaN/Inf alerts in 12 kernel outputs." and chosen.stderr == ""
 
     clean = tmp_path / "clean" / "logdir"
-    write_dump(clean, nan_at=None, run_name="old")
+    write_dump(clean, nan_at=None, run_name="old", display_name='say "old"')
     time.sleep(0.05)
     write_dump(clean, nan_at=None, run_name="new")
     newest = tvmdbg("alerts", clean)
     assert "showing new, the newest run (no run recorded a NaN/Inf)" in newest.stderr
     unknown = tvmdbg("alerts", clean, "--run", "nope")
-    assert unknown.returncode == 2 and "no run 'nope'" in unknown.stderr and "runs: new, old" in unknown.stderr
+    assert (
+        unknown.returncode == 2
+        and "no run 'nope'" in unknown.stderr
+        and r'runs: new, old "say \"old\""' in unknown.stderr
+    )
 
 
 def test_limits_and_plain_text_in_pipes(dumps):

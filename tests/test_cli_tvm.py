@@ -17,6 +17,8 @@ pytest.importorskip("tvm")
 
 import models  # noqa: E402
 
+from tvmdbg_tb.events.reader import DebugDataReader  # noqa: E402
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 TVMDBG = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())"]
@@ -254,6 +256,24 @@ def test_run_rejects_bad_arguments(script, tmp_path):
     assert mode.returncode == 2 and "unknown tensor_debug_mode 'LOUD'" in mode.stderr
     blind = cli("run", "-f", "has_inf_or_nan", "--tensor_debug_mode", "SHAPE", script)
     assert blind.returncode == 2 and "needs NaN/Inf counts" in blind.stderr
+
+
+def test_run_bounds_the_ring_in_bytes(script, tmp_path):
+    """--circular_buffer_bytes is enable_dump_debug_info's byte bound of each ring file: the
+    dump's metadata records it, the ring drops the oldest calls and still keeps the NaN call."""
+    dump = tmp_path / "d"
+    args = ("--circular_buffer_size", 100, "--circular_buffer_bytes", 1024, "-x", "run --no_break")
+    result = cli("run", *args, "--dump_dir", dump, script, "-", 2)
+    assert result.returncode == 0, result.stderr
+    reader = DebugDataReader(str(dump))
+    reader.update()
+    run = reader.run()
+    assert (run.metadata.circular_buffer_size, run.metadata.circular_buffer_bytes) == (100, 1024)
+    assert run.completeness().dropped, "1 KiB per ring file holds fewer than the 5 calls"
+    reader.close()
+    assert cli("check", dump).returncode == 1  # the NaN call is kept whole
+    bad = cli("run", "--circular_buffer_bytes", -1, script)
+    assert bad.returncode == 2 and "circular_buffer_bytes must be >= 0" in bad.stderr
 
 
 def test_run_reports_a_failing_script(tmp_path):

@@ -290,6 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="executions and traces kept, <= 0 for all (default: -1)",
     )
     p.add_argument(
+        "--circular_buffer_bytes",
+        type=int,
+        metavar="BYTES",
+        help="bytes kept in each ring file (executions, traces), the oldest records going first; 0: no byte bound "
+        "(default: 256 MiB when --circular_buffer_size > 0, else no bound)",
+    )
+    p.add_argument(
         "-x",
         "--execute",
         metavar="CMD",

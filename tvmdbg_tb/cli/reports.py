@@ -9,7 +9,7 @@ import numpy as np
 from tvmdbg_tb import analysis
 from tvmdbg_tb.cli import render
 from tvmdbg_tb.cli.render import Style
-from tvmdbg_tb.cli.session import OpNames
+from tvmdbg_tb.cli.session import OpNames, run_label
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.health import HEALTH_MODES
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, INNER_NONFINITE, NONFINITE, RunReader
@@ -324,7 +324,7 @@ def check(run: RunReader, names: OpNames, logdir: str, expected_nonfinite: str |
     nonfinite_traces = int(np.count_nonzero(traces["flags"] & (NONFINITE | INNER_NONFINITE)))  # alerts or not
     bad_executions = int(np.count_nonzero(executions["flags"] & NONFINITE))
     not_alerts = _benign_text(head["benign"])
-    where = f"run {run.name}" if run.name != "." else logdir
+    where = f"run {run_label(run)}" if run.name != "." else logdir
     incomplete = (
         "" if completeness.complete else f" The dump is {completeness.state}: {completeness_text(completeness)}"
     )

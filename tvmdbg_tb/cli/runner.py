@@ -215,10 +215,11 @@ def main(args) -> int:
             dump_dir,
             tensor_debug_mode=mode_name(mode),
             circular_buffer_size=args.circular_buffer_size,
+            circular_buffer_bytes=getattr(args, "circular_buffer_bytes", None),
             live=getattr(args, "live", False),
             model_code=getattr(args, "model_code", None),
         )
-    except ValueError as error:  # --model_code names nothing that exists
+    except ValueError as error:  # --model_code names nothing that exists, --circular_buffer_bytes < 0
         raise CliError(str(error)) from None
     if writer.failed:  # it warned; stops read the dump, so there can be none
         debugger.disable_dump_debug_info()

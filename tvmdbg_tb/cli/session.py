@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
@@ -30,6 +31,17 @@ def open_logdir(logdir: str) -> DebugDataReader:
     return reader
 
 
+def run_label(run: RunReader) -> str:
+    """The run's name in the logdir, followed by the name the user gave it (run_name), when it
+    has one: runs of one script are told apart by what they were for."""
+    given = run.metadata.run_name if run.metadata is not None else ""
+    return f"{run.name} {json.dumps(given, ensure_ascii=False)}" if given else run.name
+
+
+def _labels(reader: DebugDataReader, names: list[str]) -> str:
+    return ", ".join(run_label(reader.run(name)) for name in names)
+
+
 def pick_run(reader: DebugDataReader, name: str | None, notes=None) -> RunReader:
     """The named run (or the one run under the named directory); without a name, the one
     DebugDataReader.choose() picks (the only run, or of several the one whose first NaN/Inf
@@ -38,13 +50,13 @@ def pick_run(reader: DebugDataReader, name: str | None, notes=None) -> RunReader
     if name is not None:
         under = [r for r in runs if r.startswith(name.rstrip("/") + "/")]  # a directory holding one run
         if name not in runs and len(under) != 1:
-            raise CliError(f"no run {name!r} in {reader.logdir}; runs: {', '.join(runs)}")
+            raise CliError(f"no run {name!r} in {reader.logdir}; runs: {_labels(reader, runs)}")
         run = reader.run(name if name in runs else under[0])
     else:
         run, why = reader.choose()
         if len(runs) > 1 and notes is not None:
             print(
-                f"{reader.logdir} holds {len(runs)} runs ({', '.join(runs)}); showing {run.name}, {why} "
+                f"{reader.logdir} holds {len(runs)} runs ({_labels(reader, runs)}); showing {run_label(run)}, {why} "
                 "(choose with --run).",
                 file=notes,
             )
