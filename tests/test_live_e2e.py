@@ -8,7 +8,8 @@ program starts: its run is selected by itself; the pause is the current state of
 (its call in the timeline, its op in the graph, its line in the source, its NaN in the
 alerts, and in the kernel list the paused call's kernels so far, before the dump holds them,
 the paused one selected), on screen at 1440x900 and 1000x700; the header follows the
-program's exit within a few seconds; a watchpoint hit is a link to its kernel execution.
+program's exit within a few seconds; a watchpoint hit is a link to its kernel execution; a
+state read delivered after a click never sends a keepalive for the pause the click ended.
 """
 
 from __future__ import annotations
@@ -80,6 +81,15 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
         browser = e2e.Browser()
         posts = []  # the dashboard's own POSTs, with their headers
         browser.page.on("request", lambda r: r.method == "POST" and posts.append((r.url, r.headers)))
+        live_posts_sent = []  # (route, pause_id) of the Live panel's keepalives and commands, in order
+        browser.page.on(
+            "request",
+            lambda r: (
+                r.method == "POST"
+                and re.search(r"/live/(keepalive|command)\?", r.url)
+                and live_posts_sent.append((r.url.split("/live/")[1].split("?")[0], r.post_data_json.get("pause_id")))
+            ),
+        )
         browser.page.set_viewport_size({"width": 1440, "height": 900})
         frame = browser.open_dashboard(tb)
         frame.locator(".empty-logdir").wait_for()
@@ -117,7 +127,23 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
         frame.locator("[data-testid=wp-add]").click()
         frame.locator("[data-testid=live-watchpoint]").filter(has_text="NaN or Inf on all ops").wait_for(timeout=10_000)
 
+        # A state read answered while paused but delivered after the user clicked: the command
+        # waits for it, and no keepalive names the pause the command ends (a 409 in the console).
+        held = []
+
+        def hold(route):
+            if held:  # one read is held, the others go through
+                return route.continue_()
+            held.append((route, route.fetch()))
+
+        browser.page.route("**/live/state?*", hold)
+        while not held:
+            browser.page.wait_for_timeout(100)
         frame.locator("[data-testid=live-next-hit]").click()
+        browser.page.wait_for_timeout(500)
+        route, response = held[0]
+        route.fulfill(response=response)
+        browser.page.unroute("**/live/state?*")
         paused = frame.locator("[data-testid=live-paused]")
         paused.filter(has_text="watchpoint #1").wait_for(timeout=60_000)
         op_name = frame.locator("[data-testid=live-paused-op] b").inner_text()
@@ -126,6 +152,8 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
         pause_number = int(status_text.split("pause #")[1].split(")")[0])
         pause = tb.api(f"live/state?run={run}")["pause"]
         assert pause["op_name"] == op_name
+        ended = live_posts_sent.index(("command", 1))
+        assert ("keepalive", 1) not in live_posts_sent[ended:], live_posts_sent
 
         # The pause is every panel's current state, on screen at both sizes.
         for size in ((1440, 900), (1000, 700)):
