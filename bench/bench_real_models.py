@@ -1,0 +1,217 @@
+"""tvmdbg on models nobody here wrote: compile time and per-call cost on transformers' GPT-2,
+BERT and ResNet (tests/real_models.py: small configs from their configs, random weights,
+torch.export + from_exported_program, the default fusing pipeline).
+
+    TVM_NUM_THREADS=1 .venv/bin/python bench/bench_real_models.py [--models gpt2,bert,resnet]
+        [--compile-pairs 3] [--seconds 3]
+
+Compile: each tvm.compile runs in a fresh process, as a program compiles its model once;
+the modes alternate round by round, the model is exported before the clock starts, and the
+figure is the process's CPU time of tvm.compile (the machine may be shared). The summary
+kernels are compiled once per machine (tvmdbg_tb/instrument/kernel_cache.py): "warm" rows
+use the user cache filled before the rounds, "cold" ones a fresh cache directory holding
+the native libraries but no summary kernel (a machine's first build). Per call: in one
+process, calls of two builds alternate (the median of the per-pair ratios), in wall time and
+in the process's CPU time over blocks of calls (every thread: BLAS or TVM threads would
+show): the uninstrumented build against one traced in each mode, and FULL_HEALTH built with
+the inner-op check against FULL_HEALTH built with inner_op_check=False.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+MODES = ("NO_TENSOR", "FULL_HEALTH", "FULL_STATS")
+
+
+def _compile_once(name: str, mode: str) -> float:
+    """CPU seconds of one tvm.compile of the model in this (fresh) process; mode "plain",
+    a tensor debug mode, "FULL_HEALTH-noinner" (inner_op_check=False) or "FULL_HEALTH-cold"
+    (the summary kernels compiled: the caller points TVMDBG_CACHE_DIR at a cache without them)."""
+    import real_models
+
+    exported = real_models.exported(name)
+    start = time.process_time()
+    _build(exported, mode)
+    return time.process_time() - start
+
+
+def _build(exported, mode: str):
+    """The executable of an exported model imported and compiled as a user's program does
+    under tvmdbg in mode (see _compile_once), or without tvmdbg ("plain")."""
+    import real_models
+    from tvm.relax.frontend.torch import from_exported_program
+
+    import tvmdbg
+
+    if mode != "plain":
+        tvmdbg.enable_dump_debug_info(
+            tempfile.mkdtemp(prefix="tvmdbg_bench_"),
+            tensor_debug_mode=mode.split("-")[0],
+            circular_buffer_size=-1,
+            inner_op_check=not mode.endswith("-noinner"),
+        )
+    try:
+        mod = from_exported_program(exported)  # imported under tvmdbg, as a user's model is
+        return real_models.compile_module(mod, fuse=True)
+    finally:
+        if mode != "plain":
+            tvmdbg.disable_dump_debug_info()
+
+
+def _cold_cache() -> str:
+    """A fresh cache directory with the native libraries of the user cache but no summary
+    kernel (tvmdbg_*.so): kernel_cache builds them as on a machine's first build."""
+    from tvmdbg_tb.native import cache_dir
+
+    directory = tempfile.mkdtemp(prefix="tvmdbg_cold_cache_")
+    for entry in cache_dir().glob("*.so"):
+        if not entry.name.startswith("tvmdbg_"):
+            os.symlink(entry, os.path.join(directory, entry.name))
+    return directory
+
+
+def _compile_in_fresh_process(name: str, mode: str) -> float:
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    cold = _cold_cache() if mode.endswith("-cold") else None
+    if cold is not None:
+        env["TVMDBG_CACHE_DIR"] = cold
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, "--one-compile", name, mode],
+            capture_output=True,
+            text=True,
+            timeout=1800,
+            cwd=ROOT,
+            env=env,
+        )
+    finally:
+        if cold is not None:
+            shutil.rmtree(cold, ignore_errors=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"compile of {name} ({mode}) failed: {done.stderr[-2000:]}")
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+COMPILE_MODES = ("plain", "FULL_HEALTH", "FULL_HEALTH-cold", "FULL_HEALTH-noinner", "FULL_STATS", "NO_TENSOR")
+
+
+def compile_rows(name: str, pairs: int) -> dict[str, tuple[float, float]]:
+    """Per mode: (median CPU seconds, median ratio to plain of the alternating rounds)."""
+    for warm in ("FULL_HEALTH", "FULL_STATS"):
+        _compile_in_fresh_process(name, warm)  # the kernel cache, once per machine
+    seconds: dict[str, list[float]] = {m: [] for m in COMPILE_MODES}
+    for _ in range(pairs):
+        for mode in COMPILE_MODES:
+            seconds[mode].append(_compile_in_fresh_process(name, mode))
+    plain = seconds["plain"]
+    return {
+        mode: (statistics.median(values), statistics.median(v / p for v, p in zip(values, plain)))
+        for mode, values in seconds.items()
+    }
+
+
+def call_rows(name: str, seconds: float) -> list[tuple]:
+    """Per comparison: (label, base us, traced us, median ratio, base CPU us, traced CPU us)."""
+    import real_models
+    import tvm
+    from tvm import relax
+
+    import tvmdbg
+    from tvmdbg_tb.events import native_records
+    from tvmdbg_tb.instrument import native_call, native_rows, vm_wrapper
+
+    for library in (native_records.LIBRARY, native_rows.LIBRARY, native_call.LIBRARY):
+        library.load()  # loaded before anything is timed, as a long-running program has them
+    exported = real_models.exported(name)
+    args = [tvm.runtime.tensor(a) for a in real_models.torch_model(name)[1].values()]
+    plain_vm = relax.VirtualMachine(_build(exported, "plain"), tvm.cpu())
+    vm_wrapper.exclude(plain_vm)
+    plain_main = functools.partial(plain_vm["main"], *args)
+    rows = []
+    for mode in MODES:
+        executable = _build(exported, mode)
+        with tempfile.TemporaryDirectory() as logdir:
+            tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=1000)
+            try:
+                traced = functools.partial(relax.VirtualMachine(executable, tvm.cpu())["main"], *args)
+                rows.append((f"{mode} / plain", *_paired(plain_main, traced, seconds)))
+            finally:
+                tvmdbg.disable_dump_debug_info()
+    with_check, without = _build(exported, "FULL_HEALTH"), _build(exported, "FULL_HEALTH-noinner")
+    with tempfile.TemporaryDirectory() as logdir:
+        tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=1000)
+        try:
+            checked = functools.partial(relax.VirtualMachine(with_check, tvm.cpu())["main"], *args)
+            unchecked = functools.partial(relax.VirtualMachine(without, tvm.cpu())["main"], *args)
+            rows.append(("FULL_HEALTH inner / no inner", *_paired(unchecked, checked, seconds)))
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    return rows
+
+
+def _paired(base, traced, seconds: float) -> tuple[float, ...]:
+    for _ in range(5):
+        base()
+        traced()
+    a, b, ratios, cpu_a, cpu_b = [], [], [], [], []
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline or len(a) < 20:
+        for _ in range(5):
+            start = time.perf_counter()
+            base()
+            middle = time.perf_counter()
+            traced()
+            a.append(middle - start)
+            b.append(time.perf_counter() - middle)
+            ratios.append(b[-1] / a[-1])
+        cpu_middle = time.process_time()
+        for _ in range(5):
+            base()
+        cpu_base = time.process_time() - cpu_middle
+        for _ in range(5):
+            traced()
+        cpu_a.append(cpu_base / 5)
+        cpu_b.append((time.process_time() - cpu_middle - cpu_base) / 5)
+    us = [statistics.median(x) * 1e6 for x in (a, b, cpu_a, cpu_b)]
+    return us[0], us[1], statistics.median(ratios), us[2], us[3]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="gpt2,bert,resnet")
+    parser.add_argument("--compile-pairs", type=int, default=3, help="alternating compile rounds ('0': none)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="per mode, of alternating calls")
+    parser.add_argument("--one-compile", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.one_compile:
+        print(_compile_once(*options.one_compile))
+        return
+    print(f"TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS', 'default')}; models: tests/real_models.py configs")
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    for name in options.models.split(","):
+        if options.compile_pairs:
+            for mode, (cpu_s, ratio) in compile_rows(name, options.compile_pairs).items():
+                print(f"{name:<7} compile {mode:<28} CPU {cpu_s:7.2f} s  ratio to plain {ratio:.3f}", flush=True)
+        for label, base_us, traced_us, ratio, cpu_base, cpu_traced in call_rows(name, options.seconds):
+            print(
+                f"{name:<7} call    {label:<28} {base_us:9.0f} -> {traced_us:9.0f} us  ratio {ratio:.3f}   "
+                f"process CPU {cpu_base:9.0f} -> {cpu_traced:9.0f} us ({cpu_traced / cpu_base:.3f})",
+                flush=True,
+            )
+    print(f"load average at end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
