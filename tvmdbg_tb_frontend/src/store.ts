@@ -174,9 +174,9 @@ export class Store {
     return p;
   }
 
-  /** A compiled function's whole graph, fetched once per run (graphs never change). */
-  graphInfo(graphId: number): Promise<GraphInfo> {
-    const run = this.run;
+  /** A compiled function's whole graph, fetched once per run (graphs never change); of the
+   * selected run unless `run` names the one the graph id came from. */
+  graphInfo(graphId: number, run: string | null = this.run): Promise<GraphInfo> {
     if (run === null) return Promise.reject(new Error("no run selected"));
     const key = `${run}|${graphId}`;
     let p = this.graphInfos.get(key);
@@ -197,7 +197,8 @@ export class Store {
     if (this.runOps?.key !== key) {
       const promise = (async () => {
         const graphs = (await this.api.graphs(run)).graphs;
-        const infos = await Promise.all(graphs.map((g) => this.graphInfo(g.graph_id)));
+        // Of the run listed, though the user may have switched runs meanwhile.
+        const infos = await Promise.all(graphs.map((g) => this.graphInfo(g.graph_id, run)));
         return { ops: infos.flatMap((g) => g.ops), graphNames: new Map(graphs.map((g) => [g.graph_id, g.name])) };
       })();
       promise.catch(() => {
@@ -241,7 +242,7 @@ export class Store {
   /** The user picked a run in the picker: it stays selected (no default overrides it). */
   pickRun(run: string): void {
     this.runChosen = true;
-    this.selectRun(run);
+    if (run !== this.run) this.selectRun(run); // the run shown again: its state stays
   }
 
   /** The live program paused (or resumed: null). A new pause is the current state of every

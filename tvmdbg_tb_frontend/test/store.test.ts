@@ -26,13 +26,14 @@ function op(opId: number, frameIds: number[]): OpInfo {
 }
 
 /** An Api double whose answers the test releases in any order. */
-function controllable() {
+function controllable(...more: string[]) {
   const pending: { route: string; args: unknown[]; resolve: (v: unknown) => void }[] = [];
   const call =
     (route: string) =>
     (...args: unknown[]) =>
       new Promise((resolve) => pending.push({ route, args, resolve }));
-  const api = { traces: call("traces"), opInfo: call("opInfo"), stackFrames: call("stackFrames") } as unknown as Api;
+  const routes = ["traces", "opInfo", "stackFrames", ...more];
+  const api = Object.fromEntries(routes.map((r) => [r, call(r)])) as unknown as Api;
   return { api, pending };
 }
 
@@ -137,6 +138,32 @@ describe("Store's default run", () => {
     assert.equal(s.run, "a");
     s.setRuns([run("a"), run("b")], "gone", why); // a default that is not listed is ignored
     assert.equal(s.defaultRun, null);
+  });
+
+  it("picking the run shown keeps its state (its alerts are not loaded again)", () => {
+    const s = new Store({} as Api);
+    s.setRuns([run("a"), run("b")], "a", why);
+    s.alertExecutions = new Set([1]);
+    s.pickRun("a");
+    assert.deepEqual([...s.alertExecutions], [1]);
+    s.pickRun("b");
+    assert.equal(s.run, "b");
+    assert.equal(s.alertExecutions.size, 0);
+  });
+
+  it("fetches the graphs of the run it listed, though the user switched runs meanwhile", async () => {
+    const { api, pending } = controllable("graphs", "graphInfo");
+    const s = new Store(api);
+    s.setRuns([run("a"), run("b")], "a", why);
+    const ops = s.allOps();
+    s.pickRun("b");
+    pending.shift()!.resolve({ graphs: [{ graph_id: 1, name: "main" }] });
+    await new Promise((r) => setTimeout(r, 0));
+    const info = pending.shift()!;
+    assert.equal(info.route, "graphInfo");
+    assert.deepEqual(info.args, ["a", 1]);
+    info.resolve({ graph_id: 1, name: "main", ops: [{ op_id: 5 }] });
+    assert.deepEqual((await ops).ops, [{ op_id: 5 }]);
   });
 
   it("a live run already running when the page opens wins over the default", () => {
