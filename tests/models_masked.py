@@ -233,6 +233,24 @@ class MaskedFill:
         return out
 
 
+@I.ir_module
+class MaskedFillAndSqrt:
+    """A mask's -inf absorbed (where, then exp) and a NaN computed and masked (maximum of a
+    sqrt) inside one kernel: the mask is intended, the NaN is not."""
+
+    @R.function
+    def main(x: R.Tensor((4, 8), "float32")) -> R.Tensor((4, 8), "float32"):
+        with R.dataflow():
+            keep = R.greater(x, R.const(0.0, "float32"))
+            filled = R.where(keep, x, R.const(float("-inf"), "float32"))
+            masked = R.exp(filled)
+            root = R.sqrt(x)  # computed: sqrt
+            clipped = R.maximum(root, R.const(0.0, "float32"))
+            out = R.add(masked, clipped)
+            R.output(out)
+        return out
+
+
 def positive_inputs() -> list[np.ndarray]:
     """MaskedLog's and MaskedFill's input with every element positive: nothing non-finite."""
     return [np.abs(inputs("MaskedLog")[0]) + 0.5]

@@ -359,6 +359,26 @@ def test_a_mask_made_and_absorbed_inside_one_kernel_is_no_alert(tmp_path, trace_
     )
 
 
+def test_a_nan_computed_next_to_an_absorbed_mask_in_one_kernel_is_an_alert(tmp_path, trace_path):
+    """The kernel's first op that made a non-finite value writes the mask's -inf, but a later
+    op computes a NaN (sqrt of a negative) that a maximum hides: the kernel did not only
+    absorb its mask, so the call is an alert at the sqrt's line, and `check` fails."""
+    out, run = _record(tmp_path / "both", mm.MaskedFillAndSqrt, mm.inputs("MaskedLog"), calls=2)
+    assert np.isfinite(out).all()
+    digests = run.trace_digests()
+    [first, _] = np.flatnonzero(digests["flags"] & INNER_NONFINITE)
+    made = [(e.op_type, e.nan > 0, e.neg_inf > 0) for e in run.trace(int(first)).inner_nonfinite]
+    assert made[0] == ("relax.where", False, True) and ("relax.sqrt", True, False) in made, made
+    page = analysis.alerts(run)
+    assert page["num_alerts"] == 2, page["benign"]
+    [alert, _] = _masked(run)
+    assert alert["inner_op"]["op_type"] == "relax.sqrt", alert
+    assert alert["masked"] and alert["nan_count"] > 0 and alert["neg_inf_count"] == 0, alert
+    assert alert["inner_op"]["location"]["line"] == line_of(MASKED_FILE, "# computed: sqrt"), alert
+    done = subprocess.run([*TVMDBG, "check", str(tmp_path / "both")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout
+
+
 def test_an_expected_pattern_covers_a_kernel_made_value(tmp_path):
     _, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=2, expected_nonfinite="log")
     page = analysis.alerts(run)

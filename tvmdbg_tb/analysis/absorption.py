@@ -280,15 +280,22 @@ def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def classify_inner(
-    facts: Facts, calls: Outputs, literal: np.ndarray, evidence: Evidence, output_kinds: dict[tuple[int, int], int]
+    facts: Facts,
+    calls: Outputs,
+    literal: np.ndarray,
+    made_nan: np.ndarray,
+    evidence: Evidence,
+    output_kinds: dict[tuple[int, int], int],
 ) -> np.ndarray:
     """The kind of each kernel call whose output is finite but whose fused ops made NaN/Inf
     inside it (the inner-op check, GraphExecutionTrace.inner_nonfinite): EXPECTED when the op
     matches the user's pattern; ABSORBED when the kernel absorbed them itself, that is when
-    what first made one inside it writes a non-finite literal (literal: a mask's -inf, made
-    and absorbed in one kernel) and nothing non-finite came in, or when everything
-    non-finite that came in is absorbed or expected (output_kinds: (execution, op) -> kind
-    of the non-finite outputs classified with them); ALERT otherwise (a computed value)."""
+    its ops made only a non-finite literal and its spread (literal: a mask's -inf, made and
+    absorbed in one kernel; inner_ops.inner_literal) and nothing non-finite came in, or when
+    everything non-finite that came in is absorbed or expected (output_kinds: (execution, op)
+    -> kind of the non-finite outputs classified with them) and the kernel made no NaN of its
+    own from it (made_nan: `-inf - -inf` inside is a computed value, not the mask); ALERT
+    otherwise (a computed value)."""
     kinds = np.full(len(calls.op), ALERT, dtype=np.uint8)
     for k, (execution, op_id) in enumerate(zip(calls.execution.tolist(), calls.op.tolist())):
         op_facts = facts.of(op_id)
@@ -303,7 +310,7 @@ def classify_inner(
             if bad is None or any(p in bad for p in op_facts.params):
                 continue  # a non-finite function input (or unknown ones): the caller's
         if came_in:
-            if ALERT not in came_in:
+            if ALERT not in came_in and not made_nan[k]:
                 kinds[k] = EXPECTED if all(c == EXPECTED for c in came_in) else ABSORBED
         elif literal[k] and not op_facts.unknown:
             kinds[k] = ABSORBED

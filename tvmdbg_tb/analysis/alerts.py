@@ -133,8 +133,8 @@ class AlertMonitor:
         self._known_bad = GrowingArray(np.bool_)
         self._unknown = GrowingArray(np.bool_)
         # Per non-finite output, the kinds its kernel's fused ops made inside it while its
-        # output stayed finite (inner_ops.inner_kinds), | _INNER_LITERAL when the first op
-        # that made one writes a non-finite literal (inner_ops.inner_literal).
+        # output stayed finite (inner_ops.inner_kinds), | _INNER_LITERAL when they made only a
+        # non-finite literal and its spread (inner_ops.inner_literal).
         self._inner = GrowingArray(np.uint8)
         self._carry = np.zeros(0, dtype=np.int64)  # packed keys of recent non-finite outputs, sorted
         self._bad_params: OrderedDict[int, frozenset[int] | None] = OrderedDict()
@@ -395,8 +395,11 @@ class AlertMonitor:
         kinds[output_bad], fed[output_bad], inside[output_bad] = absorption.classify(self._facts, outputs, evidence)
         if not output_bad.all():
             output_kinds = dict(zip(zip(outputs.execution.tolist(), outputs.op.tolist()), kinds[output_bad].tolist()))
-            literal = (self._inner.view()[indices[~output_bad]] & _INNER_LITERAL) != 0
-            kinds[~output_bad] = absorption.classify_inner(self._facts, calls, literal, evidence, output_kinds)
+            inner = self._inner.view()[indices[~output_bad]]
+            literal, made_nan = (inner & _INNER_LITERAL) != 0, (inner & NAN) != 0
+            kinds[~output_bad] = absorption.classify_inner(
+                self._facts, calls, literal, made_nan, evidence, output_kinds
+            )
         # Keep the per-kind counts of benign outputs (counts() subtracts them) in step.
         was = self._verdict.view()[indices] != absorption.ALERT
         now = kinds != absorption.ALERT

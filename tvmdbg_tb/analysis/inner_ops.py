@@ -81,22 +81,53 @@ def inner_kinds(trace: pb.GraphExecutionTrace) -> int:
     """The kinds (NAN | NEG_INF | POS_INF) the kernel's fused ops made inside it."""
     kinds = 0
     for entry in trace.inner_nonfinite:
-        kinds |= (NAN if entry.nan else 0) | (NEG_INF if entry.neg_inf else 0) | (POS_INF if entry.pos_inf else 0)
+        kinds |= _entry_kinds(entry)
     return kinds
 
 
+def _entry_kinds(entry: pb.InnerNonfinite) -> int:
+    return (NAN if entry.nan else 0) | (NEG_INF if entry.neg_inf else 0) | (POS_INF if entry.pos_inf else 0)
+
+
 def inner_literal(run: RunReader, trace: pb.GraphExecutionTrace) -> bool:
-    """Whether the first of the kernel's fused ops that made a NaN or an infinity inside it
-    writes a non-finite literal of the program (OriginalOp.nonfinite_literal: a mask's -inf,
-    made and absorbed inside the kernel)."""
+    """Whether the kernel's fused ops made nothing inside it but a non-finite literal of the
+    program and its spread (a mask's -inf, made and absorbed inside the kernel): the first op
+    that made one writes the literal (OriginalOp.nonfinite_literal), and the later ops made
+    no kind of value the literal ops did not (a NaN or an infinity of the other sign after a
+    mask's -inf is computed: `-inf - -inf`, an overflow)."""
     if not len(trace.inner_nonfinite):
         return False
     try:
         op = run.op(int(trace.op_id))
     except KeyError:
         return False
-    first = trace.inner_nonfinite[0]
-    return any(o.nonfinite_literal and o.var_name == first.var_name for o in op.original_ops)
+    literal_vars = {o.var_name for o in op.original_ops if o.nonfinite_literal}
+    if trace.inner_nonfinite[0].var_name not in literal_vars:
+        return False
+    written = made = 0
+    for entry in trace.inner_nonfinite:
+        if entry.var_name in literal_vars:
+            written |= _entry_kinds(entry)
+        made |= _entry_kinds(entry)
+    return made & ~written == 0
+
+
+def _culprit(run: RunReader, trace: pb.GraphExecutionTrace) -> int:
+    """Index in trace.inner_nonfinite of the op that made the value the alert is about: the
+    first that made a kind of value no op writing a non-finite literal made (past a mask's
+    -inf to the NaN computed next to it); the first op when there is none."""
+    try:
+        literal_vars = {o.var_name for o in run.op(int(trace.op_id)).original_ops if o.nonfinite_literal}
+    except KeyError:
+        return 0
+    written = 0
+    for entry in trace.inner_nonfinite:
+        if entry.var_name in literal_vars:
+            written |= _entry_kinds(entry)
+    for i, entry in enumerate(trace.inner_nonfinite):
+        if entry.var_name not in literal_vars and _entry_kinds(entry) & ~written:
+            return i
+    return 0
 
 
 def inner_nonfinite_json(run: RunReader, entry: pb.InnerNonfinite) -> dict:
@@ -126,18 +157,19 @@ def confirm_alert(run: RunReader, alert: dict, trace: pb.GraphExecutionTrace | N
     """Adds "confirmed" (and, when known, "inner_op" and the inner op's own "location"): from
     the kernel call's replay, else from its inner-op check (trace: the alert's trace when it
     carries inner_nonfinite, a kernel whose output hid what its ops made: the alert is
-    "masked" with the first op's counts, "inner_nonfinite" lists every op's, and the first
-    op is the one that made it when the kernel's inputs were finite, an origin)."""
+    "masked" with its culprit op's counts, "inner_nonfinite" lists every op's, and the
+    culprit is the one that made it when the kernel's inputs were finite, an origin: the
+    first op, or past a mask's literal the first that made another kind of value)."""
     record = run.replay_of(alert["execution_index"], alert["op_id"])
     op = confirmed_origin(record)
     entries = [inner_nonfinite_json(run, e) for e in trace.inner_nonfinite] if trace is not None else []
     if entries:
         alert["inner_nonfinite"] = entries
         if not (alert["nan_count"] or alert["neg_inf_count"] or alert["pos_inf_count"]):
-            first = entries[0]
+            first = entries[_culprit(run, trace)]
             alert.update({k: first[k] for k in ("nan_count", "neg_inf_count", "pos_inf_count")}, masked=True)
     if op is None and entries and alert["origin"]:  # else its ops passed on what came in
-        first = entries[0]
+        first = entries[_culprit(run, trace)]
         alert["confirmed"] = INNER_CHECK
         alert["inner_op"] = {**{k: first[k] for k in ("index", "op_type", "var_name", "location")}, "prim_func": ""}
         if first["location"] is not None:
