@@ -58,7 +58,7 @@ class InnerCheck:
 
 def block_names(prim: tirx.PrimFunc) -> list[str]:
     """The names of a PrimFunc's blocks (not its root), in the order they run."""
-    return [block.name_hint for block, _ in _blocks(_root(prim.body).block.body, ())]
+    return [realize.block.name_hint for realize, _ in _blocks(_root(prim.body).block.body, ())]
 
 
 def owners(prim: tirx.PrimFunc, member_blocks: list[list[str] | None]) -> dict[str, int] | None:
@@ -95,20 +95,22 @@ def add(
     root = root_realize.block
     top = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
     where: dict[str, int] = {}  # block name -> the top-level statement holding it
-    blocks: dict[str, tuple] = {}  # block name -> (block, enclosing loops)
+    blocks: dict[str, tuple] = {}  # block name -> (its realize, enclosing loops)
     for t, stmt in enumerate(top):
-        for block, loops in _blocks(stmt, ()):
-            where[block.name_hint] = t
-            blocks[block.name_hint] = (block, loops)
+        for realize, loops in _blocks(stmt, ()):
+            where[realize.block.name_hint] = t
+            blocks[realize.block.name_hint] = (realize, loops)
     counted = []  # (buffer, op, the writing block's name when counted in it, else the statement after which)
     for buffer in root.alloc_buffers:
         if str(buffer.dtype) not in _FLOATS or str(buffer.scope()) not in ("", "global"):
             continue
-        writers = [name for name, (block, _) in blocks.items() if any(r.source.same_as(buffer) for r in block.writes)]
+        writers = [
+            name for name, (realize, _) in blocks.items() if any(r.source.same_as(buffer) for r in realize.block.writes)
+        ]
         if not writers or any(name not in block_owner for name in writers):
             continue
         last = max(writers, key=lambda name: where[name])
-        if len(writers) == 1 and _copies(blocks[last][0]):
+        if len(writers) == 1 and _copies(blocks[last][0].block):
             continue  # a reshape inside an op (batch_norm's): it only moves values
         op = block_owner[last]
         if len(writers) == 1 and _stores_elementwise(*blocks[last], buffer):
@@ -118,16 +120,22 @@ def add(
     if not counted:
         return None
     ops = tuple(sorted({op for _, op, _, _ in counted}))
-    acc = tirx.decl_buffer((len(counted), 3), "int64", name="tvmdbg_inner", scope="local")
+    # Stack buffers (a "global" one this small stays on the stack; a "local" one would be a
+    # workspace allocation per call): LLVM keeps them in registers.
+    acc = tirx.decl_buffer((len(counted), 3), "int64", name="tvmdbg_inner")
+    seen = tirx.decl_buffer((len(counted),), "int32", name="tvmdbg_inner_seen")
     in_block = {name: j for j, (_, _, name, _) in enumerate(counted) if name is not None}
     after: dict[int, list[int]] = {}
-    for j, (_, _, _, t) in enumerate(counted):
-        if t is not None:
-            after.setdefault(t, []).append(j)
-    body = [_zero(acc, len(counted))]
+    for j, (_, _, name, t) in enumerate(counted):
+        after.setdefault(where[name] if t is None else t, []).append(j)
+    body = [_zero(acc, len(counted)), _zero_seen(seen, len(counted))]
     for t, stmt in enumerate(top):
-        body.append(_map_blocks(stmt, lambda block: _counting_block(block, acc, in_block)))
-        body += [_count_buffer(acc, j, counted[j][0]) for j in after.get(t, ())]
+        body.append(_map_blocks(stmt, lambda block: _flagging_block(block, seen, in_block)))
+        for j in after.get(t, ()):
+            if counted[j][3] is not None:
+                body.append(_flag_buffer(seen, j, counted[j][0]))
+            recount = _count_buffer(acc, j, counted[j][0])
+            body.append(tirx.IfThenElse(tirx.BufferLoad(seen, [j]) != 0, recount, None))
     params = list(prim.params)
     if stats is None:
         nrows = tirx.Var("nrows", "int64")
@@ -144,7 +152,7 @@ def add(
         root.name_hint,
         tirx.SeqStmt(body),
         root.init,
-        [*root.alloc_buffers, acc],
+        [*root.alloc_buffers, acc, seen],
         root.match_buffers,
         root.annotations,
     )
@@ -175,14 +183,14 @@ def _replace_root(stmt, realize):
 
 
 def _blocks(stmt, loops: tuple):
-    """(block, enclosing loops) of every block under stmt, in program order."""
+    """(realize, enclosing loops) of every block under stmt, in program order."""
     if isinstance(stmt, tirx.SeqStmt):
         for item in stmt.seq:
             yield from _blocks(item, loops)
     elif isinstance(stmt, tirx.For):
         yield from _blocks(stmt.body, (*loops, stmt))
     elif isinstance(stmt, s_tir.SBlockRealize):
-        yield stmt.block, loops
+        yield stmt, loops
         yield from _blocks(stmt.block.body, (*loops, None))  # a nested block: never counted in place
     elif isinstance(stmt, tirx.IfThenElse):
         yield from _blocks(stmt.then_case, (*loops, None))
@@ -190,9 +198,12 @@ def _blocks(stmt, loops: tuple):
             yield from _blocks(stmt.else_case, (*loops, None))
 
 
-def _stores_elementwise(block, loops: tuple, buffer) -> bool:
-    """Whether block stores buffer once per iteration of serial loops, nothing else: a
-    spatial block without init whose body is that one store."""
+def _stores_elementwise(realize, loops: tuple, buffer) -> bool:
+    """Whether a block stores every element of buffer once, in serial loops, nothing else: a
+    spatial block without init whose body is that one store at its iteration variables, each
+    bound to a loop over its whole range (so a loop over the buffer after the block's recounts
+    exactly what it stored)."""
+    block = realize.block
     if block.init is not None or len(block.match_buffers) or len(block.alloc_buffers):
         return False
     if any(int(iv.iter_type) != 0 for iv in block.iter_vars):  # 0: data parallel
@@ -200,7 +211,31 @@ def _stores_elementwise(block, loops: tuple, buffer) -> bool:
     if any(loop is None or loop.kind not in _SERIAL or loop.thread_binding is not None for loop in loops):
         return False
     store = block.body
-    return isinstance(store, tirx.BufferStore) and store.buffer.same_as(buffer)
+    if not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(buffer):
+        return False
+    if not (isinstance(realize.predicate, tirx.IntImm) and realize.predicate.value == 1):
+        return False
+    if len(store.indices) != len(buffer.shape) or len(block.iter_vars) != len(buffer.shape):
+        return False
+    by_var = {loop.loop_var: loop for loop in loops}
+    bound = set()
+    for index, iv, value, extent in zip(store.indices, block.iter_vars, realize.iter_values, buffer.shape):
+        loop = by_var.get(value) if isinstance(value, tirx.Var) else None
+        if not index.same_as(iv.var) or loop is None or value in bound:
+            return False
+        bound.add(value)
+        if not all(
+            _equal(a, b) for a, b in ((iv.dom.min, 0), (loop.min, 0), (iv.dom.extent, extent), (loop.extent, extent))
+        ):
+            return False
+    return True
+
+
+def _equal(a, b) -> bool:
+    """Whether two integer expressions are the same constant or variable."""
+    if isinstance(b, (int, tirx.IntImm)):
+        return isinstance(a, tirx.IntImm) and a.value == int(b)
+    return a.same_as(b)
 
 
 def _copies(block) -> bool:
@@ -229,6 +264,12 @@ def _tests(value, dtype: str) -> list:
     return [tirx.isnan(value), value == tirx.const(float("-inf"), dtype), value == tirx.const(float("inf"), dtype)]
 
 
+def _not_finite(value, dtype: str):
+    """One test for any of them: the cheap one run on every value (the counts are made only
+    for a buffer that held one)."""
+    return tirx.Or(tirx.isnan(value), tirx.abs(value) == tirx.const(float("inf"), dtype))
+
+
 def _add_counts(acc, j: int, buffer, index) -> list:
     """acc row j += the tests of buffer[index]."""
     value = tirx.BufferLoad(buffer, index)
@@ -238,18 +279,23 @@ def _add_counts(acc, j: int, buffer, index) -> list:
     ]
 
 
-def _counting_block(block, acc, in_block: dict[str, int]):
+def _add_flag(seen, j: int, buffer, index):
+    """seen[j] |= whether buffer[index] is not finite."""
+    test = tirx.Cast("int32", _not_finite(tirx.BufferLoad(buffer, index), str(buffer.dtype)))
+    return tirx.BufferStore(seen, tirx.bitwise_or(tirx.BufferLoad(seen, [j]), test), [j])
+
+
+def _flagging_block(block, seen, in_block: dict[str, int]):
     j = in_block.get(block.name_hint)
     if j is None:
         return block
     store = block.body
-    counts = _add_counts(acc, j, store.buffer, store.indices)
     return s_tir.SBlock(
         block.iter_vars,
         block.reads,
         block.writes,
         block.name_hint,
-        tirx.SeqStmt([store, *counts]),
+        tirx.SeqStmt([store, _add_flag(seen, j, store.buffer, store.indices)]),
         block.init,
         block.alloc_buffers,
         block.match_buffers,
@@ -257,13 +303,23 @@ def _counting_block(block, acc, in_block: dict[str, int]):
     )
 
 
-def _count_buffer(acc, j: int, buffer):
-    """A loop nest counting every element of buffer into acc row j."""
+def _loop_nest(buffer, make):
+    """A loop nest over every element of buffer running make(index)."""
     index = [tirx.Var(f"i{k}", "int64") for k in range(len(buffer.shape))]
-    stmt = tirx.SeqStmt(_add_counts(acc, j, buffer, index))
+    stmt = make(index)
     for var, extent in reversed(list(zip(index, buffer.shape))):
         stmt = tirx.For(var, tirx.const(0, "int64"), tirx.Cast("int64", extent), tirx.ForKind.SERIAL, stmt)
     return stmt
+
+
+def _flag_buffer(seen, j: int, buffer):
+    """A loop nest setting seen[j] when an element of buffer is not finite."""
+    return _loop_nest(buffer, lambda index: _add_flag(seen, j, buffer, index))
+
+
+def _count_buffer(acc, j: int, buffer):
+    """A loop nest counting every element of buffer into acc row j."""
+    return _loop_nest(buffer, lambda index: tirx.SeqStmt(_add_counts(acc, j, buffer, index)))
 
 
 def _zero(acc, n: int):
@@ -272,6 +328,17 @@ def _zero(acc, n: int):
     zero = tirx.const(0, "int64")
     inner = tirx.For(c, zero, tirx.const(3, "int64"), tirx.ForKind.SERIAL, store)
     return tirx.For(j, zero, tirx.const(n, "int64"), tirx.ForKind.SERIAL, inner)
+
+
+def _zero_seen(seen, n: int):
+    j = tirx.Var("j", "int64")
+    return tirx.For(
+        j,
+        tirx.const(0, "int64"),
+        tirx.const(n, "int64"),
+        tirx.ForKind.SERIAL,
+        tirx.BufferStore(seen, tirx.const(0, "int32"), [j]),
+    )
 
 
 def _write(stats, row, inner_row, acc, buffer_ops: list[int], ops: tuple[int, ...]) -> list:
