@@ -6,10 +6,16 @@ and never leave it: a NaN that `where(mask, log(x), 0)` or `maximum(sqrt(x), 0)`
 masks does not show in the kernel's output. Here the kernel counts, for each of its ops,
 the NaN, -inf and +inf its buffers held:
 
-- a buffer that one block stores one element per iteration (element-wise ops, the common
-  case) is counted in that block, on the value just stored: in the op's own loop;
+- a buffer that one block stores whole, one element per iteration (element-wise ops, the
+  common case), is tested in that block, on the value just stored: in the op's own loop;
 - any other (a reduction's, one written by several blocks or under a vectorized or parallel
   loop) by a loop over it right after the loop nest that finished it, while it is in cache.
+
+Each value gets one test (NaN or infinite), or-ed into a flag per buffer: cheap enough for
+LLVM to vectorize with the op's own code. Only a buffer whose flag is set is counted again
+by kind (nan, -inf, +inf), by a loop over it right after the loop nest that finished it: a
+call that makes none pays the one test per value. The flags and counts are small stack
+buffers, which LLVM keeps in registers.
 
 The counts go to the call's stats buffer (kernel_source's layout): the total to the
 kernel's own row (INNER_COLUMN), each op's (nan, neg_inf, pos_inf) to rows of their own,
