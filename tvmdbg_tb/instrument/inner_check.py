@@ -6,16 +6,10 @@ and never leave it: a NaN that `where(mask, log(x), 0)` or `maximum(sqrt(x), 0)`
 masks does not show in the kernel's output. Here the kernel counts, for each of its ops,
 the NaN, -inf and +inf its buffers held:
 
-- a buffer that one block stores whole, one element per iteration (element-wise ops, the
-  common case), is tested in that block, on the value just stored: in the op's own loop;
+- a buffer that one block stores one element per iteration (element-wise ops, the common
+  case) is counted in that block, on the value just stored: in the op's own loop;
 - any other (a reduction's, one written by several blocks or under a vectorized or parallel
   loop) by a loop over it right after the loop nest that finished it, while it is in cache.
-
-Each value gets one test (NaN or infinite), or-ed into a flag per buffer: cheap enough for
-LLVM to vectorize with the op's own code. Only a buffer whose flag is set is counted again
-by kind (nan, -inf, +inf), by a loop over it right after the loop nest that finished it: a
-call that makes none pays the one test per value. The flags and counts are small stack
-buffers, which LLVM keeps in registers.
 
 The counts go to the call's stats buffer (kernel_source's layout): the total to the
 kernel's own row (INNER_COLUMN), each op's (nan, neg_inf, pos_inf) to rows of their own,
@@ -64,7 +58,7 @@ class InnerCheck:
 
 def block_names(prim: tirx.PrimFunc) -> list[str]:
     """The names of a PrimFunc's blocks (not its root), in the order they run."""
-    return [realize.block.name_hint for realize, _ in _blocks(_root(prim.body).block.body, ())]
+    return [block.name_hint for block, _ in _blocks(_root(prim.body).block.body, ())]
 
 
 def owners(prim: tirx.PrimFunc, member_blocks: list[list[str] | None]) -> dict[str, int] | None:
@@ -101,22 +95,20 @@ def add(
     root = root_realize.block
     top = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
     where: dict[str, int] = {}  # block name -> the top-level statement holding it
-    blocks: dict[str, tuple] = {}  # block name -> (its realize, enclosing loops)
+    blocks: dict[str, tuple] = {}  # block name -> (block, enclosing loops)
     for t, stmt in enumerate(top):
-        for realize, loops in _blocks(stmt, ()):
-            where[realize.block.name_hint] = t
-            blocks[realize.block.name_hint] = (realize, loops)
+        for block, loops in _blocks(stmt, ()):
+            where[block.name_hint] = t
+            blocks[block.name_hint] = (block, loops)
     counted = []  # (buffer, op, the writing block's name when counted in it, else the statement after which)
     for buffer in root.alloc_buffers:
         if str(buffer.dtype) not in _FLOATS or str(buffer.scope()) not in ("", "global"):
             continue
-        writers = [
-            name for name, (realize, _) in blocks.items() if any(r.source.same_as(buffer) for r in realize.block.writes)
-        ]
+        writers = [name for name, (block, _) in blocks.items() if any(r.source.same_as(buffer) for r in block.writes)]
         if not writers or any(name not in block_owner for name in writers):
             continue
         last = max(writers, key=lambda name: where[name])
-        if len(writers) == 1 and _copies(blocks[last][0].block):
+        if len(writers) == 1 and _copies(blocks[last][0]):
             continue  # a reshape inside an op (batch_norm's): it only moves values
         op = block_owner[last]
         if len(writers) == 1 and _stores_elementwise(*blocks[last], buffer):
@@ -126,22 +118,16 @@ def add(
     if not counted:
         return None
     ops = tuple(sorted({op for _, op, _, _ in counted}))
-    # Stack buffers (a "global" one this small stays on the stack; a "local" one would be a
-    # workspace allocation per call): LLVM keeps them in registers.
-    acc = tirx.decl_buffer((len(counted), 3), "int64", name="tvmdbg_inner")
-    seen = tirx.decl_buffer((len(counted),), "int32", name="tvmdbg_inner_seen")
+    acc = tirx.decl_buffer((len(counted), 3), "int64", name="tvmdbg_inner", scope="local")
     in_block = {name: j for j, (_, _, name, _) in enumerate(counted) if name is not None}
     after: dict[int, list[int]] = {}
-    for j, (_, _, name, t) in enumerate(counted):
-        after.setdefault(where[name] if t is None else t, []).append(j)
-    body = [_zero(acc, len(counted)), _zero_seen(seen, len(counted))]
+    for j, (_, _, _, t) in enumerate(counted):
+        if t is not None:
+            after.setdefault(t, []).append(j)
+    body = [_zero(acc, len(counted))]
     for t, stmt in enumerate(top):
-        body.append(_map_blocks(stmt, lambda block: _flagging_block(block, seen, in_block)))
-        for j in after.get(t, ()):
-            if counted[j][3] is not None:
-                body.append(_flag_buffer(seen, j, counted[j][0]))
-            recount = _count_buffer(acc, j, counted[j][0])
-            body.append(tirx.IfThenElse(tirx.BufferLoad(seen, [j]) != 0, recount, None))
+        body.append(_map_blocks(stmt, lambda block: _counting_block(block, acc, in_block)))
+        body += [_count_buffer(acc, j, counted[j][0]) for j in after.get(t, ())]
     params = list(prim.params)
     if stats is None:
         nrows = tirx.Var("nrows", "int64")
@@ -158,7 +144,7 @@ def add(
         root.name_hint,
         tirx.SeqStmt(body),
         root.init,
-        [*root.alloc_buffers, acc, seen],
+        [*root.alloc_buffers, acc],
         root.match_buffers,
         root.annotations,
     )
@@ -189,14 +175,14 @@ def _replace_root(stmt, realize):
 
 
 def _blocks(stmt, loops: tuple):
-    """(realize, enclosing loops) of every block under stmt, in program order."""
+    """(block, enclosing loops) of every block under stmt, in program order."""
     if isinstance(stmt, tirx.SeqStmt):
         for item in stmt.seq:
             yield from _blocks(item, loops)
     elif isinstance(stmt, tirx.For):
         yield from _blocks(stmt.body, (*loops, stmt))
     elif isinstance(stmt, s_tir.SBlockRealize):
-        yield stmt, loops
+        yield stmt.block, loops
         yield from _blocks(stmt.block.body, (*loops, None))  # a nested block: never counted in place
     elif isinstance(stmt, tirx.IfThenElse):
         yield from _blocks(stmt.then_case, (*loops, None))
@@ -204,12 +190,9 @@ def _blocks(stmt, loops: tuple):
             yield from _blocks(stmt.else_case, (*loops, None))
 
 
-def _stores_elementwise(realize, loops: tuple, buffer) -> bool:
-    """Whether a block stores every element of buffer once, in serial loops, nothing else: a
-    spatial block without init whose body is that one store at its iteration variables, each
-    bound to a loop over its whole range (so a loop over the buffer after the block's recounts
-    exactly what it stored)."""
-    block = realize.block
+def _stores_elementwise(block, loops: tuple, buffer) -> bool:
+    """Whether block stores buffer once per iteration of serial loops, nothing else: a
+    spatial block without init whose body is that one store."""
     if block.init is not None or len(block.match_buffers) or len(block.alloc_buffers):
         return False
     if any(int(iv.iter_type) != 0 for iv in block.iter_vars):  # 0: data parallel
@@ -217,31 +200,7 @@ def _stores_elementwise(realize, loops: tuple, buffer) -> bool:
     if any(loop is None or loop.kind not in _SERIAL or loop.thread_binding is not None for loop in loops):
         return False
     store = block.body
-    if not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(buffer):
-        return False
-    if not (isinstance(realize.predicate, tirx.IntImm) and realize.predicate.value == 1):
-        return False
-    if len(store.indices) != len(buffer.shape) or len(block.iter_vars) != len(buffer.shape):
-        return False
-    by_var = {loop.loop_var: loop for loop in loops}
-    bound = set()
-    for index, iv, value, extent in zip(store.indices, block.iter_vars, realize.iter_values, buffer.shape):
-        loop = by_var.get(value) if isinstance(value, tirx.Var) else None
-        if not index.same_as(iv.var) or loop is None or value in bound:
-            return False
-        bound.add(value)
-        if not all(
-            _equal(a, b) for a, b in ((iv.dom.min, 0), (loop.min, 0), (iv.dom.extent, extent), (loop.extent, extent))
-        ):
-            return False
-    return True
-
-
-def _equal(a, b) -> bool:
-    """Whether two integer expressions are the same constant or variable."""
-    if isinstance(b, (int, tirx.IntImm)):
-        return isinstance(a, tirx.IntImm) and a.value == int(b)
-    return a.same_as(b)
+    return isinstance(store, tirx.BufferStore) and store.buffer.same_as(buffer)
 
 
 def _copies(block) -> bool:
@@ -270,12 +229,6 @@ def _tests(value, dtype: str) -> list:
     return [tirx.isnan(value), value == tirx.const(float("-inf"), dtype), value == tirx.const(float("inf"), dtype)]
 
 
-def _not_finite(value, dtype: str):
-    """One test for any of them: the cheap one run on every value (the counts are made only
-    for a buffer that held one)."""
-    return tirx.Or(tirx.isnan(value), tirx.abs(value) == tirx.const(float("inf"), dtype))
-
-
 def _add_counts(acc, j: int, buffer, index) -> list:
     """acc row j += the tests of buffer[index]."""
     value = tirx.BufferLoad(buffer, index)
@@ -285,23 +238,18 @@ def _add_counts(acc, j: int, buffer, index) -> list:
     ]
 
 
-def _add_flag(seen, j: int, buffer, index):
-    """seen[j] |= whether buffer[index] is not finite."""
-    test = tirx.Cast("int32", _not_finite(tirx.BufferLoad(buffer, index), str(buffer.dtype)))
-    return tirx.BufferStore(seen, tirx.bitwise_or(tirx.BufferLoad(seen, [j]), test), [j])
-
-
-def _flagging_block(block, seen, in_block: dict[str, int]):
+def _counting_block(block, acc, in_block: dict[str, int]):
     j = in_block.get(block.name_hint)
     if j is None:
         return block
     store = block.body
+    counts = _add_counts(acc, j, store.buffer, store.indices)
     return s_tir.SBlock(
         block.iter_vars,
         block.reads,
         block.writes,
         block.name_hint,
-        tirx.SeqStmt([store, _add_flag(seen, j, store.buffer, store.indices)]),
+        tirx.SeqStmt([store, *counts]),
         block.init,
         block.alloc_buffers,
         block.match_buffers,
@@ -309,23 +257,13 @@ def _flagging_block(block, seen, in_block: dict[str, int]):
     )
 
 
-def _loop_nest(buffer, make):
-    """A loop nest over every element of buffer running make(index)."""
+def _count_buffer(acc, j: int, buffer):
+    """A loop nest counting every element of buffer into acc row j."""
     index = [tirx.Var(f"i{k}", "int64") for k in range(len(buffer.shape))]
-    stmt = make(index)
+    stmt = tirx.SeqStmt(_add_counts(acc, j, buffer, index))
     for var, extent in reversed(list(zip(index, buffer.shape))):
         stmt = tirx.For(var, tirx.const(0, "int64"), tirx.Cast("int64", extent), tirx.ForKind.SERIAL, stmt)
     return stmt
-
-
-def _flag_buffer(seen, j: int, buffer):
-    """A loop nest setting seen[j] when an element of buffer is not finite."""
-    return _loop_nest(buffer, lambda index: _add_flag(seen, j, buffer, index))
-
-
-def _count_buffer(acc, j: int, buffer):
-    """A loop nest counting every element of buffer into acc row j."""
-    return _loop_nest(buffer, lambda index: tirx.SeqStmt(_add_counts(acc, j, buffer, index)))
 
 
 def _zero(acc, n: int):
@@ -334,17 +272,6 @@ def _zero(acc, n: int):
     zero = tirx.const(0, "int64")
     inner = tirx.For(c, zero, tirx.const(3, "int64"), tirx.ForKind.SERIAL, store)
     return tirx.For(j, zero, tirx.const(n, "int64"), tirx.ForKind.SERIAL, inner)
-
-
-def _zero_seen(seen, n: int):
-    j = tirx.Var("j", "int64")
-    return tirx.For(
-        j,
-        tirx.const(0, "int64"),
-        tirx.const(n, "int64"),
-        tirx.ForKind.SERIAL,
-        tirx.BufferStore(seen, tirx.const(0, "int32"), [j]),
-    )
 
 
 def _write(stats, row, inner_row, acc, buffer_ops: list[int], ops: tuple[int, ...]) -> list:
