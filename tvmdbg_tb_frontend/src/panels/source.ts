@@ -197,14 +197,18 @@ export class SourcePanel {
       this.title.textContent = "";
       return setChildren(this.body, h("div", { class: "empty" }, "No source location. Pick a file above to browse the run's code."));
     }
-    // The file's name and the line (never cut off); its directory in the tooltip.
-    this.title.textContent = `${baseName(frame.file_path)}:${frame.line}`;
-    this.title.title = `${frame.file_path}:${frame.line}`;
+    // The file's name and the line (never cut off), its directory in the tooltip: set with the
+    // panel's body, so the name never stands over the previous file's lines while this loads.
+    const entitle = () => {
+      this.title.textContent = `${baseName(frame.file_path)}:${frame.line}`;
+      this.title.title = `${frame.file_path}:${frame.line}`;
+    };
     try {
       const index = await this.fileIndex(frame);
       if (seq !== this.seq) return;
       this.picker.value = index >= 0 ? String(index) : "";
       if (index < 0) {
+        entitle();
         setChildren(
           this.body,
           h(
@@ -223,9 +227,11 @@ export class SourcePanel {
       }
       const marks = await this.opLines(file.file_path);
       if (seq !== this.seq) return;
+      entitle();
       this.renderFile(file, frame.line, marks);
     } catch (err) {
       if (seq !== this.seq) return;
+      entitle();
       setChildren(this.body, h("div", { class: "error-box" }, String(err instanceof Error ? err.message : err)));
       this.store.reportError(err);
     }
