@@ -89,41 +89,40 @@ def _entry_kinds(entry: pb.InnerNonfinite) -> int:
     return (NAN if entry.nan else 0) | (NEG_INF if entry.neg_inf else 0) | (POS_INF if entry.pos_inf else 0)
 
 
-def inner_literal(run: RunReader, trace: pb.GraphExecutionTrace) -> bool:
-    """Whether the kernel's fused ops made nothing inside it but a non-finite literal of the
-    program and its spread (a mask's -inf, made and absorbed inside the kernel): the first op
-    that made one writes the literal (OriginalOp.nonfinite_literal), and the later ops made
-    no kind of value the literal ops did not (a NaN or an infinity of the other sign after a
-    mask's -inf is computed: `-inf - -inf`, an overflow)."""
-    if not len(trace.inner_nonfinite):
-        return False
+def _literal_spread(run: RunReader, trace: pb.GraphExecutionTrace) -> tuple[set[str], int]:
+    """The vars of the kernel's ops that write a non-finite literal of the program
+    (OriginalOp.nonfinite_literal: a mask's -inf) and the kinds those ops made inside it."""
     try:
         op = run.op(int(trace.op_id))
     except KeyError:
-        return False
+        return set(), 0
     literal_vars = {o.var_name for o in op.original_ops if o.nonfinite_literal}
-    if trace.inner_nonfinite[0].var_name not in literal_vars:
-        return False
-    written = made = 0
+    written = 0
     for entry in trace.inner_nonfinite:
         if entry.var_name in literal_vars:
             written |= _entry_kinds(entry)
-        made |= _entry_kinds(entry)
-    return made & ~written == 0
+    return literal_vars, written
+
+
+def inner_literal(run: RunReader, trace: pb.GraphExecutionTrace) -> bool:
+    """Whether the kernel's fused ops made nothing inside it but a non-finite literal of the
+    program and its spread (a mask's -inf, made and absorbed inside the kernel): the first op
+    that made one writes the literal, and the later ops made no kind of value the literal ops
+    did not (a NaN or an infinity of the other sign after a mask's -inf is computed:
+    `-inf - -inf`, an overflow)."""
+    if not len(trace.inner_nonfinite):
+        return False
+    literal_vars, written = _literal_spread(run, trace)
+    if trace.inner_nonfinite[0].var_name not in literal_vars:
+        return False
+    return inner_kinds(trace) & ~written == 0
 
 
 def _culprit(run: RunReader, trace: pb.GraphExecutionTrace) -> int:
     """Index in trace.inner_nonfinite of the op that made the value the alert is about: the
     first that made a kind of value no op writing a non-finite literal made (past a mask's
     -inf to the NaN computed next to it); the first op when there is none."""
-    try:
-        literal_vars = {o.var_name for o in run.op(int(trace.op_id)).original_ops if o.nonfinite_literal}
-    except KeyError:
-        return 0
-    written = 0
-    for entry in trace.inner_nonfinite:
-        if entry.var_name in literal_vars:
-            written |= _entry_kinds(entry)
+    literal_vars, written = _literal_spread(run, trace)
     for i, entry in enumerate(trace.inner_nonfinite):
         if entry.var_name not in literal_vars and _entry_kinds(entry) & ~written:
             return i
@@ -163,13 +162,12 @@ def confirm_alert(run: RunReader, alert: dict, trace: pb.GraphExecutionTrace | N
     record = run.replay_of(alert["execution_index"], alert["op_id"])
     op = confirmed_origin(record)
     entries = [inner_nonfinite_json(run, e) for e in trace.inner_nonfinite] if trace is not None else []
+    first = entries[_culprit(run, trace)] if entries else None
     if entries:
         alert["inner_nonfinite"] = entries
         if not (alert["nan_count"] or alert["neg_inf_count"] or alert["pos_inf_count"]):
-            first = entries[_culprit(run, trace)]
             alert.update({k: first[k] for k in ("nan_count", "neg_inf_count", "pos_inf_count")}, masked=True)
     if op is None and entries and alert["origin"]:  # else its ops passed on what came in
-        first = entries[_culprit(run, trace)]
         alert["confirmed"] = INNER_CHECK
         alert["inner_op"] = {**{k: first[k] for k in ("index", "op_type", "var_name", "location")}, "prim_func": ""}
         if first["location"] is not None:
