@@ -23,7 +23,9 @@ An unwritten row (cycles == 0) is a kernel that did not run (it raised, or a bra
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import secrets
 import threading
 from dataclasses import dataclass, field
 
@@ -41,7 +43,10 @@ from tvmdbg_tb.instrument.kernel_source import (
     MAX_RANK,
     ROW_WIDTH,
     STATS_COLUMN,
+    catalogue,
+    kernel_name,
     summary_source,
+    tick_source,
 )
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -118,7 +123,10 @@ class CompiledFunction:
 
 
 HUNT_COUNTS, HUNT_INNER = 1, 2  # hunt_mask's bits (native_rows.first_nonfinite)
-_FIDS = iter(range(1, 1 << 62))
+# Function ids are baked into the executable (tvmdbg.stats' first argument) and travel with a
+# saved library (saved.py) into processes that compile their own: counted up from a random
+# base, they are told apart across processes (and stay under native_call's 2**40).
+_FIDS = itertools.count(secrets.randbelow(1 << 38) + (1 << 32))
 FUNCTIONS: dict[int, CompiledFunction] = {}
 
 
@@ -182,50 +190,41 @@ def inner_counts(array, site: InnerSite) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def _summary_name(dtype: str, health: bool, stats: bool = False) -> str:
-    return f"tvmdbg_{'stats' if stats else 'health' if health else 'shape'}_{dtype}"
-
-
-def _tick_source(name: str) -> str:
-    return (
-        "\n".join(
-            [
-                "@T.prim_func",
-                f"def {name}(stats: T.handle, row: T.int64):",
-                "    nrows = T.int64()",
-                f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
-                '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
-            ]
-        )
-        + "\n"
-    )
-
-
-def _parse(name: str):
-    def parse(source: str):
-        return tvm.script.from_source(source).with_attr("global_symbol", name)
-
-    return parse
-
-
 _KERNELS: dict[str, object] = {}
 _KERNELS_LOCK = threading.Lock()
 
 
 def kernel(dtype: str | None, health: bool = True, stats: bool = False) -> str:
     """The global name of the summary kernel of a dtype, for tensors of any rank, registered
-    once per process (compiled once per machine, kernel_cache.py), so that VM calls reach
-    native code directly: dtype None is the timestamp-only kernel; health False writes sizes
-    and dims only (SHAPE); stats adds FULL_STATS' statistics to the health counts. It leaves
-    a row already written as it is (kernel_source.summary_source)."""
-    name = "tvmdbg_tick" if dtype is None else _summary_name(dtype, health, stats)
+    once per process (prebuilt into the wheel or compiled once per machine, kernel_cache.py),
+    so that VM calls reach native code directly: dtype None is the timestamp-only kernel;
+    health False writes sizes and dims only (SHAPE); stats adds FULL_STATS' statistics to the
+    health counts. It leaves a row already written as it is (kernel_source.summary_source)."""
+    name = kernel_name(dtype, health, stats)
     global_name = "tvmdbg." + name
     if global_name in _KERNELS:  # checked before any source is made: a call site costs a lookup
         return global_name
+    source = tick_source(name) if dtype is None else summary_source(name, dtype, health, stats)
+    return _register(name, source)
+
+
+def register_kernel(name: str) -> str:
+    """kernel() of a summary kernel known by its name (kernel_source.catalogue: what a saved
+    executable calls, saved.py)."""
+    global_name = "tvmdbg." + name
+    if global_name in _KERNELS:
+        return global_name
+    source = catalogue().get(name)
+    if source is None:
+        raise ValueError(f"tvmdbg has no summary kernel named {name!r}")
+    return _register(name, source)
+
+
+def _register(name: str, source: str) -> str:
+    global_name = "tvmdbg." + name
     with _KERNELS_LOCK:
         if global_name not in _KERNELS:
-            source = _tick_source(name) if dtype is None else summary_source(name, dtype, health, stats)
-            function = kernel_cache.load(name, source, _parse(name))
+            function = kernel_cache.load(name, source)
             tvm.register_global_func(global_name, function, override=True)
             _KERNELS[global_name] = function
         return global_name

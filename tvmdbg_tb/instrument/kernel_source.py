@@ -5,6 +5,8 @@ same."""
 
 from __future__ import annotations
 
+import functools
+
 from tvmdbg_tb.instrument import stats_kernel
 
 ROW_WIDTH = 22
@@ -30,6 +32,46 @@ HEALTH_DTYPES = {
     "uint64",
     "bool",
 }
+
+
+TICK = "tvmdbg_tick"
+
+
+def kernel_name(dtype: str | None, health: bool = True, stats: bool = False) -> str:
+    """The name of the separate summary kernel of a dtype and mode (None: the timestamp-only
+    kernel); stats adds FULL_STATS' statistics, health False writes sizes and dims only."""
+    if dtype is None:
+        return TICK
+    return f"tvmdbg_{'stats' if stats else 'health' if health else 'shape'}_{dtype}"
+
+
+@functools.cache
+def catalogue() -> dict[str, str]:
+    """Every separate summary kernel by name, with its TVMScript: generic (any rank, one per
+    dtype and mode), so that one library holds all of them (kernel_cache: prebuilt into the
+    wheel). Made once per process; callers only read it."""
+    out = {TICK: tick_source(TICK)}
+    for dtype in sorted(HEALTH_DTYPES):
+        for health, stats in ((True, False), (False, False), (True, True)):
+            name = kernel_name(dtype, health, stats)
+            out[name] = summary_source(name, dtype, health, stats)
+    return out
+
+
+def tick_source(name: str) -> str:
+    """The timestamp-only kernel: the cycle counter into S[row, 0]."""
+    return (
+        "\n".join(
+            [
+                "@T.prim_func",
+                f"def {name}(stats: T.handle, row: T.int64):",
+                "    nrows = T.int64()",
+                f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
+                '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
+            ]
+        )
+        + "\n"
+    )
 
 
 def summary_source(name: str, dtype: str, health: bool, stats: bool = False) -> str:
