@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
-from tvmdbg_tb.instrument import capture, frames, vm_wrapper
+from tvmdbg_tb.instrument import capture, frames, saved, vm_wrapper
 from tvmdbg_tb.instrument.check_numerics import CheckNumerics, CheckNumericsError
 from tvmdbg_tb.instrument.fast_tracer import FAST_MODES, supported_platform
 from tvmdbg_tb.instrument.session import Session, WriterSink, execution_message
@@ -267,6 +267,7 @@ def enable_dump_debug_info(
                 f"({_STATE.dump_args!r}); call tvmdbg.disable_dump_debug_info() first"
             )
         capture.install()
+        saved.install()
         vm_wrapper.install()
         _STATE.writer = DebugEventsWriter(
             args.logdir,
@@ -345,6 +346,7 @@ def enable_check_numerics(trace_fused_ops: bool = False, inner_origin: Callable 
                 )
             return
         capture.install()
+        saved.install()
         vm_wrapper.install()
         _STATE.check = CheckNumerics(trace_fused_ops=trace_fused_ops, inner_origin=inner_origin)
         if _STATE.session is not None:
