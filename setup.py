@@ -3,7 +3,7 @@ built into the wheel so that an installed tvmdbg needs neither a compiler nor No
 
 - build_ext compiles every C++ helper with tvmdbg_tb.native's own builder (the command and
   the versioned file name that a build at first use would give) into tvmdbg_tb/native/, and
-  every summary kernel into one library there (tvmdbg_tb/instrument/kernel_cache.py: named
+  every summary kernel into one library there (tvmdbg_tb/capture/kernel_cache.py: named
   after the TVM build it was compiled by, which an installed tvmdbg loads without compiling).
 - build_py and sdist first make sure that tvmdbg_tb_frontend/dist/index.js is built from the
   current sources (tvmdbg_tb_frontend/build.sh: a no-op when its stamp matches, so an sdist,
@@ -29,10 +29,10 @@ ROOT = Path(__file__).resolve().parent
 # Every C++ helper and its kind (a class of tvmdbg_tb.native); tests/test_packaging.py checks
 # that these are exactly the libraries the package loads.
 NATIVE_SOURCES = {
-    "tvmdbg_tb/events/native_records.cc": "PythonExtension",
-    "tvmdbg_tb/instrument/native_call.cc": "PythonExtension",
-    "tvmdbg_tb/instrument/native_rows.cc": "PythonExtension",
-    "tvmdbg_tb/instrument/native_filter.cc": "NativeLibrary",
+    "tvmdbg_tb/native/native_records.cc": "PythonExtension",
+    "tvmdbg_tb/native/native_call.cc": "PythonExtension",
+    "tvmdbg_tb/native/native_rows.cc": "PythonExtension",
+    "tvmdbg_tb/native/native_filter.cc": "NativeLibrary",
 }
 BUNDLE = ROOT / "tvmdbg_tb_frontend" / "dist" / "index.js"
 
@@ -46,13 +46,13 @@ def _native_module():
 
 
 def _kernel_cache_module():
-    """tvmdbg_tb.instrument.kernel_cache from this tree (it imports tvm and the light
+    """tvmdbg_tb.capture.kernel_cache from this tree (it imports tvm and the light
     tvmdbg_tb package: no dependency beyond the build's)."""
     import sys
 
     sys.path.insert(0, str(ROOT))
     try:
-        import tvmdbg_tb.instrument.kernel_cache as kernel_cache
+        import tvmdbg_tb.capture.kernel_cache as kernel_cache
     finally:
         sys.path.remove(str(ROOT))
     return kernel_cache

@@ -21,8 +21,9 @@ from tvm.relax.training import SetupTrainer, Trainer  # noqa: E402
 from tvm.relax.training.optimizer import SGD  # noqa: E402
 
 import tvmdbg  # noqa: E402
+from tvmdbg_tb.capture import kernel_cache  # noqa: E402
 from tvmdbg_tb.events import native_records  # noqa: E402
-from tvmdbg_tb.instrument import kernel_cache, native_call, native_filter, native_rows, vm_wrapper  # noqa: E402
+from tvmdbg_tb.tracing import native_call, native_filter, native_rows, vm_wrapper  # noqa: E402
 
 STEPS = 20
 

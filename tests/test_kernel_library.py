@@ -15,7 +15,7 @@ import pytest
 import tvm
 from test_health_counts import _array
 
-from tvmdbg_tb.instrument import compiled, kernel_cache, kernel_source
+from tvmdbg_tb.capture import compiled, kernel_cache, kernel_source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,7 +71,7 @@ import json, sys
 from tvmdbg_tb import native
 native.PACKAGE_DIR = __import__("pathlib").Path(sys.argv[1])
 import tvm
-from tvmdbg_tb.instrument import compiled, kernel_cache
+from tvmdbg_tb.capture import compiled, kernel_cache
 wanted = [(d, h, s) for d in ("float32", "int64", "bool") for h, s in ((True, False), (True, True))]
 names = [compiled.kernel(*kernel) for kernel in wanted[: int(sys.argv[2])]]
 names.append(compiled.kernel(None))

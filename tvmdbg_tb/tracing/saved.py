@@ -35,7 +35,8 @@ from typing import Any
 
 import tvm
 
-from tvmdbg_tb.instrument import capture, compiled, graphs, kernel_source
+from tvmdbg_tb.capture import compiled, graphs, kernel_source
+from tvmdbg_tb.capture import hooks as capture
 
 logger = logging.getLogger("tvmdbg.saved")
 

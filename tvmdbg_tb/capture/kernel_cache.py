@@ -30,7 +30,7 @@ from typing import Any
 import tvm
 
 from tvmdbg_tb import native
-from tvmdbg_tb.instrument import kernel_source
+from tvmdbg_tb.capture import kernel_source
 
 logger = logging.getLogger("tvmdbg.kernel_cache")
 TARGET = "llvm"  # generic x86-64: see bench/bench_summary_kernels.py for why not the host CPU
