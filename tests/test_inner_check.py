@@ -322,11 +322,8 @@ def test_healthy_models_raise_no_inner_alert(tmp_path, name):
         assert alert["inner_op"] is None or alert["inner_op"]["op_type"] == "relax.where"
 
 
-def test_a_kernel_counting_its_output_checks_its_ops_too(tmp_path, monkeypatch):
-    """A kernel made to count its own output (epilogue.py) and its ops: one stats buffer."""
-    from tvmdbg_tb.capture import epilogue
-
-    monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)  # every countable output counted in its kernel
+def test_a_kernel_counting_its_output_checks_its_ops_too(tmp_path):
+    """A kernel that counts its own output (epilogue.py) and its ops: one stats buffer."""
     out, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=2)
     alerts = _masked(run)
     assert [a["execution_index"] for a in alerts] == [0, 1] and alerts[1]["inner_op"]["op_type"] == "relax.log"

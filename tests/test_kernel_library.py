@@ -39,7 +39,7 @@ def _row(function, tensor) -> list[float]:
 def test_the_library_holds_every_kernel_and_counts_as_a_kernel_built_alone(library_dir):
     library = tvm.runtime.load_module(str(library_dir / kernel_cache.library_file_name()))
     catalogue = kernel_source.catalogue()
-    assert len(catalogue) == 1 + 3 * len(compiled.HEALTH_DTYPES)
+    assert len(catalogue) == 1 + 3 * len(compiled.HEALTH_DTYPES) + len(kernel_source.FLOAT_DTYPES)
     for dtype in sorted(compiled.HEALTH_DTYPES):
         array = _array(dtype, (37, 129), 3)
         tensor = tvm.runtime.tensor(array)
@@ -52,6 +52,13 @@ def test_the_library_holds_every_kernel_and_counts_as_a_kernel_built_alone(libra
             if stats and dtype != "bool":  # FULL_STATS' min and max of the finite elements
                 finite = array[np.isfinite(array)] if dtype.startswith("float") else array
                 assert got[compiled.STATS_COLUMN : compiled.STATS_COLUMN + 2] == [finite.min(), finite.max()], name
+    for dtype in kernel_source.FLOAT_DTYPES:  # the inner-op check's recount: adds to a slot and the total
+        array = _array(dtype, (37, 129), 5)
+        stats = tvm.runtime.tensor(np.zeros((2, compiled.ROW_WIDTH), "float64"))
+        library[kernel_source.recount_name(dtype)](tvm.runtime.tensor(array), stats, 1, 3, 0)
+        got = stats.numpy()
+        expected = [np.isnan(array).sum(), np.isneginf(array).sum(), np.isposinf(array).sum()]
+        assert got[1, 3:6].tolist() == expected and got[0, compiled.INNER_COLUMN] == sum(expected), dtype
     tick = library[kernel_source.TICK]
     stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
     tick(stats, 0)

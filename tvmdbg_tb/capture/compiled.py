@@ -34,7 +34,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from tvmdbg_tb.capture import epilogue, graphs, inner_check, kernel_cache
+from tvmdbg_tb.capture import counting, epilogue, graphs, inner_check, kernel_cache
 from tvmdbg_tb.capture.kernel_source import (
     HEALTH_DTYPES,
     INNER_COLUMN,
@@ -118,6 +118,9 @@ class CompiledFunction:
     # Parameters counted by a kernel that reads them (epilogue.py), by position: their rows are
     # written when that kernel runs, not before the first kernel.
     params_in_kernels: list[int] = field(default_factory=list)
+    # The summary kernels the build's kernels call themselves (packed calls, epilogue.py and
+    # inner_check.py): registered wherever the executable runs (a saved library, saved.py).
+    packed_kernels: tuple[str, ...] = ()
     # The sites whose kernel counts the NaN and infinities its fused ops make (inner_check.py).
     inner: list[InnerSite] = field(default_factory=list)
 
@@ -307,7 +310,9 @@ def instrument(
         return mod, {}
     for gvar, func in [*updates.items(), *[(g, k.prim) for g, k in kernels.items()]]:
         mod[gvar] = func  # nothing changed before every function was done
+    packed = tuple(sorted({name for kernel in kernels.values() for name in kernel.calls}))
     for compiled in functions.values():
+        compiled.packed_kernels = packed
         FUNCTIONS[compiled.fid] = compiled
     return mod, functions
 
@@ -317,73 +322,97 @@ class _Rewritten:
     """A kernel of the module in the form its instrumented call sites call."""
 
     prim: object  # the new PrimFunc: the original's parameters, then stats, row, ...
-    # epilogue.py: the summary kernel after it (it counts a row the kernel left unwritten)
-    # and the inputs the kernel counts too (their rows follow its own); None and () without.
-    guard: str | None = None
+    # epilogue.py: the kernel writes its output rows itself (no summary call after it), and
+    # those of the inputs it counts too (their rows follow its own).
+    writes_rows: bool = False
+    stats: counting.StatsParams | None = None  # its stats parameters, when it writes its rows
     counted: tuple[int, ...] = ()
     inner: inner_check.InnerCheck | None = None  # its ops' check: an inner_row parameter last
+    calls: tuple[str, ...] = ()  # the summary kernels it calls itself (packed calls)
 
 
 def _rewritten_kernels(
     mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool, inner_ops: bool
 ) -> dict:
-    """The kernels of a CPU build that count in their own loops, by GlobalVar (_Rewritten):
-    in FULL_HEALTH their output (epilogue.py: a kernel whose every call is an instrumented
-    site writing one tensor at the same position; one called from one site also counts the
-    function parameters it reads element by element, their summary moving after it); in the
-    modes with counts, the values their fused ops make (inner_check.py). Only kernels called
-    from instrumented sites alone change their signature. Any other kernel, or any surprise,
-    keeps the separate summary call and no inner check."""
+    """The kernels of a CPU build that write their own rows, by GlobalVar (_Rewritten): in
+    NO_TENSOR their outputs' stamps, in the health modes their output's counts (epilogue.py:
+    a kernel whose every call is an instrumented site writing one tensor at the same
+    position; one called from one site also counts the function parameters it reads element
+    by element); in the modes with counts, the values their fused ops make (inner_check.py).
+    Only kernels called from instrumented sites alone change their signature. Any other
+    kernel, or any surprise, keeps the separate summary call and no inner check."""
     if not info.target.startswith("llvm"):  # a GPU kernel's blocks are thread-bound: counted apart
         return {}
+    stamps = health is Summaries.TIMESTAMPS
     epilogues = health is Summaries.HEALTH
     inner_ops = inner_ops and health.counts and info.fused_module is not None
-    if not epilogues and not inner_ops:
+    if not stamps and not epilogues and not inner_ops:
         return {}
-    positions: dict[str, int | None] = {}
-    parameters: dict[str, tuple[int, ...]] = {}  # kernel -> its parameter inputs, at its only site
-    fused_sites: dict[str, graphs.SiteInfo | None] = {}  # kernel -> a site of it with its fused ops
-    instrumented = set()
-    for name, function in info.functions.items():
-        if function.sites:
-            instrumented.add(name)
-        for site in function.sites:
-            single_site = site.kernel not in parameters and params_in_kernels
-            parameters[site.kernel] = _parameter_inputs(site) if single_site else ()
-            out = site.output_positions
-            single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
-            position = out[0] if single else None
-            positions[site.kernel] = position if positions.get(site.kernel, position) == position else None
-            has_ops = len(site.member_origins) > 1 and len(out) > 0 and not site.inplace_indices
-            fused_sites[site.kernel] = site if has_ops and fused_sites.get(site.kernel, site) is not None else None
+    plan = _kernel_plan(info, params_in_kernels)
     elsewhere = set()
     for gvar, func in mod.functions_items():  # a kernel also called from elsewhere keeps its signature
-        if isinstance(func, relax.Function) and gvar.name_hint not in instrumented:
+        if isinstance(func, relax.Function) and gvar.name_hint not in plan.instrumented:
             elsewhere.update(used.name_hint for used in relax.analysis.all_global_vars(func))
     kernels = {}
     for gvar, func in mod.functions_items():
         name = gvar.name_hint
-        if not isinstance(func, tvm.tirx.PrimFunc) or name in elsewhere or name not in positions:
+        if not isinstance(func, tvm.tirx.PrimFunc) or name in elsewhere or name not in plan.outputs:
             continue
         rewritten = _Rewritten(func)
-        position = positions[name]
-        if epilogues and position is not None:
-            try:
-                found = epilogue.fuse(func, position, parameters.get(name, ()))
-                if found is not None:
-                    out = func.params[position]
-                    rewritten = _Rewritten(found[0], kernel(str(out.dtype)), found[1])
-            except Exception:  # an unexpected kernel shape: the separate summary counts it
-                pass
-        site = fused_sites.get(name)
+        try:  # an unexpected kernel shape: the separate summary calls serve it
+            if stamps and plan.outputs[name]:
+                found = epilogue.stamp(func, plan.outputs[name])
+            elif epilogues and plan.positions[name] is not None:
+                found = epilogue.fuse(func, plan.positions[name], plan.parameters.get(name, ()))
+            else:
+                found = None
+            if found is not None:
+                rewritten = _Rewritten(found.prim, True, found.stats, found.inputs, calls=found.calls)
+        except Exception:
+            pass
+        site = plan.fused_sites.get(name)
         if inner_ops and site is not None:
             try:
                 rewritten = _with_inner_check(rewritten, func, site, info.fused_module)
             except Exception:  # an unexpected kernel shape: no inner check
                 pass
         if rewritten.prim is not func:
+            for called in rewritten.calls:
+                register_kernel(called)
             kernels[gvar] = rewritten
     return kernels
+
+
+@dataclass
+class _KernelPlan:
+    """What the call sites say of each kernel (by name), for _rewritten_kernels."""
+
+    instrumented: set[str] = field(default_factory=set)  # functions with kernel call sites
+    outputs: dict[str, int] = field(default_factory=dict)  # outputs at every site (0: they differ)
+    positions: dict[str, int | None] = field(default_factory=dict)  # its one counted output's position
+    parameters: dict[str, tuple[int, ...]] = field(default_factory=dict)  # its parameter inputs, at its only site
+    fused_sites: dict[str, graphs.SiteInfo | None] = field(default_factory=dict)  # a site with its fused ops
+
+
+def _kernel_plan(info: graphs.ExecutableInfo, params_in_kernels: bool) -> _KernelPlan:
+    plan = _KernelPlan()
+    for name, function in info.functions.items():
+        if function.sites:
+            plan.instrumented.add(name)
+        for site in function.sites:
+            kernel = site.kernel
+            single_site = kernel not in plan.parameters and params_in_kernels
+            plan.parameters[kernel] = _parameter_inputs(site) if single_site else ()
+            out = site.output_positions
+            count = len(out) if not site.returns_value else 0
+            plan.outputs[kernel] = count if plan.outputs.get(kernel, count) == count else 0
+            single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
+            position = out[0] if single else None
+            plan.positions[kernel] = position if plan.positions.get(kernel, position) == position else None
+            has_ops = len(site.member_origins) > 1 and len(out) > 0 and not site.inplace_indices
+            fused = plan.fused_sites.get(kernel, site)
+            plan.fused_sites[kernel] = site if has_ops and fused is not None else None
+    return plan
 
 
 def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fused_module) -> _Rewritten:
@@ -408,14 +437,12 @@ def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fu
     origins = site.member_origins
     moved = {k for k, origin in enumerate(origins) if origin is not None and origin.op_type in inner_check.PASS_THROUGH}
     owners = {block: k for block, k in owners.items() if k not in moved}
-    if rewritten.guard is not None:  # the epilogue's stats buffer and row: after the original parameters
-        n = len(original.params)
-        found = inner_check.add(rewritten.prim, owners, rewritten.prim.params[n], rewritten.prim.params[n + 1])
-    else:
-        found = inner_check.add(rewritten.prim, owners)
+    found = inner_check.add(rewritten.prim, owners, rewritten.stats)  # the epilogue's stats parameters
     if found is None:
         return rewritten
-    return _Rewritten(found[0], rewritten.guard, rewritten.counted, found[1])
+    prim, check = found
+    calls = (*rewritten.calls, *check.calls)
+    return _Rewritten(prim, rewritten.writes_rows, rewritten.stats, rewritten.counted, check, calls)
 
 
 def _parameter_inputs(site: graphs.SiteInfo) -> tuple[int, ...]:
@@ -465,6 +492,9 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     stats_ty = relax.TensorType((nrows, ROW_WIDTH), "float64")
     stats = relax.Var("tvmdbg_stats", stats_ty)
     tick_name = kernel(None)
+
+    def tick(row: int) -> relax.VarBinding:
+        return _binding(tick_name, [stats, _row(row)])
 
     def summary(value, row: int, wanted: bool) -> relax.VarBinding:
         """A health kernel on value writing `row`, or a bare timestamp."""
@@ -531,11 +561,10 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 continue
             call_args = value.args
             nargs = graphs.array_size(call_args)
-            # A kernel counting in its own loops (_rewritten_kernels) gets the buffer and its
-            # row: then those of the parameters it counts (the summaries after it count a row
-            # only if the kernel left it unwritten, epilogue.py), then its inner-op rows.
+            # A kernel writing its own rows (_rewritten_kernels) gets the buffer and its row: then
+            # those of the parameters it counts, then its inner-op rows; no summary call after it.
             rewritten = kernels.get(callee) if isinstance(op, relax.GlobalVar) else None
-            guard = rewritten.guard if rewritten is not None else None
+            writes = rewritten is not None and rewritten.writes_rows
             counted_params = []
             if rewritten is not None:
                 args = graphs.items(call_args)
@@ -555,20 +584,18 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                     out = binding.var
                 else:
                     out = graphs.array_item(call_args, position) if position < nargs else None
-                if guard is not None:
-                    name, info.fused = guard, True
+                if writes:  # its counts in the health modes, its stamp in NO_TENSOR
+                    info.fused = True
                 elif info.health and out is not None:
                     name = _site_kernel(plan[next_site][0], info.slot, out, health is Summaries.STATS, counts)
+                    info.health = name is not None
+                    bindings.append(_binding(name, [out, stats, _row(row)]) if name else tick(row))
                 else:
-                    name = None
-                info.health = name is not None
-                bindings.append(
-                    _binding(name, [out, stats, _row(row)]) if name else _binding(tick_name, [stats, _row(row)])
-                )
+                    info.health = False
+                    bindings.append(tick(row))
                 if out is not None:
                     output_rows.setdefault(hash(out), row)
                 row += 1
-            bindings += [summary(p, param_row[hash(p)], True) for p in counted_params]
             next_site += 1
             next_kernel = plan[next_site][0].kernel if next_site < len(plan) else None
         blocks.append(relax.BindingBlock(bindings))

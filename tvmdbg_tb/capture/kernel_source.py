@@ -49,13 +49,45 @@ def kernel_name(dtype: str | None, health: bool = True, stats: bool = False) -> 
 def catalogue() -> dict[str, str]:
     """Every separate summary kernel by name, with its TVMScript: generic (any rank, one per
     dtype and mode), so that one library holds all of them (kernel_cache: prebuilt into the
-    wheel). Made once per process; callers only read it."""
+    wheel); and the inner-op check's recount kernels. Made once per process; callers only
+    read it."""
     out = {TICK: tick_source(TICK)}
     for dtype in sorted(HEALTH_DTYPES):
         for health, stats in ((True, False), (False, False), (True, True)):
             name = kernel_name(dtype, health, stats)
             out[name] = summary_source(name, dtype, health, stats)
+    for dtype in FLOAT_DTYPES:
+        out[recount_name(dtype)] = recount_source(recount_name(dtype), dtype)
     return out
+
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+def recount_name(dtype: str) -> str:
+    """The kernel that counts NaN, -inf and +inf of a buffer of dtype for the inner-op check."""
+    return f"tvmdbg_inner_{dtype}"
+
+
+def recount_source(name: str, dtype: str) -> str:
+    """A kernel adding the NaN, -inf and +inf counts of a tensor (any rank) into S[row, col],
+    S[row, col + 1], S[row, col + 2] and their sum into S[total_row, INNER_COLUMN]: what a
+    fused kernel calls, through a packed call, on its ops' values (inner_check.py,
+    counting.py), so that the counting by kind is compiled once, not into every kernel."""
+    lines = _any_rank_signature(name, dtype, extra=", col: T.int64, total_row: T.int64")
+    lines += [
+        '    acc = T.alloc_buffer((3,), "int64", scope="local")',
+        "    for k in range(3):",
+        "        acc[k] = T.int64(0)",
+        "    for i in range(size):",
+        '        acc[0] = acc[0] + T.Cast("int64", T.isnan(F[i]))',
+        f'        acc[1] = acc[1] + T.Cast("int64", F[i] == T.{dtype}("-inf"))',
+        f'        acc[2] = acc[2] + T.Cast("int64", F[i] == T.{dtype}("inf"))',
+        "    for k in range(3):",
+        '        S[row, col + k] = S[row, col + k] + T.Cast("float64", acc[k])',
+        f'    S[total_row, {INNER_COLUMN}] = S[total_row, {INNER_COLUMN}] + T.Cast("float64", acc[0] + acc[1] + acc[2])',
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def tick_source(name: str) -> str:
@@ -268,7 +300,7 @@ def _signature(name: str, dtype: str, dims: list[str], size: str) -> list[str]:
 _DATA, _SHAPE, _NDIM, _BYTE_OFFSET = 1, 2, 4, 8
 
 
-def _any_rank_signature(name: str, dtype: str) -> list[str]:
+def _any_rank_signature(name: str, dtype: str, extra: str = "") -> list[str]:
     """A kernel on a tensor of any rank up to MAX_RANK: its rank, shape and data read from
     its DLTensor (ndim, dims, size), its flat view F, and the stats rows S. The caller
     passes a dense CPU tensor of dtype (the call site's static type says so): one kernel
@@ -277,7 +309,7 @@ def _any_rank_signature(name: str, dtype: str) -> list[str]:
     itemsize = 1 if dtype == "bool" else int("".join(c for c in dtype if c.isdigit())) // 8
     return [
         "@T.prim_func",
-        f"def {name}(a: T.handle, stats: T.handle, row: T.int64):",
+        f"def {name}(a: T.handle, stats: T.handle, row: T.int64{extra}):",
         '    T.func_attr({"tirx.noalias": True})',
         "    nrows = T.int64()",
         f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
