@@ -26,6 +26,7 @@ import enum
 import functools
 import math
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import tvm
@@ -134,8 +135,25 @@ class CompiledFunction:
 
 
 HUNT_COUNTS, HUNT_INNER = 1, 2  # hunt_mask's bits (native_rows.first_nonfinite)
+# Function ids, unique in the process: a stats buffer names its function by fid alone.
 _FIDS = iter(range(1, 1 << 62))
+# An index, not state: the instrumented functions of the executables alive, by fid (a traced
+# call's buffers may come from another executable's function called inside it). Filled by
+# register(), emptied of an executable's functions when its description goes.
 FUNCTIONS: dict[int, CompiledFunction] = {}
+
+
+def register(info) -> None:
+    """Indexes the instrumented functions of info (graphs.ExecutableInfo.compiled) until info
+    is collected (with its executable)."""
+    fids = [function.fid for function in info.compiled.values()]
+    FUNCTIONS.update({function.fid: function for function in info.compiled.values()})
+    weakref.finalize(info, _unregister, fids)
+
+
+def _unregister(fids: list[int]) -> None:
+    for fid in fids:
+        FUNCTIONS.pop(fid, None)
 
 
 def row_statistics(row: list[float], dtype: str) -> list[float]:
@@ -308,8 +326,6 @@ def instrument(
         return mod, {}
     for gvar, func in [*updates.items(), *[(g, k.prim) for g, k in kernels.items()]]:
         mod[gvar] = func  # nothing changed before every function was done
-    for compiled in functions.values():
-        FUNCTIONS[compiled.fid] = compiled
     return mod, functions
 
 

@@ -199,7 +199,9 @@ def _dtype_filter(tensor_dtypes) -> Callable[[str], bool] | None:
 class Session:
     """What is recorded (mode, filters) and where it goes (sinks)."""
 
-    def __init__(self, options: DumpOptions, writer: DebugEventsWriter | None = None):
+    def __init__(self, options: DumpOptions, writer: DebugEventsWriter | None = None, exports=None):
+        """exports: the tracing state's ExportWatch, which a param cache registers with
+        (param_summaries="once_per_value"); a session built alone gets its own."""
         self.options = options
         self.mode = options.tensor_debug_mode
         self.op_regex = re.compile(options.op_regex) if options.op_regex else None
@@ -218,7 +220,7 @@ class Session:
         if options.param_summaries is ParamSummaries.ONCE_PER_VALUE and self.mode in _COUNTING_MODES:
             from tvmdbg_tb.tracing import param_cache
 
-            self.param_cache = param_cache.SummaryCache()
+            self.param_cache = param_cache.SummaryCache(exports)
         self._ids = threading.Lock()
         self._graph_ids = itertools.count()
         self._op_ids = itertools.count()
