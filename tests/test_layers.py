@@ -20,6 +20,7 @@ LAYERS = [
     "tvmdbg_tb",
     "proto",
     "native",  # C++ helpers built on the user's machine
+    "storage",  # where files live: a local directory or an object store (record files below framing)
     "events",  # writer, files, reader
     "instrument",  # compile/run hooks that write events
     "replay",  # fused kernels re-run op by op, on top of the instrumentation

@@ -36,6 +36,7 @@ import warnings
 from collections.abc import Callable, Collection
 from typing import NamedTuple
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.instrument import capture, frames, vm_wrapper
@@ -244,7 +245,7 @@ def enable_dump_debug_info(
     if param_summaries not in param_cache.CHOICES:
         raise ValueError(f"param_summaries must be one of {param_cache.CHOICES}, got {param_summaries!r}")
     args = DumpArgs(
-        os.path.abspath(os.fspath(logdir)),
+        storage.check_location(logdir),
         mode,
         circular_buffer_size,
         op_regex,
