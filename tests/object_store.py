@@ -63,3 +63,26 @@ def s3_server():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextlib.contextmanager
+def gcs_emulator():
+    """gcp-storage-emulator on a free port, in memory, with the environment gcsfs reads; yields
+    a bucket's URL. It ignores ifGenerationMatch: exclusive create is not checked there."""
+    from gcp_storage_emulator.server import create_server
+
+    port = free_port()
+    server = create_server("127.0.0.1", port, in_memory=True, default_bucket="tvmdbg-gcs")
+    server.start()
+    env = {"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield "gs://tvmdbg-gcs"
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eventgen  # noqa: E402
-from object_store import S3Server, s3_server  # noqa: E402
+from object_store import S3Server, gcs_emulator, s3_server  # noqa: E402
 from test_plugin import Server  # noqa: E402
 
 from tvmdbg_tb import (
@@ -285,6 +285,27 @@ def test_an_fsspec_memory_filesystem_holds_a_run(monkeypatch):
     again = DebugEventsWriter(logdir, run_name=writer.run_name)  # the name is taken: exclusive create
     assert again.run_name == writer.run_name + "-1"
     again.close()
+
+
+def test_a_gcs_emulator_holds_a_run():
+    """gs:// through gcsfs against gcp-storage-emulator: written, read live and closed."""
+    with gcs_emulator() as bucket:
+        logdir = bucket + "/logs"
+        writer = DebugEventsWriter(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+        _graph(writer)
+        for step in range(3):
+            _write_call(writer, nan=step == 2)
+        writer.flush()
+        assert writer._segments.uploader.drain(30)
+        with DebugDataReader(logdir) as reader:
+            reader.update()
+            assert reader.run().completeness().state == "live"
+            writer.close()
+            assert not writer._segments.uploader.lost
+            reader.update()
+            run = reader.run()
+            assert run.completeness().state == "complete" and run.num_executions() == 3
+            assert first_origin(run)["execution_index"] == 2
 
 
 def test_the_plugin_imports_without_s3fs():

@@ -3,8 +3,8 @@
 fsspec and the scheme's own package (s3fs, gcsfs) are imported only when a URL is opened:
 they are optional extras, and an ImportError at import time of the TensorBoard plugin would
 take all of TensorBoard down. Listings are always fresh (fsspec caches them per instance).
-Endpoints: s3fs and boto3 read AWS_ENDPOINT_URL themselves; TensorBoard's S3_ENDPOINT is
-honoured too when AWS_ENDPOINT_URL is not set, so one variable serves both.
+Endpoints: AWS_ENDPOINT_URL (as boto3 and s3fs read it), else TensorBoard's S3_ENDPOINT, so
+one variable serves both; STORAGE_EMULATOR_HOST for a GCS emulator (gcsfs reads it).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ def _options(protocol: str) -> dict:
     endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("S3_ENDPOINT")
     if protocol in ("s3", "s3a") and endpoint:
         return {"client_kwargs": {"endpoint_url": endpoint}}
+    if protocol in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
+        return {"token": "anon"}  # an emulator (gcsfs reads its address itself) takes no credentials
     return {}
 
 
