@@ -28,6 +28,7 @@ from tvmdbg_tb import (
     analysis,  # noqa: E402
     storage,  # noqa: E402
 )
+from tvmdbg_tb.events.options import DumpOptions  # noqa: E402
 from tvmdbg_tb.events.reader import DebugDataReader  # noqa: E402
 from tvmdbg_tb.events.writer import DebugEventsWriter  # noqa: E402
 
@@ -152,7 +153,9 @@ def _graph(writer: DebugEventsWriter) -> None:
 def test_a_run_read_while_it_is_written_is_live_until_its_run_end(s3, monkeypatch):
     monkeypatch.setenv("TVMDBG_SEAL_SECONDS", "0.2")
     logdir = s3.bucket() + "/live"
-    writer = DebugEventsWriter(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, flush_interval=0.1)
+    writer = DebugEventsWriter(
+        logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), flush_interval=0.1
+    )
     reader = DebugDataReader(logdir)
     seen, states = [], set()
     try:
@@ -193,7 +196,7 @@ def test_a_writer_killed_mid_run_leaves_an_incomplete_dump(s3):
 def test_the_ring_drops_whole_segments_and_keeps_the_first_origin(s3, monkeypatch):
     monkeypatch.setenv("TVMDBG_SEGMENT_BYTES", "2000")
     logdir = s3.bucket() + "/ring"
-    writer = DebugEventsWriter(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=8)
+    writer = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=8))
     _graph(writer)
     for step in range(80):
         _write_call(writer, nan=step in (5, 40))
@@ -240,7 +243,7 @@ def test_a_failing_store_never_stops_the_program_nor_reads_as_clean(monkeypatch)
     monkeypatch.setenv("TVMDBG_UPLOAD_TIMEOUT", "1")
     logdir = server.bucket() + "/failing"
     try:
-        writer = DebugEventsWriter(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+        writer = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1))
         _graph(writer)
         _write_call(writer)
         writer.flush()
@@ -272,7 +275,7 @@ def test_an_fsspec_memory_filesystem_holds_a_run(monkeypatch):
     """Any fsspec URL: the same segments through fsspec's memory file system (the stand-in for
     gs:// where the GCS emulator cannot run)."""
     logdir = "memory://tvmdbg-tests/logs"
-    writer = DebugEventsWriter(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    writer = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1))
     _graph(writer)
     for step in range(4):
         _write_call(writer, nan=step == 1)
@@ -282,8 +285,8 @@ def test_an_fsspec_memory_filesystem_holds_a_run(monkeypatch):
         run = reader.run()
         assert run.completeness().state == "complete" and run.num_executions() == 4
         assert first_origin(run)["execution_index"] == 1
-    again = DebugEventsWriter(logdir, run_name=writer.run_name)  # the name is taken: exclusive create
-    assert again.run_name == writer.run_name + "-1"
+    again = DebugEventsWriter(logdir, run_id=writer.run_id)  # the name is taken: exclusive create
+    assert again.run_id == writer.run_id + "-1"
     again.close()
 
 
@@ -291,7 +294,7 @@ def test_a_gcs_emulator_holds_a_run():
     """gs:// through gcsfs against gcp-storage-emulator: written, read live and closed."""
     with gcs_emulator() as bucket:
         logdir = bucket + "/logs"
-        writer = DebugEventsWriter(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+        writer = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1))
         _graph(writer)
         for step in range(3):
             _write_call(writer, nan=step == 2)

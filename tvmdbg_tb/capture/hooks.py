@@ -116,8 +116,9 @@ REGISTRY = EmitRegistry()
 class _State:
     recording = False
     on_executable = None  # callable(executable, ExecutableInfo) set by the session
-    # None: no compile-time instrumentation; False: timestamps only; True: with health.
-    compile_health: bool | None = None
+    # What builds' summary kernels record (compiled.Summaries); None: no compile-time
+    # instrumentation (the VM instrument traces them).
+    compile_health = None
     # Parameters counted by the kernels that read them (epilogue.py); off under
     # param_summaries="once_per_value", which skips their summaries instead.
     params_in_kernels: bool = True

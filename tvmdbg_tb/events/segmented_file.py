@@ -142,8 +142,8 @@ class SegmentedRun:
 
     def __init__(self, store: storage.Store, base: str, ring_streams: Sequence[str]):
         self.store = store
-        self.run_name, self.run_dir = self._claim(base)
-        self.staging = tempfile_dir(self.run_name)
+        self.run_id, self.run_dir = self._claim(base)
+        self.staging = tempfile_dir(self.run_id)
         self.uploader = storage.Uploader(store)
         self.segment_bytes = _env_number("TVMDBG_SEGMENT_BYTES", SEGMENT_BYTES, int)
         self.seal_seconds = _env_number("TVMDBG_SEAL_SECONDS", SEAL_SECONDS, float)
@@ -210,11 +210,11 @@ class SegmentedRun:
             )
 
 
-def tempfile_dir(run_name: str) -> str:
+def tempfile_dir(run_id: str) -> str:
     """A fresh staging directory (under TVMDBG_STAGING_DIR, else the system's temporary one)."""
     import tempfile
 
-    return tempfile.mkdtemp(prefix=f"tvmdbg-staging-{run_name[:80]}-", dir=os.environ.get("TVMDBG_STAGING_DIR") or None)
+    return tempfile.mkdtemp(prefix=f"tvmdbg-staging-{run_id[:80]}-", dir=os.environ.get("TVMDBG_STAGING_DIR") or None)
 
 
 def _env_number(name: str, default, kind):

@@ -59,11 +59,12 @@ def usable(session: Session, vm: Any) -> bool:
         return False
     if session.trace_fused_ops:  # deep mode needs the kernels' live inputs
         return False
+    built = info.compiled_health
     if session.mode == pb.FULL_STATS:
-        return info.compiled_health == "stats"
+        return built is compiled.Summaries.STATS
     if session.mode == pb.SHAPE:  # sizes and dims: every build but NO_TENSOR's writes them
-        return bool(info.compiled_health)
-    return session.mode == pb.NO_TENSOR or info.compiled_health in (True, "stats")  # counts
+        return built is not compiled.Summaries.TIMESTAMPS
+    return session.mode == pb.NO_TENSOR or built.counts
 
 
 class _FastCall:

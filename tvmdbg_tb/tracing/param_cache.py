@@ -40,9 +40,6 @@ from tvmdbg_tb.tracing.summary import (
     tuple_health_values,
 )
 
-PER_CALL = "every_call"
-PER_VALUE = "once_per_value"
-CHOICES = (PER_CALL, PER_VALUE)
 SKIPPED = -1.0  # column 0 of a parameter row Python pre-marks: the guarded kernel leaves it
 
 _TAINTED: set[int] = set()  # data pointers writable from outside (see the rule above)

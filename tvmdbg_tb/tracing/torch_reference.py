@@ -22,6 +22,7 @@ from tvm import relax
 
 from tvmdbg_tb.capture import frames as frames_mod
 from tvmdbg_tb.capture import graphs, importers
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -144,9 +145,8 @@ def record_torch_reference(
 
     with torch.no_grad():
         final = _Recorder(module).run(*inputs)
-    writer = DebugEventsWriter(
-        logdir, tensor_debug_mode=mode, circular_buffer_size=-1, display_name="PyTorch eager reference"
-    )
+    options = DumpOptions(tensor_debug_mode=mode, circular_buffer_size=-1, run_name="PyTorch eager reference")
+    writer = DebugEventsWriter(logdir, options)
     try:
         _write(writer, mode, module.graph, relax_ops, outputs, inputs, final, _lifted_inputs(program))
     finally:
