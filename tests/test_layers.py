@@ -27,6 +27,7 @@ LAYERS = [
     "replay",  # fused kernels re-run op by op, on top of the instrumentation
     "live",  # watchpoints and pausing, on top of the instrumentation
     "debugger",  # the public API composing the three above
+    "disco",  # per-rank dumps of a TVM disco session, on top of the public API
     "compare",  # two runs' records aligned and compared
     "analysis",  # JSON views of a run for the front ends
     "plugin",  # TensorBoard routes

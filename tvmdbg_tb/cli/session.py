@@ -36,7 +36,10 @@ def run_label(run: RunReader) -> str:
     """The run's name in the logdir, followed by the name the user gave it (run_name), when it
     has one: runs of one script are told apart by what they were for."""
     given = run.metadata.run_name if run.metadata is not None else ""
-    return f"{run.name} {json.dumps(given, ensure_ascii=False)}" if given else run.name
+    label = f"{run.name} {json.dumps(given, ensure_ascii=False)}" if given else run.name
+    if run.disco is not None:
+        label += f" (rank {run.disco.rank} of {run.disco.world_size}, disco job {run.disco.job_id})"
+    return label
 
 
 def _labels(reader: DebugDataReader, names: list[str]) -> str:

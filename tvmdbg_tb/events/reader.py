@@ -302,6 +302,8 @@ class RunReader:
         self.metadata_wall_time: float | None = None
         # How the writer ended the dump (None while it runs, or if it never could say).
         self.run_end: pb.RunEnd | None = None
+        # The disco job and rank the run belongs to (tvmdbg_tb.disco), None for a lone process.
+        self.disco: pb.DiscoWorker | None = None
         self._run_end_read: pb.RunEnd | None = None
         # Damage already reported, while the execution file is read again (see _update_digests).
         self._reread_damage: set[tuple[str, int, str]] | None = None
@@ -623,6 +625,8 @@ class RunReader:
                 self.metadata_wall_time = event.wall_time
             elif event.HasField("run_end"):
                 self._run_end_read = event.run_end  # shown at the end of the update
+            elif event.HasField("disco_worker"):
+                self.disco = event.disco_worker
 
     def _ingest_source_files(self, items, reset) -> None:
         self._source_files.extend(event.source_file for _, event in items)
@@ -1078,9 +1082,23 @@ class DebugDataReader:
         first_bad = [(run.first_nonfinite_time(), run.name, run) for run in runs]
         bad = [entry for entry in first_bad if entry[0] is not None]
         if bad:
-            return min(bad, key=lambda entry: entry[:2])[2], "the run whose first NaN/Inf was recorded first"
+            chosen = min(bad, key=lambda entry: entry[:2])[2]
+            if chosen.disco is not None:  # the first origin across the ranks of a disco job
+                worker = chosen.disco
+                ranks = len(self.job(worker.job_id))
+                return chosen, (
+                    f"rank {worker.rank} of disco job {worker.job_id} ({ranks} of {worker.world_size} ranks read), "
+                    "whose first NaN/Inf was recorded first"
+                )
+            return chosen, "the run whose first NaN/Inf was recorded first"
         started = max(runs, key=lambda run: (run.start_time(), run.name))
         return started, "the newest run (no run recorded a NaN/Inf)"
+
+    def job(self, job_id: str) -> list[RunReader]:
+        """The runs of a disco job (tvmdbg_tb.disco) found so far, by rank."""
+        with self._lock:
+            runs = [run for run in self._runs.values() if run.disco is not None and run.disco.job_id == job_id]
+        return sorted(runs, key=lambda run: (run.disco.rank, run.name))
 
     @property
     def corruptions(self) -> list[records.Corruption]:

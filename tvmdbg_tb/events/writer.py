@@ -331,6 +331,12 @@ class DebugEventsWriter:
             if num_traces:
                 _add_range(self._kept[layout.GRAPH_EXECUTION_TRACES], first_trace, first_trace + num_traces - 1)
 
+    def write_disco_worker(self, job_id: str, rank: int, world_size: int) -> None:
+        """Records that this run is rank `rank` of `world_size` of disco job job_id (tvmdbg_tb.disco)."""
+        worker = pb.DiscoWorker(job_id=job_id, rank=rank, world_size=world_size)
+        self.write_event(layout.METADATA, pb.DebugEvent(wall_time=time.time(), disco_worker=worker))
+        self.flush()
+
     def write_graph(self, graph: pb.DebuggedGraph) -> None:
         self.write_event(layout.GRAPHS, pb.DebugEvent(wall_time=time.time(), debugged_graph=graph))
 
