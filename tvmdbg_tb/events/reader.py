@@ -208,27 +208,29 @@ class _RecordFileReader:
         chunk, or damage followed by nothing valid within the chunk. Returns ("record",
         (buf, offsets, starts, lengths)) for a big good record, ("damage", Corruption) after
         moving past damaged bytes to the next valid record (searched to the end of the file,
-        whatever the records' sizes), or None when the rest must wait for more bytes."""
+        whatever the records' sizes), or None when the rest must wait for more bytes. A record
+        is read whole only once records.check_record found it whole: a length its header
+        declares costs no memory beyond one chunk."""
         if len(buf) < records.HEADER_SIZE:
             return None
-        if records.header_candidates(buf[: records.HEADER_SIZE], 0, size - self.offset) == [0]:
-            need = records.HEADER_SIZE + int.from_bytes(buf[:8], "little") + records.FOOTER_SIZE
-            if self.offset + need > size:
-                return None  # a record still being written, or cut (see RunReader.tails)
-            big = self.source.read(self.offset, need)
-            items = list(records.scan(big, self.offset, self.path, final=True))
-            offset = self.offset
+        state, length = records.check_record(self._pread, self.offset, size, self.source.holes)
+        if state in (records.WHOLE, records.BAD_DATA):
+            offset, need = self.offset, records.HEADER_SIZE + length + records.FOOTER_SIZE
             self.offset += need
-            if items and not isinstance(items[0], records.Corruption):
-                _, start, length = items[0]
-                return "record", (big, np.array([offset]), np.array([start]), np.array([length]))
-            damage = records.Corruption(self.path, offset, need, "bad data CRC")
+            if state == records.WHOLE:
+                big = self.source.read(offset, need)
+                start = np.array([records.HEADER_SIZE])
+                return "record", (big, np.array([offset]), start, np.array([length]))
             self._reported.add(offset)
-            return "damage", damage
+            return "damage", records.Corruption(self.path, offset, need, records.BAD_DATA)
         nxt = self._next_record(self.offset + 1, size)
         if nxt is None:
-            return None  # damage up to the end (reported as such by the scan); wait for more
-        damage = records.Corruption(self.path, self.offset, nxt - self.offset, "bad length CRC")
+            return None  # a record still being written, or cut (see RunReader.tails); or damage to the end
+        reason = {
+            records.BAD_LENGTH: records.BAD_LENGTH,
+            records.TOO_LARGE: f"declared length {length} is larger than any record",
+        }.get(state, f"declared length {length} goes past the next record")
+        damage = records.Corruption(self.path, self.offset, nxt - self.offset, reason)
         self._reported.add(self.offset)
         self.offset = nxt
         return "damage", damage
@@ -237,17 +239,20 @@ class _RecordFileReader:
         """The file offset of the first whole valid record at or after start, if any."""
         window = start
         while window < size:
+            window = self.source.data_from(window)  # a hole of a sparse file holds no record
+            if window is None or window >= size:
+                return None
             buf = self.source.read(window, _READ_CHUNK + records.HEADER_SIZE)
             for pos in records.header_candidates(buf, 0, size - window):
                 if pos >= _READ_CHUNK:
                     break
-                need = records.HEADER_SIZE + int.from_bytes(buf[pos : pos + 8], "little") + records.FOOTER_SIZE
-                record = self.source.read(window + pos, need)
-                items = list(records.scan(record, window + pos, self.path, final=True))
-                if len(items) == 1 and not isinstance(items[0], records.Corruption):
+                if records.check_record(self._pread, window + pos, size, self.source.holes)[0] == records.WHOLE:
                     return window + pos
             window += _READ_CHUNK
         return None
+
+    def _pread(self, offset: int, size: int) -> bytes:
+        return self.source.read(offset, size)
 
     def read_at(self, offset: int) -> pb.DebugEvent:
         """The event of the record at offset (in the file generation currently indexed)."""
@@ -255,11 +260,13 @@ class _RecordFileReader:
         if len(header) < records.HEADER_SIZE:
             raise StaleRecordError(f"{self.path}: no record at byte {offset}")
         length = int.from_bytes(header[:8], "little")
-        body = self.source.read(offset + records.HEADER_SIZE, length + records.FOOTER_SIZE)
-        items = list(records.scan(header + body, offset, self.path, final=True))
-        if len(items) != 1 or isinstance(items[0], records.Corruption):
+        if offset + records.HEADER_SIZE + length + records.FOOTER_SIZE > self.source.length():
+            raise StaleRecordError(f"{self.path}: the record at byte {offset} goes past the end of the file")
+        data = self.source.read(offset + records.HEADER_SIZE, length)
+        footer = self.source.read(offset + records.HEADER_SIZE + length, records.FOOTER_SIZE)
+        if not records.intact(header, data, footer):
             raise StaleRecordError(f"{self.path}: no valid record at byte {offset}")
-        return pb.DebugEvent.FromString(body[:length])
+        return pb.DebugEvent.FromString(data)
 
     def close(self) -> None:
         self.source.close()

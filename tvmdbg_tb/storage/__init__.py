@@ -11,12 +11,12 @@ reader follows either layout through the same two calls (storage/follow.py).
 from __future__ import annotations
 
 from tvmdbg_tb.storage.base import Entry, Store, StoreUnavailableError
+from tvmdbg_tb.storage.files import UnreadableStreamError, open_regular
 from tvmdbg_tb.storage.follow import (
     FileFollower,
     Follower,
     Listing,
     SegmentFollower,
-    UnreadableStreamError,
     follower,
     is_segmented,
 )
@@ -39,5 +39,6 @@ __all__ = [
     "is_url",
     "join",
     "location_problem",
+    "open_regular",
     "open_store",
 ]

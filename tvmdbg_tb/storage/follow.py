@@ -9,17 +9,15 @@ local and object storage.
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import stat
 from typing import Protocol
 
 from tvmdbg_tb.storage import segments
 from tvmdbg_tb.storage.base import Entry, Store
+from tvmdbg_tb.storage.files import UnreadableStreamError, file_kind, open_regular
 from tvmdbg_tb.storage.locations import join
-
-
-class UnreadableStreamError(OSError):
-    """A stream's path is not a regular file (a directory, a FIFO, a device): never opened."""
 
 
 class Follower(Protocol):
@@ -36,6 +34,15 @@ class Follower(Protocol):
     def read(self, offset: int, length: int) -> bytes:
         """Up to length bytes from offset, in the stream current() last found."""
 
+    def length(self) -> int:
+        """The size of the stream current() last found (what read() can reach)."""
+
+    def data_from(self, offset: int) -> int | None:
+        """The first offset >= offset not in a hole of a sparse file (None: only holes follow)."""
+
+    def holes(self, start: int, stop: int):
+        """The holes of a sparse file in [start, stop), as (begin, end) pairs (records.Holes)."""
+
     def size_now(self) -> int | None:
         """The stream's size looked up afresh, None when it is gone."""
 
@@ -43,19 +50,6 @@ class Follower(Protocol):
         """When the stream last grew (s since the epoch), 0 when unknown."""
 
     def close(self) -> None: ...
-
-
-def _file_kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 class FileFollower:
@@ -76,7 +70,7 @@ class FileFollower:
         except FileNotFoundError:
             return None
         if not stat.S_ISREG(st.st_mode):
-            raise UnreadableStreamError(f"{self.path} is not a regular file ({_file_kind(st.st_mode)})")
+            raise UnreadableStreamError(f"{self.path} is not a regular file ({file_kind(st.st_mode)})")
         reset = False
         if (st.st_dev, st.st_ino) != self.inode or st.st_size < read_to:
             reset = self.inode is not None
@@ -84,18 +78,46 @@ class FileFollower:
         return reset, os.fstat(self.fd).st_size
 
     def _reopen(self) -> None:
-        """Opens the file now at the path. Its identity is taken from the file opened, not
-        from the stat before: the writer may replace the file in between, and the file then
-        stat'ed, unlinked and closed, frees its inode number for a later replacement to
-        reuse; taken from the stat, the reader would follow a dead file as if current."""
+        """Opens the file now at the path, only if it is a regular file (storage/files.py).
+        Its identity is taken from the file opened, not from the stat before: the writer may
+        replace the file in between, and the file then stat'ed, unlinked and closed, frees its
+        inode number for a later replacement to reuse; taken from the stat, the reader would
+        follow a dead file as if current."""
+        fd = open_regular(self.path)
         if self.fd is not None:
             os.close(self.fd)
-        self.fd = os.open(self.path, os.O_RDONLY)
-        st = os.fstat(self.fd)
+        self.fd = fd
+        st = os.fstat(fd)
         self.inode = (st.st_dev, st.st_ino)
 
     def read(self, offset: int, length: int) -> bytes:
         return os.pread(self.fd, length, offset)
+
+    def length(self) -> int:
+        return os.fstat(self.fd).st_size
+
+    def data_from(self, offset: int) -> int | None:
+        """offset itself where the file system does not tell."""
+        try:
+            return os.lseek(self.fd, offset, os.SEEK_DATA)
+        except OSError as error:
+            return None if error.errno == errno.ENXIO else offset
+
+    def holes(self, start: int, stop: int):
+        """From SEEK_HOLE/SEEK_DATA."""
+        while start < stop:
+            try:
+                begin = os.lseek(self.fd, start, os.SEEK_HOLE)
+            except OSError:
+                return
+            if begin >= stop:
+                return
+            end = self.data_from(begin)
+            end = stop if end is None else min(end, stop)
+            if end <= begin:
+                return
+            yield begin, end
+            start = end
 
     def size_now(self) -> int | None:
         try:
@@ -209,6 +231,15 @@ class SegmentFollower:
             data = self.store.read(join(self.directory, entry.name), 0, entry.size)
             self._cached = (entry.name, entry.tag, data)
         return self._cached[2]
+
+    def length(self) -> int:
+        return sum(e.size for e in self._segments)
+
+    def data_from(self, offset: int) -> int | None:
+        return offset  # objects have no holes
+
+    def holes(self, start: int, stop: int):
+        return iter(())
 
     def size_now(self) -> int | None:
         found = self._effective(self.store.listdir(self.directory))
