@@ -169,6 +169,8 @@ def test_a_run_read_while_it_is_written_is_live_until_its_run_end(s3, monkeypatc
             states.add(run.completeness().state)
             # Every call shown has its traces: the segments go up in the order readers rely on.
             assert run.num_traces() == 3 * run.num_executions()
+        shown = Server(logdir).json("runs")["runs"][0]  # the tab's view of the growing run
+        assert shown["live"] and shown["completeness"]["state"] == "live" and shown["num_alerts"] > 0, shown
     finally:
         writer.close()
     assert states == {"live"}, states

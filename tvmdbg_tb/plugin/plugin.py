@@ -138,6 +138,10 @@ def _page(request, total: int, max_page: int = MAX_PAGE) -> tuple[int, int]:
     return begin, end
 
 
+# Seconds between polls of a logdir on an object store (docs/storage.md#costs).
+REMOTE_POLL_SECONDS = 5.0
+
+
 class TvmDebuggerPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
@@ -153,6 +157,9 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         except storage.StoreUnavailableError as error:  # s3:// without s3fs: said by the status route
             self._reader_error = str(error)
             logger.error("tvmdbg: %s", error)
+        if self._reader is not None and self._reader.store.remote:
+            # A poll lists every run (a LIST request each): a bucket is polled less often.
+            self._poll_interval = max(poll_interval, REMOTE_POLL_SECONDS)
         self._active = False
         self._active_checked = 0.0
         self._polls = 0
