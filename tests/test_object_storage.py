@@ -153,28 +153,36 @@ def _graph(writer: DebugEventsWriter) -> None:
 def test_a_run_read_while_it_is_written_is_live_until_its_run_end(s3, monkeypatch):
     monkeypatch.setenv("TVMDBG_SEAL_SECONDS", "0.2")
     logdir = s3.bucket() + "/live"
-    writer = DebugEventsWriter(
-        logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), flush_interval=0.1
-    )
+    options = DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    writer = DebugEventsWriter(logdir, options, flush_interval=0.1)
     reader = DebugDataReader(logdir)
     seen, states = [], set()
+
+    def look() -> None:
+        reader.update()
+        run = reader.run()
+        seen.append(run.num_executions())
+        states.add(run.completeness().state)
+        # Every call shown has its traces: the segments go up in the order readers rely on.
+        assert run.num_traces() == 3 * run.num_executions()
+
     try:
         _graph(writer)
         for step in range(6):
             _write_call(writer, nan=step == 2)
-            time.sleep(0.4)
-            reader.update()
-            run = reader.run()
-            seen.append(run.num_executions())
-            states.add(run.completeness().state)
-            # Every call shown has its traces: the segments go up in the order readers rely on.
-            assert run.num_traces() == 3 * run.num_executions()
+            time.sleep(0.3)
+            look()
+        deadline = time.time() + 60  # a loaded machine: the uploads catch up, the run still live
+        while seen[-1] < 6:
+            assert time.time() < deadline, seen
+            time.sleep(0.3)
+            look()
         shown = Server(logdir).json("runs")["runs"][0]  # the tab's view of the growing run
         assert shown["live"] and shown["completeness"]["state"] == "live" and shown["num_alerts"] > 0, shown
     finally:
         writer.close()
     assert states == {"live"}, states
-    assert seen == sorted(seen) and seen[-1] >= 4 and seen[0] < 6, seen
+    assert seen == sorted(seen) and seen[0] < 6, seen
     reader.update()
     run = reader.run()
     assert run.completeness().state == "complete" and run.num_executions() == 6
