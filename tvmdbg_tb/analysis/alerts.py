@@ -455,10 +455,6 @@ class AlertMonitor:
             flags = run.trace_digests()["flags"][self._positions.view()[self._visible()]]
             return int(np.count_nonzero((flags & NONFINITE) == 0))
 
-    def num_nonfinite(self) -> int:
-        """Non-finite outputs in the dump: alerts, absorbed and expected ones."""
-        return self._positions.size
-
     def first_origin_index(self) -> int | None:
         with self._lock:
             visible = self._visible()

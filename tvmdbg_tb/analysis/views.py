@@ -123,6 +123,11 @@ def run_info(run: RunReader) -> dict:
         "last_update_time": updated,
         "live": is_live(completeness, updated),
         "completeness": completeness.to_json(),
+        "disco": (
+            {"job_id": run.disco.job_id, "rank": int(run.disco.rank), "world_size": int(run.disco.world_size)}
+            if run.disco is not None
+            else None
+        ),
     }
 
 

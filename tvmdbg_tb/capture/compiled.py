@@ -118,12 +118,6 @@ class CompiledFunction:
     inner: list[InnerSite] = field(default_factory=list)
 
     @functools.cached_property
-    def health_mask(self) -> bytes:
-        """One byte per kernel row, nonzero when the row holds counts: native_rows'
-        first_nonfinite mask, for the replay's scan and the tracer's one native pass."""
-        return bytes(bool(info.health) for info in self.rows)
-
-    @functools.cached_property
     def hunt_mask(self) -> bytes:
         """The rows the replay's hunt for the first origin scans (replay/auto.py), one byte per
         kernel row: HUNT_COUNTS when the row holds counts, HUNT_INNER when what its fused ops
@@ -262,7 +256,18 @@ def kernel(dtype: str | None, health: bool = True, stats: bool = False) -> str:
             function = kernel_cache.load(name, source, _parse(name))
             tvm.register_global_func(global_name, function, override=True)
             _KERNELS[global_name] = function
+            _KERNEL_SPECS.append((dtype, health, stats))
         return global_name
+
+
+_KERNEL_SPECS: list[tuple[str | None, bool, bool]] = []
+
+
+def kernel_specs() -> list[tuple[str | None, bool, bool]]:
+    """kernel()'s arguments for every summary kernel registered in this process: what another
+    process loading an executable built here registers (tvmdbg_tb.disco's workers)."""
+    with _KERNELS_LOCK:
+        return list(_KERNEL_SPECS)
 
 
 def _callee_name(value) -> str | None:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import uuid
 import weakref
@@ -428,6 +429,7 @@ def install(current: Callable[[], CaptureState]) -> None:
         (vm_build, "build", wrapped_build),
         (relax, "build", wrapped_build),
         (vm_build, "_vmcodegen", _wrap_codegen(vm_build._vmcodegen, current)),
+        (tvm.runtime.Executable, "export_library", _wrap_export(tvm.runtime.Executable.export_library)),
     ]
     wrappers += [(bb, name, _wrap_emit(getattr(bb, name), current)) for name in ("emit_output", "emit")]
     for owner, name, wrapper in wrappers:  # emit last: it marks the hooks installed
@@ -439,3 +441,25 @@ def original_build():
     """TVM's relax.build without the hook: for builds that are no user compile (replays)."""
     build = relax.build
     return build.__wrapped__ if getattr(build, "_tvmdbg_hook", False) else build
+
+
+# An annotation of files, like _INFOS of executables: the libraries exported from executables
+# compiled while recording, realpath -> their description, for processes that load them from
+# the file (tvmdbg_tb.disco's workers).
+_EXPORTED: dict[str, graphs.ExecutableInfo] = {}
+
+
+def _wrap_export(original):
+    def export_library(self, file_name, *args, **kwargs):
+        result = original(self, file_name, *args, **kwargs)
+        info = info_of(self)
+        if info is not None and isinstance(file_name, (str, os.PathLike)):
+            _EXPORTED[os.path.realpath(file_name)] = info
+        return result
+
+    return export_library
+
+
+def exported_info(path: str) -> graphs.ExecutableInfo | None:
+    """The description of the executable last exported to path in this process, if any."""
+    return _EXPORTED.get(os.path.realpath(path))

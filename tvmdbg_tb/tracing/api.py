@@ -216,6 +216,15 @@ def _model_code(model_code: tuple[str, ...] | None) -> tuple[str, ...] | None:
     return frames.parse_model_code(model_code)
 
 
+def current_dump() -> tuple[DebugEventsWriter, DumpOptions] | None:
+    """The enabled dump's writer and options (tvmdbg_tb.disco hands them to its workers)."""
+    state = ACTIVE.state
+    with state.lock:
+        if state.writer is None or state.dump is None:
+            return None
+        return state.writer, state.dump.options
+
+
 def disable_dump_debug_info() -> None:
     """Stops recording, flushes and closes the dump. A no-op when not enabled."""
     state = ACTIVE.state
