@@ -241,6 +241,8 @@ def test_a_mangled_url_is_never_created_as_a_local_directory(tmp_path, monkeypat
             writer = DebugEventsWriter(mangled)
         assert writer.failed
         writer.close()
+    with pytest.raises(ValueError, match="live control needs a local logdir"):
+        tvmdbg.enable_dump_debug_info("s3://bucket/logs", live=True)
     assert list(tmp_path.iterdir()) == []
     assert storage.location_problem("s3:/bucket/logs").startswith("logdir 's3:/bucket/logs' looks like a URL")
 

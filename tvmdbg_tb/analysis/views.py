@@ -57,6 +57,8 @@ def _nonfinite(flags: int) -> bool | None:
 
 def last_update_time(run: RunReader) -> float | None:
     """Newest modification time of the run's record files."""
+    if run.segmented:  # on an object store: its newest segment's
+        return run.last_growth() or None
     newest = None
     try:
         entries = list(os.scandir(run.path))

@@ -143,6 +143,10 @@ class FileFollower:
             pass
 
 
+# Segments up to this size are fetched whole (the writer seals at 8 MiB by default).
+_WHOLE_SEGMENT_BYTES = 64 << 20
+
+
 class Listing:
     """One directory's files as last listed: a run's streams read their segments from one
     listing per update (one LIST request, not one per stream)."""
@@ -216,7 +220,7 @@ class SegmentFollower:
             entry, start = self._segments[index], self._starts[index]
             inner = offset - start
             if inner < entry.size:
-                piece = self._content(entry)[inner : inner + length]
+                piece = self._piece(entry, inner, length)
                 out.append(piece)
                 offset += len(piece)
                 length -= len(piece)
@@ -225,12 +229,16 @@ class SegmentFollower:
             index += 1
         return b"".join(out)
 
-    def _content(self, entry: Entry) -> bytes:
-        """A whole segment (they are bounded in size and read front to back), the last one kept."""
+    def _piece(self, entry: Entry, offset: int, length: int) -> bytes:
+        """Bytes of one segment: a segment of the writer's size is fetched whole and kept (the
+        reader reads front to back, then records near each other); a larger object, which no
+        tvmdbg writer makes, only by ranges, so a hostile bucket costs no memory."""
+        path = join(self.directory, entry.name)
+        if entry.size > _WHOLE_SEGMENT_BYTES:
+            return self.store.read(path, offset, min(length, entry.size - offset))
         if self._cached is None or self._cached[:2] != (entry.name, entry.tag):
-            data = self.store.read(join(self.directory, entry.name), 0, entry.size)
-            self._cached = (entry.name, entry.tag, data)
-        return self._cached[2]
+            self._cached = (entry.name, entry.tag, self.store.read(path, 0, entry.size))
+        return self._cached[2][offset : offset + length]
 
     def length(self) -> int:
         return sum(e.size for e in self._segments)
