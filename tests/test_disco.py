@@ -36,6 +36,16 @@ def job(tmp_path_factory):
     return base / "logs", int(done.stdout.split("LINE", 1)[1].split()[0])
 
 
+def test_tvms_own_session_with_the_worker_hook_runs_a_module_built_with_tvmdbg(tmp_path):
+    """The hook registers tvmdbg.stats and the summary kernels in each worker."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "TVM_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, str(CHILD), str(tmp_path / "logs"), str(tmp_path / "model.so"), "--plain"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0 and "PLAIN ok" in done.stdout, done.stderr[-3000:]
+
+
 def test_each_rank_writes_its_own_run_of_one_job(job):
     logdir, _ = job
     with DebugDataReader(logdir) as reader:

@@ -32,7 +32,14 @@ def main() -> None:
     from tvmdbg_tb.disco.fix import disco_module
 
     disco_module()
-    from tvmdbg_tb.disco import functions  # noqa: F401  registers the global functions
+    import tvm
+
+    from tvmdbg_tb.disco import functions  # registers tvmdbg's global functions
+
+    # In a worker process only: TVM's own loader too makes its VM through relax.VirtualMachine
+    # with the summary kernels registered, so that TVM's own ProcessSession given this
+    # entrypoint runs a module compiled with tvmdbg enabled (traced with tvmdbg.disco's).
+    tvm.register_global_func("runtime.disco.load_vm_module", functions.load_vm_module, override=True)
 
     if len(sys.argv) == 6:
         start_recording(int(sys.argv[1]))
