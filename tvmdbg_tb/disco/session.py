@@ -108,7 +108,7 @@ def _portable(info):
     info = copy.copy(info)
     info.fused_module = None
     info.compiled = {}
-    info.compiled_health = False
+    info.compiled_health = None
     info.functions = {
         name: dataclasses.replace(function, sites=[dataclasses.replace(s, fused_module=None) for s in function.sites])
         for name, function in info.functions.items()
