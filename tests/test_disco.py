@@ -56,6 +56,7 @@ def test_each_rank_writes_its_own_run_of_one_job(job):
         ranks = reader.job(job_id)
         assert [run.disco.rank for run in ranks] == [0, 1] and all(run.disco.world_size == 2 for run in ranks)
         assert ranks[1].name.startswith("rank1/") and not ranks[0].name.startswith("rank")
+        assert ranks[1].metadata.run_name == "rank 1 of 2"
         for run in ranks:
             assert run.completeness().state == "complete" and run.num_executions() == 2, run.name
         assert ranks[0].first_nonfinite_time() is None and ranks[1].first_nonfinite_time() is not None

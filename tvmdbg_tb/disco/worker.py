@@ -24,7 +24,11 @@ def start_recording(rank: int) -> None:
     job = json.loads(text)
     import tvmdbg_tb.debugger as debugger
 
-    writer = debugger.enable_dump_debug_info(rank_logdir(job["logdir"], rank), **job["options"])
+    options = dict(job["options"])
+    # Named after its rank in the run pickers (its command line is the worker's, fds and all).
+    given = options.get("run_name")
+    options["run_name"] = f"{given[:180]} (rank {rank})" if given else f"rank {rank} of {job['world_size']}"
+    writer = debugger.enable_dump_debug_info(rank_logdir(job["logdir"], rank), **options)
     writer.write_disco_worker(job["job_id"], rank, int(job["world_size"]))
 
 
