@@ -13,7 +13,6 @@ import secrets
 import tempfile
 import warnings
 
-from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.capture import hooks as capture
 from tvmdbg_tb.disco import functions
 from tvmdbg_tb.disco.fix import disco_module
@@ -81,8 +80,7 @@ class ProcessSession(_disco.ProcessSession):
         when dumping is enabled there), with the description of its executable when this
         process exported it while recording."""
         info_path = self._write_info(path)
-        specs = ";".join(f"{'-' if d is None else d},{int(h)},{int(s)}" for d, h, s in compiled.kernel_specs())
-        self._get_cached_method(functions.PREPARE)(path, info_path, specs)
+        self._get_cached_method(functions.PREPARE)(path, info_path)
         module = self._get_cached_method(functions.LOAD)(path, device)
         return _TracedModule(module, self)
 
