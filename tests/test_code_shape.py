@@ -33,7 +33,6 @@ CACHES = {
     "capture/compiled.py:_FIDS": "function ids, unique in the process (stats buffers name their function by it)",
     "capture/compiled.py:FUNCTIONS": "an index of the live executables' instrumented functions by fid",
     "capture/compiled.py:_KERNELS": "summary kernels compiled in this process, by name",
-    "capture/compiled.py:_KERNEL_SPECS": "the arguments each summary kernel was made with (for disco workers)",
     "capture/compiled.py:_CALLEES": "callee names of IR call nodes, by node handle",
     "capture/compiled.py:_SITE_KERNELS": "the summary kernel of each output spec",
     "capture/compiled.py:_ROWS": "row-index constants by value, made once",
