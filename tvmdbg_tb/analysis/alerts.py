@@ -55,10 +55,10 @@ from tvmdbg_tb.events.reader import (
     HEALTH_KNOWN,
     INNER_NONFINITE,
     NONFINITE,
-    GrowingArray,
     RunReader,
     value_nonfinite_counts,
 )
+from tvmdbg_tb.events.run_index import GrowingArray
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
