@@ -529,8 +529,8 @@ export class ComparePanel {
         const files = await this.store.api.get<{ source_files: { index: number; file_path: string }[] }>("source_files/list", { run });
         const file = files.source_files.find((f) => f.file_path === loc.file_path);
         if (!file) continue;
-        const text = await this.store.api.get<{ lines: string[] }>("source_files/file", { run, index: file.index });
-        return `${loc.line}: ${text.lines[loc.line - 1] ?? ""}`;
+        const text = await this.store.api.sourceFile(run, file.index, loc.line - 1, loc.line);
+        return `${loc.line}: ${text.lines[0] ?? ""}`;
       } catch {
         continue;
       }

@@ -88,7 +88,6 @@ class OpView implements View {
     store.on("trace", () => this.render());
     store.on("run", () => this.render());
   }
-  private health = new Map<number, TraceData>();
   private seq = 0;
   activate(): void {
     this.render();
@@ -101,16 +100,15 @@ class OpView implements View {
     const seq = ++this.seq;
     let call: ExecutionData | null = null;
     try {
-      [this.health, call] = trace
-        ? await Promise.all([this.store.executionTraces(trace.execution_index), this.store.executionByIndex(trace.execution_index)])
-        : [new Map(), null];
+      call = trace ? await this.store.executionByIndex(trace.execution_index) : null;
     } catch (err) {
-      this.health = new Map();
       this.store.reportError(err);
     }
     if (seq !== this.seq) return;
+    // The health of its producers and consumers in the call (op_info's, for that call).
+    const health = trace && op.execution_index === trace.execution_index ? (op.health ?? {}) : {};
     const pillOf = (opId: number | null) => {
-      const x = opId === null ? undefined : this.health.get(opId);
+      const x = opId === null ? undefined : health[String(opId)];
       return x ? healthPill(healthOf(x), true) : h("span", { class: "muted small" }, trace ? "not traced" : "—");
     };
     const paramPill = (paramIndex: number | null, tupleItem?: number | null) => {
