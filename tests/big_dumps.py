@@ -35,11 +35,14 @@ def write_sources(directory: Path) -> dict[str, Path]:
     return {"wide": wide, "long": long}
 
 
-def write_big_graph(logdir: Path, num_ops: int, sources: dict[str, Path], run_name: str = "big") -> dict:
+def write_big_graph(
+    logdir: Path, num_ops: int, sources: dict[str, Path], run_name: str = "big", lines: int = MILLION_LINES
+) -> dict:
     """A FULL_HEALTH run whose one graph holds num_ops kernels in layers of LAYER_OPS (op k
-    reads op k-1; the first op of a layer also reads the previous layer's input), created at
-    lines of the million-line file, with one call of the first 2,000 ops whose op 1000 made a
-    NaN; the wide file is named by the graph's own location. Returns where things are."""
+    reads op k-1; the first op of a layer also reads the previous layer's input), op k created
+    at line k % lines + 1 of the million-line file (fewer lines: layers sharing their lines, as
+    a model's do), with one call of the first 2,000 ops whose op 1000 made a NaN; the wide file
+    is named by the graph's own location. Returns where things are."""
     w = DebugEventsWriter(str(logdir), run_name=run_name, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
     wide_loc = w.code_location([(str(sources["wide"]), 3, "build")], user_frame_index=0)
     w.write_graph(
@@ -56,7 +59,7 @@ def write_big_graph(logdir: Path, num_ops: int, sources: dict[str, Path], run_na
             inputs.append(
                 pb.OpInput(kind=pb.OpInput.OP_OUTPUT, name=f"lv{op_id - LAYER_OPS}", producer_op_id=op_id - LAYER_OPS)
             )
-        loc = w.code_location([(long_path, op_id % MILLION_LINES + 1, "forward")], user_frame_index=0)
+        loc = w.code_location([(long_path, op_id % lines + 1, "forward")], user_frame_index=0)
         op_type = ("relax.add", "relax.matmul", "relax.nn.relu", "relax.multiply", "relax.exp", "relax.log")[
             op_id % LAYER_OPS
         ]
