@@ -44,8 +44,8 @@ def is_run_dir(path: str | os.PathLike) -> bool:
     return os.path.isfile(os.path.join(path, file_name(METADATA)))
 
 
-def new_run_name(now: float | None = None) -> str:
-    """A readable, sortable, unique-per-process run name: time, host and pid."""
+def new_run_id(now: float | None = None) -> str:
+    """A readable, sortable, unique-per-process run directory name: time, host and pid."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now if now is not None else time.time()))
     host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname()) or "host"
     return f"{stamp}_{host}_pid{os.getpid()}"

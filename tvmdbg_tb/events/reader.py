@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
@@ -33,6 +34,7 @@ from tvmdbg_tb.events.digests import (
     TRACE_DIGEST,
 )
 from tvmdbg_tb.events.earliest import EarliestNonfinite
+from tvmdbg_tb.events.files import UnreadableStreamError, file_kind, open_regular
 from tvmdbg_tb.events.health import value_nonfinite_counts
 from tvmdbg_tb.events.positions import TracePositions
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
@@ -53,23 +55,6 @@ were dropped and the index rebuilt from start 0."""
 
 class StaleRecordError(LookupError):
     """A record asked for by index is no longer in the dump (dropped by the circular buffer)."""
-
-
-class UnreadableStreamError(OSError):
-    """A stream's path is not a regular file (a directory, a FIFO, a device): never opened."""
-
-
-def _file_kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 class GrowingArray:
@@ -209,7 +194,7 @@ class _RecordFileReader:
         except FileNotFoundError:
             return None
         if not stat.S_ISREG(st.st_mode):
-            raise UnreadableStreamError(f"{self.path} is not a regular file ({_file_kind(st.st_mode)})")
+            raise UnreadableStreamError(f"{self.path} is not a regular file ({file_kind(st.st_mode)})")
         if (st.st_dev, st.st_ino) != self.inode or st.st_size < self.offset:
             reset = self.inode is not None
             self._reopen()
@@ -226,27 +211,29 @@ class _RecordFileReader:
         chunk, or damage followed by nothing valid within the chunk. Returns ("record",
         (buf, offsets, starts, lengths)) for a big good record, ("damage", Corruption) after
         moving past damaged bytes to the next valid record (searched to the end of the file,
-        whatever the records' sizes), or None when the rest must wait for more bytes."""
+        whatever the records' sizes), or None when the rest must wait for more bytes. A record
+        is read whole only once records.check_record found it whole: a length its header
+        declares costs no memory beyond one chunk."""
         if len(buf) < records.HEADER_SIZE:
             return None
-        if records.header_candidates(buf[: records.HEADER_SIZE], 0, size - self.offset) == [0]:
-            need = records.HEADER_SIZE + int.from_bytes(buf[:8], "little") + records.FOOTER_SIZE
-            if self.offset + need > size:
-                return None  # a record still being written, or cut (see RunReader.tails)
-            big = os.pread(self.fd, need, self.offset)
-            items = list(records.scan(big, self.offset, self.path, final=True))
-            offset = self.offset
+        state, length = records.check_record(self._pread, self.offset, size, self._holes)
+        if state in (records.WHOLE, records.BAD_DATA):
+            offset, need = self.offset, records.HEADER_SIZE + length + records.FOOTER_SIZE
             self.offset += need
-            if items and not isinstance(items[0], records.Corruption):
-                _, start, length = items[0]
-                return "record", (big, np.array([offset]), np.array([start]), np.array([length]))
-            damage = records.Corruption(self.path, offset, need, "bad data CRC")
+            if state == records.WHOLE:
+                big = os.pread(self.fd, need, offset)
+                start = np.array([records.HEADER_SIZE])
+                return "record", (big, np.array([offset]), start, np.array([length]))
             self._reported.add(offset)
-            return "damage", damage
+            return "damage", records.Corruption(self.path, offset, need, records.BAD_DATA)
         nxt = self._next_record(self.offset + 1, size)
         if nxt is None:
-            return None  # damage up to the end (reported as such by the scan); wait for more
-        damage = records.Corruption(self.path, self.offset, nxt - self.offset, "bad length CRC")
+            return None  # a record still being written, or cut (see RunReader.tails); or damage to the end
+        reason = {
+            records.BAD_LENGTH: records.BAD_LENGTH,
+            records.TOO_LARGE: f"declared length {length} is larger than any record",
+        }.get(state, f"declared length {length} goes past the next record")
+        damage = records.Corruption(self.path, self.offset, nxt - self.offset, reason)
         self._reported.add(self.offset)
         self.offset = nxt
         return "damage", damage
@@ -255,27 +242,55 @@ class _RecordFileReader:
         """The file offset of the first whole valid record at or after start, if any."""
         window = start
         while window < size:
+            window = self._data_from(window)  # a hole of a sparse file holds no record
+            if window is None or window >= size:
+                return None
             buf = os.pread(self.fd, _READ_CHUNK + records.HEADER_SIZE, window)
             for pos in records.header_candidates(buf, 0, size - window):
                 if pos >= _READ_CHUNK:
                     break
-                need = records.HEADER_SIZE + int.from_bytes(buf[pos : pos + 8], "little") + records.FOOTER_SIZE
-                record = os.pread(self.fd, need, window + pos)
-                items = list(records.scan(record, window + pos, self.path, final=True))
-                if len(items) == 1 and not isinstance(items[0], records.Corruption):
+                if records.check_record(self._pread, window + pos, size, self._holes)[0] == records.WHOLE:
                     return window + pos
             window += _READ_CHUNK
         return None
+
+    def _pread(self, offset: int, size: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+    def _data_from(self, offset: int) -> int | None:
+        """The first offset >= offset that is not in a hole of the file (None: only holes
+        follow); offset itself where the file system does not tell."""
+        try:
+            return os.lseek(self.fd, offset, os.SEEK_DATA)
+        except OSError as error:
+            return None if error.errno == errno.ENXIO else offset
+
+    def _holes(self, start: int, stop: int):
+        """The holes of the file in [start, stop) (records.Holes), from SEEK_HOLE/SEEK_DATA."""
+        while start < stop:
+            try:
+                begin = os.lseek(self.fd, start, os.SEEK_HOLE)
+            except OSError:
+                return
+            if begin >= stop:
+                return
+            end = self._data_from(begin)
+            end = stop if end is None else min(end, stop)
+            if end <= begin:
+                return
+            yield begin, end
+            start = end
 
     def _reopen(self) -> None:
         """Opens the file now at the path. Its identity is taken from the file opened, not
         from the stat before: the writer may replace the file in between, and the file then
         stat'ed, unlinked and closed, frees its inode number for a later replacement to
         reuse; taken from the stat, the reader would follow a dead file as if current."""
+        fd = open_regular(self.path)
         if self.fd is not None:
             os.close(self.fd)
-        self.fd = os.open(self.path, os.O_RDONLY)
-        st = os.fstat(self.fd)
+        self.fd = fd
+        st = os.fstat(fd)
         self.inode = (st.st_dev, st.st_ino)
         self.offset = 0
         self._checked = None
@@ -287,11 +302,13 @@ class _RecordFileReader:
         if len(header) < records.HEADER_SIZE:
             raise StaleRecordError(f"{self.path}: no record at byte {offset}")
         length = int.from_bytes(header[:8], "little")
-        body = os.pread(self.fd, length + records.FOOTER_SIZE, offset + records.HEADER_SIZE)
-        items = list(records.scan(header + body, offset, self.path, final=True))
-        if len(items) != 1 or isinstance(items[0], records.Corruption):
+        if offset + records.HEADER_SIZE + length + records.FOOTER_SIZE > os.fstat(self.fd).st_size:
+            raise StaleRecordError(f"{self.path}: the record at byte {offset} goes past the end of the file")
+        data = os.pread(self.fd, length, offset + records.HEADER_SIZE)
+        footer = os.pread(self.fd, records.FOOTER_SIZE, offset + records.HEADER_SIZE + length)
+        if not records.intact(header, data, footer):
             raise StaleRecordError(f"{self.path}: no valid record at byte {offset}")
-        return pb.DebugEvent.FromString(body[:length])
+        return pb.DebugEvent.FromString(data)
 
     def close(self) -> None:
         if self.fd is not None:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from tvmdbg_tb.events import layout, records, vectorized
+from tvmdbg_tb.events.files import open_regular
 
 CHUNK = 8 << 20
 
@@ -30,7 +31,7 @@ def iter_debug_values(run_path: str, offsets: np.ndarray, width: int) -> Iterato
     order = np.argsort(offsets, kind="stable")
     sorted_offsets = np.asarray(offsets, dtype=np.int64)[order]
     path = os.path.join(run_path, layout.file_name(layout.GRAPH_EXECUTION_TRACES))
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:  # never a FIFO swapped in since it was indexed
         file_size = os.fstat(f.fileno()).st_size
         first = 0  # index in sorted_offsets of the next record to read
         while first < len(sorted_offsets):

@@ -38,7 +38,7 @@ from importlib import metadata as _metadata
 from typing import NamedTuple
 
 from tvmdbg_tb.events import health, layout, native_records, records
-from tvmdbg_tb.events.summaries import mode_value
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -238,42 +238,40 @@ def _add_range(ranges: list[tuple[int, int]], first: int, last: int) -> None:
         ranges.append((first, last))
 
 
+DEFAULT_OPTIONS = DumpOptions()  # frozen: one instance serves every writer given none
+
+
 class DebugEventsWriter:
-    """Writes the events of one run to `<logdir>/<run_name>/tvmdbg.*`. Thread-safe."""
+    """Writes the events of one run to `<logdir>/<run_id>/tvmdbg.*`. Thread-safe."""
 
     def __init__(
         self,
         logdir: str | os.PathLike,
+        options: DumpOptions = DEFAULT_OPTIONS,
         *,
-        run_name: str | None = None,
-        tensor_debug_mode: str | int = "NO_TENSOR",
-        circular_buffer_size: int = 1000,
-        circular_buffer_bytes: int | None = None,
+        run_id: str | None = None,
         flush_interval: float = 1.0,
-        display_name: str | None = None,
-        expected_nonfinite: str | None = None,
     ):
         """Creates the run directory and its files and writes the metadata record.
 
-        display_name: the name the user gave the run (DebugMetadata.run_name), shown by every
-            front end next to the command line; the directory keeps its unique name.
-        expected_nonfinite: the pattern of ops whose non-finite outputs the user expects
-            (DebugMetadata.expected_nonfinite, read by the analysis).
-
-        circular_buffer_size: execution and trace events kept (each stream); <= 0 keeps all.
-        circular_buffer_bytes: bytes kept per ring file; defaults to 256 MiB when
-            circular_buffer_size > 0 and to unbounded otherwise.
+        options: what the dump records (DumpOptions: the mode, the ring's bounds, the user's
+            run_name and expected_nonfinite pattern kept in the metadata record).
+        run_id: the run's directory in logdir (DebugMetadata.run_id), made unique with a
+            suffix when taken; default a new time-stamped name. Not the user's run_name,
+            which front ends show next to it.
         Never raises for the file system: if the directory or its files cannot be created
         (a regular file in the way, permissions, read-only, path too long), it warns once and
         `failed` says why; every later write is dropped.
         """
-        self.tensor_debug_mode = mode_value(tensor_debug_mode)
-        self.circular_buffer_size = int(circular_buffer_size)
+        self.options = options
+        self.tensor_debug_mode = options.tensor_debug_mode
+        self.circular_buffer_size = options.circular_buffer_size
+        circular_buffer_bytes = options.circular_buffer_bytes
         if circular_buffer_bytes is None:
             circular_buffer_bytes = DEFAULT_RING_BYTES if self.circular_buffer_size > 0 else 0
-        self.circular_buffer_bytes = int(circular_buffer_bytes)
+        self.circular_buffer_bytes = circular_buffer_bytes
         self._ring_on = self.circular_buffer_size > 0 or self.circular_buffer_bytes > 0
-        base = run_name or layout.new_run_name()
+        base = run_id or layout.new_run_id()
         self.logdir = os.fspath(logdir)
         self._lock = threading.Lock()  # guards pending buffers and counters
         self._io_lock = threading.Lock()  # serialises file writes and compaction
@@ -287,12 +285,12 @@ class DebugEventsWriter:
         self._durable = (0, 0)
         self._files: dict[str, _RecordFile] = {}
         try:
-            self.run_name, self.run_dir = self._make_run_dir(base)
+            self.run_id, self.run_dir = self._make_run_dir(base)
             for s in layout.STREAMS:
                 path = os.path.join(self.run_dir, layout.file_name(s))
                 self._files[s] = _RecordFile(path, self._ring_on and s in layout.RING_STREAMS)
         except (OSError, ValueError) as error:  # a file in the way, permissions, read-only, name too long
-            self.run_name, self.run_dir = base, os.path.join(self.logdir, base)
+            self.run_id, self.run_dir = base, os.path.join(self.logdir, base)
             for record_file in self._files.values():
                 record_file.handle.close()
             self._files = {}
@@ -323,7 +321,7 @@ class DebugEventsWriter:
                 debug_metadata=pb.DebugMetadata(
                     tvmdbg_version=package_version("tvmdbg"),
                     tvm_version=package_version("apache-tvm"),
-                    run_id=self.run_name,
+                    run_id=self.run_id,
                     host_name=self.host_name,
                     pid=os.getpid(),
                     file_version=layout.FILE_VERSION,
@@ -331,8 +329,8 @@ class DebugEventsWriter:
                     circular_buffer_size=self.circular_buffer_size,
                     circular_buffer_bytes=self.circular_buffer_bytes,
                     argv=list(sys.argv),
-                    run_name=display_name or "",
-                    expected_nonfinite=expected_nonfinite or "",
+                    run_name=options.run_name or "",
+                    expected_nonfinite=options.expected_nonfinite or "",
                 ),
             ),
         )

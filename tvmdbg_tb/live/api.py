@@ -14,10 +14,12 @@ from __future__ import annotations
 import atexit
 import threading
 
-from tvmdbg_tb.instrument import api as instrument_api
-from tvmdbg_tb.instrument import capture, vm_wrapper
+from tvmdbg_tb.capture import hooks as capture
+from tvmdbg_tb.events.options import LiveOptions
 from tvmdbg_tb.live.controller import LiveController
 from tvmdbg_tb.live.server import ControlServer
+from tvmdbg_tb.tracing import api as instrument_api
+from tvmdbg_tb.tracing import vm_wrapper
 
 __all__ = [
     "add_watchpoint",
@@ -53,13 +55,11 @@ def _controller(writer) -> LiveController:
     return _LIVE.controller
 
 
-def start_live(writer, timeout: float = 60.0) -> ControlServer:
+def start_live(writer, options: LiveOptions) -> ControlServer:
     """Opens the control channel of the dump's run (called by enable_dump_debug_info(live=True))."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"live_timeout must be a positive number of seconds, got {timeout!r}")
     with _LOCK:
         controller = _controller(writer)
-        controller.timeout = float(timeout)
+        controller.timeout = options.timeout
         if _LIVE.server is None:
             _LIVE.server = ControlServer(controller, writer.run_dir)
             _LIVE.server.start()

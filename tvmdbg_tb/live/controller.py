@@ -1,6 +1,6 @@
 """The live controller: a session sink that checks watchpoints and pauses the program.
 
-It runs inside the VM instrument's callback after each kernel (instrument/vm_tracer.py), while
+It runs inside the VM instrument's callback after each kernel (tracing/vm_tracer.py), while
 the kernel's inputs and outputs are valid, so the granularity is one kernel: a pause holds
 the program after a kernel ran and before the next one starts. Pausing blocks the program's
 thread on a condition variable until a command (continue, step, run to an op, run to the
@@ -12,6 +12,7 @@ because its dashboard went away.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import threading
 import time
@@ -21,9 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmdbg_tb.instrument.session import KernelCall
-from tvmdbg_tb.instrument.summary import as_numpy, is_tensor
-from tvmdbg_tb.live import paused_call
+from tvmdbg_tb.live import channel, paused_call
 from tvmdbg_tb.live.watchpoints import (
     NAME_MATCH_SECONDS,
     SET_MATCH_SECONDS,
@@ -33,6 +32,8 @@ from tvmdbg_tb.live.watchpoints import (
     make_watchpoint,
 )
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing.session import KernelCall
+from tvmdbg_tb.tracing.summary import as_numpy, is_tensor
 
 MAX_VALUES = 256  # values shown per tensor while paused (first elements, flattened)
 MAX_WATCHPOINTS = 100  # per program
@@ -132,6 +133,7 @@ class LiveController:
         self._covering: dict[tuple[str, str], tuple[Watchpoint, ...]] = {}  # name -> its watchpoints
         self.budget = ByteBudget(CHANGED_BUDGET_BYTES)
         self.events: deque[str] = deque(maxlen=100)  # resumes by timeout etc., for the state
+        self.applied: deque[dict] = deque(maxlen=20)  # the last requests that changed the program
         self.serving = False  # a channel is open: pausing makes sense
         self._command: tuple[str, str | None] | None = None
         self._pause_gate = threading.Lock()  # one pause at a time when several threads run the VM
@@ -381,6 +383,26 @@ class LiveController:
     def touch(self) -> None:
         self.last_contact = time.monotonic()
 
+    @contextlib.contextmanager
+    def applying(self, deadline: float | None, request_id: str, route: str, action: str | None = None):
+        """Holds the lock while a request is applied, if it is still in time: its deadline
+        (channel.clock()) is when the plugin stops waiting for the answer, so a request read
+        later (the program was frozen, SIGSTOP) is refused, never applied behind the back of
+        a dashboard told it failed. The requests applied are listed in the state (`applied`),
+        so one applied just before a freeze is still seen to have happened."""
+        with self._lock:
+            if deadline is not None and channel.clock() > deadline:
+                late = channel.clock() - deadline
+                raise CommandError(
+                    f"this request arrived {late:.1f} s after the dashboard stopped waiting for it (the program "
+                    "was frozen or busy): it was not applied; send it again",
+                    status=408,
+                )
+            yield
+            if route != "/keepalive":
+                entry = {"request_id": request_id or None, "route": route, "action": action, "time": time.time()}
+                self.applied.append(entry)
+
     def keepalive(self, pause_id: int) -> dict:
         """The dashboard still shows the pause `pause_id`: its timeout starts again."""
         with self._lock:
@@ -405,6 +427,7 @@ class LiveController:
                 "recent_hits": list(self.recent_hits),
                 "timeout": self.timeout,
                 "events": list(self.events)[-10:],
+                "applied": list(self.applied),
                 "finished": self.finished,
             }
 

@@ -19,7 +19,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from tvmdbg_tb.instrument.frames import Frame
+from tvmdbg_tb.capture.frames import Frame
 
 Spec = tuple[str, tuple[int, ...], str]  # dtype, shape (-1 symbolic), shape as printed
 
@@ -151,7 +151,7 @@ class ExecutableInfo:
     # Compile-time instrumentation (compiled.py), by function name; empty when the VM
     # instrument traces this executable.
     compiled: dict = field(default_factory=dict)
-    compiled_health: bool | str = False  # how the build was instrumented (api._compile_health)
+    compiled_health: compiled.Summaries | None = None  # what its summary kernels record (if compiled)
     # The module right after FuseOps (fused functions still call the per-op legalized
     # PrimFuncs): the source of replays (tvmdbg_tb.replay); None when there was no FuseOps.
     fused_module: object = None

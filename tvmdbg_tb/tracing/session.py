@@ -12,22 +12,26 @@ import re
 import threading
 import time
 import warnings
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
+from tvmdbg_tb.capture import frames as frames_mod
+from tvmdbg_tb.capture import graphs
+from tvmdbg_tb.capture.frames import Frame
 from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.options import DumpOptions, ParamSummaries
 from tvmdbg_tb.events.writer import DebugEventsWriter
-from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import graphs
-from tvmdbg_tb.instrument.frames import Frame
-from tvmdbg_tb.instrument.op_records import OpEncoder
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing.op_records import OpEncoder
 
 UNMAPPED_NOTE = (
     "compiled before tvmdbg was enabled (or loaded from a library): kernels are traced "
     "from the VM, without Relax op or source mapping"
 )
 
+
+# Modes whose parameter summaries param_summaries="once_per_value" reuses (element counts).
+_COUNTING_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
 
 _HELD = threading.local()  # calls: what after_call sinks will hear once this thread's call is over
 
@@ -146,7 +150,7 @@ class RuntimeSite:
 
     def outputs(self, args: tuple, ret: Any) -> list[Any]:
         if self.out_positions is None:
-            from tvmdbg_tb.instrument.summary import flatten
+            from tvmdbg_tb.tracing.summary import flatten
 
             return flatten(ret)
         n = len(args)
@@ -195,16 +199,11 @@ def _dtype_filter(tensor_dtypes) -> Callable[[str], bool] | None:
 class Session:
     """What is recorded (mode, filters) and where it goes (sinks)."""
 
-    def __init__(
-        self,
-        mode: int,
-        op_regex: str | None = None,
-        tensor_dtypes: Collection[str] | Callable[[str], bool] | None = None,
-        writer: DebugEventsWriter | None = None,
-    ):
-        self.mode = mode
-        self.op_regex = re.compile(op_regex) if op_regex else None
-        self.dtype_ok = _dtype_filter(tensor_dtypes)
+    def __init__(self, options: DumpOptions, writer: DebugEventsWriter | None = None):
+        self.options = options
+        self.mode = options.tensor_debug_mode
+        self.op_regex = re.compile(options.op_regex) if options.op_regex else None
+        self.dtype_ok = _dtype_filter(options.tensor_dtypes)
         self.writer = writer
         self.sinks: list[Sink] = []
         self._after_call: list[Sink] = []  # sinks that hear a call once it is over (listeners)
@@ -213,8 +212,13 @@ class Session:
         self._idle_checks: list[Callable[[], bool]] = []
         self.want_nonfinite = False  # some sink needs per-output finiteness
         self.replay = None  # tvmdbg_tb.replay.auto.AutoReplay when a dump is written
-        self.trace_fused_ops = False  # deep mode (see api.enable_dump_debug_info)
-        self.param_cache = None  # param_cache.SummaryCache with param_summaries="once_per_value"
+        # Deep mode: the options' trace_fused_ops, or a sink's (check-numerics'); see _set_sinks.
+        self.trace_fused_ops = options.trace_fused_ops
+        self.param_cache = None  # a SummaryCache with param_summaries="once_per_value" (health modes)
+        if options.param_summaries is ParamSummaries.ONCE_PER_VALUE and self.mode in _COUNTING_MODES:
+            from tvmdbg_tb.tracing import param_cache
+
+            self.param_cache = param_cache.SummaryCache()
         self._ids = threading.Lock()
         self._graph_ids = itertools.count()
         self._op_ids = itertools.count()
@@ -233,8 +237,13 @@ class Session:
     def remove_sink(self, sink: Sink) -> None:
         self._set_sinks([s for s in self.sinks if s is not sink])
 
+    def update_sinks(self) -> None:
+        """Re-reads what the sinks want (a sink's trace_fused_ops changed)."""
+        self._set_sinks(self.sinks)
+
     def _set_sinks(self, sinks: list[Sink]) -> None:
         self.sinks = sinks
+        self.trace_fused_ops = self.options.trace_fused_ops or any(getattr(s, "trace_fused_ops", False) for s in sinks)
         writers = [s for s in sinks if type(s) is WriterSink]
         rest = [s for s in sinks if type(s) is not WriterSink]
         quiet = len(writers) == 1 and all(callable(getattr(s, "idle", None)) for s in rest)
@@ -407,7 +416,7 @@ class Session:
 
     def dynamic_site(self, function: RuntimeFunction, symbol: str, args: tuple, fresh: set[int]) -> RuntimeSite:
         """A kernel site of an unmapped function, described from its first call."""
-        from tvmdbg_tb.instrument.summary import is_tensor
+        from tvmdbg_tb.tracing.summary import is_tensor
 
         with function.lock:
             occurrence = len(function.by_symbol.get(symbol, ()))

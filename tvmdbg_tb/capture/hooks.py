@@ -20,8 +20,8 @@ import weakref
 import tvm
 from tvm import relax
 
-from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import graphs, importers, lineage
+from tvmdbg_tb.capture import frames as frames_mod
+from tvmdbg_tb.capture import graphs, importers, lineage
 
 
 class EmitRegistry:
@@ -116,8 +116,9 @@ REGISTRY = EmitRegistry()
 class _State:
     recording = False
     on_executable = None  # callable(executable, ExecutableInfo) set by the session
-    # None: no compile-time instrumentation; False: timestamps only; True: with health.
-    compile_health: bool | None = None
+    # What builds' summary kernels record (compiled.Summaries); None: no compile-time
+    # instrumentation (the VM instrument traces them).
+    compile_health = None
     # Parameters counted by the kernels that read them (epilogue.py); off under
     # param_summaries="once_per_value", which skips their summaries instead.
     params_in_kernels: bool = True
@@ -278,7 +279,7 @@ def _wrap_codegen(original):
 def _instrumented(pending: _PendingBuild, mod):
     """mod with the compile-time instrumentation (compiled.py) if the build supports it."""
     info = pending.describe()
-    from tvmdbg_tb.instrument import compiled
+    from tvmdbg_tb.capture import compiled
 
     if compiled.plan_supported(info):
         try:
@@ -337,7 +338,7 @@ def _explain_failure(error: Exception, pending: _PendingBuild, original, args, k
 
         from tvm.relax import vm_build
 
-        from tvmdbg_tb.instrument import build_failure
+        from tvmdbg_tb.capture import build_failure
 
         bound = inspect.signature(original).bind(*args, **kwargs)
         bound.apply_defaults()
