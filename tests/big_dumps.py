@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -43,7 +44,9 @@ def write_big_graph(
     at line k % lines + 1 of the million-line file (fewer lines: layers sharing their lines, as
     a model's do), with one call of the first 2,000 ops whose op 1000 made a NaN; the wide file
     is named by the graph's own location. Returns where things are."""
-    w = DebugEventsWriter(str(logdir), run_name=run_name, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    w = DebugEventsWriter(
+        str(logdir), DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), run_id=run_name
+    )
     wide_loc = w.code_location([(str(sources["wide"]), 3, "build")], user_frame_index=0)
     w.write_graph(
         pb.DebuggedGraph(graph_id=0, name="main", executable_id="e", source_mapped=True, code_location=wide_loc)
@@ -101,4 +104,4 @@ def write_big_graph(
         pb.Execution(index=index, function_name="main", graph_id=0, num_traces=traced, duration_us=100.0),
     )
     w.close()
-    return {"run": w.run_name, "bad_op": bad, "traced": traced}
+    return {"run": w.run_id, "bad_op": bad, "traced": traced}

@@ -17,6 +17,7 @@ from test_plugin import Server
 
 from tvmdbg_tb.analysis.graph_views import MAX_GRAPH_PAGE, MAX_OPS_PER_LINE
 from tvmdbg_tb.analysis.views import MAX_LINE_CHARS, MAX_PAGE_CHARS, MAX_SOURCE_PAGE
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -144,7 +145,9 @@ def test_overview_folds_consecutive_ops_and_counts_edges_between_groups(dump):
 def searchable(tmp_path_factory):
     """Four ops like a model's: a subtract, a fused log+multiply, a matmul, an ONNX conv."""
     logdir = tmp_path_factory.mktemp("search")
-    w = DebugEventsWriter(str(logdir), run_name="s", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    w = DebugEventsWriter(
+        str(logdir), DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), run_id="s"
+    )
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", executable_id="e"))
     loc = lambda line: w.code_location([(__file__, line, "forward")], user_frame_index=0)  # noqa: E731
     specs = [
