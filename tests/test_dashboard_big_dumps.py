@@ -53,7 +53,9 @@ def big(tmp_path_factory):
     tb = TensorBoardProcess(logdir, tmp_path_factory.mktemp("tb") / "tensorboard.log")
     deadline = time.time() + 240
     while not [r for r in runs(tb) if r["num_ops"] == NUM_OPS and r["num_alerts"]]:
-        assert time.time() < deadline, runs(tb)
+        if time.time() > deadline:
+            tb.close()
+            raise AssertionError(f"the big run was not read in 240 s: {runs(tb)}")
         time.sleep(0.5)
     b = Browser()
     b.context.add_init_script(OBSERVE_LONG_TASKS)

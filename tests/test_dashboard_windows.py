@@ -178,7 +178,7 @@ def test_panes_resize_and_remember(tb, b):
     runs = runs_of(tb)
     frame = open_at(b, tb, (1440, 900), runs["buggy"]["run"])
     graph = frame.locator(".graph-panel")
-    gutter = frame.locator(".gutter[data-split=right]")
+    gutter = frame.locator(".gutter[data-split=strip]")
     try:
         before = graph.bounding_box()["height"]
         box = gutter.bounding_box()
@@ -198,7 +198,7 @@ def test_panes_resize_and_remember(tb, b):
         assert abs(frame.locator(".graph-panel").bounding_box()["height"] - after_keys) < 3
         assert_layout_sound(b)
     finally:
-        frame.locator(".gutter[data-split=right]").dblclick()  # back to the default size
+        frame.locator(".gutter[data-split=strip]").dblclick()  # back to the default size
     assert abs(frame.locator(".graph-panel").bounding_box()["height"] - before) < 3
 
 

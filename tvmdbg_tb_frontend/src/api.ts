@@ -416,6 +416,8 @@ export interface OpInfo extends Op {
     param_index: number | null;
     /** This input is item `tuple_item` of tuple parameter `param_index`. */
     tuple_item?: number | null;
+    /** A constant's values summarised when it was compiled (its health), when recorded. */
+    constant?: Summary | null;
   }[];
   consumers: { op_id: number; op_name: string; input_slot: number; output_slot: number }[];
   num_consumers: number;

@@ -42,18 +42,39 @@ export function render(root: HTMLElement = document.body): Store {
   const navigator = new Navigator([alerts, compare]);
 
   // Every pane can be resized (the sizes are remembered); each panel scrolls inside itself.
+  // The source and the stack share the strip under the work area (as in Debugger V2): at
+  // 1440x900 the source shows 12+ lines and the stack 5+ frames after an alert click.
   const side = new Split(navigator.el, live.el, { key: "side", direction: "column", initial: 0.6, minFirst: 140, minSecond: 90 });
   live.onShape = (open) => side.setCollapsed(!open);
-  const code = new Split(stack.el, source.el, { key: "code", direction: "column", initial: 0.28, minFirst: 56, minSecond: 110 });
-  const right = new Split(graph.el, code.el, { key: "right", direction: "column", initial: 0.6, minFirst: 200, minSecond: 150 });
-  const center = new Split(executions.el, details.el, { key: "center", direction: "column", initial: 0.5, minFirst: 140, minSecond: 140 });
-  const columns = new Split(center.el, right.el, { key: "columns", direction: "row", initial: 0.54, minFirst: 300, minSecond: 300 });
-  const work = new Split(timeline.el, columns.el, {
+  const code = new Split(source.el, stack.el, {
+    key: "code",
+    direction: "row",
+    initial: (total) => total - Math.min(440, Math.max(250, total * 0.32)),
+    minFirst: 300,
+    minSecond: 200,
+  });
+  // The op's details first: its title, health and inputs' table (~170 px), the list the rest.
+  const center = new Split(executions.el, details.el, {
+    key: "center",
+    direction: "column",
+    initial: (total) => total - Math.max(175, total * 0.56),
+    minFirst: 80,
+    minSecond: 150,
+  });
+  const columns = new Split(center.el, graph.el, { key: "columns", direction: "row", initial: 0.52, minFirst: 330, minSecond: 260 });
+  const upper = new Split(timeline.el, columns.el, {
     key: "timeline",
     direction: "column",
-    initial: (total) => Math.min(180, Math.max(112, total * 0.19)),
-    minFirst: 84,
-    minSecond: 300,
+    initial: () => 150, // its head, the calls and the selected call's three lines
+    minFirst: 96,
+    minSecond: 250,
+  });
+  const work = new Split(upper.el, code.el, {
+    key: "strip",
+    direction: "column",
+    initial: (total) => total - Math.min(380, Math.max(165, total / 2 - 112)),
+    minFirst: 340,
+    minSecond: 130,
   });
   const main = new Split(side.el, work.el, {
     key: "main",

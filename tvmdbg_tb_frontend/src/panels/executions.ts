@@ -129,7 +129,7 @@ export class ExecutionsPanel {
           "label",
           { class: "nonfinite-only", title: "list only kernel executions whose output holds NaN or ∞" },
           this.nonfiniteBox,
-          "non-finite only",
+          "NaN/∞ only",
         ),
         this.filterInput,
         goto,

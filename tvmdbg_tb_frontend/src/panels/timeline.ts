@@ -4,6 +4,7 @@ import type { ExecutionData, ExecutionDigest, TraceData } from "../api";
 import { h, scrollWithin, setChildren } from "../dom";
 import { formatClock, formatCount, formatDuration, formatLocation, formatShape, summaryHealth } from "../format";
 import type { PauseInfo, Store } from "../store";
+import { keepFocus, roving, setTabStop } from "../roving";
 import { healthPill } from "./pill";
 
 const PAGE = 100;
@@ -287,60 +288,64 @@ export class TimelinePanel {
     );
   }
 
+  /** The call's kernels, one row of chips (one Tab stop, arrow keys move), the selected one marked. */
   private kernelChips(kernels: { rows: TraceData[]; total: number }): HTMLElement {
-    return h(
-      "div",
-      { class: "exec-kernels" },
-      kernels.rows.map((t) =>
-        h(
-          "button",
-          {
-            class: `kchip${t.nonfinite ? " nonfinite" : ""}${t.position === this.store.tracePosition ? " selected" : ""}`,
-            title: `${t.kernel} · ${formatDuration(t.duration_us)}`,
-            onclick: () => void this.store.selectTrace(t.position, t.index),
-          },
-          t.op_name,
-        ),
+    const selectedIndex = this.store.trace?.index;
+    const chips = kernels.rows.map((t) =>
+      h(
+        "button",
+        {
+          class: `kchip${t.nonfinite ? " nonfinite" : ""}${t.index === selectedIndex ? " selected" : ""}`,
+          title: `${t.kernel} · ${formatDuration(t.duration_us)}`,
+          "data-key": String(t.index),
+          onclick: () => void this.store.selectTrace(t.position, t.index),
+        },
+        t.op_name,
       ),
+    );
+    setTabStop(chips, chips.find((c) => c.classList.contains("selected")) ?? null);
+    const row = h(
+      "div",
+      { class: "exec-kernels", role: "toolbar", "aria-label": "the call's kernels (arrow keys move)" },
+      h("span", { class: "muted" }, "kernels"),
+      chips,
       kernels.total > kernels.rows.length
         ? h("span", { class: "muted small" }, ` … ${formatCount(kernels.total - kernels.rows.length)} more`)
         : null,
     );
+    roving(row, ".kchip", "horizontal");
+    return row;
   }
 
+  /** The call in three lines: what it is, its inputs' and outputs' health, its kernels. */
   private renderDetails(ex: ExecutionData, kernels: { rows: TraceData[]; total: number }): void {
-    const summaries = (label: string, list: ExecutionData["inputs"]) =>
-      h(
-        "div",
-        { class: "io" },
-        h("span", { class: "muted" }, label),
-        list.length
-          ? list.map((s, i) =>
-              h(
-                "span",
-                { class: "io-item" },
-                `${i}: ${s.dtype} ${formatShape(s.shape)} `,
-                Object.keys(s.summary).length ? healthPill(summaryHealth(s), true) : null,
-              ),
-            )
-          : h("span", { class: "muted" }, " none"),
-      );
-    setChildren(
-      this.details,
-      h(
-        "div",
-        { class: "exec-head" },
-        h("b", null, `#${ex.index} ${ex.function_name}`),
+    const summaries = (label: string, list: ExecutionData["inputs"]) => [
+      h("span", { class: "muted" }, label),
+      list.length
+        ? list.map((s, i) =>
+            h(
+              "span",
+              { class: "io-item", title: `${s.dtype} ${formatShape(s.shape)}` },
+              `${i} `,
+              Object.keys(s.summary).length ? healthPill(summaryHealth(s), true) : h("span", { class: "muted" }, formatShape(s.shape)),
+            ),
+          )
+        : h("span", { class: "muted" }, "none"),
+    ];
+    const facts = `${formatClock(ex.wall_time)} · ${formatDuration(ex.duration_us)} · ${formatCount(ex.num_traces)} kernels · ${ex.tensor_debug_mode} · called at ${formatLocation(ex.location)}`;
+    keepFocus(this.details, () =>
+      setChildren(
+        this.details,
         h(
-          "span",
-          { class: "muted" },
-          ` · ${formatClock(ex.wall_time)} · ${formatDuration(ex.duration_us)} · ${formatCount(ex.num_traces)} kernels · ${ex.tensor_debug_mode} · called at ${formatLocation(ex.location)}`,
+          "div",
+          { class: "exec-head", title: facts },
+          h("b", null, `#${ex.index} ${ex.function_name}`),
+          h("span", { class: "muted" }, ` · ${facts}`),
         ),
+        ex.error ? h("div", { class: "error-box" }, `raised: ${ex.error}`) : null,
+        h("div", { class: "io" }, summaries("inputs", ex.inputs), summaries("outputs", ex.outputs)),
+        this.kernelChips(kernels),
       ),
-      ex.error ? h("div", { class: "error-box" }, `raised: ${ex.error}`) : null,
-      summaries("inputs", ex.inputs),
-      summaries("outputs", ex.outputs),
-      this.kernelChips(kernels),
     );
   }
 }
