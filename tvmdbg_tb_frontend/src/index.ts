@@ -15,6 +15,7 @@ import { SourcePanel } from "./panels/source";
 import { StackPanel } from "./panels/stack";
 import { TimelinePanel } from "./panels/timeline";
 import { Split } from "./split";
+import { installShortcuts } from "./keys";
 import { Store } from "./store";
 import { followDarkMode } from "./theme";
 
@@ -57,7 +58,7 @@ export function render(root: HTMLElement = document.body): Store {
   const center = new Split(executions.el, details.el, {
     key: "center",
     direction: "column",
-    initial: (total) => total - Math.max(175, total * 0.56),
+    initial: (total) => total - Math.max(150, total * 0.56),
     minFirst: 80,
     minSecond: 150,
   });
@@ -72,7 +73,7 @@ export function render(root: HTMLElement = document.body): Store {
   const work = new Split(upper.el, code.el, {
     key: "strip",
     direction: "column",
-    initial: (total) => total - Math.min(380, Math.max(165, total / 2 - 112)),
+    initial: (total) => total - Math.min(380, Math.max(170, total * 0.62 - 212)),
     minFirst: 340,
     minSecond: 130,
   });
@@ -84,7 +85,23 @@ export function render(root: HTMLElement = document.body): Store {
     minSecond: 600,
   });
   main.el.classList.add("layout");
-  setChildren(root, h("div", { class: "app" }, header.el, empty, main.el));
+  const help = installShortcuts({
+    next: () => (navigator.show("alerts"), void alerts.step(1)),
+    previous: () => (navigator.show("alerts"), void alerts.step(-1)),
+    jumps: [
+      { key: "1", label: "alerts", target: () => alerts.focusTarget(), reveal: () => navigator.show("alerts") },
+      { key: "2", label: "execution timeline", target: () => timeline.focusTarget() },
+      { key: "3", label: "graph executions (kernels)", target: () => executions.focusTarget() },
+      { key: "4", label: "op details", target: () => details.focusTarget() },
+      { key: "5", label: "graph (its selected node)", target: () => graph.focusTarget() },
+      { key: "6", label: "source code", target: () => source.focusTarget() },
+      { key: "7", label: "stack trace", target: () => stack.focusTarget() },
+      { key: "8", label: "compare", target: () => compare.focusTarget(), reveal: () => navigator.show("compare") },
+      { key: "9", label: "live", target: () => live.focusTarget() },
+    ],
+  });
+  header.onHelp = () => (help.hidden = !help.hidden);
+  setChildren(root, h("div", { class: "app" }, header.el, empty, main.el, help));
 
   let polling = false;
   const poll = async () => {

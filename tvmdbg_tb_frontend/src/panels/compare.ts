@@ -200,6 +200,11 @@ export class ComparePanel {
     this.renderRuns();
   }
 
+  /** The list's current op (its Tab stop), else run A's picker: the keyboard's jump here. */
+  focusTarget(): HTMLElement | null {
+    return this.el.querySelector<HTMLElement>(".compare-row[tabindex='0']") ?? this.runA;
+  }
+
   /** The row of the op selected elsewhere is marked and brought into view. */
   private revealSelection(): void {
     const t = this.store.trace;

@@ -20,7 +20,7 @@ import {
 } from "../format";
 import type { Store } from "../store";
 import { innerOpsSection } from "./inner_ops";
-import { keepFocus } from "../roving";
+import { keepFocus, roving } from "../roving";
 import { healthPill, type PillStyle } from "./pill";
 
 type Tab = "op" | "tensor" | "history" | "profile";
@@ -39,11 +39,19 @@ export class DetailsPanel {
     this.tensor = new TensorView(store);
     this.history = new HistoryView(store);
     this.profile = new ProfileView(store);
-    this.tabs = h("nav", { class: "tabs", role: "tablist" });
+    this.tabs = h("nav", { class: "tabs", role: "tablist", "aria-label": "details (arrow keys switch)" });
+    roving(this.tabs, ".tab", "horizontal", (tab) => this.show(tab.dataset.tab as Tab));
     this.body = h("div", { class: "panel-body details-body" });
     this.el = h("section", { class: "panel details-panel", "data-panel": "details" }, this.tabs, this.body);
     this.show("op");
     store.on("run", () => this.show("op")); // a new run starts on the Op tab
+  }
+
+  /** The tab shown, for the keyboard's jump to this panel: on the Op tab, the op's heading
+   * (Tab goes on to its inputs' links). */
+  focusTarget(): HTMLElement | null {
+    if (this.el.dataset.tab === "op") return this.body.querySelector<HTMLElement>(".op-title") ?? this.tabs.querySelector(".tab.active");
+    return this.tabs.querySelector<HTMLElement>(".tab.active");
   }
 
   show(tab: Tab): void {
@@ -54,19 +62,23 @@ export class DetailsPanel {
       ["history", "Op history"],
       ["profile", "Profile"],
     ];
-    setChildren(
-      this.tabs,
-      names.map(([t, label]) =>
-        h(
-          "button",
-          {
-            role: "tab",
-            class: `tab${t === tab ? " active" : ""}`,
-            "aria-selected": String(t === tab),
-            "data-tab": t,
-            onclick: () => this.show(t),
-          },
-          label,
+    keepFocus(this.tabs, () =>
+      setChildren(
+        this.tabs,
+        names.map(([t, label]) =>
+          h(
+            "button",
+            {
+              role: "tab",
+              class: `tab${t === tab ? " active" : ""}`,
+              "aria-selected": String(t === tab),
+              "data-tab": t,
+              "data-key": t,
+              tabindex: t === tab ? "0" : "-1",
+              onclick: () => this.show(t),
+            },
+            label,
+          ),
         ),
       ),
     );

@@ -147,6 +147,11 @@ export class ExecutionsPanel {
     store.on("pause", () => this.onPause());
   }
 
+  /** The list itself (arrow keys move its selection), for the keyboard's jump to this panel. */
+  focusTarget(): HTMLElement {
+    return this.scroller;
+  }
+
   /** A new pause (or none): its call's rows so far replace the previous pause's. */
   private onPause(): void {
     const pause = this.store.pause;
@@ -500,6 +505,7 @@ export class ExecutionsPanel {
           : this.mode === "none"
             ? "no match"
             : plural(this.total, "kernel execution") + (this.pausedShown ? ` + ${formatCount(this.pausedShown)} of the paused call` : "");
+    this.countEl.title = this.countEl.textContent;
     this.render();
   }
 

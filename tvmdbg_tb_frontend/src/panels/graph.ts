@@ -183,6 +183,7 @@ export class GraphPanel {
       h("div", { class: "graph-foot" }, this.links, this.legend),
     );
     new ResizeObserver(() => this.onResize()).observe(this.canvas);
+    this.canvas.addEventListener("keydown", (e) => this.nodeKey(e));
     store.on("run", () => {
       this.expanded.clear();
       this.hood = null;
@@ -195,6 +196,44 @@ export class GraphPanel {
     store.on("op", () => void this.render());
     store.on("pause", () => void this.render());
     this.renderLegend();
+  }
+
+  /** The selected node (the drawing's Tab stop), for the keyboard's jump to this panel. */
+  focusTarget(): HTMLElement | null {
+    return this.canvas.querySelector<HTMLElement>(".node[tabindex='0']") ?? this.searchInput;
+  }
+
+  /** Arrow keys move the focus to the nearest node in that direction (panning to it when it
+   * is out of view); Enter on a node selects it. */
+  private nodeKey(e: KeyboardEvent): void {
+    const way = ({ ArrowUp: [0, -1], ArrowDown: [0, 1], ArrowLeft: [-1, 0], ArrowRight: [1, 0] } as Record<string, number[]>)[e.key];
+    const from = document.activeElement as SVGGElement | null;
+    if (!way || !from?.classList.contains("node") || e.altKey || e.ctrlKey || e.metaKey) return;
+    e.preventDefault();
+    const centre = (el: Element) => {
+      const r = el.getBoundingClientRect();
+      return [r.x + r.width / 2, r.y + r.height / 2];
+    };
+    const [x0, y0] = centre(from);
+    let best: SVGGElement | null = null;
+    let bestScore = Infinity;
+    for (const node of this.canvas.querySelectorAll<SVGGElement>(".op-node, .group-node")) {
+      if (node === from) continue;
+      const [x, y] = centre(node);
+      const along = (x - x0) * way[0] + (y - y0) * way[1];
+      if (along <= 1) continue;
+      const score = along + 2 * Math.abs((x - x0) * way[1] - (y - y0) * way[0]);
+      if (score < bestScore) [best, bestScore] = [node, score];
+    }
+    if (!best) return;
+    for (const node of this.canvas.querySelectorAll<SVGGElement>(".node")) node.setAttribute("tabindex", node === best ? "0" : "-1");
+    const box = best.getBoundingClientRect();
+    const area = this.canvas.getBoundingClientRect();
+    if (box.left < area.left || box.right > area.right || box.top < area.top || box.bottom > area.bottom) {
+      this.view = { ...this.view, cx: Number(best.dataset.cx), cy: Number(best.dataset.cy) };
+      this.applyView();
+    }
+    best.focus({ preventScroll: true });
   }
 
   /** The drawing is framed again when the pane changes size (a gutter dragged, the window
@@ -428,7 +467,10 @@ export class GraphPanel {
     if (fitted) this.fit();
     else this.zoomToSelection();
     this.enablePanZoom(drawn.root);
+    // The keyboard stays in the drawing: after Enter on a node, on the node now selected.
+    const hadFocus = this.canvas.contains(document.activeElement);
     setChildren(this.canvas, drawn.root);
+    if (hadFocus) drawn.root.querySelector<SVGElement>(".node[tabindex='0']")?.focus({ preventScroll: true });
   }
 
   private draw(answer: HoodAnswer, selected: OpInfo): void {
@@ -602,6 +644,8 @@ export class GraphPanel {
       transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})`,
       "data-op-id": String(op.op_id),
       "data-op-name": op.op_name,
+      "data-cx": String(n.x),
+      "data-cy": String(n.y),
       tabindex: role === "selected" ? "0" : "-1",
       role: "button",
       "aria-label": `${op.op_name} = ${op.kernel}${hl ? `, ${healthText(hl)}` : ""}${role ? `, ${role}` : ""}`,

@@ -83,6 +83,8 @@ function groupNode(grp: OverviewGroup, n: NodeBox, mine: boolean, actions: Overv
     "data-group": String(grp.index),
     "data-begin": String(grp.begin),
     "data-end": String(grp.end),
+    "data-cx": String(n.x),
+    "data-cy": String(n.y),
     tabindex: mine ? "0" : "-1",
     role: "button",
     "aria-label": `${name}, ${formatCount(grp.num_ops)} kernels${bad ? `, NaN or ∞ in ${grp.nonfinite_ops}` : ""}`,

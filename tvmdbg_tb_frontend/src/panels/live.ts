@@ -213,6 +213,11 @@ export class LivePanel {
     setInterval(() => void this.poll(), LIVE_POLL_MS);
   }
 
+  /** The first control of a live program (else the panel's status), for the keyboard. */
+  focusTarget(): HTMLElement | null {
+    return this.el.querySelector<HTMLElement>(".live-row:not([hidden]) button") ?? null;
+  }
+
   private say(text: string): void {
     setChildren(this.message, text);
   }

@@ -106,6 +106,11 @@ export class SourcePanel {
     store.on("op", () => this.render()); // the marks of the selected op's lines
   }
 
+  /** The source's scroll box (arrow keys scroll it), for the keyboard's jump to this panel. */
+  focusTarget(): HTMLElement {
+    return this.body;
+  }
+
   /** The recorded files, user files first (re-read while a live run records more). */
   private async loadList(): Promise<FileEntry[]> {
     const run = this.store.run;
@@ -322,6 +327,7 @@ export class SourcePanel {
             "button",
             {
               class: `ln op-mark${here ? " current" : ""}`,
+              tabindex: "-1", // a mouse shortcut: the keyboard selects ops in the lists and the graph
               title: `created ${ops.ops.map((o) => `${o.op_name} (${o.kernel})`).join(", ")}${more}: click to select`,
               "data-ops": ops.ops.map((o) => o.op_id).join(","),
               onclick: () => {

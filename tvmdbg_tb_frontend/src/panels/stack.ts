@@ -3,6 +3,7 @@
 import type { Op } from "../api";
 import { h, setChildren } from "../dom";
 import { baseName, orderFrames } from "../format";
+import { keepFocus, roving, setTabStop } from "../roving";
 import type { Store } from "../store";
 
 export class StackPanel {
@@ -24,6 +25,11 @@ export class StackPanel {
     store.on("run", () => this.render());
   }
 
+  /** The list's current frame (its Tab stop), for the keyboard's jump to this panel. */
+  focusTarget(): HTMLElement | null {
+    return this.body.querySelector<HTMLElement>(".frame[tabindex='0']");
+  }
+
   private render(): void {
     const op = this.store.op;
     if (!op) {
@@ -33,31 +39,35 @@ export class StackPanel {
     const shown = this.store.frame;
     const rows = orderFrames(this.store.frames);
     setChildren(this.of, `creation of `, h("b", null, op.op_name), ` (${op.kernel})`);
-    setChildren(
-      this.body,
-      rows.length === 0 ? noStack(this.store, op) : null,
-      h(
-        "ol",
-        { class: "frames" },
-        rows.map(({ frame, user, depth }, i) => {
-          const prevUser = i > 0 && rows[i - 1].user;
-          return [
-            !user && (i === 0 || prevUser) ? h("li", { class: "frames-sep muted small" }, "library frames") : null,
-            h(
-              "li",
-              {
-                class: `frame${user ? " user-frame" : " lib-frame"}${shown && shown.file_path === frame.file_path && shown.line === frame.line ? " selected" : ""}`,
-                title: frame.file_path,
-                "data-depth": String(depth),
-                onclick: () => this.store.showFrame(frame),
-              },
-              h("span", { class: "frame-file" }, `${baseName(frame.file_path)}:${frame.line}`),
-              h("span", { class: "frame-fn muted" }, frame.function),
-            ),
-          ];
-        }),
-      ),
+    const list = h(
+      "ol",
+      { class: "frames", role: "listbox", "aria-label": "creation stack (arrow keys move, Enter shows the line)" },
+      rows.map(({ frame, user, depth }, i) => {
+        const prevUser = i > 0 && rows[i - 1].user;
+        const show = () => this.store.showFrame(frame);
+        return [
+          !user && (i === 0 || prevUser) ? h("li", { class: "frames-sep muted small", role: "presentation" }, "library frames") : null,
+          h(
+            "li",
+            {
+              class: `frame${user ? " user-frame" : " lib-frame"}${shown && shown.file_path === frame.file_path && shown.line === frame.line ? " selected" : ""}`,
+              role: "option",
+              title: frame.file_path,
+              "data-depth": String(depth),
+              "data-key": `${frame.id}`,
+              onclick: show,
+              onkeydown: (e: KeyboardEvent) => (e.key === "Enter" || e.key === " ") && (e.preventDefault(), show()),
+            },
+            h("span", { class: "frame-file" }, `${baseName(frame.file_path)}:${frame.line}`),
+            h("span", { class: "frame-fn muted" }, frame.function),
+          ),
+        ];
+      }),
     );
+    const frames = [...list.querySelectorAll<HTMLElement>(".frame")];
+    setTabStop(frames, frames.find((f) => f.classList.contains("selected")) ?? null);
+    roving(list, ".frame", "vertical");
+    keepFocus(this.body, () => setChildren(this.body, rows.length === 0 ? noStack(this.store, op) : null, list));
   }
 }
 

@@ -68,6 +68,11 @@ export class TimelinePanel {
     } else this.render();
   }
 
+  /** The selected call (the strip's Tab stop), for the keyboard's jump to this panel. */
+  focusTarget(): HTMLElement | null {
+    return this.strip.querySelector<HTMLElement>(".tl-item[tabindex='0']");
+  }
+
   /** Arrow keys move through the calls (one tab stop for the whole strip). */
   private onKey(e: KeyboardEvent): void {
     const items = [...this.strip.querySelectorAll<HTMLElement>(".tl-item")];
@@ -181,46 +186,50 @@ export class TimelinePanel {
     const pausedHere = pause && last >= this.total && !this.digests.some((d) => d.index === pause.executionIndex);
     const focusable =
       this.digests.some((d) => d.index === this.store.executionIndex) || (pausedHere && this.store.executionIndex === pause.executionIndex);
-    setChildren(
-      this.strip,
-      this.digests.map((d, i) => {
-        const alerted = this.store.alertExecutions.has(d.index);
-        const selected = d.index === this.store.executionIndex;
-        return h(
-          "button",
-          {
-            class: `tl-item${d.nonfinite ? " nonfinite" : ""}${alerted ? " alerted" : ""}${d.has_error ? " errored" : ""}${selected ? " selected" : ""}`,
-            role: "option",
-            "aria-selected": String(selected),
-            // One tab stop for the strip (the selected call, else the first); arrows move.
-            tabindex: selected || (!focusable && i === 0) ? "0" : "-1",
-            title: `#${d.index} ${d.function_name} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${alerted ? " · NaN/∞ inside" : ""}${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
-            "data-index": String(d.index),
-            onclick: () => this.store.selectExecution(d.position, d.index),
-          },
-          h("span", { class: "tl-bar", style: { height: `${Math.max(12, Math.round((40 * (d.duration_us ?? 0)) / maxDur))}%` } }),
-          h("span", { class: "tl-label" }, d.function_name),
-          alerted || d.nonfinite || d.has_error ? h("span", { class: "tl-marker", "aria-label": "alert" }, "!") : null,
-        );
-      }),
-      pausedHere
-        ? h(
+    keepFocus(this.strip, () =>
+      setChildren(
+        this.strip,
+        this.digests.map((d, i) => {
+          const alerted = this.store.alertExecutions.has(d.index);
+          const selected = d.index === this.store.executionIndex;
+          return h(
             "button",
             {
-              class: `tl-item paused${this.store.executionIndex === pause.executionIndex ? " selected" : ""}`,
+              class: `tl-item${d.nonfinite ? " nonfinite" : ""}${alerted ? " alerted" : ""}${d.has_error ? " errored" : ""}${selected ? " selected" : ""}`,
               role: "option",
-              "aria-selected": String(this.store.executionIndex === pause.executionIndex),
-              tabindex: this.store.executionIndex === pause.executionIndex || !focusable ? "0" : "-1",
-              title: `#${pause.executionIndex} ${pause.functionName} · paused at ${pause.opName} (running: written when it returns)`,
-              "data-index": String(pause.executionIndex),
-              "data-testid": "paused-call",
-              onclick: () => this.store.selectExecution(-1, pause.executionIndex),
+              "aria-selected": String(selected),
+              // One tab stop for the strip (the selected call, else the first); arrows move.
+              tabindex: selected || (!focusable && i === 0) ? "0" : "-1",
+              title: `#${d.index} ${d.function_name} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${alerted ? " · NaN/∞ inside" : ""}${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
+              "data-index": String(d.index),
+              "data-key": String(d.index),
+              onclick: () => this.store.selectExecution(d.position, d.index),
             },
-            h("span", { class: "tl-bar paused-bar" }),
-            h("span", { class: "tl-label" }, "‖ ", pause.functionName),
-          )
-        : null,
-      this.digests.length || pausedHere ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
+            h("span", { class: "tl-bar", style: { height: `${Math.max(12, Math.round((40 * (d.duration_us ?? 0)) / maxDur))}%` } }),
+            h("span", { class: "tl-label" }, d.function_name),
+            alerted || d.nonfinite || d.has_error ? h("span", { class: "tl-marker", "aria-label": "alert" }, "!") : null,
+          );
+        }),
+        pausedHere
+          ? h(
+              "button",
+              {
+                class: `tl-item paused${this.store.executionIndex === pause.executionIndex ? " selected" : ""}`,
+                role: "option",
+                "aria-selected": String(this.store.executionIndex === pause.executionIndex),
+                tabindex: this.store.executionIndex === pause.executionIndex || !focusable ? "0" : "-1",
+                title: `#${pause.executionIndex} ${pause.functionName} · paused at ${pause.opName} (running: written when it returns)`,
+                "data-index": String(pause.executionIndex),
+                "data-key": `paused${pause.executionIndex}`,
+                "data-testid": "paused-call",
+                onclick: () => this.store.selectExecution(-1, pause.executionIndex),
+              },
+              h("span", { class: "tl-bar paused-bar" }),
+              h("span", { class: "tl-label" }, "‖ ", pause.functionName),
+            )
+          : null,
+        this.digests.length || pausedHere ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
+      ),
     );
     const selected = this.strip.querySelector<HTMLElement>(".tl-item.selected");
     if (selected) scrollWithin(this.strip, selected);
