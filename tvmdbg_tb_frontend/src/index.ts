@@ -11,6 +11,7 @@ import { GraphPanel } from "./panels/graph";
 import { HeaderBar } from "./panels/header";
 import { LivePanel } from "./panels/live";
 import { Navigator } from "./panels/navigator";
+import { RanksBar } from "./panels/ranks";
 import { SourcePanel } from "./panels/source";
 import { StackPanel } from "./panels/stack";
 import { TimelinePanel } from "./panels/timeline";
@@ -30,6 +31,7 @@ export function render(root: HTMLElement = document.body): Store {
 
   const store = new Store(new Api());
   const header = new HeaderBar(store);
+  const ranks = new RanksBar(store);
   const empty = h("div", { class: "empty-logdir", hidden: true });
   const alerts = new AlertsPanel(store);
   const live = new LivePanel(store);
@@ -101,7 +103,7 @@ export function render(root: HTMLElement = document.body): Store {
     ],
   });
   header.onHelp = () => (help.hidden = !help.hidden);
-  setChildren(root, h("div", { class: "app" }, header.el, empty, main.el, help));
+  setChildren(root, h("div", { class: "app" }, header.el, ranks.el, empty, main.el, help));
 
   let polling = false;
   const poll = async () => {
