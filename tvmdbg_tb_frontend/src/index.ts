@@ -60,7 +60,7 @@ export function render(root: HTMLElement = document.body): Store {
   const center = new Split(executions.el, details.el, {
     key: "center",
     direction: "column",
-    initial: (total) => total - Math.max(150, total * 0.56),
+    initial: (total) => total - Math.max(150, total * 0.52),
     minFirst: 80,
     minSecond: 150,
   });
@@ -75,7 +75,7 @@ export function render(root: HTMLElement = document.body): Store {
   const work = new Split(upper.el, code.el, {
     key: "strip",
     direction: "column",
-    initial: (total) => total - Math.min(380, Math.max(170, total * 0.62 - 212)),
+    initial: (total) => total - Math.min(300, Math.max(170, total * 0.62 - 212)),
     minFirst: 340,
     minSecond: 130,
   });
