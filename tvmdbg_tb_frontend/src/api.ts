@@ -151,6 +151,24 @@ export interface AlertsPage {
   range_alerts?: RangeAlerts;
   /** Non-finite outputs that are no alerts: absorbed (intended masking) or expected. */
   benign?: Benign;
+  /** Non-finite outputs of calls that never returned (the program was killed, or is paused,
+   *  inside them), recorded by the watchpoint hits that saw them; no place in the dump. */
+  unfinished?: UnfinishedAlert[];
+}
+
+export interface UnfinishedAlert {
+  op_id: number;
+  op_name: string;
+  kernel: string;
+  output_slot: number;
+  nan_count: number;
+  neg_inf_count: number;
+  pos_inf_count: number;
+  size: number | null;
+  execution_index: number;
+  wall_time: number;
+  location: Location | null;
+  detail: string;
 }
 
 export interface RangeAlert {
