@@ -94,13 +94,13 @@ def tainted_copy(run_dir: Path, dst: Path, evil: str = ESCAPES) -> Path:
 
 
 def escape_runs(logdir: Path) -> list[Path]:
-    """The real run (logdir/escapes/...), and its tainted copies in directories named with
-    escapes, one of them not UTF-8 (a byte that decodes to a lone surrogate)."""
+    """The real run and its tainted copies, in directories of logdir/escapes named with escapes,
+    one of them not UTF-8 (a byte that decodes to a lone surrogate)."""
     real = real_escapes_run(logdir / "escapes")
     return [
         real,
-        tainted_copy(real, logdir / ("tainted" + ESCAPES)),
-        tainted_copy(real, logdir / ("bytes\udcff" + ESCAPES)),
+        tainted_copy(real, logdir / "escapes" / ("tainted" + ESCAPES)),
+        tainted_copy(real, logdir / "escapes" / ("bytes\udcff" + ESCAPES)),
     ]
 
 

@@ -11,10 +11,12 @@ run stays under the same bound.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -23,6 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import dump_records
@@ -32,6 +35,7 @@ from plugin_dumps import write_nan_chain
 from tensorboard_process import TensorBoardProcess
 from test_plugin import Server
 
+from tvmdbg_tb.cli.main import main
 from tvmdbg_tb.live.channel import LIVE_FILE
 
 pytestmark = pytest.mark.slow
@@ -160,13 +164,28 @@ def _assert_shown_as_text(result: subprocess.CompletedProcess, what: str) -> Non
     assert b"Traceback" not in result.stderr, (what, result.stderr[-2000:])
 
 
+def _cli_here(*args) -> subprocess.CompletedProcess:
+    """The CLI's main() in this process, its stdout and stderr the UTF-8 bytes a terminal gets
+    (a process per command costs seconds of imports each)."""
+    saved = sys.stdout, sys.stderr
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for _ in range(2))
+    sys.stdout, sys.stderr = out, err
+    try:
+        code = main([os.fsdecode(a) if isinstance(a, (bytes, Path)) else a for a in args])
+    except SystemExit as exit_:
+        code = exit_.code
+    finally:
+        sys.stdout, sys.stderr = saved
+    return subprocess.CompletedProcess(args, code, out.buffer.getvalue(), err.buffer.getvalue())
+
+
 # -- the terminal ----------------------------------------------------------------------------------
 
 
 def test_every_cli_command_shows_a_dumps_escapes_as_text(hostile):
     """Escapes in file paths, op and var names, run names, notes, devices, dtypes, source
     lines and watchpoint hits: every command shows them escaped (`\\x1b]0;pwned\\x07`)."""
-    logdir = hostile["logdir"]
+    logdir = hostile["logdir"] / "escapes"  # its three runs only: every command reads them all
     real, tainted, not_utf8 = hostile["escapes"]
     shown = 0
     for run_dir in (real, tainted, not_utf8):
@@ -183,16 +202,20 @@ def test_every_cli_command_shows_a_dumps_escapes_as_text(hostile):
             ),
         ]  # fmt: skip
         for args in commands:
-            result = _cli(*args)
+            result = _cli_here(*args)
             assert result.returncode in (0, 1, 2), (args, result.stderr[-2000:])
             _assert_shown_as_text(result, args)
             shown += hd.SHOWN in result.stdout + result.stderr
-    # The run lists: several runs, each named with its run_name and directory.
-    for args in (("alerts", logdir / "escapes"), ("check", logdir), ("compare", real, tainted)):
-        result = _cli(*args)
+    # The run lists (every run named on stderr, with its run_name) and a comparison.
+    for args in (("alerts", logdir), ("compare", real, tainted)):
+        result = _cli_here(*args)
         _assert_shown_as_text(result, args)
         shown += hd.SHOWN in result.stdout + result.stderr
     assert shown >= 15, shown  # the escapes are shown, not dropped
+    # In a process of its own, as a user runs it: the same bytes reach the terminal.
+    result = _cli("alerts", logdir, "--run", os.path.relpath(tainted, logdir))
+    _assert_shown_as_text(result, "alerts")
+    assert result.returncode == 0 and hd.SHOWN in result.stdout
 
 
 def test_tvmdbg_run_shows_a_models_escapes_as_text(hostile, tmp_path):
@@ -334,3 +357,60 @@ def test_a_row_damaged_after_it_was_read_is_marked_and_the_page_served(tmp_path)
     assert len(rows) == 16 and "no valid record" in rows[1]["unreadable"], rows[1]
     assert all("unreadable" not in row and row["summary"] for k, row in enumerate(rows) if k != 1)
     s.plugin.stop()
+
+
+# -- the framing: what a header declares costs nothing until the file holds it -----------------
+
+
+def test_checking_a_record_reads_only_what_the_file_holds(tmp_path):
+    """records.check_record on sparse files declaring 2 GiB: a damaged record and a crafted one
+    whose CRCs hold are told apart reading a few bytes (the holes by arithmetic, google_crc32c's
+    CRC), and a length beyond any record (1 TiB) is refused before any of its data is read."""
+    import google_crc32c
+
+    from tvmdbg_tb.events import files, records
+
+    for size in (0, 1, 7, 4096, 5 << 20):
+        for crc in (0, 0x12345678):
+            assert records.extend_zeros(crc, size) == google_crc32c.extend(crc, bytes(size))
+    length = records.MAX_RECORD_BYTES
+    header = struct.pack("<Q", length)
+    header += struct.pack("<I", records.masked_crc32c(header))
+    crc = records.extend_zeros(0, length)
+    footers = {
+        "damaged": b"\0\0\0\0",
+        "whole": struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF),
+    }
+    for name, footer in footers.items():
+        path = tmp_path / name
+        with open(path, "wb") as f:
+            f.write(header)
+            f.seek(records.HEADER_SIZE + length)
+            f.write(footer)
+        fd = files.open_regular(str(path))
+        try:
+            read = []
+            state, declared = records.check_record(_counted(fd, read), 0, path.stat().st_size, partial(files.holes, fd))
+        finally:
+            os.close(fd)
+        assert (state, declared) == (records.WHOLE if name == "whole" else records.BAD_DATA, length)
+        assert sum(read) < 1 << 20, sum(read)  # the header and the footer, not 2 GiB of holes
+    big = tmp_path / "too_large"
+    header = struct.pack("<Q", 1 << 40)
+    big.write_bytes(header + struct.pack("<I", records.masked_crc32c(header)))
+    os.truncate(big, (1 << 40) + 64)
+    fd = files.open_regular(str(big))
+    try:
+        read = []
+        assert records.check_record(_counted(fd, read), 0, big.stat().st_size) == (records.TOO_LARGE, 1 << 40)
+        assert sum(read) == records.HEADER_SIZE
+    finally:
+        os.close(fd)
+
+
+def _counted(fd: int, read: list[int]):
+    def pread(offset: int, n: int) -> bytes:
+        read.append(n)
+        return os.pread(fd, n, offset)
+
+    return pread

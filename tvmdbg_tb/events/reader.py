@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import threading
@@ -24,7 +23,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from tvmdbg_tb.events import completeness, integrity, layout, records, vectorized
+from tvmdbg_tb.events import completeness, files, integrity, layout, records, vectorized
 from tvmdbg_tb.events.digests import (
     EXECUTION_DIGEST,
     HAS_ERROR,
@@ -242,9 +241,10 @@ class _RecordFileReader:
         """The file offset of the first whole valid record at or after start, if any."""
         window = start
         while window < size:
-            window = self._data_from(window)  # a hole of a sparse file holds no record
-            if window is None or window >= size:
+            data = files.next_data(self.fd, window)  # a hole of a sparse file holds no record start,
+            if data is None or data >= size:  # but its last bytes may begin a header
                 return None
+            window = max(window, data - records.HEADER_SIZE + 1)
             buf = os.pread(self.fd, _READ_CHUNK + records.HEADER_SIZE, window)
             for pos in records.header_candidates(buf, 0, size - window):
                 if pos >= _READ_CHUNK:
@@ -257,29 +257,8 @@ class _RecordFileReader:
     def _pread(self, offset: int, size: int) -> bytes:
         return os.pread(self.fd, size, offset)
 
-    def _data_from(self, offset: int) -> int | None:
-        """The first offset >= offset that is not in a hole of the file (None: only holes
-        follow); offset itself where the file system does not tell."""
-        try:
-            return os.lseek(self.fd, offset, os.SEEK_DATA)
-        except OSError as error:
-            return None if error.errno == errno.ENXIO else offset
-
     def _holes(self, start: int, stop: int):
-        """The holes of the file in [start, stop) (records.Holes), from SEEK_HOLE/SEEK_DATA."""
-        while start < stop:
-            try:
-                begin = os.lseek(self.fd, start, os.SEEK_HOLE)
-            except OSError:
-                return
-            if begin >= stop:
-                return
-            end = self._data_from(begin)
-            end = stop if end is None else min(end, stop)
-            if end <= begin:
-                return
-            yield begin, end
-            start = end
+        return files.holes(self.fd, start, stop)
 
     def _reopen(self) -> None:
         """Opens the file now at the path. Its identity is taken from the file opened, not

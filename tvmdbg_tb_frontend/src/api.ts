@@ -498,12 +498,22 @@ export const POST_HEADERS: Readonly<Record<string, string>> = {
 
 export type FetchLike = (url: string) => Promise<{ ok: boolean; status: number; text(): Promise<string> }>;
 
+/** A lone UTF-16 surrogate: a run directory named with bytes that are not UTF-8 reaches the
+ * page with one (the server decodes file names with surrogateescape). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** A value URI-encoded; a lone surrogate, which encodeURIComponent refuses (URIError), is sent
+ * as U+FFFD, as a URLSearchParams would, and the server finds the run by that name. */
+export function uriEncode(value: string): string {
+  return encodeURIComponent(value.replace(LONE_SURROGATE, "\ufffd"));
+}
+
 /** Builds "route?k=v&..." with every value URI-encoded and undefined values left out. */
 export function routeUrl(route: string, params: Record<string, string | number | boolean | undefined | null> = {}): string {
   const parts: string[] = [];
   for (const [k, v] of Object.entries(params)) {
     if (v === undefined || v === null) continue;
-    parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`);
+    parts.push(`${uriEncode(k)}=${uriEncode(String(v))}`);
   }
   return parts.length ? `${route}?${parts.join("&")}` : route;
 }
