@@ -368,7 +368,8 @@ def test_checking_a_record_reads_only_what_the_file_holds(tmp_path):
     CRC), and a length beyond any record (1 TiB) is refused before any of its data is read."""
     import google_crc32c
 
-    from tvmdbg_tb.events import files, records
+    from tvmdbg_tb.events import records
+    from tvmdbg_tb.storage import files
 
     for size in (0, 1, 7, 4096, 5 << 20):
         for crc in (0, 0x12345678):

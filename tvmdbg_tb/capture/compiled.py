@@ -244,7 +244,18 @@ def kernel(dtype: str | None, health: bool = True, stats: bool = False) -> str:
             function = kernel_cache.load(name, source, _parse(name))
             tvm.register_global_func(global_name, function, override=True)
             _KERNELS[global_name] = function
+            _KERNEL_SPECS.append((dtype, health, stats))
         return global_name
+
+
+_KERNEL_SPECS: list[tuple[str | None, bool, bool]] = []
+
+
+def kernel_specs() -> list[tuple[str | None, bool, bool]]:
+    """kernel()'s arguments for every summary kernel registered in this process: what another
+    process loading an executable built here registers (tvmdbg_tb.disco's workers)."""
+    with _KERNELS_LOCK:
+        return list(_KERNEL_SPECS)
 
 
 def _callee_name(value) -> str | None:

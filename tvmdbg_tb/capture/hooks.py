@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import uuid
 import weakref
@@ -424,4 +425,28 @@ def install() -> None:
     vm_build.build = wrapped
     relax.build = wrapped
     vm_build._vmcodegen = _wrap_codegen(vm_build._vmcodegen)
+    executable = tvm.runtime.Executable
+    _ORIGINALS["export_library"] = executable.export_library
+    executable.export_library = _wrap_export(executable.export_library)
     _INSTALLED = True
+
+
+# Libraries exported from executables compiled while recording: realpath -> their description,
+# for processes that load them from the file (tvmdbg_tb.disco's workers).
+_EXPORTED: dict[str, graphs.ExecutableInfo] = {}
+
+
+def _wrap_export(original):
+    def export_library(self, file_name, *args, **kwargs):
+        result = original(self, file_name, *args, **kwargs)
+        info = info_of(self)
+        if info is not None and isinstance(file_name, (str, os.PathLike)):
+            _EXPORTED[os.path.realpath(file_name)] = info
+        return result
+
+    return export_library
+
+
+def exported_info(path: str) -> graphs.ExecutableInfo | None:
+    """The description of the executable last exported to path in this process, if any."""
+    return _EXPORTED.get(os.path.realpath(path))

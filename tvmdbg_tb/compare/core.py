@@ -19,6 +19,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.compare import bulk, calls, errors, inner
 from tvmdbg_tb.compare.identity import NODE, OpIdentity, describe_key, op_identities
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
@@ -44,8 +45,9 @@ def open_run(path_or_run: str | os.PathLike | RunReader) -> RunReader:
     if isinstance(path_or_run, RunReader):
         return path_or_run
     path = os.fspath(path_or_run)
-    if not os.path.isdir(path):
-        raise CompareError(f"{path}: no such directory")
+    problem = storage.location_problem(path)
+    if problem is not None:
+        raise CompareError(f"{path}: {problem}")
     reader = DebugDataReader(path)
     reader.update()
     try:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.events.summaries import mode_name, mode_value
 
 MAX_RUN_NAME = 200  # characters of a run name
@@ -293,7 +294,8 @@ def public_doc() -> str:
 
 
 def logdir_path(logdir: Any) -> str:
-    """logdir as an absolute path; a clear error for anything else."""
+    """logdir as an absolute path, or a URL as given (tvmdbg_tb.storage); a clear error for
+    anything else, and for a local path that is a mangled URL ("s3:/bucket": never created)."""
     if not isinstance(logdir, (str, os.PathLike)) or not os.fspath(logdir):
         raise ValueError(f"logdir must be a non-empty path, got {logdir!r}")
-    return os.path.abspath(os.fspath(logdir))
+    return storage.check_location(logdir)

@@ -26,7 +26,6 @@ import socket
 import threading
 import time
 
-from tvmdbg_tb.events.files import UnreadableStreamError, open_regular
 from tvmdbg_tb.live.channel import (
     DEADLINE_HEADER,
     LIVE_FILE,
@@ -37,6 +36,7 @@ from tvmdbg_tb.live.channel import (
     apply_margin,
     clock,
 )
+from tvmdbg_tb.storage.files import UnreadableStreamError, open_regular
 
 TIMEOUT = 5.0  # seconds for the whole exchange with the program (it answers from its own thread)
 

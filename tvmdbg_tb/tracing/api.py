@@ -205,6 +205,14 @@ def _model_code(model_code: tuple[str, ...] | None) -> tuple[str, ...] | None:
     return frames.parse_model_code(model_code)
 
 
+def current_dump() -> tuple[DebugEventsWriter, DumpOptions] | None:
+    """The enabled dump's writer and options (tvmdbg_tb.disco hands them to its workers)."""
+    with _LOCK:
+        if _STATE.writer is None or _STATE.dump is None:
+            return None
+        return _STATE.writer, _STATE.dump.options
+
+
 def disable_dump_debug_info() -> None:
     """Stops recording, flushes and closes the dump. A no-op when not enabled."""
     with _LOCK:

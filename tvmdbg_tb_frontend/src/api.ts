@@ -51,6 +51,8 @@ export interface RunInfo {
   last_update_time: number | null;
   live: boolean;
   completeness?: Completeness;
+  /** The disco job and rank of the run (tvmdbg.disco), null for a lone process. */
+  disco?: { job_id: string; rank: number; world_size: number } | null;
 }
 
 /** Whether a run's dump is complete (docs/routes.md#runs). */

@@ -1,4 +1,4 @@
-"""Opening a dump's files without trusting them.
+"""Opening a dump's local files without trusting them.
 
 A logdir may come from someone else (a shared bucket, a downloaded bug report): any of its
 names can be a FIFO (an open that never returns), a device (`/dev/zero` reads forever), a
