@@ -86,7 +86,10 @@ def _json_text(answer: object) -> object:
     """The answer as JSON text when plain json writes it (no NaN/Inf, bytes or sets), which
     is byte for byte what Respond writes after its Cleanse; else the answer, for Respond.
     Cleanse walks every value in Python: ~11% of the plugin's CPU under load (32 clients).
-    Other answers (text, bytes) go to Respond as they are, as before."""
+    A typed answer (analysis.Answer) is sent as its to_json(); other answers (text, bytes)
+    go to Respond as they are."""
+    if isinstance(answer, analysis.Answer):
+        answer = answer.to_json()
     if not isinstance(answer, (dict, list, tuple)):
         return answer
     try:
@@ -451,7 +454,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         range_limit = _int_param(request, "range_limit", RANGE_PAGE, minimum=0)
         if range_limit > MAX_PAGE:
             raise BadRequest(f"range_limit {range_limit} is larger than {MAX_PAGE}; page with range_offset")
-        return analysis.alerts(run, begin, end, alert_type, range_begin, range_begin + range_limit)
+        return analysis.alerts_page(run, begin, end, alert_type, range_begin, range_begin + range_limit)
 
     @_json_route
     def _serve_replays(self, request):
