@@ -36,6 +36,16 @@ def job(tmp_path_factory):
     return base / "logs", int(done.stdout.split("LINE", 1)[1].split()[0])
 
 
+def test_tvms_own_session_with_the_worker_hook_runs_a_module_built_with_tvmdbg(tmp_path):
+    """The hook registers tvmdbg.stats and the summary kernels in each worker."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "TVM_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, str(CHILD), str(tmp_path / "logs"), str(tmp_path / "model.so"), "--plain"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0 and "PLAIN ok" in done.stdout, done.stderr[-3000:]
+
+
 def test_each_rank_writes_its_own_run_of_one_job(job):
     logdir, _ = job
     with DebugDataReader(logdir) as reader:
@@ -46,6 +56,7 @@ def test_each_rank_writes_its_own_run_of_one_job(job):
         ranks = reader.job(job_id)
         assert [run.disco.rank for run in ranks] == [0, 1] and all(run.disco.world_size == 2 for run in ranks)
         assert ranks[1].name.startswith("rank1/") and not ranks[0].name.startswith("rank")
+        assert ranks[1].metadata.run_name == "rank 1 of 2"
         for run in ranks:
             assert run.completeness().state == "complete" and run.num_executions() == 2, run.name
         assert ranks[0].first_nonfinite_time() is None and ranks[1].first_nonfinite_time() is not None

@@ -164,7 +164,12 @@ def execution_data(run: RunReader, begin: int, end: int) -> list[dict]:
         firsts = run.trace_tally().first_trace_positions(wanted).tolist()
     first_trace = {e: p for e, p in zip(wanted.tolist(), firsts) if p >= 0}
     for row in rows:
-        e = run.execution(row["position"])
+        try:
+            e = run.execution(row["position"])
+        except LookupError as error:  # as in trace_data: the row says so, the page is served
+            row["unreadable"] = str(error)
+            out.append(row)
+            continue
         row.update(
             {
                 "executable_id": e.executable_id,
@@ -227,7 +232,11 @@ def trace_data(run: RunReader, positions: np.ndarray) -> list[dict]:
     """Full rows (digest + decoded summary) of the traces at the given positions."""
     out = trace_digests(run, positions)
     for row in out:
-        t = run.trace(row["position"])
+        try:
+            t = run.trace(row["position"])
+        except LookupError as error:  # gone since it was indexed (a ring compaction), or damaged:
+            row["unreadable"] = str(error)  # that row says so, the page is served
+            continue
         values = list(t.debug_values)
         if row["op_name"] is None:
             row.update(op_name=t.op_name, kernel=t.kernel, graph_id=int(t.graph_id))

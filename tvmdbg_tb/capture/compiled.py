@@ -26,6 +26,7 @@ import enum
 import functools
 import math
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import tvm
@@ -117,12 +118,6 @@ class CompiledFunction:
     inner: list[InnerSite] = field(default_factory=list)
 
     @functools.cached_property
-    def health_mask(self) -> bytes:
-        """One byte per kernel row, nonzero when the row holds counts: native_rows'
-        first_nonfinite mask, for the replay's scan and the tracer's one native pass."""
-        return bytes(bool(info.health) for info in self.rows)
-
-    @functools.cached_property
     def hunt_mask(self) -> bytes:
         """The rows the replay's hunt for the first origin scans (replay/auto.py), one byte per
         kernel row: HUNT_COUNTS when the row holds counts, HUNT_INNER when what its fused ops
@@ -134,8 +129,25 @@ class CompiledFunction:
 
 
 HUNT_COUNTS, HUNT_INNER = 1, 2  # hunt_mask's bits (native_rows.first_nonfinite)
+# Function ids, unique in the process: a stats buffer names its function by fid alone.
 _FIDS = iter(range(1, 1 << 62))
+# An index, not state: the instrumented functions of the executables alive, by fid (a traced
+# call's buffers may come from another executable's function called inside it). Filled by
+# register(), emptied of an executable's functions when its description goes.
 FUNCTIONS: dict[int, CompiledFunction] = {}
+
+
+def register(info) -> None:
+    """Indexes the instrumented functions of info (graphs.ExecutableInfo.compiled) until info
+    is collected (with its executable)."""
+    fids = [function.fid for function in info.compiled.values()]
+    FUNCTIONS.update({function.fid: function for function in info.compiled.values()})
+    weakref.finalize(info, _unregister, fids)
+
+
+def _unregister(fids: list[int]) -> None:
+    for fid in fids:
+        FUNCTIONS.pop(fid, None)
 
 
 def row_statistics(row: list[float], dtype: str) -> list[float]:
@@ -244,18 +256,7 @@ def kernel(dtype: str | None, health: bool = True, stats: bool = False) -> str:
             function = kernel_cache.load(name, source, _parse(name))
             tvm.register_global_func(global_name, function, override=True)
             _KERNELS[global_name] = function
-            _KERNEL_SPECS.append((dtype, health, stats))
         return global_name
-
-
-_KERNEL_SPECS: list[tuple[str | None, bool, bool]] = []
-
-
-def kernel_specs() -> list[tuple[str | None, bool, bool]]:
-    """kernel()'s arguments for every summary kernel registered in this process: what another
-    process loading an executable built here registers (tvmdbg_tb.disco's workers)."""
-    with _KERNELS_LOCK:
-        return list(_KERNEL_SPECS)
 
 
 def _callee_name(value) -> str | None:
@@ -319,8 +320,6 @@ def instrument(
         return mod, {}
     for gvar, func in [*updates.items(), *[(g, k.prim) for g, k in kernels.items()]]:
         mod[gvar] = func  # nothing changed before every function was done
-    for compiled in functions.values():
-        FUNCTIONS[compiled.fid] = compiled
     return mod, functions
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import threading
 import warnings
 
@@ -30,34 +31,51 @@ _INFOS: dict[str, object] = {}  # library realpath -> the description its export
 
 
 @tvm.register_global_func(PREPARE, override=True)
-def _prepare(library: str, info_path: str, kernels: str) -> None:
-    """Before a library is loaded: its description (a pickle the controller wrote, which
-    brings op names and source lines) and the summary kernels its code calls, registered here."""
-    for spec in filter(None, kernels.split(";")):
-        dtype, health, stats = spec.split(",")
-        compiled.kernel(None if dtype == "-" else dtype, health == "1", stats == "1")
-    if info_path:
-        try:
-            with open(info_path, "rb") as f:
-                info = pickle.load(f)
-        except Exception as error:  # the op names are lost, not the run
-            warnings.warn(f"tvmdbg: could not read {info_path}: {error!r}", RuntimeWarning, stacklevel=2)
-            return
-        with _LOCK:
-            _INFOS[os.path.realpath(library)] = info
+def _prepare(library: str, info_path: str) -> None:
+    """Before a library is loaded: its description, a pickle the controller wrote (which
+    brings op names and source lines)."""
+    if not info_path:
+        return
+    try:
+        with open(info_path, "rb") as f:
+            info = pickle.load(f)
+    except Exception as error:  # the op names are lost, not the run
+        warnings.warn(f"tvmdbg: could not read {info_path}: {error!r}", RuntimeWarning, stacklevel=2)
+        return
+    with _LOCK:
+        _INFOS[os.path.realpath(library)] = info
 
 
-@tvm.register_global_func(LOAD, override=True)
-def _load(path: str, device) -> tvm.runtime.Module:
-    library = tvm.runtime.Executable(tvm.runtime.load_module(path))  # a Python object: it takes its info
+# The global functions an executable compiled with tvmdbg enabled calls (capture/compiled.py).
+_TVMDBG_FUNCTION = re.compile(r"tvmdbg\.tvmdbg_(?:tick|(stats|health|shape)_(\w+))\b")
+
+
+def register_kernels(executable: relax.VMExecutable) -> None:
+    """Registers the summary kernels the executable's bytecode calls (compiled once per
+    machine, loaded from the kernel cache): a process that did not build it has none."""
+    for kind, dtype in {m.groups() for m in _TVMDBG_FUNCTION.finditer(executable.as_text())}:
+        if kind:
+            compiled.kernel(dtype, health=kind in ("health", "stats"), stats=kind == "stats")
+        else:
+            compiled.kernel(None)
+
+
+def load_vm_module(path: str, device) -> tvm.runtime.Module:
+    """The VM module of the library at path, made by relax.VirtualMachine (TVM's
+    runtime.disco.load_vm_module makes it in C++), its summary kernels registered."""
+    executable = relax.VMExecutable(tvm.runtime.load_module(path))  # a Python object: it takes its info
+    register_kernels(executable)
     with _LOCK:
         info = _INFOS.get(os.path.realpath(path))
     if info is not None:
-        capture.attach(library, info)
-    vm = relax.VirtualMachine(library, device if device is not None else tvm.cpu())
+        capture.attach(executable, info)
+    vm = relax.VirtualMachine(executable, device if device is not None else tvm.cpu())
     with _LOCK:
         _VMS.append(vm)
     return vm.module
+
+
+tvm.register_global_func(LOAD, load_vm_module, override=True)
 
 
 @tvm.register_global_func(FUNCTION, override=True)

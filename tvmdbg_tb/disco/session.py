@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import dataclasses
@@ -10,10 +11,10 @@ import json
 import os
 import pickle
 import secrets
+import shutil
 import tempfile
 import warnings
 
-from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.capture import hooks as capture
 from tvmdbg_tb.disco import functions
 from tvmdbg_tb.disco.fix import disco_module
@@ -81,8 +82,7 @@ class ProcessSession(_disco.ProcessSession):
         when dumping is enabled there), with the description of its executable when this
         process exported it while recording."""
         info_path = self._write_info(path)
-        specs = ";".join(f"{'-' if d is None else d},{int(h)},{int(s)}" for d, h, s in compiled.kernel_specs())
-        self._get_cached_method(functions.PREPARE)(path, info_path, specs)
+        self._get_cached_method(functions.PREPARE)(path, info_path)
         module = self._get_cached_method(functions.LOAD)(path, device)
         return _TracedModule(module, self)
 
@@ -98,6 +98,7 @@ class ProcessSession(_disco.ProcessSession):
             return ""
         if self._info_dir is None:
             self._info_dir = tempfile.mkdtemp(prefix="tvmdbg-disco-")
+            atexit.register(shutil.rmtree, self._info_dir, True)  # read by the workers at load time only
         info_path = os.path.join(self._info_dir, f"{len(os.listdir(self._info_dir))}.pickle")
         with open(info_path, "wb") as f:
             f.write(data)
@@ -110,7 +111,7 @@ def _portable(info):
     info = copy.copy(info)
     info.fused_module = None
     info.compiled = {}
-    info.compiled_health = False
+    info.compiled_health = None
     info.functions = {
         name: dataclasses.replace(function, sites=[dataclasses.replace(s, fused_module=None) for s in function.sites])
         for name, function in info.functions.items()

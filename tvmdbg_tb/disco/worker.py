@@ -24,7 +24,11 @@ def start_recording(rank: int) -> None:
     job = json.loads(text)
     import tvmdbg_tb.debugger as debugger
 
-    writer = debugger.enable_dump_debug_info(rank_logdir(job["logdir"], rank), **job["options"])
+    options = dict(job["options"])
+    # Named after its rank in the run pickers (its command line is the worker's, fds and all).
+    given = options.get("run_name")
+    options["run_name"] = f"{given[:180]} (rank {rank})" if given else f"rank {rank} of {job['world_size']}"
+    writer = debugger.enable_dump_debug_info(rank_logdir(job["logdir"], rank), **options)
     writer.write_disco_worker(job["job_id"], rank, int(job["world_size"]))
 
 
@@ -32,7 +36,14 @@ def main() -> None:
     from tvmdbg_tb.disco.fix import disco_module
 
     disco_module()
-    from tvmdbg_tb.disco import functions  # noqa: F401  registers the global functions
+    import tvm
+
+    from tvmdbg_tb.disco import functions  # registers tvmdbg's global functions
+
+    # In a worker process only: TVM's own loader too makes its VM through relax.VirtualMachine
+    # with the summary kernels registered, so that TVM's own ProcessSession given this
+    # entrypoint runs a module compiled with tvmdbg enabled (traced with tvmdbg.disco's).
+    tvm.register_global_func("runtime.disco.load_vm_module", functions.load_vm_module, override=True)
 
     if len(sys.argv) == 6:
         start_recording(int(sys.argv[1]))

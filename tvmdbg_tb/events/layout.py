@@ -37,6 +37,20 @@ FILE_PREFIX = "tvmdbg."
 FILE_VERSION = "tvmdbg.DebugEvent:1"
 
 
+# A graph note saying that ops inside control flow were run as one node and not recorded
+# (record_torch_reference writes it; compare reads it): made and recognised here only.
+_CONTROL_FLOW = "control flow: "
+
+
+def control_flow_note(nodes: list[str], text: str) -> str:
+    """The graph note naming the control-flow nodes, then text."""
+    return f"{_CONTROL_FLOW}{', '.join(nodes)} {text}"
+
+
+def is_control_flow_note(note: str) -> bool:
+    return note.startswith(_CONTROL_FLOW)
+
+
 def file_name(stream: str) -> str:
     return FILE_PREFIX + stream
 

@@ -48,6 +48,14 @@ def checked_regex(name: str, pattern: Any) -> str | None:
     return pattern
 
 
+def op_matches(pattern: re.Pattern, name: str, kernel: str, origins) -> bool:
+    """Whether pattern is found (re.search) in an op's name, its kernel, or the type or var
+    of a Relax op fused into it (origins: objects with op_type and var_name): what op_regex
+    filters at record time and expected_nonfinite marks at read time."""
+    names = [name, kernel, *(o.op_type for o in origins), *(o.var_name for o in origins)]
+    return any(pattern.search(n) for n in names)
+
+
 def _checked_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be True or False, got {value!r}")

@@ -168,6 +168,15 @@ class DebugEventsWriter:
             self._fail(f"could not create the dump directory under {self.logdir!r}: {error!r}")
         self._closed = False
         self._files_closed = False
+        self._start_accounting()
+        self.host_name = socket.gethostname()
+        self._write_metadata()
+        self.flush()
+        native_records.LIBRARY.start_loading()  # in the background: no traced call waits for a build
+        self._start_flusher(flush_interval)
+
+    def _start_accounting(self) -> None:
+        """Ids, sequences, the accounting of calls by health and what the ring keeps whole."""
         self._next_execution = 0
         self._next_trace = 0  # traces: their index is their sequence
         # The run's key in every record, and each file's next sequence (see debug_event.proto).
@@ -184,29 +193,29 @@ class DebugEventsWriter:
         self._counts_health = self.tensor_debug_mode in health.HEALTH_MODES
         self._source_files: dict[str, int] = {}
         self._frames: dict[tuple[str, int, str], int] = {}
-        self.host_name = socket.gethostname()
-        self.write_event(
-            layout.METADATA,
-            pb.DebugEvent(
-                wall_time=time.time(),
-                debug_metadata=pb.DebugMetadata(
-                    tvmdbg_version=package_version("tvmdbg"),
-                    tvm_version=package_version("apache-tvm"),
-                    run_id=self.run_id,
-                    host_name=self.host_name,
-                    pid=os.getpid(),
-                    file_version=layout.FILE_VERSION,
-                    tensor_debug_mode=self.tensor_debug_mode,
-                    circular_buffer_size=self.circular_buffer_size,
-                    circular_buffer_bytes=self.circular_buffer_bytes,
-                    argv=list(sys.argv),
-                    run_name=options.run_name or "",
-                    expected_nonfinite=options.expected_nonfinite or "",
-                ),
-            ),
+
+    def _write_metadata(self) -> None:
+        """The run's first record: who wrote it, how, and the options front ends show."""
+        options = self.options
+        metadata = pb.DebugMetadata(
+            tvmdbg_version=package_version("tvmdbg"),
+            tvm_version=package_version("apache-tvm"),
+            run_id=self.run_id,
+            host_name=self.host_name,
+            pid=os.getpid(),
+            file_version=layout.FILE_VERSION,
+            tensor_debug_mode=self.tensor_debug_mode,
+            circular_buffer_size=self.circular_buffer_size,
+            circular_buffer_bytes=self.circular_buffer_bytes,
+            argv=list(sys.argv),
+            run_name=options.run_name or "",
+            expected_nonfinite=options.expected_nonfinite or "",
         )
-        self.flush()
-        native_records.LIBRARY.start_loading()  # in the background: no traced call waits for a build
+        self.write_event(layout.METADATA, pb.DebugEvent(wall_time=time.time(), debug_metadata=metadata))
+
+    def _start_flusher(self, flush_interval: float) -> None:
+        """The thread that writes what is pending every flush_interval seconds (or sooner,
+        past _EAGER_WRITE_BYTES), and the close at exit."""
         self._stop = threading.Event()
         self._wake = threading.Event()  # set with _EAGER_WRITE_BYTES pending, or to stop
         self._flusher = threading.Thread(
@@ -354,10 +363,6 @@ class DebugEventsWriter:
         nonfinite = any(map(health.trace_nonfinite, traces)) if self._counts_health else None
         index = traces[0].execution_index if traces else None
         self.write_call(None, [t.SerializeToString() for t in traces], wall_time, step, nonfinite, index)
-
-    def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
-        """Queues an Execution given serialized (the instrumentation's fast path)."""
-        self.write_call(payload, (), wall_time, step)
 
     def write_graph_execution_trace_payloads(
         self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
@@ -601,8 +606,8 @@ class DebugEventsWriter:
         try:
             record_file.append([records.encode(event.SerializeToString())])
             record_file.flush()
-        except Exception:
-            pass
+        except Exception:  # no room or no file left for it: the reader then calls the dump
+            pass  # aborted, which is what it is (the failure itself was said when it happened)
 
     def _byte_bound(self) -> int:
         return self.circular_buffer_bytes if self.circular_buffer_bytes > 0 else sys.maxsize

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +47,7 @@ logger = logging.getLogger("tvmdbg.plugin")
 
 MAX_PAGE = 10_000
 _MAX_INT = 1 << 62
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _JSON = "application/json"
 _MISSING_BUNDLE_JS = """\
 // The tvmdbg dashboard bundle is not built; this stand-in says so.
@@ -94,7 +96,10 @@ def _json_text(answer: object) -> object:
     """The answer as JSON text when plain json writes it (no NaN/Inf, bytes or sets), which
     is byte for byte what Respond writes after its Cleanse; else the answer, for Respond.
     Cleanse walks every value in Python: ~11% of the plugin's CPU under load (32 clients).
-    Other answers (text, bytes) go to Respond as they are, as before."""
+    A typed answer (analysis.Answer) is sent as its to_json(); other answers (text, bytes)
+    go to Respond as they are."""
+    if isinstance(answer, analysis.Answer):
+        answer = answer.to_json()
     if not isinstance(answer, (dict, list, tuple)):
         return answer
     try:
@@ -341,10 +346,18 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         return [self._reader.run(name) for name in self._reader.runs()]
 
     def _run(self, request) -> RunReader:
-        name = request.args.get("run")
+        return self._named_run(request.args.get("run"), "run")
+
+    def _named_run(self, name: str | None, parameter: str) -> RunReader:
+        """The run a parameter names: as `runs` lists it, or as a browser sends a name that is
+        not UTF-8 (a directory named with other bytes: each lone surrogate of its name, which
+        a URL cannot carry, arrives as U+FFFD)."""
         if not name:
-            raise BadRequest("missing parameter 'run'")
-        if self._reader is None or name not in self._reader.runs():
+            raise BadRequest(f"missing parameter {parameter!r}")
+        runs = self._reader.runs() if self._reader is not None else []
+        if name not in runs:
+            name = next((run for run in runs if _SURROGATE.sub("\ufffd", run) == name), name)
+        if name not in runs:
             raise NotFound(f"no run {name[:200]!r} in the logdir")
         return self._reader.run(name)
 
@@ -457,7 +470,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         range_limit = _int_param(request, "range_limit", RANGE_PAGE, minimum=0)
         if range_limit > MAX_PAGE:
             raise BadRequest(f"range_limit {range_limit} is larger than {MAX_PAGE}; page with range_offset")
-        return analysis.alerts(run, begin, end, alert_type, range_begin, range_begin + range_limit)
+        return analysis.alerts_page(run, begin, end, alert_type, range_begin, range_begin + range_limit)
 
     @_json_route
     def _serve_replays(self, request):
@@ -695,14 +708,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         """Op-by-op comparison of run_a against the reference run_b — see docs/routes.md#compare."""
         from tvmdbg_tb.compare import DEFAULT_ATOL, DEFAULT_RTOL, CompareError
 
-        runs = []
-        for name in ("run_a", "run_b"):
-            value = request.args.get(name)
-            if not value:
-                raise BadRequest(f"missing parameter {name!r}")
-            if self._reader is None or value not in self._reader.runs():
-                raise NotFound(f"no run {value[:200]!r} in the logdir")
-            runs.append(self._reader.run(value))
+        runs = [self._named_run(request.args.get(name), name) for name in ("run_a", "run_b")]
         tolerances = []
         for name, default in (("rtol", DEFAULT_RTOL), ("atol", DEFAULT_ATOL)):
             raw = request.args.get(name) or ""

@@ -34,6 +34,7 @@ export interface RunInfo {
   reference?: boolean;
   host_name: string | null;
   pid: number | null;
+  tvmdbg_version: string | null;
   tvm_version: string | null;
   tensor_debug_mode: string | null;
   circular_buffer_size: number | null;
@@ -62,6 +63,9 @@ export interface Completeness {
   ended: string;
   writer_alive: boolean | null;
   problems: { kind: string; message: string; file: string | null; offset: number | null; executions: (number | null)[] | null }[];
+  /** Records the circular buffer dropped, by stream: not problems. */
+  dropped: Record<string, number>;
+  notes: string[];
 }
 
 export interface Corruption {
@@ -80,11 +84,15 @@ export interface Status {
     run: string;
     num_executions: number;
     num_traces: number;
+    last_update_time: number | null;
     live: boolean;
+    /** The reader is indexing the run right now. */
+    indexing: boolean;
     /** Why the last read of this run failed (the reader retries). */
     error?: string | null;
     num_corruptions: number;
     corruptions: Corruption[];
+    completeness: Completeness;
   }[];
   problems: string[];
 }
@@ -132,6 +140,8 @@ export interface AlertInnerOp {
   index: number;
   op_type: string;
   var_name: string;
+  /** The PrimFunc the op was legalized to ("" when not known). */
+  prim_func: string;
   location: Location | null;
 }
 
@@ -140,6 +150,8 @@ export interface AlertsPage {
   end: number;
   num_alerts: number;
   alerts_breakdown: Record<string, number>;
+  /** The alert_type asked for (null: all). */
+  alert_type: string | null;
   /** Counts over ALL alerts of the run, whatever page was asked for. */
   nan_alerts: number;
   neg_inf_alerts: number;
@@ -153,6 +165,24 @@ export interface AlertsPage {
   range_alerts?: RangeAlerts;
   /** Non-finite outputs that are no alerts: absorbed (intended masking) or expected. */
   benign?: Benign;
+  /** Non-finite outputs of calls that never returned (the program was killed, or is paused,
+   *  inside them), recorded by the watchpoint hits that saw them; no place in the dump. */
+  unfinished?: UnfinishedAlert[];
+}
+
+export interface UnfinishedAlert {
+  op_id: number;
+  op_name: string;
+  kernel: string;
+  output_slot: number;
+  nan_count: number;
+  neg_inf_count: number;
+  pos_inf_count: number;
+  size: number | null;
+  execution_index: number;
+  wall_time: number;
+  location: Location | null;
+  detail: string;
 }
 
 export interface RangeAlert {
@@ -181,9 +211,12 @@ export interface RangeAlerts {
   available: boolean;
   headroom: number;
   growth_factor: number;
+  growth_horizon: number;
   num_alerts: number;
   near_max_alerts: number;
   growth_alerts: number;
+  begin: number;
+  end: number;
   alerts: RangeAlert[];
 }
 
@@ -323,8 +356,8 @@ export interface Edge {
   kind: "OP_OUTPUT" | "PARAM" | "CONSTANT" | "OTHER";
   name: string;
   param_index: number | null;
-  /** The item of a tuple parameter this input is. */
-  tuple_item?: number | null;
+  /** The item of a tuple parameter the edge reads (null: the whole value). */
+  tuple_item: number | null;
 }
 
 export interface GraphSummary {
@@ -480,6 +513,9 @@ export interface TensorValue {
 
 export interface Histogram {
   trace_position: number;
+  trace_index: number;
+  op_name: string;
+  output_slot: number;
   dtype: string;
   shape: number[];
   num_elements: number;
@@ -564,12 +600,22 @@ export const POST_HEADERS: Readonly<Record<string, string>> = {
 
 export type FetchLike = (url: string) => Promise<{ ok: boolean; status: number; text(): Promise<string> }>;
 
+/** A lone UTF-16 surrogate: a run directory named with bytes that are not UTF-8 reaches the
+ * page with one (the server decodes file names with surrogateescape). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** A value URI-encoded; a lone surrogate, which encodeURIComponent refuses (URIError), is sent
+ * as U+FFFD, as a URLSearchParams would, and the server finds the run by that name. */
+export function uriEncode(value: string): string {
+  return encodeURIComponent(value.replace(LONE_SURROGATE, "\ufffd"));
+}
+
 /** Builds "route?k=v&..." with every value URI-encoded and undefined values left out. */
 export function routeUrl(route: string, params: Record<string, string | number | boolean | undefined | null> = {}): string {
   const parts: string[] = [];
   for (const [k, v] of Object.entries(params)) {
     if (v === undefined || v === null) continue;
-    parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`);
+    parts.push(`${uriEncode(k)}=${uriEncode(String(v))}`);
   }
   return parts.length ? `${route}?${parts.join("&")}` : route;
 }

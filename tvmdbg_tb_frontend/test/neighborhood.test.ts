@@ -11,6 +11,7 @@ const edge = (src: number | null, dst: number): Edge => ({
   kind: src === null ? "PARAM" : "OP_OUTPUT",
   name: "",
   param_index: src === null ? 0 : null,
+  tuple_item: null,
 });
 
 /** A chain 0 -> 1 -> ... -> 10 answered around op 5 with depth 3 (as graphs/neighborhood does). */

@@ -1,6 +1,6 @@
 /** Alerts: NaN/∞ counts per kind, the list of non-finite outputs, and the one click that
  * matters: jump to the first origin alert (the first op that made a non-finite value). */
-import type { Alert, AlertsPage, RangeAlert } from "../api";
+import type { Alert, AlertsPage, RangeAlert, UnfinishedAlert } from "../api";
 import { h, scrollWithin, setChildren } from "../dom";
 import { formatCount, formatLocation, formatValue, hasLine, plural } from "../format";
 import type { PauseInfo, Store } from "../store";
@@ -37,6 +37,30 @@ export function benignNote(page: AlertsPage): HTMLElement | null {
     lines.push(h("div", { class: `benign-${kind}`, title }, text));
   }
   return h("div", { class: "benign-note muted small", "data-testid": "benign-note" }, ...lines);
+}
+
+/** The NaN/∞ of calls that never returned: only their watchpoint hits recorded them (the
+ * program was killed, or is paused, inside the call), so they have no row to go to. */
+export function unfinishedNote(page: AlertsPage): HTMLElement | null {
+  const rows = page.unfinished ?? [];
+  if (!rows.length) return null;
+  return h(
+    "div",
+    { class: "alert-banner", "data-testid": "unfinished-alerts", role: "status" },
+    `⚠ ${plural(rows.length, "non-finite output")} in calls that never returned (the program was killed, or is paused, inside them):`,
+    h(
+      "ul",
+      null,
+      rows.map((a: UnfinishedAlert) =>
+        h(
+          "li",
+          null,
+          h("b", null, a.op_name),
+          ` (${a.kernel}) in call ${a.execution_index}: ${countsText(a)} at ${formatLocation(a.location)}`,
+        ),
+      ),
+    ),
+  );
 }
 
 export class AlertsPanel {
@@ -171,8 +195,10 @@ export class AlertsPanel {
     const paused = this.pausedAlert(this.store.pause);
     if (!page || page.num_alerts === 0) {
       const note = page ? benignNote(page) : null;
-      const text = page ? (note ? "No NaN or ∞ alert." : "No NaN or ∞ recorded.") : "—";
-      setChildren(this.body, paused, h("div", { class: "no-alerts" }, h("span", { class: "ok-dot" }), text), note, this.rangeSection());
+      const unfinished = page ? unfinishedNote(page) : null;
+      const text = page ? (note || unfinished ? "No NaN or ∞ alert in the dump's calls." : "No NaN or ∞ recorded.") : "—";
+      const none = h("div", { class: "no-alerts" }, unfinished ? null : h("span", { class: "ok-dot" }), text);
+      setChildren(this.body, paused, unfinished, none, note, this.rangeSection());
       return;
     }
     const list = this.listPage ?? page;
@@ -213,6 +239,7 @@ export class AlertsPanel {
       setChildren(
         this.body,
         paused,
+        unfinishedNote(page),
         h(
           "button",
           {
@@ -383,7 +410,7 @@ export function innerOpText(a: Alert): string {
   return `made inside by ${op.op_type} ${op.var_name} (${how}${hidden})`;
 }
 
-function countsText(a: Alert): string {
+function countsText(a: Alert | UnfinishedAlert): string {
   const parts: string[] = [];
   if (a.nan_count) parts.push(`NaN ${formatCount(a.nan_count)}`);
   if (a.neg_inf_count) parts.push(`-∞ ${formatCount(a.neg_inf_count)}`);
