@@ -129,7 +129,7 @@ def test_overview_folds_consecutive_ops_and_counts_edges_between_groups(dump):
         if e["src_op_id"] is not None and group_of[e["src_op_id"]] != group_of[e["dst_op_id"]]
     )
     assert {(e["src"], e["dst"]): e["count"] for e in answer["edges"]} == dict(counted)
-    assert groups[0]["op_types"][0][1] == -(-size // LAYER_OPS)  # the commonest type, counted
+    assert groups[0]["op_types"][0]["count"] == -(-size // LAYER_OPS)  # the commonest type, counted
     assert groups[1]["first_op"]["op_id"] == size and groups[1]["first_location"]["line"] == size + 1
     assert sum(g["nonfinite_ops"] for g in groups) == big["traced"] - big["bad_op"]
     assert sum(g["traced_ops"] for g in groups) == big["traced"]

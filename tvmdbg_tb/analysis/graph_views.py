@@ -187,7 +187,7 @@ def _group(run: RunReader, index: OpIndex, graph_id: int, k: int, begin: int, en
         "num_ops": end - begin,
         "first_op": {key: ends[0][key] for key in ("op_id", "op_name", "kernel")},
         "last_op": {key: ends[1][key] for key in ("op_id", "op_name", "kernel")},
-        "op_types": [[t, c] for t, c in types.most_common(GROUP_OP_TYPES)],
+        "op_types": [{"op_type": t, "count": c} for t, c in types.most_common(GROUP_OP_TYPES)],
         "first_location": ends[0]["location"],
         "last_location": ends[1]["location"],
     }

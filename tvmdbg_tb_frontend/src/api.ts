@@ -413,7 +413,7 @@ export interface OverviewGroup {
   num_ops: number;
   first_op: { op_id: number; op_name: string; kernel: string };
   last_op: { op_id: number; op_name: string; kernel: string };
-  op_types: [string, number][];
+  op_types: { op_type: string; count: number }[];
   first_location: Location | null;
   last_location: Location | null;
   nonfinite_ops?: number;

@@ -4,7 +4,7 @@
  * prefix of that answer, found here without asking again. */
 import type { Edge } from "./api";
 
-export interface Neighborhood {
+export interface ShownOps {
   /** Op ids to draw, the centre first. */
   ops: number[];
   /** Ops drawn that have neighbours left out (drawn with a "more" marker). */
@@ -21,7 +21,7 @@ export interface HoodAnswer {
 /** The ops of `answer` within `depth` edges of its centre, at most `maxOps` (nearest first), and
  * which of them have neighbours left out: those the answer already marks, and those with an
  * edge to an op of the answer not kept. */
-export function nearer(answer: HoodAnswer, depth: number, maxOps: number): Neighborhood {
+export function nearer(answer: HoodAnswer, depth: number, maxOps: number): ShownOps {
   const ops = answer.ops
     .filter((o) => o.distance !== null && o.distance <= depth)
     .slice(0, maxOps)
@@ -37,6 +37,6 @@ export function nearer(answer: HoodAnswer, depth: number, maxOps: number): Neigh
 }
 
 /** Every op of an answer (a whole graph), none marked as having more. */
-export function everything(answer: HoodAnswer): Neighborhood {
+export function everything(answer: HoodAnswer): ShownOps {
   return { ops: answer.ops.map((o) => o.op_id), frontier: new Set(answer.frontier) };
 }

@@ -22,7 +22,7 @@ import {
   pillSegments,
   summaryHealth,
 } from "../format";
-import { type Neighborhood, everything, nearer } from "../neighborhood";
+import { type ShownOps, everything, nearer } from "../neighborhood";
 import type { Store } from "../store";
 import { drawOverview, type Range } from "./graph_overview";
 import { type Drawn, type NodeBox, arrowDefs, truncate } from "./graph_svg";
@@ -522,7 +522,7 @@ export class GraphPanel {
     // The whole graph when it is small (or asked for), else the op's neighbourhood; when the op
     // with its inputs and consumers then cannot be framed legibly (they sit far apart in a big
     // layout), a nearer neighbourhood is laid out, down to the op with its direct neighbours.
-    const candidates: Neighborhood[] = [];
+    const candidates: ShownOps[] = [];
     if (answer.whole) candidates.push(everything(answer));
     if (!this.wholeGraph || !answer.whole)
       for (let depth = NEIGHBORHOOD_DEPTH; depth >= 1; depth--) candidates.push(nearer(answer, depth, NEIGHBORHOOD_OPS));

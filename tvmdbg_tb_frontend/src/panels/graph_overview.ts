@@ -104,11 +104,11 @@ function groupNode(grp: OverviewGroup, n: NodeBox, mine: boolean, actions: Overv
     node.appendChild(t);
   };
   text(17, "node-name", truncate(name, 27), name);
-  const types = grp.op_types.map(([t, c]) => (single ? shortType(t) : `${shortType(t)} ${formatCount(c)}`)).join(", ");
+  const types = grp.op_types.map((t) => (single ? shortType(t.op_type) : `${shortType(t.op_type)} ${formatCount(t.count)}`)).join(", ");
   text(33, "node-kernel", truncate(single ? `${grp.first_op.kernel} · ${types}` : `${formatCount(grp.num_ops)} kernels: ${types}`, 31));
   text(50, "node-kernel", truncate(`${lines(grp)}${bad ? ` · NaN/∞ in ${formatCount(grp.nonfinite_ops!)}` : ""}`, 31));
   const title = svg("title");
-  title.textContent = `${name}\n${formatCount(grp.num_ops)} kernels (ops ${grp.begin}–${grp.end - 1} in call order)\n${grp.op_types.map(([t, c]) => `${t} ×${c}`).join(", ")}${lines(grp) ? `\n${lines(grp)}` : ""}${bad ? `\nNaN/∞ in ${grp.nonfinite_ops} of its kernels in this call` : ""}\n${single ? "click: select" : "click: open"}`;
+  title.textContent = `${name}\n${formatCount(grp.num_ops)} kernels (ops ${grp.begin}–${grp.end - 1} in call order)\n${grp.op_types.map((t) => `${t.op_type} ×${t.count}`).join(", ")}${lines(grp) ? `\n${lines(grp)}` : ""}${bad ? `\nNaN/∞ in ${grp.nonfinite_ops} of its kernels in this call` : ""}\n${single ? "click: select" : "click: open"}`;
   node.appendChild(title);
   return node;
 }
