@@ -32,7 +32,8 @@ if __name__ == "__main__":
 
     escapes = "--escapes" in sys.argv
     evil = ESCAPES if escapes else EVIL
-    tvmdbg.enable_dump_debug_info(sys.argv[1], tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    mode = "FULL_STATS" if escapes else "FULL_HEALTH"  # statistics: `tvmdbg compare` shows them too
+    tvmdbg.enable_dump_debug_info(sys.argv[1], tensor_debug_mode=mode, circular_buffer_size=-1)
     if escapes:
         tvmdbg.add_watchpoint("nan_or_inf")  # its hits name the op
     vm = relax.VirtualMachine(tvm.compile(build(evil), "llvm"), tvm.cpu())

@@ -11,6 +11,9 @@ so `alerts`, `check` and the dashboard report it instead of calling the run clea
 from __future__ import annotations
 
 import math
+import weakref
+
+import numpy as np
 
 from tvmdbg_tb.events.health import trace_nonfinite, value_nonfinite_counts
 from tvmdbg_tb.events.locations import location
@@ -29,24 +32,47 @@ def _counts(trace: pb.GraphExecutionTrace) -> tuple[int, int, int] | None:
     return counts
 
 
+class _NonfiniteHits:
+    """The hits of one run whose trace holds NaN/Inf, found once per hit as hits are read
+    (a watchpoint on every op of a model gone NaN makes a hit per kernel per call)."""
+
+    def __init__(self):
+        self.source: list | None = None
+        self.read = 0
+        self.found: list[tuple[float, pb.WatchpointHit]] = []
+
+    def update(self, hits: list) -> list[tuple[float, pb.WatchpointHit]]:
+        if hits is not self.source or len(hits) < self.read:  # the graphs file was read again
+            self.source, self.read, self.found = hits, 0, []
+        for wall_time, hit in hits[self.read :]:
+            if hit.HasField("trace") and trace_nonfinite(hit.trace):
+                self.found.append((wall_time, hit))
+        self.read = len(hits)
+        return self.found
+
+
+_NONFINITE_HITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def unfinished_alerts(run: RunReader) -> list[dict]:
     """The non-finite kernel outputs that only watchpoint hits recorded: their call has no
     Execution record and no trace of that output in the dump. In hit order."""
     with run.lock:
-        hits = list(run.watchpoint_hits)
+        hits = _NONFINITE_HITS.setdefault(run, _NonfiniteHits()).update(run.watchpoint_hits)
         if not hits:
             return []
-        finished = set(run.execution_digests()["index"].tolist())
+        indices = np.array([hit.execution_index for _, hit in hits], dtype=np.int64)
+        open_calls = ~np.isin(indices, run.execution_digests()["index"])
+        candidates = [hits[k] for k in np.flatnonzero(open_calls).tolist()]
+        recorded = set()
         digests = run.trace_digests()
-        recorded = set(
-            zip(digests["execution_index"].tolist(), digests["op_id"].tolist(), digests["output_slot"].tolist())
-        )
+        for e in {int(hit.execution_index) for _, hit in candidates}:
+            rows = digests[run.execution_trace_indices(e)]
+            recorded.update((e, op, slot) for op, slot in zip(rows["op_id"].tolist(), rows["output_slot"].tolist()))
     rows, seen = [], set()
-    for wall_time, hit in hits:
+    for wall_time, hit in candidates:
         key = (int(hit.execution_index), int(hit.op_id), int(hit.output_slot))
-        if key in seen or key[0] in finished or key in recorded:
-            continue
-        if not (hit.HasField("trace") and trace_nonfinite(hit.trace)):
+        if key in seen or key in recorded:
             continue
         seen.add(key)
         try:
