@@ -189,9 +189,9 @@ def test_a_run_read_while_it_is_written_is_live_until_its_run_end(s3, monkeypatc
     reader.close()
 
 
-def test_a_writer_killed_mid_run_leaves_an_incomplete_dump(s3):
+def test_a_writer_killed_mid_run_leaves_an_incomplete_dump(s3, tmp_path):
     logdir = s3.bucket() + "/killed"
-    done = run_child(s3, logdir, 4, "--kill", TVMDBG_SEAL_SECONDS="0.5")
+    done = run_child(s3, logdir, 4, "--kill", TVMDBG_SEAL_SECONDS="0.5", TVMDBG_STAGING_DIR=str(tmp_path))
     assert "KILLING" in done.stdout and done.returncode == -9, done.stderr[-2000:]
     with DebugDataReader(logdir) as reader:
         reader.update()
@@ -247,8 +247,9 @@ def test_a_mangled_url_is_never_created_as_a_local_directory(tmp_path, monkeypat
     assert storage.location_problem("s3:/bucket/logs").startswith("logdir 's3:/bucket/logs' looks like a URL")
 
 
-def test_a_failing_store_never_stops_the_program_nor_reads_as_clean(monkeypatch):
+def test_a_failing_store_never_stops_the_program_nor_reads_as_clean(monkeypatch, tmp_path):
     server = S3Server()
+    monkeypatch.setenv("TVMDBG_STAGING_DIR", str(tmp_path))  # what is not uploaded stays there
     monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import dataclasses
@@ -10,6 +11,7 @@ import json
 import os
 import pickle
 import secrets
+import shutil
 import tempfile
 import warnings
 
@@ -96,6 +98,7 @@ class ProcessSession(_disco.ProcessSession):
             return ""
         if self._info_dir is None:
             self._info_dir = tempfile.mkdtemp(prefix="tvmdbg-disco-")
+            atexit.register(shutil.rmtree, self._info_dir, True)  # read by the workers at load time only
         info_path = os.path.join(self._info_dir, f"{len(os.listdir(self._info_dir))}.pickle")
         with open(info_path, "wb") as f:
             f.write(data)
