@@ -533,7 +533,8 @@ class Analyzer(Shell):
         ids = list(location.stack_frame_ids)
         # The frames of `tvmdbg run` starting the script (up to runpy) are not the user's story.
         frames = [self._frame_or_none(i) for i in ids]
-        runner = next((i for i, f in enumerate(frames) if f is not None and f.file_path.endswith(_RUNNER_FILE)), None)
+        in_runner = [i for i, f in enumerate(frames) if f is not None and f.file_path.endswith(_RUNNER_FILE)]
+        runner = in_runner[-1] if in_runner else None  # the runner's innermost frame, which calls runpy
         launcher = 0
         if runner is not None:
             launcher = runner + 1
