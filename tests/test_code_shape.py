@@ -28,6 +28,8 @@ CACHES = {
     "tracing/state.py:ACTIVE": "the one tracing state in force",
     # Memoised lookups: the same answer for the same key, whoever asks.
     "analysis/alerts.py:_monitors": "an AlertMonitor per RunReader (weak keys): observers of the reader's records",
+    "analysis/graph_index.py:_indexes": "an op index per RunReader (weak keys), built from its graphs",
+    "analysis/unfinished.py:_NONFINITE_HITS": "per RunReader (weak keys): its NaN/Inf watchpoint hits, extended as read",
     "analysis/profile.py:_cache": "profiles of runs by their state key (bounded, least recently used)",
     "analysis/ranges.py:_monitors": "a RangeMonitor per RunReader (weak keys): observers of the reader's records",
     "capture/compiled.py:_FIDS": "function ids, unique in the process (stats buffers name their function by it)",
