@@ -145,7 +145,7 @@ def test_a_shape_build_counts_nothing_and_health_sessions_count_again(tmp_path):
     with trace_paths.using("compiled"):
         shape_build, info = run("SHAPE", None, tmp_path / "shape")
         assert info.compiled_health is compiled.Summaries.SHAPE
-        function = compiled.FUNCTIONS[info.compiled["main"]]
+        function = info.compiled["main"]
         assert function.nrows == 1 + len(function.rows)  # no parameter rows
         run("FULL_HEALTH", shape_build, tmp_path / "health_on_shape")
         health_build, _ = run("FULL_HEALTH", None, tmp_path / "health")

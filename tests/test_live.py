@@ -515,7 +515,15 @@ def _child(logdir: Path, timeout: float, calls: int) -> tuple[subprocess.Popen, 
     return proc, line.split()[1]
 
 
+def _tvmdbg(*args) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())", *map(str, args)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+
+
 def test_program_killed_while_paused(tmp_path):
+    """SIGKILL while a NaN watchpoint holds the program paused in the call that made the NaN:
+    the call never returns, and its NaN is still an alert, from the hit that saw it."""
     proc, run_dir = _child(tmp_path, 600, 3)
     try:
         dash = Dashboard(tmp_path)
@@ -528,8 +536,56 @@ def test_program_killed_while_paused(tmp_path):
         assert status == 404 and "has exited" in answer["error"]
         status, hits = dash.get("live/hits")  # flushed at the pause: nothing lost
         assert hits["num_hits"] == 1 and hits["hits"][0]["kernel"].endswith("log")
+        # The NaN of the call that never returned is an alert: the plugin, `alerts` and `check`.
+        (unfinished,) = dash.get("alerts")[1]["unfinished"]
+        with np.errstate(all="ignore"):
+            expected = np.log(DIFF)
+        assert unfinished["kernel"].endswith("log") and unfinished["execution_index"] == 0
+        assert unfinished["nan_count"] == np.isnan(expected).sum() and unfinished["size"] == expected.size
+        op = unfinished["op_name"]
+        check = _tvmdbg("check", tmp_path)
+        assert check.returncode == 1, (check.stdout, check.stderr)
+        assert f"op {op}:0 (kernel {unfinished['kernel']}) made {unfinished['nan_count']} NaN" in check.stdout
+        assert "a call that never returned" in check.stdout and "The dump is incomplete" in check.stdout
+        alerts = _tvmdbg("alerts", tmp_path)
+        assert "1 NaN/Inf in calls that never returned" in alerts.stdout, alerts.stdout
     finally:
         if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_command_that_timed_out_on_a_frozen_program_never_happens_after(tmp_path):
+    """SIGSTOP while the program runs, `pause` answered 504 (withdrawn), SIGCONT: the program
+    reads the request after its deadline and refuses it; it runs on and never pauses."""
+    proc, run_dir = _child(tmp_path, 600, 10**7)
+    try:
+        dash = Dashboard(tmp_path)
+        dash.wait_paused(1)  # the NaN watchpoint's first hit
+        assert dash.post("live/command", {"action": "continue", "pause_id": 1})[0] == 200
+        proc.send_signal(signal.SIGSTOP)
+        started = time.monotonic()
+        status, answer = dash.post("live/command", {"action": "pause"})
+        assert status == 504 and answer["withdrawn"] is True, answer
+        assert time.monotonic() - started < 10  # one overall deadline
+        assert "withdrawn" in answer["error"] and answer["request_id"]
+        proc.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            status, state = dash.get("live/state")
+            assert status == 200 and state["live"], state
+            assert not state["paused"] and not state["pause_requested"], state
+            time.sleep(0.1)
+        assert answer["request_id"] not in {a["request_id"] for a in state["applied"]}
+        # a command that arrives in time still applies, and is listed as applied
+        status, answer = dash.post("live/command", {"action": "pause"})
+        assert status == 200, answer
+        state = dash.wait_paused(2)
+        assert state["pause"]["reason"] == "pause requested"
+        assert answer["request_id"] in {a["request_id"] for a in state["applied"]}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
             proc.kill()
             proc.wait()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.events.options import DumpOptions, public_doc, public_signature
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.live import api as live_control
@@ -58,6 +59,10 @@ def enable_dump_debug_info(logdir: str | os.PathLike, *args: Any, **kwargs: Any)
     `failed` says why, dumping stops and the program runs on unchanged.
     """
     options = DumpOptions.from_call(*args, **kwargs)
+    if options.live.enabled and storage.is_url(logdir):
+        raise ValueError(
+            f"live control needs a local logdir (the dashboard reaches the program through a file), got {logdir!r}"
+        )
     writer = instrument.enable_dump_debug_info(logdir, options)
     if options.live.enabled:
         live_control.start_live(writer, options.live)

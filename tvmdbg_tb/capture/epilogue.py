@@ -1,17 +1,18 @@
 """The kernel writes its own stats row (compile-time path): no summary call after it.
 
-A separate summary kernel after each kernel is one more VM call per kernel (~0.1-0.2 us, most
-of a tiny kernel's cost) and, in the health modes, a second read of the output after it left
-the cache (on a 1M-element output, 0.7x the kernel itself). So each kernel of an instrumented
-call site writes its output's row itself:
+A separate summary kernel after each kernel is one more VM call per kernel (most of a tiny
+kernel's cost) and, in the health modes, a second read of the output, from memory when it is
+too large for the cache. So a kernel of an instrumented call site writes its output's row
+itself where that saves work:
 
 - NO_TENSOR (stamp): the cycle counter into each output row when the kernel is done;
-- health modes (fuse): the output's row, by counting.py's shape: once the kernel is done, a
-  packed call of the dtype's summary kernel (compiled once) on the output, still in cache;
-  an output too large for the cache (counting.IN_LOOP_BYTES) stored one element per
-  iteration by one block is counted right after each store instead (< 0 and > 0 counts and
-  a non-finite flag), and its size, rank, dims and stamp written after the loop; when the
-  flag says it holds a NaN or an infinity (rare), the summary kernel's packed call counts it.
+- health modes (fuse), by counting.py's shape: an output too large for the cache
+  (counting.IN_LOOP_BYTES) that one block stores one element per iteration is counted right
+  after each store (< 0 and > 0 counts and a non-finite flag), its size, rank, dims and stamp
+  written after the loop; when the flag says it holds a NaN or an infinity (rare), a packed
+  call of the dtype's summary kernel (compiled once) counts it instead. A smaller output
+  keeps the separate summary call: it reads the output back from cache, and adds no code to
+  the kernel for LLVM to compile.
 
 The same block can count an input it reads one element at a time, at its own indices (a
 buffer of the output's shape): the Relax function's parameters, which a separate summary

@@ -1,14 +1,14 @@
 """The summary kernels, prebuilt into the wheel, else compiled once per machine.
 
-A summary kernel (kernel_source.py) is small, but TVMScript parses it in ~35 ms and LLVM
-compiles it in ~60-90 ms: a real model's build calls five or six of them (one per dtype),
-~0.5 s of CPU, a quarter of a small transformer's whole build, paid again in every process
-and equally when they are compiled inside the model's own LLVM build. They are generic (one
-per dtype and mode, any rank), so:
+A summary kernel (kernel_source.py) is small, but TVMScript parses it and LLVM compiles it
+in tens of milliseconds: a real model's build calls five or six of them (one per dtype), a
+large share of a small transformer's whole build, paid again in every process and equally
+when they are compiled inside the model's own LLVM build. They are generic (one per dtype and
+mode, any rank), so:
 
 - the wheel ships all of them in one library (setup.py calls build_library), named after a
   key of their sources and the TVM build they were compiled by; a process whose TVM matches
-  loads it in ~1 ms and compiles nothing (no compiler needed);
+  loads it at once and compiles nothing (no compiler needed);
 - otherwise (a source checkout, another TVM) each kernel is built at first use into the user
   cache directory (tvmdbg_tb.native.cache_dir(): one shared library per kernel, keyed the
   same way), written atomically, and loaded by every later process;

@@ -23,6 +23,7 @@ from tvmdbg_tb.cli import filters
 from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.session import CliError
 from tvmdbg_tb.cli.shell import run_commands
+from tvmdbg_tb.cli.terminal import guarded
 from tvmdbg_tb.events.health import HEALTH_MODES
 from tvmdbg_tb.events.reader import DebugDataReader
 from tvmdbg_tb.events.summaries import mode_name, mode_value
@@ -55,7 +56,7 @@ class BreakController:
         self.flush = flush or (lambda: None)
         self.commands = list(commands)
         self.stdin = stdin
-        self.stdout = stdout or sys.stdout
+        self.stdout = guarded(stdout or sys.stdout)  # the dump's names, shown as text
         self.calls = 0
         self.stops: list[int] = []  # Execution.index of each stop
         self._lock = threading.Lock()  # one thread at a time decides and stops
@@ -167,7 +168,10 @@ def _matches(fn: filters.TensorFilter, trace: pb.GraphExecutionTrace) -> bool:
     try:
         return filters.passes(fn, trace)
     except Exception as error:  # a broken filter stops the program rather than hiding a hit
-        print(f"tvmdbg run: tensor filter raised {error!r} on {trace.op_name}; counted as a match", file=sys.stderr)
+        print(
+            f"tvmdbg run: tensor filter raised {error!r} on {trace.op_name}; counted as a match",
+            file=guarded(sys.stderr),
+        )
         return True
 
 
@@ -197,33 +201,10 @@ def main(args) -> int:
     script = args.script
     if not os.path.isfile(script):
         raise CliError(f"{script}: no such file")
-    try:
-        mode = mode_value(args.tensor_debug_mode)
-    except ValueError as error:
-        raise CliError(str(error)) from None
-    if args.tensor_filter == "has_inf_or_nan" and mode not in HEALTH_MODES:
-        raise CliError(
-            f"filter has_inf_or_nan needs NaN/Inf counts, which mode {mode_name(mode)} does not record; "
-            "use --tensor_debug_mode FULL_HEALTH (the default) or CURT_HEALTH"
-        )
-    dump_dir = args.dump_dir or tempfile.mkdtemp(prefix="tvmdbg_run_")
-
+    mode = _checked_mode(args)
     from tvmdbg_tb import debugger  # imports TVM: only this subcommand does
 
-    try:
-        writer = debugger.enable_dump_debug_info(
-            dump_dir,
-            tensor_debug_mode=mode_name(mode),
-            circular_buffer_size=args.circular_buffer_size,
-            circular_buffer_bytes=getattr(args, "circular_buffer_bytes", None),
-            live=getattr(args, "live", False),
-            model_code=getattr(args, "model_code", None),
-        )
-    except ValueError as error:  # --model_code names nothing that exists, --circular_buffer_bytes < 0
-        raise CliError(str(error)) from None
-    if writer.failed:  # it warned; stops read the dump, so there can be none
-        debugger.disable_dump_debug_info()
-        raise CliError(f"cannot dump to {dump_dir}: {writer.failed}")
+    writer = _start_dump(debugger, args, mode)
     watch_hits = _add_watchpoints(getattr(args, "watch", None) or [], getattr(args, "live", False))
     controller = BreakController(
         writer.logdir,
@@ -240,19 +221,68 @@ def main(args) -> int:
             if args.tensor_filter
             else "stopping after the first VM call."
         ),
-        file=sys.stderr,
+        file=guarded(sys.stderr),
     )
+    status, outcome = _run_script(debugger, script, args.args, writer, controller)
+    print(
+        f"tvmdbg run: {os.path.basename(script)} {outcome} after {controller.calls} VM calls "
+        f"({len(controller.stops)} stops). Its dump: tvmdbg analyze {writer.logdir}",
+        file=guarded(sys.stderr),
+    )
+    return status
+
+
+def _checked_mode(args) -> int:
+    """--tensor_debug_mode, and whether it records what --tensor_filter needs."""
+    try:
+        mode = mode_value(args.tensor_debug_mode)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    if args.tensor_filter == "has_inf_or_nan" and mode not in HEALTH_MODES:
+        raise CliError(
+            f"filter has_inf_or_nan needs NaN/Inf counts, which mode {mode_name(mode)} does not record; "
+            "use --tensor_debug_mode FULL_HEALTH (the default) or CURT_HEALTH"
+        )
+    return mode
+
+
+def _start_dump(debugger, args, mode: int):
+    """The dump's writer (into --dump_dir, else a new temporary directory)."""
+    dump_dir = args.dump_dir or tempfile.mkdtemp(prefix="tvmdbg_run_")
+    try:
+        writer = debugger.enable_dump_debug_info(
+            dump_dir,
+            tensor_debug_mode=mode_name(mode),
+            circular_buffer_size=args.circular_buffer_size,
+            circular_buffer_bytes=getattr(args, "circular_buffer_bytes", None),
+            live=getattr(args, "live", False),
+            model_code=getattr(args, "model_code", None),
+        )
+    except ValueError as error:  # --model_code names nothing that exists, --circular_buffer_bytes < 0
+        raise CliError(str(error)) from None
+    if writer.failed:  # it warned; stops read the dump, so there can be none
+        debugger.disable_dump_debug_info()
+        raise CliError(f"cannot dump to {dump_dir}: {writer.failed}")
+    return writer
+
+
+def _run_script(debugger, script: str, script_args: list[str], writer, controller) -> tuple[int, str]:
+    """Runs the script as __main__ with the controller listening; (exit status, how it ended).
+    The script's own enable_dump_debug_info call gets the dump already started."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     enable = debugger.enable_dump_debug_info
     debugger.add_execution_listener(controller.on_call)
 
     def enable_again(*unused, **unused_kw):
         """The script's own enable call: the dump `tvmdbg run` started already serves it."""
-        print("tvmdbg run: the script's enable_dump_debug_info call uses the dump tvmdbg run started.", file=sys.stderr)
+        print(
+            "tvmdbg run: the script's enable_dump_debug_info call uses the dump tvmdbg run started.",
+            file=guarded(sys.stderr),
+        )
         return writer
 
     debugger.enable_dump_debug_info = enable_again
-    sys.argv = [script, *args.args]
+    sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     status = 0
     try:
@@ -273,9 +303,4 @@ def main(args) -> int:
         debugger.remove_execution_listener(controller.on_call)
         sys.argv[:], sys.path[:] = saved_argv, saved_path
         debugger.disable_dump_debug_info()
-    print(
-        f"tvmdbg run: {os.path.basename(script)} {outcome} after {controller.calls} VM calls "
-        f"({len(controller.stops)} stops). Its dump: tvmdbg analyze {writer.logdir}",
-        file=sys.stderr,
-    )
-    return status
+    return status, outcome

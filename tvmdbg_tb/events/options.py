@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.events.summaries import mode_name, mode_value
 
 MAX_RUN_NAME = 200  # characters of a run name
@@ -45,6 +46,14 @@ def checked_regex(name: str, pattern: Any) -> str | None:
     except re.error as error:
         raise ValueError(f"{name} {pattern!r} is not a valid regular expression: {error}") from error
     return pattern
+
+
+def op_matches(pattern: re.Pattern, name: str, kernel: str, origins) -> bool:
+    """Whether pattern is found (re.search) in an op's name, its kernel, or the type or var
+    of a Relax op fused into it (origins: objects with op_type and var_name): what op_regex
+    filters at record time and expected_nonfinite marks at read time."""
+    names = [name, kernel, *(o.op_type for o in origins), *(o.var_name for o in origins)]
+    return any(pattern.search(n) for n in names)
 
 
 def _checked_bool(name: str, value: Any) -> bool:
@@ -293,7 +302,8 @@ def public_doc() -> str:
 
 
 def logdir_path(logdir: Any) -> str:
-    """logdir as an absolute path; a clear error for anything else."""
+    """logdir as an absolute path, or a URL as given (tvmdbg_tb.storage); a clear error for
+    anything else, and for a local path that is a mangled URL ("s3:/bucket": never created)."""
     if not isinstance(logdir, (str, os.PathLike)) or not os.fspath(logdir):
         raise ValueError(f"logdir must be a non-empty path, got {logdir!r}")
-    return os.path.abspath(os.fspath(logdir))
+    return storage.check_location(logdir)

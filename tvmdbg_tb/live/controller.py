@@ -12,6 +12,7 @@ because its dashboard went away.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import threading
 import time
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmdbg_tb.live import paused_call
+from tvmdbg_tb.live import channel, paused_call
 from tvmdbg_tb.live.watchpoints import (
     NAME_MATCH_SECONDS,
     SET_MATCH_SECONDS,
@@ -132,6 +133,7 @@ class LiveController:
         self._covering: dict[tuple[str, str], tuple[Watchpoint, ...]] = {}  # name -> its watchpoints
         self.budget = ByteBudget(CHANGED_BUDGET_BYTES)
         self.events: deque[str] = deque(maxlen=100)  # resumes by timeout etc., for the state
+        self.applied: deque[dict] = deque(maxlen=20)  # the last requests that changed the program
         self.serving = False  # a channel is open: pausing makes sense
         self._command: tuple[str, str | None] | None = None
         self._pause_gate = threading.Lock()  # one pause at a time when several threads run the VM
@@ -286,6 +288,7 @@ class LiveController:
                 detail=detail,
                 paused=will_pause,
             )
+            _attach_trace(hit, call.traces, slot)
             recorded.append(hit)
             if self.writer is not None:
                 self.writer.write_event("graphs", pb.DebugEvent(wall_time=time.time(), watchpoint_hit=hit))
@@ -381,6 +384,26 @@ class LiveController:
     def touch(self) -> None:
         self.last_contact = time.monotonic()
 
+    @contextlib.contextmanager
+    def applying(self, deadline: float | None, request_id: str, route: str, action: str | None = None):
+        """Holds the lock while a request is applied, if it is still in time: its deadline
+        (channel.clock()) is when the plugin stops waiting for the answer, so a request read
+        later (the program was frozen, SIGSTOP) is refused, never applied behind the back of
+        a dashboard told it failed. The requests applied are listed in the state (`applied`),
+        so one applied just before a freeze is still seen to have happened."""
+        with self._lock:
+            if deadline is not None and channel.clock() > deadline:
+                late = channel.clock() - deadline
+                raise CommandError(
+                    f"this request arrived {late:.1f} s after the dashboard stopped waiting for it (the program "
+                    "was frozen or busy): it was not applied; send it again",
+                    status=408,
+                )
+            yield
+            if route != "/keepalive":
+                entry = {"request_id": request_id or None, "route": route, "action": action, "time": time.time()}
+                self.applied.append(entry)
+
     def keepalive(self, pause_id: int) -> dict:
         """The dashboard still shows the pause `pause_id`: its timeout starts again."""
         with self._lock:
@@ -405,6 +428,7 @@ class LiveController:
                 "recent_hits": list(self.recent_hits),
                 "timeout": self.timeout,
                 "events": list(self.events)[-10:],
+                "applied": list(self.applied),
                 "finished": self.finished,
             }
 
@@ -456,6 +480,20 @@ class LiveController:
             self._command = (action, op_name if action == "run_to" else None)
             self._lock.notify_all()
             return {"ok": True, "resumed": pause_id, "action": action}
+
+
+HIT_VALUE_BYTES = 1 << 20  # a FULL_TENSOR value kept in a hit's trace up to this size
+
+
+def _attach_trace(hit: pb.WatchpointHit, traces: list[pb.GraphExecutionTrace], slot: int) -> None:
+    """The hit keeps the output's trace: the call's traces reach the dump when it returns, and
+    a program killed while paused at the hit must not take the NaN it saw with it."""
+    for trace in traces:
+        if trace.output_slot == slot:
+            hit.trace.CopyFrom(trace)
+            if len(trace.tensor_value.content) > HIT_VALUE_BYTES:
+                hit.trace.ClearField("tensor_value")
+            return
 
 
 def _hit_json(hit: pb.WatchpointHit) -> dict:

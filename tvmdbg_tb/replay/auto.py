@@ -32,7 +32,7 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.replay.group import ReplayError
 from tvmdbg_tb.replay.replayer import group_source, is_replayable, replay, snapshot_inputs
 
-_VECTOR_ROWS = 64  # above this many rows numpy's fixed cost (~20 us after kernels ran) pays off
+_VECTOR_ROWS = 64  # above this many rows numpy's fixed cost (cold after kernels ran) pays off
 # Deep-mode records per kernel site: the graphs file is kept whole (no circular buffer), so a
 # NaN made inside a kernel on every call must not grow it without bound.
 MAX_DEEP_RECORDS_PER_SITE = 100
@@ -313,8 +313,8 @@ def _capture_inputs(vm, invoke, args: tuple, top_name: str, function_name: str, 
                 if stack[-1][1] == wanted:
                     found.append(snapshot_inputs(call_args[: site_info.num_inputs]))
                 stack[-1][1] += 1
-        except Exception:
-            pass
+        except Exception:  # inside the VM's call: the capture must never break it; no inputs
+            pass  # captured means no replay, which rerun() records with its reason
         return 0
 
     vm._set_instrument(instrument)

@@ -2,8 +2,9 @@
 
 The public API (tvmdbg.enable_dump_debug_info, ...) is tvmdbg_tb.debugger, which adds the
 tools built on top of this layer (fused-kernel replay, live control) through its hooks:
-`SESSION_HOOKS` (called with each new dumping session), `_State.extra_sinks` and the
-`inner_origin` of enable_check_numerics. This module imports none of them.
+`SESSION_HOOKS` (called with each new dumping session), add_tool_sink and the
+`inner_origin` of enable_check_numerics. This module imports none of them. What the
+switches change is one object, the TracingState in force (state.py).
 
 How kernels are traced (DebuggedGraph.instrumentation says which):
 
@@ -30,7 +31,6 @@ Hooks for tools built on top (the CLI, notebooks):
 from __future__ import annotations
 
 import os
-import threading
 import warnings
 from collections.abc import Callable
 from typing import NamedTuple
@@ -44,6 +44,7 @@ from tvmdbg_tb.tracing import saved, vm_wrapper
 from tvmdbg_tb.tracing.check_numerics import CheckNumerics, CheckNumericsError
 from tvmdbg_tb.tracing.fast_tracer import FAST_MODES, supported_platform
 from tvmdbg_tb.tracing.session import Session, WriterSink, execution_message
+from tvmdbg_tb.tracing.state import ACTIVE, TracingState
 
 __all__ = [
     "CheckNumericsError",
@@ -57,9 +58,8 @@ __all__ = [
 
 ExecutionListener = Callable[[pb.Execution, list[pb.GraphExecutionTrace]], None]
 
-_LOCK = threading.RLock()
-_LISTENERS: list[ExecutionListener] = []
-# Called with every new session that writes a dump (e.g. to attach the automatic replay).
+# Wiring, not state: called with every new session that writes a dump; tvmdbg_tb.debugger
+# registers the automatic replay here once, at import.
 SESSION_HOOKS: list[Callable[[Session], None]] = []
 
 
@@ -69,6 +69,9 @@ class _ListenerSink:
     wants_nonfinite = False
     after_call = True  # a listener hears a call with its replay already in the dump
 
+    def __init__(self, listeners: list[ExecutionListener]):
+        self._listeners = listeners  # the tracing state's: listeners added later are heard
+
     def on_graph(self, graph, ops) -> None:
         return None
 
@@ -77,14 +80,14 @@ class _ListenerSink:
 
     def idle(self) -> bool:
         """No listener: nothing to deliver (Session.serialized_execution_done skips this sink)."""
-        return not _LISTENERS
+        return not self._listeners
 
     def on_execution(self, execution, traces) -> None:
-        if not _LISTENERS:
+        if not self._listeners:
             return
         traces = list(traces)
         execution = execution_message(execution)
-        for listener in list(_LISTENERS):
+        for listener in list(self._listeners):
             try:
                 listener(execution, traces)
             except Exception as error:
@@ -103,38 +106,49 @@ class _Dump(NamedTuple):
     options: DumpOptions
 
 
-class _State:
-    session: Session | None = None
-    dump: _Dump | None = None
-    writer: DebugEventsWriter | None = None
-    check: CheckNumerics | None = None
-    extra_sinks: list = []  # sinks of tools built on top (tvmdbg_tb.live), kept across sessions
+def _current_capture() -> capture.CaptureState:
+    return ACTIVE.state.capture
 
 
-_STATE = _State()
+def _install() -> None:
+    """TVM's classes patched (once per process), reading the tracing state in force."""
+    capture.install(_current_capture)
+    saved.install()
+    vm_wrapper.install(ACTIVE)
 
 
-def _activate(session: Session | None) -> None:
-    old = _STATE.session
+def _activate(state: TracingState, session: Session | None) -> None:
+    """Makes session the one VM calls and builds are traced into (None: idle)."""
+    old = state.session
     if old is not None and old is not session:
-        vm_wrapper.detach_all()
+        vm_wrapper.detach_all(state)
         if old.param_cache is not None:
             old.param_cache.close()
-    _STATE.session = session
-    vm_wrapper.ACTIVE.session = session
-    capture.STATE.on_executable = (lambda executable, info: session.register_executable(info)) if session else None
-    capture.STATE.recording = session is not None
-    capture.STATE.compile_health = _compile_health(session)
-    capture.STATE.params_in_kernels = session is None or session.param_cache is None
-    capture.STATE.inner_ops = session is None or session.options.inner_op_check
+    state.session = session
+    hooks = state.capture
+    hooks.on_executable = (lambda executable, info: session.register_executable(info)) if session else None
+    hooks.recording = session is not None
+    hooks.compile_health = _compile_health(state)
+    hooks.params_in_kernels = session is None or session.param_cache is None
+    hooks.inner_ops = session is None or session.options.inner_op_check
     if session is None:
-        capture.REGISTRY.clear()
+        hooks.registry.clear()
 
 
-def _compile_health(session: Session | None) -> compiled.Summaries | None:
+def _retrace(state: TracingState) -> None:
+    """The session's sinks changed what tracing must see: VMs get new tracers and later
+    builds the matching instrumentation."""
+    vm_wrapper.detach_all(state)
+    state.capture.compile_health = _compile_health(state)
+
+
+def _compile_health(state: TracingState) -> compiled.Summaries | None:
     """What the summary kernels of later builds record; None: no compile-time
     instrumentation (the VM instrument traces them)."""
-    if session is None or session.want_nonfinite or session.mode not in FAST_MODES or not supported_platform():
+    session = state.session
+    if session is None or session.want_nonfinite or session.mode not in FAST_MODES:
+        return None
+    if not (state.paths.compiled and supported_platform()):
         return None
     if session.trace_fused_ops:  # deep mode replays fused kernels on their live inputs
         return None
@@ -145,21 +159,21 @@ def _compile_health(session: Session | None) -> compiled.Summaries | None:
     return compiled.Summaries.TIMESTAMPS if session.mode == pb.NO_TENSOR else compiled.Summaries.HEALTH
 
 
-def _new_session() -> Session | None:
+def _new_session(state: TracingState) -> Session | None:
     """A session for the current writer (new ids) with the current sinks; None if idle."""
-    writer = _STATE.writer if _STATE.writer is not None and not _STATE.writer.failed else None
-    if writer is None and _STATE.check is None:
+    writer = state.writer if state.writer is not None and not state.writer.failed else None
+    if writer is None and state.check is None:
         return None  # a writer that could not create its files has warned: trace nothing
     # Check-numerics alone traces with the default options (NO_TENSOR, no filters).
-    session = Session(_STATE.dump.options if _STATE.dump is not None else DumpOptions(), writer)
+    session = Session(state.dump.options if state.dump is not None else DumpOptions(), writer, state.exports)
     if writer is not None:
         session.add_sink(WriterSink(writer))
         for hook in SESSION_HOOKS:
             hook(session)
-    if _STATE.check is not None:
-        session.add_sink(_STATE.check)
-    session.add_sink(_ListenerSink())
-    for sink in _STATE.extra_sinks:
+    if state.check is not None:
+        session.add_sink(state.check)
+    session.add_sink(_ListenerSink(state.listeners))
+    for sink in state.extra_sinks:
         session.add_sink(sink)
     return session
 
@@ -170,26 +184,23 @@ def enable_dump_debug_info(logdir: str | os.PathLike, options: DumpOptions) -> D
     raise ValueError. Never raises for the file system (see the writer)."""
     dump = _Dump(logdir_path(logdir), options)
     places = _model_code(options.model_code)
-    with _LOCK:
-        if _STATE.writer is not None:
-            if dump == _STATE.dump:
-                return _STATE.writer
-            changed = (
-                [f"logdir: {_STATE.dump.logdir!r} -> {dump.logdir!r}"] if dump.logdir != _STATE.dump.logdir else []
-            )
-            changed += _STATE.dump.options.differences(options)
+    state = ACTIVE.state
+    with state.lock:
+        if state.writer is not None:
+            if dump == state.dump:
+                return state.writer
+            changed = [f"logdir: {state.dump.logdir!r} -> {dump.logdir!r}"] if dump.logdir != state.dump.logdir else []
+            changed += state.dump.options.differences(options)
             raise ValueError(
                 "tvmdbg dumping is already enabled with different arguments "
                 f"({'; '.join(changed)}); call tvmdbg.disable_dump_debug_info() first"
             )
-        capture.install()
-        saved.install()
-        vm_wrapper.install()
-        _STATE.writer = DebugEventsWriter(dump.logdir, options)
-        _STATE.dump = dump
+        _install()
+        state.writer = DebugEventsWriter(dump.logdir, options)
+        state.dump = dump
         frames.set_model_code(places)
-        _activate(_new_session())
-        return _STATE.writer
+        _activate(state, _new_session(state))
+        return state.writer
 
 
 def _model_code(model_code: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -206,17 +217,52 @@ def _model_code(model_code: tuple[str, ...] | None) -> tuple[str, ...] | None:
     return frames.parse_model_code(model_code)
 
 
+def current_dump() -> tuple[DebugEventsWriter, DumpOptions] | None:
+    """The enabled dump's writer and options (tvmdbg_tb.disco hands them to its workers)."""
+    state = ACTIVE.state
+    with state.lock:
+        if state.writer is None or state.dump is None:
+            return None
+        return state.writer, state.dump.options
+
+
 def disable_dump_debug_info() -> None:
     """Stops recording, flushes and closes the dump. A no-op when not enabled."""
-    with _LOCK:
-        writer = _STATE.writer
+    state = ACTIVE.state
+    with state.lock:
+        writer = state.writer
         if writer is None:
             return
-        _STATE.writer = None
-        _STATE.dump = None
+        state.writer = None
+        state.dump = None
         frames.set_model_code(None)
-        _activate(_new_session())
+        _activate(state, _new_session(state))
         writer.close()
+
+
+def current_writer() -> DebugEventsWriter | None:
+    """The writer of the dump being written (None when not dumping)."""
+    return ACTIVE.state.writer
+
+
+def add_tool_sink(sink) -> None:
+    """Adds the sink of a tool built on top (tvmdbg_tb.live's controller) to the session and
+    to every later one; VMs are traced kernel by kernel from now on if it needs that."""
+    state = ACTIVE.state
+    with state.lock:
+        state.extra_sinks.append(sink)
+        if state.session is not None:
+            state.session.add_sink(sink)
+            _retrace(state)
+
+
+def remove_tool_sink(sink) -> None:
+    state = ACTIVE.state
+    with state.lock:
+        if sink in state.extra_sinks:
+            state.extra_sinks.remove(sink)
+        if state.session is not None:
+            state.session.remove_sink(sink)
 
 
 def enable_check_numerics(trace_fused_ops: bool = False, inner_origin: Callable | None = None) -> None:
@@ -227,46 +273,46 @@ def enable_check_numerics(trace_fused_ops: bool = False, inner_origin: Callable 
     inner_origin: the replay that finds that op (see CheckNumerics)."""
     if not isinstance(trace_fused_ops, bool):
         raise TypeError(f"trace_fused_ops must be True or False, got {trace_fused_ops!r}")
-    with _LOCK:
-        if _STATE.check is not None:
-            _STATE.check.trace_fused_ops = trace_fused_ops
-            if _STATE.session is not None:
-                _STATE.session.update_sinks()  # its deep mode follows the check's
+    state = ACTIVE.state
+    with state.lock:
+        if state.check is not None:
+            state.check.trace_fused_ops = trace_fused_ops
+            if state.session is not None:
+                state.session.update_sinks()  # its deep mode follows the check's
             return
-        capture.install()
-        saved.install()
-        vm_wrapper.install()
-        _STATE.check = CheckNumerics(trace_fused_ops=trace_fused_ops, inner_origin=inner_origin)
-        if _STATE.session is not None:
-            _STATE.session.add_sink(_STATE.check)  # same run: keep the session and its ids
-            vm_wrapper.detach_all()  # check-numerics needs the per-kernel VM instrument
-            capture.STATE.compile_health = _compile_health(_STATE.session)
+        _install()
+        state.check = CheckNumerics(trace_fused_ops=trace_fused_ops, inner_origin=inner_origin)
+        if state.session is not None:
+            state.session.add_sink(state.check)  # same run: keep the session and its ids
+            _retrace(state)  # check-numerics needs the per-kernel VM instrument
         else:
-            _activate(_new_session())
+            _activate(state, _new_session(state))
 
 
 def disable_check_numerics() -> None:
-    with _LOCK:
-        if _STATE.check is None:
+    state = ACTIVE.state
+    with state.lock:
+        if state.check is None:
             return
-        check, _STATE.check = _STATE.check, None
-        if _STATE.writer is not None:
-            _STATE.session.remove_sink(check)
-            vm_wrapper.detach_all()
-            capture.STATE.compile_health = _compile_health(_STATE.session)
+        check, state.check = state.check, None
+        if state.writer is not None:
+            state.session.remove_sink(check)
+            _retrace(state)
         else:
-            _activate(None)
+            _activate(state, None)
 
 
 def add_execution_listener(listener: ExecutionListener) -> None:
     """Calls listener(execution, traces) after every traced top-level VM call."""
     if not callable(listener):
         raise TypeError(f"listener must be callable, got {listener!r}")
-    with _LOCK:
-        _LISTENERS.append(listener)
+    state = ACTIVE.state
+    with state.lock:
+        state.listeners.append(listener)
 
 
 def remove_execution_listener(listener: ExecutionListener) -> None:
-    with _LOCK:
-        if listener in _LISTENERS:
-            _LISTENERS.remove(listener)
+    state = ACTIVE.state
+    with state.lock:
+        if listener in state.listeners:
+            state.listeners.remove(listener)

@@ -40,16 +40,9 @@ _F64 = struct.Struct("<d")
 _HEALTH_EXECUTION_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)
 
 
-# Tests switch this off to exercise the VM-instrument path on the same models.
-ENABLED = True
-# Tests switch this off to pin CompiledTracer's Python call path (native_call serves the
-# common call once built; tests that patch the Python path's pieces need it to run).
-NATIVE_CALLS = True
-
-
 def supported_platform() -> bool:
     """The timestamps come from the x86 time-stamp counter."""
-    return ENABLED and platform.machine().lower() in ("x86_64", "amd64")
+    return platform.machine().lower() in ("x86_64", "amd64")
 
 
 def usable(session: Session, vm: Any) -> bool:
@@ -118,7 +111,7 @@ def _buffer(fid: int, nrows: int) -> tuple[Any, np.ndarray, bool]:
 
 def _release(fid: int, tensor, array, clean: bool = False) -> None:
     """Back to the pool; clean: its column 0 was set to 0 already (native_rows.call_rows
-    does so while it reads the rows, where a numpy assignment would cost ~2 us per call)."""
+    does so while it reads the rows, cheaper than a numpy assignment per call)."""
     _LOCAL.pool.setdefault(fid, []).append((tensor, array, clean))
 
 
@@ -180,14 +173,17 @@ def cycles_per_us() -> float:
 class CompiledTracer(Tracer):
     """Traces a VM whose executable carries the summary kernels (no VM instrument)."""
 
-    def __init__(self, session: Session, vm: Any):
+    def __init__(self, session: Session, vm: Any, native_calls: bool = True):
+        """native_calls: the common call may run in C++ (native_call.cc) once it is built;
+        False pins the Python path (tracing.state.Paths)."""
         self.session = session
         self.mode = session.mode
         info = vm._tvmdbg_info
         self.program = session.program(info, vm)
         self.function_names = frozenset(info.functions)
         self._local = threading.local()
-        self._fids = info.compiled  # function name -> fid
+        self._fids = {name: function.fid for name, function in info.compiled.items()}  # name -> fid
+        self._native_calls = native_calls
         self._statics: dict[int, tuple[list[bytes], list[bool]]] = {}
         self._execution_statics: dict[tuple[str, int], bytes | None] = {}
         self._health_templates: dict[tuple[int, int, int], tuple | None] = {}
@@ -228,7 +224,7 @@ class CompiledTracer(Tracer):
         """native_call's Tracer (None: not built yet, False: this tracer never uses it; the
         parameter cache's skipped rows and the deep mode keep the Python path)."""
         libraries = (native_call.LIBRARY, native_rows.LIBRARY, native_records.LIBRARY)
-        if not NATIVE_CALLS or self._cache is not None or not native_call.LIBRARY.enabled():
+        if not self._native_calls or self._cache is not None or not native_call.LIBRARY.enabled():
             self._native = False
         elif all(library.loaded() is not None for library in libraries):
             call, rows, framing = (library.loaded() for library in libraries)
@@ -1032,8 +1028,7 @@ _DURATION_TAIL = np.dtype([("tag", "u1"), ("duration", "<f8")])  # NO_TENSOR and
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
 _VECTOR_SUMMARIES = 4  # without native_rows, Execution summaries from as many rows: numpy, not the loop
 # ... unless the call ran longer: its kernels evicted numpy's code and data from the caches,
-# and each numpy operation then costs 2-4 us, more than the loop for ~12 summaries (small
-# CNN, transformer block: +4 to +8 us per call measured, <1% of such a call either way).
+# and each numpy operation then costs more than the loop over a dozen summaries.
 _VECTOR_CALL_SECONDS = 500e-6
 _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")

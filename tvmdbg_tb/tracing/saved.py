@@ -115,8 +115,7 @@ def load(path: str | os.PathLike) -> graphs.ExecutableInfo | None:
         logger.warning("tvmdbg: ignoring the capture saved with %s: another tvmdbg version wrote it", path)
         return None
     info: graphs.ExecutableInfo = saved["info"]
-    for function in saved["functions"].values():
-        compiled.FUNCTIONS.setdefault(function.fid, function)
+    compiled.register(info)
     for name in saved["kernels"]:
         compiled.register_kernel(name)
     return info
