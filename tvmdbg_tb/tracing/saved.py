@@ -122,12 +122,12 @@ def load(path: str | os.PathLike) -> graphs.ExecutableInfo | None:
 
 
 def _pickled(executable: Any, info: graphs.ExecutableInfo) -> bytes:
-    """info and the CompiledFunctions of its instrumented functions, pickled without IR."""
-    functions = {name: compiled.FUNCTIONS[fid] for name, fid in info.compiled.items() if fid in compiled.FUNCTIONS}
+    """info (with the CompiledFunctions of its instrumented functions) pickled without IR, and
+    the summary kernels the executable calls."""
     kernels = set(re.findall(r"\btvmdbg\.(tvmdbg_[A-Za-z0-9_]+)", executable.as_text()))  # the VM's calls
-    kernels = sorted(kernels.union(*(f.packed_kernels for f in functions.values())))  # the kernels' own
+    kernels = sorted(kernels.union(*(f.packed_kernels for f in info.compiled.values())))  # the kernels' own
     out = io.BytesIO()
-    _Pickler(out, _groups(info)).dump({"layout": LAYOUT, "info": info, "functions": functions, "kernels": kernels})
+    _Pickler(out, _groups(info)).dump({"layout": LAYOUT, "info": info, "kernels": kernels})
     return out.getvalue()
 
 
