@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent
 # that these are exactly the libraries the package loads.
 NATIVE_SOURCES = {
     "tvmdbg_tb/native/native_records.cc": "PythonExtension",
-    "tvmdbg_tb/native/native_call.cc": "PythonExtension",
+    "tvmdbg_tb/native/native_call.cc": "TvmPythonExtension",
     "tvmdbg_tb/native/native_rows.cc": "PythonExtension",
     "tvmdbg_tb/native/native_filter.cc": "NativeLibrary",
 }

@@ -61,6 +61,7 @@ CACHES = {
     "tracing/fast_tracer.py:_LOCAL": "this thread's stats-buffer pools and its call in progress",
     "tracing/fast_tracer.py:_CYCLES_PER_US": "the time-stamp counter's rate, measured once",
     "tracing/fast_tracer.py:_CODES": "Execution byte templates by shape",
+    "tracing/fast_tracer.py:_NATIVE_POOL": "native_call once it serves tvmdbg.stats (installed once per process)",
     "tracing/saved.py:_INSTALLED": "whether export_library and load_module are wrapped (once per process)",
     "tracing/saved.py:_ORIGINALS": "TVM's export_library and load_module before they were wrapped",
     "tracing/kernel_summary.py:_FUNCTIONS": "the summary kernels' packed functions by dtype",
