@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parent
 # Every C++ helper and its kind (a class of tvmdbg_tb.native); tests/test_packaging.py checks
 # that these are exactly the libraries the package loads.
 NATIVE_SOURCES = {
-    "tvmdbg_tb/events/native_records.cc": "PythonExtension",
-    "tvmdbg_tb/instrument/native_call.cc": "PythonExtension",
-    "tvmdbg_tb/instrument/native_rows.cc": "PythonExtension",
-    "tvmdbg_tb/instrument/native_filter.cc": "NativeLibrary",
+    "tvmdbg_tb/native/native_records.cc": "PythonExtension",
+    "tvmdbg_tb/native/native_call.cc": "PythonExtension",
+    "tvmdbg_tb/native/native_rows.cc": "PythonExtension",
+    "tvmdbg_tb/native/native_filter.cc": "NativeLibrary",
 }
 BUNDLE = ROOT / "tvmdbg_tb_frontend" / "dist" / "index.js"
 

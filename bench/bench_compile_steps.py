@@ -34,10 +34,11 @@ def main() -> None:
     import tvm
 
     import tvmdbg
+    from tvmdbg_tb.capture import compiled
+    from tvmdbg_tb.capture import hooks as capture
     from tvmdbg_tb.events.writer import DebugEventsWriter
-    from tvmdbg_tb.instrument import capture, compiled
-    from tvmdbg_tb.instrument.session import Session, WriterSink
     from tvmdbg_tb.proto import debug_event_pb2 as pb
+    from tvmdbg_tb.tracing.session import Session, WriterSink
 
     kept = {}
     instrument, describe = compiled.instrument, capture.describe

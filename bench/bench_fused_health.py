@@ -90,7 +90,7 @@ def _tvmdbg_fused(inputs: tuple[int, ...] = ()):
     import tvm
     from tvm import relax
 
-    from tvmdbg_tb.instrument import epilogue
+    from tvmdbg_tb.capture import epilogue
 
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((N,), "float32"))
@@ -119,7 +119,7 @@ def _alternating_us(variants: dict, calls: int = 300) -> dict:
 def main() -> None:
     import tvm
 
-    from tvmdbg_tb.instrument import compiled
+    from tvmdbg_tb.capture import compiled
 
     plain, lanes, scalar = _kernels()
     kernel = tvm.get_global_func(compiled.kernel("float32"))

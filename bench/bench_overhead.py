@@ -40,7 +40,7 @@ def _vm_workload(build):
     import tvm
     from tvm import relax
 
-    from tvmdbg_tb.instrument import vm_wrapper
+    from tvmdbg_tb.tracing import vm_wrapper
 
     executable, inputs = build()
     vm = relax.VirtualMachine(executable, tvm.cpu())
@@ -79,7 +79,7 @@ def _mlp():
 def _training_workload():
     import models
 
-    from tvmdbg_tb.instrument import vm_wrapper
+    from tvmdbg_tb.tracing import vm_wrapper
 
     training = models.digits_training(lr=0.05, fuse=True)
     if not _tracing[0]:
@@ -142,7 +142,7 @@ def _load_native() -> None:
     """Builds (once, cached) and loads the native helpers before anything is timed, as a
     long-running program has them (they load in the background at the first traced run)."""
     from tvmdbg_tb.events import native_records
-    from tvmdbg_tb.instrument import native_call, native_rows
+    from tvmdbg_tb.tracing import native_call, native_rows
 
     native_records.LIBRARY.load()
     native_rows.LIBRARY.load()
@@ -150,13 +150,13 @@ def _load_native() -> None:
 
 
 def measure(name: str, calls: int, seconds: float, modes: list[str] | None = None) -> list[tuple]:
-    from tvmdbg_tb.instrument import fast_tracer
+    from tvmdbg_tb.tracing import fast_tracer
 
     _load_native()
     saved = fast_tracer.ENABLED
     fast_tracer.ENABLED = not name.endswith("_fallback")
     if name.endswith("_fallback"):
-        from tvmdbg_tb.instrument import native_filter
+        from tvmdbg_tb.tracing import native_filter
 
         native_filter.load()  # built (once, cached) before anything is timed
     try:
@@ -215,7 +215,7 @@ def inner_check_cost(name: str, calls: int, seconds: float, mode: str = "FULL_HE
     once without the check and once with it, both traced; calls of the two alternate.
     Returns the medians (us) and the median ratio (with / without)."""
     import tvmdbg
-    from tvmdbg_tb.instrument import capture
+    from tvmdbg_tb.capture import hooks as capture
 
     _load_native()
     build = _workloads()[name]
@@ -290,7 +290,7 @@ def health_vs_read(size: int = 1 << 20, stats: bool = False) -> tuple[float, flo
     import numpy as np
     import tvm
 
-    from tvmdbg_tb.instrument import compiled
+    from tvmdbg_tb.capture import compiled
 
     kernel = tvm.get_global_func(compiled.kernel("float32", True, stats))
     data = np.linspace(-1, 1, size, dtype="float32")

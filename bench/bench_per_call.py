@@ -53,10 +53,11 @@ def _workload(name: str):
 
 def _replacements(vm) -> dict[str, tuple[object, str, object]]:
     """piece -> (owner, attribute, replacement; None: the original's first result, reused)."""
+    from tvmdbg_tb.capture import frames
     from tvmdbg_tb.events.writer import DebugEventsWriter
-    from tvmdbg_tb.instrument import fast_tracer, frames, vm_wrapper
-    from tvmdbg_tb.instrument.session import Session
     from tvmdbg_tb.replay.auto import AutoReplay
+    from tvmdbg_tb.tracing import fast_tracer, vm_wrapper
+    from tvmdbg_tb.tracing.session import Session
 
     tracer = fast_tracer.CompiledTracer
     stack = frames.capture_call(0)
@@ -77,7 +78,7 @@ def _replacements(vm) -> dict[str, tuple[object, str, object]]:
 
 def _releasing_only(tracer, call, *args) -> None:
     """_finish_fast ablated: the call's buffers back to the pool, nothing read or written."""
-    from tvmdbg_tb.instrument import fast_tracer
+    from tvmdbg_tb.tracing import fast_tracer
 
     for fid, tensor, array in call.buffers:
         fast_tracer._release(fid, tensor, array)
@@ -104,7 +105,7 @@ def main() -> None:
 
     import tvmdbg
     from tvmdbg_tb.events import native_records
-    from tvmdbg_tb.instrument import fast_tracer, native_call, native_rows
+    from tvmdbg_tb.tracing import fast_tracer, native_call, native_rows
 
     for library in (native_records.LIBRARY, native_rows.LIBRARY, native_call.LIBRARY):
         library.load()  # as a long-running program has them

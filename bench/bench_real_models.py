@@ -9,7 +9,7 @@ Compile: each tvm.compile runs in a fresh process, as a program compiles its mod
 the modes alternate round by round, the model is exported before the clock starts, and the
 figure is the process's CPU time of tvm.compile (the machine may be shared); tvmdbg's modules
 are imported from bytecode compiled before the rounds, as an installed package's are. The summary
-kernels are compiled once per machine (tvmdbg_tb/instrument/kernel_cache.py): "warm" rows
+kernels are compiled once per machine (tvmdbg_tb/capture/kernel_cache.py): "warm" rows
 use the user cache filled before the rounds, "cold" ones a fresh cache directory holding
 the native libraries but no summary kernel (a machine's first build). Per call: in one
 process, calls of two builds alternate (the median of the per-pair ratios), in wall time and
@@ -143,7 +143,7 @@ def call_rows(name: str, seconds: float) -> list[tuple]:
 
     import tvmdbg
     from tvmdbg_tb.events import native_records
-    from tvmdbg_tb.instrument import native_call, native_rows, vm_wrapper
+    from tvmdbg_tb.tracing import native_call, native_rows, vm_wrapper
 
     for library in (native_records.LIBRARY, native_rows.LIBRARY, native_call.LIBRARY):
         library.load()  # loaded before anything is timed, as a long-running program has them

@@ -34,11 +34,11 @@ def _child(root: str, mode: str, traced: bool, seconds: float) -> None:
     import models
 
     import tvmdbg
-    from tvmdbg_tb.instrument import vm_wrapper
+    from tvmdbg_tb.tracing import vm_wrapper
 
-    for name in ("tvmdbg_tb.events.native_records", "tvmdbg_tb.instrument.native_rows", "native_call"):
+    for name in ("tvmdbg_tb.events.native_records", "tvmdbg_tb.tracing.native_rows", "native_call"):
         try:  # as a long-running program has them (an older tree may lack one)
-            importlib.import_module(name if "." in name else "tvmdbg_tb.instrument." + name).LIBRARY.load()
+            importlib.import_module(name if "." in name else "tvmdbg_tb.tracing." + name).LIBRARY.load()
         except ImportError:
             pass
     with tempfile.TemporaryDirectory() as logdir:

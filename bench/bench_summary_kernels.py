@@ -28,8 +28,8 @@ SHAPES = [(16,), (64, 32), (64, 64), (256, 256), (1 << 20,)]
 def main() -> None:
     import tvm
 
-    from tvmdbg_tb.instrument import compiled
-    from tvmdbg_tb.instrument.kernel_source import summary_source
+    from tvmdbg_tb.capture import compiled
+    from tvmdbg_tb.capture.kernel_source import summary_source
 
     host_target = tvm.target.Target({"kind": "llvm", "mcpu": str(tvm.target.codegen.llvm_get_system_cpu())})
     print(f"host target: {host_target}")

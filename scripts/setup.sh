@@ -19,7 +19,7 @@ fi
 if [ -f tvmdbg_tb_frontend/package.json ]; then
     bash tvmdbg_tb_frontend/build.sh --dev
 fi
-# The fallback path's native pre-filter (tvmdbg_tb/instrument/native_filter.py) is built with
+# The fallback path's native pre-filter (tvmdbg_tb/tracing/native_filter.py) is built with
 # the system C++ compiler; without one tvmdbg traces in pure Python and its tests skip.
 if ! command -v c++ >/dev/null && ! command -v g++ >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "== installing g++ for the native VM filter"

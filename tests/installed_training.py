@@ -21,7 +21,7 @@ from tvm.relax.training.optimizer import SGD  # noqa: E402
 
 import tvmdbg  # noqa: E402
 from tvmdbg_tb.events import native_records  # noqa: E402
-from tvmdbg_tb.instrument import native_call, native_filter, native_rows, vm_wrapper  # noqa: E402
+from tvmdbg_tb.tracing import native_call, native_filter, native_rows, vm_wrapper  # noqa: E402
 
 STEPS = 20
 

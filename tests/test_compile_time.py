@@ -17,11 +17,12 @@ import models
 import pytest
 
 import tvmdbg
+from tvmdbg_tb.capture import compiled
+from tvmdbg_tb.capture import hooks as capture
 from tvmdbg_tb.events.writer import DebugEventsWriter
-from tvmdbg_tb.instrument import capture, compiled
-from tvmdbg_tb.instrument.op_records import OpEncoder
-from tvmdbg_tb.instrument.session import Session
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing.op_records import OpEncoder
+from tvmdbg_tb.tracing.session import Session
 
 
 def _chain():

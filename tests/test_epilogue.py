@@ -1,4 +1,4 @@
-"""Health counted inside the producing kernel (instrument/epilogue.py): the kernels that store
+"""Health counted inside the producing kernel (capture/epilogue.py): the kernels that store
 each output element once count it in their own loop, on every health dtype, odd and empty
 shapes and planted NaN/Inf (with the size threshold lifted), with the same values as numpy and
 unchanged outputs; the others (reductions, FULL_STATS, small outputs by default) keep the
@@ -15,7 +15,7 @@ from test_instrument_modes import _expected
 from tvm import relax
 
 import tvmdbg
-from tvmdbg_tb.instrument import compiled, epilogue
+from tvmdbg_tb.capture import compiled, epilogue
 
 DTYPES = sorted(compiled.HEALTH_DTYPES)
 # Fused where the innermost dimension splits into vectors of epilogue.LANES (or a scalar);

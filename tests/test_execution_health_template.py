@@ -126,7 +126,7 @@ def test_tuple_arguments_match_numpy_on_both_paths(tmp_path, mode, params):
         with trace_paths.using(path):
             recorded[path] = _optimizer_executions(tmp_path / path, mode, params)
     if mode not in ("NO_TENSOR", "SHAPE", "FULL_STATS"):  # the compiled path summarised each tensor in a kernel
-        from tvmdbg_tb.instrument import compiled
+        from tvmdbg_tb.capture import compiled
 
         optimizer = max((f for f in compiled.FUNCTIONS.values() if f.name == "optimizer"), key=lambda f: f.fid)
         assert [len(rows or ()) for rows in optimizer.param_leaf_rows] == [4, 4, 1]
@@ -202,7 +202,7 @@ def test_nested_tuple_argument_in_flatten_order(tmp_path, mode):
                 reader.update()
                 recorded[path] = [reader.run().execution(i) for i in range(2)]
             if path == "compiled" and mode != "NO_TENSOR":
-                from tvmdbg_tb.instrument import compiled
+                from tvmdbg_tb.capture import compiled
 
                 main = max((f for f in compiled.FUNCTIONS.values() if f.name == "main"), key=lambda f: f.fid)
                 assert [len(rows or ()) for rows in main.param_leaf_rows] == [0, 3]

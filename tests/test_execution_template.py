@@ -11,8 +11,9 @@ import pytest
 from models import digits_training
 
 import tvmdbg
-from tvmdbg_tb.instrument import compiled, execution_template, fast_tracer, native_rows, vm_wrapper
+from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing import execution_template, fast_tracer, native_rows, vm_wrapper
 
 pytest.importorskip("sklearn")
 

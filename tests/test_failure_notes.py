@@ -18,7 +18,7 @@ import tvm
 from tvm import relax
 
 import tvmdbg
-from tvmdbg_tb.instrument import build_failure
+from tvmdbg_tb.capture import build_failure
 
 NOTE_PLACE = re.compile(r" at (\S+):(\d+)(?:, called from (\S+):(\d+))?")
 

@@ -12,7 +12,7 @@ import tvm
 from tvm import relax
 
 import tvmdbg
-from tvmdbg_tb.instrument import graphs
+from tvmdbg_tb.capture import graphs
 
 
 def _printer_specs(ty) -> list[tuple[str, tuple[int, ...], str]]:

@@ -11,10 +11,11 @@ import pytest
 import tvm
 from test_instrument_modes import _expected
 
-from tvmdbg_tb.instrument import compiled, kernel_summary, param_cache
-from tvmdbg_tb.instrument.compiled import row_values
-from tvmdbg_tb.instrument.summary import debug_values
+from tvmdbg_tb.capture import compiled
+from tvmdbg_tb.capture.compiled import row_values
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing import kernel_summary, param_cache
+from tvmdbg_tb.tracing.summary import debug_values
 
 DTYPES = sorted(compiled.HEALTH_DTYPES)
 SHAPES = [(0,), (1,), (7,), (3, 5, 7), (2, 0, 3), (1, 1, 1, 1, 13), (37, 129)]  # the last: vector loops and tails

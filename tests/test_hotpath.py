@@ -100,7 +100,7 @@ def test_call_point_keys_keep_their_code_objects_alive():
     import gc
     import weakref
 
-    from tvmdbg_tb.instrument import frames
+    from tvmdbg_tb.capture import frames
 
     namespace = {"frames": frames}
     exec("def transient():\n    return frames.capture_call(0)\n", namespace)
@@ -133,7 +133,7 @@ def test_numpy_health_counts_match_reference(dtype, shape):
     """summary.health (tuple arguments, the VM-instrument path) against a plain reference,
     on random values with NaN, +/-Inf, zeros and negatives in odd and empty shapes."""
     from tvmdbg_tb.events.summaries import is_float_dtype
-    from tvmdbg_tb.instrument.summary import health
+    from tvmdbg_tb.tracing.summary import health
 
     rng = np.random.default_rng(sum(shape) + len(dtype))
     values = rng.integers(-3, 4, size=shape).astype("float64")
@@ -166,7 +166,7 @@ def _chain_traces(
     logdir, monkeypatch, vectorized: bool, op_regex=None, mode="FULL_HEALTH", native=True, build=lambda: chain(30, 9)
 ):
     from tvmdbg_tb.events import native_records
-    from tvmdbg_tb.instrument import fast_tracer, native_rows
+    from tvmdbg_tb.tracing import fast_tracer, native_rows
 
     for library in (native_records.LIBRARY, native_rows.LIBRARY):
         assert library.load() is not None, library.failure()
@@ -234,7 +234,7 @@ def test_native_numpy_and_loop_traces_are_the_same_bytes(tmp_path, monkeypatch, 
     import models
 
     from tvmdbg_tb.events.trace_parts import TraceParts
-    from tvmdbg_tb.instrument import fast_tracer, native_rows
+    from tvmdbg_tb.tracing import fast_tracer, native_rows
 
     assert native_rows.LIBRARY.load() is not None, native_rows.LIBRARY.failure()
     original, one_pass = fast_tracer.CompiledTracer._payloads, fast_tracer.CompiledTracer._one_pass
@@ -289,7 +289,8 @@ def test_call_rows_refuses_what_does_not_describe_the_rows():
     """native_rows.call_rows: the tails of the rows that ran, the buffer's timestamps cleared
     only when asked, and a clear error, never a crash, for arguments that do not match (a
     wrong tuple, a buffer too small for its rows, a read-only buffer to clear)."""
-    from tvmdbg_tb.instrument import compiled, native_rows
+    from tvmdbg_tb.capture import compiled
+    from tvmdbg_tb.tracing import native_rows
 
     native = native_rows.LIBRARY.load()
     assert native is not None, native_rows.LIBRARY.failure()
@@ -321,7 +322,8 @@ def test_call_rows_says_whether_a_traced_row_went_non_finite():
     """call_rows' last answer, for the writer's accounting of calls (which calls the circular
     buffer keeps whole): a traced kernel row whose counts hold a NaN, -Inf or +Inf; an untraced
     row does not count."""
-    from tvmdbg_tb.instrument import compiled, native_rows
+    from tvmdbg_tb.capture import compiled
+    from tvmdbg_tb.tracing import native_rows
 
     native = native_rows.LIBRARY.load()
     assert native is not None, native_rows.LIBRARY.failure()

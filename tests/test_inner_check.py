@@ -1,4 +1,4 @@
-"""The inner-op check (tvmdbg_tb/instrument/inner_check.py), on real compiled models.
+"""The inner-op check (tvmdbg_tb/capture/inner_check.py), on real compiled models.
 
 With the default options, each fused kernel of a health-mode build counts the NaN and
 infinities its own Relax ops make, so a value made and masked inside one kernel (its output
@@ -25,8 +25,8 @@ from tvm import relax
 
 import tvmdbg
 from tvmdbg_tb import analysis
+from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.events.reader import INNER_NONFINITE, NONFINITE
-from tvmdbg_tb.instrument import compiled
 
 MASKED_FILE = str(Path(mm.__file__).resolve())
 TVMDBG = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli.main import main; sys.exit(main())"]
@@ -324,7 +324,7 @@ def test_healthy_models_raise_no_inner_alert(tmp_path, name):
 
 def test_a_kernel_counting_its_output_checks_its_ops_too(tmp_path, monkeypatch):
     """A kernel made to count its own output (epilogue.py) and its ops: one stats buffer."""
-    from tvmdbg_tb.instrument import epilogue
+    from tvmdbg_tb.capture import epilogue
 
     monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)  # every countable output counted in its kernel
     out, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=2)

@@ -14,8 +14,8 @@ from tvm import relax
 
 import tvmdbg
 from tvmdbg_tb.events.reader import NONFINITE
-from tvmdbg_tb.instrument import api
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing import api
 
 CASES = [(frontend, fault, fuse) for frontend in FRONTENDS for fault in FAULTS for fuse in (False, True)]
 
@@ -216,7 +216,7 @@ def test_a_call_failing_after_complete_ones_records_only_the_kernels_that_ran(tm
     """The stats buffers are reused from call to call (the compiled path clears their
     timestamps as it reads them): a call failing midway after complete calls shows the
     kernels that ran and the one that raised, never a row left from an earlier call."""
-    from tvmdbg_tb.instrument import fast_tracer, native_rows, vm_wrapper
+    from tvmdbg_tb.tracing import fast_tracer, native_rows, vm_wrapper
 
     assert native_rows.LIBRARY.load() is not None, native_rows.LIBRARY.failure()
     one_pass, cleared = fast_tracer.CompiledTracer._one_pass, []

@@ -13,8 +13,8 @@ from models import blockbuilder_planted, chain, compile_module
 from tvm import relax
 
 import tvmdbg
-from tvmdbg_tb.instrument import api
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing import api
 
 
 def _read(logdir):

@@ -122,7 +122,7 @@ def test_a_shape_build_counts_nothing_and_health_sessions_count_again(tmp_path):
     """SHAPE builds write sizes and dims only (kernels without counts, no parameter rows); a
     later health session on the same executable still gets exact counts, and a health build
     serves SHAPE."""
-    from tvmdbg_tb.instrument import compiled
+    from tvmdbg_tb.capture import compiled
 
     data = np.array([[1.0, np.nan, 0.0, -3.0], [2.0, 2.0, -np.inf, 0.5]], "float32")
 

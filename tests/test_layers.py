@@ -21,7 +21,8 @@ LAYERS = [
     "proto",
     "native",  # C++ helpers built on the user's machine
     "events",  # writer, files, reader
-    "instrument",  # compile/run hooks that write events
+    "capture",  # compile time: what a build holds and where its ops came from
+    "tracing",  # run time: sessions and VM tracers that write events
     "replay",  # fused kernels re-run op by op, on top of the instrumentation
     "live",  # watchpoints and pausing, on top of the instrumentation
     "debugger",  # the public API composing the three above
@@ -121,7 +122,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_import_graph_is_read():
     """Guards the checks below against reading nothing."""
     graph = _graph()
-    assert "tvmdbg_tb.events.writer" in graph["tvmdbg_tb.instrument.session"]
+    assert "tvmdbg_tb.events.writer" in graph["tvmdbg_tb.tracing.session"]
     assert "tvmdbg_tb.events.reader" in graph["tvmdbg_tb.plugin.plugin"]
     assert {_layer(m) for m in graph} == set(LAYERS)
 

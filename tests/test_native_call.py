@@ -17,8 +17,8 @@ from tvm import relax
 
 import tvmdbg
 from tvmdbg_tb.events import records
-from tvmdbg_tb.instrument import fast_tracer, vm_wrapper
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing import fast_tracer, vm_wrapper
 
 STREAMS = ("execution", "graph_execution_traces", "stack_frames", "source_files", "graphs")
 
@@ -250,7 +250,7 @@ def test_a_failing_call_raises_its_own_error_and_is_recorded(tmp_path):
 def test_switched_off_the_python_path_traces_every_call(tmp_path, monkeypatch):
     """TVMDBG_NATIVE_CALL=0: vm[name] is the Python path's TracedFunction, whose records
     are complete."""
-    from tvmdbg_tb.instrument import native_call
+    from tvmdbg_tb.tracing import native_call
 
     monkeypatch.setenv(native_call.ENV_SWITCH, "0")
     with trace_paths.using("compiled"):
@@ -276,7 +276,7 @@ def test_an_interrupt_in_tvmdbg_code_reaches_the_user(tmp_path, monkeypatch, hoo
     """As CompiledTracer._safely, native_call turns only an Exception of its own into a
     warning: a KeyboardInterrupt raised while it plans a call, or while it hands a call's
     records to a busy sink, reaches the user's program."""
-    from tvmdbg_tb.instrument.session import Session
+    from tvmdbg_tb.tracing.session import Session
 
     def interrupted(*args):
         raise KeyboardInterrupt

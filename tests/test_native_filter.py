@@ -1,4 +1,4 @@
-"""The VM instrument's native pre-filter (instrument/native_filter): built for real where a C++
+"""The VM instrument's native pre-filter (tracing/native_filter): built for real where a C++
 compiler exists, the same dumps, errors and check-numerics stops as the pure-Python instrument
 on real models, fewer Python callbacks, and a silent fall back when it cannot be built."""
 
@@ -19,7 +19,7 @@ from tvm.script import ir as I
 from tvm.script import relax as R
 
 import tvmdbg
-from tvmdbg_tb.instrument import api, native_filter, vm_tracer
+from tvmdbg_tb.tracing import api, native_filter, vm_tracer
 
 needs_compiler = pytest.mark.skipif(
     shutil.which("c++") is None and shutil.which("g++") is None, reason="no C++ compiler on this machine"

@@ -40,15 +40,22 @@ def native_sources() -> dict[str, str]:
 
 
 def test_the_build_compiles_every_native_library_of_the_package():
-    """Every C++ source in the package is built into the wheel, as the kind its module loads."""
+    """Every C++ source in the package is built into the wheel, as the kind its module loads.
+    The rule for where they live: all in tvmdbg_tb/native/, each loaded by the one module of
+    its stem elsewhere in the package."""
     import importlib
 
     from tvmdbg_tb import native
 
     sources = native_sources()
     assert sorted(sources) == sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tvmdbg_tb").rglob("*.cc"))
+    assert all(source.startswith("tvmdbg_tb/native/") for source in sources)
     for source, kind in sources.items():
-        module = importlib.import_module(source[: -len(".cc")].replace("/", "."))
+        stem = Path(source).stem
+        loaders = [p for p in (ROOT / "tvmdbg_tb").rglob(f"{stem}.py") if p.parent.name != "native"]
+        assert len(loaders) == 1, (source, loaders)
+        name = ".".join(loaders[0].relative_to(ROOT).with_suffix("").parts)
+        module = importlib.import_module(name)
         assert type(module.LIBRARY) is getattr(native, kind), source
         assert module.LIBRARY.source == ROOT / source
 

@@ -268,7 +268,7 @@ def test_exports_of_an_earlier_session_are_forgotten(tmp_path, trace_path):
         str(tmp_path / "second"), tensor_debug_mode="FULL_HEALTH", param_summaries="once_per_value"
     )
     tvmdbg.disable_dump_debug_info()  # a whole session in between: nothing carried over
-    from tvmdbg_tb.instrument import param_cache
+    from tvmdbg_tb.tracing import param_cache
 
     assert not param_cache._TAINTED
     (second, _), snapshots = _run(tmp_path / "third", again)

@@ -25,8 +25,8 @@ from models import compile_module
 from tvm import relax
 
 import tvmdbg
-from tvmdbg_tb.instrument import fast_tracer
-from tvmdbg_tb.instrument.check_numerics import CheckNumericsError
+from tvmdbg_tb.tracing import fast_tracer
+from tvmdbg_tb.tracing.check_numerics import CheckNumericsError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "debug_digits.py"
@@ -338,7 +338,7 @@ def test_demo_cli_ni_li_and_replay_show_the_inner_ops(demo_run):
 
 
 def test_replay_bad_inputs_give_a_record_with_a_clear_error(tmp_path):
-    from tvmdbg_tb.instrument import capture
+    from tvmdbg_tb.capture import hooks as capture
     from tvmdbg_tb.proto import debug_event_pb2 as pb
     from tvmdbg_tb.replay.replayer import replay
 
@@ -435,8 +435,9 @@ def test_native_and_python_scans_name_the_same_first_nonfinite_row(tmp_path, mon
     two buffers."""
     from models import chain
 
-    from tvmdbg_tb.instrument import compiled, native_rows
+    from tvmdbg_tb.capture import compiled
     from tvmdbg_tb.replay.auto import AutoReplay
+    from tvmdbg_tb.tracing import native_rows
 
     assert native_rows.LIBRARY.load() is not None, native_rows.LIBRARY.failure()
     tvmdbg.enable_dump_debug_info(str(tmp_path), "FULL_HEALTH", circular_buffer_size=-1)

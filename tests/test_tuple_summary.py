@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import tvm
 
-from tvmdbg_tb.instrument.summary import debug_values, tuple_summary
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing.summary import debug_values, tuple_summary
 
 
 def _leaves():
@@ -40,7 +40,7 @@ def test_flatten_reads_nested_ffi_arrays_in_order():
     """flatten's direct read of an FFI Array gives the leaves its Python iteration gives."""
     import tvm_ffi
 
-    from tvmdbg_tb.instrument.summary import flatten
+    from tvmdbg_tb.tracing.summary import flatten
 
     leaves, _ = _leaves()
     nested = tvm_ffi.Array([leaves[0], tvm_ffi.Array([leaves[1], tvm_ffi.Array([leaves[2]])]), leaves[3]])

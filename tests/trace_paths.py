@@ -20,7 +20,7 @@ PATHS = ["compiled", "python_call", "vm_instrument"]
 def using(path: str):
     """Trace the test's VM calls by path (see the module docstring)."""
     from tvmdbg_tb.events import native_records
-    from tvmdbg_tb.instrument import fast_tracer, native_call, native_rows
+    from tvmdbg_tb.tracing import fast_tracer, native_call, native_rows
 
     if path == "compiled":
         for library in (native_call.LIBRARY, native_rows.LIBRARY, native_records.LIBRARY):

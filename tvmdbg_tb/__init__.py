@@ -42,7 +42,7 @@ _LAZY = {
     "add_execution_listener": "tvmdbg_tb.debugger",
     "remove_execution_listener": "tvmdbg_tb.debugger",
     "register_tensor_filter": "tvmdbg_tb.cli.filters",
-    "record_torch_reference": "tvmdbg_tb.instrument.torch_reference",
+    "record_torch_reference": "tvmdbg_tb.tracing.torch_reference",
     "add_watchpoint": "tvmdbg_tb.live.api",
     "list_watchpoints": "tvmdbg_tb.live.api",
     "delete_watchpoint": "tvmdbg_tb.live.api",

@@ -5,11 +5,11 @@
     tvmdbg.disable_dump_debug_info()
 
 This module composes three layers that do not know each other's internals: the
-instrumentation (tvmdbg_tb.instrument: traces every compile and VM call into a dump), the
+instrumentation (tvmdbg_tb.capture and tvmdbg_tb.tracing: every compile and VM call into a dump), the
 fused-kernel replay (tvmdbg_tb.replay: re-runs a fused kernel op by op) and live control
 (tvmdbg_tb.live: watchpoints and pausing from the dashboard). Replay and live build on the
 instrumentation through its hooks; only this module wires them together. How kernels are
-traced, and the listener hook, are described in tvmdbg_tb.instrument.api.
+traced, and the listener hook, are described in tvmdbg_tb.tracing.api.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import os
 from collections.abc import Callable, Collection
 
 from tvmdbg_tb.events.writer import DebugEventsWriter
-from tvmdbg_tb.instrument import api as instrument
-from tvmdbg_tb.instrument.api import CheckNumericsError, add_execution_listener, remove_execution_listener
-from tvmdbg_tb.instrument.session import Session
 from tvmdbg_tb.live import api as live_control
 from tvmdbg_tb.replay.auto import AutoReplay
 from tvmdbg_tb.replay.replayer import inner_origin
+from tvmdbg_tb.tracing import api as instrument
+from tvmdbg_tb.tracing.api import CheckNumericsError, add_execution_listener, remove_execution_listener
+from tvmdbg_tb.tracing.session import Session
 
 __all__ = [
     "CheckNumericsError",
@@ -83,7 +83,7 @@ def enable_dump_debug_info(
     param_summaries: "every_call" (default) summarises every tensor argument of every call;
         "once_per_value" (health modes) summarises an argument tensor object once and repeats
         its counts while no write to it is seen (the rule and what it cannot see:
-        tvmdbg_tb/instrument/param_cache.py; such summaries carry summarized_in_execution).
+        tvmdbg_tb/tracing/param_cache.py; such summaries carry summarized_in_execution).
     run_name: a name for this run ("baseline", "lr=0.1 fp16"), kept in the dump's metadata
         and shown by the dashboard's run picker and the CLI next to the command line, so runs
         of one script can be told apart. One line, at most 200 characters.

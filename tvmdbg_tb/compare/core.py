@@ -29,7 +29,7 @@ DEFAULT_RTOL = 1e-4
 DEFAULT_ATOL = 1e-5
 COMPARABLE_MODES = (pb.FULL_STATS, pb.FULL_TENSOR)
 # Prefix of a graph note saying ops inside control flow were not recorded (written by
-# tvmdbg_tb/instrument/torch_reference.py, which compare does not import).
+# tvmdbg_tb/tracing/torch_reference.py, which compare does not import).
 _CONTROL_FLOW_NOTE = "control flow: "
 # Paired calls compared record by record when a run holds values (FULL_TENSOR).
 _WALK_LIMIT = 256

@@ -13,15 +13,14 @@ Python's headers or with TVMDBG_NATIVE_RECORDS=0, the writer frames in Python.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from tvmdbg_tb.events.trace_parts import TraceParts
-from tvmdbg_tb.native import PythonExtension
+from tvmdbg_tb.native import PythonExtension, source
 
 ENV_SWITCH = "TVMDBG_NATIVE_RECORDS"  # "0": always frame in Python
 MIN_BATCH = 2  # a single trace: the Python loop is as fast as the call
 
-LIBRARY = PythonExtension(Path(__file__).with_name("native_records.cc"), ENV_SWITCH, "native record framing")
+LIBRARY = PythonExtension(source("native_records.cc"), ENV_SWITCH, "native record framing")
 
 
 def frame(prefix: bytes, payloads: Sequence[bytes], first: int) -> tuple[bytes, list[int]] | None:

@@ -14,10 +14,11 @@ from __future__ import annotations
 import atexit
 import threading
 
-from tvmdbg_tb.instrument import api as instrument_api
-from tvmdbg_tb.instrument import capture, vm_wrapper
+from tvmdbg_tb.capture import hooks as capture
 from tvmdbg_tb.live.controller import LiveController
 from tvmdbg_tb.live.server import ControlServer
+from tvmdbg_tb.tracing import api as instrument_api
+from tvmdbg_tb.tracing import vm_wrapper
 
 __all__ = [
     "add_watchpoint",

@@ -1,6 +1,6 @@
 """The live controller: a session sink that checks watchpoints and pauses the program.
 
-It runs inside the VM instrument's callback after each kernel (instrument/vm_tracer.py), while
+It runs inside the VM instrument's callback after each kernel (tracing/vm_tracer.py), while
 the kernel's inputs and outputs are valid, so the granularity is one kernel: a pause holds
 the program after a kernel ran and before the next one starts. Pausing blocks the program's
 thread on a condition variable until a command (continue, step, run to an op, run to the
@@ -21,8 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from tvmdbg_tb.instrument.session import KernelCall
-from tvmdbg_tb.instrument.summary import as_numpy, is_tensor
 from tvmdbg_tb.live import paused_call
 from tvmdbg_tb.live.watchpoints import (
     NAME_MATCH_SECONDS,
@@ -33,6 +31,8 @@ from tvmdbg_tb.live.watchpoints import (
     make_watchpoint,
 )
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing.session import KernelCall
+from tvmdbg_tb.tracing.summary import as_numpy, is_tensor
 
 MAX_VALUES = 256  # values shown per tensor while paused (first elements, flattened)
 MAX_WATCHPOINTS = 100  # per program

@@ -35,8 +35,17 @@ from typing import Any
 
 logger = logging.getLogger("tvmdbg.native")
 
-HERE = Path(__file__).resolve().parent  # the shared headers (python_buffer.h)
+# Every C++ source of tvmdbg lives here, with the shared header (python_buffer.h); the Python
+# module that loads one has the source's stem (native_call.cc: tracing/native_call.py).
+HERE = Path(__file__).resolve().parent
 PACKAGE_DIR = HERE  # where the build backend puts the libraries
+
+
+def source(name: str) -> Path:
+    """The C++ source `name` (every one lives in this package, see HERE)."""
+    return HERE / name
+
+
 # -ffp-contract=off: no fused multiply-adds, so doubles come out as numpy's and Python's.
 COMPILE_OPTIONS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-ffp-contract=off")
 

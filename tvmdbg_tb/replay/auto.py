@@ -86,7 +86,7 @@ class AutoReplay:
             return  # a mask's -inf: what the hunt looks for comes from a computation
         if not any(_trace_bad(t, outputs) for t in traces):
             return
-        from tvmdbg_tb.instrument.summary import as_numpy
+        from tvmdbg_tb.tracing.summary import as_numpy
 
         inputs = _inputs(site, args)
         if _came_in(site.info, [as_numpy(v) for v in inputs]):
@@ -104,12 +104,12 @@ class AutoReplay:
     def _deep(self, execution_index: int, site, args: tuple, outputs: list, traces) -> bool:
         """Replays a fused kernel call on its live inputs; records it when an inner op made a
         NaN/Inf (even if the kernel's output is finite: masked). True when recorded."""
-        from tvmdbg_tb.instrument.summary import as_numpy
+        from tvmdbg_tb.tracing.summary import as_numpy
 
         views = [as_numpy(v) for v in _inputs(site, args)]
         if any(v is None for v in views):
             return False
-        from tvmdbg_tb.instrument.summary import has_nonfinite
+        from tvmdbg_tb.tracing.summary import has_nonfinite
 
         kernel_bad = any(has_nonfinite(a) for a in (as_numpy(o) for o in outputs) if a is not None)
         record = replay(
@@ -159,7 +159,8 @@ class AutoReplay:
         Per row, -inf + +inf + NaN = neg_inf + pos_inf + size - lt0 - gt0 - eq0 (columns
         1..6): in C++ (native_rows.first_nonfinite) when loaded, else plain Python on one
         .tolist(), the cheapest for the few rows of a call."""
-        from tvmdbg_tb.instrument import compiled, native_rows
+        from tvmdbg_tb.capture import compiled
+        from tvmdbg_tb.tracing import native_rows
 
         best = None
         native = native_rows.LIBRARY.loaded()
@@ -192,7 +193,7 @@ class AutoReplay:
     def rerun(self, tracer, vm, invoke, args: tuple, top_name: str, execution_index: int, hit: tuple) -> None:
         """Re-runs the VM call to capture the first bad kernel's inputs, then replays it; hit:
         (fid, row, whether the kernel's output held the NaN/Inf or only its fused ops)."""
-        from tvmdbg_tb.instrument import compiled
+        from tvmdbg_tb.capture import compiled
 
         fid, row, output_bad = hit
         function = compiled.FUNCTIONS[fid]
@@ -266,7 +267,7 @@ def _came_in(site_info, inputs: list) -> bool:
     kernel is the origin, and its replay names the op) nor made by a kernel writing a
     non-finite literal (a mask's -inf, which the kernel may absorb before an op of its own
     makes the value: its replay tells)."""
-    from tvmdbg_tb.instrument.summary import has_nonfinite
+    from tvmdbg_tb.tracing.summary import has_nonfinite
 
     sources = site_info.inputs if site_info is not None else []
     looked_past = {k for k, i in enumerate(sources) if i.kind == pb.OpInput.CONSTANT or i.literal_producer}
@@ -282,7 +283,7 @@ def _inputs(site, args: tuple) -> list:
 
 def _trace_bad(trace: pb.GraphExecutionTrace, outputs: list) -> bool:
     if trace.tensor_debug_mode == pb.FULL_TENSOR:
-        from tvmdbg_tb.instrument.summary import as_numpy, has_nonfinite
+        from tvmdbg_tb.tracing.summary import as_numpy, has_nonfinite
 
         slot = trace.output_slot
         array = as_numpy(outputs[slot]) if slot < len(outputs) else None

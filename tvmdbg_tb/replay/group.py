@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from tvmdbg_tb.instrument import graphs
+from tvmdbg_tb.capture import graphs
 
 NO_INPUT = -1_000_000  # an operand that is neither a kernel input nor an earlier op's output
 
@@ -195,7 +195,8 @@ def _compile(module):
     import tvm
     from tvm import relax
 
-    from tvmdbg_tb.instrument import capture, vm_wrapper
+    from tvmdbg_tb.capture import hooks as capture
+    from tvmdbg_tb.tracing import vm_wrapper
 
     build = capture._ORIGINALS.get("build", relax.build)
     executable = build(module, target=tvm.target.Target("llvm"))

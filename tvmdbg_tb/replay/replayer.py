@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tvmdbg_tb.instrument import graphs
+from tvmdbg_tb.capture import graphs
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.replay.group import NO_INPUT, FusedGroup, ReplayError, group_of
 
@@ -26,7 +26,7 @@ def snapshot_inputs(values: Sequence[Any]) -> list:
     """Copies of a kernel's input tensors (they are valid only during the VM call)."""
     import numpy as np
 
-    from tvmdbg_tb.instrument.summary import as_numpy
+    from tvmdbg_tb.tracing.summary import as_numpy
 
     out = []
     for value in values:
@@ -38,7 +38,7 @@ def snapshot_inputs(values: Sequence[Any]) -> list:
 
 
 def _summary(array) -> pb.TensorSummary:
-    from tvmdbg_tb.instrument.summary import debug_values
+    from tvmdbg_tb.tracing.summary import debug_values
 
     dtype, shape = str(array.dtype), tuple(int(d) for d in array.shape)
     return pb.TensorSummary(dtype=dtype, shape=shape, debug_values=debug_values(pb.FULL_HEALTH, array, dtype, shape))
@@ -156,7 +156,7 @@ def group_source(site: graphs.SiteInfo, inputs: list, location_of: LocationOf) -
     """The FusedGroupSource of a fused site (raises ReplayError when it cannot be replayed)."""
     import tvm
 
-    from tvmdbg_tb.instrument.summary import tensor_value
+    from tvmdbg_tb.tracing.summary import tensor_value
 
     group = group_of(site)
     listing = pb.FusedOpReplay()

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from tvmdbg_tb.capture.kernel_source import ROW_WIDTH
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.wire import varint
-from tvmdbg_tb.instrument import native_rows
-from tvmdbg_tb.instrument.kernel_source import ROW_WIDTH
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing import native_rows
 
 # Columns 1..7 of a summary row (compiled.py's layout): size, lt0, gt0, eq0, -inf, +inf, rank.
 _SIZE, _LT, _GT, _EQ, _NEG_INF, _POS_INF, _RANK = range(7)

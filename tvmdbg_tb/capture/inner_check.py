@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from tvm import s_tir, tirx
 from tvm.ir.expr import TensorLoad  # what tirx.BufferLoad makes
 
-from tvmdbg_tb.instrument.kernel_source import INNER_COLUMN, INNER_FLAG_COLUMN, INNER_OPS_PER_ROW, ROW_WIDTH
+from tvmdbg_tb.capture.kernel_source import INNER_COLUMN, INNER_FLAG_COLUMN, INNER_OPS_PER_ROW, ROW_WIDTH
 
 _FLOATS = ("float16", "float32", "float64")
 # Ops that only move, select or compare values: from finite inputs they make finite outputs,

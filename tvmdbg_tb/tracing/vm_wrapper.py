@@ -9,10 +9,10 @@ import weakref
 
 from tvm import relax
 
-from tvmdbg_tb.instrument import capture
-from tvmdbg_tb.instrument.fast_tracer import CompiledTracer, flush_implicit, usable
-from tvmdbg_tb.instrument.session import Session
-from tvmdbg_tb.instrument.vm_tracer import Tracer
+from tvmdbg_tb.capture import hooks as capture
+from tvmdbg_tb.tracing.fast_tracer import CompiledTracer, flush_implicit, usable
+from tvmdbg_tb.tracing.session import Session
+from tvmdbg_tb.tracing.vm_tracer import Tracer
 
 
 class _Holder:

@@ -36,13 +36,15 @@ import warnings
 from collections.abc import Callable, Collection
 from typing import NamedTuple
 
+from tvmdbg_tb.capture import frames
+from tvmdbg_tb.capture import hooks as capture
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
-from tvmdbg_tb.instrument import capture, frames, vm_wrapper
-from tvmdbg_tb.instrument.check_numerics import CheckNumerics, CheckNumericsError
-from tvmdbg_tb.instrument.fast_tracer import FAST_MODES, supported_platform
-from tvmdbg_tb.instrument.session import Session, WriterSink, execution_message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing import vm_wrapper
+from tvmdbg_tb.tracing.check_numerics import CheckNumerics, CheckNumericsError
+from tvmdbg_tb.tracing.fast_tracer import FAST_MODES, supported_platform
+from tvmdbg_tb.tracing.session import Session, WriterSink, execution_message
 
 __all__ = [
     "CheckNumericsError",
@@ -181,7 +183,7 @@ def _new_session() -> Session | None:
     session = Session(mode, op_regex, tensor_dtypes, writer)
     session.trace_fused_ops = deep or (_STATE.check is not None and _STATE.check.trace_fused_ops)
     if args is not None and args.param_summaries != "every_call":
-        from tvmdbg_tb.instrument import param_cache
+        from tvmdbg_tb.tracing import param_cache
 
         if mode in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH):
             session.param_cache = param_cache.SummaryCache()
@@ -239,7 +241,7 @@ def enable_dump_debug_info(
         raise TypeError(f"trace_fused_ops must be True or False, got {trace_fused_ops!r}")
     if not isinstance(inner_op_check, bool):
         raise TypeError(f"inner_op_check must be True or False, got {inner_op_check!r}")
-    from tvmdbg_tb.instrument import param_cache
+    from tvmdbg_tb.tracing import param_cache
 
     if param_summaries not in param_cache.CHOICES:
         raise ValueError(f"param_summaries must be one of {param_cache.CHOICES}, got {param_summaries!r}")

@@ -18,10 +18,8 @@ and without a compiler or with TVMDBG_NATIVE_CALL=0, vm[name] returns the Python
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tvmdbg_tb.native import PythonExtension
+from tvmdbg_tb.native import PythonExtension, source
 
 ENV_SWITCH = "TVMDBG_NATIVE_CALL"  # "0": the Python call path
 
-LIBRARY = PythonExtension(Path(__file__).with_name("native_call.cc"), ENV_SWITCH, "native VM call path")
+LIBRARY = PythonExtension(source("native_call.cc"), ENV_SWITCH, "native VM call path")

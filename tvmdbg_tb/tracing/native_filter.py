@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from tvmdbg_tb.native import NativeLibrary
+from tvmdbg_tb.native import NativeLibrary, source
 
 ENV_SWITCH = "TVMDBG_NATIVE_FILTER"  # "0": never use the native filter
 IDLE = -2  # no traced call on this thread: the VM's calls are answered 0 natively
 ALL = -1  # every call is forwarded to Python
 
-LIBRARY = NativeLibrary(Path(__file__).with_name("native_filter.cc"), ENV_SWITCH, "native VM filter")
+LIBRARY = NativeLibrary(source("native_filter.cc"), ENV_SWITCH, "native VM filter")
 
 
 def enabled() -> bool:

@@ -16,10 +16,8 @@ and without a compiler or with TVMDBG_NATIVE_ROWS=0, the callers use numpy or th
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tvmdbg_tb.native import PythonExtension
+from tvmdbg_tb.native import PythonExtension, source
 
 ENV_SWITCH = "TVMDBG_NATIVE_ROWS"  # "0": numpy or the Python loops
 
-LIBRARY = PythonExtension(Path(__file__).with_name("native_rows.cc"), ENV_SWITCH, "native stats-row conversion")
+LIBRARY = PythonExtension(source("native_rows.cc"), ENV_SWITCH, "native stats-row conversion")

@@ -15,13 +15,13 @@ import warnings
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Protocol
 
+from tvmdbg_tb.capture import frames as frames_mod
+from tvmdbg_tb.capture import graphs
+from tvmdbg_tb.capture.frames import Frame
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.writer import DebugEventsWriter
-from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import graphs
-from tvmdbg_tb.instrument.frames import Frame
-from tvmdbg_tb.instrument.op_records import OpEncoder
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing.op_records import OpEncoder
 
 UNMAPPED_NOTE = (
     "compiled before tvmdbg was enabled (or loaded from a library): kernels are traced "
@@ -146,7 +146,7 @@ class RuntimeSite:
 
     def outputs(self, args: tuple, ret: Any) -> list[Any]:
         if self.out_positions is None:
-            from tvmdbg_tb.instrument.summary import flatten
+            from tvmdbg_tb.tracing.summary import flatten
 
             return flatten(ret)
         n = len(args)
@@ -407,7 +407,7 @@ class Session:
 
     def dynamic_site(self, function: RuntimeFunction, symbol: str, args: tuple, fresh: set[int]) -> RuntimeSite:
         """A kernel site of an unmapped function, described from its first call."""
-        from tvmdbg_tb.instrument.summary import is_tensor
+        from tvmdbg_tb.tracing.summary import is_tensor
 
         with function.lock:
             occurrence = len(function.by_symbol.get(symbol, ()))

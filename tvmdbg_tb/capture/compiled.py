@@ -31,9 +31,8 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from tvmdbg_tb.events.summaries import dtype_code
-from tvmdbg_tb.instrument import epilogue, graphs, inner_check, kernel_cache
-from tvmdbg_tb.instrument.kernel_source import (
+from tvmdbg_tb.capture import epilogue, graphs, inner_check, kernel_cache
+from tvmdbg_tb.capture.kernel_source import (
     HEALTH_DTYPES,
     INNER_COLUMN,
     INNER_FLAG_COLUMN,
@@ -43,6 +42,7 @@ from tvmdbg_tb.instrument.kernel_source import (
     STATS_COLUMN,
     summary_source,
 )
+from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 STATS_FUNC = "tvmdbg.stats"

@@ -26,8 +26,8 @@ from collections import defaultdict
 import tvm
 from tvm import relax
 
-from tvmdbg_tb.instrument import graphs
-from tvmdbg_tb.instrument.graphs import Emitted
+from tvmdbg_tb.capture import graphs
+from tvmdbg_tb.capture.graphs import Emitted
 
 _CAST = "relax.astype"
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from tvmdbg_tb.events.summaries import dtype_code
-from tvmdbg_tb.instrument.summary import (
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing.summary import (
     TRACK_OWN_READS,
     debug_values,
     flatten,
@@ -38,7 +39,6 @@ from tvmdbg_tb.instrument.summary import (
     tensor_summary,
     tuple_health_values,
 )
-from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 PER_CALL = "every_call"
 PER_VALUE = "once_per_value"

@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 from tvm import relax
 
+from tvmdbg_tb.capture import frames as frames_mod
+from tvmdbg_tb.capture import graphs, importers
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
-from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import graphs, importers
-from tvmdbg_tb.instrument.summary import tensor_summary
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing.summary import tensor_summary
 
 # Prefix of the reference graph's note on control flow, read by tvmdbg_tb/compare/core.py.
 CONTROL_FLOW_NOTE = "control flow: "

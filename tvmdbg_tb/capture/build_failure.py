@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 
-from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import graphs
+from tvmdbg_tb.capture import frames as frames_mod
+from tvmdbg_tb.capture import graphs
 
 # Seconds the search may spend building parts again (each part is an LLVM build).
 SEARCH_SECONDS = 120.0

@@ -5,7 +5,7 @@ same."""
 
 from __future__ import annotations
 
-from tvmdbg_tb.instrument import stats_kernel
+from tvmdbg_tb.capture import stats_kernel
 
 ROW_WIDTH = 22
 STATS_COLUMN = 16  # min, max, mean, l2_norm, abs_max (FULL_STATS' last five values)

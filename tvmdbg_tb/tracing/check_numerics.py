@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from tvmdbg_tb.events.summaries import describe
-from tvmdbg_tb.instrument.session import KernelCall
-from tvmdbg_tb.instrument.summary import as_numpy, debug_values, is_tensor
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing.session import KernelCall
+from tvmdbg_tb.tracing.summary import as_numpy, debug_values, is_tensor
 
 
 class CheckNumericsError(FloatingPointError):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tvmdbg_tb.capture import graphs
 from tvmdbg_tb.events.wire import varint
-from tvmdbg_tb.instrument import graphs
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 _MASK64 = (1 << 64) - 1

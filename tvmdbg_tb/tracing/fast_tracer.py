@@ -22,16 +22,17 @@ from typing import Any, NamedTuple
 import numpy as np
 import tvm
 
+from tvmdbg_tb.capture import compiled
+from tvmdbg_tb.capture import frames as frames_mod
 from tvmdbg_tb.events import native_records
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint as _varint
-from tvmdbg_tb.instrument import compiled, execution_template, native_call, native_rows, param_cache
-from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument.session import RuntimeFunction, Session, TraceBatch
-from tvmdbg_tb.instrument.summary import debug_values, flatten, is_tensor, top_level_size, tuple_health_values
-from tvmdbg_tb.instrument.vm_tracer import Tracer, _message
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing import execution_template, native_call, native_rows, param_cache
+from tvmdbg_tb.tracing.session import RuntimeFunction, Session, TraceBatch
+from tvmdbg_tb.tracing.summary import debug_values, flatten, is_tensor, top_level_size, tuple_health_values
+from tvmdbg_tb.tracing.vm_tracer import Tracer, _message
 
 FAST_MODES = {pb.NO_TENSOR, pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.SHAPE, pb.FULL_STATS}
 _perf = time.perf_counter

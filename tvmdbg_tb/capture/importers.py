@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import sys
 
-from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument.frames import Frame
-from tvmdbg_tb.instrument.graphs import ModelNode
+from tvmdbg_tb.capture import frames as frames_mod
+from tvmdbg_tb.capture.frames import Frame
+from tvmdbg_tb.capture.graphs import ModelNode
 
 TORCH_FX = "torch.fx"
 ONNX = "onnx"

@@ -20,8 +20,8 @@ import weakref
 import tvm
 from tvm import relax
 
-from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import graphs, importers, lineage
+from tvmdbg_tb.capture import frames as frames_mod
+from tvmdbg_tb.capture import graphs, importers, lineage
 
 
 class EmitRegistry:
@@ -278,7 +278,7 @@ def _wrap_codegen(original):
 def _instrumented(pending: _PendingBuild, mod):
     """mod with the compile-time instrumentation (compiled.py) if the build supports it."""
     info = pending.describe()
-    from tvmdbg_tb.instrument import compiled
+    from tvmdbg_tb.capture import compiled
 
     if compiled.plan_supported(info):
         try:
@@ -337,7 +337,7 @@ def _explain_failure(error: Exception, pending: _PendingBuild, original, args, k
 
         from tvm.relax import vm_build
 
-        from tvmdbg_tb.instrument import build_failure
+        from tvmdbg_tb.capture import build_failure
 
         bound = inspect.signature(original).bind(*args, **kwargs)
         bound.apply_defaults()

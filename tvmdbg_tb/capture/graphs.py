@@ -19,7 +19,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from tvmdbg_tb.instrument.frames import Frame
+from tvmdbg_tb.capture.frames import Frame
 
 Spec = tuple[str, tuple[int, ...], str]  # dtype, shape (-1 symbolic), shape as printed
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import tvm
 
-from tvmdbg_tb.instrument import compiled
+from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)

@@ -32,7 +32,7 @@ import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from tvmdbg_tb.instrument import kernel_source
+from tvmdbg_tb.capture import kernel_source
 
 # Smaller outputs keep the separate summary kernel: it reads them back from cache, so counting
 # in the producer saves no time there (chain of 200 16-element kernels: 1.37-1.40 vs

@@ -15,13 +15,14 @@ import time
 import warnings
 from typing import Any
 
+from tvmdbg_tb.capture import frames as frames_mod
 from tvmdbg_tb.events.health import execution_nonfinite
 from tvmdbg_tb.events.summaries import nonfinite_counts
 from tvmdbg_tb.events.wire import varint
-from tvmdbg_tb.instrument import frames as frames_mod
-from tvmdbg_tb.instrument import kernel_summary, native_filter, param_cache
-from tvmdbg_tb.instrument.session import KernelCall, RuntimeFunction, RuntimeSite, Session, TraceBatch
-from tvmdbg_tb.instrument.summary import (
+from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing import kernel_summary, native_filter, param_cache
+from tvmdbg_tb.tracing.session import KernelCall, RuntimeFunction, RuntimeSite, Session, TraceBatch
+from tvmdbg_tb.tracing.summary import (
     as_numpy,
     debug_values,
     flatten,
@@ -30,7 +31,6 @@ from tvmdbg_tb.instrument.summary import (
     tensor_summary,
     tensor_value,
 )
-from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 SKIP_RUN = 1
 _perf = time.perf_counter
