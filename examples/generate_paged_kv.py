@@ -215,8 +215,11 @@ class Generator:
         self._end = tvm.get_global_func("vm.builtin.kv_state_end_forward")
         tvm.get_global_func("vm.builtin.kv_state_add_sequence")(self.cache, 0)
 
+    def embed(self, tokens: list[int]):
+        return self.vm["embed"](tvm.runtime.tensor(np.array(tokens, "int32")), self.params)
+
     def _forward(self, function: str, tokens: list[int]) -> int:
-        x = self.vm["embed"](tvm.runtime.tensor(np.array(tokens, "int32")), self.params)
+        x = self.embed(tokens)
         self._begin(self.cache, ShapeTuple([0]), ShapeTuple([len(tokens)]))
         logits, self.cache = self.vm[function](x, self.cache, self.params)
         self._end(self.cache)

@@ -24,6 +24,7 @@ import contextlib
 import functools
 import importlib.util
 import os
+import sys
 import tempfile
 from dataclasses import dataclass, field
 
@@ -233,5 +234,6 @@ def paged_example():
     path = os.path.join(ROOT, "examples", "generate_paged_kv.py")
     spec = importlib.util.spec_from_file_location("generate_paged_kv", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
