@@ -110,14 +110,18 @@ class CompiledFunction:
     def hunt_mask(self) -> bytes:
         """The rows the replay's hunt for the first origin scans (replay/auto.py), one byte per
         kernel row: HUNT_COUNTS when the row holds counts, HUNT_INNER when what its fused ops
-        make counts too (inner-op check); neither for kernels that write a non-finite literal
-        (masks: their -inf is the program's, what the hunt looks for comes from a computation)."""
+        make counts too (inner-op check); for kernels that write a non-finite literal (masks:
+        their -inf is the program's, what the hunt looks for comes from a computation) only
+        HUNT_NAN, a NaN in their counts (`(1 - keep) * -inf`: 0 x -inf is computed)."""
         return bytes(
-            0 if info.site.writes_literal else HUNT_INNER | (HUNT_COUNTS if info.health else 0) for info in self.rows
+            (HUNT_NAN if info.health else 0)
+            if info.site.writes_literal
+            else HUNT_INNER | (HUNT_COUNTS if info.health else 0)
+            for info in self.rows
         )
 
 
-HUNT_COUNTS, HUNT_INNER = 1, 2  # hunt_mask's bits (native_rows.first_nonfinite)
+HUNT_COUNTS, HUNT_INNER, HUNT_NAN = 1, 2, 4  # hunt_mask's bits (native_rows.first_nonfinite)
 _FIDS = iter(range(1, 1 << 62))
 FUNCTIONS: dict[int, CompiledFunction] = {}
 

@@ -34,9 +34,11 @@ class EmitRegistry:
         self._by_name: dict[str, list[graphs.Emitted]] = {}
         self._by_value: dict[int, tuple[object, graphs.Emitted]] = {}
 
-    def record(self, var, expr, skip: int) -> None:
+    def record(self, var, expr, skip: int, name_hint: str = "") -> None:
         name = str(var.name)
         entry = self._entry(graphs.op_type_of(expr), name, skip + 1)
+        if name_hint and name_hint != name:
+            entry.name_hint = name_hint
         with self._lock:
             self._by_var[hash(var)] = (var, entry)
             self._by_name.setdefault(name, []).append(entry)
@@ -183,7 +185,8 @@ def _wrap_emit(original):
             raise
         if STATE.recording:
             try:
-                REGISTRY.record(var, expr, skip=1)
+                hint = kwargs.get("name_hint", args[0] if args else "")
+                REGISTRY.record(var, expr, skip=1, name_hint=hint if isinstance(hint, str) else "")
             except Exception:  # capture is best effort; never break the user's model
                 pass
         return var
@@ -363,7 +366,8 @@ def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> gra
         origins, by_name, by_operand, names = graphs.collect_origins(mod, REGISTRY, snapshots.fused is not None)
         fused = graphs.fused_members(snapshots.fused, by_operand, snapshots.pre_fuse, origins)
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
-        functions = graphs.extract_functions(sites_mod, origins, by_name, fused, names)
+        flows = graphs.fused_dataflow(snapshots.fused)
+        functions = graphs.extract_functions(sites_mod, origins, by_name, fused, names, flows)
         note = "" if snapshots.sites is not None else "pipeline without CallTIRRewrite: sites from the input module"
         info = graphs.ExecutableInfo(executable_id, functions, target, True, note, frames, user_index)
         info.fused_module = snapshots.fused

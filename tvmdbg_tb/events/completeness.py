@@ -38,9 +38,9 @@ INCOMPLETE = "incomplete"  # something is missing or damaged (see problems)
 class Problem:
     """One reason a dump is not complete: what, where (file, byte offset) and which executions."""
 
-    kind: str  # metadata_missing, metadata_damaged, aborted, not_closed, damaged, truncated,
-    # unreadable, traces_without_execution, executions_missing_traces, missing_stack_frames,
-    # missing_source_files
+    kind: str  # metadata_missing, metadata_damaged, aborted, not_closed, unrecorded, damaged,
+    # truncated, unreadable, traces_without_execution, executions_missing_traces,
+    # missing_stack_frames, missing_source_files
     message: str
     file: str | None = None
     offset: int | None = None
@@ -237,6 +237,17 @@ def _assess(run, now: float) -> Completeness:
                 "not_closed",
                 f"the dump was never closed: {who} {why} (killed, crashed, or out of disk space), so the "
                 "last records may be missing",
+                meta_path,
+            )
+        )
+
+    if end is not None and end.unrecorded_executions:
+        count = int(end.unrecorded_executions)
+        problems.append(
+            Problem(
+                "unrecorded",
+                f"tvmdbg could not record {count} call{'s' if count > 1 else ''} whole (the first: "
+                f"{end.first_unrecorded}): what {'they' if count > 1 else 'it'} did is not in the dump",
                 meta_path,
             )
         )

@@ -308,6 +308,8 @@ class DebugEventsWriter:
         # The accounting of calls by health, and the ring's records kept whole (sequence ranges).
         self._nonfinite_calls = 0
         self._unchecked_calls = 0
+        self._unrecorded_calls = 0
+        self._first_unrecorded = ""
         self._kept_calls = 0
         self._kept: dict[str, list[tuple[int, int]]] = {s: [] for s in layout.RING_STREAMS}
         self._kept_executions: set[int] = set()  # execution indices of calls kept whole
@@ -446,6 +448,14 @@ class DebugEventsWriter:
                 _add_range(self._kept[layout.EXECUTION], execution, execution)
             if num_traces:
                 _add_range(self._kept[layout.GRAPH_EXECUTION_TRACES], first_trace, first_trace + num_traces - 1)
+
+    def count_unrecorded(self, description: str) -> None:
+        """One call tvmdbg could not record whole (description: which, and why): RunEnd says
+        how many, and the first, so that no reader calls the dump complete."""
+        with self._lock:
+            self._unrecorded_calls += 1
+            if not self._first_unrecorded:
+                self._first_unrecorded = description[:1000]
 
     def write_graph(self, graph: pb.DebuggedGraph) -> None:
         self.write_event(layout.GRAPHS, pb.DebugEvent(wall_time=time.time(), debugged_graph=graph))
@@ -703,6 +713,8 @@ class DebugEventsWriter:
                 dropped_executions=self._files[layout.EXECUTION].dropped if self._files else 0,
                 dropped_traces=self._files[layout.GRAPH_EXECUTION_TRACES].dropped if self._files else 0,
                 records=written,
+                unrecorded_executions=self._unrecorded_calls,
+                first_unrecorded=self._first_unrecorded,
             )
         if self._failed:
             end.first_missing_execution = max(0, self._durable[0] - 1)

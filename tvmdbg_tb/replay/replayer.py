@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tvmdbg_tb.capture import graphs
+from tvmdbg_tb.events.layout import NO_INPUT
 from tvmdbg_tb.proto import debug_event_pb2 as pb
-from tvmdbg_tb.replay.group import NO_INPUT, FusedGroup, ReplayError, group_of
+from tvmdbg_tb.replay.group import FusedGroup, ReplayError, group_of
 
 # (frames, user index, model node or None) -> CodeLocation: Session.code_location.
 LocationOf = Callable[[list, int, object], pb.CodeLocation]

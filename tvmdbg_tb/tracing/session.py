@@ -262,6 +262,28 @@ class Session:
             except Exception:
                 pass
 
+    def unrecorded(self, index: int | None, function_name: str, graph_id: int, error: BaseException) -> None:
+        """A call tvmdbg could not record whole (see Tracer._record): an Execution saying why
+        (when its index is known), and the writer's count, which makes the dump incomplete.
+        Never raises."""
+        if self.writer is None:
+            return
+        why = f"{type(error).__name__}: {error}"
+        try:
+            if index is not None:
+                execution = pb.Execution(
+                    index=index,
+                    function_name=function_name,
+                    graph_id=graph_id,
+                    tensor_debug_mode=self.mode,
+                    record_error=why,
+                )
+                self.writer.write_execution(execution)
+            where = f"execution {index} ({function_name})" if index is not None else "a call"
+            self.writer.count_unrecorded(f"{where}: {why}")
+        except Exception:
+            pass
+
     def close(self) -> None:
         for sink in self.sinks:
             try:
@@ -358,6 +380,8 @@ class Session:
 
     def _register_function(self, program: Program, function: graphs.FunctionInfo) -> RuntimeFunction:
         graph = self._graph(program, function.name, function.params, function.param_names, True)
+        if function.num_inputs is not None:
+            graph.num_inputs = function.num_inputs
         unfiltered = self.op_regex is None and self.dtype_ok is None
         graph_id = graph.graph_id
         op_ids = [next(self._op_ids) for _ in function.sites]
