@@ -132,6 +132,12 @@ def reference_outputs(name: str, feed: dict[str, np.ndarray]) -> np.ndarray:
     return next(v for v in out.values() if isinstance(v, torch.Tensor)).numpy()
 
 
+def module_of(node) -> str:
+    """The torch module path an fx node was made in ("model.layers.1.mlp"), "" when unknown."""
+    stack = node.meta.get("nn_module_stack") or {}
+    return list(stack.values())[-1][0] if stack else ""
+
+
 def param_names(name: str) -> list[str]:
     """The model's parameter names, in the order the compiled `main` takes them after its inputs."""
     return list(dict(exported(name).named_parameters()))

@@ -42,6 +42,7 @@ class ModelNode:
     name: str
     op_type: str
     model_file: str = ""
+    module: str = ""  # the model's module the node was made in ("model.layers.1.mlp")
 
 
 @dataclass
@@ -426,6 +427,8 @@ def same_op(user_op_type: str, op_type: str) -> bool:
 
 
 class OriginSource(Protocol):
+    parameter_names: dict[str, str]  # function parameters that are a model's weights: their names
+
     def lookup(self, var) -> Emitted | None: ...
 
     def lookup_value(self, value) -> Emitted | None: ...
@@ -455,6 +458,11 @@ def collect_origins(
         spanned: set[int] = set()  # ops located by a TVMScript span (_inherit_from_nested)
         literals: set[int] = set()  # vars bound to a non-finite scalar constant
         params = {hash(p) for p in func.params}
+        weights = getattr(emitted, "parameter_names", None) or {}
+        for param in func.params:  # an imported model's weight: its own name
+            own = weights.get(str(param.name))
+            if own is not None:
+                var_names[hash(param)] = own
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
             if not isinstance(value, relax.Call):  # op_type_of(value) is "": no op
@@ -962,7 +970,8 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
                 return InputInfo(1, name or producer_name, spec, position, slot, viewed=viewed)
             if hash(expr) in param_index:
                 index = param_index[hash(expr)]
-                return InputInfo(2, name or str(expr.name), spec, param_index=index, viewed=viewed)
+                own = var_names.get(hash(expr)) if not viewed else None  # a weight's own name
+                return InputInfo(2, own or name or str(expr.name), spec, param_index=index, viewed=viewed)
             return InputInfo(0, name or str(expr.name), spec)
         if isinstance(expr, tvm.ir.expr.Constant):
             return InputInfo(3, name or "const", spec, nonfinite_literal=nonfinite_scalar(expr, spec))

@@ -33,6 +33,10 @@ class EmitRegistry:
         self._by_var: dict[int, tuple[object, graphs.Emitted]] = {}
         self._by_name: dict[str, list[graphs.Emitted]] = {}
         self._by_value: dict[int, tuple[object, graphs.Emitted]] = {}
+        # Function parameters an importer made of a model's weights: their own names
+        # (importers.parameter_names), read once per model graph converted.
+        self.parameter_names: dict[str, str] = {}
+        self._graphs_read: set[int] = set()
 
     def record(self, var, expr, skip: int, name_hint: str = "") -> None:
         name = str(var.name)
@@ -58,6 +62,10 @@ class EmitRegistry:
         node = None
         converting = importers.converting_node(skip + 1)
         if converting is not None:
+            graph = getattr(converting[1], "graph", None)
+            if converting[0] == importers.TORCH_FX and id(graph) not in self._graphs_read:
+                self._graphs_read.add(id(graph))
+                self.parameter_names.update(importers.parameter_names(skip + 1))
             # Under an importer: the node's own stack (the model's forward) continues the
             # user's, from the user's import call on.
             node = importers.model_node(*converting)
@@ -106,6 +114,8 @@ class EmitRegistry:
             self._by_var.clear()
             self._by_name.clear()
             self._by_value.clear()
+            self.parameter_names.clear()
+            self._graphs_read.clear()
 
 
 def _user_line(entry: graphs.Emitted):

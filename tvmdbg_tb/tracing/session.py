@@ -314,7 +314,11 @@ class Session:
             message = None
             if node is not None:
                 message = pb.ModelNode(
-                    format=node.format, name=node.name, op_type=node.op_type, model_file=node.model_file
+                    format=node.format,
+                    name=node.name,
+                    op_type=node.op_type,
+                    model_file=node.model_file,
+                    module=node.module,
                 )
             called_from = frames_mod.called_from_index(frames, user_index)
             location = self.writer.code_location(frames, user_index, called_from, message)

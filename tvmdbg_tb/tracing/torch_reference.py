@@ -190,7 +190,9 @@ def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inpu
         op_id = op_ids[node.name] = position
         frames = importers.node_frames(importers.TORCH_FX, node)
         shown = frames_mod.user_index(frames)
-        model_node = pb.ModelNode(format=importers.TORCH_FX, name=node.name, op_type=str(node.target))
+        model_node = pb.ModelNode(
+            format=importers.TORCH_FX, name=node.name, op_type=str(node.target), module=importers.module_path(node)
+        )
         location = writer.code_location(frames, shown, frames_mod.called_from_index(frames, shown), model_node)
         types = relax_ops.get(node.name) or ["torch." + str(node.target)]
         op = pb.GraphOpCreation(
