@@ -124,7 +124,8 @@ class Facts:
         return {
             i
             for i, inp in enumerate(op.inputs)
-            if inp.kind == pb.OpInput.OP_OUTPUT and output_kinds.get((execution, int(inp.producer_op_id)), ALERT) != ALERT
+            if inp.kind == pb.OpInput.OP_OUTPUT
+            and output_kinds.get((execution, int(inp.producer_op_id)), ALERT) != ALERT
         }
 
     def masked_inside(self, position: int, masked_inputs: set[int]) -> bool:
