@@ -158,6 +158,18 @@ def inner_flagged(array) -> bool:
     return bool(stamp) and array[0, INNER_FLAG_COLUMN] == stamp
 
 
+def hunted(function: CompiledFunction, array, i: int) -> bool:
+    """Whether the replay's hunt looks at kernel row i, which a scan found non-finite or
+    hiding what its ops made (hunt_mask): a mask kernel's row only for a NaN in its output."""
+    mask = function.hunt_mask[i]
+    if mask & (HUNT_COUNTS | HUNT_INNER):
+        return True
+    if not mask & HUNT_NAN:
+        return False
+    size, lt, gt, eq = array[i + 1, 1:5].tolist()
+    return size != lt + gt + eq
+
+
 def output_nonfinite(function: CompiledFunction, array, i: int) -> bool:
     """Whether kernel row i (0-based: buffer row i + 1) counted a NaN or an Inf in its output."""
     if not function.rows[i].health:

@@ -50,6 +50,11 @@ def _bad(summary: pb.TensorSummary) -> bool:
     return len(values) == 10 and (values[4] + values[5] + values[6]) > 0
 
 
+def _nan(summaries) -> bool:
+    """Whether any of these FULL_HEALTH summaries counted a NaN."""
+    return any(len(s.debug_values) == 10 and s.debug_values[6] > 0 for s in summaries)
+
+
 def replay(
     info: graphs.ExecutableInfo | None,
     site: graphs.SiteInfo | None,
@@ -123,7 +128,10 @@ def _fill_ops(
                 return False
             return bad_ops[ref] if ref >= 0 else bad_inputs[-1 - ref]
 
-        entry.origin = bad and not any(operand_bad(r) for r in op.input_refs)
+        # An op writing a non-finite literal (a mask's -inf) makes no value by writing it;
+        # a NaN it makes is computed (0 x -inf of `(1 - keep) * -inf`).
+        written = op.origin is not None and op.origin.nonfinite_literal and not _nan(entry.outputs)
+        entry.origin = bad and not written and not any(operand_bad(r) for r in op.input_refs)
         if entry.origin and record.first_nonfinite_op < 0:
             record.first_nonfinite_op = op.index
 

@@ -592,7 +592,7 @@ class CompiledTracer(Tracer):
                 fid, _, array = call.buffers[0]
                 function = compiled.FUNCTIONS[fid]
                 # bad: the first row the hunt looks at, else the first hiding what its ops made
-                if bad >= 0 and hunting and function.hunt_mask[bad]:
+                if bad >= 0 and hunting and compiled.hunted(function, array, bad):
                     call.bad = (fid, bad, compiled.output_nonfinite(function, array, bad))
                 if inner:
                     payloads = _with_inner(payloads, call.buffers[0][0], inner)
