@@ -35,10 +35,11 @@ def _stats(op_id: int, call: int, drift: float) -> list[float]:
 def generate(logdir: str, name: str, traces: int, drifting: bool) -> str:
     from eventgen import chain_ops
 
+    from tvmdbg_tb.events.options import DumpOptions
     from tvmdbg_tb.events.writer import DebugEventsWriter
     from tvmdbg_tb.proto import debug_event_pb2 as pb
 
-    w = DebugEventsWriter(logdir, run_name=name, tensor_debug_mode="FULL_STATS", circular_buffer_size=-1)
+    w = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_STATS", circular_buffer_size=-1), run_id=name)
     locations = [w.code_location([(__file__, 100 + op_id, "model")], user_frame_index=0) for op_id in range(OPS)]
     for op in chain_ops(OPS, kernel=lambda op_id: f"fused_kernel_{op_id}", location=locations.__getitem__):
         w.write_graph_op_creation(op)

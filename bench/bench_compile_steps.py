@@ -36,6 +36,7 @@ def main() -> None:
     import tvmdbg
     from tvmdbg_tb.capture import compiled
     from tvmdbg_tb.capture import hooks as capture
+    from tvmdbg_tb.events.options import DumpOptions
     from tvmdbg_tb.events.writer import DebugEventsWriter
     from tvmdbg_tb.proto import debug_event_pb2 as pb
     from tvmdbg_tb.tracing.session import Session, WriterSink
@@ -59,11 +60,11 @@ def main() -> None:
             models.chain(options.kernels)
             compiled.instrument, capture.describe = instrument, describe
             writer = DebugEventsWriter(
-                os.path.join(logdir, "steps"), tensor_debug_mode=pb.FULL_HEALTH, circular_buffer_size=-1
+                os.path.join(logdir, "steps"), DumpOptions(tensor_debug_mode=pb.FULL_HEALTH, circular_buffer_size=-1)
             )
 
             def register():
-                session = Session(pb.FULL_HEALTH, writer=writer)
+                session = Session(writer.options, writer=writer)
                 session.add_sink(WriterSink(writer))
                 session.register_executable(kept["instrument"][1])
 

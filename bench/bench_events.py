@@ -51,10 +51,11 @@ def main() -> None:
 
     from eventgen import trace
 
+    from tvmdbg_tb.events.options import DumpOptions
     from tvmdbg_tb.events.writer import DebugEventsWriter
 
     with tempfile.TemporaryDirectory() as logdir:
-        writer = DebugEventsWriter(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+        writer = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1))
         # Build the messages outside the timed loop: this measures the writer, not the caller.
         batches = [[trace(op, 0) for op in range(args.batch)] for _ in range(4)]
         n_batches = args.records // args.batch

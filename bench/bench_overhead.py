@@ -150,19 +150,15 @@ def _load_native() -> None:
 
 
 def measure(name: str, calls: int, seconds: float, modes: list[str] | None = None) -> list[tuple]:
-    from tvmdbg_tb.tracing import fast_tracer
+    from tvmdbg_tb.tracing.state import Paths, TracingState, activated
 
     _load_native()
-    saved = fast_tracer.ENABLED
-    fast_tracer.ENABLED = not name.endswith("_fallback")
     if name.endswith("_fallback"):
         from tvmdbg_tb.tracing import native_filter
 
         native_filter.load()  # built (once, cached) before anything is timed
-    try:
+    with activated(TracingState(paths=Paths(compiled=not name.endswith("_fallback")))):
         return _measure_modes(name, calls, seconds, modes)
-    finally:
-        fast_tracer.ENABLED = saved
 
 
 def _measure_modes(name: str, calls: int, seconds: float, modes: list[str] | None) -> list[tuple]:
@@ -215,7 +211,7 @@ def inner_check_cost(name: str, calls: int, seconds: float, mode: str = "FULL_HE
     once without the check and once with it, both traced; calls of the two alternate.
     Returns the medians (us) and the median ratio (with / without)."""
     import tvmdbg
-    from tvmdbg_tb.capture import hooks as capture
+    from tvmdbg_tb.tracing.state import ACTIVE
 
     _load_native()
     build = _workloads()[name]
@@ -223,13 +219,13 @@ def inner_check_cost(name: str, calls: int, seconds: float, mode: str = "FULL_HE
         tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=1000)
         try:
             _tracing[0] = True
-            capture.STATE.inner_ops = False  # the switch inner_op_check=False sets
+            ACTIVE.state.capture.inner_ops = False  # the switch inner_op_check=False sets
             without = build()
-            capture.STATE.inner_ops = True
+            ACTIVE.state.capture.inner_ops = True
             with_check = build()
             return _paired(without, with_check, calls, seconds)
         finally:
-            capture.STATE.inner_ops = True
+            ACTIVE.state.capture.inner_ops = True
             tvmdbg.disable_dump_debug_info()
 
 

@@ -105,11 +105,12 @@ def main() -> None:
 
     import tvmdbg
     from tvmdbg_tb.events import native_records
-    from tvmdbg_tb.tracing import fast_tracer, native_call, native_rows
+    from tvmdbg_tb.tracing import native_call, native_rows
+    from tvmdbg_tb.tracing.state import ACTIVE, Paths, TracingState
 
     for library in (native_records.LIBRARY, native_rows.LIBRARY, native_call.LIBRARY):
         library.load()  # as a long-running program has them
-    fast_tracer.NATIVE_CALLS = options.path == "native"
+    ACTIVE.state = TracingState(paths=Paths(native_calls=options.path == "native"))  # this process's, for good
     tvmdbg.enable_dump_debug_info(tempfile.mkdtemp(), tensor_debug_mode=options.mode)
     try:
         step, pairs, vm = _workload(options.workload)

@@ -33,11 +33,12 @@ def open_writer(logdir: str, circular_buffer_size: int = -1):
     """A FULL_HEALTH writer of run "bench" with one graph of OPS_PER_EXECUTION chained ops."""
     from eventgen import chain_ops
 
+    from tvmdbg_tb.events.options import DumpOptions
     from tvmdbg_tb.events.writer import DebugEventsWriter
     from tvmdbg_tb.proto import debug_event_pb2 as pb
 
     w = DebugEventsWriter(
-        logdir, run_name="bench", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=circular_buffer_size
+        logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=circular_buffer_size), run_id="bench"
     )
     loc = w.code_location([(__file__, 10, "model")], user_frame_index=0)
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", source_mapped=True, code_location=loc))

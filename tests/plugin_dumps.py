@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -124,7 +125,9 @@ def write_execution(w: DebugEventsWriter, nan_from: int | None = None, nan_param
 
 def write_nan_chain(logdir, run_name: str = "run_a", close: bool = True) -> DebugEventsWriter:
     """Executions 0, 1 finite; 2 NaN born in lv1; 3 NaN param x."""
-    w = DebugEventsWriter(logdir, run_name=run_name, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    w = DebugEventsWriter(
+        logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), run_id=run_name
+    )
     write_graph(w)
     write_execution(w)
     write_execution(w)
@@ -139,7 +142,9 @@ def write_nan_chain(logdir, run_name: str = "run_a", close: bool = True) -> Debu
 
 def write_full_tensor(logdir, run_name: str = "run_t") -> np.ndarray:
     """A FULL_TENSOR run whose only trace holds a 3x4 float32 value with a NaN and an Inf."""
-    w = DebugEventsWriter(logdir, run_name=run_name, tensor_debug_mode="FULL_TENSOR", circular_buffer_size=-1)
+    w = DebugEventsWriter(
+        logdir, DumpOptions(tensor_debug_mode="FULL_TENSOR", circular_buffer_size=-1), run_id=run_name
+    )
     write_graph(w)
     value = np.arange(12, dtype=np.float32).reshape(3, 4)
     value[1, 2] = np.nan

@@ -9,6 +9,7 @@ import pytest
 from plugin_dumps import write_graph
 from test_plugin import Server
 
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.reader import DebugDataReader
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -26,7 +27,7 @@ def _kinds(i: int) -> tuple[int, int, int]:
 
 def write_many_alerts(logdir, run_name: str, circular_buffer_size: int = -1) -> None:
     w = DebugEventsWriter(
-        logdir, run_name=run_name, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=circular_buffer_size
+        logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=circular_buffer_size), run_id=run_name
     )
     write_graph(w)
     kinds = [_kinds(i) for i in range(PER_EXECUTION)]
@@ -109,7 +110,9 @@ def test_every_paged_route_takes_offset_and_limit(big):
 
 def write_small_buffer(logdir, run_name: str = "small") -> None:
     """30 calls of 4 NaN kernels through a circular buffer of 50: the run's start is dropped."""
-    w = DebugEventsWriter(logdir, run_name=run_name, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=50)
+    w = DebugEventsWriter(
+        logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=50), run_id=run_name
+    )
     write_graph(w)
     for _ in range(30):
         index = w.allocate_execution_index()

@@ -22,6 +22,7 @@ from tvmdbg_tb.cli import filters
 from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.runner import BreakController
 from tvmdbg_tb.cli.shell import run_commands
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.reader import DebugDataReader
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -62,8 +63,8 @@ def write_dump(
     nan_at: int | None = 2,
     mode: str = "FULL_HEALTH",
     executions: int = 4,
-    run_name="run",
-    display_name: str | None = None,
+    run_id="run",
+    run_name: str | None = None,
 ):
     """main(a, w, b) = relu(log(a @ w) + b), called `executions` times; from execution nan_at
     on, the fused log+add makes 6 NaN and 2 -Inf that relu passes on."""
@@ -72,7 +73,7 @@ def write_dump(
     model.write_text(MODEL)
     src = str(model)
     w = DebugEventsWriter(
-        logdir, run_name=run_name, tensor_debug_mode=mode, circular_buffer_size=-1, display_name=display_name
+        logdir, DumpOptions(tensor_debug_mode=mode, circular_buffer_size=-1, run_name=run_name), run_id=run_id
     )
     spec = pb.TensorSpec(dtype="float32", shape=[2, 4], shape_expr="(2, 4)")
 
@@ -167,7 +168,7 @@ def write_dump(
 
 
 def write_full_tensor(logdir: Path) -> np.ndarray:
-    w = DebugEventsWriter(logdir, run_name="ft", tensor_debug_mode="FULL_TENSOR", circular_buffer_size=-1)
+    w = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_TENSOR", circular_buffer_size=-1), run_id="ft")
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main"))
     w.write_graph_op_creation(pb.GraphOpCreation(op_id=0, graph_id=0, op_name="val", kernel="exp"))
     value = np.arange(24, dtype=np.float32).reshape(4, 6) - 5
@@ -579,8 +580,8 @@ def test_check_exit_codes_and_diagnosis(dumps, tmp_path):
 
 def test_check_looks_at_every_run(dumps, tmp_path):
     logdir = tmp_path / "two" / "logdir"
-    write_dump(logdir, nan_at=None, run_name="a_clean")
-    write_dump(logdir, nan_at=3, run_name="b_nan")
+    write_dump(logdir, nan_at=None, run_id="a_clean")
+    write_dump(logdir, nan_at=3, run_id="b_nan")
     both = tvmdbg("check", logdir)
     assert both.returncode == 1
     assert "run a_clean: all finite" in both.stdout and "run b_nan: 2 of 12" in both.stdout
@@ -700,7 +701,9 @@ def test_break_controller_stops_at_the_first_nan_call_and_resumes(dumps, tmp_pat
 def test_analyzer_reads_new_records_before_each_command(tmp_path):
     import io
 
-    w = DebugEventsWriter(tmp_path, run_name="live", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    w = DebugEventsWriter(
+        tmp_path, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), run_id="live"
+    )
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main"))
     w.write_graph_op_creation(pb.GraphOpCreation(op_id=0, graph_id=0, op_name="only", kernel="k"))
 
@@ -756,9 +759,9 @@ def test_several_runs_one_rule_for_every_command(dumps, tmp_path):
     newest), names the runs found (with the name the user gave a run), and never calls a
     logdir clean where a run is not."""
     logdir = tmp_path / "multi" / "logdir"
-    write_dump(logdir, nan_at=1, run_name="first", display_name="lr=0.1 fp16")
+    write_dump(logdir, nan_at=1, run_id="first", run_name="lr=0.1 fp16")
     time.sleep(0.05)
-    write_dump(logdir, nan_at=None, run_name="second")  # newer, and clean
+    write_dump(logdir, nan_at=None, run_id="second")  # newer, and clean
     note = (
         'holds 2 runs (first "lr=0.1 fp16", second); showing first "lr=0.1 fp16", '
         "the run whose first NaN/Inf was recorded first"
@@ -780,9 +783,9 @@ def test_several_runs_one_rule_for_every_command(dumps, tmp_path):
     assert chosen.stdout.strip() == "No NaN/Inf alerts in 12 kernel outputs." and chosen.stderr == ""
 
     clean = tmp_path / "clean" / "logdir"
-    write_dump(clean, nan_at=None, run_name="old", display_name='say "old"')
+    write_dump(clean, nan_at=None, run_id="old", run_name='say "old"')
     time.sleep(0.05)
-    write_dump(clean, nan_at=None, run_name="new")
+    write_dump(clean, nan_at=None, run_id="new")
     newest = tvmdbg("alerts", clean)
     assert "showing new, the newest run (no run recorded a NaN/Inf)" in newest.stderr
     unknown = tvmdbg("alerts", clean, "--run", "nope")
@@ -818,7 +821,7 @@ def test_limits_and_plain_text_in_pipes(dumps):
 
 def test_empty_dump_and_a_kernel_that_raised(tmp_path):
     empty = tmp_path / "empty"
-    DebugEventsWriter(empty, run_name="e", tensor_debug_mode="FULL_HEALTH").close()
+    DebugEventsWriter(empty, DumpOptions(tensor_debug_mode="FULL_HEALTH"), run_id="e").close()
     out = transcript(
         tvmdbg("analyze", empty, "-x", "lt", "-x", "le", "-x", "alerts", "-x", "profile", "-x", "ps x").stdout
     )
@@ -833,7 +836,7 @@ def test_empty_dump_and_a_kernel_that_raised(tmp_path):
     assert check.returncode == 2 and "cannot check, no VM call was recorded" in check.stderr
 
     failed = tmp_path / "failed"
-    w = DebugEventsWriter(failed, run_name="f", tensor_debug_mode="FULL_HEALTH")
+    w = DebugEventsWriter(failed, DumpOptions(tensor_debug_mode="FULL_HEALTH"), run_id="f")
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main"))
     w.write_graph_op_creation(pb.GraphOpCreation(op_id=0, graph_id=0, op_name="shaped", kernel="reshape"))
     index = w.allocate_execution_index()

@@ -19,6 +19,7 @@ import pytest
 import tvmdbg
 from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.capture import hooks as capture
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing.op_records import OpEncoder
@@ -128,9 +129,11 @@ def test_composed_op_records_equal_the_protobuf_api(tmp_path, monkeypatch):
         build()
     tvmdbg.disable_dump_debug_info()
     assert len(infos) >= len(BUILDERS)
-    writer = DebugEventsWriter(str(tmp_path / "records"), tensor_debug_mode=pb.FULL_HEALTH, circular_buffer_size=-1)
+    writer = DebugEventsWriter(
+        str(tmp_path / "records"), DumpOptions(tensor_debug_mode=pb.FULL_HEALTH, circular_buffer_size=-1)
+    )
     try:
-        session = Session(pb.FULL_HEALTH, writer=writer)
+        session = Session(writer.options, writer=writer)
         encoder = OpEncoder(session._spec)
         kinds, checked, tuple_items, multi_origin = set(), 0, 0, 0
         for info in infos:

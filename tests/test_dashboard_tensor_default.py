@@ -11,6 +11,7 @@ from plugin_dumps import write_graph
 from test_dashboard_e2e import Browser, TensorBoardProcess
 from test_plugin import Server
 
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -21,7 +22,7 @@ def _write(logdir) -> tuple[np.ndarray, np.ndarray]:
     matrix[2, 3] = np.nan
     vector = np.linspace(0, 1, 1437, dtype=np.float32)
     vector[15] = np.inf
-    w = DebugEventsWriter(logdir, run_name="full", tensor_debug_mode="FULL_TENSOR", circular_buffer_size=-1)
+    w = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_TENSOR", circular_buffer_size=-1), run_id="full")
     write_graph(w)
     index = w.allocate_execution_index()
     w.write_graph_execution_traces(

@@ -53,7 +53,7 @@ def _where_calls(dtype: str) -> list[tuple[str, tuple]]:
 
 def _traced(logdir, mode: str, build):
     """Runs build() -> (executable, [(function, inputs)]) under tvmdbg; the outputs (a tuple's
-    flattened), the run read back, and each function's instrumentation (compiled.FUNCTIONS)."""
+    flattened), the run read back, and each function's instrumentation (ExecutableInfo.compiled)."""
     tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode=mode, circular_buffer_size=-1)
     try:
         executable, calls = build()
@@ -62,7 +62,7 @@ def _traced(logdir, mode: str, build):
         for name, inputs in calls:
             result = vm[name](*[tvm.runtime.tensor(a) for a in inputs])
             outputs += [result.numpy()] if hasattr(result, "numpy") else [o.numpy() for o in result]
-        functions = {name: compiled.FUNCTIONS[fid] for name, fid in vm._tvmdbg_info.compiled.items()}
+        functions = dict(vm._tvmdbg_info.compiled)
     finally:
         tvmdbg.disable_dump_debug_info()
     reader = tvmdbg.DebugDataReader(str(logdir))
@@ -221,7 +221,7 @@ def test_a_nan_written_into_a_parameter_between_calls_is_counted(tmp_path):
         view = np.from_dlpack(x)
         view[12345] = np.nan
         vm["main"](x)
-        function = compiled.FUNCTIONS[vm._tvmdbg_info.compiled["main"]]
+        function = vm._tvmdbg_info.compiled["main"]
     finally:
         tvmdbg.disable_dump_debug_info()
     assert function.params_in_kernels == [0]
@@ -245,7 +245,7 @@ def test_once_per_value_keeps_the_parameters_separate_summary(tmp_path):
         x = tvm.runtime.tensor(data)
         for _ in range(2):
             vm["main"](x)
-        function = compiled.FUNCTIONS[vm._tvmdbg_info.compiled["main"]]
+        function = vm._tvmdbg_info.compiled["main"]
     finally:
         tvmdbg.disable_dump_debug_info()
     assert function.params_in_kernels == [] and function.rows[0].fused

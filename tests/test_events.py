@@ -14,6 +14,7 @@ import pytest
 from eventgen import chain_ops, execution, trace
 
 from tvmdbg_tb.events import layout, records
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.reader import NONFINITE, DebugDataReader
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_small_run(logdir, n_exec=3, traces_per_exec=4, **kwargs):
-    w = DebugEventsWriter(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, **kwargs)
+    w = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), **kwargs)
     loc = w.code_location([(__file__, 10, "outer"), (__file__, 20, "inner")], user_frame_index=1)
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", source_mapped=True, code_location=loc))
     for op in chain_ops(traces_per_exec, location=lambda op_id: loc, op_code_location=False):
@@ -39,9 +40,9 @@ def test_round_trip_every_record_kind(tmp_path):
     w.close()
     reader = DebugDataReader(tmp_path)
     reader.update()
-    assert reader.runs() == [w.run_name]
+    assert reader.runs() == [w.run_id]
     run = reader.run()
-    assert run.metadata.run_id == w.run_name and run.metadata.pid == os.getpid()
+    assert run.metadata.run_id == w.run_id and run.metadata.pid == os.getpid()
     assert run.metadata.file_version == layout.FILE_VERSION
     assert run.metadata.tensor_debug_mode == pb.FULL_HEALTH
     # One source file (this one), two frames, each written once although used 5 times.
@@ -104,7 +105,7 @@ def test_truncated_tail_is_read_once_complete(tmp_path):
     assert run.num_traces() == 11 and reader.corruptions == []
     with open(path, "ab") as f:
         f.write(data[-7:])
-    counts = reader.update()[w.run_name]
+    counts = reader.update()[w.run_id]
     assert counts[layout.GRAPH_EXECUTION_TRACES] == 1
     assert run.num_traces() == 12 and run.trace(11).op_id == 3
     assert reader.corruptions == []
@@ -148,7 +149,9 @@ def test_damaged_length_resynchronises(tmp_path):
 
 @pytest.mark.parametrize("n", [1, 7, 50])
 def test_circular_buffer_keeps_exactly_the_last_n(tmp_path, n):
-    w = DebugEventsWriter(tmp_path, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=n, flush_interval=0.05)
+    w = DebugEventsWriter(
+        tmp_path, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=n), flush_interval=0.05
+    )
     total = 0
     for e in range(40):
         index = w.allocate_execution_index()
@@ -170,7 +173,7 @@ def test_circular_buffer_byte_bound(tmp_path):
     one = trace(1, 1)
     one.index = 1  # fixed width: every record below has this size
     size = len(records.encode(pb.DebugEvent(wall_time=1.0, graph_execution_trace=one).SerializeToString()))
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=1000, circular_buffer_bytes=10 * size + size // 2)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=1000, circular_buffer_bytes=10 * size + size // 2))
     index = w.allocate_execution_index()
     w.write_graph_execution_traces([trace(1, index) for _ in range(100)])
     w.close()
@@ -180,7 +183,7 @@ def test_circular_buffer_byte_bound(tmp_path):
 
 
 def test_keep_all_never_compacts(tmp_path):
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=0)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=0))
     index = w.allocate_execution_index()
     for _ in range(30):
         w.write_graph_execution_traces([trace(op, index) for op in range(100)])
@@ -192,7 +195,7 @@ def test_keep_all_never_compacts(tmp_path):
 
 
 def test_reader_sees_compaction_as_reset(tmp_path):
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=10)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=10))
     seen = []
     reader = DebugDataReader(tmp_path)
     reader.update()
@@ -218,7 +221,7 @@ def test_reader_follows_the_file_it_opened_when_replaced_while_opening(tmp_path,
     dead file as current while the calls went on (their traces missing)."""
     from tvmdbg_tb.events import reader as reader_module
 
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=10)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=10))
     index = w.allocate_execution_index()
     w.write_graph_execution_traces([trace(op, index) for op in range(15)])
     w.flush()
@@ -253,7 +256,7 @@ def test_reader_follows_the_file_it_opened_when_replaced_while_opening(tmp_path,
 
 
 def test_concurrent_writer_and_polling_reader_lose_nothing(tmp_path):
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=0.01)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=-1), flush_interval=0.01)
     total, per_batch = 20000, 50
 
     def produce():
@@ -282,7 +285,7 @@ def test_concurrent_writer_and_polling_reader_lose_nothing(tmp_path):
 
 def test_traces_from_several_threads_are_in_index_order_on_disk(tmp_path):
     """Indices are handed out and batches queued in one step: the file is in index order."""
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=0.005)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=-1), flush_interval=0.005)
     threads, batches, per_batch = 4, 300, 7
 
     def produce(op):
@@ -319,8 +322,8 @@ def test_a_large_queue_is_written_before_the_timer_fires(tmp_path, monkeypatch, 
         return write_pending(self, fsync)
 
     monkeypatch.setattr(DebugEventsWriter, "_write_pending", spied)
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1, flush_interval=3600)
-    path = tmp_path / w.run_name / layout.file_name(layout.GRAPH_EXECUTION_TRACES)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=-1), flush_interval=3600)
+    path = tmp_path / w.run_id / layout.file_name(layout.GRAPH_EXECUTION_TRACES)
     payload = trace(0, 0).SerializeToString()
     count = (9 << 20) // len(payload)
     for _ in range(0, count, 1000):
@@ -344,9 +347,9 @@ def test_a_large_queue_is_written_before_the_timer_fires(tmp_path, monkeypatch, 
 
 
 def test_several_runs_and_nested_directories(tmp_path):
-    a = write_small_run(tmp_path, run_name="a")
-    b = write_small_run(tmp_path / "exp2", run_name="b")
-    c = write_small_run(tmp_path, run_name="a")  # same name: gets its own directory
+    a = write_small_run(tmp_path, run_id="a")
+    b = write_small_run(tmp_path / "exp2", run_id="b")
+    c = write_small_run(tmp_path, run_id="a")  # same name: gets its own directory
     for w in (a, b, c):
         w.close()
     reader = DebugDataReader(tmp_path)
@@ -371,7 +374,7 @@ def test_new_runs_and_records_appear_on_update(tmp_path):
     reader = DebugDataReader(tmp_path)
     reader.update()
     assert reader.runs() == []
-    w = DebugEventsWriter(tmp_path, run_name="live", circular_buffer_size=-1, flush_interval=3600)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=-1), run_id="live", flush_interval=3600)
     reader.update()
     assert reader.runs() == ["live"] and reader.run().num_traces() == 0
     index = w.allocate_execution_index()
@@ -387,8 +390,9 @@ CHILD = textwrap.dedent(
     import sys, time
     sys.path[:0] = [{root!r}, {tests!r}]
     from eventgen import trace, execution
+    from tvmdbg_tb.events.options import DumpOptions
     from tvmdbg_tb.events.writer import DebugEventsWriter
-    w = DebugEventsWriter({logdir!r}, run_name="killed", circular_buffer_size=-1, flush_interval=0.2)
+    w = DebugEventsWriter({logdir!r}, DumpOptions(circular_buffer_size=-1), run_id="killed", flush_interval=0.2)
     i = 0
     while True:
         index = w.allocate_execution_index()
@@ -430,12 +434,13 @@ def test_disk_full_warns_once_and_never_raises(tmp_path):
         import resource, signal, sys, warnings
         sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests")!r}]
         from eventgen import trace
+        from tvmdbg_tb.events.options import DumpOptions
         from tvmdbg_tb.events.writer import DebugEventsWriter
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            w = DebugEventsWriter({str(tmp_path)!r}, circular_buffer_size=-1, flush_interval=0.01)
+            w = DebugEventsWriter({str(tmp_path)!r}, DumpOptions(circular_buffer_size=-1), flush_interval=0.01)
             for i in range(3000):
                 w.write_graph_execution_traces([trace(0, i)])
                 if i % 100 == 0:
@@ -460,7 +465,7 @@ def test_records_larger_than_a_read_chunk(tmp_path, monkeypatch):
     from tvmdbg_tb.events import reader as reader_module
 
     monkeypatch.setattr(reader_module, "_READ_CHUNK", 256)
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=-1))
     big = trace(0, 0)
     big.tensor_value.dtype = "float32"
     big.tensor_value.shape.append(1000)
@@ -500,7 +505,7 @@ def test_records_written_while_the_writer_closes_are_counted_only_if_on_disk(tmp
     payload = trace(0, 0).SerializeToString()
     serialized = pb.Execution(function_name="f").SerializeToString()
     for attempt in range(5):
-        w = DebugEventsWriter(tmp_path / str(attempt), circular_buffer_size=-1, flush_interval=3600)
+        w = DebugEventsWriter(tmp_path / str(attempt), DumpOptions(circular_buffer_size=-1), flush_interval=3600)
         started = threading.Event()
 
         def keep_writing(w=w, started=started):
@@ -518,7 +523,7 @@ def test_records_written_while_the_writer_closes_are_counted_only_if_on_disk(tmp
         started.wait(10)
         w.close()
         writer_thread.join(10)
-        run_dir = tmp_path / str(attempt) / w.run_name
+        run_dir = tmp_path / str(attempt) / w.run_id
         data = (run_dir / layout.file_name(layout.GRAPH_EXECUTION_TRACES)).read_bytes()
         on_disk = sum(
             1 for item in records.scan(data, 0, "traces", final=True) if not isinstance(item, records.Corruption)

@@ -81,7 +81,8 @@ def test_static_function_summaries_match_numpy(tmp_path, trace_path, mode):
 
 def _optimizer_executions(logdir, mode: str, params: str, steps: int = 4):
     """A diverging training run (tvm.relax.training, SGD at lr 7: NaN after a few steps):
-    each optimizer call's Execution and, taken before it, its parameter and gradient arrays."""
+    each optimizer call's Execution and, taken before it, its parameter and gradient arrays,
+    and the optimizer's compile-time instrumentation (None on the VM-instrument path)."""
     from models import digits_training
 
     pytest.importorskip("sklearn")
@@ -89,6 +90,7 @@ def _optimizer_executions(logdir, mode: str, params: str, steps: int = 4):
     try:
         training = digits_training(lr=7.0, fuse=True)
         trainer = training.trainer
+        optimizer = trainer.vm._tvmdbg_info.compiled.get("optimizer")  # its instrumentation
         seen = []
         for _ in range(steps):
             before = [p.numpy() for p in trainer._params]
@@ -100,7 +102,7 @@ def _optimizer_executions(logdir, mode: str, params: str, steps: int = 4):
         reader.update()
         run = reader.run()
         executions = [run.execution(i) for i in range(run.num_executions())]
-    return [e for e in executions if e.function_name == "optimizer"], seen
+    return [e for e in executions if e.function_name == "optimizer"], seen, optimizer
 
 
 def _assert_same_summary(a, b) -> None:
@@ -126,11 +128,9 @@ def test_tuple_arguments_match_numpy_on_both_paths(tmp_path, mode, params):
         with trace_paths.using(path):
             recorded[path] = _optimizer_executions(tmp_path / path, mode, params)
     if mode not in ("NO_TENSOR", "SHAPE", "FULL_STATS"):  # the compiled path summarised each tensor in a kernel
-        from tvmdbg_tb.capture import compiled
-
-        optimizer = max((f for f in compiled.FUNCTIONS.values() if f.name == "optimizer"), key=lambda f: f.fid)
+        optimizer = recorded["compiled"][2]
         assert [len(rows or ()) for rows in optimizer.param_leaf_rows] == [4, 4, 1]
-    (fast, seen), (slow, _) = recorded["compiled"], recorded["vm_instrument"]
+    (fast, seen, _), (slow, _, _) = recorded["compiled"], recorded["vm_instrument"]
     assert len(fast) == len(slow) == 4
     for a, b in zip(fast, slow):
         assert [s.dtype for s in a.inputs] == ["tuple", "tuple", "tuple"]
@@ -202,9 +202,7 @@ def test_nested_tuple_argument_in_flatten_order(tmp_path, mode):
                 reader.update()
                 recorded[path] = [reader.run().execution(i) for i in range(2)]
             if path == "compiled" and mode != "NO_TENSOR":
-                from tvmdbg_tb.capture import compiled
-
-                main = max((f for f in compiled.FUNCTIONS.values() if f.name == "main"), key=lambda f: f.fid)
+                main = vm._tvmdbg_info.compiled["main"]
                 assert [len(rows or ()) for rows in main.param_leaf_rows] == [0, 3]
     for fast, slow in zip(recorded["compiled"], recorded["vm_instrument"]):
         for p, q in zip([*fast.inputs, *fast.outputs], [*slow.inputs, *slow.outputs], strict=True):

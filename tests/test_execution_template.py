@@ -14,6 +14,7 @@ import tvmdbg
 from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing import execution_template, fast_tracer, native_rows, vm_wrapper
+from tvmdbg_tb.tracing.state import Paths, TracingState, activated
 
 pytest.importorskip("sklearn")
 
@@ -30,17 +31,17 @@ def _trained(tmp_path, mode: str):
         _REAL_ROWS[call.buffers[0][0]] = call.buffers[0][2].copy()
         return one_pass(self, call, *args)
 
-    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode=mode, circular_buffer_size=-1)
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(fast_tracer.CompiledTracer, "_one_pass", keeping_rows)
-            patch.setattr(fast_tracer, "NATIVE_CALLS", False)  # the Python path, whose pass is spied
-            training = digits_training(lr=0.05, fuse=True)
-            for _ in range(2):
-                training.trainer.update(training.inputs, training.targets)
-        tracer = vm_wrapper.tracer_of(training.trainer.vm)
-    finally:
-        tvmdbg.disable_dump_debug_info()
+    with activated(TracingState(paths=Paths(native_calls=False))):  # the Python path, whose pass is spied
+        tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode=mode, circular_buffer_size=-1)
+        try:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(fast_tracer.CompiledTracer, "_one_pass", keeping_rows)
+                training = digits_training(lr=0.05, fuse=True)
+                for _ in range(2):
+                    training.trainer.update(training.inputs, training.targets)
+            tracer = vm_wrapper.tracer_of(training.trainer.vm)
+        finally:
+            tvmdbg.disable_dump_debug_info()
     assert isinstance(tracer, fast_tracer.CompiledTracer)
     templates = {key[0]: t for key, t in tracer._health_templates.items() if t is not None}
     return tracer, templates

@@ -25,7 +25,6 @@ from tvm import relax
 
 import tvmdbg
 from tvmdbg_tb import analysis
-from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.events.reader import INNER_NONFINITE, NONFINITE
 
 MASKED_FILE = str(Path(mm.__file__).resolve())
@@ -38,15 +37,17 @@ def trace_path(request):
         yield request.param
 
 
-def _record(logdir, module, inputs, calls: int = 3, mode: str = "FULL_HEALTH", **options):
+def _record(logdir, module, inputs, calls: int = 3, mode: str = "FULL_HEALTH", vms: list | None = None, **options):
     """Compiles module (a Relax module, or a builder returning (module, line), called while
     tvmdbg records so that its ops keep their lines) with the default fusing pipeline, runs
-    it `calls` times; returns the last output and the run's reader."""
+    it `calls` times; returns the last output and the run's reader (and adds the VM to vms)."""
     tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=-1, **options)
     try:
         if callable(module):
             module, BUILT_LINE[0] = module()
         vm = relax.VirtualMachine(compile_module(module, fuse=True), tvm.cpu())
+        if vms is not None:
+            vms.append(vm)
         function = vm[_entry(module)]
         for _ in range(calls):
             out = function(*[tvm.runtime.tensor(a) for a in inputs])
@@ -235,7 +236,7 @@ def _same_kernel_calls(plain, traced, inputs, function: str = "main") -> int:
     """Runs both builds (untraced) and compares every kernel call's arguments bytewise;
     returns how many kernels of the instrumented build check their inner ops."""
     info = _info(traced)
-    functions = [compiled.FUNCTIONS[fid] for fid in info.compiled.values()]
+    functions = list(info.compiled.values())
     kernels = {site.kernel for f in info.functions.values() for site in f.sites}
     expected = _kernel_outputs(plain, function, inputs, kernels)
     got = _kernel_outputs(traced, function, inputs, kernels)
@@ -312,7 +313,7 @@ def test_healthy_models_raise_no_inner_alert(tmp_path, name):
     the output's, named at the op that made it)."""
     real_models = pytest.importorskip("real_models")
     built = real_models.build(name, fuse=True)
-    functions = [compiled.FUNCTIONS[fid] for fid in _info(built.executable).compiled.values()]
+    functions = list(_info(built.executable).compiled.values())
     assert sum(len(f.inner) for f in functions) >= 3  # the check is there
     reader = tvmdbg.DebugDataReader(real_models.record(built, tmp_path, calls=2))
     reader.update()
@@ -327,11 +328,12 @@ def test_a_kernel_counting_its_output_checks_its_ops_too(tmp_path, monkeypatch):
     from tvmdbg_tb.capture import epilogue
 
     monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)  # every countable output counted in its kernel
-    out, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=2)
+    vms = []
+    out, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=2, vms=vms)
     alerts = _masked(run)
     assert [a["execution_index"] for a in alerts] == [0, 1] and alerts[1]["inner_op"]["op_type"] == "relax.log"
     assert [list(run.trace(k).debug_values)[3:7] for k in range(2)] == [[32.0, 0.0, 0.0, 0.0]] * 2
-    rewritten = [f for f in compiled.FUNCTIONS.values() if f.inner and f.rows[0].fused]
+    rewritten = [f for f in vms[0]._tvmdbg_info.compiled.values() if f.inner and f.rows[0].fused]
     assert rewritten, "the kernel counts its output (epilogue) and its ops"
     assert _bit_identical(tmp_path / "bits", mm.MaskedLog, mm.inputs("MaskedLog")) >= 1
 

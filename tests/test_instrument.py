@@ -31,7 +31,8 @@ def planted_dump(tmp_path_factory, trace_path):
     """Every planted model compiled and run once under FULL_HEALTH; execution index per case."""
     logdir = tmp_path_factory.mktemp("planted")
     seen: list[pb.Execution] = []
-    api.add_execution_listener(lambda execution, traces: seen.append(execution))
+    listen = lambda execution, traces: seen.append(execution)  # noqa: E731
+    api.add_execution_listener(listen)
     tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
     try:
         index, outputs, models = {}, {}, {}
@@ -43,7 +44,7 @@ def planted_dump(tmp_path_factory, trace_path):
             models[case] = model
     finally:
         tvmdbg.disable_dump_debug_info()
-        api._LISTENERS.clear()
+        api.remove_execution_listener(listen)
     reader = tvmdbg.DebugDataReader(logdir)
     reader.update()
     yield reader.run(), index, outputs, models

@@ -10,6 +10,7 @@ from models import mixed_dtypes
 from tvm import relax
 
 import tvmdbg
+from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.events.summaries import MODE_NAMES, dtype_code
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -122,7 +123,6 @@ def test_a_shape_build_counts_nothing_and_health_sessions_count_again(tmp_path):
     """SHAPE builds write sizes and dims only (kernels without counts, no parameter rows); a
     later health session on the same executable still gets exact counts, and a health build
     serves SHAPE."""
-    from tvmdbg_tb.capture import compiled
 
     data = np.array([[1.0, np.nan, 0.0, -3.0], [2.0, 2.0, -np.inf, 0.5]], "float32")
 
@@ -144,8 +144,8 @@ def test_a_shape_build_counts_nothing_and_health_sessions_count_again(tmp_path):
 
     with trace_paths.using("compiled"):
         shape_build, info = run("SHAPE", None, tmp_path / "shape")
-        assert info.compiled_health == "shape"
-        function = compiled.FUNCTIONS[info.compiled["main"]]
+        assert info.compiled_health is compiled.Summaries.SHAPE
+        function = info.compiled["main"]
         assert function.nrows == 1 + len(function.rows)  # no parameter rows
         run("FULL_HEALTH", shape_build, tmp_path / "health_on_shape")
         health_build, _ = run("FULL_HEALTH", None, tmp_path / "health")

@@ -20,12 +20,14 @@ LAYERS = [
     "tvmdbg_tb",
     "proto",
     "native",  # C++ helpers built on the user's machine
+    "storage",  # where files live: a local directory or an object store (record files below framing)
     "events",  # writer, files, reader
     "capture",  # compile time: what a build holds and where its ops came from
     "tracing",  # run time: sessions and VM tracers that write events
     "replay",  # fused kernels re-run op by op, on top of the instrumentation
     "live",  # watchpoints and pausing, on top of the instrumentation
     "debugger",  # the public API composing the three above
+    "disco",  # per-rank dumps of a TVM disco session, on top of the public API
     "compare",  # two runs' records aligned and compared
     "analysis",  # JSON views of a run for the front ends
     "plugin",  # TensorBoard routes

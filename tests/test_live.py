@@ -534,6 +534,41 @@ def test_program_killed_while_paused(tmp_path):
             proc.wait()
 
 
+def test_a_command_that_timed_out_on_a_frozen_program_never_happens_after(tmp_path):
+    """SIGSTOP while the program runs, `pause` answered 504 (withdrawn), SIGCONT: the program
+    reads the request after its deadline and refuses it; it runs on and never pauses."""
+    proc, run_dir = _child(tmp_path, 600, 10**7)
+    try:
+        dash = Dashboard(tmp_path)
+        dash.wait_paused(1)  # the NaN watchpoint's first hit
+        assert dash.post("live/command", {"action": "continue", "pause_id": 1})[0] == 200
+        proc.send_signal(signal.SIGSTOP)
+        started = time.monotonic()
+        status, answer = dash.post("live/command", {"action": "pause"})
+        assert status == 504 and answer["withdrawn"] is True, answer
+        assert time.monotonic() - started < 10  # one overall deadline
+        assert "withdrawn" in answer["error"] and answer["request_id"]
+        proc.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            status, state = dash.get("live/state")
+            assert status == 200 and state["live"], state
+            assert not state["paused"] and not state["pause_requested"], state
+            time.sleep(0.1)
+        assert answer["request_id"] not in {a["request_id"] for a in state["applied"]}
+        # a command that arrives in time still applies, and is listed as applied
+        status, answer = dash.post("live/command", {"action": "pause"})
+        assert status == 200, answer
+        state = dash.wait_paused(2)
+        assert state["pause"]["reason"] == "pause requested"
+        assert answer["request_id"] in {a["request_id"] for a in state["applied"]}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.slow
 def test_killed_tensorboard_lets_the_program_finish(tmp_path):
     e2e = pytest.importorskip("test_dashboard_e2e")

@@ -19,6 +19,7 @@ import tvmdbg
 from tvmdbg_tb.events import records
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing import fast_tracer, vm_wrapper
+from tvmdbg_tb.tracing.state import ACTIVE
 
 STREAMS = ("execution", "graph_execution_traces", "stack_frames", "source_files", "graphs")
 
@@ -289,7 +290,7 @@ def test_an_interrupt_in_tvmdbg_code_reaches_the_user(tmp_path, monkeypatch, hoo
         tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="NO_TENSOR", circular_buffer_size=-1)
         try:
             if hook == "_native_emit":
-                monkeypatch.setattr(vm_wrapper.ACTIVE.session, "_sole_writer", None)
+                monkeypatch.setattr(ACTIVE.state.session, "_sole_writer", None)
             executable, inputs = chain(2, 4)
             function = relax.VirtualMachine(executable, tvm.cpu())["main"]
             with pytest.raises(KeyboardInterrupt):

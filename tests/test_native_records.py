@@ -14,6 +14,7 @@ pytest.importorskip("tvm")
 from eventgen import trace  # noqa: E402
 
 from tvmdbg_tb.events import layout, native_records, writer  # noqa: E402
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.reader import DebugDataReader  # noqa: E402
 from tvmdbg_tb.events.trace_parts import TraceParts  # noqa: E402
 from tvmdbg_tb.proto import debug_event_pb2 as pb  # noqa: E402
@@ -84,7 +85,9 @@ def _dump(tmp_path, name, monkeypatch, use_native: bool, ring: int) -> bytes:
 
     monkeypatch.setattr(native_records, "frame", counted)
     monkeypatch.setattr(writer.secrets, "randbits", lambda bits: 0x5EED)  # both runs' records carry one key
-    w = writer.DebugEventsWriter(tmp_path / name, run_name="run", circular_buffer_size=ring, flush_interval=3600)
+    w = writer.DebugEventsWriter(
+        tmp_path / name, DumpOptions(circular_buffer_size=ring), run_id="run", flush_interval=3600
+    )
     payloads = _payloads()
     for k in range(40):
         batch = payloads[: 1 + k % len(payloads)]
@@ -156,8 +159,9 @@ def test_without_a_compiler_records_are_framed_in_python(tmp_path):
         import tvm
         from eventgen import trace
         from tvmdbg_tb.events import native_records
+        from tvmdbg_tb.events.options import DumpOptions
         from tvmdbg_tb.events.writer import DebugEventsWriter
-        w = DebugEventsWriter({str(tmp_path / "dump")!r}, circular_buffer_size=-1)
+        w = DebugEventsWriter({str(tmp_path / "dump")!r}, DumpOptions(circular_buffer_size=-1))
         payload = trace(0, 0).SerializeToString()
         for _ in range(50):
             w.write_graph_execution_trace_payloads([payload] * 30)
@@ -223,7 +227,9 @@ def _call_dump(tmp_path, name, monkeypatch, native, use_native: bool, ring: int)
         monkeypatch.setattr(native_records.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
     statics = [p for p in _payloads() if len(p) < 20000][:14]
     monkeypatch.setattr(writer.secrets, "randbits", lambda bits: 0x5EED)  # both runs' records carry one key
-    w = writer.DebugEventsWriter(tmp_path / name, run_name="run", circular_buffer_size=ring, flush_interval=3600)
+    w = writer.DebugEventsWriter(
+        tmp_path / name, DumpOptions(circular_buffer_size=ring), run_id="run", flush_interval=3600
+    )
     for k in range(40):
         which = np.array([(k * 5 + j) % len(statics) for j in range(k % 6)], np.uint32)
         tails = (b"\x59" + struct.pack("<d", k / 8)) * len(which)  # each trace's duration field
@@ -263,14 +269,16 @@ def test_queue_call_fails_the_writer_on_parts_it_cannot_frame_and_drops_calls_on
     assert native is not None, native_records.LIBRARY.failure()
     statics = [b"\x08\x01"]
     execution = pb.Execution(function_name="f").SerializeToString()
-    w = writer.DebugEventsWriter(tmp_path / "bad", run_name="run", circular_buffer_size=-1, flush_interval=3600)
+    w = writer.DebugEventsWriter(
+        tmp_path / "bad", DumpOptions(circular_buffer_size=-1), run_id="run", flush_interval=3600
+    )
     native.queue_call(w, 1.0, 0, execution, statics, b"\x00\x00\x00\x00", b"\x18\x00", b"\x59" + bytes(8), 9, False)
     assert w._next_trace == 1 and w.failed is None
     with pytest.warns(RuntimeWarning, match="could not encode a call's records"):
         native.queue_call(w, 2.0, 0, execution, statics, b"\x07\x00\x00\x00", b"\x18\x01", b"\x59" + bytes(8), 9, False)
     assert "could not encode a call's records" in w.failed and w._next_trace == 1
     w.close()
-    closed = writer.DebugEventsWriter(tmp_path / "closed", run_name="run", circular_buffer_size=-1)
+    closed = writer.DebugEventsWriter(tmp_path / "closed", DumpOptions(circular_buffer_size=-1), run_id="run")
     closed.close()
     native.queue_call(
         closed, 3.0, 0, execution, statics, b"\x00\x00\x00\x00", b"\x18\x02", b"\x59" + bytes(8), 9, False

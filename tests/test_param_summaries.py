@@ -13,6 +13,7 @@ from models import compile_module
 from tvm import relax
 
 import tvmdbg
+from tvmdbg_tb.tracing.state import ACTIVE
 
 
 @pytest.fixture(params=trace_paths.PATHS)
@@ -268,9 +269,8 @@ def test_exports_of_an_earlier_session_are_forgotten(tmp_path, trace_path):
         str(tmp_path / "second"), tensor_debug_mode="FULL_HEALTH", param_summaries="once_per_value"
     )
     tvmdbg.disable_dump_debug_info()  # a whole session in between: nothing carried over
-    from tvmdbg_tb.tracing import param_cache
 
-    assert not param_cache._TAINTED
+    assert not ACTIVE.state.exports.tainted
     (second, _), snapshots = _run(tmp_path / "third", again)
     _check(second, snapshots)
     assert second[1].inputs[1].summarized_in_execution == second[0].index

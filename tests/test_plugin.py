@@ -18,6 +18,7 @@ from werkzeug.wrappers import Response
 
 from tvmdbg_tb import analysis
 from tvmdbg_tb.events import layout, records
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.plugin.plugin import TvmDebuggerPlugin
 
@@ -240,7 +241,7 @@ def test_profile(server):
 
 
 def test_paging_edges(tmp_path):
-    w = DebugEventsWriter(tmp_path, run_name="big", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    w = DebugEventsWriter(tmp_path, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), run_id="big")
     write_graph(w)
     for _ in range(300):
         write_execution(w)
@@ -496,7 +497,7 @@ def test_fuzzed_parameters_never_answer_500(server):
 def test_alert_monitor_replays_and_resets(tmp_path):
     """A compaction replaces the trace file: the monitor starts over from the new file, where
     the ring kept the NaN call whole in front of the newest records."""
-    w = DebugEventsWriter(tmp_path, run_name="ring", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=8)
+    w = DebugEventsWriter(tmp_path, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=8), run_id="ring")
     write_graph(w)
     write_execution(w, nan_from=1)
     w.flush()
@@ -529,7 +530,7 @@ def test_one_unreadable_run_does_not_stop_the_others(tmp_path):
         raise PermissionError("tvmdbg.graphs: permission denied")
 
     run_a.update = broken
-    w = DebugEventsWriter(tmp_path, run_name="c", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    w = DebugEventsWriter(tmp_path, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), run_id="c")
     write_graph(w)
     write_execution(w)
     w.close()
@@ -550,7 +551,9 @@ def test_origin_across_polls_and_late_execution_records(tmp_path):
 
     from tvmdbg_tb.proto import debug_event_pb2 as pb
 
-    w = DebugEventsWriter(tmp_path, run_name="split", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    w = DebugEventsWriter(
+        tmp_path, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), run_id="split"
+    )
     write_graph(w)
     s = Server(tmp_path)
 
@@ -598,7 +601,10 @@ def test_alerts_are_never_behind_the_traces_a_client_saw(tmp_path):
     import threading
 
     w = DebugEventsWriter(
-        tmp_path, run_name="race", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, flush_interval=0.005
+        tmp_path,
+        DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1),
+        run_id="race",
+        flush_interval=0.005,
     )
     write_graph(w)
     w.flush()
@@ -642,7 +648,7 @@ def test_queries_answer_while_a_large_dump_is_indexed(tmp_path, monkeypatch):
 
     from tvmdbg_tb.events import reader as reader_module
 
-    w = DebugEventsWriter(tmp_path, run_name="big", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    w = DebugEventsWriter(tmp_path, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), run_id="big")
     write_graph(w)
     for _ in range(1000):
         write_execution(w, nan_from=1)  # 4 traces, 3 alerts each
@@ -674,7 +680,7 @@ def test_no_origin_claimed_where_the_circular_buffer_dropped_the_producer(tmp_pa
 
     from tvmdbg_tb.events.layout import KEPT_NONFINITE_CALLS
 
-    w = DebugEventsWriter(tmp_path, run_name="ring", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=6)
+    w = DebugEventsWriter(tmp_path, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=6), run_id="ring")
     write_graph(w)
     for _ in range(KEPT_NONFINITE_CALLS + 2):
         write_execution(w, nan_from=1)

@@ -3,6 +3,7 @@
 import numpy as np
 
 from tvmdbg_tb.events import layout, vectorized
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.reader import EXECUTION_DIGEST, TRACE_DIGEST, DebugDataReader, RunReader
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -48,7 +49,7 @@ def random_traces(rng, n):
 
 def test_vectorised_rows_equal_protobuf_rows(tmp_path):
     rng = np.random.default_rng(7)
-    w = DebugEventsWriter(tmp_path, run_name="r", circular_buffer_size=-1)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=-1), run_id="r")
     for _ in range(5):
         w.write_graph_execution_traces(random_traces(rng, 400), wall_time=float(rng.random() * 1e9))
     w.close()
@@ -81,7 +82,7 @@ def test_vectorised_rows_equal_protobuf_rows(tmp_path):
 def _write(tmp_path, n):
     from eventgen import trace
 
-    w = DebugEventsWriter(tmp_path, run_name="r", circular_buffer_size=-1)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=-1), run_id="r")
     w.write_graph_execution_traces([trace(i % 5, i // 5, nan=i % 3) for i in range(n)])
     w.close()
     return str(tmp_path / "r" / layout.file_name(layout.GRAPH_EXECUTION_TRACES))
@@ -160,7 +161,7 @@ def random_executions(rng, n):
 
 def test_vectorised_execution_rows_equal_protobuf_rows(tmp_path):
     rng = np.random.default_rng(11)
-    w = DebugEventsWriter(tmp_path, run_name="r", circular_buffer_size=-1)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=-1), run_id="r")
     for e in random_executions(rng, 1500):
         w.write_execution(e, wall_time=float(rng.random() * 1e9))
     w.close()

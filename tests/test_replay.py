@@ -27,6 +27,7 @@ from tvm import relax
 import tvmdbg
 from tvmdbg_tb.tracing import fast_tracer
 from tvmdbg_tb.tracing.check_numerics import CheckNumericsError
+from tvmdbg_tb.tracing.state import Paths, TracingState, activated
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "debug_digits.py"
@@ -140,9 +141,9 @@ def test_demo_check_and_alerts_cli_name_the_inner_op(demo_run):
 
 
 @pytest.mark.parametrize("fast", [True, False], ids=["compiled", "vm_instrument"])
-def test_leaked_log_alert_lands_on_the_log_not_the_first_op(tmp_path, fast, monkeypatch):
-    monkeypatch.setattr(fast_tracer, "ENABLED", fast)
-    out = _run_model(tmp_path, mm.LeakedLog, "LeakedLog")
+def test_leaked_log_alert_lands_on_the_log_not_the_first_op(tmp_path, fast):
+    with activated(TracingState(paths=Paths(compiled=fast))):
+        out = _run_model(tmp_path, mm.LeakedLog, "LeakedLog")
     assert not np.isfinite(out).all()
     run = _run(tmp_path).run()
     assert run.graphs()[0].instrumentation == ("compiled" if fast else "vm_instrument")
@@ -445,12 +446,13 @@ def test_native_and_python_scans_name_the_same_first_nonfinite_row(tmp_path, mon
         executable, inputs = chain(30, 9)
         vm = relax.VirtualMachine(executable, tvm.cpu())
         vm["main"](tvm.runtime.tensor(inputs[0]))
-        fid = vm._tvmdbg_info.compiled["main"]
+        fid = vm._tvmdbg_info.compiled["main"].fid
         real = fast_tracer._LOCAL.pool[fid][-1][1]  # the rows the call's kernels wrote
     finally:
         tvmdbg.disable_dump_debug_info()
     replay = AutoReplay.__new__(AutoReplay)  # scan_buffers reads no session state
-    assert compiled.FUNCTIONS[fid].health and len(compiled.FUNCTIONS[fid].rows) == 30
+    function = vm._tvmdbg_info.compiled["main"]
+    assert function.health and len(function.rows) == 30
     rng = np.random.default_rng(3)
     off = {"error": RuntimeError("off in this test")}
     for trial in range(60):

@@ -12,6 +12,7 @@ from tvmdbg_tb import analysis
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events import positions as positions_module
 from tvmdbg_tb.events import tally as tally_module
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.reader import DebugDataReader
 from tvmdbg_tb.events.writer import DebugEventsWriter
 
@@ -56,7 +57,7 @@ def _check(run) -> None:
 
 
 def test_positions_follow_a_growing_dump(tmp_path):
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=-1))
     reader = DebugDataReader(tmp_path)
     for step in range(6):  # read, ask, write more, read again: kept answers are extended
         _write_calls(w, 7, nan_from_call=20)
@@ -78,7 +79,7 @@ def test_positions_follow_a_growing_dump(tmp_path):
 
 def test_positions_after_the_ring_compacts(tmp_path, monkeypatch):
     monkeypatch.setattr(tally_module, "_BLOCK_ROWS", 7)  # the tally's first pass in blocks too
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=40)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=40))
     reader = DebugDataReader(tmp_path)
     for _ in range(8):  # each round outgrows the ring: files compacted, the index reset
         _write_calls(w, 9, nan_from_call=30)
@@ -97,7 +98,7 @@ def test_positions_after_the_ring_compacts(tmp_path, monkeypatch):
 
 def test_kept_positions_stay_within_their_byte_budget(tmp_path, monkeypatch):
     monkeypatch.setattr(positions_module, "MAX_BYTES", 4096)
-    w = DebugEventsWriter(tmp_path, circular_buffer_size=-1)
+    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=-1))
     _write_calls(w, 200)
     w.close()
     reader = DebugDataReader(tmp_path)

@@ -11,6 +11,7 @@ import pytest
 from eventgen import chain_ops
 
 from tvmdbg_tb.events import layout, records, trace_values
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.reader import DebugDataReader
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -23,7 +24,9 @@ OPS, CALLS = 7, 60
 def dump(tmp_path_factory):
     """A FULL_STATS run of OPS ops called CALLS times, each trace's values distinct."""
     logdir = tmp_path_factory.mktemp("values")
-    w = DebugEventsWriter(str(logdir), run_name="run", tensor_debug_mode="FULL_STATS", circular_buffer_size=-1)
+    w = DebugEventsWriter(
+        str(logdir), DumpOptions(tensor_debug_mode="FULL_STATS", circular_buffer_size=-1), run_id="run"
+    )
     for op in chain_ops(OPS):
         w.write_graph_op_creation(op)
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", source_mapped=True))

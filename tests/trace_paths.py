@@ -20,15 +20,12 @@ PATHS = ["compiled", "python_call", "vm_instrument"]
 def using(path: str):
     """Trace the test's VM calls by path (see the module docstring)."""
     from tvmdbg_tb.events import native_records
-    from tvmdbg_tb.tracing import fast_tracer, native_call, native_rows
+    from tvmdbg_tb.tracing import native_call, native_rows
+    from tvmdbg_tb.tracing.state import Paths, TracingState, activated
 
     if path == "compiled":
         for library in (native_call.LIBRARY, native_rows.LIBRARY, native_records.LIBRARY):
             assert library.load() is not None, library.failure()
-    saved = fast_tracer.ENABLED, fast_tracer.NATIVE_CALLS
-    fast_tracer.ENABLED = path != "vm_instrument"
-    fast_tracer.NATIVE_CALLS = path == "compiled"
-    try:
+    paths = Paths(compiled=path != "vm_instrument", native_calls=path == "compiled")
+    with activated(TracingState(paths=paths)):
         yield
-    finally:
-        fast_tracer.ENABLED, fast_tracer.NATIVE_CALLS = saved

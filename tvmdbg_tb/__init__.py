@@ -51,10 +51,15 @@ _LAZY = {
     "watchpoint_hits_since": "tvmdbg_tb.live.api",
 }
 
-__all__ = [*_ON_FIRST_USE, *_LAZY]
+# Public sub-packages: tvmdbg.disco.ProcessSession (TVM imported when its names are).
+_MODULES = {"disco": "tvmdbg_tb.disco"}
+
+__all__ = [*_ON_FIRST_USE, *_LAZY, *_MODULES]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return importlib.import_module(_MODULES[name])
     if name in _ON_FIRST_USE:
         return getattr(importlib.import_module(_ON_FIRST_USE[name]), name)
     module = _LAZY.get(name)

@@ -1,12 +1,14 @@
 """What the plugin routes and the CLI show, computed from a RunReader: one implementation so
 `tvmdbg alerts --json` and the `alerts` route print the same objects.
 
-Pure functions of a RunReader (no HTTP, no TVM). Everything returned is plain JSON-ready
-Python (dicts, lists, str, int, float, None); floats may be NaN/Inf, which `dumps` encodes
-as the strings "NaN"/"Infinity"/"-Infinity" as TensorBoard does.
+Pure functions of a RunReader (no HTTP, no TVM). They return typed answers (answers.py:
+AlertsPage, ...; to_json() is the route's object) or plain JSON-ready Python (dicts, lists,
+str, int, float, None); floats may be NaN/Inf, which `dumps` encodes as the strings
+"NaN"/"Infinity"/"-Infinity" as TensorBoard does.
 """
 
-from tvmdbg_tb.analysis.alerts import AlertMonitor, alerts, monitor, num_alerts, start_dropped
+from tvmdbg_tb.analysis.alerts import AlertMonitor, alerts, alerts_page, monitor, num_alerts, start_dropped
+from tvmdbg_tb.analysis.answers import AlertsPage, Answer
 from tvmdbg_tb.analysis.inner_ops import replays
 from tvmdbg_tb.analysis.jsonable import dumps
 from tvmdbg_tb.analysis.op_stats import op_stats
@@ -33,9 +35,12 @@ from tvmdbg_tb.events.locations import location
 
 __all__ = [
     "AlertMonitor",
+    "AlertsPage",
+    "Answer",
     "CompareError",
     "SliceError",
     "alerts",
+    "alerts_page",
     "compare",
     "dumps",
     "execution_data",

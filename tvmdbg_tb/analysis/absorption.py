@@ -35,6 +35,8 @@ import numpy as np
 
 from tvmdbg_tb.analysis.inner_ops import masked_inside
 from tvmdbg_tb.analysis.inputs import OpReads, ParamHealth
+from tvmdbg_tb.events import options
+from tvmdbg_tb.events.options import checked_regex
 from tvmdbg_tb.events.reader import HEALTH_KNOWN, NONFINITE, RunReader
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -44,21 +46,13 @@ KIND_NAMES = {ABSORBED: "absorbed", EXPECTED: "expected"}
 
 def compile_pattern(pattern: str | None) -> re.Pattern | None:
     """The expected_nonfinite pattern compiled (None for none); ValueError naming a bad one."""
-    if not pattern:
-        return None
-    if not isinstance(pattern, str):
-        raise TypeError(f"expected_nonfinite must be a regular expression string, got {pattern!r}")
-    try:
-        return re.compile(pattern)
-    except re.error as error:
-        raise ValueError(f"expected_nonfinite {pattern!r} is not a valid regular expression: {error}") from error
+    pattern = checked_regex("expected_nonfinite", pattern or None)
+    return re.compile(pattern) if pattern else None
 
 
 def op_matches(op: pb.GraphOpCreation, pattern: re.Pattern) -> bool:
-    """Whether the pattern is found in the op's name, kernel, or a Relax op type or var of it
-    (what op_regex matches at record time)."""
-    names = [op.op_name, op.kernel, *(o.op_type for o in op.original_ops), *(o.var_name for o in op.original_ops)]
-    return any(pattern.search(name) for name in names)
+    """Whether the pattern is found where op_regex is searched at record time (options.op_matches)."""
+    return options.op_matches(pattern, op.op_name, op.kernel, op.original_ops)
 
 
 @dataclass

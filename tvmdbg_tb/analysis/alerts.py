@@ -39,6 +39,7 @@ vectorised per op, so a run that went NaN everywhere still loads fast.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import weakref
 from collections import OrderedDict
@@ -46,6 +47,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tvmdbg_tb.analysis import absorption
+from tvmdbg_tb.analysis.answers import AlertCounts, AlertsPage
 from tvmdbg_tb.analysis.inner_ops import (
     NAN,
     NEG_INF,
@@ -485,10 +487,6 @@ class AlertMonitor:
             flags = run.trace_digests()["flags"][self._positions.view()[self._visible()]]
             return int(np.count_nonzero((flags & NONFINITE) == 0))
 
-    def num_nonfinite(self) -> int:
-        """Non-finite outputs in the dump: alerts, absorbed and expected ones."""
-        return self._positions.size
-
     def first_origin_index(self) -> int | None:
         with self._lock:
             visible = self._visible()
@@ -766,16 +764,28 @@ def alerts(
     range_end: int = RANGE_PAGE,
     expected_nonfinite: str | None = None,
 ) -> dict:
+    """The `alerts` route's answer as JSON (alerts_page(...).to_json())."""
+    return alerts_page(run, begin, end, alert_type, range_begin, range_end, expected_nonfinite).to_json()
+
+
+def alerts_page(
+    run: RunReader,
+    begin: int = 0,
+    end: int = -1,
+    alert_type: str | None = None,
+    range_begin: int = 0,
+    range_end: int = RANGE_PAGE,
+    expected_nonfinite: str | None = None,
+) -> AlertsPage:
     """The `alerts` route's answer: alerts [begin:end] (end=-1: all) in execution order, range
     alerts [range_begin:range_end] (analysis/ranges.py) under "range_alerts", and the
     non-finite outputs that are no alerts ("benign": absorbed, or expected by the
     expected_nonfinite pattern, the run's own by default)."""
     m = monitor(run, expected_nonfinite)
     with run.lock:  # alert positions and the digests they index, from one state
-        answer = _alerts(run, m, begin, end, alert_type)
-        answer["benign"] = benign(run, m)
-    answer["range_alerts"] = range_alerts(run, range_begin, range_end)  # reads the file: not under run.lock
-    return answer
+        page = _page(run, m, begin, end, alert_type)
+        page = dataclasses.replace(page, benign=benign(run, m))
+    return dataclasses.replace(page, range_alerts=range_alerts(run, range_begin, range_end))  # reads the file
 
 
 def benign(run: RunReader, m: AlertMonitor) -> dict:
@@ -838,56 +848,80 @@ def start_dropped(run: RunReader) -> bool:
     return lost and not (run.keyed and mode in HEALTH_MODES)
 
 
-def _alerts(run: RunReader, m: AlertMonitor, begin: int, end: int, alert_type: str | None) -> dict:
-    total = m.num_alerts()
-    counts = m.counts(run) if total else {"nan": 0, "neg_inf": 0, "pos_inf": 0, "origin": 0}
+class _Listing:
+    """The run's alerts in execution order: the monitor's kernel alerts with the NaN/Inf
+    masked inside fused kernels (replays, deep mode) merged in, each masked one before its
+    kernel's own outputs."""
+
+    def __init__(self, run: RunReader, m: AlertMonitor, matches: bool):
+        self.run, self.m = run, m
+        self.kernel_total = m.num_alerts()
+        replayed = matches and run.replays()
+        self.masked = masked_alerts(run, lambda p, o: alert_rows(run, p, o)) if replayed else []
+        self.total = (self.kernel_total + len(self.masked)) if matches else 0
+        self.positions = self.origin = self.kernel_at = self.masked_at = None
+        if self.masked:  # every kernel alert's place in the merged list
+            self.positions, self.origin = m.page(0, self.kernel_total)
+            self.kernel_at, self.masked_at = merge_alerts(self.positions, self.origin, self.masked)
+
+    def rows(self, begin: int, end: int) -> list[dict]:
+        """The alert objects [begin:end] of the merged list."""
+        if not self.masked:
+            if begin >= end:
+                return []
+            return alert_rows(self.run, *self.m.page(begin, end))
+        chosen = np.flatnonzero((self.kernel_at >= begin) & (self.kernel_at < end))
+        rows = dict(
+            zip(self.kernel_at[chosen].tolist(), alert_rows(self.run, self.positions[chosen], self.origin[chosen]))
+        )
+        for k, at in enumerate(self.masked_at.tolist()):
+            if begin <= at < end:
+                rows[at] = self.masked[k][1]
+        return [rows[i] for i in range(begin, end)]
+
+    def first_origin_index(self) -> int | None:
+        if not self.masked:
+            return self.m.first_origin_index()
+        firsts = [int(self.masked_at[0])]
+        origins = np.flatnonzero(self.origin)
+        if len(origins):
+            firsts.append(int(self.kernel_at[origins[0]]))
+        return min(firsts)
+
+    def counts(self) -> AlertCounts:
+        """Alerts per kind over the whole list (kernel alerts and masked ones)."""
+        kernel = AlertCounts(**self.m.counts(self.run)) if self.kernel_total else AlertCounts()
+        rows = [alert for _, alert in self.masked]
+        return kernel.plus(
+            AlertCounts(
+                nan=sum(row["nan_count"] > 0 for row in rows),
+                neg_inf=sum(row["neg_inf_count"] > 0 for row in rows),
+                pos_inf=sum(row["pos_inf_count"] > 0 for row in rows),
+                origin=len(rows),  # every masked alert is an origin
+            )
+        )
+
+
+def _page(run: RunReader, m: AlertMonitor, begin: int, end: int, alert_type: str | None) -> AlertsPage:
+    """The alerts page, built once whatever the alerts are made of."""
     matches = alert_type in (None, "", ALERT_TYPE)
-    masked = masked_alerts(run, lambda p, o: alert_rows(run, p, o)) if matches and run.replays() else []
-    if masked:  # NaN/Inf made and hidden inside fused kernels (replay/deep mode)
-        return _merged_alerts(run, m, masked, begin, end, alert_type)
-    n = total if matches else 0
+    listing = _Listing(run, m, matches)
+    n = listing.total
     end = n if end < 0 else min(end, n)
     begin = min(begin, end)
-    positions, origin = m.page(begin, end) if matches else (np.zeros(0, np.int64), np.zeros(0, bool))
-    return {
-        "begin": begin,
-        "end": end,
-        "num_alerts": n,
-        "alerts_breakdown": {ALERT_TYPE: total} if total else {},
-        "alert_type": alert_type or None,
-        "nan_alerts": counts["nan"] if matches else 0,
-        "neg_inf_alerts": counts["neg_inf"] if matches else 0,
-        "pos_inf_alerts": counts["pos_inf"] if matches else 0,
-        "origin_alerts": counts["origin"] if matches else 0,
-        "start_dropped": start_dropped(run),
-        "first_origin_index": m.first_origin_index() if matches else None,
-        "alerts": alert_rows(run, positions, origin),
-    }
-
-
-def _merged_alerts(run: RunReader, m: AlertMonitor, masked, begin: int, end: int, alert_type: str | None) -> dict:
-    """Kernel alerts and masked inner-op alerts (all origins) in one list, in execution order."""
-    total_kernel = m.num_alerts()
-    positions, origin = m.page(0, total_kernel)
-    kernel_at, masked_at = merge_alerts(positions, origin, masked)
-    n = total_kernel + len(masked)
-    end = n if end < 0 else min(end, n)
-    begin = min(begin, end)
-    firsts = [int(masked_at[0])]
-    origins = np.flatnonzero(origin)
-    if len(origins):
-        firsts.append(int(kernel_at[origins[0]]))
-    chosen = np.flatnonzero((kernel_at >= begin) & (kernel_at < end))
-    rows = dict(zip(kernel_at[chosen].tolist(), alert_rows(run, positions[chosen], origin[chosen])))
-    for k, at in enumerate(masked_at.tolist()):
-        if begin <= at < end:
-            rows[at] = masked[k][1]
-    return {
-        "begin": begin,
-        "end": end,
-        "num_alerts": n,
-        "alerts_breakdown": {ALERT_TYPE: n},
-        "alert_type": alert_type or None,
-        "first_origin_index": min(firsts),
-        "alerts": [rows[i] for i in range(begin, end)],
-    }
+    every = listing.kernel_total + len(listing.masked)
+    counts = listing.counts() if matches else AlertCounts()
+    return AlertsPage(
+        begin=begin,
+        end=end,
+        num_alerts=n,
+        alerts_breakdown={ALERT_TYPE: every} if every else {},
+        alert_type=alert_type or None,
+        nan_alerts=counts.nan,
+        neg_inf_alerts=counts.neg_inf,
+        pos_inf_alerts=counts.pos_inf,
+        origin_alerts=counts.origin,
+        start_dropped=start_dropped(run),
+        first_origin_index=listing.first_origin_index() if matches else None,
+        alerts=listing.rows(begin, end) if matches else [],
+    )

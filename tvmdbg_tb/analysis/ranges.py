@@ -108,7 +108,7 @@ class RangeMonitor:
                 return
             values = np.full((len(digests), 2), np.nan)
             try:
-                for positions, rows in trace_values.iter_debug_values(run.path, digests["offset"], len(_FIELDS)):
+                for positions, rows in trace_values.iter_debug_values(run, digests["offset"], len(_FIELDS)):
                     values[positions] = rows[:, [_DTYPE, _ABS_MAX]]
             except OSError:
                 return  # the trace file is unreadable right now: try again at the next query

@@ -57,6 +57,8 @@ def _nonfinite(flags: int) -> bool | None:
 
 def last_update_time(run: RunReader) -> float | None:
     """Newest modification time of the run's record files."""
+    if run.segmented:  # on an object store: its newest segment's
+        return run.last_growth() or None
     newest = None
     try:
         entries = list(os.scandir(run.path))
@@ -123,6 +125,11 @@ def run_info(run: RunReader) -> dict:
         "last_update_time": updated,
         "live": is_live(completeness, updated),
         "completeness": completeness.to_json(),
+        "disco": (
+            {"job_id": run.disco.job_id, "rank": int(run.disco.rank), "world_size": int(run.disco.world_size)}
+            if run.disco is not None
+            else None
+        ),
     }
 
 

@@ -22,9 +22,11 @@ An unwritten row (cycles == 0) is a kernel that did not run (it raised, or a bra
 
 from __future__ import annotations
 
+import enum
 import functools
 import math
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 import tvm
@@ -46,6 +48,21 @@ from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 STATS_FUNC = "tvmdbg.stats"
+
+
+class Summaries(enum.Enum):
+    """What the summary kernels compiled into a build record of each kernel output (a build
+    with none, None, is traced by the VM instrument)."""
+
+    TIMESTAMPS = "timestamps"  # NO_TENSOR: when each kernel ran, nothing of its output
+    SHAPE = "shape"  # sizes and dims
+    HEALTH = "health"  # element counts (the health modes)
+    STATS = "stats"  # element counts and FULL_STATS' statistics
+
+    @property
+    def counts(self) -> bool:
+        """The rows hold element counts (NaN, infinities, ...)."""
+        return self is Summaries.HEALTH or self is Summaries.STATS
 
 
 @dataclass
@@ -101,12 +118,6 @@ class CompiledFunction:
     inner: list[InnerSite] = field(default_factory=list)
 
     @functools.cached_property
-    def health_mask(self) -> bytes:
-        """One byte per kernel row, nonzero when the row holds counts: native_rows'
-        first_nonfinite mask, for the replay's scan and the tracer's one native pass."""
-        return bytes(bool(info.health) for info in self.rows)
-
-    @functools.cached_property
     def hunt_mask(self) -> bytes:
         """The rows the replay's hunt for the first origin scans (replay/auto.py), one byte per
         kernel row: HUNT_COUNTS when the row holds counts, HUNT_INNER when what its fused ops
@@ -122,8 +133,25 @@ class CompiledFunction:
 
 
 HUNT_COUNTS, HUNT_INNER, HUNT_NAN = 1, 2, 4  # hunt_mask's bits (native_rows.first_nonfinite)
+# Function ids, unique in the process: a stats buffer names its function by fid alone.
 _FIDS = iter(range(1, 1 << 62))
+# An index, not state: the instrumented functions of the executables alive, by fid (a traced
+# call's buffers may come from another executable's function called inside it). Filled by
+# register(), emptied of an executable's functions when its description goes.
 FUNCTIONS: dict[int, CompiledFunction] = {}
+
+
+def register(info) -> None:
+    """Indexes the instrumented functions of info (graphs.ExecutableInfo.compiled) until info
+    is collected (with its executable)."""
+    fids = [function.fid for function in info.compiled.values()]
+    FUNCTIONS.update({function.fid: function for function in info.compiled.values()})
+    weakref.finalize(info, _unregister, fids)
+
+
+def _unregister(fids: list[int]) -> None:
+    for fid in fids:
+        FUNCTIONS.pop(fid, None)
 
 
 def row_statistics(row: list[float], dtype: str) -> list[float]:
@@ -285,10 +313,10 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
 
 
 def instrument(
-    mod, info: graphs.ExecutableInfo, health: bool | str, params_in_kernels: bool = True, inner_ops: bool = True
+    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool = True, inner_ops: bool = True
 ) -> tuple[object, dict[str, CompiledFunction]]:
-    """Adds the summary calls to every Relax function of the lowered module mod; health
-    "stats" adds FULL_STATS' statistics to the counts, "shape" writes sizes and dims only;
+    """Adds the summary calls to every Relax function of the lowered module mod, recording
+    what `health` says;
     params_in_kernels: kernels that read a parameter element by element count it;
     inner_ops: fused kernels count the NaN and infinities their ops make (inner_check.py)."""
     functions: dict[str, CompiledFunction] = {}
@@ -308,8 +336,6 @@ def instrument(
         return mod, {}
     for gvar, func in [*updates.items(), *[(g, k.prim) for g, k in kernels.items()]]:
         mod[gvar] = func  # nothing changed before every function was done
-    for compiled in functions.values():
-        FUNCTIONS[compiled.fid] = compiled
     return mod, functions
 
 
@@ -326,7 +352,7 @@ class _Rewritten:
 
 
 def _rewritten_kernels(
-    mod, info: graphs.ExecutableInfo, health: bool | str, params_in_kernels: bool, inner_ops: bool
+    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool, inner_ops: bool
 ) -> dict:
     """The kernels of a CPU build that count in their own loops, by GlobalVar (_Rewritten):
     in FULL_HEALTH their output (epilogue.py: a kernel whose every call is an instrumented
@@ -337,8 +363,8 @@ def _rewritten_kernels(
     keeps the separate summary call and no inner check."""
     if not info.target.startswith("llvm"):  # a GPU kernel's blocks are thread-bound: counted apart
         return {}
-    epilogues = health is True
-    inner_ops = inner_ops and health in (True, "stats") and info.fused_module is not None
+    epilogues = health is Summaries.HEALTH
+    inner_ops = inner_ops and health.counts and info.fused_module is not None
     if not epilogues and not inner_ops:
         return {}
     positions: dict[str, int | None] = {}
@@ -431,7 +457,7 @@ def _parameter_inputs(site: graphs.SiteInfo) -> tuple[int, ...]:
     return tuple(first.values())
 
 
-def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health, kernels=None):
+def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels=None):
     kernels = kernels or {}  # kernel name -> _Rewritten (_rewritten_kernels)
 
     body = func.body
@@ -444,12 +470,12 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
         plan.append((site, positions))
         for slot in range(len(positions)):
             dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
-            rows.append(RowInfo(site, slot, dtype, bool(health) and dtype in HEALTH_DTYPES))
-    counts = health is True or health == "stats"  # SHAPE reads the outputs' dims, nothing else
+            rows.append(RowInfo(site, slot, dtype, health is not Summaries.TIMESTAMPS and dtype in HEALTH_DTYPES))
+    counts = health.counts  # SHAPE reads the outputs' dims, nothing else
     params = [p for p in func.params if counts and _summarisable(p)]
     leaf_specs = [_tuple_leaf_specs(p) for p in func.params]
-    # FULL_STATS ("stats") keeps summarising tuples in numpy: their statistics combine the tensors'.
-    summarised = health is True
+    # FULL_STATS keeps summarising tuples in numpy: their statistics combine the tensors'.
+    summarised = health is Summaries.HEALTH
     tuples = [(k, p) for k, p in enumerate(func.params) if summarised and leaf_specs[k] and _leaves_summarisable(p.ty)]
     first_inner = 1 + len(rows) + len(params) + sum(len(leaf_specs[k]) for k, _ in tuples)
     inner: list[InnerSite] = []  # the rows of each site's inner-op check, after all others
@@ -469,7 +495,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
 
     def summary(value, row: int, wanted: bool) -> relax.VarBinding:
         """A health kernel on value writing `row`, or a bare timestamp."""
-        name = _health_kernel(value, health == "stats") if wanted else None
+        name = _health_kernel(value, health is Summaries.STATS) if wanted else None
         if name is not None:
             return _binding(name, [value, stats, _row(row)])
         return _binding(tick_name, [stats, _row(row)])
@@ -559,7 +585,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 if guard is not None:
                     name, info.fused = guard, True
                 elif info.health and out is not None:
-                    name = _site_kernel(plan[next_site][0], info.slot, out, health == "stats", counts)
+                    name = _site_kernel(plan[next_site][0], info.slot, out, health is Summaries.STATS, counts)
                 else:
                     name = None
                 info.health = name is not None
@@ -577,7 +603,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
         raise ValueError(f"{function_info.name}: found {next_site} of {len(plan)} kernel call sites")
     new_body = relax.SeqExpr(blocks, body.body)
     new_func = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs, func.span)
-    compiled = CompiledFunction(fid, executable_id, function_info.name, rows, bool(health), nrows)
+    compiled = CompiledFunction(fid, executable_id, function_info.name, rows, health is not Summaries.TIMESTAMPS, nrows)
     compiled.param_rows = [output_rows.get(hash(p)) for p in func.params]
     leaves = _leaves(body.body, values)
     compiled.output_rows = [output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in leaves]

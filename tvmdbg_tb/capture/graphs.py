@@ -158,10 +158,10 @@ class ExecutableInfo:
     note: str = ""
     frames: list[Frame] = field(default_factory=list)
     user_index: int = -1
-    # Compile-time instrumentation (compiled.py), by function name; empty when the VM
-    # instrument traces this executable.
+    # Compile-time instrumentation (compiled.CompiledFunction), by function name; empty when
+    # the VM instrument traces this executable.
     compiled: dict = field(default_factory=dict)
-    compiled_health: bool | str = False  # how the build was instrumented (api._compile_health)
+    compiled_health: compiled.Summaries | None = None  # what its summary kernels record (if compiled)
     # The module right after FuseOps (fused functions still call the per-op legalized
     # PrimFuncs): the source of replays (tvmdbg_tb.replay); None when there was no FuseOps.
     fused_module: object = None

@@ -13,9 +13,11 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import uuid
 import weakref
+from collections.abc import Callable
 
 import tvm
 from tvm import relax
@@ -40,7 +42,7 @@ class EmitRegistry:
 
     def record(self, var, expr, skip: int, name_hint: str = "") -> None:
         name = str(var.name)
-        entry = self._entry(graphs.op_type_of(expr), name, skip + 1)
+        entry = self.entry(graphs.op_type_of(expr), name, skip + 1)
         if name_hint and name_hint != name:
             entry.name_hint = name_hint
         with self._lock:
@@ -53,11 +55,12 @@ class EmitRegistry:
         of the binding it will get (lookup_value), when it is made for a model node."""
         if not isinstance(expr, relax.Call) or importers.converting_node(skip + 1) is None:
             return
-        entry = self._entry(graphs.op_type_of(expr), "", skip + 1)
+        entry = self.entry(graphs.op_type_of(expr), "", skip + 1)
         with self._lock:
             self._by_value.setdefault(hash(expr), (expr, entry))
 
-    def _entry(self, op_type: str, name: str, skip: int) -> graphs.Emitted:
+    def entry(self, op_type: str, name: str, skip: int) -> graphs.Emitted:
+        """The entry of an op made now (the caller's stack, `skip` frames up)."""
         frames, user_index = frames_mod.capture(skip + 1)
         node = None
         converting = importers.converting_node(skip + 1)
@@ -122,30 +125,29 @@ def _user_line(entry: graphs.Emitted):
     return entry.frames[entry.user_index][:2] if entry.user_index >= 0 else None
 
 
-REGISTRY = EmitRegistry()
-
-
-class _State:
-    recording = False
-    on_executable = None  # callable(executable, ExecutableInfo) set by the session
-    # None: no compile-time instrumentation; False: timestamps only; True: with health.
-    compile_health: bool | None = None
-    # Parameters counted by the kernels that read them (epilogue.py); off under
-    # param_summaries="once_per_value", which skips their summaries instead.
-    params_in_kernels: bool = True
-    # Fused kernels count the NaN and infinities their ops make (inner_check.py).
-    inner_ops: bool = True
-
-
 class _Build(threading.local):
     """The build in progress on this thread (relax.build -> _vmcodegen)."""
 
     pending = None
 
 
-STATE = _State()
-_INSTALLED = False
-_ORIGINALS: dict[str, object] = {}
+class CaptureState:
+    """What the build hooks do: set by the tracing switches (the capture part of
+    tvmdbg_tb.tracing.state.TracingState), read by the hooks at each emit and build."""
+
+    def __init__(self) -> None:
+        self.recording = False
+        self.on_executable = None  # callable(executable, ExecutableInfo) set by the session
+        # What builds' summary kernels record (compiled.Summaries); None: no compile-time
+        # instrumentation (the VM instrument traces them).
+        self.compile_health = None
+        # Parameters counted by the kernels that read them (epilogue.py); off under
+        # param_summaries="once_per_value", which skips their summaries instead.
+        self.params_in_kernels = True
+        # Fused kernels count the NaN and infinities their ops make (inner_check.py).
+        self.inner_ops = True
+        self.registry = EmitRegistry()  # the user's stack of every var bound while recording
+        self.build = _Build()
 
 
 @tvm.instrument.pass_instrument
@@ -170,12 +172,13 @@ class _Snapshots:
             self.fused = mod
 
 
-def _wrap_normalize(original):
+def _wrap_normalize(original, current: Callable[[], CaptureState]):
     def normalize(self, expr, *args, **kwargs):
         result = original(self, expr, *args, **kwargs)
-        if STATE.recording:
+        state = current()
+        if state.recording:
             try:
-                REGISTRY.record_value(result, skip=1)
+                state.registry.record_value(result, skip=1)
             except Exception:  # capture is best effort; never break the user's model
                 pass
         return result
@@ -185,18 +188,19 @@ def _wrap_normalize(original):
     return normalize
 
 
-def _wrap_emit(original):
+def _wrap_emit(original, current: Callable[[], CaptureState]):
     def emit(self, expr, *args, **kwargs):
+        state = current()
         try:
             var = original(self, expr, *args, **kwargs)
         except Exception as error:
-            if STATE.recording:
-                _note_import_failure(error, skip=1)
+            if state.recording:
+                _note_import_failure(error, state.registry, skip=1)
             raise
-        if STATE.recording:
+        if state.recording:
             try:
                 hint = kwargs.get("name_hint", args[0] if args else "")
-                REGISTRY.record(var, expr, skip=1, name_hint=hint if isinstance(hint, str) else "")
+                state.registry.record(var, expr, skip=1, name_hint=hint if isinstance(hint, str) else "")
             except Exception:  # capture is best effort; never break the user's model
                 pass
         return var
@@ -206,7 +210,7 @@ def _wrap_emit(original):
     return emit
 
 
-def _note_import_failure(error: Exception, skip: int) -> None:
+def _note_import_failure(error: Exception, registry: EmitRegistry, skip: int) -> None:
     """Adds to an error raised while an importer converts a model node (TVM's converter could
     not type an op: a float16 model's bias added to a float32 matmul) a note naming the node
     and the line of the model's code that made it; never raises."""
@@ -214,7 +218,7 @@ def _note_import_failure(error: Exception, skip: int) -> None:
         converting = importers.converting_node(skip + 1)
         if converting is None or not hasattr(error, "add_note"):
             return
-        entry = REGISTRY._entry("", "", skip + 1)
+        entry = registry.entry("", "", skip + 1)
         node = entry.node
         text = f"tvmdbg: TVM's importer failed converting {node.format} node {node.name} ({node.op_type})"
         place = frames_mod.place(entry.frames, entry.user_index)
@@ -223,23 +227,21 @@ def _note_import_failure(error: Exception, skip: int) -> None:
         pass
 
 
-_BUILD = _Build()
-
-
 class _PendingBuild:
-    def __init__(self, mod, snapshots, target, frames, user_index, health):
+    def __init__(self, mod, snapshots, target, frames, user_index, state: CaptureState):
         self.mod = mod
         self.snapshots = snapshots
         self.target = target
         self.frames = frames
         self.user_index = user_index
-        self.health = health
+        self.health = state.compile_health
+        self.registry = state.registry
         self.info: graphs.ExecutableInfo | None = None
         self.lowered = None  # the module VM codegen returned (its PrimFuncs: build_failure.py)
 
     def describe(self) -> graphs.ExecutableInfo:
         if self.info is None:
-            self.info = describe(self.mod, self.snapshots, self.target, self.frames, self.user_index)
+            self.info = describe(self.mod, self.snapshots, self.target, self.frames, self.user_index, self.registry)
         return self.info
 
 
@@ -271,14 +273,15 @@ class _CollectorPaused:
                 gc.enable()
 
 
-def _wrap_codegen(original):
+def _wrap_codegen(original, current: Callable[[], CaptureState]):
     """Instruments the lowered module right before VM codegen (see compiled.py)."""
 
     def vmcodegen(builder, mod, *args, **kwargs):
-        pending = _BUILD.pending
+        state = current()
+        pending = state.build.pending
         if pending is not None and pending.health is not None:
             with _CollectorPaused():
-                mod = _instrumented(pending, mod)
+                mod = _instrumented(pending, mod, state)
         lowered = original(builder, mod, *args, **kwargs)
         if pending is not None:
             pending.lowered = lowered
@@ -288,39 +291,41 @@ def _wrap_codegen(original):
     return vmcodegen
 
 
-def _instrumented(pending: _PendingBuild, mod):
+def _instrumented(pending: _PendingBuild, mod, state: CaptureState):
     """mod with the compile-time instrumentation (compiled.py) if the build supports it."""
     info = pending.describe()
     from tvmdbg_tb.capture import compiled
 
     if compiled.plan_supported(info):
         try:
-            mod, functions = compiled.instrument(mod, info, pending.health, STATE.params_in_kernels, STATE.inner_ops)
-            info.compiled = {name: f.fid for name, f in functions.items()}
+            mod, functions = compiled.instrument(mod, info, pending.health, state.params_in_kernels, state.inner_ops)
+            info.compiled = functions
             info.compiled_health = pending.health
+            compiled.register(info)
         except Exception as error:  # unsupported shape of module: the VM instrument traces it
             info.compiled = {}
             info.note = (info.note + "; " if info.note else "") + f"traced by the VM instrument ({error})"
     return mod
 
 
-def _wrap_build(original):
+def _wrap_build(original, current: Callable[[], CaptureState]):
     def build(mod, *args, **kwargs):
-        if not STATE.recording or STATE.on_executable is None:
+        state = current()
+        if not state.recording or state.on_executable is None:
             return original(mod, *args, **kwargs)
         frames, user_index = frames_mod.capture(1)
         snapshots = _Snapshots()
-        current = tvm.transform.PassContext.current()
+        outer_context = tvm.transform.PassContext.current()
         context = tvm.transform.PassContext(
-            opt_level=current.opt_level,
-            required_pass=list(current.required_pass),
-            disabled_pass=list(current.disabled_pass),
-            instruments=[*current.instruments, snapshots],
-            config=dict(current.config),
+            opt_level=outer_context.opt_level,
+            required_pass=list(outer_context.required_pass),
+            disabled_pass=list(outer_context.disabled_pass),
+            instruments=[*outer_context.instruments, snapshots],
+            config=dict(outer_context.config),
         )
         target = args[0] if args else kwargs.get("target")
-        pending = _PendingBuild(mod, snapshots, str(target or ""), frames, user_index, STATE.compile_health)
-        outer, _BUILD.pending = _BUILD.pending, pending
+        pending = _PendingBuild(mod, snapshots, str(target or ""), frames, user_index, state)
+        outer, state.build.pending = state.build.pending, pending
         try:
             with context:
                 executable = original(mod, *args, **kwargs)
@@ -328,11 +333,11 @@ def _wrap_build(original):
             _explain_failure(error, pending, original, (mod, *args), kwargs)
             raise
         finally:
-            _BUILD.pending = outer
+            state.build.pending = outer
         with _CollectorPaused():
             info = pending.describe()
             attach(executable, info)
-            STATE.on_executable(executable, info)
+            state.on_executable(executable, info)
         return executable
 
     build.__wrapped__ = original
@@ -369,11 +374,13 @@ def _explain_failure(error: Exception, pending: _PendingBuild, original, args, k
         error.add_note(text)
 
 
-def describe(mod, snapshots: _Snapshots, target: str, frames, user_index) -> graphs.ExecutableInfo:
+def describe(
+    mod, snapshots: _Snapshots, target: str, frames, user_index, registry: EmitRegistry
+) -> graphs.ExecutableInfo:
     """The ExecutableInfo of one build; never raises (a failure becomes a note)."""
     executable_id = uuid.uuid4().hex[:12]
     try:
-        origins, by_name, by_operand, names = graphs.collect_origins(mod, REGISTRY, snapshots.fused is not None)
+        origins, by_name, by_operand, names = graphs.collect_origins(mod, registry, snapshots.fused is not None)
         fused = graphs.fused_members(snapshots.fused, by_operand, snapshots.pre_fuse, origins)
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
         flows = graphs.fused_dataflow(snapshots.fused)
@@ -410,31 +417,63 @@ def info_of(rt_mod) -> graphs.ExecutableInfo | None:
         return None
 
 
-def _lineage_active() -> bool:
-    """Passes the user applies while recording (not those of a build's pipeline)."""
-    return STATE.recording and _BUILD.pending is None
-
-
-def install() -> None:
-    """Wraps the TVM entry points once; they do nothing extra while recording is off."""
-    global _INSTALLED
-    if _INSTALLED:
-        return
+def install(current: Callable[[], CaptureState]) -> None:
+    """Wraps the TVM entry points once per process; current() is the CaptureState in force
+    (tvmdbg_tb.tracing.state), read at each call: they do nothing extra while it is not
+    recording."""
     bb = relax.BlockBuilder
-    for name in ("emit", "emit_output"):
-        _ORIGINALS[name] = getattr(bb, name)
-        setattr(bb, name, _wrap_emit(getattr(bb, name)))
-    _ORIGINALS["normalize"] = bb.normalize
-    bb.normalize = _wrap_normalize(bb.normalize)
-    pass_type = tvm.ir.transform.Pass
-    _ORIGINALS["pass_call"] = pass_type.__call__
-    pass_type.__call__ = lineage.wrap_pass_call(pass_type.__call__, REGISTRY, _lineage_active)
+    if getattr(bb.emit, "_tvmdbg_hook", False):
+        return
+
+    def lineage_active() -> bool:
+        """Passes the user applies while recording (not those of a build's pipeline)."""
+        state = current()
+        return state.recording and state.build.pending is None
+
     from tvm.relax import vm_build
 
-    original_build = vm_build.build
-    _ORIGINALS["build"] = original_build
-    wrapped = _wrap_build(original_build)
-    vm_build.build = wrapped
-    relax.build = wrapped
-    vm_build._vmcodegen = _wrap_codegen(vm_build._vmcodegen)
-    _INSTALLED = True
+    wrapped_build = _wrap_build(vm_build.build, current)
+    wrappers = [
+        (bb, "normalize", _wrap_normalize(bb.normalize, current)),
+        (
+            tvm.ir.transform.Pass,
+            "__call__",
+            lineage.wrap_pass_call(tvm.ir.transform.Pass.__call__, current, lineage_active),
+        ),
+        (vm_build, "build", wrapped_build),
+        (relax, "build", wrapped_build),
+        (vm_build, "_vmcodegen", _wrap_codegen(vm_build._vmcodegen, current)),
+        (tvm.runtime.Executable, "export_library", _wrap_export(tvm.runtime.Executable.export_library)),
+    ]
+    wrappers += [(bb, name, _wrap_emit(getattr(bb, name), current)) for name in ("emit_output", "emit")]
+    for owner, name, wrapper in wrappers:  # emit last: it marks the hooks installed
+        wrapper._tvmdbg_hook = True
+        setattr(owner, name, wrapper)
+
+
+def original_build():
+    """TVM's relax.build without the hook: for builds that are no user compile (replays)."""
+    build = relax.build
+    return build.__wrapped__ if getattr(build, "_tvmdbg_hook", False) else build
+
+
+# An annotation of files, like _INFOS of executables: the libraries exported from executables
+# compiled while recording, realpath -> their description, for processes that load them from
+# the file (tvmdbg_tb.disco's workers).
+_EXPORTED: dict[str, graphs.ExecutableInfo] = {}
+
+
+def _wrap_export(original):
+    def export_library(self, file_name, *args, **kwargs):
+        result = original(self, file_name, *args, **kwargs)
+        info = info_of(self)
+        if info is not None and isinstance(file_name, (str, os.PathLike)):
+            _EXPORTED[os.path.realpath(file_name)] = info
+        return result
+
+    return export_library
+
+
+def exported_info(path: str) -> graphs.ExecutableInfo | None:
+    """The description of the executable last exported to path in this process, if any."""
+    return _EXPORTED.get(os.path.realpath(path))

@@ -39,8 +39,9 @@ class _Depth(threading.local):
 _DEPTH = _Depth()
 
 
-def wrap_pass_call(original, registry, active):
-    """Pass.__call__ that records the lineage of a top-level call while active() is True."""
+def wrap_pass_call(original, current, active):
+    """Pass.__call__ that records the lineage of a top-level call while active() is True,
+    in current().registry (the capture state in force: capture.hooks.CaptureState)."""
 
     def __call__(self, mod, *args, **kwargs):
         if _DEPTH.value or not active() or not isinstance(mod, tvm.IRModule):
@@ -52,7 +53,7 @@ def wrap_pass_call(original, registry, active):
             _DEPTH.value -= 1
         try:
             if isinstance(result, tvm.IRModule) and not result.same_as(mod):
-                record(mod, result, _pass_name(self), registry)
+                record(mod, result, _pass_name(self), current().registry)
         except Exception:  # lineage is best effort; never break the user's pass
             pass
         return result

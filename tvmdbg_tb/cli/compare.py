@@ -5,9 +5,9 @@ Exit status: 0 within tolerance, 1 divergent, 2 cannot compare (the reason on st
 
 from __future__ import annotations
 
-import os
 import sys
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.cli.render import Style, table, where
 from tvmdbg_tb.cli.session import open_logdir, pick_run
 
@@ -16,8 +16,9 @@ def _run(path: str):
     """A run directory or a logdir (its only or newest run)."""
     from tvmdbg_tb.compare import CompareError
 
-    if not os.path.isdir(path):
-        raise CompareError(f"{path}: no such directory")
+    problem = storage.location_problem(path)
+    if problem is not None:
+        raise CompareError(f"{path}: {problem}")
     reader = open_logdir(path)
     return pick_run(reader, None, notes=sys.stderr)
 

@@ -6,11 +6,11 @@ Nothing imported at startup touches TVM: only `tvmdbg run` (which runs a TVM pro
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import textwrap
 
 from tvmdbg_tb.cli.session import CliError
+from tvmdbg_tb.events.options import checked_regex
 
 DESCRIPTION = """\
 tvmdbg: a debugger for Apache TVM models, in the terminal.
@@ -52,10 +52,9 @@ def _add_logdir(parser: argparse.ArgumentParser, all_runs: bool = False) -> None
 
 def _regex(text: str) -> str:
     try:
-        re.compile(text)
-    except re.error as error:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {error}") from None
-    return text
+        return checked_regex("REGEX", text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _add_expected(parser: argparse.ArgumentParser) -> None:

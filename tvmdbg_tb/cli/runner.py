@@ -227,7 +227,7 @@ def main(args) -> int:
     watch_hits = _add_watchpoints(getattr(args, "watch", None) or [], getattr(args, "live", False))
     controller = BreakController(
         writer.logdir,
-        writer.run_name,
+        writer.run_id,
         flush=writer.flush,
         tensor_filter=args.tensor_filter,
         commands=args.execute,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -17,15 +17,16 @@ class CliError(Exception):
 
 
 def open_logdir(logdir: str) -> DebugDataReader:
-    if not os.path.exists(logdir):
-        raise CliError(f"{logdir}: no such directory")
-    if not os.path.isdir(logdir):
+    problem = storage.location_problem(logdir)
+    if problem == "not a directory":
         raise CliError(f"{logdir}: not a directory (give the logdir passed to enable_dump_debug_info)")
+    if problem is not None:
+        raise CliError(f"{logdir}: {problem}")
     reader = DebugDataReader(logdir)
     reader.update()
     if not reader.runs():
         raise CliError(
-            f"{logdir} holds no tvmdbg dump: no {layout.file_name(layout.METADATA)} file at or below it "
+            f"{logdir} holds no tvmdbg dump: no {layout.file_name(layout.METADATA)} file (or segments) at or below it "
             "(was tvmdbg.enable_dump_debug_info called with this logdir?)"
         )
     return reader
@@ -35,7 +36,10 @@ def run_label(run: RunReader) -> str:
     """The run's name in the logdir, followed by the name the user gave it (run_name), when it
     has one: runs of one script are told apart by what they were for."""
     given = run.metadata.run_name if run.metadata is not None else ""
-    return f"{run.name} {json.dumps(given, ensure_ascii=False)}" if given else run.name
+    label = f"{run.name} {json.dumps(given, ensure_ascii=False)}" if given else run.name
+    if run.disco is not None:
+        label += f" (rank {run.disco.rank} of {run.disco.world_size}, disco job {run.disco.job_id})"
+    return label
 
 
 def _labels(reader: DebugDataReader, names: list[str]) -> str:

@@ -30,7 +30,7 @@ def _compact(values: np.ndarray) -> np.ndarray:
 def iter_stats(run: RunReader, offsets: np.ndarray):
     """Yields (positions in offsets, their stats rows) chunk by chunk of the trace file, rows
     as stats_matrix gives them; records that cannot be read are left out."""
-    for positions, values in trace_values.iter_debug_values(run.path, offsets, WIDTH):
+    for positions, values in trace_values.iter_debug_values(run, offsets, WIDTH):
         yield positions, _compact(values)
 
 

@@ -19,8 +19,10 @@ from collections import defaultdict
 
 import numpy as np
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.compare import bulk, calls, errors, inner
 from tvmdbg_tb.compare.identity import NODE, OpIdentity, describe_key, op_identities
+from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -28,9 +30,6 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 DEFAULT_RTOL = 1e-4
 DEFAULT_ATOL = 1e-5
 COMPARABLE_MODES = (pb.FULL_STATS, pb.FULL_TENSOR)
-# Prefix of a graph note saying ops inside control flow were not recorded (written by
-# tvmdbg_tb/tracing/torch_reference.py, which compare does not import).
-_CONTROL_FLOW_NOTE = "control flow: "
 # Paired calls compared record by record when a run holds values (FULL_TENSOR).
 _WALK_LIMIT = 256
 
@@ -44,8 +43,9 @@ def open_run(path_or_run: str | os.PathLike | RunReader) -> RunReader:
     if isinstance(path_or_run, RunReader):
         return path_or_run
     path = os.fspath(path_or_run)
-    if not os.path.isdir(path):
-        raise CompareError(f"{path}: no such directory")
+    problem = storage.location_problem(path)
+    if problem is not None:
+        raise CompareError(f"{path}: {problem}")
     reader = DebugDataReader(path)
     reader.update()
     try:
@@ -461,7 +461,7 @@ def _control_flow_notes(a: _Side, b: _Side, execution_a, execution_b) -> list[st
     out = []
     for side, execution in ((a, execution_a), (b, execution_b)):
         graph = _graph_of(side.run, execution)
-        if graph is not None and graph.note.startswith(_CONTROL_FLOW_NOTE):
+        if graph is not None and layout.is_control_flow_note(graph.note):
             out.append(f"run {side.label}: {graph.note}")
     return out
 

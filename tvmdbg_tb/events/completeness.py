@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -128,16 +129,6 @@ def writer_alive(metadata: pb.DebugMetadata | None, metadata_wall_time: float | 
     return _process_alive(int(metadata.pid), metadata_wall_time)
 
 
-def _last_growth(paths: list[str]) -> float:
-    times = []
-    for path in paths:
-        try:
-            times.append(os.lstat(path).st_mtime)
-        except OSError:
-            pass
-    return max(times, default=0.0)
-
-
 def _ranges(values: np.ndarray) -> list[tuple[int, int]]:
     """Sorted unique ints as [first, last] runs of consecutive values."""
     if not len(values):
@@ -182,15 +173,15 @@ def _assess(run, now: float) -> Completeness:
     places = run.places_read()
     drops = {s: run.ring_drops(s) for s in layout.RING_STREAMS}
     alive = writer_alive(metadata, run.metadata_wall_time)
-    paths = [os.path.join(run.path, layout.file_name(s)) for s in layout.STREAMS]
+    paths = [storage.join(run.path, layout.file_name(s)) for s in layout.STREAMS]
     if end is not None:
         gone = True
     elif alive is not None:
         # A writer that just closed its dump and exited: its last records (the RunEnd) are
         # not read yet, so it is not known to have ended without one.
-        gone = not alive and not _grown_since_read(tails)
+        gone = not alive and not run.grown_since_read()
     else:
-        gone = now - _last_growth(paths) > STALE_AFTER_SECONDS
+        gone = now - run.last_growth() > STALE_AFTER_SECONDS
     problems: list[Problem] = []
     meta_path = paths[layout.STREAMS.index(layout.METADATA)]
 
@@ -416,17 +407,6 @@ def _assess(run, now: float) -> Completeness:
     else:
         ended = "not closed" if gone else "running"
     return Completeness(state, ended, alive, problems, {s: n for s, n in dropped.items() if n}, notes)
-
-
-def _grown_since_read(tails: list[tuple[str, int, int]]) -> bool:
-    """Whether a file has grown (or was replaced) since the reader last read it."""
-    for path, _, size in tails:
-        try:
-            if os.stat(path).st_size != size:
-                return True
-        except OSError:  # gone: nothing more to read there
-            pass
-    return False
 
 
 def _tried(path: str, stream: str, tails, stream_errors) -> bool:

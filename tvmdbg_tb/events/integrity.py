@@ -129,11 +129,6 @@ class RecordOrder:
         _add(bad, Misplaced(position, offset, size, f"{what} read twice ({_places(first, stop - 1)})"))
         return False
 
-    def missing_at_end(self, written: int) -> tuple[int, int] | None:
-        """The places [first, last] that the writer said it wrote (written) and no record took
-        at the end of the file, if any."""
-        return (self.expected, written - 1) if written > self.expected else None
-
 
 def _places(first: int, last: int) -> str:
     return f"place {first}" if first == last else f"places {first}-{last}"

@@ -1,4 +1,5 @@
-"""Where a dump lives on disk: one directory per run, six record files in each.
+"""Where a dump lives: one directory per run, six record streams in each (a file each on a
+local disk, sealed segments on an object store: tvmdbg_tb/storage).
 
 Shared by the writer (which creates them) and the reader (which finds them), so the two
 can never disagree on a name. The names avoid `tfevents`, which TensorBoard would ingest.
@@ -9,7 +10,8 @@ from __future__ import annotations
 import os
 import socket
 import time
-from pathlib import Path
+
+from tvmdbg_tb import storage
 
 METADATA = "metadata"
 SOURCE_FILES = "source_files"
@@ -38,40 +40,35 @@ FILE_PREFIX = "tvmdbg."
 FILE_VERSION = "tvmdbg.DebugEvent:1"
 
 
+# A graph note saying that ops inside control flow were run as one node and not recorded
+# (record_torch_reference writes it; compare reads it): made and recognised here only.
+_CONTROL_FLOW = "control flow: "
+
+
+def control_flow_note(nodes: list[str], text: str) -> str:
+    """The graph note naming the control-flow nodes, then text."""
+    return f"{_CONTROL_FLOW}{', '.join(nodes)} {text}"
+
+
+def is_control_flow_note(note: str) -> bool:
+    return note.startswith(_CONTROL_FLOW)
+
+
 def file_name(stream: str) -> str:
     return FILE_PREFIX + stream
 
 
-def is_run_dir(path: str | os.PathLike) -> bool:
-    """A run directory is one holding a metadata file."""
-    return os.path.isfile(os.path.join(path, file_name(METADATA)))
-
-
-def new_run_name(now: float | None = None) -> str:
-    """A readable, sortable, unique-per-process run name: time, host and pid."""
+def new_run_id(now: float | None = None) -> str:
+    """A readable, sortable, unique-per-process run directory name: time, host and pid."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now if now is not None else time.time()))
     host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname()) or "host"
     return f"{stamp}_{host}_pid{os.getpid()}"
 
 
-def find_run_dirs(logdir: str | os.PathLike, max_depth: int = 32) -> list[str]:
-    """Run directories at or under logdir (hidden directories and symlinks skipped), as paths
-    relative to logdir ("." when logdir itself is a run), sorted. A run inside another run's
-    directory, or below a stray metadata file, is found too."""
-    root = Path(logdir)
-    found = []
-    stack = [(root, 0)]
-    while stack:
-        directory, depth = stack.pop()
-        if is_run_dir(directory):
-            found.append(os.path.relpath(directory, root))
-        if depth >= max_depth:
-            continue
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
-                stack.append((Path(entry.path), depth + 1))
-    return sorted(found)
+def find_run_dirs(logdir: str | os.PathLike | storage.Store, max_depth: int = 32) -> list[str]:
+    """Run directories at or under logdir (a path, a URL or a Store; hidden directories and
+    symlinks skipped), as paths relative to logdir ("." when logdir itself is a run), sorted.
+    A run directory is one holding a metadata file (or its segments). A run inside another
+    run's directory, or below a stray metadata file, is found too."""
+    store = logdir if isinstance(logdir, storage.Store) else storage.open_store(logdir)
+    return store.find_dirs_holding((file_name(METADATA),), max_depth)

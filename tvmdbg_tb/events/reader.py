@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import threading
 import time
 from collections import defaultdict
@@ -23,6 +22,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.events import completeness, integrity, layout, records, vectorized
 from tvmdbg_tb.events.digests import (
     EXECUTION_DIGEST,
@@ -51,25 +51,11 @@ Observer = Callable[["RunReader", str, int, bool], None]
 were dropped and the index rebuilt from start 0."""
 
 
+UnreadableStreamError = storage.UnreadableStreamError
+
+
 class StaleRecordError(LookupError):
     """A record asked for by index is no longer in the dump (dropped by the circular buffer)."""
-
-
-class UnreadableStreamError(OSError):
-    """A stream's path is not a regular file (a directory, a FIFO, a device): never opened."""
-
-
-def _file_kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 class GrowingArray:
@@ -117,12 +103,13 @@ def _records_of(batch) -> list[tuple[int, bytes]]:
 
 
 class _RecordFileReader:
-    """Follows one record file: new records since the last poll, resets on replacement."""
+    """Follows one stream's records: new records since the last poll, resets on replacement.
+    The bytes come from a storage follower (a local file, or an object store's segments), so
+    local and object storage share this one framing path."""
 
-    def __init__(self, path: str):
-        self.path = path
-        self.fd: int | None = None
-        self.inode: tuple[int, int] | None = None
+    def __init__(self, source: storage.Follower):
+        self.source = source
+        self.path = source.path
         self.offset = 0
         self.size = 0
         self._reported: set[int] = set()
@@ -163,7 +150,7 @@ class _RecordFileReader:
                     yield reset, (b"", empty, empty, empty, None), []
                 break
             want = min(size - self.offset, _READ_CHUNK)
-            buf = os.pread(self.fd, want, self.offset)
+            buf = self.source.read(self.offset, want)
             padded = vectorized.padded(buf)  # shared by the scan and the digest decoding
             offsets, starts, lengths, found, consumed = vectorized.scan(buf, self.offset, self.path, padded)
             bad = [item for item in found if self._new_damage(item)]
@@ -201,19 +188,14 @@ class _RecordFileReader:
         self._rewound = True
 
     def _current(self) -> tuple[bool, int] | None:
-        """(reset, size): the file at this path opened (reopened when replaced or shrunk,
-        reset then True) and its size; None when there is no file."""
-        reset = False
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            raise UnreadableStreamError(f"{self.path} is not a regular file ({_file_kind(st.st_mode)})")
-        if (st.st_dev, st.st_ino) != self.inode or st.st_size < self.offset:
-            reset = self.inode is not None
-            self._reopen()
-        return reset, os.fstat(self.fd).st_size
+        """(reset, size): the stream as it is now (read again from its start when it was
+        replaced or shrunk, reset then True) and its size; None when there is no stream."""
+        found = self.source.current(self.offset)
+        if found is not None and found[0]:
+            self.offset = 0
+            self._checked = None
+            self._reported.clear()
+        return found
 
     def _new_damage(self, item: records.Corruption) -> bool:
         if item.offset in self._reported:
@@ -226,27 +208,29 @@ class _RecordFileReader:
         chunk, or damage followed by nothing valid within the chunk. Returns ("record",
         (buf, offsets, starts, lengths)) for a big good record, ("damage", Corruption) after
         moving past damaged bytes to the next valid record (searched to the end of the file,
-        whatever the records' sizes), or None when the rest must wait for more bytes."""
+        whatever the records' sizes), or None when the rest must wait for more bytes. A record
+        is read whole only once records.check_record found it whole: a length its header
+        declares costs no memory beyond one chunk."""
         if len(buf) < records.HEADER_SIZE:
             return None
-        if records.header_candidates(buf[: records.HEADER_SIZE], 0, size - self.offset) == [0]:
-            need = records.HEADER_SIZE + int.from_bytes(buf[:8], "little") + records.FOOTER_SIZE
-            if self.offset + need > size:
-                return None  # a record still being written, or cut (see RunReader.tails)
-            big = os.pread(self.fd, need, self.offset)
-            items = list(records.scan(big, self.offset, self.path, final=True))
-            offset = self.offset
+        state, length = records.check_record(self._pread, self.offset, size, self.source.holes)
+        if state in (records.WHOLE, records.BAD_DATA):
+            offset, need = self.offset, records.HEADER_SIZE + length + records.FOOTER_SIZE
             self.offset += need
-            if items and not isinstance(items[0], records.Corruption):
-                _, start, length = items[0]
-                return "record", (big, np.array([offset]), np.array([start]), np.array([length]))
-            damage = records.Corruption(self.path, offset, need, "bad data CRC")
+            if state == records.WHOLE:
+                big = self.source.read(offset, need)
+                start = np.array([records.HEADER_SIZE])
+                return "record", (big, np.array([offset]), start, np.array([length]))
             self._reported.add(offset)
-            return "damage", damage
+            return "damage", records.Corruption(self.path, offset, need, records.BAD_DATA)
         nxt = self._next_record(self.offset + 1, size)
         if nxt is None:
-            return None  # damage up to the end (reported as such by the scan); wait for more
-        damage = records.Corruption(self.path, self.offset, nxt - self.offset, "bad length CRC")
+            return None  # a record still being written, or cut (see RunReader.tails); or damage to the end
+        reason = {
+            records.BAD_LENGTH: records.BAD_LENGTH,
+            records.TOO_LARGE: f"declared length {length} is larger than any record",
+        }.get(state, f"declared length {length} goes past the next record")
+        damage = records.Corruption(self.path, self.offset, nxt - self.offset, reason)
         self._reported.add(self.offset)
         self.offset = nxt
         return "damage", damage
@@ -255,63 +239,56 @@ class _RecordFileReader:
         """The file offset of the first whole valid record at or after start, if any."""
         window = start
         while window < size:
-            buf = os.pread(self.fd, _READ_CHUNK + records.HEADER_SIZE, window)
+            window = self.source.data_from(window)  # a hole of a sparse file holds no record
+            if window is None or window >= size:
+                return None
+            buf = self.source.read(window, _READ_CHUNK + records.HEADER_SIZE)
             for pos in records.header_candidates(buf, 0, size - window):
                 if pos >= _READ_CHUNK:
                     break
-                need = records.HEADER_SIZE + int.from_bytes(buf[pos : pos + 8], "little") + records.FOOTER_SIZE
-                record = os.pread(self.fd, need, window + pos)
-                items = list(records.scan(record, window + pos, self.path, final=True))
-                if len(items) == 1 and not isinstance(items[0], records.Corruption):
+                if records.check_record(self._pread, window + pos, size, self.source.holes)[0] == records.WHOLE:
                     return window + pos
             window += _READ_CHUNK
         return None
 
-    def _reopen(self) -> None:
-        """Opens the file now at the path. Its identity is taken from the file opened, not
-        from the stat before: the writer may replace the file in between, and the file then
-        stat'ed, unlinked and closed, frees its inode number for a later replacement to
-        reuse; taken from the stat, the reader would follow a dead file as if current."""
-        if self.fd is not None:
-            os.close(self.fd)
-        self.fd = os.open(self.path, os.O_RDONLY)
-        st = os.fstat(self.fd)
-        self.inode = (st.st_dev, st.st_ino)
-        self.offset = 0
-        self._checked = None
-        self._reported.clear()
+    def _pread(self, offset: int, size: int) -> bytes:
+        return self.source.read(offset, size)
 
     def read_at(self, offset: int) -> pb.DebugEvent:
         """The event of the record at offset (in the file generation currently indexed)."""
-        header = os.pread(self.fd, records.HEADER_SIZE, offset)
+        header = self.source.read(offset, records.HEADER_SIZE)
         if len(header) < records.HEADER_SIZE:
             raise StaleRecordError(f"{self.path}: no record at byte {offset}")
         length = int.from_bytes(header[:8], "little")
-        body = os.pread(self.fd, length + records.FOOTER_SIZE, offset + records.HEADER_SIZE)
-        items = list(records.scan(header + body, offset, self.path, final=True))
-        if len(items) != 1 or isinstance(items[0], records.Corruption):
+        if offset + records.HEADER_SIZE + length + records.FOOTER_SIZE > self.source.length():
+            raise StaleRecordError(f"{self.path}: the record at byte {offset} goes past the end of the file")
+        data = self.source.read(offset + records.HEADER_SIZE, length)
+        footer = self.source.read(offset + records.HEADER_SIZE + length, records.FOOTER_SIZE)
+        if not records.intact(header, data, footer):
             raise StaleRecordError(f"{self.path}: no valid record at byte {offset}")
-        return pb.DebugEvent.FromString(body[:length])
+        return pb.DebugEvent.FromString(data)
 
     def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except OSError:
-            pass
+        self.source.close()
 
 
 class RunReader:
     """One run's dump: its metadata, source, graphs, and indexes of executions and traces."""
 
-    def __init__(self, name: str, path: str):
+    def __init__(self, name: str, path: str, store: storage.Store | None = None):
+        """path: the run's directory (a URL on an object store) in store (by default the
+        store holding path)."""
         self.name = name
         self.path = path
-        self._files = {s: _RecordFileReader(os.path.join(path, layout.file_name(s))) for s in layout.STREAMS}
+        store = store if store is not None else storage.open_store(path)
+        self._listing = storage.Listing(store, path)
+        # Kept as segments (an object store, or a run copied down from one): one listing per update.
+        self.segmented = storage.is_segmented(store, path, layout.file_name(layout.METADATA), self._listing)
+        self._store = store
+        self._files = {
+            s: _RecordFileReader(storage.follower(store, path, layout.file_name(s), self._listing, self.segmented))
+            for s in layout.STREAMS
+        }
         # The run's key (that of its DebugMetadata record); keyed: False for a dump written
         # before records carried one (nothing to check them by), None while unknown.
         self.run_key: int | None = None
@@ -332,6 +309,8 @@ class RunReader:
         self.metadata_wall_time: float | None = None
         # How the writer ended the dump (None while it runs, or if it never could say).
         self.run_end: pb.RunEnd | None = None
+        # The disco job and rank the run belongs to (tvmdbg_tb.disco), None for a lone process.
+        self.disco: pb.DiscoWorker | None = None
         self._run_end_read: pb.RunEnd | None = None
         # Damage already reported, while the execution file is read again (see _update_digests).
         self._reread_damage: set[tuple[str, int, str]] | None = None
@@ -380,18 +359,29 @@ class RunReader:
         once its op is; a RunEnd read is shown last, once everything written before it is."""
         with self._update_lock:
             counts = dict.fromkeys(layout.STREAMS, 0)
-            self._read_stream(layout.METADATA, counts)
-            for stream in reversed(layout.WRITE_ORDER[1:]):
-                try:
-                    self._files[stream].pin()
-                except OSError:
-                    pass  # said by _read_stream, which tries again
-            for stream in layout.WRITE_ORDER[1:]:
-                self._read_stream(stream, counts)
+            ended = self._run_end_read is not None
+            self._read_streams(counts)
+            if self.segmented and not ended and self._run_end_read is not None:
+                # The RunEnd's segment is uploaded after every other one: a listing begun after
+                # it was read lists them all, so the records it counts are read before it shows.
+                self._read_streams(counts)
             if self._run_end_read is not None:
                 with self._lock:
                     self.run_end = self._run_end_read
             return counts
+
+    def _read_streams(self, counts: dict[str, int]) -> None:
+        """One pass over the streams (on an object store, from one fresh listing of the run)."""
+        if self.segmented:
+            self._listing.refresh()  # an OSError fails this update of the run (DebugDataReader says why)
+        self._read_stream(layout.METADATA, counts)
+        for stream in reversed(layout.WRITE_ORDER[1:]):
+            try:
+                self._files[stream].pin()
+            except OSError:
+                pass  # said by _read_stream, which tries again
+        for stream in layout.WRITE_ORDER[1:]:
+            self._read_stream(stream, counts)
 
     def _read_stream(self, stream: str, counts: dict[str, int]) -> None:
         try:  # one unreadable stream must not hide the others
@@ -642,6 +632,8 @@ class RunReader:
                 self.metadata_wall_time = event.wall_time
             elif event.HasField("run_end"):
                 self._run_end_read = event.run_end  # shown at the end of the update
+            elif event.HasField("disco_worker"):
+                self.disco = event.disco_worker
 
     def _ingest_source_files(self, items, reset) -> None:
         self._source_files.extend(event.source_file for _, event in items)
@@ -850,7 +842,26 @@ class RunReader:
 
     def tails(self) -> list[tuple[str, int, int]]:
         """(path, bytes read as whole records, file size) per stream file."""
-        return [(f.path, f.offset, f.size) for f in self._files.values() if f.inode is not None]
+        return [(f.path, f.offset, f.size) for f in self._files.values() if f.source.opened]
+
+    def open_stream(self, stream: str) -> storage.Follower:
+        """A follower of one of the run's streams of its own (its own file handle or listing),
+        for bulk reads by stream offset beside the reader (events/trace_values.py)."""
+        listing = storage.Listing(self._store, self.path)
+        return storage.follower(self._store, self.path, layout.file_name(stream), listing, self.segmented)
+
+    def grown_since_read(self) -> bool:
+        """Whether a stream has grown (or was replaced) since it was last read."""
+        for f in self._files.values():
+            if f.source.opened:
+                size = f.source.size_now()
+                if size is not None and size != f.size:
+                    return True
+        return False
+
+    def last_growth(self) -> float:
+        """When a stream of the run last grew (s since the epoch; 0 when unknown)."""
+        return max((f.source.modified() for f in self._files.values()), default=0.0)
 
     def op_ids(self) -> set[int]:
         return set(self._ops)
@@ -995,10 +1006,7 @@ class RunReader:
         """When the run started: its metadata record's wall time, else its directory's."""
         if self.metadata_wall_time is not None:
             return self.metadata_wall_time
-        try:
-            return os.stat(self.path).st_mtime
-        except OSError:
-            return 0.0
+        return self._files[layout.METADATA].source.modified()
 
     def execution_trace_indices(self, execution_index: int) -> np.ndarray:
         """Positions of the traces recorded during one execution (by Execution.index; read-only)."""
@@ -1017,7 +1025,10 @@ class DebugDataReader:
     what is new; new runs are discovered on each update."""
 
     def __init__(self, logdir: str | os.PathLike):
+        """logdir: a local path or a URL (s3://, gs://, any fsspec URL). Raises
+        storage.StoreUnavailableError when its file system is not installed."""
         self.logdir = os.fspath(logdir)
+        self.store = storage.open_store(self.logdir)
         self._runs: dict[str, RunReader] = {}
         self._lock = threading.Lock()
 
@@ -1025,12 +1036,12 @@ class DebugDataReader:
         """Finds new run directories without reading them (so observers can be added before
         the first read); returns the names of all runs."""
         with self._lock:
-            for name in layout.find_run_dirs(self.logdir):
+            found = layout.find_run_dirs(self.store)
+            for name in found:
                 if name not in self._runs:
-                    self._runs[name] = RunReader(name, os.path.normpath(os.path.join(self.logdir, name)))
-            for name, run in list(self._runs.items()):
-                if not os.path.isdir(run.path):  # its directory went: so does the run
-                    del self._runs[name]  # its files close when the last query using it ends
+                    self._runs[name] = RunReader(name, self.store.join(name), self.store)
+            for name in set(self._runs) - set(found):  # its directory went: so does the run
+                del self._runs[name]  # its files close when the last query using it ends
             return sorted(self._runs)
 
     def update(self) -> dict[str, dict[str, int]]:
@@ -1078,9 +1089,23 @@ class DebugDataReader:
         first_bad = [(run.first_nonfinite_time(), run.name, run) for run in runs]
         bad = [entry for entry in first_bad if entry[0] is not None]
         if bad:
-            return min(bad, key=lambda entry: entry[:2])[2], "the run whose first NaN/Inf was recorded first"
+            chosen = min(bad, key=lambda entry: entry[:2])[2]
+            if chosen.disco is not None:  # the first origin across the ranks of a disco job
+                worker = chosen.disco
+                ranks = len(self.job(worker.job_id))
+                return chosen, (
+                    f"rank {worker.rank} of disco job {worker.job_id} ({ranks} of {worker.world_size} ranks read), "
+                    "whose first NaN/Inf was recorded first"
+                )
+            return chosen, "the run whose first NaN/Inf was recorded first"
         started = max(runs, key=lambda run: (run.start_time(), run.name))
         return started, "the newest run (no run recorded a NaN/Inf)"
+
+    def job(self, job_id: str) -> list[RunReader]:
+        """The runs of a disco job (tvmdbg_tb.disco) found so far, by rank."""
+        with self._lock:
+            runs = [run for run in self._runs.values() if run.disco is not None and run.disco.job_id == job_id]
+        return sorted(runs, key=lambda run: (run.disco.rank, run.name))
 
     @property
     def corruptions(self) -> list[records.Corruption]:

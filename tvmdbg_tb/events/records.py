@@ -8,7 +8,7 @@ TensorBoard's own writer computes CRC32C in pure Python (~3 MB/s); google-crc32c
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import google_crc32c
@@ -114,6 +114,108 @@ def scan(buf: bytes, base_offset: int, path: str, final: bool = False) -> Iterat
         pos = stop
 
 
+def intact(header: bytes, data: bytes, footer: bytes) -> bool:
+    """Whether a record read in its three parts is whole: both CRCs hold and data has the
+    length the header declares (no copy of data is made)."""
+    return (
+        len(header) == HEADER_SIZE
+        and len(footer) == FOOTER_SIZE
+        and _U64.unpack_from(header)[0] == len(data)
+        and _U32.unpack_from(header, 8)[0] == masked_crc32c(header[:8])
+        and _U32.unpack(footer)[0] == masked_crc32c(data)
+    )
+
+
+CHECK_CHUNK = 4 << 20  # bytes of a large record's data held at once while its CRC is taken
+MAX_RECORD_BYTES = (2 << 30) - 1  # protobuf serialises no message larger: no writer made a longer record
+
+WHOLE, CUT, TOO_LARGE, BAD_LENGTH, BAD_DATA = "whole", "cut", "too large", "bad length CRC", "bad data CRC"
+
+Holes = Callable[[int, int], Iterator[tuple[int, int]]]
+"""holes(start, stop) yields the [begin, end) stretches of [start, stop) that a sparse file
+does not hold (they read as zeros)."""
+
+
+def check_record(
+    read: Callable[[int, int], bytes], offset: int, size: int, holes: Holes | None = None
+) -> tuple[str, int]:
+    """(state, data length) of the record at `offset` of a file of `size` bytes, read with
+    read(offset, n): WHOLE (both CRCs hold), CUT (its length goes past the file's end),
+    TOO_LARGE (longer than any record a writer can make), BAD_LENGTH or BAD_DATA.
+
+    What a header declares is believed only as far as the file reaches, and the data's CRC is
+    taken CHECK_CHUNK bytes at a time, the holes of a sparse file (`holes`) by arithmetic
+    without reading them: checking a record costs one chunk of memory, and time for the bytes
+    the file really holds, whatever length it declares (a damaged or hostile header saying
+    2**63, a sparse file of zeros). Only a record known whole is ever read whole."""
+    header = read(offset, HEADER_SIZE)
+    if len(header) < HEADER_SIZE:
+        return CUT, 0
+    (length,) = _U64.unpack_from(header)
+    if _U32.unpack_from(header, 8)[0] != masked_crc32c(header[:8]):
+        return BAD_LENGTH, length
+    if offset + HEADER_SIZE + length + FOOTER_SIZE > size:
+        return CUT, length
+    if length > MAX_RECORD_BYTES:
+        return TOO_LARGE, length
+    crc, start, stop = 0, offset + HEADER_SIZE, offset + HEADER_SIZE + length
+    for begin, end in [*(holes(start, stop) if holes is not None else ()), (stop, stop)]:
+        while start < begin:
+            block = read(start, min(CHECK_CHUNK, begin - start))
+            if not block:
+                return CUT, length  # the file shrank meanwhile
+            crc = google_crc32c.extend(crc, block)
+            start += len(block)
+        crc, start = extend_zeros(crc, end - begin), max(start, end)
+    footer = read(stop, FOOTER_SIZE)
+    if len(footer) < FOOTER_SIZE:
+        return CUT, length
+    masked = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+    return (WHOLE if _U32.unpack(footer)[0] == masked else BAD_DATA), length
+
+
+def _gf2_times(matrix: list[int], vector: int) -> int:
+    out, row = 0, 0
+    while vector:
+        if vector & 1:
+            out ^= matrix[row]
+        vector >>= 1
+        row += 1
+    return out
+
+
+def _zero_operators() -> list[list[int]]:
+    """The CRC32C register's change over 2**k zero bytes, k = 0..63, as GF(2) matrices (the
+    method of zlib's crc32_combine): google_crc32c can extend a CRC only by bytes it is given."""
+    bit = [0x82F63B78] + [1 << k for k in range(31)]  # one zero bit, reflected polynomial
+    square = bit
+    for _ in range(3):
+        square = [_gf2_times(square, column) for column in square]
+    operators = [square]
+    for _ in range(63):
+        square = [_gf2_times(square, column) for column in square]
+        operators.append(square)
+    return operators
+
+
+_ZERO_OPERATORS: list[list[int]] = []
+
+
+def extend_zeros(crc: int, count: int) -> int:
+    """google_crc32c.extend(crc, bytes(count)) without the bytes: O(log count)."""
+    if count <= 0:
+        return crc
+    if not _ZERO_OPERATORS:
+        _ZERO_OPERATORS.extend(_zero_operators())
+    register, k = crc ^ 0xFFFFFFFF, 0
+    while count:
+        if count & 1:
+            register = _gf2_times(_ZERO_OPERATORS[k], register)
+        count >>= 1
+        k += 1
+    return register ^ 0xFFFFFFFF
+
+
 def _resync(buf: bytes, start: int) -> int | None:
     """The first position at or after start where a whole valid record begins, if any."""
     end = len(buf)
@@ -128,24 +230,28 @@ def _resync(buf: bytes, start: int) -> int | None:
 def header_candidates(buf: bytes, start: int, room: int) -> list[int]:
     """Positions p >= start in buf, ascending, holding a valid record header whose record
     fits in `room` bytes from buf[0] (so may end beyond buf). Vectorised: a 4 MB stretch of
-    garbage or zeros (a power loss) is searched in milliseconds, not a CRC per byte."""
+    garbage or zeros (a power loss) is searched in tens of milliseconds, not a CRC per byte.
+    Cheap tests go first (a length's high word beyond the room: most garbage; a zero
+    length without the CRC of zero: zeros), so few positions are left for the CRCs."""
     import numpy as np
 
     count = len(buf) - HEADER_SIZE + 1 - start
     if count <= 0:
         return []
     b = np.frombuffer(buf, dtype=np.uint8)
-    lengths = np.zeros(count, dtype=np.uint64)
-    for k in range(8):
-        lengths |= b[start + k : start + k + count].astype(np.uint64) << np.uint64(8 * k)
-    positions = np.arange(start, start + count, dtype=np.int64)
-    fits = lengths <= (room - positions - HEADER_SIZE - FOOTER_SIZE).clip(min=0).astype(np.uint64)
+    words = np.ndarray(shape=(len(b) - 3,), dtype="<u4", buffer=b, strides=(1,))  # a u32 at each byte
+    low, high = words[start : start + count], words[start + 4 : start + 4 + count]
+    keep = (low != 0) | (high != 0) | (words[start + 8 : start + 8 + count] == _ZERO_LENGTH_CRC)
+    keep &= high <= max(room - start, 0) >> 32
+    positions = np.flatnonzero(keep) + start
+    lengths = (high[positions - start].astype(np.uint64) << np.uint64(32)) | low[positions - start]
+    fits = lengths <= np.clip(room - positions - HEADER_SIZE - FOOTER_SIZE, 0, None).astype(np.uint64)
     positions, lengths = positions[fits], lengths[fits]
     if not len(positions):
         return []
-    stored = np.zeros(len(positions), dtype=np.uint32)
-    for k in range(4):
-        stored |= b[positions + 8 + k].astype(np.uint32) << np.uint32(8 * k)
     values, inverse = np.unique(lengths, return_inverse=True)
     expected = np.array([masked_crc32c(_U64.pack(int(v))) for v in values.tolist()], dtype=np.uint32)
-    return positions[expected[inverse] == stored].tolist()
+    return positions[expected[inverse] == words[positions + 8]].tolist()
+
+
+_ZERO_LENGTH_CRC = masked_crc32c(bytes(8))

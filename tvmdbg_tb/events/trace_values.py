@@ -1,4 +1,4 @@
-"""The debug values of many traces at once, read straight from a run's trace file.
+"""The debug values of many traces at once, read straight from a run's trace stream.
 
 Bulk readers (compare's statistics, range alerts) need a few numbers of every trace; parsing
 each record with protobuf would cost seconds on a large dump. The digests already hold each
@@ -15,23 +15,27 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.events import layout, records, vectorized
 
 CHUNK = 8 << 20
 
 
-def iter_debug_values(run_path: str, offsets: np.ndarray, width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def iter_debug_values(run, offsets: np.ndarray, width: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yields (positions in offsets, (k, width) float64 debug values) chunk by chunk of the trace
-    file of the run at run_path, for the traces at these file offsets (the digests' `offset`
-    column). Rows are NaN where a record holds fewer than `width` values; records that cannot
-    be read (damaged, cut, gone) are left out."""
+    stream of run (a RunReader, or a run directory's path or URL), for the traces at these
+    stream offsets (the digests' `offset` column). Rows are NaN where a record holds fewer than
+    `width` values; records that cannot be read (damaged, cut, gone) are left out."""
     if not len(offsets):
         return
     order = np.argsort(offsets, kind="stable")
     sorted_offsets = np.asarray(offsets, dtype=np.int64)[order]
-    path = os.path.join(run_path, layout.file_name(layout.GRAPH_EXECUTION_TRACES))
-    with open(path, "rb") as f:
-        file_size = os.fstat(f.fileno()).st_size
+    source = _open(run)
+    found = source.current(0)
+    if found is None:
+        raise FileNotFoundError(f"{source.path}: no such stream")
+    file_size = found[1]
+    try:
         first = 0  # index in sorted_offsets of the next record to read
         while first < len(sorted_offsets):
             position = int(sorted_offsets[first])
@@ -39,8 +43,7 @@ def iter_debug_values(run_path: str, offsets: np.ndarray, width: int) -> Iterato
                 break  # the file is shorter than the index (cut): the rest is gone
             size = CHUNK
             while True:  # a chunk holds at least its first record, however large
-                f.seek(position)
-                buf = f.read(size)
+                buf = source.read(position, size)
                 last = int(np.searchsorted(sorted_offsets, position + len(buf), side="left"))
                 b = vectorized.padded(buf)
                 starts, lengths, state = vectorized.frames_at(b, sorted_offsets[first:last] - position, len(buf))
@@ -58,3 +61,17 @@ def iter_debug_values(run_path: str, offsets: np.ndarray, width: int) -> Iterato
             # cut by the end of the file, are left out.
             cut = np.flatnonzero(state == vectorized.CUT)
             first = last if not len(cut) else first + max(int(cut[0]), 1)
+    finally:
+        source.close()
+
+
+def _open(run) -> storage.Follower:
+    """A fresh follower of the trace stream (its own file handle or listing: never the
+    reader's, which its next update may move on)."""
+    if hasattr(run, "open_stream"):
+        return run.open_stream(layout.GRAPH_EXECUTION_TRACES)
+    path = os.fspath(run)
+    store = storage.open_store(path)
+    listing = storage.Listing(store, store.root)
+    segmented = storage.is_segmented(store, store.root, layout.file_name(layout.METADATA), listing)
+    return storage.follower(store, store.root, layout.file_name(layout.GRAPH_EXECUTION_TRACES), listing, segmented)

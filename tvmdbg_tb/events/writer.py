@@ -21,9 +21,7 @@ Design choices, each for a failure tfdbg2 has:
 
 from __future__ import annotations
 
-import array
 import atexit
-import itertools
 import linecache
 import os
 import secrets
@@ -37,8 +35,11 @@ from collections.abc import Callable, Sequence
 from importlib import metadata as _metadata
 from typing import NamedTuple
 
+from tvmdbg_tb import storage
 from tvmdbg_tb.events import health, layout, native_records, records
-from tvmdbg_tb.events.summaries import mode_value
+from tvmdbg_tb.events.options import DumpOptions
+from tvmdbg_tb.events.record_file import RecordFile as _RecordFile
+from tvmdbg_tb.events.segmented_file import SegmentedRecordFile, SegmentedRun
 from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -102,134 +103,6 @@ class _Framed(NamedTuple):
     sizes: tuple[int, ...]
 
 
-class _Dropped(NamedTuple):
-    """Sequences [first, first + count) of a ring file that the compaction dropped (written as a
-    RecordsDropped record in their place)."""
-
-    first: int
-    count: int
-
-
-class _RecordFile:
-    """One append-only record file. A ring file also remembers where its records end and,
-    once compacted, what precedes its newest records (its head): the records it keeps
-    whole and RecordsDropped records, in sequence order."""
-
-    def __init__(self, path: str, ring: bool):
-        self.path = path
-        self.ring = ring
-        self.handle = open(path, "ab")
-        self.size = self.handle.tell()
-        self.ends = array.array("q")  # end offset of each record after the head (ring files only)
-        self.head: list[tuple[int, int] | _Dropped] = []  # byte ranges of records kept whole, and drops
-        self.head_size = 0  # where the records after the head start
-        self.first_sequence = 0  # the sequence of the first record after the head
-
-    @property
-    def dropped(self) -> int:
-        """Records the compactions dropped."""
-        return sum(item.count for item in self.head if isinstance(item, _Dropped))
-
-    def append(self, chunks: list) -> None:
-        """Writes chunks: records (bytes) or runs of records ((blob, sizes): _Framed, or the
-        plain tuples native_records.queue_call queues), joined by native_records when built."""
-        native = native_records.LIBRARY.loaded()
-        if native is not None:
-            data, ends = native.join_chunks(chunks, self.size, self.ring)
-            self.handle.write(data)
-            if ends is not None:
-                self.ends.frombytes(ends)
-            self.size += len(data)
-            return
-        data = b"".join([c[0] if type(c) is not bytes else c for c in chunks])
-        self.handle.write(data)
-        if self.ring:
-            end = self.size
-            for chunk in chunks:
-                if type(chunk) is not bytes:  # a run of records
-                    running = itertools.accumulate(chunk[1], initial=end)
-                    next(running)  # `end` itself: no record of this run ends there
-                    self.ends.extend(running)
-                    end = self.ends[-1]
-                else:
-                    end += len(chunk)
-                    self.ends.append(end)
-        self.size += len(data)
-
-    def compact(
-        self, max_records: int, max_bytes: int, kept: Sequence[tuple[int, int]], marker: Callable[[int, int], bytes]
-    ) -> None:
-        """Keeps the last records that fit both bounds (at least one) and, of the older ones,
-        those whose sequences are in `kept` ((first, last) ranges, ascending), with a
-        RecordsDropped record (marker(first, count)) in place of each run of the others;
-        atomically."""
-        self.handle.flush()
-        keep = len(self.ends)
-        if max_records > 0:
-            keep = min(keep, max_records)
-        cut_index = len(self.ends) - keep
-        while keep > 1 and self.size - self._start_of(cut_index) > max_bytes:
-            cut_index += 1
-            keep -= 1
-        if cut_index == 0:
-            return
-        head = list(self.head)
-        done = 0  # records [0, done) of the dropped stretch [0, cut_index) are placed
-        for low, high in kept:
-            begin, stop = max(low - self.first_sequence, done), min(high - self.first_sequence + 1, cut_index)
-            if begin >= stop:
-                continue
-            if begin > done:
-                _add_drop(head, self.first_sequence + done, begin - done)
-            head.append((self._start_of(begin), self.ends[stop - 1]))
-            done = stop
-        if done < cut_index:
-            _add_drop(head, self.first_sequence + done, cut_index - done)
-        cut = self._start_of(cut_index)
-        tmp = self.path + ".compacting"
-        new_head: list[tuple[int, int] | _Dropped] = []
-        with open(self.path, "rb") as src, open(tmp, "wb") as dst:
-            for item in head:
-                at = dst.tell()
-                if isinstance(item, _Dropped):
-                    dst.write(marker(item.first, item.count))
-                    new_head.append(item)
-                else:
-                    _copy(src, dst, item[0], item[1])
-                    new_head.append((at, dst.tell()))
-            head_size = dst.tell()
-            _copy(src, dst, cut, self.size)
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, self.path)
-        self.handle.close()
-        self.handle = open(self.path, "ab")
-        shift = head_size - cut
-        self.ends = array.array("q", [end + shift for end in self.ends[cut_index:]])
-        self.size += shift
-        self.head, self.head_size = new_head, head_size
-        self.first_sequence += cut_index
-
-    def _start_of(self, index: int) -> int:
-        return self.ends[index - 1] if index > 0 else self.head_size
-
-
-def _copy(src, dst, start: int, end: int) -> None:
-    """Copies bytes [start, end) of src to dst, a block at a time."""
-    src.seek(start)
-    while start < end and (block := src.read(min(1 << 20, end - start))):
-        dst.write(block)
-        start += len(block)
-
-
-def _add_drop(head: list, first: int, count: int) -> None:
-    """Appends a dropped stretch to a head, merged with a drop just before it."""
-    if head and isinstance(head[-1], _Dropped) and head[-1].first + head[-1].count == first:
-        head[-1] = _Dropped(head[-1].first, head[-1].count + count)
-    else:
-        head.append(_Dropped(first, count))
-
-
 def _add_range(ranges: list[tuple[int, int]], first: int, last: int) -> None:
     """Appends [first, last] to ascending ranges, merged with the last one when they touch."""
     if ranges and ranges[-1][1] + 1 >= first:
@@ -238,42 +111,40 @@ def _add_range(ranges: list[tuple[int, int]], first: int, last: int) -> None:
         ranges.append((first, last))
 
 
+DEFAULT_OPTIONS = DumpOptions()  # frozen: one instance serves every writer given none
+
+
 class DebugEventsWriter:
-    """Writes the events of one run to `<logdir>/<run_name>/tvmdbg.*`. Thread-safe."""
+    """Writes the events of one run to `<logdir>/<run_id>/tvmdbg.*`. Thread-safe."""
 
     def __init__(
         self,
         logdir: str | os.PathLike,
+        options: DumpOptions = DEFAULT_OPTIONS,
         *,
-        run_name: str | None = None,
-        tensor_debug_mode: str | int = "NO_TENSOR",
-        circular_buffer_size: int = 1000,
-        circular_buffer_bytes: int | None = None,
+        run_id: str | None = None,
         flush_interval: float = 1.0,
-        display_name: str | None = None,
-        expected_nonfinite: str | None = None,
     ):
         """Creates the run directory and its files and writes the metadata record.
 
-        display_name: the name the user gave the run (DebugMetadata.run_name), shown by every
-            front end next to the command line; the directory keeps its unique name.
-        expected_nonfinite: the pattern of ops whose non-finite outputs the user expects
-            (DebugMetadata.expected_nonfinite, read by the analysis).
-
-        circular_buffer_size: execution and trace events kept (each stream); <= 0 keeps all.
-        circular_buffer_bytes: bytes kept per ring file; defaults to 256 MiB when
-            circular_buffer_size > 0 and to unbounded otherwise.
+        options: what the dump records (DumpOptions: the mode, the ring's bounds, the user's
+            run_name and expected_nonfinite pattern kept in the metadata record).
+        run_id: the run's directory in logdir (DebugMetadata.run_id), made unique with a
+            suffix when taken; default a new time-stamped name. Not the user's run_name,
+            which front ends show next to it.
         Never raises for the file system: if the directory or its files cannot be created
         (a regular file in the way, permissions, read-only, path too long), it warns once and
         `failed` says why; every later write is dropped.
         """
-        self.tensor_debug_mode = mode_value(tensor_debug_mode)
-        self.circular_buffer_size = int(circular_buffer_size)
+        self.options = options
+        self.tensor_debug_mode = options.tensor_debug_mode
+        self.circular_buffer_size = options.circular_buffer_size
+        circular_buffer_bytes = options.circular_buffer_bytes
         if circular_buffer_bytes is None:
             circular_buffer_bytes = DEFAULT_RING_BYTES if self.circular_buffer_size > 0 else 0
-        self.circular_buffer_bytes = int(circular_buffer_bytes)
+        self.circular_buffer_bytes = circular_buffer_bytes
         self._ring_on = self.circular_buffer_size > 0 or self.circular_buffer_bytes > 0
-        base = run_name or layout.new_run_name()
+        base = run_id or layout.new_run_id()
         self.logdir = os.fspath(logdir)
         self._lock = threading.Lock()  # guards pending buffers and counters
         self._io_lock = threading.Lock()  # serialises file writes and compaction
@@ -285,20 +156,27 @@ class DebugEventsWriter:
         # (executions, traces) allocated when the last successful write took its batch: the
         # records of executions before the last of them and of those traces are on disk.
         self._durable = (0, 0)
-        self._files: dict[str, _RecordFile] = {}
+        self._files: dict[str, _RecordFile | SegmentedRecordFile] = {}
+        self._segments: SegmentedRun | None = None  # the run's uploads, on an object store
         try:
-            self.run_name, self.run_dir = self._make_run_dir(base)
-            for s in layout.STREAMS:
-                path = os.path.join(self.run_dir, layout.file_name(s))
-                self._files[s] = _RecordFile(path, self._ring_on and s in layout.RING_STREAMS)
-        except (OSError, ValueError) as error:  # a file in the way, permissions, read-only, name too long
-            self.run_name, self.run_dir = base, os.path.join(self.logdir, base)
+            self._open_files(base)
+        except (OSError, ValueError) as error:  # a file in the way, permissions, read-only, name too long, no s3fs
+            self.run_id, self.run_dir = base, storage.join(self.logdir, base)
             for record_file in self._files.values():
-                record_file.handle.close()
+                record_file.close()
             self._files = {}
             self._fail(f"could not create the dump directory under {self.logdir!r}: {error!r}")
         self._closed = False
         self._files_closed = False
+        self._start_accounting()
+        self.host_name = socket.gethostname()
+        self._write_metadata()
+        self.flush()
+        native_records.LIBRARY.start_loading()  # in the background: no traced call waits for a build
+        self._start_flusher(flush_interval)
+
+    def _start_accounting(self) -> None:
+        """Ids, sequences, the accounting of calls by health and what the ring keeps whole."""
         self._next_execution = 0
         self._next_trace = 0  # traces: their index is their sequence
         # The run's key in every record, and each file's next sequence (see debug_event.proto).
@@ -317,29 +195,29 @@ class DebugEventsWriter:
         self._counts_health = self.tensor_debug_mode in health.HEALTH_MODES
         self._source_files: dict[str, int] = {}
         self._frames: dict[tuple[str, int, str], int] = {}
-        self.host_name = socket.gethostname()
-        self.write_event(
-            layout.METADATA,
-            pb.DebugEvent(
-                wall_time=time.time(),
-                debug_metadata=pb.DebugMetadata(
-                    tvmdbg_version=package_version("tvmdbg"),
-                    tvm_version=package_version("apache-tvm"),
-                    run_id=self.run_name,
-                    host_name=self.host_name,
-                    pid=os.getpid(),
-                    file_version=layout.FILE_VERSION,
-                    tensor_debug_mode=self.tensor_debug_mode,
-                    circular_buffer_size=self.circular_buffer_size,
-                    circular_buffer_bytes=self.circular_buffer_bytes,
-                    argv=list(sys.argv),
-                    run_name=display_name or "",
-                    expected_nonfinite=expected_nonfinite or "",
-                ),
-            ),
+
+    def _write_metadata(self) -> None:
+        """The run's first record: who wrote it, how, and the options front ends show."""
+        options = self.options
+        metadata = pb.DebugMetadata(
+            tvmdbg_version=package_version("tvmdbg"),
+            tvm_version=package_version("apache-tvm"),
+            run_id=self.run_id,
+            host_name=self.host_name,
+            pid=os.getpid(),
+            file_version=layout.FILE_VERSION,
+            tensor_debug_mode=self.tensor_debug_mode,
+            circular_buffer_size=self.circular_buffer_size,
+            circular_buffer_bytes=self.circular_buffer_bytes,
+            argv=list(sys.argv),
+            run_name=options.run_name or "",
+            expected_nonfinite=options.expected_nonfinite or "",
         )
-        self.flush()
-        native_records.LIBRARY.start_loading()  # in the background: no traced call waits for a build
+        self.write_event(layout.METADATA, pb.DebugEvent(wall_time=time.time(), debug_metadata=metadata))
+
+    def _start_flusher(self, flush_interval: float) -> None:
+        """The thread that writes what is pending every flush_interval seconds (or sooner,
+        past _EAGER_WRITE_BYTES), and the close at exit."""
         self._stop = threading.Event()
         self._wake = threading.Event()  # set with _EAGER_WRITE_BYTES pending, or to stop
         self._flusher = threading.Thread(
@@ -347,6 +225,21 @@ class DebugEventsWriter:
         )
         self._flusher.start()
         atexit.register(self.close)
+
+    def _open_files(self, base: str) -> None:
+        """Claims the run's directory and opens its streams: files on a local disk, sealed
+        segments uploaded in the background on an object store (events/segmented_file.py)."""
+        ring = {s for s in layout.RING_STREAMS if self._ring_on}
+        store = storage.open_store(self.logdir)
+        if store.remote:
+            self._segments = SegmentedRun(store, base, tuple(ring))
+            self.run_id, self.run_dir = self._segments.run_id, self._segments.run_dir
+            self._files = dict(self._segments.files)
+            return
+        self.logdir = store.root
+        self.run_id, self.run_dir = self._make_run_dir(base)
+        for s in layout.STREAMS:
+            self._files[s] = _RecordFile(os.path.join(self.run_dir, layout.file_name(s)), s in ring)
 
     def _make_run_dir(self, base: str) -> tuple[str, str]:
         """Creates a fresh run directory named base (or base-1, base-2, ... if taken)."""
@@ -457,6 +350,12 @@ class DebugEventsWriter:
             if not self._first_unrecorded:
                 self._first_unrecorded = description[:1000]
 
+    def write_disco_worker(self, job_id: str, rank: int, world_size: int) -> None:
+        """Records that this run is rank `rank` of `world_size` of disco job job_id (tvmdbg_tb.disco)."""
+        worker = pb.DiscoWorker(job_id=job_id, rank=rank, world_size=world_size)
+        self.write_event(layout.METADATA, pb.DebugEvent(wall_time=time.time(), disco_worker=worker))
+        self.flush()
+
     def write_graph(self, graph: pb.DebuggedGraph) -> None:
         self.write_event(layout.GRAPHS, pb.DebugEvent(wall_time=time.time(), debugged_graph=graph))
 
@@ -474,10 +373,6 @@ class DebugEventsWriter:
         nonfinite = any(map(health.trace_nonfinite, traces)) if self._counts_health else None
         index = traces[0].execution_index if traces else None
         self.write_call(None, [t.SerializeToString() for t in traces], wall_time, step, nonfinite, index)
-
-    def write_execution_payload(self, payload: bytes, wall_time: float | None = None, step: int = 0) -> None:
-        """Queues an Execution given serialized (the instrumentation's fast path)."""
-        self.write_call(payload, (), wall_time, step)
 
     def write_graph_execution_trace_payloads(
         self, payloads: Sequence[bytes], wall_time: float | None = None, step: int = 0
@@ -663,11 +558,11 @@ class DebugEventsWriter:
                 record_file = self._files[stream]
                 if stream in pending:
                     record_file.append(pending[stream])
-                record_file.handle.flush()
-                if fsync:
-                    os.fsync(record_file.handle.fileno())
+                record_file.flush(fsync)
                 if record_file.ring and self._over_twice_the_bound(record_file):
                     self._compact(stream)
+            if self._segments is not None:
+                self._segments.after_write()
             self._durable = taken
         except Exception as error:
             self._fail(f"writing to {self.run_dir} failed: {error!r}")
@@ -721,18 +616,18 @@ class DebugEventsWriter:
             end.first_missing_trace = self._durable[1]
         event = pb.DebugEvent(wall_time=time.time(), run_key=self.run_key, sequence=sequence, run_end=end)
         try:
-            record_file.handle.write(records.encode(event.SerializeToString()))
-            record_file.handle.flush()
-        except Exception:
-            pass
+            record_file.append([records.encode(event.SerializeToString())])
+            record_file.flush()
+        except Exception:  # no room or no file left for it: the reader then calls the dump
+            pass  # aborted, which is what it is (the failure itself was said when it happened)
 
     def _byte_bound(self) -> int:
         return self.circular_buffer_bytes if self.circular_buffer_bytes > 0 else sys.maxsize
 
     def _over_twice_the_bound(self, record_file: _RecordFile) -> bool:
         n = self.circular_buffer_size
-        newest = record_file.size - record_file.head_size
-        return (n > 0 and len(record_file.ends) >= 2 * n) or newest >= 2 * self._byte_bound()
+        records_after_head, bytes_after_head = record_file.newest()
+        return (n > 0 and records_after_head >= 2 * n) or bytes_after_head >= 2 * self._byte_bound()
 
     def _flush_periodically(self, interval: float) -> None:
         while True:
@@ -757,10 +652,13 @@ class DebugEventsWriter:
                 for stream, record_file in self._files.items():
                     if record_file.ring and not self._failed:
                         self._compact(stream)
+                self._finish_uploads()
                 self._write_run_end()
+                if self._segments is not None:
+                    self._segments.finish()  # the RunEnd's segment, uploaded after every other one
                 for record_file in self._files.values():
                     if not self._failed:
-                        os.fsync(record_file.handle.fileno())
+                        record_file.flush(fsync=True)
             except Exception as error:
                 self._fail(f"closing {self.run_dir} failed: {error!r}")
                 self._write_run_end()
@@ -768,10 +666,30 @@ class DebugEventsWriter:
                 self._files_closed = True
                 for record_file in self._files.values():
                     try:
-                        record_file.handle.close()
+                        record_file.close()
                     except OSError:
                         pass
+                if self._segments is not None:
+                    self._segments.close()
         atexit.unregister(self.close)
+
+    def _finish_uploads(self) -> None:
+        """On an object store: every segment sealed and uploaded before the RunEnd is written.
+        Segments lost make the RunEnd ABORTED; uploads still running after the timeout leave
+        the dump without a RunEnd: incomplete either way, never read as clean."""
+        if self._segments is None:
+            return
+        done, problem = self._segments.finish()
+        if not done:
+            self._ended = True  # no RunEnd: the segments still queued may yet arrive
+            warnings.warn(f"tvmdbg: {problem}; the dump in the store is incomplete", RuntimeWarning, stacklevel=3)
+        elif problem and not self._failed:
+            self._failed = problem
+
+    @property
+    def uploaded_bytes(self) -> int:
+        """Bytes put into the object store so far (0 for a local logdir)."""
+        return self._segments.uploader.uploaded_bytes if self._segments is not None else 0
 
     def _fail(self, message: str) -> None:
         if self._failed is None:

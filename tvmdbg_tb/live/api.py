@@ -14,11 +14,11 @@ from __future__ import annotations
 import atexit
 import threading
 
-from tvmdbg_tb.capture import hooks as capture
+from tvmdbg_tb.events.options import LiveOptions
 from tvmdbg_tb.live.controller import LiveController
 from tvmdbg_tb.live.server import ControlServer
 from tvmdbg_tb.tracing import api as instrument_api
-from tvmdbg_tb.tracing import vm_wrapper
+from tvmdbg_tb.tracing.state import ACTIVE
 
 __all__ = [
     "add_watchpoint",
@@ -33,54 +33,52 @@ _LOCK = threading.RLock()
 
 
 class _Live:
-    controller: LiveController | None = None
-    server: ControlServer | None = None
+    """Live control's part of the tracing state (TracingState.live)."""
+
+    def __init__(self) -> None:
+        self.controller: LiveController | None = None
+        self.server: ControlServer | None = None
 
 
-_LIVE = _Live()
+def _live() -> _Live:
+    """Live control's part of the tracing state in force."""
+    state = ACTIVE.state
+    if state.live is None:
+        state.live = _Live()
+    return state.live
 
 
 def _controller(writer) -> LiveController:
-    """The process's controller, installed as a session sink (forcing the VM instrument)."""
-    state = instrument_api._STATE
-    if _LIVE.controller is None:
-        _LIVE.controller = LiveController(writer)
-        state.extra_sinks.append(_LIVE.controller)
-        if state.session is not None:
-            state.session.add_sink(_LIVE.controller)
-            vm_wrapper.detach_all()  # VMs built for the fast path get the per-kernel tracer
-            capture.STATE.compile_health = instrument_api._compile_health(state.session)
-    _LIVE.controller.writer = writer
-    return _LIVE.controller
+    """The process's controller, installed as a session sink (forcing the VM instrument:
+    VMs built for the fast path get the per-kernel tracer)."""
+    if _live().controller is None:
+        _live().controller = LiveController(writer)
+        instrument_api.add_tool_sink(_live().controller)
+    _live().controller.writer = writer
+    return _live().controller
 
 
-def start_live(writer, timeout: float = 60.0) -> ControlServer:
+def start_live(writer, options: LiveOptions) -> ControlServer:
     """Opens the control channel of the dump's run (called by enable_dump_debug_info(live=True))."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ValueError(f"live_timeout must be a positive number of seconds, got {timeout!r}")
     with _LOCK:
         controller = _controller(writer)
-        controller.timeout = float(timeout)
-        if _LIVE.server is None:
-            _LIVE.server = ControlServer(controller, writer.run_dir)
-            _LIVE.server.start()
-        return _LIVE.server
+        controller.timeout = options.timeout
+        if _live().server is None:
+            _live().server = ControlServer(controller, writer.run_dir)
+            _live().server.start()
+        return _live().server
 
 
 def stop_live() -> None:
     """Closes the channel and forgets the controller (a paused program resumes)."""
     with _LOCK:
-        server, _LIVE.server = _LIVE.server, None
-        controller, _LIVE.controller = _LIVE.controller, None
+        server, _live().server = _live().server, None
+        controller, _live().controller = _live().controller, None
         if server is not None:
             server.close()
         if controller is not None:
             controller.close()
-            state = instrument_api._STATE
-            if controller in state.extra_sinks:
-                state.extra_sinks.remove(controller)
-            if state.session is not None:
-                state.session.remove_sink(controller)
+            instrument_api.remove_tool_sink(controller)
 
 
 atexit.register(stop_live)
@@ -108,7 +106,7 @@ def add_watchpoint(
     op names within 0.25 s, 100 watchpoints, 128 MB of values kept by "changed" watchpoints.
     """
     with _LOCK:
-        writer = instrument_api._STATE.writer
+        writer = instrument_api.current_writer()
         if writer is None:
             raise RuntimeError("watchpoints record into the dump: call tvmdbg.enable_dump_debug_info first")
         wp = _controller(writer).add_watchpoint(
@@ -119,13 +117,13 @@ def add_watchpoint(
 
 def list_watchpoints() -> list[dict]:
     """The watchpoints as dicts (id, condition, parameters, scope, hits, description)."""
-    controller = _LIVE.controller
+    controller = _live().controller
     return controller.list_watchpoints() if controller is not None else []
 
 
 def delete_watchpoint(watchpoint_id: int) -> None:
     """Removes a watchpoint; KeyError if there is none with this id."""
-    controller = _LIVE.controller
+    controller = _live().controller
     if controller is None:
         raise KeyError(f"no watchpoint #{watchpoint_id}")
     controller.delete_watchpoint(watchpoint_id)
@@ -135,20 +133,20 @@ def request_pause() -> None:
     """Pauses the program after its next kernel (e.g. at the start, so the dashboard can set
     watchpoints first). Needs live=True; the pause ends after live_timeout without a dashboard."""
     with _LOCK:
-        if _LIVE.server is None:
+        if _live().server is None:
             raise RuntimeError("request_pause needs tvmdbg.enable_dump_debug_info(..., live=True)")
-        _LIVE.controller.pause_requested = True
+        _live().controller.pause_requested = True
 
 
 def watchpoint_hits() -> list[dict]:
     """The watchpoint hits of this process so far, oldest first: the first 10,000 (the dump has
     every hit)."""
-    controller = _LIVE.controller
+    controller = _live().controller
     return list(controller.hits) if controller is not None else []
 
 
 def watchpoint_hits_since(seen: int) -> tuple[int, dict | None]:
     """How many watchpoint hits this process has had, and the first after the first `seen`
     (for `tvmdbg run --watch`, which stops at each new hit, past the 10,000 kept ones too)."""
-    controller = _LIVE.controller
+    controller = _live().controller
     return controller.hits_since(seen) if controller is not None else (0, None)

@@ -12,6 +12,7 @@ because its dashboard went away.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import threading
 import time
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmdbg_tb.live import paused_call
+from tvmdbg_tb.live import channel, paused_call
 from tvmdbg_tb.live.watchpoints import (
     NAME_MATCH_SECONDS,
     SET_MATCH_SECONDS,
@@ -132,6 +133,7 @@ class LiveController:
         self._covering: dict[tuple[str, str], tuple[Watchpoint, ...]] = {}  # name -> its watchpoints
         self.budget = ByteBudget(CHANGED_BUDGET_BYTES)
         self.events: deque[str] = deque(maxlen=100)  # resumes by timeout etc., for the state
+        self.applied: deque[dict] = deque(maxlen=20)  # the last requests that changed the program
         self.serving = False  # a channel is open: pausing makes sense
         self._command: tuple[str, str | None] | None = None
         self._pause_gate = threading.Lock()  # one pause at a time when several threads run the VM
@@ -381,6 +383,26 @@ class LiveController:
     def touch(self) -> None:
         self.last_contact = time.monotonic()
 
+    @contextlib.contextmanager
+    def applying(self, deadline: float | None, request_id: str, route: str, action: str | None = None):
+        """Holds the lock while a request is applied, if it is still in time: its deadline
+        (channel.clock()) is when the plugin stops waiting for the answer, so a request read
+        later (the program was frozen, SIGSTOP) is refused, never applied behind the back of
+        a dashboard told it failed. The requests applied are listed in the state (`applied`),
+        so one applied just before a freeze is still seen to have happened."""
+        with self._lock:
+            if deadline is not None and channel.clock() > deadline:
+                late = channel.clock() - deadline
+                raise CommandError(
+                    f"this request arrived {late:.1f} s after the dashboard stopped waiting for it (the program "
+                    "was frozen or busy): it was not applied; send it again",
+                    status=408,
+                )
+            yield
+            if route != "/keepalive":
+                entry = {"request_id": request_id or None, "route": route, "action": action, "time": time.time()}
+                self.applied.append(entry)
+
     def keepalive(self, pause_id: int) -> dict:
         """The dashboard still shows the pause `pause_id`: its timeout starts again."""
         with self._lock:
@@ -405,6 +427,7 @@ class LiveController:
                 "recent_hits": list(self.recent_hits),
                 "timeout": self.timeout,
                 "events": list(self.events)[-10:],
+                "applied": list(self.applied),
                 "finished": self.finished,
             }
 

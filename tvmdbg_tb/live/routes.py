@@ -40,7 +40,8 @@ def live_routes(resolve_run: Callable) -> dict:
                 status, answer = handler(request, resolve_run(request))
                 return http_util.Respond(request, answer, _JSON, code=status)
             except LiveUnavailable as error:
-                return http_util.Respond(request, {"error": error.reason, "live": False}, _JSON, code=error.status)
+                answer = {"error": error.reason, "live": False, **error.details}
+                return http_util.Respond(request, answer, _JSON, code=error.status)
             except BodyError as error:
                 return http_util.Respond(request, {"error": str(error)}, _JSON, code=error.status)
             except ValueError as error:

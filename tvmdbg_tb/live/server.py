@@ -20,7 +20,16 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-from tvmdbg_tb.live.channel import LIVE_FILE, MAX_BODY, TOKEN_HEADER, BodyError, parse_body
+from tvmdbg_tb.live.channel import (
+    DEADLINE_HEADER,
+    LIVE_FILE,
+    MAX_BODY,
+    REQUEST_ID_HEADER,
+    TOKEN_HEADER,
+    BodyError,
+    parse_body,
+    parse_deadline,
+)
 from tvmdbg_tb.live.controller import CommandError, LiveController
 from tvmdbg_tb.live.watchpoints import WatchpointError
 
@@ -153,29 +162,17 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         if not self._authorised():
             return
-        controller = self.server.controller
         try:
             if self.path not in _FIELDS:
                 self._answer(404, {"error": f"no such live route: {self.path[:100]!r}"})
                 return
             body = self._body()
             _check_fields(body, _FIELDS[self.path])
-            if self.path == "/command":
-                action = _string(body, "action", required=True)
-                pause_id = _integer(body, "pause_id", required=False)
-                answer = controller.command(action, pause_id, _string(body, "op_name", required=False))
-                self._answer(200, answer)
-            elif self.path == "/keepalive":
-                self._answer(200, controller.keepalive(_integer(body, "pause_id", required=True)))
-            elif self.path == "/watchpoints":
-                options = {k: body[k] for k in _WATCHPOINT_OPTIONS if body.get(k) is not None}
-                condition = _string(body, "condition", required=True)
-                wp = controller.add_watchpoint(condition, strict_scope=True, **options)
-                self._answer(200, {"watchpoint": wp.to_json()})
-            else:  # /watchpoints/delete
-                ident = _integer(body, "id", required=True)
-                controller.delete_watchpoint(ident)
-                self._answer(200, {"ok": True, "deleted": ident})
+            deadline = parse_deadline(self.headers.get(DEADLINE_HEADER))
+            request_id = (self.headers.get(REQUEST_ID_HEADER) or "")[:64]
+            with self.server.controller.applying(deadline, request_id, self.path, body.get("action")):
+                status, answer = self._apply(body)
+            self._answer(status, answer)
         except (CommandError, BodyError) as error:
             self._answer(error.status, {"error": str(error)})
         except WatchpointError as error:
@@ -188,6 +185,24 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as error:  # never a traceback to the client, never a dead server
             logger.debug("tvmdbg live: %s failed", self.path[:100], exc_info=True)
             self._answer(400, {"error": f"could not apply the request: {error!r}"})
+
+    def _apply(self, body: dict) -> tuple[int, dict]:
+        """Applies a checked POST body (under the controller's lock, within its deadline)."""
+        controller = self.server.controller
+        if self.path == "/command":
+            action = _string(body, "action", required=True)
+            pause_id = _integer(body, "pause_id", required=False)
+            return 200, controller.command(action, pause_id, _string(body, "op_name", required=False))
+        if self.path == "/keepalive":
+            return 200, controller.keepalive(_integer(body, "pause_id", required=True))
+        if self.path == "/watchpoints":
+            options = {k: body[k] for k in _WATCHPOINT_OPTIONS if body.get(k) is not None}
+            condition = _string(body, "condition", required=True)
+            wp = controller.add_watchpoint(condition, strict_scope=True, **options)
+            return 200, {"watchpoint": wp.to_json()}
+        ident = _integer(body, "id", required=True)  # /watchpoints/delete
+        controller.delete_watchpoint(ident)
+        return 200, {"ok": True, "deleted": ident}
 
 
 class _Server(ThreadingHTTPServer):

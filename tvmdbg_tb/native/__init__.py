@@ -252,7 +252,7 @@ def _remove_unfinished_builds() -> None:
         try:
             compiler_process.kill()
             compiler_process.wait(timeout=5)
-        except Exception:
+        except Exception:  # it ended by itself meanwhile (or will, with the process): nothing to stop
             pass
         try:
             os.unlink(temporary)

@@ -21,7 +21,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from tvmdbg_tb import analysis
+from tvmdbg_tb import analysis, storage
 from tvmdbg_tb.analysis.alerts import RANGE_PAGE
 from tvmdbg_tb.analysis.op_stats import DEFAULT_MAX_POINTS, MAX_POINTS
 from tvmdbg_tb.analysis.tensor_value import DEFAULT_MAX_ELEMENTS, MAX_BINS, MAX_ELEMENTS, SliceError
@@ -84,7 +84,10 @@ def _json_text(answer: object) -> object:
     """The answer as JSON text when plain json writes it (no NaN/Inf, bytes or sets), which
     is byte for byte what Respond writes after its Cleanse; else the answer, for Respond.
     Cleanse walks every value in Python: ~11% of the plugin's CPU under load (32 clients).
-    Other answers (text, bytes) go to Respond as they are, as before."""
+    A typed answer (analysis.Answer) is sent as its to_json(); other answers (text, bytes)
+    go to Respond as they are."""
+    if isinstance(answer, analysis.Answer):
+        answer = answer.to_json()
     if not isinstance(answer, (dict, list, tuple)):
         return answer
     try:
@@ -138,6 +141,10 @@ def _page(request, total: int, max_page: int = MAX_PAGE) -> tuple[int, int]:
     return begin, end
 
 
+# Seconds between polls of a logdir on an object store (docs/storage.md#costs).
+REMOTE_POLL_SECONDS = 5.0
+
+
 class TvmDebuggerPlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
@@ -146,12 +153,20 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         self._guard = RequestGuard.from_flags(getattr(context, "flags", None))
         limit_allocator_retention()  # many request threads: RSS close to the live memory
         self._poll_interval = poll_interval
-        self._reader = DebugDataReader(self._logdir) if self._logdir else None
+        self._reader: DebugDataReader | None = None
+        self._reader_error: str | None = None
+        try:
+            self._reader = DebugDataReader(self._logdir) if self._logdir else None
+        except storage.StoreUnavailableError as error:  # s3:// without s3fs: said by the status route
+            self._reader_error = str(error)
+            logger.error("tvmdbg: %s", error)
+        if self._reader is not None and self._reader.store.remote:
+            # A poll lists every run (a LIST request each): a bucket is polled less often.
+            self._poll_interval = max(poll_interval, REMOTE_POLL_SECONDS)
         self._active = False
         self._active_checked = 0.0
         self._polls = 0
         self._last_poll: float | None = None
-        self._reader_error: str | None = None
         self._reported_corruptions: dict[str, int] = {}
         self._reported_errors: dict[str, str | None] = {}
         self._read_once: frozenset[str] = frozenset()  # runs a whole poll has read (their first NaN is known)
@@ -217,7 +232,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         if now - self._active_checked > 2.0:
             self._active_checked = now
             try:
-                self._active = bool(layout.find_run_dirs(self._logdir))
+                self._active = self._reader is not None and bool(layout.find_run_dirs(self._reader.store))
             except OSError:
                 self._active = False
         return self._active
@@ -368,8 +383,12 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         problems = []
         if not self._logdir:
             problems.append("TensorBoard was started without --logdir (tvmdbg reads only --logdir)")
-        elif not os.path.isdir(self._logdir):
-            problems.append(f"logdir {self._logdir} does not exist (yet)")
+        elif not runs and (problem := storage.location_problem(self._logdir)) is not None:
+            problems.append(
+                f"logdir {self._logdir} does not exist (yet)"
+                if problem == "no such directory"
+                else f"logdir {self._logdir}: {problem}"
+            )
         if self._reader_error:
             problems.append(f"reading failed: {self._reader_error}")
         out_runs = []
@@ -425,7 +444,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         range_limit = _int_param(request, "range_limit", RANGE_PAGE, minimum=0)
         if range_limit > MAX_PAGE:
             raise BadRequest(f"range_limit {range_limit} is larger than {MAX_PAGE}; page with range_offset")
-        return analysis.alerts(run, begin, end, alert_type, range_begin, range_begin + range_limit)
+        return analysis.alerts_page(run, begin, end, alert_type, range_begin, range_begin + range_limit)
 
     @_json_route
     def _serve_replays(self, request):

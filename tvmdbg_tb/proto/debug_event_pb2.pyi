@@ -62,7 +62,7 @@ FLOAT8_E4M3FN: DType
 FLOAT8_E5M2: DType
 
 class DebugEvent(_message.Message):
-    __slots__ = ("wall_time", "step", "run_key", "sequence", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "fused_op_replay", "fused_group_source", "run_end", "records_dropped", "watchpoint_hit")
+    __slots__ = ("wall_time", "step", "run_key", "sequence", "debug_metadata", "source_file", "stack_frame", "debugged_graph", "graph_op_creation", "execution", "graph_execution_trace", "fused_op_replay", "fused_group_source", "run_end", "records_dropped", "watchpoint_hit", "disco_worker")
     WALL_TIME_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     RUN_KEY_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +79,7 @@ class DebugEvent(_message.Message):
     RUN_END_FIELD_NUMBER: _ClassVar[int]
     RECORDS_DROPPED_FIELD_NUMBER: _ClassVar[int]
     WATCHPOINT_HIT_FIELD_NUMBER: _ClassVar[int]
+    DISCO_WORKER_FIELD_NUMBER: _ClassVar[int]
     wall_time: float
     step: int
     run_key: int
@@ -95,7 +96,18 @@ class DebugEvent(_message.Message):
     run_end: RunEnd
     records_dropped: RecordsDropped
     watchpoint_hit: WatchpointHit
-    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., run_key: _Optional[int] = ..., sequence: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ..., fused_group_source: _Optional[_Union[FusedGroupSource, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., records_dropped: _Optional[_Union[RecordsDropped, _Mapping]] = ..., watchpoint_hit: _Optional[_Union[WatchpointHit, _Mapping]] = ...) -> None: ...
+    disco_worker: DiscoWorker
+    def __init__(self, wall_time: _Optional[float] = ..., step: _Optional[int] = ..., run_key: _Optional[int] = ..., sequence: _Optional[int] = ..., debug_metadata: _Optional[_Union[DebugMetadata, _Mapping]] = ..., source_file: _Optional[_Union[SourceFile, _Mapping]] = ..., stack_frame: _Optional[_Union[StackFrame, _Mapping]] = ..., debugged_graph: _Optional[_Union[DebuggedGraph, _Mapping]] = ..., graph_op_creation: _Optional[_Union[GraphOpCreation, _Mapping]] = ..., execution: _Optional[_Union[Execution, _Mapping]] = ..., graph_execution_trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ..., fused_op_replay: _Optional[_Union[FusedOpReplay, _Mapping]] = ..., fused_group_source: _Optional[_Union[FusedGroupSource, _Mapping]] = ..., run_end: _Optional[_Union[RunEnd, _Mapping]] = ..., records_dropped: _Optional[_Union[RecordsDropped, _Mapping]] = ..., watchpoint_hit: _Optional[_Union[WatchpointHit, _Mapping]] = ..., disco_worker: _Optional[_Union[DiscoWorker, _Mapping]] = ...) -> None: ...
+
+class DiscoWorker(_message.Message):
+    __slots__ = ("job_id", "rank", "world_size")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    rank: int
+    world_size: int
+    def __init__(self, job_id: _Optional[str] = ..., rank: _Optional[int] = ..., world_size: _Optional[int] = ...) -> None: ...
 
 class DebugMetadata(_message.Message):
     __slots__ = ("tvmdbg_version", "tvm_version", "run_id", "host_name", "pid", "file_version", "tensor_debug_mode", "circular_buffer_size", "argv", "run_name", "circular_buffer_bytes", "expected_nonfinite")

@@ -324,8 +324,8 @@ def _capture_inputs(vm, invoke, args: tuple, top_name: str, function_name: str, 
                 if stack[-1][1] == wanted:
                     found.append(snapshot_inputs(call_args[: site_info.num_inputs]))
                 stack[-1][1] += 1
-        except Exception:
-            pass
+        except Exception:  # inside the VM's call: the capture must never break it; no inputs
+            pass  # captured means no replay, which rerun() records with its reason
         return 0
 
     vm._set_instrument(instrument)

@@ -197,7 +197,7 @@ def _compile(module):
     from tvmdbg_tb.capture import hooks as capture
     from tvmdbg_tb.tracing import vm_wrapper
 
-    build = capture._ORIGINALS.get("build", relax.build)
+    build = capture.original_build()
     executable = build(module, target=tvm.target.Target("llvm"))
     vm = relax.VirtualMachine(executable, tvm.cpu())
     vm_wrapper.exclude(vm)

@@ -2,8 +2,9 @@
 
 The public API (tvmdbg.enable_dump_debug_info, ...) is tvmdbg_tb.debugger, which adds the
 tools built on top of this layer (fused-kernel replay, live control) through its hooks:
-`SESSION_HOOKS` (called with each new dumping session), `_State.extra_sinks` and the
-`inner_origin` of enable_check_numerics. This module imports none of them.
+`SESSION_HOOKS` (called with each new dumping session), add_tool_sink and the
+`inner_origin` of enable_check_numerics. This module imports none of them. What the
+switches change is one object, the TracingState in force (state.py).
 
 How kernels are traced (DebuggedGraph.instrumentation says which):
 
@@ -30,21 +31,20 @@ Hooks for tools built on top (the CLI, notebooks):
 from __future__ import annotations
 
 import os
-import re
-import threading
 import warnings
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import NamedTuple
 
-from tvmdbg_tb.capture import frames
+from tvmdbg_tb.capture import compiled, frames
 from tvmdbg_tb.capture import hooks as capture
-from tvmdbg_tb.events.summaries import mode_value
+from tvmdbg_tb.events.options import DumpOptions, logdir_path
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing import vm_wrapper
 from tvmdbg_tb.tracing.check_numerics import CheckNumerics, CheckNumericsError
 from tvmdbg_tb.tracing.fast_tracer import FAST_MODES, supported_platform
 from tvmdbg_tb.tracing.session import Session, WriterSink, execution_message
+from tvmdbg_tb.tracing.state import ACTIVE, TracingState
 
 __all__ = [
     "CheckNumericsError",
@@ -58,9 +58,8 @@ __all__ = [
 
 ExecutionListener = Callable[[pb.Execution, list[pb.GraphExecutionTrace]], None]
 
-_LOCK = threading.RLock()
-_LISTENERS: list[ExecutionListener] = []
-# Called with every new session that writes a dump (e.g. to attach the automatic replay).
+# Wiring, not state: called with every new session that writes a dump; tvmdbg_tb.debugger
+# registers the automatic replay here once, at import.
 SESSION_HOOKS: list[Callable[[Session], None]] = []
 
 
@@ -70,6 +69,9 @@ class _ListenerSink:
     wants_nonfinite = False
     after_call = True  # a listener hears a call with its replay already in the dump
 
+    def __init__(self, listeners: list[ExecutionListener]):
+        self._listeners = listeners  # the tracing state's: listeners added later are heard
+
     def on_graph(self, graph, ops) -> None:
         return None
 
@@ -78,14 +80,14 @@ class _ListenerSink:
 
     def idle(self) -> bool:
         """No listener: nothing to deliver (Session.serialized_execution_done skips this sink)."""
-        return not _LISTENERS
+        return not self._listeners
 
     def on_execution(self, execution, traces) -> None:
-        if not _LISTENERS:
+        if not self._listeners:
             return
         traces = list(traces)
         execution = execution_message(execution)
-        for listener in list(_LISTENERS):
+        for listener in list(self._listeners):
             try:
                 listener(execution, traces)
             except Exception as error:
@@ -97,194 +99,110 @@ class _ListenerSink:
         return None
 
 
-class DumpArgs(NamedTuple):
-    """enable_dump_debug_info's arguments, normalised: a second call must match them."""
+class _Dump(NamedTuple):
+    """The dump being written: its logdir and options (a second enable must match both)."""
 
     logdir: str
-    mode: int
-    circular_buffer_size: int
-    op_regex: str | None
-    tensor_dtypes: tuple | Callable | None
-    trace_fused_ops: bool
-    param_summaries: str
-    run_name: str | None
-    circular_buffer_bytes: int | None
-    model_code: tuple[str, ...] | None  # path prefixes (frames.parse_model_code); None: default
-    expected_nonfinite: str | None
-    inner_op_check: bool
-    extra: tuple  # the layer above's (tvmdbg_tb.debugger: live)
+    options: DumpOptions
 
 
-class _State:
-    session: Session | None = None
-    dump_args: DumpArgs | None = None
-    writer: DebugEventsWriter | None = None
-    check: CheckNumerics | None = None
-    extra_sinks: list = []  # sinks of tools built on top (tvmdbg_tb.live), kept across sessions
+def _current_capture() -> capture.CaptureState:
+    return ACTIVE.state.capture
 
 
-_STATE = _State()
+def _install() -> None:
+    """TVM's classes patched (once per process), reading the tracing state in force."""
+    capture.install(_current_capture)
+    vm_wrapper.install(ACTIVE)
 
 
-def _normalise_dtypes(tensor_dtypes):
-    if tensor_dtypes is None or callable(tensor_dtypes):
-        return tensor_dtypes
-    if isinstance(tensor_dtypes, str):
-        return (tensor_dtypes,)
-    try:
-        return tuple(sorted(str(getattr(d, "name", d)) for d in tensor_dtypes))
-    except TypeError as error:
-        raise TypeError(f"tensor_dtypes must be dtype names or a callable, got {tensor_dtypes!r}") from error
-
-
-def _activate(session: Session | None) -> None:
-    old = _STATE.session
+def _activate(state: TracingState, session: Session | None) -> None:
+    """Makes session the one VM calls and builds are traced into (None: idle)."""
+    old = state.session
     if old is not None and old is not session:
-        vm_wrapper.detach_all()
+        vm_wrapper.detach_all(state)
         if old.param_cache is not None:
             old.param_cache.close()
-    _STATE.session = session
-    vm_wrapper.ACTIVE.session = session
-    capture.STATE.on_executable = (lambda executable, info: session.register_executable(info)) if session else None
-    capture.STATE.recording = session is not None
-    capture.STATE.compile_health = _compile_health(session)
-    capture.STATE.params_in_kernels = session is None or session.param_cache is None
-    args = _STATE.dump_args
-    capture.STATE.inner_ops = args is None or args.inner_op_check
+    state.session = session
+    hooks = state.capture
+    hooks.on_executable = (lambda executable, info: session.register_executable(info)) if session else None
+    hooks.recording = session is not None
+    hooks.compile_health = _compile_health(state)
+    hooks.params_in_kernels = session is None or session.param_cache is None
+    hooks.inner_ops = session is None or session.options.inner_op_check
     if session is None:
-        capture.REGISTRY.clear()
+        hooks.registry.clear()
 
 
-def _compile_health(session: Session | None) -> bool | str | None:
-    """How builds are instrumented: None (the VM instrument traces them), False (timestamps
-    only: NO_TENSOR), "shape" (sizes and dims, no counts: SHAPE), True (summary kernels) or
-    "stats" (with FULL_STATS' statistics)."""
-    if session is None or session.want_nonfinite or session.mode not in FAST_MODES or not supported_platform():
+def _retrace(state: TracingState) -> None:
+    """The session's sinks changed what tracing must see: VMs get new tracers and later
+    builds the matching instrumentation."""
+    vm_wrapper.detach_all(state)
+    state.capture.compile_health = _compile_health(state)
+
+
+def _compile_health(state: TracingState) -> compiled.Summaries | None:
+    """What the summary kernels of later builds record; None: no compile-time
+    instrumentation (the VM instrument traces them)."""
+    session = state.session
+    if session is None or session.want_nonfinite or session.mode not in FAST_MODES:
+        return None
+    if not (state.paths.compiled and supported_platform()):
         return None
     if session.trace_fused_ops:  # deep mode replays fused kernels on their live inputs
         return None
     if session.mode == pb.FULL_STATS:
-        return "stats"
+        return compiled.Summaries.STATS
     if session.mode == pb.SHAPE:
-        return "shape"
-    return session.mode != pb.NO_TENSOR
+        return compiled.Summaries.SHAPE
+    return compiled.Summaries.TIMESTAMPS if session.mode == pb.NO_TENSOR else compiled.Summaries.HEALTH
 
 
-def _new_session() -> Session | None:
+def _new_session(state: TracingState) -> Session | None:
     """A session for the current writer (new ids) with the current sinks; None if idle."""
-    writer = _STATE.writer if _STATE.writer is not None and not _STATE.writer.failed else None
-    if writer is None and _STATE.check is None:
+    writer = state.writer if state.writer is not None and not state.writer.failed else None
+    if writer is None and state.check is None:
         return None  # a writer that could not create its files has warned: trace nothing
-    args = _STATE.dump_args
-    if args is not None:
-        mode, op_regex, tensor_dtypes, deep = args.mode, args.op_regex, args.tensor_dtypes, args.trace_fused_ops
-    else:
-        mode, op_regex, tensor_dtypes, deep = pb.NO_TENSOR, None, None, False
-    session = Session(mode, op_regex, tensor_dtypes, writer)
-    session.trace_fused_ops = deep or (_STATE.check is not None and _STATE.check.trace_fused_ops)
-    if args is not None and args.param_summaries != "every_call":
-        from tvmdbg_tb.tracing import param_cache
-
-        if mode in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH):
-            session.param_cache = param_cache.SummaryCache()
+    # Check-numerics alone traces with the default options (NO_TENSOR, no filters).
+    session = Session(state.dump.options if state.dump is not None else DumpOptions(), writer, state.exports)
     if writer is not None:
         session.add_sink(WriterSink(writer))
         for hook in SESSION_HOOKS:
             hook(session)
-    if _STATE.check is not None:
-        session.add_sink(_STATE.check)
-    session.add_sink(_ListenerSink())
-    for sink in _STATE.extra_sinks:
+    if state.check is not None:
+        session.add_sink(state.check)
+    session.add_sink(_ListenerSink(state.listeners))
+    for sink in state.extra_sinks:
         session.add_sink(sink)
     return session
 
 
-def enable_dump_debug_info(
-    logdir: str | os.PathLike,
-    tensor_debug_mode: str = "NO_TENSOR",
-    circular_buffer_size: int = 1000,
-    op_regex: str | None = None,
-    tensor_dtypes: Collection[str] | Callable[[str], bool] | None = None,
-    trace_fused_ops: bool = False,
-    param_summaries: str = "every_call",
-    run_name: str | None = None,
-    circular_buffer_bytes: int | None = None,
-    model_code: str | Collection[str] | None = None,
-    expected_nonfinite: str | None = None,
-    inner_op_check: bool = True,
-    extra_args: tuple = (),
-) -> DebugEventsWriter:
-    """Starts the dumping session and returns its writer. The arguments are documented on
-    tvmdbg_tb.debugger.enable_dump_debug_info (the public name), which also passes its own
-    as extra_args, compared like the others: same arguments again return the same writer,
-    different ones raise ValueError. Never raises for the file system (see the writer)."""
-    mode = mode_value(tensor_debug_mode)
-    if isinstance(circular_buffer_size, bool) or not isinstance(circular_buffer_size, int):
-        raise TypeError(f"circular_buffer_size must be an int, got {circular_buffer_size!r}")
-    if circular_buffer_bytes is not None:
-        if isinstance(circular_buffer_bytes, bool) or not isinstance(circular_buffer_bytes, int):
-            raise TypeError(f"circular_buffer_bytes must be an int or None, got {circular_buffer_bytes!r}")
-        if circular_buffer_bytes < 0:
-            raise ValueError(f"circular_buffer_bytes must be >= 0 (0: no byte bound), got {circular_buffer_bytes}")
-    for name, pattern in (("op_regex", op_regex), ("expected_nonfinite", expected_nonfinite)):
-        if pattern is None:
-            continue
-        if not isinstance(pattern, str):
-            raise TypeError(f"{name} must be a string, got {pattern!r}")
-        try:
-            re.compile(pattern)
-        except re.error as error:
-            raise ValueError(f"{name} {pattern!r} is not a valid regular expression: {error}") from error
-    if not isinstance(logdir, (str, os.PathLike)) or not os.fspath(logdir):
-        raise ValueError(f"logdir must be a non-empty path, got {logdir!r}")
-    if not isinstance(trace_fused_ops, bool):
-        raise TypeError(f"trace_fused_ops must be True or False, got {trace_fused_ops!r}")
-    if not isinstance(inner_op_check, bool):
-        raise TypeError(f"inner_op_check must be True or False, got {inner_op_check!r}")
-    from tvmdbg_tb.tracing import param_cache
-
-    if param_summaries not in param_cache.CHOICES:
-        raise ValueError(f"param_summaries must be one of {param_cache.CHOICES}, got {param_summaries!r}")
-    args = DumpArgs(
-        os.path.abspath(os.fspath(logdir)),
-        mode,
-        circular_buffer_size,
-        op_regex,
-        _normalise_dtypes(tensor_dtypes),
-        trace_fused_ops,
-        param_summaries,
-        _checked_run_name(run_name),
-        circular_buffer_bytes,
-        _model_code(model_code),
-        expected_nonfinite or None,
-        inner_op_check,
-        tuple(extra_args),
-    )
-    with _LOCK:
-        if _STATE.writer is not None:
-            if args == _STATE.dump_args:
-                return _STATE.writer
+def enable_dump_debug_info(logdir: str | os.PathLike, options: DumpOptions) -> DebugEventsWriter:
+    """Starts the dumping session and returns its writer (the options are documented on
+    DumpOptions). The same logdir and equal options again return the same writer; others
+    raise ValueError. Never raises for the file system (see the writer)."""
+    dump = _Dump(logdir_path(logdir), options)
+    places = _model_code(options.model_code)
+    state = ACTIVE.state
+    with state.lock:
+        if state.writer is not None:
+            if dump == state.dump:
+                return state.writer
+            changed = [f"logdir: {state.dump.logdir!r} -> {dump.logdir!r}"] if dump.logdir != state.dump.logdir else []
+            changed += state.dump.options.differences(options)
             raise ValueError(
                 "tvmdbg dumping is already enabled with different arguments "
-                f"({_STATE.dump_args!r}); call tvmdbg.disable_dump_debug_info() first"
+                f"({'; '.join(changed)}); call tvmdbg.disable_dump_debug_info() first"
             )
-        capture.install()
-        vm_wrapper.install()
-        _STATE.writer = DebugEventsWriter(
-            args.logdir,
-            tensor_debug_mode=mode,
-            circular_buffer_size=circular_buffer_size,
-            circular_buffer_bytes=circular_buffer_bytes,
-            display_name=args.run_name,
-            expected_nonfinite=args.expected_nonfinite,
-        )
-        _STATE.dump_args = args
-        frames.set_model_code(args.model_code)
-        _activate(_new_session())
-        return _STATE.writer
+        _install()
+        state.writer = DebugEventsWriter(dump.logdir, options)
+        state.dump = dump
+        frames.set_model_code(places)
+        _activate(state, _new_session(state))
+        return state.writer
 
 
-def _model_code(model_code: str | Collection[str] | None) -> tuple[str, ...] | None:
+def _model_code(model_code: tuple[str, ...] | None) -> tuple[str, ...] | None:
     """model_code (or TVMDBG_MODEL_CODE when None) as path prefixes; a clear error naming
     what is not found."""
     if model_code is None:
@@ -298,36 +216,52 @@ def _model_code(model_code: str | Collection[str] | None) -> tuple[str, ...] | N
     return frames.parse_model_code(model_code)
 
 
-MAX_RUN_NAME = 200
-
-
-def _checked_run_name(run_name: str | None) -> str | None:
-    """The user's run name, stripped (None for none); a clear error for anything else."""
-    if run_name is None:
-        return None
-    if not isinstance(run_name, str):
-        raise TypeError(f"run_name must be a string or None, got {run_name!r}")
-    name = run_name.strip()
-    if not name:
-        raise ValueError("run_name must not be empty (leave it out for no name)")
-    if len(name) > MAX_RUN_NAME:
-        raise ValueError(f"run_name is {len(name)} characters long; at most {MAX_RUN_NAME}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        raise ValueError(f"run_name must be one line of printable text, got {run_name!r}")
-    return name
+def current_dump() -> tuple[DebugEventsWriter, DumpOptions] | None:
+    """The enabled dump's writer and options (tvmdbg_tb.disco hands them to its workers)."""
+    state = ACTIVE.state
+    with state.lock:
+        if state.writer is None or state.dump is None:
+            return None
+        return state.writer, state.dump.options
 
 
 def disable_dump_debug_info() -> None:
     """Stops recording, flushes and closes the dump. A no-op when not enabled."""
-    with _LOCK:
-        writer = _STATE.writer
+    state = ACTIVE.state
+    with state.lock:
+        writer = state.writer
         if writer is None:
             return
-        _STATE.writer = None
-        _STATE.dump_args = None
+        state.writer = None
+        state.dump = None
         frames.set_model_code(None)
-        _activate(_new_session())
+        _activate(state, _new_session(state))
         writer.close()
+
+
+def current_writer() -> DebugEventsWriter | None:
+    """The writer of the dump being written (None when not dumping)."""
+    return ACTIVE.state.writer
+
+
+def add_tool_sink(sink) -> None:
+    """Adds the sink of a tool built on top (tvmdbg_tb.live's controller) to the session and
+    to every later one; VMs are traced kernel by kernel from now on if it needs that."""
+    state = ACTIVE.state
+    with state.lock:
+        state.extra_sinks.append(sink)
+        if state.session is not None:
+            state.session.add_sink(sink)
+            _retrace(state)
+
+
+def remove_tool_sink(sink) -> None:
+    state = ACTIVE.state
+    with state.lock:
+        if sink in state.extra_sinks:
+            state.extra_sinks.remove(sink)
+        if state.session is not None:
+            state.session.remove_sink(sink)
 
 
 def enable_check_numerics(trace_fused_ops: bool = False, inner_origin: Callable | None = None) -> None:
@@ -338,49 +272,46 @@ def enable_check_numerics(trace_fused_ops: bool = False, inner_origin: Callable 
     inner_origin: the replay that finds that op (see CheckNumerics)."""
     if not isinstance(trace_fused_ops, bool):
         raise TypeError(f"trace_fused_ops must be True or False, got {trace_fused_ops!r}")
-    with _LOCK:
-        if _STATE.check is not None:
-            _STATE.check.trace_fused_ops = trace_fused_ops
-            if _STATE.session is not None:
-                _STATE.session.trace_fused_ops = trace_fused_ops or bool(
-                    _STATE.dump_args and _STATE.dump_args.trace_fused_ops
-                )
+    state = ACTIVE.state
+    with state.lock:
+        if state.check is not None:
+            state.check.trace_fused_ops = trace_fused_ops
+            if state.session is not None:
+                state.session.update_sinks()  # its deep mode follows the check's
             return
-        capture.install()
-        vm_wrapper.install()
-        _STATE.check = CheckNumerics(trace_fused_ops=trace_fused_ops, inner_origin=inner_origin)
-        if _STATE.session is not None:
-            _STATE.session.trace_fused_ops = _STATE.session.trace_fused_ops or trace_fused_ops
-            _STATE.session.add_sink(_STATE.check)  # same run: keep the session and its ids
-            vm_wrapper.detach_all()  # check-numerics needs the per-kernel VM instrument
-            capture.STATE.compile_health = _compile_health(_STATE.session)
+        _install()
+        state.check = CheckNumerics(trace_fused_ops=trace_fused_ops, inner_origin=inner_origin)
+        if state.session is not None:
+            state.session.add_sink(state.check)  # same run: keep the session and its ids
+            _retrace(state)  # check-numerics needs the per-kernel VM instrument
         else:
-            _activate(_new_session())
+            _activate(state, _new_session(state))
 
 
 def disable_check_numerics() -> None:
-    with _LOCK:
-        if _STATE.check is None:
+    state = ACTIVE.state
+    with state.lock:
+        if state.check is None:
             return
-        check, _STATE.check = _STATE.check, None
-        if _STATE.writer is not None:
-            _STATE.session.remove_sink(check)
-            _STATE.session.trace_fused_ops = bool(_STATE.dump_args.trace_fused_ops)
-            vm_wrapper.detach_all()
-            capture.STATE.compile_health = _compile_health(_STATE.session)
+        check, state.check = state.check, None
+        if state.writer is not None:
+            state.session.remove_sink(check)
+            _retrace(state)
         else:
-            _activate(None)
+            _activate(state, None)
 
 
 def add_execution_listener(listener: ExecutionListener) -> None:
     """Calls listener(execution, traces) after every traced top-level VM call."""
     if not callable(listener):
         raise TypeError(f"listener must be callable, got {listener!r}")
-    with _LOCK:
-        _LISTENERS.append(listener)
+    state = ACTIVE.state
+    with state.lock:
+        state.listeners.append(listener)
 
 
 def remove_execution_listener(listener: ExecutionListener) -> None:
-    with _LOCK:
-        if listener in _LISTENERS:
-            _LISTENERS.remove(listener)
+    state = ACTIVE.state
+    with state.lock:
+        if listener in state.listeners:
+            state.listeners.remove(listener)

@@ -40,16 +40,9 @@ _F64 = struct.Struct("<d")
 _HEALTH_EXECUTION_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)
 
 
-# Tests switch this off to exercise the VM-instrument path on the same models.
-ENABLED = True
-# Tests switch this off to pin CompiledTracer's Python call path (native_call serves the
-# common call once built; tests that patch the Python path's pieces need it to run).
-NATIVE_CALLS = True
-
-
 def supported_platform() -> bool:
     """The timestamps come from the x86 time-stamp counter."""
-    return ENABLED and platform.machine().lower() in ("x86_64", "amd64")
+    return platform.machine().lower() in ("x86_64", "amd64")
 
 
 def usable(session: Session, vm: Any) -> bool:
@@ -59,11 +52,12 @@ def usable(session: Session, vm: Any) -> bool:
         return False
     if session.trace_fused_ops:  # deep mode needs the kernels' live inputs
         return False
+    built = info.compiled_health
     if session.mode == pb.FULL_STATS:
-        return info.compiled_health == "stats"
+        return built is compiled.Summaries.STATS
     if session.mode == pb.SHAPE:  # sizes and dims: every build but NO_TENSOR's writes them
-        return bool(info.compiled_health)
-    return session.mode == pb.NO_TENSOR or info.compiled_health in (True, "stats")  # counts
+        return built is not compiled.Summaries.TIMESTAMPS
+    return session.mode == pb.NO_TENSOR or built.counts
 
 
 class _FastCall:
@@ -179,14 +173,17 @@ def cycles_per_us() -> float:
 class CompiledTracer(Tracer):
     """Traces a VM whose executable carries the summary kernels (no VM instrument)."""
 
-    def __init__(self, session: Session, vm: Any):
+    def __init__(self, session: Session, vm: Any, native_calls: bool = True):
+        """native_calls: the common call may run in C++ (native_call.cc) once it is built;
+        False pins the Python path (tracing.state.Paths)."""
         self.session = session
         self.mode = session.mode
         info = vm._tvmdbg_info
         self.program = session.program(info, vm)
         self.function_names = frozenset(info.functions)
         self._local = threading.local()
-        self._fids = info.compiled  # function name -> fid
+        self._fids = {name: function.fid for name, function in info.compiled.items()}  # name -> fid
+        self._native_calls = native_calls
         self._statics: dict[int, tuple[list[bytes], list[bool]]] = {}
         self._execution_statics: dict[tuple[str, int], bytes | None] = {}
         self._health_templates: dict[tuple[int, int, int], tuple | None] = {}
@@ -227,7 +224,7 @@ class CompiledTracer(Tracer):
         """native_call's Tracer (None: not built yet, False: this tracer never uses it; the
         parameter cache's skipped rows and the deep mode keep the Python path)."""
         libraries = (native_call.LIBRARY, native_rows.LIBRARY, native_records.LIBRARY)
-        if not NATIVE_CALLS or self._cache is not None or not native_call.LIBRARY.enabled():
+        if not self._native_calls or self._cache is not None or not native_call.LIBRARY.enabled():
             self._native = False
         elif all(library.loaded() is not None for library in libraries):
             call, rows, framing = (library.loaded() for library in libraries)

@@ -30,8 +30,8 @@ from typing import Any
 
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing.state import ACTIVE, ExportWatch
 from tvmdbg_tb.tracing.summary import (
-    TRACK_OWN_READS,
     debug_values,
     flatten,
     is_tensor,
@@ -40,16 +40,7 @@ from tvmdbg_tb.tracing.summary import (
     tuple_health_values,
 )
 
-PER_CALL = "every_call"
-PER_VALUE = "once_per_value"
-CHOICES = (PER_CALL, PER_VALUE)
 SKIPPED = -1.0  # column 0 of a parameter row Python pre-marks: the guarded kernel leaves it
-
-_TAINTED: set[int] = set()  # data pointers writable from outside (see the rule above)
-_TAINT_LIMIT = 1 << 16
-_OVERFLOW = [False]  # more exported tensors than _TAINT_LIMIT: reuse off for the process
-_CACHES: list[SummaryCache] = []
-_INSTALLED = [False]
 
 
 class _Entry:
@@ -73,29 +64,33 @@ class _Entry:
 class SummaryCache:
     """Health of tensors already summarised in this session, by object identity."""
 
-    def __init__(self) -> None:
+    def __init__(self, exports: ExportWatch | None = None) -> None:
         self._by_slot: dict[tuple, _Entry] = {}
         self._by_id: dict[int, _Entry] = {}
         # A tuple argument whose tensors all hit: (their entries, its reused TensorSummary).
         self.tuples: dict[tuple, tuple[list[_Entry], Any]] = {}
+        self._exports = exports if exports is not None else ACTIVE.state.exports
         install()
-        _CACHES.append(self)
+        self._exports.watched = True
+        self._exports.caches.append(self)
 
     def close(self) -> None:
-        if self in _CACHES:
-            _CACHES.remove(self)
+        exports = self._exports
+        if self in exports.caches:
+            exports.caches.remove(self)
         self._by_slot.clear()
         self._by_id.clear()
         self.tuples.clear()
-        if not _CACHES:  # the next session starts from its own exports (see the rule above)
-            _TAINTED.clear()
-            _OVERFLOW[0] = False
+        if not exports.caches:  # the next session starts from its own exports (see the rule above)
+            exports.tainted.clear()
+            exports.overflow = False
 
     def lookup(self, tensor: Any) -> _Entry | None:
         entry = self._by_id.get(_key(tensor))
-        if entry is None or _OVERFLOW[0]:
+        exports = self._exports
+        if entry is None or exports.overflow:
             return None
-        if _TAINTED and entry.pointer in _TAINTED:
+        if exports.tainted and entry.pointer in exports.tainted:
             self._drop(entry)
             return None
         return entry
@@ -106,7 +101,7 @@ class SummaryCache:
             pointer = int(tensor.data_ptr())
         except Exception:
             return
-        if pointer in _TAINTED or _OVERFLOW[0]:
+        if pointer in self._exports.tainted or self._exports.overflow:
             return
         old = self._by_slot.get(slot)
         if old is not None and self._by_id.get(_key(old.tensor)) is old:
@@ -184,43 +179,45 @@ def reuse_allowed(function: Any) -> bool:
 
 
 def _taint(tensor: Any) -> None:
-    if not _CACHES or reading_own():
+    exports = ACTIVE.state.exports
+    if not exports.caches or reading_own():
         return
     try:
         pointer = int(tensor.data_ptr())
-    except Exception:
+    except Exception:  # not a tensor with memory (nothing to taint)
         return
-    if len(_TAINTED) >= _TAINT_LIMIT:  # too many to track: nothing is reused any more
-        _OVERFLOW[0] = True
-        for cache in list(_CACHES):
+    if len(exports.tainted) >= exports.TAINT_LIMIT:  # too many to track: nothing is reused any more
+        exports.overflow = True
+        for cache in list(exports.caches):
             cache.clear()
         return
-    _TAINTED.add(pointer)
+    exports.tainted.add(pointer)
 
 
 def _forget(tensor: Any) -> None:
     """Runs inside the user's copyfrom/copyto: never raises (another thread may be changing
     a cache; a failure then forgets everything, which is always sound)."""
-    if not _CACHES:
+    caches = ACTIVE.state.exports.caches
+    if not caches:
         return
     try:
         pointer = int(tensor.data_ptr())
-        for cache in list(_CACHES):
+        for cache in list(caches):
             cache.forget_pointer(pointer)
     except Exception:
-        for cache in list(_CACHES):
+        for cache in list(caches):
             cache.clear()
 
 
 def install() -> None:
-    """Wraps the Tensor methods that export or write memory (once per process)."""
-    if _INSTALLED[0]:
-        return
-    TRACK_OWN_READS[0] = True
+    """Wraps the Tensor methods that export or write memory (once per process); they read
+    the tracing state in force (its ExportWatch)."""
     import tvm
     import tvm_ffi
 
     tensor_type = tvm.runtime.Tensor
+    if getattr(tensor_type.copyfrom, "_tvmdbg", False):
+        return
 
     def exporting(name):
         original = getattr(tensor_type, name, None)
@@ -246,6 +243,7 @@ def install() -> None:
             _forget(self)
 
     copyfrom_wrapper.__wrapped__ = copyfrom
+    copyfrom_wrapper._tvmdbg = True  # the mark of the installed patches
     tensor_type.copyfrom = copyfrom_wrapper
     copyto = tensor_type.copyto
 
@@ -276,7 +274,6 @@ def install() -> None:
     for module in (tvm.runtime, tvm_ffi, getattr(tvm.runtime, "_tensor", None)):
         if module is not None:
             importing(module)
-    _INSTALLED[0] = True
 
 
 def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: int, lookup: bool = True):

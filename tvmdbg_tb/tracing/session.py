@@ -12,13 +12,14 @@ import re
 import threading
 import time
 import warnings
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from tvmdbg_tb.capture import frames as frames_mod
 from tvmdbg_tb.capture import graphs
 from tvmdbg_tb.capture.frames import Frame
 from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.options import DumpOptions, ParamSummaries, op_matches
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing.op_records import OpEncoder
@@ -28,6 +29,9 @@ UNMAPPED_NOTE = (
     "from the VM, without Relax op or source mapping"
 )
 
+
+# Modes whose parameter summaries param_summaries="once_per_value" reuses (element counts).
+_COUNTING_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
 
 _HELD = threading.local()  # calls: what after_call sinks will hear once this thread's call is over
 
@@ -48,6 +52,12 @@ class Sink(Protocol):
     # Optional: `idle() -> bool`, True when on_execution would do nothing (the compiled path
     # then hands a call's records straight to the writer); `after_call = True`: on_execution
     # is held until the call is over, its first-origin replay written (Session.hold_listeners).
+
+
+def sink_failed(sink: Any, what: str, failure: BaseException) -> None:
+    """How every sink failure is handled: said as a RuntimeWarning (once per place, Python's
+    default filter), never raised into the user's program, the other sinks served on."""
+    warnings.warn(f"tvmdbg: {type(sink).__name__} failed {what}: {failure!r}", RuntimeWarning, stacklevel=3)
 
 
 class KernelCall:
@@ -195,16 +205,13 @@ def _dtype_filter(tensor_dtypes) -> Callable[[str], bool] | None:
 class Session:
     """What is recorded (mode, filters) and where it goes (sinks)."""
 
-    def __init__(
-        self,
-        mode: int,
-        op_regex: str | None = None,
-        tensor_dtypes: Collection[str] | Callable[[str], bool] | None = None,
-        writer: DebugEventsWriter | None = None,
-    ):
-        self.mode = mode
-        self.op_regex = re.compile(op_regex) if op_regex else None
-        self.dtype_ok = _dtype_filter(tensor_dtypes)
+    def __init__(self, options: DumpOptions, writer: DebugEventsWriter | None = None, exports=None):
+        """exports: the tracing state's ExportWatch, which a param cache registers with
+        (param_summaries="once_per_value"); a session built alone gets its own."""
+        self.options = options
+        self.mode = options.tensor_debug_mode
+        self.op_regex = re.compile(options.op_regex) if options.op_regex else None
+        self.dtype_ok = _dtype_filter(options.tensor_dtypes)
         self.writer = writer
         self.sinks: list[Sink] = []
         self._after_call: list[Sink] = []  # sinks that hear a call once it is over (listeners)
@@ -213,8 +220,13 @@ class Session:
         self._idle_checks: list[Callable[[], bool]] = []
         self.want_nonfinite = False  # some sink needs per-output finiteness
         self.replay = None  # tvmdbg_tb.replay.auto.AutoReplay when a dump is written
-        self.trace_fused_ops = False  # deep mode (see api.enable_dump_debug_info)
-        self.param_cache = None  # param_cache.SummaryCache with param_summaries="once_per_value"
+        # Deep mode: the options' trace_fused_ops, or a sink's (check-numerics'); see _set_sinks.
+        self.trace_fused_ops = options.trace_fused_ops
+        self.param_cache = None  # a SummaryCache with param_summaries="once_per_value" (health modes)
+        if options.param_summaries is ParamSummaries.ONCE_PER_VALUE and self.mode in _COUNTING_MODES:
+            from tvmdbg_tb.tracing import param_cache
+
+            self.param_cache = param_cache.SummaryCache(exports)
         self._ids = threading.Lock()
         self._graph_ids = itertools.count()
         self._op_ids = itertools.count()
@@ -233,8 +245,13 @@ class Session:
     def remove_sink(self, sink: Sink) -> None:
         self._set_sinks([s for s in self.sinks if s is not sink])
 
+    def update_sinks(self) -> None:
+        """Re-reads what the sinks want (a sink's trace_fused_ops changed)."""
+        self._set_sinks(self.sinks)
+
     def _set_sinks(self, sinks: list[Sink]) -> None:
         self.sinks = sinks
+        self.trace_fused_ops = self.options.trace_fused_ops or any(getattr(s, "trace_fused_ops", False) for s in sinks)
         writers = [s for s in sinks if type(s) is WriterSink]
         rest = [s for s in sinks if type(s) is not WriterSink]
         quiet = len(writers) == 1 and all(callable(getattr(s, "idle", None)) for s in rest)
@@ -259,8 +276,8 @@ class Session:
         for sink, execution, traces in held:
             try:
                 sink.on_execution(execution, traces)
-            except Exception:
-                pass
+            except Exception as failure:
+                sink_failed(sink, "on a call", failure)
 
     def unrecorded(self, index: int | None, function_name: str, graph_id: int, error: BaseException) -> None:
         """A call tvmdbg could not record whole (see Tracer._record): an Execution saying why
@@ -288,8 +305,8 @@ class Session:
         for sink in self.sinks:
             try:
                 sink.close()
-            except Exception:
-                pass
+            except Exception as failure:
+                sink_failed(sink, "to close", failure)
 
     # -- ids and locations -----------------------------------------------------------------
 
@@ -348,10 +365,8 @@ class Session:
         self.program(info, None)
 
     def _passes_filters(self, name: str, kernel: str, origins, dtype: str) -> bool:
-        if self.op_regex is not None:
-            names = [name, kernel, *(o.op_type for o in origins), *(o.var_name for o in origins)]
-            if not any(self.op_regex.search(n) for n in names):
-                return False
+        if self.op_regex is not None and not op_matches(self.op_regex, name, kernel, origins):
+            return False
         return self.dtype_ok is None or self.dtype_ok(dtype)
 
     def _spec(self, spec: graphs.Spec | None) -> pb.TensorSpec:
@@ -417,7 +432,10 @@ class Session:
 
     def _emit_graph(self, graph: pb.DebuggedGraph | None, ops: list[pb.GraphOpCreation]) -> None:
         for sink in self.sinks:
-            sink.on_graph(graph, ops)
+            try:
+                sink.on_graph(graph, ops)
+            except Exception as failure:  # at a build or a first call: never the user's error
+                sink_failed(sink, "on a graph", failure)
 
     def function(self, program: Program, name: str) -> RuntimeFunction:
         """A function of program; unmapped ones get a graph on first call."""
@@ -475,9 +493,7 @@ class Session:
             try:
                 error = sink.on_kernel(call)
             except Exception as failure:  # a debugger bug must not change the user's program
-                warnings.warn(
-                    f"tvmdbg: {type(sink).__name__} failed on a kernel: {failure!r}", RuntimeWarning, stacklevel=2
-                )
+                sink_failed(sink, "on a kernel", failure)
                 continue
             if error is not None and stop is None:
                 stop = error
@@ -491,8 +507,8 @@ class Session:
                 continue
             try:
                 sink.on_execution(execution, traces)
-            except Exception:
-                pass
+            except Exception as failure:
+                sink_failed(sink, "on a call", failure)
 
     def serialized_execution_done(self, payload: bytes, traces: Sequence[bytes], nonfinite: bool | None = None) -> None:
         """execution_done for a serialized Execution and its trace payloads (the compiled

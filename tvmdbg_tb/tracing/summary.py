@@ -13,13 +13,13 @@ import numpy as np
 
 from tvmdbg_tb.events.summaries import dtype_code, finite_statistics, is_float_dtype
 from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.tracing.state import ACTIVE
 
 # FULL_TENSOR keeps at most this many bytes of one tensor (the rest is marked truncated).
 MAX_TENSOR_BYTES = 64 << 20
 
-# tvmdbg's own DLPack reads (read-only views) on this thread, counted only while something
-# watches exports (param_cache sets TRACK_OWN_READS): they must not count as the user's.
-TRACK_OWN_READS = [False]
+# tvmdbg's own DLPack reads (read-only views) on this thread, counted only while param_cache
+# watches exports (the tracing state's exports.watched): they must not count as the user's.
 _OWN_READS = threading.local()
 
 
@@ -63,7 +63,7 @@ def as_numpy(value: Any) -> np.ndarray | None:
     if isinstance(value, np.ndarray):
         return value
     try:
-        if not TRACK_OWN_READS[0]:
+        if not ACTIVE.state.exports.watched:
             return np.from_dlpack(value)
         _OWN_READS.depth = getattr(_OWN_READS, "depth", 0) + 1
         try:

@@ -22,13 +22,12 @@ from tvm import relax
 
 from tvmdbg_tb.capture import frames as frames_mod
 from tvmdbg_tb.capture import graphs, importers
+from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing.summary import tensor_summary
-
-# Prefix of the reference graph's note on control flow, read by tvmdbg_tb/compare/core.py.
-CONTROL_FLOW_NOTE = "control flow: "
 
 
 def _converting_node(top_graph):
@@ -144,9 +143,8 @@ def record_torch_reference(
 
     with torch.no_grad():
         final = _Recorder(module).run(*inputs)
-    writer = DebugEventsWriter(
-        logdir, tensor_debug_mode=mode, circular_buffer_size=-1, display_name="PyTorch eager reference"
-    )
+    options = DumpOptions(tensor_debug_mode=mode, circular_buffer_size=-1, run_name="PyTorch eager reference")
+    writer = DebugEventsWriter(logdir, options)
     try:
         _write(writer, mode, module.graph, relax_ops, outputs, inputs, final, _lifted_inputs(program))
     finally:
@@ -166,9 +164,10 @@ def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inpu
             control_flow.append(f"{node.name} (torch higher-order op {node.target}){where}")
     note = "PyTorch eager reference written by tvmdbg.record_torch_reference"
     if control_flow:
-        note = (
-            f"{CONTROL_FLOW_NOTE}{', '.join(control_flow)} ran in eager as one node each: their outputs are "
-            "compared, the ops inside their branches or loop bodies are not (not comparable). " + note
+        note = layout.control_flow_note(
+            control_flow,
+            "ran in eager as one node each: their outputs are compared, the ops inside their branches "
+            "or loop bodies are not (not comparable). " + note,
         )
     writer.write_graph(
         pb.DebuggedGraph(

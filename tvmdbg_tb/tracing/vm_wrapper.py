@@ -1,27 +1,17 @@
 """Wraps tvm.relax.VirtualMachine so that, while a session is active, every VM call goes
 through its tracer: the compiled one (fast_tracer) when the executable carries summary
-kernels, else the VM instrument (vm_tracer). Installed once; a pass-through when idle.
+kernels, else the VM instrument (vm_tracer). Installed once per process, reading the tracing
+state in force (state.py); a pass-through when idle.
 """
 
 from __future__ import annotations
-
-import weakref
 
 from tvm import relax
 
 from tvmdbg_tb.capture import hooks as capture
 from tvmdbg_tb.tracing.fast_tracer import CompiledTracer, flush_implicit, usable
-from tvmdbg_tb.tracing.session import Session
+from tvmdbg_tb.tracing.state import ACTIVE, TracingState
 from tvmdbg_tb.tracing.vm_tracer import Tracer
-
-
-class _Holder:
-    session: Session | None = None
-
-
-ACTIVE = _Holder()  # the session VM calls are traced into (None: idle)
-
-_VMS: weakref.WeakSet = weakref.WeakSet()
 
 
 def exclude(vm) -> None:
@@ -29,29 +19,35 @@ def exclude(vm) -> None:
     vm.__dict__["_tvmdbg_excluded"] = True
 
 
-def tracer_of(vm) -> Tracer | None:
-    """The vm's tracer for the active session (created on first use); None when inactive."""
-    session = ACTIVE.session
+def tracer_of(vm, state: TracingState | None = None) -> Tracer | None:
+    """The vm's tracer for the session of state (default: the one in force), created on first
+    use; None when it has none."""
+    state = state or ACTIVE.state
+    session = state.session
     if session is None or vm.__dict__.get("_tvmdbg_excluded"):
         return None
     tracer = vm.__dict__.get("_tvmdbg_tracer")
     if tracer is None or tracer.session is not session:
-        tracer = CompiledTracer(session, vm) if usable(session, vm) else Tracer(session, vm)
+        paths = state.paths
+        if paths.compiled and usable(session, vm):
+            tracer = CompiledTracer(session, vm, native_calls=paths.native_calls)
+        else:
+            tracer = Tracer(session, vm)
         vm.__dict__["_tvmdbg_tracer"] = tracer
-        _VMS.add(vm)
+        state.vms.add(vm)
     return tracer
 
 
-def detach_all() -> None:
-    """Removes the instrument from every traced VM (the session ended)."""
+def detach_all(state: TracingState) -> None:
+    """Removes the instrument from every VM state traced (its session ended or changed)."""
     flush_implicit()
-    for vm in list(_VMS):
+    for vm in list(state.vms):
         vm.__dict__.pop("_tvmdbg_tracer", None)
         try:
             vm._set_instrument(None)
-        except Exception:
+        except Exception:  # a VM torn down meanwhile: nothing left to detach
             pass
-    _VMS.clear()
+    state.vms.clear()
 
 
 class TracedFunction:
@@ -71,15 +67,12 @@ class TracedFunction:
         return getattr(self._function, name)
 
 
-_INSTALLED = False
-
-
-def install() -> None:
-    """Wraps relax.VirtualMachine once; the wrappers pass straight through while inactive."""
-    global _INSTALLED
-    if _INSTALLED:
-        return
+def install(active) -> None:
+    """Wraps relax.VirtualMachine once per process; the wrappers trace into active.state's
+    session (state.ACTIVE) and pass straight through while it has none."""
     vm_class = relax.VirtualMachine
+    if getattr(vm_class.__getitem__, "_tvmdbg", False):
+        return
     original_init = vm_class.__init__
     original_getitem = vm_class.__getitem__
     original_set_input = vm_class.set_input
@@ -92,7 +85,7 @@ def install() -> None:
 
     def __getitem__(self, key):
         function = original_getitem(self, key)
-        tracer = tracer_of(self)
+        tracer = tracer_of(self, active.state)
         if tracer is None:
             return function
         traced = TracedFunction(tracer, key, function)
@@ -103,7 +96,7 @@ def install() -> None:
         self.__dict__.setdefault("_tvmdbg_inputs", {})[func_name] = args
 
     def invoke_stateful(self, func_name):
-        tracer = tracer_of(self)
+        tracer = tracer_of(self, active.state)
         if tracer is None:
             return original_invoke_stateful(self, func_name)
         inputs = self.__dict__.get("_tvmdbg_inputs", {}).get(func_name, ())
@@ -120,7 +113,7 @@ def install() -> None:
         vm = self
 
         def timed(*call_args):
-            tracer = tracer_of(vm)
+            tracer = tracer_of(vm, active.state)
             if tracer is None:
                 return evaluator(*call_args)
             name = func_name
@@ -139,5 +132,5 @@ def install() -> None:
     ):
         wrapper.__wrapped__ = original
         wrapper.__doc__ = original.__doc__
+        wrapper._tvmdbg = True  # the mark of the installed wrappers
         setattr(vm_class, name, wrapper)
-    _INSTALLED = True

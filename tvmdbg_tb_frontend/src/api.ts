@@ -34,6 +34,7 @@ export interface RunInfo {
   reference?: boolean;
   host_name: string | null;
   pid: number | null;
+  tvmdbg_version: string | null;
   tvm_version: string | null;
   tensor_debug_mode: string | null;
   circular_buffer_size: number | null;
@@ -51,6 +52,8 @@ export interface RunInfo {
   last_update_time: number | null;
   live: boolean;
   completeness?: Completeness;
+  /** The disco job and rank of the run (tvmdbg.disco), null for a lone process. */
+  disco?: { job_id: string; rank: number; world_size: number } | null;
 }
 
 /** Whether a run's dump is complete (docs/routes.md#runs). */
@@ -60,6 +63,9 @@ export interface Completeness {
   ended: string;
   writer_alive: boolean | null;
   problems: { kind: string; message: string; file: string | null; offset: number | null; executions: (number | null)[] | null }[];
+  /** Records the circular buffer dropped, by stream: not problems. */
+  dropped: Record<string, number>;
+  notes: string[];
 }
 
 export interface Corruption {
@@ -78,11 +84,15 @@ export interface Status {
     run: string;
     num_executions: number;
     num_traces: number;
+    last_update_time: number | null;
     live: boolean;
+    /** The reader is indexing the run right now. */
+    indexing: boolean;
     /** Why the last read of this run failed (the reader retries). */
     error?: string | null;
     num_corruptions: number;
     corruptions: Corruption[];
+    completeness: Completeness;
   }[];
   problems: string[];
 }
@@ -130,6 +140,8 @@ export interface AlertInnerOp {
   index: number;
   op_type: string;
   var_name: string;
+  /** The PrimFunc the op was legalized to ("" when not known). */
+  prim_func: string;
   location: Location | null;
 }
 
@@ -138,6 +150,8 @@ export interface AlertsPage {
   end: number;
   num_alerts: number;
   alerts_breakdown: Record<string, number>;
+  /** The alert_type asked for (null: all). */
+  alert_type: string | null;
   /** Counts over ALL alerts of the run, whatever page was asked for. */
   nan_alerts: number;
   neg_inf_alerts: number;
@@ -179,9 +193,12 @@ export interface RangeAlerts {
   available: boolean;
   headroom: number;
   growth_factor: number;
+  growth_horizon: number;
   num_alerts: number;
   near_max_alerts: number;
   growth_alerts: number;
+  begin: number;
+  end: number;
   alerts: RangeAlert[];
 }
 
@@ -321,6 +338,8 @@ export interface Edge {
   kind: "OP_OUTPUT" | "PARAM" | "CONSTANT" | "OTHER";
   name: string;
   param_index: number | null;
+  /** The item of a tuple parameter the edge reads (null: the whole value). */
+  tuple_item: number | null;
 }
 
 export interface GraphSummary {
@@ -396,6 +415,9 @@ export interface TensorValue {
 
 export interface Histogram {
   trace_position: number;
+  trace_index: number;
+  op_name: string;
+  output_slot: number;
   dtype: string;
   shape: number[];
   num_elements: number;

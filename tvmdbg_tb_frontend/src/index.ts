@@ -11,6 +11,7 @@ import { GraphPanel } from "./panels/graph";
 import { HeaderBar } from "./panels/header";
 import { LivePanel } from "./panels/live";
 import { Navigator } from "./panels/navigator";
+import { RanksBar } from "./panels/ranks";
 import { SourcePanel, StackPanel } from "./panels/source";
 import { TimelinePanel } from "./panels/timeline";
 import { Split } from "./split";
@@ -28,6 +29,7 @@ export function render(root: HTMLElement = document.body): Store {
 
   const store = new Store(new Api());
   const header = new HeaderBar(store);
+  const ranks = new RanksBar(store);
   const empty = h("div", { class: "empty-logdir", hidden: true });
   const alerts = new AlertsPanel(store);
   const live = new LivePanel(store);
@@ -62,7 +64,7 @@ export function render(root: HTMLElement = document.body): Store {
     minSecond: 600,
   });
   main.el.classList.add("layout");
-  setChildren(root, h("div", { class: "app" }, header.el, empty, main.el));
+  setChildren(root, h("div", { class: "app" }, header.el, ranks.el, empty, main.el));
 
   let polling = false;
   const poll = async () => {

@@ -11,6 +11,7 @@ const edge = (src: number | null, dst: number): Edge => ({
   kind: src === null ? "PARAM" : "OP_OUTPUT",
   name: "",
   param_index: src === null ? 0 : null,
+  tuple_item: null,
 });
 
 describe("neighborhood", () => {

@@ -18,6 +18,16 @@ export interface InnerOp {
   origin: boolean;
 }
 
+/** A kernel input's health in a replay (the mode's debug values by name: counts, dtype, shape). */
+export interface ReplaySummary {
+  dtype?: string;
+  size?: number;
+  nan?: number;
+  neg_inf?: number;
+  pos_inf?: number;
+  [field: string]: number | string | boolean | number[] | undefined;
+}
+
 export interface Replay {
   execution_index: number;
   op_id: number;
@@ -26,7 +36,7 @@ export interface Replay {
   error: string | null;
   note: string | null;
   first_nonfinite_op: number | null;
-  inputs: { summary: Record<string, number> }[];
+  inputs: { summary: ReplaySummary }[];
   ops: InnerOp[];
 }
 

@@ -1,0 +1,79 @@
+"""Typed answers: what analysis builds for a route, once, as a frozen dataclass whose fields
+are the JSON object's (the dashboard declares the same shapes in
+tvmdbg_tb_frontend/src/api.ts; tests/test_route_schema.py checks every route against them).
+
+The plugin and the CLI only serialise them (to_json); nothing builds an answer's dict apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+# A field with this metadata is left out of the JSON object while it is None (TypeScript's
+# `name?: T`: older servers did not send it, or the route was asked without it).
+OPTIONAL = {"optional": True}
+
+
+def to_json(value: Any) -> Any:
+    """value with every Answer in it as its JSON object."""
+    if isinstance(value, Answer):
+        return value.to_json()
+    if isinstance(value, list):
+        return [to_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: to_json(item) for key, item in value.items()}
+    return value
+
+
+class Answer:
+    """A route's answer: to_json() is the object the route sends (fields in their order)."""
+
+    def to_json(self) -> dict:
+        out = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is None and field.metadata.get("optional"):
+                continue
+            out[field.name] = to_json(value)
+        return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AlertCounts:
+    """Alerts per kind over all the run's alerts (an alert counts for each kind its output holds)."""
+
+    nan: int = 0
+    neg_inf: int = 0
+    pos_inf: int = 0
+    origin: int = 0
+
+    def plus(self, other: AlertCounts) -> AlertCounts:
+        return AlertCounts(
+            nan=self.nan + other.nan,
+            neg_inf=self.neg_inf + other.neg_inf,
+            pos_inf=self.pos_inf + other.pos_inf,
+            origin=self.origin + other.origin,
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AlertsPage(Answer):
+    """The `alerts` route's answer (api.ts AlertsPage): a page of alerts in execution order,
+    kernel outputs and NaN/Inf made and hidden inside fused kernels alike, with counts over
+    all of them."""
+
+    begin: int
+    end: int
+    num_alerts: int
+    alerts_breakdown: dict[str, int]
+    alert_type: str | None
+    nan_alerts: int
+    neg_inf_alerts: int
+    pos_inf_alerts: int
+    origin_alerts: int
+    start_dropped: bool
+    first_origin_index: int | None
+    alerts: list[dict]  # api.ts Alert objects (analysis.alerts.alert_rows)
+    range_alerts: dict | None = dataclasses.field(default=None, metadata=OPTIONAL)
+    benign: dict | None = dataclasses.field(default=None, metadata=OPTIONAL)
