@@ -114,6 +114,9 @@ class CompiledFunction:
     # Parameters counted by a kernel that reads them (epilogue.py), by position: their rows are
     # written when that kernel runs, not before the first kernel.
     params_in_kernels: list[int] = field(default_factory=list)
+    # Parameters with no summary row (its weights, under param_summaries="weights_once_per_value"):
+    # the tracer summarises them once per value.
+    weights: tuple[int, ...] = ()
     # The sites whose kernel counts the NaN and infinities its fused ops make (inner_check.py).
     inner: list[InnerSite] = field(default_factory=list)
 
@@ -313,15 +316,23 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
 
 
 def instrument(
-    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool = True, inner_ops: bool = True
+    mod,
+    info: graphs.ExecutableInfo,
+    health: Summaries,
+    params_in_kernels: bool = True,
+    inner_ops: bool = True,
+    weights_in_kernels: bool = True,
 ) -> tuple[object, dict[str, CompiledFunction]]:
     """Adds the summary calls to every Relax function of the lowered module mod, recording
     what `health` says;
     params_in_kernels: kernels that read a parameter element by element count it;
-    inner_ops: fused kernels count the NaN and infinities their ops make (inner_check.py)."""
+    inner_ops: fused kernels count the NaN and infinities their ops make (inner_check.py);
+    weights_in_kernels: the functions' weights (graphs.FunctionInfo.weights) get summary rows
+    like the other parameters; without, none (the tracer summarises them once per value:
+    CompiledFunction.weights)."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
-    kernels = _rewritten_kernels(mod, info, health, params_in_kernels, inner_ops)
+    kernels = _rewritten_kernels(mod, info, health, params_in_kernels, inner_ops, weights_in_kernels)
     by_name = {gvar.name_hint: kernel for gvar, kernel in kernels.items()}
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function) or gvar.name_hint not in info.functions:
@@ -329,7 +340,8 @@ def instrument(
         function_info = info.functions[gvar.name_hint]
         if not function_info.sites:
             continue
-        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, by_name)
+        skipped = () if weights_in_kernels else tuple(function_info.weights)
+        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, by_name, skipped)
         updates[gvar] = new_func
         functions[function_info.name] = compiled
     if not functions:
@@ -352,8 +364,9 @@ class _Rewritten:
 
 
 def _rewritten_kernels(
-    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool, inner_ops: bool
-) -> dict:
+    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool, inner_ops: bool,
+    weights_in_kernels: bool = True,
+) -> dict:  # fmt: skip
     """The kernels of a CPU build that count in their own loops, by GlobalVar (_Rewritten):
     in FULL_HEALTH their output (epilogue.py: a kernel whose every call is an instrumented
     site writing one tensor at the same position; one called from one site also counts the
@@ -376,7 +389,8 @@ def _rewritten_kernels(
             instrumented.add(name)
         for site in function.sites:
             single_site = site.kernel not in parameters and params_in_kernels
-            parameters[site.kernel] = _parameter_inputs(site) if single_site else ()
+            skipped = () if weights_in_kernels else function.weights
+            parameters[site.kernel] = _parameter_inputs(site, skipped) if single_site else ()
             out = site.output_positions
             single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
             position = out[0] if single else None
@@ -445,19 +459,29 @@ def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fu
     return _Rewritten(found[0], rewritten.guard, rewritten.counted, found[1])
 
 
-def _parameter_inputs(site: graphs.SiteInfo) -> tuple[int, ...]:
+def _parameter_inputs(site: graphs.SiteInfo, skipped=()) -> tuple[int, ...]:
     """The positions of a site's inputs that are tensor parameters of its function, passed
-    as themselves (not a view of one), the first position of a parameter passed twice."""
+    as themselves (not a view of one), the first position of a parameter passed twice; none
+    of the `skipped` parameters (weights the tracer summarises)."""
     if len(site.inputs) != site.num_inputs:
         return ()
     first: dict[int, int] = {}
     for q, source in enumerate(site.inputs):
-        if source.param_index >= 0 and source.tuple_item < 0 and not source.viewed:
+        if (
+            source.param_index >= 0
+            and source.tuple_item < 0
+            and not source.viewed
+            and source.param_index not in skipped
+        ):
             first.setdefault(source.param_index, q)
     return tuple(first.values())
 
 
-def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels=None):
+def _instrument_function(
+    func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels=None, skipped=()
+):
+    """skipped: the positions of the parameters that get no summary row (weights the tracer
+    summarises once per value)."""
     kernels = kernels or {}  # kernel name -> _Rewritten (_rewritten_kernels)
 
     body = func.body
@@ -472,11 +496,15 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
             dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
             rows.append(RowInfo(site, slot, dtype, health is not Summaries.TIMESTAMPS and dtype in HEALTH_DTYPES))
     counts = health.counts  # SHAPE reads the outputs' dims, nothing else
-    params = [p for p in func.params if counts and _summarisable(p)]
+    params = [p for k, p in enumerate(func.params) if counts and k not in skipped and _summarisable(p)]
     leaf_specs = [_tuple_leaf_specs(p) for p in func.params]
     # FULL_STATS keeps summarising tuples in numpy: their statistics combine the tensors'.
     summarised = health is Summaries.HEALTH
-    tuples = [(k, p) for k, p in enumerate(func.params) if summarised and leaf_specs[k] and _leaves_summarisable(p.ty)]
+    tuples = [
+        (k, p)
+        for k, p in enumerate(func.params)
+        if summarised and k not in skipped and leaf_specs[k] and _leaves_summarisable(p.ty)
+    ]
     first_inner = 1 + len(rows) + len(params) + sum(len(leaf_specs[k]) for k, _ in tuples)
     inner: list[InnerSite] = []  # the rows of each site's inner-op check, after all others
     row = 1
@@ -613,6 +641,7 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
     compiled.param_leaf_rows = leaf_rows
     compiled.params_in_kernels = [k for k, p in enumerate(func.params) if hash(p) in in_kernel]
     compiled.inner = inner
+    compiled.weights = tuple(skipped)
     return new_func, compiled
 
 

@@ -146,6 +146,11 @@ class FunctionInfo:
     # attribute); None when the function does not say.
     num_inputs: int | None = None
 
+    @property
+    def weights(self) -> range:
+        """The positions of the function's weights (none when it does not say which)."""
+        return range(self.num_inputs, len(self.params)) if self.num_inputs is not None else range(0)
+
 
 @dataclass
 class ExecutableInfo:

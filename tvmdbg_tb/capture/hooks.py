@@ -144,6 +144,9 @@ class CaptureState:
         # Parameters counted by the kernels that read them (epilogue.py); off under
         # param_summaries="once_per_value", which skips their summaries instead.
         self.params_in_kernels = True
+        # Weights (graphs.FunctionInfo.weights) summarised by kernels too; off under
+        # param_summaries="weights_once_per_value", where the tracer summarises them once.
+        self.weights_in_kernels = True
         # Fused kernels count the NaN and infinities their ops make (inner_check.py).
         self.inner_ops = True
         self.registry = EmitRegistry()  # the user's stack of every var bound while recording
@@ -298,7 +301,9 @@ def _instrumented(pending: _PendingBuild, mod, state: CaptureState):
 
     if compiled.plan_supported(info):
         try:
-            mod, functions = compiled.instrument(mod, info, pending.health, state.params_in_kernels, state.inner_ops)
+            mod, functions = compiled.instrument(
+                mod, info, pending.health, state.params_in_kernels, state.inner_ops, state.weights_in_kernels
+            )
             info.compiled = functions
             info.compiled_health = pending.health
             compiled.register(info)

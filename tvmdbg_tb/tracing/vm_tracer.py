@@ -233,13 +233,16 @@ class Tracer:
         )
         known_inputs, known_outputs = known if known is not None else ((), ())
         cache = self.session.param_cache
+        weights = call.function.weights if self.session.weight_cache is not None else ()
         name = call.function.name
         for k, value in enumerate(inputs):
             summary = known_inputs[k] if k < len(known_inputs) else None
             if summary is None:
-                if cache is not None and error is None:  # param_summaries="once_per_value"
+                # param_summaries="once_per_value", or a weight under "weights_once_per_value"
+                chosen = cache if cache is not None else (self.session.weight_cache if k in weights else None)
+                if chosen is not None and error is None:
                     lookup = param_cache.reuse_allowed(call.function)
-                    summary = param_cache.summarize(cache, mode, value, ("in", name, k), call.index, lookup)
+                    summary = param_cache.summarize(chosen, mode, value, ("in", name, k), call.index, lookup)
                 else:
                     summary = tensor_summary(mode, value)
             execution.inputs.append(summary)
