@@ -9,16 +9,11 @@ panel go to a temporary directory, or to docs/screenshots/ with TVMDBG_UPDATE_SC
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +42,8 @@ if not os.path.exists(CHROMIUM):
 if not BUNDLE.exists():
     pytest.skip("the dashboard bundle is not built: run bash tvmdbg_tb_frontend/build.sh", allow_module_level=True)
 playwright_api = pytest.importorskip("playwright.sync_api")
+
+from tensorboard_process import TensorBoardProcess, _free_port, _get_json  # noqa: E402, F401
 
 
 def _screenshot_dir(tmp_path_factory) -> Path:
@@ -88,56 +85,6 @@ def dump(tmp_path_factory):
         expected_log = np.log(x - model.inputs[1])
     assert expected_log.shape == SHAPE
     return {"logdir": logdir, "model": model, "fused": fused, "expected_log": expected_log}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _get_json(url: str):
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
-
-
-class TensorBoardProcess:
-    """`tensorboard --logdir` on 127.0.0.1 with a port of its own, stopped by close()."""
-
-    def __init__(self, logdir: Path, log_path: Path):
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._log = open(log_path, "w")
-        cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1"]
-        cmd += ["--port", str(self.port), "--load_fast", "false", "--reload_interval", "1"]
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
-        self.log_path = log_path
-        deadline = time.time() + 90
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tensorboard exited: {log_path.read_text()[-3000:]}")
-            try:
-                listing = _get_json(f"{self.url}/data/plugins_listing")
-                if "tvmdbg" in listing:
-                    break
-            except OSError:
-                pass
-            if time.time() > deadline:
-                raise RuntimeError(f"tensorboard did not answer: {log_path.read_text()[-3000:]}")
-            time.sleep(0.3)
-
-    def api(self, route: str):
-        return _get_json(f"{self.url}/data/plugin/tvmdbg/{route}")
-
-    def close(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""The dashboard never runs text from a dump as markup, and shows an incomplete dump's banner.
+"""The dashboard never runs text from a dump as markup, shows an incomplete dump's banner, and
+the NaN of a call that never returned (a program killed while paused at a NaN watchpoint).
 
 Real TensorBoard, real Chromium, a real TVM model whose op names and source file hold
 `<img src=x onerror=alert(..)>` and `</script><script>alert(..)</script>`. (TVM refuses such
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,9 +28,27 @@ def hostile(tmp_path_factory):
     (cut_dir,) = (logdir / "cut").iterdir()
     traces = cut_dir / "tvmdbg.graph_execution_traces"
     traces.write_bytes(traces.read_bytes()[:-10])
+    _killed_at_nan(logdir / "killed")
     tb = TensorBoardProcess(logdir, tmp_path_factory.mktemp("tb") / "tensorboard.log")
     yield tb
     tb.close()
+
+
+def _killed_at_nan(logdir: Path) -> None:
+    """tests/live_child.py paused by its NaN watchpoint in its first call, then SIGKILLed."""
+    from test_live import _child
+
+    from tvmdbg_tb.live.relay import relay
+
+    proc, run_dir = _child(logdir, 600, 3)
+    try:
+        deadline = time.monotonic() + 120
+        while not relay(run_dir, "GET", "/state")[1].get("paused"):
+            assert time.monotonic() < deadline, "the program never paused at its NaN"
+            time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.slow
@@ -49,6 +69,7 @@ def test_markup_in_op_names_and_sources_shows_as_text_and_never_runs(hostile):
         highlighted = frame.locator(".source-panel .src-line.highlighted")
         highlighted.wait_for()
         assert "<img src=x onerror=alert(3)>" in highlighted.inner_text()
+        frame.locator(".source-panel .source-body").evaluate("el => (el.scrollTop = 0)")  # line 1, in view
         frame.locator(".source-panel").get_by_text("</script><script>alert(12)</script>", exact=False).first.wait_for()
         assert frame.locator("img[src=x]").count() == 0
         assert frame.locator("script:has-text('alert(')").count() == 0
@@ -73,5 +94,20 @@ def test_an_incomplete_dump_shows_a_banner(hostile):
         assert banner.locator("li[data-kind=truncated]").count() == 1
         frame.locator(".run-select").select_option(evil)
         banner.wait_for(state="hidden")
+    finally:
+        browser.close()
+
+
+def test_the_nan_of_a_call_that_never_returned_is_shown(hostile):
+    browser = Browser()
+    try:
+        frame = browser.open_dashboard(hostile)
+        killed = next(r["run"] for r in hostile.api("runs")["runs"] if r["run"].startswith("killed"))
+        frame.locator(".run-select").select_option(killed)
+        note = frame.locator("[data-testid=unfinished-alerts]")
+        note.wait_for(state="visible")
+        assert "1 non-finite output in calls that never returned" in note.inner_text()
+        assert "tir_log" in note.inner_text() and "NaN 2" in note.inner_text()
+        assert "No NaN or ∞ recorded" not in frame.locator(".alerts-panel").inner_text()
     finally:
         browser.close()

@@ -515,7 +515,15 @@ def _child(logdir: Path, timeout: float, calls: int) -> tuple[subprocess.Popen, 
     return proc, line.split()[1]
 
 
+def _tvmdbg(*args) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())", *map(str, args)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+
+
 def test_program_killed_while_paused(tmp_path):
+    """SIGKILL while a NaN watchpoint holds the program paused in the call that made the NaN:
+    the call never returns, and its NaN is still an alert, from the hit that saw it."""
     proc, run_dir = _child(tmp_path, 600, 3)
     try:
         dash = Dashboard(tmp_path)
@@ -528,6 +536,19 @@ def test_program_killed_while_paused(tmp_path):
         assert status == 404 and "has exited" in answer["error"]
         status, hits = dash.get("live/hits")  # flushed at the pause: nothing lost
         assert hits["num_hits"] == 1 and hits["hits"][0]["kernel"].endswith("log")
+        # The NaN of the call that never returned is an alert: the plugin, `alerts` and `check`.
+        (unfinished,) = dash.get("alerts")[1]["unfinished"]
+        with np.errstate(all="ignore"):
+            expected = np.log(DIFF)
+        assert unfinished["kernel"].endswith("log") and unfinished["execution_index"] == 0
+        assert unfinished["nan_count"] == np.isnan(expected).sum() and unfinished["size"] == expected.size
+        op = unfinished["op_name"]
+        check = _tvmdbg("check", tmp_path)
+        assert check.returncode == 1, (check.stdout, check.stderr)
+        assert f"op {op}:0 (kernel {unfinished['kernel']}) made {unfinished['nan_count']} NaN" in check.stdout
+        assert "a call that never returned" in check.stdout and "The dump is incomplete" in check.stdout
+        alerts = _tvmdbg("alerts", tmp_path)
+        assert "1 NaN/Inf in calls that never returned" in alerts.stdout, alerts.stdout
     finally:
         if proc.poll() is None:
             proc.kill()

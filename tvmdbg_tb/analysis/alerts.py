@@ -62,6 +62,7 @@ from tvmdbg_tb.analysis.inner_ops import (
 from tvmdbg_tb.analysis.inputs import OpReads, ParamHealth, param_health
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.ranges import range_alerts
+from tvmdbg_tb.analysis.unfinished import unfinished_alerts
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.health import HEALTH_MODES
 from tvmdbg_tb.events.locations import location
@@ -780,11 +781,12 @@ def alerts_page(
     """The `alerts` route's answer: alerts [begin:end] (end=-1: all) in execution order, range
     alerts [range_begin:range_end] (analysis/ranges.py) under "range_alerts", and the
     non-finite outputs that are no alerts ("benign": absorbed, or expected by the
-    expected_nonfinite pattern, the run's own by default)."""
+    expected_nonfinite pattern, the run's own by default), and the non-finite outputs of calls
+    that never returned, which only watchpoint hits recorded ("unfinished")."""
     m = monitor(run, expected_nonfinite)
     with run.lock:  # alert positions and the digests they index, from one state
         page = _page(run, m, begin, end, alert_type)
-        page = dataclasses.replace(page, benign=benign(run, m))
+        page = dataclasses.replace(page, benign=benign(run, m), unfinished=unfinished_alerts(run))
     return dataclasses.replace(page, range_alerts=range_alerts(run, range_begin, range_end))  # reads the file
 
 

@@ -77,3 +77,5 @@ class AlertsPage(Answer):
     alerts: list[dict]  # api.ts Alert objects (analysis.alerts.alert_rows)
     range_alerts: dict | None = dataclasses.field(default=None, metadata=OPTIONAL)
     benign: dict | None = dataclasses.field(default=None, metadata=OPTIONAL)
+    # api.ts UnfinishedAlert objects: NaN/Inf of calls that never returned (analysis/unfinished.py)
+    unfinished: list[dict] | None = dataclasses.field(default=None, metadata=OPTIONAL)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
 
 from tvmdbg_tb.events.reader import RunReader
+from tvmdbg_tb.events.values import BadValue, flat_values, stored_array
 
 DEFAULT_MAX_ELEMENTS = 10_000
 MAX_ELEMENTS = 1_000_000
@@ -75,15 +77,11 @@ def _stored(run: RunReader, position: int):
         raise LookupError(
             f"trace {position} holds no tensor value (run the model with tensor_debug_mode='FULL_TENSOR')"
         )
-    value = trace.tensor_value
     try:
-        dtype = np.dtype(value.dtype)
-    except TypeError:
-        raise LookupError(f"tensor dtype {value.dtype!r} cannot be shown") from None
-    flat = np.frombuffer(value.content, dtype=dtype.newbyteorder("<"), count=len(value.content) // dtype.itemsize)
-    shape = [int(d) for d in value.shape]
-    whole = int(np.prod(shape, dtype=np.int64)) == flat.size
-    return trace, dtype, (flat.reshape(shape) if whole else flat), whole
+        array, whole = stored_array(trace.tensor_value)
+    except BadValue as error:  # a dump's dtype or shape no tensor has: nothing to show
+        raise LookupError(f"trace {position}: {error}") from None
+    return trace, array.dtype, array, whole
 
 
 def _axes(index: tuple, shape: tuple[int, ...]) -> list[dict]:
@@ -161,7 +159,7 @@ def tensor_histogram(run: RunReader, position: int, bins: int = 30) -> dict:
         raise LookupError(f"tensor dtype {dtype} has no histogram")
     if finite.size:
         low, high = float(finite.min()), float(finite.max())
-        counts, edges = np.histogram(finite, bins=bins, range=(low, high) if high > low else (low - 0.5, high + 0.5))
+        counts, edges = _histogram(finite, bins, low, high)
     else:
         low = high = None
         counts, edges = np.zeros(0, np.int64), np.zeros(0)
@@ -185,15 +183,30 @@ def tensor_histogram(run: RunReader, position: int, bins: int = 30) -> dict:
     }
 
 
+def _histogram(finite: np.ndarray, bins: int, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
+    """np.histogram's counts and edges over [low, high] for any finite range: a range wider than
+    the largest float (finfo.min..max) is binned at half scale, and a range too narrow for
+    distinct edges (numpy's "Too many bins for data range") still gives `bins` bins."""
+    if high <= low:
+        low, high = low - 0.5, high + 0.5
+    low, high = float(low), float(high)
+    scale = 1.0 if math.isfinite(high - low) else 0.5
+    span = high * scale - low * scale
+    edges = (low * scale + span * (np.arange(bins + 1) / bins)) / scale
+    edges[0], edges[-1] = low, high
+    # The bin of each value as np.histogram places it: [edge k, edge k+1), the last bin closed.
+    where = np.clip(np.searchsorted(edges, finite, side="right") - 1, 0, bins - 1)
+    return np.bincount(where, minlength=bins), edges
+
+
 def value_health(value) -> dict:
     """FULL_HEALTH-style counts of a stored FULL_TENSOR value (pb.TensorValue), so a
     FULL_TENSOR pill shows every count a FULL_HEALTH one does; {} when the dtype is unknown.
     "partial" is true when the writer kept only the first elements."""
     try:
-        dtype = np.dtype(value.dtype).newbyteorder("<")
-    except TypeError:
+        array = flat_values(value)
+    except BadValue:
         return {}
-    array = np.frombuffer(value.content, dtype=dtype, count=len(value.content) // max(dtype.itemsize, 1))
     out = {"size": int(array.size), "rank": len(value.shape), "partial": bool(value.truncated)}
     if array.dtype.kind == "f":
         finite = array[np.isfinite(array)]

@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 from tvmdbg_tb.cli.session import CliError
+from tvmdbg_tb.cli.terminal import guarded
 from tvmdbg_tb.events.options import checked_regex
 
 DESCRIPTION = """\
@@ -314,18 +315,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    try:
-        if args.command == "run":
-            from tvmdbg_tb.cli import runner
+    if args.command == "run":  # the user's script writes as it likes; the runner guards its own output
+        from tvmdbg_tb.cli import runner
 
-            return runner.main(args)
+        return _dispatch(args, runner.main)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = guarded(sys.stdout), guarded(sys.stderr)  # a dump's text is shown, never obeyed
+    try:
         if args.command == "compare":
             from tvmdbg_tb.cli import compare
 
-            return compare.main(args)
+            return _dispatch(args, compare.main)
         from tvmdbg_tb.cli import commands
 
-        return getattr(commands, args.command)(args)
+        return _dispatch(args, getattr(commands, args.command))
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _dispatch(args, command) -> int:
+    try:
+        return command(args)
     except CliError as error:
         print(f"tvmdbg {args.command}: {error}", file=sys.stderr)
         return 2

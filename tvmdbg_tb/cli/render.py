@@ -1,7 +1,8 @@
 """Plain-text rendering for the terminal: tables, styles, tensors, numbers.
 
-Everything here returns strings; nothing prints. Colour is an option of the Style object, on
-only for a terminal that wants it, so the same output reads well in a pipe or a file.
+Everything here returns strings; nothing prints (cli/terminal.py writes them, the dump's
+text made visible). Colour is an option of the Style object, on only for a terminal that
+wants it, so the same output reads well in a pipe or a file.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tvmdbg_tb.cli.terminal import plain, sgr
 from tvmdbg_tb.events import summaries
+from tvmdbg_tb.events.values import flat_values, stored_array
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 _CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36", "highlight": "1;30;43"}
@@ -38,14 +41,12 @@ class Style:
     def __call__(self, text: str, style: str) -> str:
         if not self.color or not text:
             return text
-        return f"\033[{_CODES[style]}m{text}\033[0m"
-
-
-_ANSI = re.compile(r"\033\[[0-9;]*m")
+        return f"{sgr(_CODES[style])}{text}{sgr('0')}"  # colour codes once written (cli/terminal.py)
 
 
 def visible_len(text: str) -> int:
-    return len(_ANSI.sub("", text))
+    """The width text takes on the terminal (its data made visible, without colours)."""
+    return len(plain(text))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[int] = (), style=None) -> list[str]:
@@ -154,17 +155,12 @@ def summary_fields(mode: int, values: Sequence[float]) -> list[tuple[str, str]]:
 def decode_tensor(value: pb.TensorValue) -> np.ndarray:
     """The numpy array of a FULL_TENSOR value (flat if truncated). Raises ValueError for a
     dtype numpy cannot hold."""
-    try:
-        dtype = np.dtype(value.dtype).newbyteorder("<")  # the schema's byte order
-    except TypeError:
-        raise ValueError(f"values of dtype {value.dtype!r} cannot be shown") from None
-    array = np.frombuffer(value.content, dtype=dtype, count=len(value.content) // dtype.itemsize)
     if value.truncated:
-        return array
-    shape = tuple(int(d) for d in value.shape)
-    if math.prod(shape) != array.size:
-        raise ValueError(f"{array.size} values do not fill shape {shape_text(shape)}")
-    return array.reshape(shape)
+        return flat_values(value)
+    array, whole = stored_array(value)
+    if not whole:
+        raise ValueError(f"{array.size} values do not fill shape {shape_text(value.shape)}")
+    return array
 
 
 def parse_ranges(text: str) -> list[tuple[float, float]]:

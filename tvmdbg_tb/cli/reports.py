@@ -100,13 +100,15 @@ def _nonfinite_alert_lines(
     run: RunReader, names: OpNames, limit: int, style: Style, more: str, expected_nonfinite: str | None
 ) -> list[str]:
     alerts, first, total = ordered_alerts(run, limit, expected_nonfinite)
-    benign = benign_lines(analysis.alerts(run, 0, 0, range_end=0, expected_nonfinite=expected_nonfinite)["benign"])
+    answer = analysis.alerts(run, 0, 0, range_end=0, expected_nonfinite=expected_nonfinite)
+    benign = benign_lines(answer["benign"])
+    lines = unfinished_lines(run, answer["unfinished"], names, style)
     if not alerts:
         mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
         if mode not in HEALTH_MODES:
             return [f"No alerts: mode {mode_name(mode)} records no NaN/Inf counts (use FULL_HEALTH)."]
-        return [f"No NaN/Inf alerts in {run.num_traces()} kernel outputs.", *benign]
-    lines = []
+        none = f"No {'other ' if lines else ''}NaN/Inf alerts in {run.num_traces()} kernel outputs."
+        return [*lines, none, *benign]
     head = alerts[0]
     name = f"{names.name(head['op_id'])}:{head['output_slot']}"
     if first is not None:
@@ -341,6 +343,9 @@ def check(run: RunReader, names: OpNames, logdir: str, expected_nonfinite: str |
     masked = head["num_alerts"] - bad_traces
     dropped = _dropped_text(completeness.dropped)
     counted = run.run_end if run.keyed and run.run_end is not None else None  # the writer's own count
+    unfinished = head["unfinished"]
+    if unfinished and not bad_traces and not bad_executions and not masked:
+        return NONFINITE_FOUND, f"{where}: {_unfinished_text(run, unfinished, names)}.{incomplete}"
     if not bad_traces and not bad_executions and not masked:
         if not completeness.complete:
             return CANNOT_TELL, (
@@ -423,7 +428,36 @@ def check(run: RunReader, names: OpNames, logdir: str, expected_nonfinite: str |
             )
         closer = f" Look closer with: tvmdbg analyze {logdir}" + (f" --run {run.name}" if run.name != "." else "")
         closer += f" -x 'ni {name}' -x 'li {name}'"
+    if unfinished:
+        text += f" Besides, {_unfinished_text(run, unfinished, names)}."
     return NONFINITE_FOUND, text + _range_warning(run, names) + closer + raised + incomplete
+
+
+def _unfinished_text(run: RunReader, rows: list[dict], names: OpNames) -> str:
+    """The NaN/Inf of calls that never returned (analysis/unfinished.py), the first named."""
+    a = rows[0]
+    more = f" (and {len(rows) - 1} more outputs)" if len(rows) > 1 else ""
+    return (
+        f"op {names.name(a['op_id'])}:{a['output_slot']} (kernel {a['kernel']}) made {_counts(a)} in execution "
+        f"{a['execution_index']}, a call that never returned{more}: the program was killed, or is paused, inside "
+        f"it, and the watchpoint hit that saw it is its only record; it was created at {_where_created(run, a)}"
+    )
+
+
+def unfinished_lines(run: RunReader, rows: list[dict], names: OpNames, style: Style) -> list[str]:
+    """The NaN/Inf of calls that never returned, one line each, after a heading."""
+    if not rows:
+        return []
+    lines = [
+        style(f"{len(rows)} NaN/Inf in calls that never returned", "red")
+        + " (the program was killed, or is paused, inside them; watchpoint hits kept them):"
+    ]
+    for a in rows:
+        lines.append(
+            f"  {names.name(a['op_id'])}:{a['output_slot']}, kernel {a['kernel']}, in execution "
+            f"{a['execution_index']}: {_counts(a)}; created at {_where_created(run, a)}"
+        )
+    return lines
 
 
 def _range_warning(run: RunReader, names: OpNames) -> str:

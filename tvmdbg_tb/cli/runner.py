@@ -23,6 +23,7 @@ from tvmdbg_tb.cli import filters
 from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.session import CliError
 from tvmdbg_tb.cli.shell import run_commands
+from tvmdbg_tb.cli.terminal import guarded
 from tvmdbg_tb.events.health import HEALTH_MODES
 from tvmdbg_tb.events.reader import DebugDataReader
 from tvmdbg_tb.events.summaries import mode_name, mode_value
@@ -55,7 +56,7 @@ class BreakController:
         self.flush = flush or (lambda: None)
         self.commands = list(commands)
         self.stdin = stdin
-        self.stdout = stdout or sys.stdout
+        self.stdout = guarded(stdout or sys.stdout)  # the dump's names, shown as text
         self.calls = 0
         self.stops: list[int] = []  # Execution.index of each stop
         self._lock = threading.Lock()  # one thread at a time decides and stops
@@ -167,7 +168,10 @@ def _matches(fn: filters.TensorFilter, trace: pb.GraphExecutionTrace) -> bool:
     try:
         return filters.passes(fn, trace)
     except Exception as error:  # a broken filter stops the program rather than hiding a hit
-        print(f"tvmdbg run: tensor filter raised {error!r} on {trace.op_name}; counted as a match", file=sys.stderr)
+        print(
+            f"tvmdbg run: tensor filter raised {error!r} on {trace.op_name}; counted as a match",
+            file=guarded(sys.stderr),
+        )
         return True
 
 
@@ -240,7 +244,7 @@ def main(args) -> int:
             if args.tensor_filter
             else "stopping after the first VM call."
         ),
-        file=sys.stderr,
+        file=guarded(sys.stderr),
     )
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     enable = debugger.enable_dump_debug_info
@@ -248,7 +252,10 @@ def main(args) -> int:
 
     def enable_again(*unused, **unused_kw):
         """The script's own enable call: the dump `tvmdbg run` started already serves it."""
-        print("tvmdbg run: the script's enable_dump_debug_info call uses the dump tvmdbg run started.", file=sys.stderr)
+        print(
+            "tvmdbg run: the script's enable_dump_debug_info call uses the dump tvmdbg run started.",
+            file=guarded(sys.stderr),
+        )
         return writer
 
     debugger.enable_dump_debug_info = enable_again
@@ -276,6 +283,6 @@ def main(args) -> int:
     print(
         f"tvmdbg run: {os.path.basename(script)} {outcome} after {controller.calls} VM calls "
         f"({len(controller.stops)} stops). Its dump: tvmdbg analyze {writer.logdir}",
-        file=sys.stderr,
+        file=guarded(sys.stderr),
     )
     return status

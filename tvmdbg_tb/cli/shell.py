@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import CliError
+from tvmdbg_tb.cli.terminal import guarded
 
 PROMPT = "tvmdbg> "
 
@@ -219,7 +220,7 @@ class Shell(cmd.Cmd):
         stream, style = self.stdout, self.style
         if target:
             try:
-                stream = open(os.path.expanduser(target), "a" if append else "w")
+                stream = guarded(open(os.path.expanduser(target), "a" if append else "w"))
             except OSError as error:
                 self._write([f"error: cannot write {target}: {error.strerror}"], self.stdout, self.style)
                 return False

@@ -14,6 +14,7 @@ import numpy as np
 
 from tvmdbg_tb.events.summaries import nonfinite_counts
 from tvmdbg_tb.events.trace_parts import TraceParts
+from tvmdbg_tb.events.values import BadValue, flat_values
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 # Modes whose records say whether a value is finite (FULL_TENSOR: from the values).
@@ -23,8 +24,8 @@ HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS
 def value_nonfinite_counts(value: pb.TensorValue) -> tuple[int, int, int] | None:
     """(nan, neg_inf, pos_inf) of a stored FULL_TENSOR value; None when its dtype is unknown."""
     try:
-        array = np.frombuffer(value.content, dtype=np.dtype(value.dtype))
-    except TypeError:
+        array = flat_values(value)
+    except BadValue:
         return None
     if array.dtype.kind != "f":
         return (0, 0, 0)

@@ -239,9 +239,10 @@ class _RecordFileReader:
         """The file offset of the first whole valid record at or after start, if any."""
         window = start
         while window < size:
-            window = self.source.data_from(window)  # a hole of a sparse file holds no record
-            if window is None or window >= size:
+            data = self.source.data_from(window)  # a hole of a sparse file holds no record start,
+            if data is None or data >= size:  # but its last bytes may begin a header
                 return None
+            window = max(window, data - records.HEADER_SIZE + 1)
             buf = self.source.read(window, _READ_CHUNK + records.HEADER_SIZE)
             for pos in records.header_candidates(buf, 0, size - window):
                 if pos >= _READ_CHUNK:
@@ -894,6 +895,9 @@ class RunReader:
         if graph_id is None:
             return list(self._ops.values())
         return [self._ops[i] for i in self._graph_ops.get(graph_id, ())]
+
+    def num_ops(self) -> int:
+        return len(self._ops)
 
     def op(self, op_id: int) -> pb.GraphOpCreation:
         try:

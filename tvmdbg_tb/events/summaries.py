@@ -94,22 +94,26 @@ def is_float_dtype(dtype: str) -> bool:
 
 def describe(mode: int, values: Sequence[float]) -> dict:
     """debug_values as a dict of named fields (counts as ints, dtype as a name, SHAPE's dims
-    as "shape"); empty for modes without values or values that do not fit the layout."""
+    as "shape"); empty for modes without values or values that do not fit the layout (too
+    few, or a count, rank or dimension that is not a finite number)."""
     names = LAYOUTS.get(mode, ())
     if not names or len(values) < len(names):
         return {}
     out: dict = {}
     for name, value in zip(names, values):
-        if name == "dtype":
-            out[name] = dtype_name(int(value))
+        if name in STATS_FIELDS:
+            out[name] = float(value)
         elif name == "has_inf_or_nan":
             out[name] = bool(value)
-        elif name in STATS_FIELDS:
-            out[name] = float(value)
+        elif not math.isfinite(value):
+            return {}
         else:
-            out[name] = int(value)
+            out[name] = dtype_name(int(value)) if name == "dtype" else int(value)
     if mode == pb.SHAPE:
-        out["shape"] = [int(v) for v in values[len(names) : len(names) + out["rank"]]]
+        dims = values[len(names) : len(names) + out["rank"]]
+        if not all(map(math.isfinite, dims)):
+            return {}
+        out["shape"] = [int(v) for v in dims]
     return out
 
 

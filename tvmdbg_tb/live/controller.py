@@ -288,6 +288,7 @@ class LiveController:
                 detail=detail,
                 paused=will_pause,
             )
+            _attach_trace(hit, call.traces, slot)
             recorded.append(hit)
             if self.writer is not None:
                 self.writer.write_event("graphs", pb.DebugEvent(wall_time=time.time(), watchpoint_hit=hit))
@@ -479,6 +480,20 @@ class LiveController:
             self._command = (action, op_name if action == "run_to" else None)
             self._lock.notify_all()
             return {"ok": True, "resumed": pause_id, "action": action}
+
+
+HIT_VALUE_BYTES = 1 << 20  # a FULL_TENSOR value kept in a hit's trace up to this size
+
+
+def _attach_trace(hit: pb.WatchpointHit, traces: list[pb.GraphExecutionTrace], slot: int) -> None:
+    """The hit keeps the output's trace: the call's traces reach the dump when it returns, and
+    a program killed while paused at the hit must not take the NaN it saw with it."""
+    for trace in traces:
+        if trace.output_slot == slot:
+            hit.trace.CopyFrom(trace)
+            if len(trace.tensor_value.content) > HIT_VALUE_BYTES:
+                hit.trace.ClearField("tensor_value")
+            return
 
 
 def _hit_json(hit: pb.WatchpointHit) -> dict:

@@ -62,6 +62,12 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _not_a_program(port: int, why: str) -> LiveUnavailable:
+    """What answers on the live file's port is no tvmdbg program (the file is stale, or was
+    written by someone else): no live program for this run, as for a missing file (404)."""
+    return LiveUnavailable(f"no tvmdbg program answers on port {port} of this run's live file ({why})")
+
+
 def _unreadable(error: object) -> LiveUnavailable:
     return LiveUnavailable(f"the live file {LIVE_FILE} of this run is unreadable: {error}")
 
@@ -172,7 +178,7 @@ def relay(run_dir: str, method: str, path: str, body: dict | None = None) -> tup
             else f"the program (pid {pid}) does not accept connections on port {info['port']} (stale live file?)"
         ) from None
     except ValueError as error:
-        raise LiveUnavailable(str(error), status=502) from None
+        raise _not_a_program(info["port"], str(error)) from None
     except (TimeoutError, OSError, http.client.HTTPException) as error:
         if not (exchange.expired or isinstance(error, TimeoutError) or clock() >= deadline):
             raise LiveUnavailable(f"could not reach the program (pid {pid}): {error}", status=502) from None
@@ -191,11 +197,9 @@ def relay(run_dir: str, method: str, path: str, body: dict | None = None) -> tup
     try:
         answer = json.loads(raw)
     except (ValueError, RecursionError):
-        raise LiveUnavailable(f"the program's answer on port {info['port']} is not JSON", status=502) from None
+        raise _not_a_program(info["port"], "not JSON") from None
     if not isinstance(answer, dict) or not 200 <= status < 500:
-        raise LiveUnavailable(
-            f"the answer on port {info['port']} is not a tvmdbg program's (HTTP {status})", status=502
-        )
+        raise _not_a_program(info["port"], f"HTTP {status}")
     if status in (401, 403):
         answer = {"error": f"the program refused the live file's token (stale file?): {answer.get('error', '')}"}
     if request_id is not None:

@@ -486,7 +486,7 @@ class FusedGroupSource(_message.Message):
     def __init__(self, op_id: _Optional[int] = ..., kernel: _Optional[str] = ..., module_script: _Optional[str] = ..., tvm_version: _Optional[str] = ..., ops: _Optional[_Iterable[_Union[InnerOpResult, _Mapping]]] = ..., num_inputs: _Optional[int] = ..., constants: _Optional[_Iterable[_Union[TensorValue, _Mapping]]] = ...) -> None: ...
 
 class WatchpointHit(_message.Message):
-    __slots__ = ("watchpoint_id", "condition", "description", "op_id", "graph_id", "op_name", "kernel", "output_slot", "execution_index", "detail", "paused")
+    __slots__ = ("watchpoint_id", "condition", "description", "op_id", "graph_id", "op_name", "kernel", "output_slot", "execution_index", "detail", "paused", "trace")
     WATCHPOINT_ID_FIELD_NUMBER: _ClassVar[int]
     CONDITION_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -498,6 +498,7 @@ class WatchpointHit(_message.Message):
     EXECUTION_INDEX_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FIELD_NUMBER: _ClassVar[int]
     watchpoint_id: int
     condition: str
     description: str
@@ -509,7 +510,8 @@ class WatchpointHit(_message.Message):
     execution_index: int
     detail: str
     paused: bool
-    def __init__(self, watchpoint_id: _Optional[int] = ..., condition: _Optional[str] = ..., description: _Optional[str] = ..., op_id: _Optional[int] = ..., graph_id: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., output_slot: _Optional[int] = ..., execution_index: _Optional[int] = ..., detail: _Optional[str] = ..., paused: bool = ...) -> None: ...
+    trace: GraphExecutionTrace
+    def __init__(self, watchpoint_id: _Optional[int] = ..., condition: _Optional[str] = ..., description: _Optional[str] = ..., op_id: _Optional[int] = ..., graph_id: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., output_slot: _Optional[int] = ..., execution_index: _Optional[int] = ..., detail: _Optional[str] = ..., paused: bool = ..., trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ...) -> None: ...
 
 class RunEnd(_message.Message):
     __slots__ = ("how", "reason", "num_executions", "num_traces", "first_missing_execution", "first_missing_trace", "num_stack_frames", "num_source_files", "nonfinite_executions", "unchecked_executions", "dropped_executions", "dropped_traces", "records", "unrecorded_executions", "first_unrecorded")

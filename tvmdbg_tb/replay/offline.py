@@ -15,6 +15,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tvmdbg_tb.events.reader import RunReader
+from tvmdbg_tb.events.values import BadValue, stored_array
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.replay.group import FusedGroup, InnerOp, ReplayError
 from tvmdbg_tb.replay.replayer import _fill_ops, _summary
@@ -24,11 +25,12 @@ def _array(value: pb.TensorValue, what: str) -> np.ndarray:
     if value.truncated:
         raise ReplayError(f"{what} was truncated in the dump (larger than the FULL_TENSOR limit)")
     try:
-        dtype = np.dtype(value.dtype)
-    except TypeError:
-        raise ReplayError(f"{what} has dtype {value.dtype!r}, which numpy cannot hold") from None
-    shape = [int(d) for d in value.shape]
-    return np.frombuffer(value.content, dtype=dtype.newbyteorder("<")).reshape(shape).copy()
+        array, whole = stored_array(value)
+    except BadValue as error:
+        raise ReplayError(f"{what}: {error}") from None
+    if not whole:
+        raise ReplayError(f"{what}: {array.size} values do not fill its shape {list(value.shape)}")
+    return array.copy()
 
 
 def _as_input(array: np.ndarray, inp: pb.OpInput) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 
 
 class UnreadableStreamError(OSError):
@@ -55,3 +56,30 @@ def open_regular(path: str, follow_symlinks: bool = True) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def next_data(fd: int, offset: int) -> int | None:
+    """The first offset >= offset of the file that is not in a hole (None: only holes follow);
+    offset itself where the file system does not tell (SEEK_DATA)."""
+    try:
+        return os.lseek(fd, offset, os.SEEK_DATA)
+    except OSError as error:
+        return None if error.errno == errno.ENXIO else offset
+
+
+def holes(fd: int, start: int, stop: int) -> Iterator[tuple[int, int]]:
+    """The [begin, end) holes of a sparse file in [start, stop): stretches it does not hold,
+    which read as zeros (records.Holes). None where the file system does not tell."""
+    while start < stop:
+        try:
+            begin = os.lseek(fd, start, os.SEEK_HOLE)
+        except OSError:
+            return
+        if begin >= stop:
+            return
+        end = next_data(fd, begin)
+        end = stop if end is None else min(end, stop)
+        if end <= begin:
+            return
+        yield begin, end
+        start = end

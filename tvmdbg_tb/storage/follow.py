@@ -9,14 +9,13 @@ local and object storage.
 from __future__ import annotations
 
 import bisect
-import errno
 import os
 import stat
 from typing import Protocol
 
 from tvmdbg_tb.storage import segments
 from tvmdbg_tb.storage.base import Entry, Store
-from tvmdbg_tb.storage.files import UnreadableStreamError, file_kind, open_regular
+from tvmdbg_tb.storage.files import UnreadableStreamError, file_kind, holes, next_data, open_regular
 from tvmdbg_tb.storage.locations import join
 
 
@@ -97,27 +96,10 @@ class FileFollower:
         return os.fstat(self.fd).st_size
 
     def data_from(self, offset: int) -> int | None:
-        """offset itself where the file system does not tell."""
-        try:
-            return os.lseek(self.fd, offset, os.SEEK_DATA)
-        except OSError as error:
-            return None if error.errno == errno.ENXIO else offset
+        return next_data(self.fd, offset)
 
     def holes(self, start: int, stop: int):
-        """From SEEK_HOLE/SEEK_DATA."""
-        while start < stop:
-            try:
-                begin = os.lseek(self.fd, start, os.SEEK_HOLE)
-            except OSError:
-                return
-            if begin >= stop:
-                return
-            end = self.data_from(begin)
-            end = stop if end is None else min(end, stop)
-            if end <= begin:
-                return
-            yield begin, end
-            start = end
+        return holes(self.fd, start, stop)
 
     def size_now(self) -> int | None:
         try:

@@ -21,6 +21,7 @@ from tvmdbg_tb.storage.base import Store
 
 DEFAULT_MAX_PENDING_BYTES = 1 << 30
 DEFAULT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
+UPLOAD_NICENESS = 10
 
 
 class _Task(NamedTuple):
@@ -121,6 +122,10 @@ class Uploader:
             self._cond.notify_all()
 
     def _run(self) -> None:
+        try:  # Linux: this thread only; the traced program keeps the CPU when none is free
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), UPLOAD_NICENESS)
+        except (AttributeError, OSError):
+            pass
         while True:
             with self._cond:
                 while not self._queue and not self._closed:

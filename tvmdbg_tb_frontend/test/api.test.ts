@@ -17,6 +17,11 @@ describe("Api", () => {
     assert.equal(routeUrl("alerts", { run: "a b/c", begin: 0, end: -1, alert_type: undefined }), "alerts?run=a%20b%2Fc&begin=0&end=-1");
   });
 
+  it("sends a run name that is not UTF-8 (a lone surrogate) as the server finds it: U+FFFD", () => {
+    assert.equal(routeUrl("runs", { run: "bytes\udcff\u001b" }), "runs?run=bytes%EF%BF%BD%1B");
+    assert.equal(routeUrl("runs", { run: "a\ud83d\ude00b" }), "runs?run=a%F0%9F%98%80b"); // a pair stays
+  });
+
   it("passes the backend's error message through", async () => {
     const f = fakeFetch(404, JSON.stringify({ error: "unknown run 'x'" }));
     const api = new Api(f.fn);

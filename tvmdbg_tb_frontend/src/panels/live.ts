@@ -2,7 +2,7 @@
  * enable_dump_debug_info(..., live=True). Talks to the plugin's live/* routes, which relay to
  * the program (docs/routes.md#live). Polls the state every second while a run is selected, and
  * keeps a pause it shows alive (the program resumes on its own when no dashboard does). */
-import { POST_HEADERS } from "../api";
+import { POST_HEADERS, uriEncode } from "../api";
 import { h, setChildren } from "../dom";
 import { formatCount } from "../format";
 import type { PauseInfo, Store } from "../store";
@@ -70,6 +70,8 @@ interface LiveState {
   recent_hits?: Hit[];
   timeout?: number;
   events?: string[];
+  /** The last requests that changed the program, with the ids the plugin gave them. */
+  applied?: { request_id: string | null; route: string; action: string | null; time: number }[];
 }
 
 export const LIVE_POLL_MS = 1000;
@@ -80,7 +82,7 @@ async function call(
   method: "GET" | "POST",
   body?: unknown,
 ): Promise<{ status: number; data: Record<string, unknown> }> {
-  const url = `${route}?run=${encodeURIComponent(run)}`;
+  const url = `${route}?run=${uriEncode(run)}`;
   const response = await fetch(url, {
     method,
     headers: method === "POST" ? POST_HEADERS : undefined,
@@ -141,6 +143,8 @@ export class LivePanel {
   /** Commands sent so far, and those not answered yet: a keepalive never races a command
    * (the pause it names may be over by the time it arrives, a 409 for nothing). */
   private commandsSent = 0;
+  /** Commands answered 504 (withdrawn), by request id: shown if the program applied them. */
+  private readonly withdrawn = new Map<string, string>();
   private commandsPending = 0;
   /** Told whether the panel has something to show (the side column then gives it room). */
   onShape: (open: boolean) => void = () => undefined;
@@ -213,6 +217,11 @@ export class LivePanel {
     setInterval(() => void this.poll(), LIVE_POLL_MS);
   }
 
+  /** The first control of a live program (else the panel's status), for the keyboard. */
+  focusTarget(): HTMLElement | null {
+    return this.el.querySelector<HTMLElement>(".live-row:not([hidden]) button") ?? null;
+  }
+
   private say(text: string): void {
     setChildren(this.message, text);
   }
@@ -230,6 +239,7 @@ export class LivePanel {
     try {
       const { status, data } = await call("live/state", run, "GET");
       this.state = status === 200 ? (data as unknown as LiveState) : { live: false, reason: String(data.error ?? status) };
+      this.noteWithdrawnApplied(this.state);
       // Reading the state is not contact: while this panel shows a pause, keep it alive
       // explicitly, unless a command sent meanwhile may have ended it.
       const quiet = this.commandsPending === 0 && commands === this.commandsSent;
@@ -249,6 +259,17 @@ export class LivePanel {
     }
   }
 
+  /** A command answered 504 is withdrawn: the program refuses it once its deadline passed. It
+   * happened only if the program applied it just before freezing: then say so, and when. */
+  private noteWithdrawnApplied(state: LiveState): void {
+    for (const a of state.applied ?? []) {
+      const action = a.request_id === null ? undefined : this.withdrawn.get(a.request_id);
+      if (action === undefined || a.request_id === null) continue;
+      this.withdrawn.delete(a.request_id);
+      this.say(`"${action}" (answered 504) was applied at ${new Date(a.time * 1000).toLocaleTimeString()} after all`);
+    }
+  }
+
   private async command(action: string, opName?: string): Promise<void> {
     const run = this.store.run;
     if (run === null) return;
@@ -260,6 +281,9 @@ export class LivePanel {
       if (this.state?.pause) body.pause_id = this.state.pause.pause_id;
       if (opName !== undefined) body.op_name = opName;
       const { status, data } = await call("live/command", run, "POST", body);
+      if (status === 504 && data.withdrawn === true && typeof data.request_id === "string") {
+        this.withdrawn.set(data.request_id, action); // watched for in the state's `applied`
+      }
       this.say(status === 200 ? "" : String(data.error ?? `error ${status}`));
     } finally {
       this.commandsPending--;
@@ -421,7 +445,10 @@ export class LivePanel {
         (t) => (opId !== undefined ? t.op_id === opId : t.op_name === hit.op_name) && t.output_slot === hit.output_slot,
       );
       if (own.length) return await this.store.selectTrace(own[0].position, own[0].index);
-      if (opId === undefined) opId = (await this.store.allOps()).ops.find((o) => o.op_name === hit.op_name)?.op_id;
+      if (opId === undefined) {
+        const found = await this.store.api.search(run, hit.op_name, 200, hit.graph_id);
+        opId = found.matches.find((m) => m.op.op_name === hit.op_name)?.op.op_id;
+      }
       if (opId !== undefined) await this.store.selectOp(opId);
     } catch (err) {
       this.store.reportError(err);

@@ -1,0 +1,65 @@
+"""`tensorboard --logdir` in a process of its own on 127.0.0.1 (the dashboard's browser tests,
+and the hostile-logdir tests that bound its memory), with the plugin of this checkout."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get_json(url: str):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+class TensorBoardProcess:
+    """`tensorboard --logdir` on 127.0.0.1 with a port of its own, stopped by close()."""
+
+    def __init__(self, logdir: Path, log_path: Path):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._log = open(log_path, "w")
+        cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1"]
+        cmd += ["--port", str(self.port), "--load_fast", "false", "--reload_interval", "1"]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
+        self.log_path = log_path
+        deadline = time.time() + 90
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"tensorboard exited: {log_path.read_text()[-3000:]}")
+            try:
+                listing = _get_json(f"{self.url}/data/plugins_listing")
+                if "tvmdbg" in listing:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError(f"tensorboard did not answer: {log_path.read_text()[-3000:]}")
+            time.sleep(0.3)
+
+    def api(self, route: str):
+        return _get_json(f"{self.url}/data/plugin/tvmdbg/{route}")
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
