@@ -127,8 +127,9 @@ def test_a_planted_weight_is_the_origin_named_by_its_parameter_name(example, bui
     assert (first["function_name"], first["call"]) == ("prefill", 1), first
     assert [p["name"] for p in first["bad_parameters"]] == ["layers.1.attn.qkv_proj.weight"], first
     assert first["location"]["line"] == line_of(EXAMPLE, "self.qkv_proj(x)")
-    edges = analysis.graph_info(reader.run(), first["graph_id"])["edges"]
-    assert "layers.1.attn.qkv_proj.weight" in {e["name"] for e in edges}
+    run = reader.run()
+    inputs = analysis.op_info(run, run.op(first["op_id"]))["inputs"]  # the graph's op view
+    assert "layers.1.attn.qkv_proj.weight" in {i["name"] for i in inputs}
     done = _check(tmp_path)
     assert done.returncode == 1 and "layers.1.attn.qkv_proj.weight" in done.stdout, done.stdout
     assert "packed_params[" not in done.stdout
