@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tvmdbg_tb.events.reader import RunReader, value_nonfinite_counts
+from tvmdbg_tb.events.health import value_nonfinite_counts
+from tvmdbg_tb.events.reader import RunReader
 from tvmdbg_tb.events.summaries import dtype_code, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
