@@ -119,6 +119,9 @@ class CompiledFunction:
     # Parameters counted by a kernel that reads them (epilogue.py), by position: their rows are
     # written when that kernel runs, not before the first kernel.
     params_in_kernels: list[int] = field(default_factory=list)
+    # Parameters with no summary row (its weights, under param_summaries="weights_once_per_value"):
+    # the tracer summarises them once per value.
+    weights: tuple[int, ...] = ()
     # The sites whose kernel counts the NaN and infinities its fused ops make (inner_check.py).
     inner: list[InnerSite] = field(default_factory=list)
     # The summary kernels the build's kernels call themselves (packed calls, epilogue.py and
@@ -129,14 +132,18 @@ class CompiledFunction:
     def hunt_mask(self) -> bytes:
         """The rows the replay's hunt for the first origin scans (replay/auto.py), one byte per
         kernel row: HUNT_COUNTS when the row holds counts, HUNT_INNER when what its fused ops
-        make counts too (inner-op check); neither for kernels that write a non-finite literal
-        (masks: their -inf is the program's, what the hunt looks for comes from a computation)."""
+        make counts too (inner-op check); for kernels that write a non-finite literal (masks:
+        their -inf is the program's, what the hunt looks for comes from a computation) only
+        HUNT_NAN, a NaN in their counts (`(1 - keep) * -inf`: 0 x -inf is computed)."""
         return bytes(
-            0 if info.site.writes_literal else HUNT_INNER | (HUNT_COUNTS if info.health else 0) for info in self.rows
+            (HUNT_NAN if info.health else 0)
+            if info.site.writes_literal
+            else HUNT_INNER | (HUNT_COUNTS if info.health else 0)
+            for info in self.rows
         )
 
 
-HUNT_COUNTS, HUNT_INNER = 1, 2  # hunt_mask's bits (native_rows.first_nonfinite)
+HUNT_COUNTS, HUNT_INNER, HUNT_NAN = 1, 2, 4  # hunt_mask's bits (native_rows.first_nonfinite)
 # Function ids: a stats buffer names its function by fid alone. Baked into the executable
 # (tvmdbg.stats' first argument), they travel with a saved library (saved.py) into processes
 # that compile their own: counted up from a random base, they are told apart across processes
@@ -191,6 +198,18 @@ def inner_flagged(array) -> bool:
     buffer array (row 0's flag holds that call's start stamp, inner_check.py)."""
     stamp = array[0, 0]
     return bool(stamp) and array[0, INNER_FLAG_COLUMN] == stamp
+
+
+def hunted(function: CompiledFunction, array, i: int) -> bool:
+    """Whether the replay's hunt looks at kernel row i, which a scan found non-finite or
+    hiding what its ops made (hunt_mask): a mask kernel's row only for a NaN in its output."""
+    mask = function.hunt_mask[i]
+    if mask & (HUNT_COUNTS | HUNT_INNER):
+        return True
+    if not mask & HUNT_NAN:
+        return False
+    size, lt, gt, eq = array[i + 1, 1:5].tolist()
+    return size != lt + gt + eq
 
 
 def output_nonfinite(function: CompiledFunction, array, i: int) -> bool:
@@ -299,15 +318,23 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
 
 
 def instrument(
-    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool = True, inner_ops: bool = True
+    mod,
+    info: graphs.ExecutableInfo,
+    health: Summaries,
+    params_in_kernels: bool = True,
+    inner_ops: bool = True,
+    weights_in_kernels: bool = True,
 ) -> tuple[object, dict[str, CompiledFunction]]:
     """Adds the summary calls to every Relax function of the lowered module mod, recording
     what `health` says;
     params_in_kernels: kernels that read a parameter element by element count it;
-    inner_ops: fused kernels count the NaN and infinities their ops make (inner_check.py)."""
+    inner_ops: fused kernels count the NaN and infinities their ops make (inner_check.py);
+    weights_in_kernels: the functions' weights (graphs.FunctionInfo.weights) get summary rows
+    like the other parameters; without, none (the tracer summarises them once per value:
+    CompiledFunction.weights)."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
-    kernels = _rewritten_kernels(mod, info, health, params_in_kernels, inner_ops)
+    kernels = _rewritten_kernels(mod, info, health, params_in_kernels, inner_ops, weights_in_kernels)
     by_name = {gvar.name_hint: kernel for gvar, kernel in kernels.items()}
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function) or gvar.name_hint not in info.functions:
@@ -315,7 +342,8 @@ def instrument(
         function_info = info.functions[gvar.name_hint]
         if not function_info.sites:
             continue
-        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, by_name)
+        skipped = () if weights_in_kernels else tuple(function_info.weights)
+        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, by_name, skipped)
         updates[gvar] = new_func
         functions[function_info.name] = compiled
     if not functions:
@@ -343,8 +371,9 @@ class _Rewritten:
 
 
 def _rewritten_kernels(
-    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool, inner_ops: bool
-) -> dict:
+    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool, inner_ops: bool,
+    weights_in_kernels: bool = True,
+) -> dict:  # fmt: skip
     """The kernels of a CPU build that write their own rows, by GlobalVar (_Rewritten): in
     NO_TENSOR their outputs' stamps, in the health modes their output's counts (epilogue.py:
     a kernel whose every call is an instrumented site writing one tensor at the same
@@ -359,7 +388,7 @@ def _rewritten_kernels(
     inner_ops = inner_ops and health.counts and info.fused_module is not None
     if not stamps and not epilogues and not inner_ops:
         return {}
-    plan = _kernel_plan(info, params_in_kernels)
+    plan = _kernel_plan(info, params_in_kernels, weights_in_kernels)
     elsewhere = set()
     for gvar, func in mod.functions_items():  # a kernel also called from elsewhere keeps its signature
         if isinstance(func, relax.Function) and gvar.name_hint not in plan.instrumented:
@@ -405,15 +434,17 @@ class _KernelPlan:
     fused_sites: dict[str, graphs.SiteInfo | None] = field(default_factory=dict)  # a site with its fused ops
 
 
-def _kernel_plan(info: graphs.ExecutableInfo, params_in_kernels: bool) -> _KernelPlan:
+def _kernel_plan(info: graphs.ExecutableInfo, params_in_kernels: bool, weights_in_kernels: bool) -> _KernelPlan:
+    """weights_in_kernels: as instrument()'s (without, no kernel counts a function's weights)."""
     plan = _KernelPlan()
     for name, function in info.functions.items():
         if function.sites:
             plan.instrumented.add(name)
+        skipped = () if weights_in_kernels else function.weights
         for site in function.sites:
             kernel = site.kernel
             single_site = kernel not in plan.parameters and params_in_kernels
-            plan.parameters[kernel] = _parameter_inputs(site) if single_site else ()
+            plan.parameters[kernel] = _parameter_inputs(site, skipped) if single_site else ()
             out = site.output_positions
             count = len(out) if not site.returns_value else 0
             plan.outputs[kernel] = count if plan.outputs.get(kernel, count) == count else 0
@@ -456,31 +487,44 @@ def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fu
     return _Rewritten(prim, rewritten.writes_rows, rewritten.stats, rewritten.counted, check, calls)
 
 
-def _parameter_inputs(site: graphs.SiteInfo) -> tuple[int, ...]:
+def _parameter_inputs(site: graphs.SiteInfo, skipped=()) -> tuple[int, ...]:
     """The positions of a site's inputs that are tensor parameters of its function, passed
-    as themselves (not a view of one), the first position of a parameter passed twice."""
+    as themselves (not a view of one), the first position of a parameter passed twice; none
+    of the `skipped` parameters (weights the tracer summarises)."""
     if len(site.inputs) != site.num_inputs:
         return ()
     first: dict[int, int] = {}
     for q, source in enumerate(site.inputs):
-        if source.param_index >= 0 and source.tuple_item < 0 and not source.viewed:
+        if (
+            source.param_index >= 0
+            and source.tuple_item < 0
+            and not source.viewed
+            and source.param_index not in skipped
+        ):
             first.setdefault(source.param_index, q)
     return tuple(first.values())
 
 
-def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels=None):
+def _instrument_function(
+    func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels=None, skipped=()
+):
+    """skipped: the positions of the parameters that get no summary row (weights the tracer
+    summarises once per value)."""
     if not isinstance(func.body, relax.SeqExpr):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
-    return _FunctionInstrumenter(func, function_info, executable_id, health, kernels or {}).run()
+    return _FunctionInstrumenter(func, function_info, executable_id, health, kernels or {}, skipped).run()
 
 
 class _FunctionInstrumenter:
     """One Relax function with its summary calls (instrument()): the stats buffer's rows laid
     out, the prologue, then one walk over the bindings that adds each site's summaries."""
 
-    def __init__(self, func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels: dict):
+    def __init__(
+        self, func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels: dict, skipped=()
+    ):
         self.func, self.function_info, self.executable_id = func, function_info, executable_id
         self.health, self.kernels = health, kernels  # kernel name -> _Rewritten (_rewritten_kernels)
+        self.skipped = tuple(skipped)  # parameters with no row: weights the tracer summarises
         self._lay_out_rows()
         self.fid = next(_FIDS)
         self.stats_ty = relax.TensorType((self.nrows, ROW_WIDTH), "float64")
@@ -504,14 +548,16 @@ class _FunctionInstrumenter:
                     RowInfo(site, slot, dtype, health is not Summaries.TIMESTAMPS and dtype in HEALTH_DTYPES)
                 )
         self.counts = health.counts  # SHAPE reads the outputs' dims, nothing else
-        self.params = [p for p in func.params if self.counts and _summarisable(p)]
+        self.params = [
+            p for k, p in enumerate(func.params) if self.counts and k not in self.skipped and _summarisable(p)
+        ]
         self.leaf_specs = [_tuple_leaf_specs(p) for p in func.params]
         # FULL_STATS keeps summarising tuples in numpy: their statistics combine the tensors'.
         summarised = health is Summaries.HEALTH
         self.tuples = [
             (k, p)
             for k, p in enumerate(func.params)
-            if summarised and self.leaf_specs[k] and _leaves_summarisable(p.ty)
+            if summarised and k not in self.skipped and self.leaf_specs[k] and _leaves_summarisable(p.ty)
         ]
         first_inner = 1 + len(self.rows) + len(self.params) + sum(len(self.leaf_specs[k]) for k, _ in self.tuples)
         self.inner = self._inner_checks(first_inner)
@@ -678,6 +724,7 @@ class _FunctionInstrumenter:
         compiled.param_leaf_rows = self.leaf_rows
         compiled.params_in_kernels = [k for k, p in enumerate(func.params) if hash(p) in self.in_kernel]
         compiled.inner = self.inner
+        compiled.weights = self.skipped
         return compiled
 
 
