@@ -8,7 +8,8 @@ kind of hostility, from real dumps rewritten the way a careless or malicious han
 - file roles: every file of a run (and its live file) replaced by a FIFO, a link to
   /dev/zero, a directory, a symlink loop, a link to a FIFO, a link out of the run.
 - declared lengths: a valid record header declaring 2**31 .. 2**64 - 1 bytes at the end of
-  every file, the file extended (sparse: no disk used) as far as the file system allows.
+  every file, the file extended (sparse: no disk used) as far as the file system allows; and
+  an 8 MiB record of zeros whose CRCs hold (a hole) in the executions and traces files.
 - values: FULL_TENSOR traces whose dtypes and shapes no tensor has, and a float64 tensor that
   spans finfo.min..finfo.max.
 - huge: a 300,000-op graph whose ops point into an 8 MiB source file and a 1M-line one.
@@ -30,7 +31,7 @@ from eventgen import execution, trace
 from models_hostile import ESCAPES
 from plugin_dumps import write_graph, write_nan_chain
 
-from tvmdbg_tb.events import records
+from tvmdbg_tb.events import layout, records
 from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.live.channel import LIVE_FILE
@@ -170,7 +171,28 @@ def declared_length_runs(logdir: Path) -> list[Path]:
                 except OSError:  # larger than the file system allows
                     continue
             runs.append(run)
+    for name in (layout.file_name(layout.EXECUTION), layout.file_name(layout.GRAPH_EXECUTION_TRACES)):
+        run = logdir / "lengths" / f"{name.removeprefix('tvmdbg.')}_crafted"
+        write_nan_chain(run.parent, run.name)
+        _append_crafted_record(run / name, CRAFTED_BYTES)
+        runs.append(run)
     return runs
+
+
+CRAFTED_BYTES = 8 << 20
+
+
+def _append_crafted_record(path: Path, length: int) -> None:
+    """A record whose CRCs hold over `length` zero bytes that the file does not hold (a hole):
+    whole as far as the framing can tell, 4 million empty protobuf fields inside."""
+    header = struct.pack("<Q", length)
+    crc = records.extend_zeros(0, length)
+    footer = struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+    with open(path, "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        f.write(header + struct.pack("<I", records.masked_crc32c(header)))
+        f.seek(length, os.SEEK_CUR)
+        f.write(footer)
 
 
 # -- values --------------------------------------------------------------------------------------

@@ -240,6 +240,7 @@ def test_check_on_every_hostile_run_is_bounded_and_says_what_is_wrong(hostile):
     assert result.returncode in (1, 2), err[-3000:]
     assert b"Traceback" not in err, err[-3000:]
     assert rss < RSS_BOUND_MB, rss
+    assert elapsed < 4 * ANSWER_SECONDS, elapsed  # no hang (an 8 MiB record of zeros took 147 s alone)
     assert hd.RAW_CONTROL.search(out + err) is None
     text = (out + err).decode(errors="replace")
     assert "a FIFO" in text and "a character device" in text and "a directory" in text
