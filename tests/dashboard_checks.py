@@ -120,3 +120,38 @@ def assert_answers(browser, within_s: float = 1.0) -> float:
     took = time.time() - start
     assert took < within_s, took
     return took
+
+
+# How many of the items matching `sel` are wholly inside the box of `box` (rows a user sees
+# without scrolling).
+ROWS_IN_VIEW = """([sel, box]) => {
+  const b = document.querySelector(box)?.getBoundingClientRect();
+  if (!b) return 0;
+  return [...document.querySelectorAll(sel)].filter((el) => {
+    const r = el.getBoundingClientRect();
+    return r.height > 0 && r.top >= b.top - 1 && r.bottom <= b.bottom + 1;
+  }).length;
+}"""
+
+
+def rows_in_view(browser, selector: str, box: str) -> int:
+    """Items matching selector wholly inside the box `box` (e.g. source lines in the source panel)."""
+    return inner_frame(browser).evaluate(ROWS_IN_VIEW, [selector, box])
+
+
+FOCUSED = """() => {
+  const a = document.activeElement;
+  if (!a || a === document.body) return null;
+  const cls = String(a.className.baseVal ?? a.className);
+  const ring = a instanceof SVGElement
+    ? getComputedStyle(a.querySelector("rect")).strokeDasharray
+    : getComputedStyle(a).outlineStyle + " " + getComputedStyle(a).outlineWidth;
+  return { cls, text: a.textContent.trim().slice(0, 60), opName: a.dataset.opName ?? null,
+           panel: a.closest("[data-panel]")?.dataset.panel ?? null, ring };
+}"""
+
+
+def focused(browser) -> dict | None:
+    """What has the keyboard focus in the dashboard: its class, text, op name (graph nodes,
+    rows), the panel it is in, and its focus ring (outline, or an SVG node's dashed box)."""
+    return inner_frame(browser).evaluate(FOCUSED)

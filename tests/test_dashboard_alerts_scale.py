@@ -52,9 +52,11 @@ def test_alert_counts_paging_and_dropped_start_banner(tmp_path):
         rows = executions.locator(".vlist-row[data-position]")
         rows.first.wait_for()
         positions = [int(rows.nth(i).get_attribute("data-position")) for i in range(min(rows.count(), 12))]
-        assert positions[:12] == [p for p in range(14) if p % 10 != 9][:12]
+        assert len(positions) >= 6 and positions == [p for p in range(14) if p % 10 != 9][: len(positions)]
         assert all("nonfinite" in rows.nth(i).get_attribute("class") for i in range(len(positions)))
-        rows.nth(9).click()  # position 10: selecting from the filtered list keeps it filtered
+        goto = executions.locator(".goto-input")  # row 9 is position 10: selected, the list stays filtered
+        goto.fill("9")
+        goto.press("Enter")
         frame.locator("[data-testid=selected-op]").wait_for()
         assert "selected" in executions.locator(".vlist-row[data-position='10']").get_attribute("class")
         frame.locator("[data-testid=nonfinite-only]").uncheck()

@@ -25,8 +25,10 @@ from dashboard_checks import (
     assert_in_view,
     assert_layout_sound,
     assert_text_legible,
+    focused,
     in_view,
     inner_frame,
+    rows_in_view,
 )
 from models import X, Y, blockbuilder_planted, line_of
 from test_dashboard_e2e import ROOT, Browser, TensorBoardProcess, _screenshot_dir
@@ -153,6 +155,21 @@ def test_layout_and_alert_click_at_every_size(tb, b, size, tmp_path_factory):
     # The alert stays in view too, and is the selected one.
     assert_in_view(frame.locator(".alert-item.selected").first, full=False)
     assert_layout_sound(b)
+    # Room for what the click shows: the op's health with its counts and its inputs' table
+    # (each pill's numbers in view, no hover), the source's lines and the stack's frames.
+    assert_in_view(frame.locator("[data-testid=selected-health] .health-pill"), full=True)
+    inputs = frame.locator(".details-panel .io-table tbody tr")
+    frame.locator(".details-panel .io-table .input-health .pill-counts").first.wait_for()
+    lines = rows_in_view(b, ".source-panel .src-line", ".source-panel .source-body")
+    frames = rows_in_view(b, ".stack-panel .frame", ".stack-panel .stack-body")
+    if size[1] >= 900:
+        for k in range(inputs.count()):
+            counts = inputs.nth(k).locator(".pill-counts")
+            assert_in_view(counts, full=True)
+            assert re.search(r"\d", counts.inner_text()), counts.inner_text()
+        assert lines >= 12 and frames >= 5, (lines, frames)
+    else:
+        assert lines >= 6 and frames >= 4, (lines, frames)
     # Text: every panel at the default zoom, each details tab and the Compare tab.
     checked = assert_text_legible(b)
     for tab in ("tensor", "history", "profile"):
@@ -178,7 +195,7 @@ def test_panes_resize_and_remember(tb, b):
     runs = runs_of(tb)
     frame = open_at(b, tb, (1440, 900), runs["buggy"]["run"])
     graph = frame.locator(".graph-panel")
-    gutter = frame.locator(".gutter[data-split=right]")
+    gutter = frame.locator(".gutter[data-split=strip]")
     try:
         before = graph.bounding_box()["height"]
         box = gutter.bounding_box()
@@ -198,7 +215,7 @@ def test_panes_resize_and_remember(tb, b):
         assert abs(frame.locator(".graph-panel").bounding_box()["height"] - after_keys) < 3
         assert_layout_sound(b)
     finally:
-        frame.locator(".gutter[data-split=right]").dblclick()  # back to the default size
+        frame.locator(".gutter[data-split=strip]").dblclick()  # back to the default size
     assert abs(frame.locator(".graph-panel").bounding_box()["height"] - before) < 3
 
 
@@ -371,6 +388,74 @@ def test_keyboard_reaches_alerts_nodes_and_explains_a_bad_index(tb, b):
     assert frame.locator("[data-testid=goto-message]").inner_text() == ""
 
 
+def test_keyboard_only_alert_op_graph_node_source(tb, b):
+    """Alert -> its op -> an input's producer -> a node of the graph -> its source, with the
+    keyboard alone, in fewer than 15 key presses; the focus stays on what Enter selected and
+    always shows a ring; each list is one Tab stop that the arrow keys move in."""
+    runs = runs_of(tb)
+    run = runs["buggy"]["run"]
+    alerts = tb.api(f"alerts?run={run}&begin=0&end=3")["alerts"]
+    frame = open_at(b, tb, WINDOWS[1], run)
+    frame.locator("[data-testid=first-origin-alert]:not([disabled])").wait_for()
+    frame.locator(".run-select").focus()  # the user is in the tab, on its first control
+    presses = 0
+
+    def press(key: str) -> dict:
+        nonlocal presses
+        presses += 1
+        b.page.keyboard.press(key)
+        b.page.wait_for_timeout(150)
+        return focused(b)
+
+    # Out of the run picker (the digits choose runs there), "1" jumps to the alerts, the arrow
+    # keys move in the list, Enter selects: the focus stays on the alert.
+    press("Tab")
+    assert "alert-item" in press("1")["cls"]
+    at = press("ArrowDown")
+    assert alerts[1]["op_name"] in at["text"] and at["ring"].startswith("solid")
+    press("Enter")
+    frame.locator("[data-testid=selected-op]", has_text=alerts[1]["op_name"]).wait_for()
+    b.page.wait_for_timeout(300)
+    at = focused(b)
+    assert "alert-item" in at["cls"] and "selected" in at["cls"] and alerts[1]["op_name"] in at["text"], at
+    assert inner_frame(b).evaluate("() => document.querySelectorAll('.alert-item[tabindex=\"0\"]').length") == 1
+    # "n" / "p": the next and previous alert, selected.
+    press("n")
+    frame.locator("[data-testid=selected-op]", has_text=alerts[2]["op_name"]).wait_for()
+    press("p")
+    frame.locator("[data-testid=selected-op]", has_text=alerts[1]["op_name"]).wait_for()
+    # "4": the op; Tab to its first input's producer, Enter goes there (the focus stays in the panel).
+    assert press("4")["panel"] == "details"
+    producer = frame.locator(".details-panel .input-link").first.inner_text()
+    assert "input-link" in press("Tab")["cls"]
+    press("Enter")
+    frame.locator("[data-testid=selected-op]", has_text=producer).wait_for()
+    assert focused(b)["panel"] == "details"
+    # "5": the graph's selected node; an arrow key moves to another node, Enter selects it.
+    at = press("5")
+    assert "op-node" in at["cls"] and at["opName"] == producer and at["ring"] not in ("", "none"), at
+    for key in ("ArrowDown", "ArrowRight", "ArrowLeft", "ArrowUp"):
+        at = press(key)
+        if at["opName"] != producer:
+            break
+    target = at["opName"]
+    assert target and target != producer, at
+    press("Enter")
+    frame.locator("[data-testid=selected-op]", has_text=target).wait_for()
+    frame.locator(f".graph-panel .op-node.role-selected[data-op-name='{target}']").wait_for()
+    b.page.wait_for_timeout(300)
+    assert focused(b)["opName"] == target  # the focus stays on the node selected
+    # "6": the source, at the node's line.
+    assert press("6")["panel"] == "source"
+    assert_in_view(frame.locator(".source-panel .src-line.highlighted"), full=False)
+    assert presses <= 15, presses
+    # "?" lists the shortcuts; Esc closes them.
+    press("?")
+    frame.locator(".shortcuts-help:not([hidden])").wait_for()
+    press("Escape")
+    frame.locator(".shortcuts-help[hidden]").wait_for(state="attached")
+
+
 def test_filter_without_match_lists_nothing(tb, b):
     runs = runs_of(tb)
     frame = open_at(b, tb, WINDOWS[1], runs["buggy"]["run"])
@@ -466,4 +551,8 @@ def test_source_browser_opens_any_recorded_file(tb, b, tmp_path_factory):
     other = next(f for f in files if f["index"] != demo["index"])
     picker.select_option(str(other["index"]))
     frame.locator(".source-panel .source-path", has_text=os.path.basename(other["file_path"])).wait_for()
-    assert frame.locator(".source-panel .src-line").count() == other["num_lines"]
+    # Only the lines in view are in the page; scrolled to its end, the file's last line shows.
+    body = frame.locator(".source-panel .source-body")
+    assert frame.locator(".source-panel .src-line").count() < other["num_lines"] or other["num_lines"] < 40
+    body.evaluate("el => (el.scrollTop = el.scrollHeight)")
+    assert_in_view(frame.locator(f".source-panel .src-line[data-line='{other['num_lines']}']"), full=False)

@@ -9,6 +9,7 @@ str, int, float, None); floats may be NaN/Inf, which `dumps` encodes as the stri
 
 from tvmdbg_tb.analysis.alerts import AlertMonitor, alerts, alerts_page, monitor, num_alerts, start_dropped
 from tvmdbg_tb.analysis.answers import AlertsPage, Answer
+from tvmdbg_tb.analysis.graph_views import graph_page, neighborhood, op_lines, overview, search
 from tvmdbg_tb.analysis.inner_ops import replays
 from tvmdbg_tb.analysis.jsonable import dumps
 from tvmdbg_tb.analysis.op_stats import op_stats
@@ -18,7 +19,6 @@ from tvmdbg_tb.analysis.tensor_value import SliceError, tensor_histogram, tensor
 from tvmdbg_tb.analysis.views import (
     execution_data,
     execution_digests,
-    graph_info,
     graphs_list,
     op_info,
     op_json,
@@ -45,20 +45,24 @@ __all__ = [
     "dumps",
     "execution_data",
     "execution_digests",
-    "graph_info",
+    "graph_page",
     "graphs_list",
     "location",
     "monitor",
+    "neighborhood",
     "num_alerts",
     "num_range_alerts",
     "op_info",
+    "op_lines",
     "op_json",
     "op_stats",
+    "overview",
     "profile",
     "range_alerts",
     "replays",
     "resolve_op",
     "run_info",
+    "search",
     "source_file",
     "source_files_list",
     "stack_frames",

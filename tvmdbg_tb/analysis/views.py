@@ -5,6 +5,7 @@ Light rows come from the reader's numpy digests; full rows parse one record each
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -25,7 +26,7 @@ TORCH_REFERENCE = "torch_eager"
 _INPUT_KINDS = {v: k for k, v in pb.OpInput.Kind.items()}
 
 
-def _spec(spec: pb.TensorSpec) -> dict:
+def spec_json(spec: pb.TensorSpec) -> dict:
     return {"dtype": spec.dtype, "shape": [int(d) for d in spec.shape], "shape_expr": spec.shape_expr}
 
 
@@ -270,13 +271,13 @@ def op_json(run: RunReader, op: pb.GraphOpCreation) -> dict:
         "stack_frame_ids": [int(i) for i in op.code_location.stack_frame_ids],
         "original_ops": original_ops(run, op),
         "outputs": [
-            {"name": op.output_names[i] if i < len(op.output_names) else "", **_spec(s)}
+            {"name": op.output_names[i] if i < len(op.output_names) else "", **spec_json(s)}
             for i, s in enumerate(op.outputs)
         ],
     }
 
 
-def _graph_json(run: RunReader, graph: pb.DebuggedGraph) -> dict:
+def graph_json(run: RunReader, graph: pb.DebuggedGraph) -> dict:
     return {
         "graph_id": int(graph.graph_id),
         "name": graph.name,
@@ -290,34 +291,33 @@ def _graph_json(run: RunReader, graph: pb.DebuggedGraph) -> dict:
 
 
 def graphs_list(run: RunReader) -> list[dict]:
-    return [{**_graph_json(run, g), "num_ops": len(run.ops(g.graph_id))} for g in run.graphs()]
+    return [{**graph_json(run, g), "num_ops": len(run.ops(g.graph_id))} for g in run.graphs()]
 
 
-def graph_info(run: RunReader, graph_id: int) -> dict:
-    """The whole graph of one compiled function (raises KeyError for an unknown graph)."""
-    graph = run.graph(graph_id)
-    ops = run.ops(graph_id)
-    edges = []
-    for op in ops:
-        for slot, inp in enumerate(op.inputs):
-            is_op = inp.kind == pb.OpInput.OP_OUTPUT
-            edges.append(
-                {
-                    "src_op_id": int(inp.producer_op_id) if is_op else None,
-                    "src_output_slot": int(inp.producer_output_slot) if is_op else 0,
-                    "dst_op_id": int(op.op_id),
-                    "dst_input_slot": slot,
-                    "kind": _INPUT_KINDS.get(inp.kind, "OTHER"),
-                    "name": inp.name,
-                    "param_index": int(inp.param_index) if inp.kind == pb.OpInput.PARAM else None,
-                    "tuple_item": int(inp.tuple_item) if inp.HasField("tuple_item") else None,
-                }
-            )
-    params = [
-        {"index": i, "name": graph.param_names[i] if i < len(graph.param_names) else "", **_spec(s)}
-        for i, s in enumerate(graph.params)
-    ]
-    return {**_graph_json(run, graph), "params": params, "ops": [op_json(run, op) for op in ops], "edges": edges}
+def edge_json(op: pb.GraphOpCreation, slot: int, inp: pb.OpInput) -> dict:
+    """One edge of graphs/graph_info: input `slot` of op, from an op, a parameter or a constant."""
+    is_op = inp.kind == pb.OpInput.OP_OUTPUT
+    return {
+        "src_op_id": int(inp.producer_op_id) if is_op else None,
+        "src_output_slot": int(inp.producer_output_slot) if is_op else 0,
+        "dst_op_id": int(op.op_id),
+        "dst_input_slot": slot,
+        "kind": _INPUT_KINDS.get(inp.kind, "OTHER"),
+        "name": inp.name,
+        "param_index": int(inp.param_index) if inp.kind == pb.OpInput.PARAM else None,
+        "tuple_item": int(inp.tuple_item) if inp.HasField("tuple_item") else None,
+    }
+
+
+def execution_inputs(run: RunReader, execution_index: int) -> list[dict] | None:
+    """The input summaries of the call with that index (the health of the function's
+    parameters in it), or None when the dump does not hold it."""
+    with run.lock:
+        found = np.flatnonzero(run.execution_digests()["index"] == execution_index)
+        if not len(found):
+            return None
+        e = run.execution(int(found[0]))
+    return [_summary(e.tensor_debug_mode, s) for s in e.inputs]
 
 
 def resolve_op(run: RunReader, op_id: int | None, graph_id: int | None, op_name: str | None) -> pb.GraphOpCreation:
@@ -337,8 +337,13 @@ def _op_name(run: RunReader, op_id: int) -> str | None:
         return None
 
 
-def op_info(run: RunReader, op: pb.GraphOpCreation) -> dict:
-    """One op with its inputs' producers, consumers and latest summaries."""
+MAX_CONSUMERS = 1_000  # consumers listed by op_info (an op may feed every layer)
+
+
+def op_info(run: RunReader, op: pb.GraphOpCreation, execution_index: int | None = None) -> dict:
+    """One op with its inputs' producers, consumers (the first MAX_CONSUMERS) and latest
+    summaries; with execution_index, the output-0 trace of each producer and consumer in that
+    call (`health`, by op id): their health where the op ran."""
     inputs = []
     for slot, inp in enumerate(op.inputs):
         is_op = inp.kind == pb.OpInput.OP_OUTPUT
@@ -347,7 +352,7 @@ def op_info(run: RunReader, op: pb.GraphOpCreation) -> dict:
                 "slot": slot,
                 "kind": _INPUT_KINDS.get(inp.kind, "OTHER"),
                 "name": inp.name,
-                **_spec(inp.spec),
+                **spec_json(inp.spec),
                 "producer_op_id": int(inp.producer_op_id) if is_op else None,
                 "producer_op_name": _op_name(run, inp.producer_op_id) if is_op else None,
                 "producer_output_slot": int(inp.producer_output_slot) if is_op else None,
@@ -355,20 +360,41 @@ def op_info(run: RunReader, op: pb.GraphOpCreation) -> dict:
                 "tuple_item": int(inp.tuple_item) if inp.HasField("tuple_item") else None,
             }
         )
+    uses = run.consumers(op.op_id)
     consumers = [
-        {"op_id": c, "op_name": _op_name(run, c), "input_slot": s, "output_slot": o}
-        for c, s, o in run.consumers(op.op_id)
+        {"op_id": c, "op_name": _op_name(run, c), "input_slot": s, "output_slot": o} for c, s, o in uses[:MAX_CONSUMERS]
     ]
     positions = run.op_trace_indices(op.op_id)
     slots = run.trace_digests()["output_slot"][positions]
     latest = [int(positions[np.flatnonzero(slots == s)[-1]]) for s in np.unique(slots)]
-    return {
+    out = {
         **op_json(run, op),
         "inputs": inputs,
         "consumers": consumers,
+        "num_consumers": len(uses),
         "num_traces": int(len(positions)),
         "latest": trace_data(run, np.array(latest, dtype=np.int64)),
     }
+    if execution_index is not None:
+        related = {i["producer_op_id"] for i in inputs if i["producer_op_id"] is not None}
+        related.update(c["op_id"] for c in consumers)
+        related.add(int(op.op_id))
+        found = slot0_positions(run, execution_index, related)
+        rows = trace_data(run, np.array(list(found.values()), dtype=np.int64))
+        out["execution_index"] = execution_index
+        out["health"] = {str(r["op_id"]): r for r in rows}
+    return out
+
+
+def slot0_positions(run: RunReader, execution_index: int, op_ids) -> dict[int, int]:
+    """op id -> position of its output-0 trace in that call, for the given ops (those traced)."""
+    positions = run.execution_trace_indices(execution_index)
+    digests = run.trace_digests()[positions]
+    wanted = np.isin(digests["op_id"], np.fromiter(op_ids, dtype=np.int64)) & (digests["output_slot"] == 0)
+    out: dict[int, int] = {}
+    for op_id, position in zip(digests["op_id"][wanted].tolist(), positions[wanted].tolist()):
+        out.setdefault(op_id, position)
+    return out
 
 
 # -- source --------------------------------------------------------------------------------
@@ -381,10 +407,44 @@ def source_files_list(run: RunReader) -> list[dict]:
     ]
 
 
-def source_file(run: RunReader, index: int) -> dict:
-    """A recorded source file by index (KeyError when there is none)."""
+# A source page's bounds: lines are cut at MAX_LINE_CHARS and a page ends before its lines pass
+# MAX_PAGE_CHARS of JSON, so an 8 MiB one-line file costs what a page of short lines does.
+MAX_SOURCE_PAGE = 10_000  # lines
+MAX_LINE_CHARS = 10_000
+MAX_PAGE_CHARS = 1 << 20
+
+
+def source_file(run: RunReader, index: int, begin: int = 0, end: int | None = None) -> dict:
+    """Lines [begin, end) of a recorded source file (positions: line n is position n - 1; end
+    None: to the end), each cut at MAX_LINE_CHARS (`clipped` names those lines and their
+    length), the page ending early, at `end`, once its text passes MAX_PAGE_CHARS of JSON.
+    KeyError when there is no such file."""
     f = run.source_file(index)
-    return {"index": index, "host_name": f.host_name, "file_path": f.file_path, "lines": list(f.lines)}
+    total = len(f.lines)
+    end = total if end is None else min(end, total)
+    begin = min(begin, end)
+    lines: list[str] = []
+    clipped = []
+    size = 0
+    for position in range(begin, end):
+        line = f.lines[position]
+        shown = line[:MAX_LINE_CHARS]
+        size += len(json.dumps(shown))
+        if lines and size > MAX_PAGE_CHARS:
+            break
+        lines.append(shown)
+        if len(shown) < len(line):
+            clipped.append({"line": position + 1, "length": len(line)})
+    return {
+        "index": index,
+        "host_name": f.host_name,
+        "file_path": f.file_path,
+        "num_lines": total,
+        "begin": begin,
+        "end": begin + len(lines),
+        "lines": lines,
+        "clipped": clipped,
+    }
 
 
 def stack_frames(run: RunReader, ids: list[int]) -> list[dict]:

@@ -896,6 +896,9 @@ class RunReader:
             return list(self._ops.values())
         return [self._ops[i] for i in self._graph_ops.get(graph_id, ())]
 
+    def num_ops(self) -> int:
+        return len(self._ops)
+
     def op(self, op_id: int) -> pb.GraphOpCreation:
         try:
             return self._ops[op_id]

@@ -24,8 +24,18 @@ from werkzeug import wrappers
 
 from tvmdbg_tb import analysis, storage
 from tvmdbg_tb.analysis.alerts import RANGE_PAGE
+from tvmdbg_tb.analysis.graph_index import op_index
+from tvmdbg_tb.analysis.graph_views import (
+    MAX_DEPTH,
+    MAX_GRAPH_PAGE,
+    MAX_GROUPS,
+    MAX_NEIGHBORHOOD_OPS,
+    MAX_SEARCH_RESULTS,
+    num_ops,
+)
 from tvmdbg_tb.analysis.op_stats import DEFAULT_MAX_POINTS, MAX_POINTS
 from tvmdbg_tb.analysis.tensor_value import DEFAULT_MAX_ELEMENTS, MAX_BINS, MAX_ELEMENTS, SliceError
+from tvmdbg_tb.analysis.views import MAX_SOURCE_PAGE
 from tvmdbg_tb.events import layout
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
 from tvmdbg_tb.live.routes import live_routes
@@ -189,6 +199,8 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
             for name in self._reader.discover():  # alerts are computed as each chunk is read
                 analysis.monitor(self._reader.run(name))
             self._reader.update()  # discovers runs, then reads each: all of them are read once now
+            for name in self._reader.runs():  # big graphs are indexed here, not in a request
+                op_index(self._reader.run(name))
             self._read_once = frozenset(self._reader.runs())
             self._reader_error = None
         except Exception as error:
@@ -258,9 +270,13 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
             "/graph_execution/op_stats": self._serve_op_stats,
             "/graphs/list": self._serve_graphs_list,
             "/graphs/graph_info": self._serve_graph_info,
+            "/graphs/neighborhood": self._serve_neighborhood,
+            "/graphs/overview": self._serve_overview,
+            "/graphs/search": self._serve_search,
             "/graphs/op_info": self._serve_op_info,
             "/source_files/list": self._serve_source_files_list,
             "/source_files/file": self._serve_source_file,
+            "/source_files/op_lines": self._serve_op_lines,
             "/stack_frames/stack_frames": self._serve_stack_frames,
             "/tensor/value": self._serve_tensor_value,
             "/tensor/histogram": self._serve_tensor_histogram,
@@ -518,8 +534,11 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         run = self._run(request)
         op = self._op(request, run)
         slot = _int_param(request, "output_slot", minimum=0)
+        execution_index = _int_param(request, "execution_index", minimum=0)
         with run.lock:
             positions = run.op_trace_indices(op.op_id, slot)
+            if execution_index is not None:  # the op's executions in that call only
+                positions = positions[run.trace_digests()["execution_index"][positions] == execution_index]
             begin, end = _page(request, len(positions), 1000)
             rows = analysis.trace_data(run, positions[begin:end])
         return {
@@ -549,17 +568,71 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
 
     @_json_route
     def _serve_graph_info(self, request):
-        """One compiled function: ops, edges, fused constituents — see docs/routes.md#graphsgraph_info."""
+        """A compiled function's ops, a page at a time: ops, edges, fused constituents — see docs/routes.md#graphsgraph_info."""
         run = self._run(request)
-        return analysis.graph_info(run, _required_int(request, "graph_id"))
+        graph_id = _required_int(request, "graph_id")
+        total = num_ops(run, graph_id)
+        paged = any(k in request.args for k in ("begin", "end", "offset", "limit"))
+        if not paged and total > MAX_GRAPH_PAGE:
+            raise BadRequest(
+                f"graph {graph_id} has {total} ops, more than {MAX_GRAPH_PAGE} per answer: page it with begin and end, "
+                "or ask graphs/neighborhood (around an op) or graphs/overview (folded)"
+            )
+        begin, end = _page(request, total, MAX_GRAPH_PAGE)
+        return analysis.graph_page(run, graph_id, begin, end)
+
+    @_json_route
+    def _serve_neighborhood(self, request):
+        """The ops around one op, bounded — see docs/routes.md#graphsneighborhood."""
+        run = self._run(request)
+        op = self._op(request, run)
+        depth = _int_param(request, "depth", 4, minimum=0)
+        max_ops = _int_param(request, "max_ops", 48, minimum=1)
+        if depth > MAX_DEPTH or max_ops > MAX_NEIGHBORHOOD_OPS:
+            raise BadRequest(f"depth must be <= {MAX_DEPTH} and max_ops <= {MAX_NEIGHBORHOOD_OPS}")
+        execution_index = _int_param(request, "execution_index", minimum=0)
+        return analysis.neighborhood(run, int(op.op_id), depth, max_ops, execution_index)
+
+    @_json_route
+    def _serve_overview(self, request):
+        """A function folded into groups of consecutive ops — see docs/routes.md#graphsoverview."""
+        run = self._run(request)
+        graph_id = _required_int(request, "graph_id")
+        total = num_ops(run, graph_id)
+        begin = _int_param(request, "begin", 0, minimum=0)
+        end = _int_param(request, "end", -1, minimum=-1)
+        if end != -1 and end < begin:
+            raise BadRequest(f"end ({end}) must be -1 or >= begin ({begin})")
+        max_groups = _int_param(request, "max_groups", 200, minimum=1)
+        if max_groups > MAX_GROUPS:
+            raise BadRequest(f"max_groups must be <= {MAX_GROUPS}")
+        execution_index = _int_param(request, "execution_index", minimum=0)
+        end = total if end == -1 else end
+        return analysis.overview(run, graph_id, begin, end, max_groups, execution_index)
+
+    @_json_route
+    def _serve_search(self, request):
+        """Ops found by name, kernel, op type, model node or line — see docs/routes.md#graphssearch."""
+        run = self._run(request)
+        query = request.args.get("q", "")
+        if len(query) > 1000:
+            raise BadRequest("parameter 'q' is longer than 1000 characters")
+        limit = _int_param(request, "limit", 30, minimum=1)
+        if limit > MAX_SEARCH_RESULTS:
+            raise BadRequest(f"limit must be <= {MAX_SEARCH_RESULTS}")
+        graph_id = _int_param(request, "graph_id")
+        if graph_id is not None:
+            run.graph(graph_id)  # 404 for an unknown graph
+        return analysis.search(run, query, limit, graph_id)
 
     @_json_route
     def _serve_op_info(self, request):
         """One op with inputs, consumers and latest summaries — see docs/routes.md#graphsop_info."""
         run = self._run(request)
         op = self._op(request, run)
+        execution_index = _int_param(request, "execution_index", minimum=0)
         with run.lock:
-            return analysis.op_info(run, op)
+            return analysis.op_info(run, op, execution_index)
 
     @_json_route
     def _serve_source_files_list(self, request):
@@ -568,9 +641,19 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
 
     @_json_route
     def _serve_source_file(self, request):
-        """One recorded source file, by index only — see docs/routes.md#source_filesfile."""
+        """Lines of one recorded source file, by index only — see docs/routes.md#source_filesfile."""
         run = self._run(request)
-        return analysis.source_file(run, _required_int(request, "index", minimum=0))
+        index = _required_int(request, "index", minimum=0)
+        begin, end = _page(request, len(run.source_file(index).lines), MAX_SOURCE_PAGE)
+        return analysis.source_file(run, index, begin, end)
+
+    @_json_route
+    def _serve_op_lines(self, request):
+        """The ops created at lines of a recorded file — see docs/routes.md#source_filesop_lines."""
+        run = self._run(request)
+        index = _required_int(request, "index", minimum=0)
+        begin, end = _page(request, len(run.source_file(index).lines), MAX_SOURCE_PAGE)
+        return analysis.op_lines(run, index, begin, end)
 
     @_json_route
     def _serve_stack_frames(self, request):

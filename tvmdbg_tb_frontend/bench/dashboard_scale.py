@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from test_dashboard_e2e import Browser, TensorBoardProcess  # noqa: E402
 
+from tvmdbg_tb.events.options import DumpOptions  # noqa: E402
 from tvmdbg_tb.events.writer import DebugEventsWriter  # noqa: E402
 from tvmdbg_tb.proto import debug_event_pb2 as pb  # noqa: E402
 
@@ -32,7 +33,9 @@ OPS = ("lv0", "lv1", "lv2", "lv3")
 
 
 def write_dump(logdir: Path, num_traces: int) -> None:
-    w = DebugEventsWriter(str(logdir), run_name="scale", tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    w = DebugEventsWriter(
+        str(logdir), DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), run_id="scale"
+    )
     loc = w.code_location([(__file__, 30, "model")], user_frame_index=0)
     w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", executable_id="e", source_mapped=True, code_location=loc))
     for i, name in enumerate(OPS):

@@ -372,10 +372,69 @@ export interface GraphSummary {
   location: Location | null;
 }
 
-export interface GraphInfo extends Omit<GraphSummary, "num_ops"> {
-  params: { index: number; name: string; dtype: string; shape: number[]; shape_expr: string }[];
+export interface GraphParam {
+  index: number;
+  name: string;
+  dtype: string;
+  shape: number[];
+  shape_expr: string;
+}
+
+/** graphs/graph_info: a page [begin, end) of a function's ops (a small function comes whole). */
+export interface GraphInfo extends GraphSummary {
+  begin: number;
+  end: number;
+  params: GraphParam[];
   ops: Op[];
   edges: Edge[];
+}
+
+/** graphs/neighborhood: the ops around `center`, nearest first, bounded by depth and max_ops. */
+export interface Neighborhood extends GraphSummary {
+  center: number;
+  whole: boolean;
+  depth: number;
+  ops: (Op & { distance: number | null })[];
+  edges: Edge[];
+  /** Ops shown that have neighbours left out. */
+  frontier: number[];
+  params: GraphParam[];
+  /** With execution_index: each shown op's output-0 trace in that call, by op id. */
+  execution_index?: number;
+  health?: Record<string, TraceData>;
+  param_health?: Record<string, Summary>;
+}
+
+/** One group of graphs/overview: consecutive ops [begin, end) of a function in call order. */
+export interface OverviewGroup {
+  index: number;
+  begin: number;
+  end: number;
+  num_ops: number;
+  first_op: { op_id: number; op_name: string; kernel: string };
+  last_op: { op_id: number; op_name: string; kernel: string };
+  op_types: { op_type: string; count: number }[];
+  first_location: Location | null;
+  last_location: Location | null;
+  nonfinite_ops?: number;
+  traced_ops?: number;
+}
+
+/** graphs/overview: a function (or a range of its ops) folded into groups. */
+export interface Overview extends GraphSummary {
+  begin: number;
+  end: number;
+  group_size: number;
+  groups: OverviewGroup[];
+  edges: { src: number; dst: number; count: number }[];
+  execution_index?: number;
+}
+
+/** graphs/search: ops by name, kernel, Relax op type, model node or source line, best first. */
+export interface SearchAnswer {
+  query: string;
+  num_matches: number;
+  matches: { op: Op; graph_name: string; why: string; rank: number }[];
 }
 
 export interface OpInfo extends Op {
@@ -392,10 +451,16 @@ export interface OpInfo extends Op {
     param_index: number | null;
     /** This input is item `tuple_item` of tuple parameter `param_index`. */
     tuple_item?: number | null;
+    /** A constant's values summarised when it was compiled (its health), when recorded. */
+    constant?: Summary | null;
   }[];
   consumers: { op_id: number; op_name: string; input_slot: number; output_slot: number }[];
+  num_consumers: number;
   num_traces: number;
   latest: TraceData[];
+  /** With execution_index: output-0 traces in that call of the op, its producers and consumers. */
+  execution_index?: number;
+  health?: Record<string, TraceData>;
 }
 
 export interface StackFrame {
@@ -406,11 +471,26 @@ export interface StackFrame {
   function: string;
 }
 
+/** source_files/file: lines [begin, end) of a file (line n is position n - 1), cut at 10,000
+ * characters (`clipped`), the page ending early before 1 MiB of text. */
 export interface SourceFile {
   index: number;
   host_name: string;
   file_path: string;
+  num_lines: number;
+  begin: number;
+  end: number;
   lines: string[];
+  clipped: { line: number; length: number }[];
+}
+
+/** source_files/op_lines: the ops lines [begin, end) of a file created (the first 20 a line). */
+export interface OpLines {
+  index: number;
+  file_path: string;
+  begin: number;
+  end: number;
+  lines: { line: number; num_ops: number; ops: { op_id: number; op_name: string; kernel: string; graph_id: number }[] }[];
 }
 
 export interface TensorValue {
@@ -592,28 +672,53 @@ export class Api {
       execution_index: executionIndex,
     });
   }
-  opTraces(run: string, opId: number, begin: number, end: number, outputSlot?: number) {
+  opTraces(run: string, opId: number, begin: number, end: number, outputSlot?: number, executionIndex?: number) {
     return this.get<{ op_id: number; op_name: string; begin: number; end: number; num_traces: number; traces: TraceData[] }>(
       "graph_execution/op_traces",
-      { run, op_id: opId, begin, end, output_slot: outputSlot },
+      { run, op_id: opId, begin, end, output_slot: outputSlot, execution_index: executionIndex },
     );
   }
   graphs(run: string) {
     return this.get<{ graphs: GraphSummary[] }>("graphs/list", { run });
   }
-  graphInfo(run: string, graphId: number) {
-    return this.get<GraphInfo>("graphs/graph_info", { run, graph_id: graphId });
+  graphInfo(run: string, graphId: number, begin?: number, end?: number) {
+    return this.get<GraphInfo>("graphs/graph_info", { run, graph_id: graphId, begin, end });
   }
-  opInfo(run: string, opId: number) {
-    return this.get<OpInfo>("graphs/op_info", { run, op_id: opId });
+  neighborhood(run: string, opId: number, depth: number, maxOps: number, executionIndex?: number) {
+    return this.get<Neighborhood>("graphs/neighborhood", {
+      run,
+      op_id: opId,
+      depth,
+      max_ops: maxOps,
+      execution_index: executionIndex,
+    });
+  }
+  overview(run: string, graphId: number, begin: number, end: number, maxGroups: number, executionIndex?: number) {
+    return this.get<Overview>("graphs/overview", {
+      run,
+      graph_id: graphId,
+      begin,
+      end,
+      max_groups: maxGroups,
+      execution_index: executionIndex,
+    });
+  }
+  search(run: string, q: string, limit = 30, graphId?: number) {
+    return this.get<SearchAnswer>("graphs/search", { run, q, limit, graph_id: graphId });
+  }
+  opInfo(run: string, opId: number, executionIndex?: number) {
+    return this.get<OpInfo>("graphs/op_info", { run, op_id: opId, execution_index: executionIndex });
   }
   sourceFiles(run: string) {
     return this.get<{ source_files: { index: number; file_path: string; host_name: string; num_lines: number }[] }>("source_files/list", {
       run,
     });
   }
-  sourceFile(run: string, index: number) {
-    return this.get<SourceFile>("source_files/file", { run, index });
+  sourceFile(run: string, index: number, begin: number, end: number) {
+    return this.get<SourceFile>("source_files/file", { run, index, begin, end });
+  }
+  opLines(run: string, index: number, begin: number, end: number) {
+    return this.get<OpLines>("source_files/op_lines", { run, index, begin, end });
   }
   stackFrames(run: string, ids: number[]) {
     return this.get<{ stack_frames: StackFrame[] }>("stack_frames/stack_frames", { run, stack_frame_ids: ids.join(",") });

@@ -12,9 +12,11 @@ import { HeaderBar } from "./panels/header";
 import { LivePanel } from "./panels/live";
 import { Navigator } from "./panels/navigator";
 import { RanksBar } from "./panels/ranks";
-import { SourcePanel, StackPanel } from "./panels/source";
+import { SourcePanel } from "./panels/source";
+import { StackPanel } from "./panels/stack";
 import { TimelinePanel } from "./panels/timeline";
 import { Split } from "./split";
+import { installShortcuts } from "./keys";
 import { Store } from "./store";
 import { followDarkMode } from "./theme";
 
@@ -43,18 +45,39 @@ export function render(root: HTMLElement = document.body): Store {
   const navigator = new Navigator([alerts, compare]);
 
   // Every pane can be resized (the sizes are remembered); each panel scrolls inside itself.
+  // The source and the stack share the strip under the work area (as in Debugger V2): at
+  // 1440x900 the source shows 12+ lines and the stack 5+ frames after an alert click.
   const side = new Split(navigator.el, live.el, { key: "side", direction: "column", initial: 0.6, minFirst: 140, minSecond: 90 });
   live.onShape = (open) => side.setCollapsed(!open);
-  const code = new Split(stack.el, source.el, { key: "code", direction: "column", initial: 0.28, minFirst: 56, minSecond: 110 });
-  const right = new Split(graph.el, code.el, { key: "right", direction: "column", initial: 0.6, minFirst: 200, minSecond: 150 });
-  const center = new Split(executions.el, details.el, { key: "center", direction: "column", initial: 0.5, minFirst: 140, minSecond: 140 });
-  const columns = new Split(center.el, right.el, { key: "columns", direction: "row", initial: 0.54, minFirst: 300, minSecond: 300 });
-  const work = new Split(timeline.el, columns.el, {
+  const code = new Split(source.el, stack.el, {
+    key: "code",
+    direction: "row",
+    initial: (total) => total - Math.min(440, Math.max(250, total * 0.32)),
+    minFirst: 300,
+    minSecond: 200,
+  });
+  // The op's details first: its title, health and inputs' table (~170 px), the list the rest.
+  const center = new Split(executions.el, details.el, {
+    key: "center",
+    direction: "column",
+    initial: (total) => total - Math.max(150, total * 0.52),
+    minFirst: 80,
+    minSecond: 150,
+  });
+  const columns = new Split(center.el, graph.el, { key: "columns", direction: "row", initial: 0.52, minFirst: 330, minSecond: 260 });
+  const upper = new Split(timeline.el, columns.el, {
     key: "timeline",
     direction: "column",
-    initial: (total) => Math.min(180, Math.max(112, total * 0.19)),
-    minFirst: 84,
-    minSecond: 300,
+    initial: () => 150, // its head, the calls and the selected call's three lines
+    minFirst: 96,
+    minSecond: 250,
+  });
+  const work = new Split(upper.el, code.el, {
+    key: "strip",
+    direction: "column",
+    initial: (total) => total - Math.min(300, Math.max(170, total * 0.62 - 212)),
+    minFirst: 340,
+    minSecond: 130,
   });
   const main = new Split(side.el, work.el, {
     key: "main",
@@ -64,7 +87,23 @@ export function render(root: HTMLElement = document.body): Store {
     minSecond: 600,
   });
   main.el.classList.add("layout");
-  setChildren(root, h("div", { class: "app" }, header.el, ranks.el, empty, main.el));
+  const help = installShortcuts({
+    next: () => (navigator.show("alerts"), void alerts.step(1)),
+    previous: () => (navigator.show("alerts"), void alerts.step(-1)),
+    jumps: [
+      { key: "1", label: "alerts", target: () => alerts.focusTarget(), reveal: () => navigator.show("alerts") },
+      { key: "2", label: "execution timeline", target: () => timeline.focusTarget() },
+      { key: "3", label: "graph executions (kernels)", target: () => executions.focusTarget() },
+      { key: "4", label: "op details", target: () => details.focusTarget() },
+      { key: "5", label: "graph (its selected node)", target: () => graph.focusTarget() },
+      { key: "6", label: "source code", target: () => source.focusTarget() },
+      { key: "7", label: "stack trace", target: () => stack.focusTarget() },
+      { key: "8", label: "compare", target: () => compare.focusTarget(), reveal: () => navigator.show("compare") },
+      { key: "9", label: "live", target: () => live.focusTarget() },
+    ],
+  });
+  header.onHelp = () => (help.hidden = !help.hidden);
+  setChildren(root, h("div", { class: "app" }, header.el, ranks.el, empty, main.el, help));
 
   let polling = false;
   const poll = async () => {

@@ -1,52 +1,42 @@
-/** Which ops of a (possibly huge) graph to lay out: the selected op's neighbourhood, found by a
- * breadth-first walk over producer and consumer edges, bounded in depth and size. Laying out
- * only this keeps a graph of thousands of kernels responsive. */
+/** Which ops of a graph to lay out around a selection. The server walks the graph
+ * (graphs/neighborhood: breadth first, nearest first, bounded) and says each op's distance; a
+ * nearer neighbourhood (when the selection's inputs and consumers do not fit legibly) is a
+ * prefix of that answer, found here without asking again. */
 import type { Edge } from "./api";
 
-export interface Neighborhood {
+export interface ShownOps {
   /** Op ids to draw, the centre first. */
   ops: number[];
   /** Ops drawn that have neighbours left out (drawn with a "more" marker). */
   frontier: Set<number>;
 }
 
-export function adjacency(edges: Edge[]): { up: Map<number, number[]>; down: Map<number, number[]> } {
-  const up = new Map<number, number[]>();
-  const down = new Map<number, number[]>();
-  const add = (m: Map<number, number[]>, k: number, v: number) => {
-    const list = m.get(k);
-    if (list) {
-      if (!list.includes(v)) list.push(v);
-    } else m.set(k, [v]);
-  };
-  for (const e of edges) {
-    if (e.src_op_id === null) continue;
-    add(up, e.dst_op_id, e.src_op_id);
-    add(down, e.src_op_id, e.dst_op_id);
-  }
-  return { up, down };
+/** What nearer() reads of a graphs/neighborhood answer. */
+export interface HoodAnswer {
+  ops: { op_id: number; distance: number | null }[];
+  edges: Edge[];
+  frontier: number[];
 }
 
-export function neighborhood(center: number, edges: Edge[], maxDepth: number, maxOps: number): Neighborhood {
-  const { up, down } = adjacency(edges);
-  const seen = new Set<number>([center]);
-  const order = [center];
-  let layer = [center];
-  for (let depth = 0; depth < maxDepth && layer.length && order.length < maxOps; depth++) {
-    const next: number[] = [];
-    for (const id of layer) {
-      for (const n of [...(up.get(id) ?? []), ...(down.get(id) ?? [])]) {
-        if (seen.has(n) || order.length >= maxOps) continue;
-        seen.add(n);
-        order.push(n);
-        next.push(n);
-      }
-    }
-    layer = next;
+/** The ops of `answer` within `depth` edges of its centre, at most `maxOps` (nearest first), and
+ * which of them have neighbours left out: those the answer already marks, and those with an
+ * edge to an op of the answer not kept. */
+export function nearer(answer: HoodAnswer, depth: number, maxOps: number): ShownOps {
+  const ops = answer.ops
+    .filter((o) => o.distance !== null && o.distance <= depth)
+    .slice(0, maxOps)
+    .map((o) => o.op_id);
+  const kept = new Set(ops);
+  const frontier = new Set(answer.frontier.filter((id) => kept.has(id)));
+  for (const e of answer.edges) {
+    if (e.src_op_id === null) continue;
+    const [a, b] = [e.src_op_id, e.dst_op_id];
+    if (kept.has(a) !== kept.has(b)) frontier.add(kept.has(a) ? a : b);
   }
-  const frontier = new Set<number>();
-  for (const id of order) {
-    for (const n of [...(up.get(id) ?? []), ...(down.get(id) ?? [])]) if (!seen.has(n)) frontier.add(id);
-  }
-  return { ops: order, frontier };
+  return { ops, frontier };
+}
+
+/** Every op of an answer (a whole graph), none marked as having more. */
+export function everything(answer: HoodAnswer): ShownOps {
+  return { ops: answer.ops.map((o) => o.op_id), frontier: new Set(answer.frontier) };
 }

@@ -8,7 +8,8 @@
 import { h } from "./dom";
 
 export const GUTTER_PX = 6;
-const STORAGE_PREFIX = "tvmdbg.layout.";
+/** Versioned: sizes saved for an earlier arrangement of the panes are not applied to this one. */
+const STORAGE_PREFIX = "tvmdbg.layout.v2.";
 
 export interface SplitOptions {
   /** Name under which the user's size is remembered. */

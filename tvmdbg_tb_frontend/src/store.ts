@@ -3,15 +3,9 @@
  * Panels read it and listen for changes; every async answer is checked against a sequence
  * number so that a slow answer for an older selection never overwrites a newer one.
  */
-import type { Api, ExecutionData, GraphInfo, Op, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
+import type { Api, ExecutionData, GraphSummary, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
 
 export type StoreEvent = "runs" | "run" | "trace" | "op" | "frame" | "execution" | "error" | "alerts" | "pause";
-
-/** Every op of a run's compiled functions, and each function's name. */
-export interface RunOps {
-  ops: Op[];
-  graphNames: Map<number, string>;
-}
 
 /** Where a live program is paused (the Live panel's state): a kernel that ran in a call the
  * dump does not hold yet (a call is written when it returns). */
@@ -35,8 +29,6 @@ export interface PauseInfo {
 
 /** graph_execution/data's page limit. */
 const TRACE_PAGE = 1000;
-/** Kernels of one call whose health the graph and op views colour (a bound on requests). */
-const MAX_EXECUTION_TRACES = 50_000;
 
 export interface ShownFrame {
   file_path: string;
@@ -82,10 +74,8 @@ export class Store {
   refresh: () => void = () => undefined;
 
   private seq = 0;
-  private execTraces = new Map<string, Promise<Map<number, TraceData>>>();
-  private graphInfos = new Map<string, Promise<GraphInfo>>();
   private executions = new Map<string, Promise<ExecutionData | null>>();
-  private runOps: { key: string; promise: Promise<RunOps> } | null = null;
+  private graphList: { key: string; promise: Promise<GraphSummary[]> } | null = null;
   private listeners = new Map<StoreEvent, Set<() => void>>();
 
   constructor(readonly api: Api) {}
@@ -124,32 +114,6 @@ export class Store {
     this.emit("error");
   }
 
-  /** Slot-0 traces of every op in one execution (up to MAX_EXECUTION_TRACES), by op id: the
-   * health of a selected op's inputs and consumers in the same call. Cached per execution. */
-  executionTraces(executionIndex: number): Promise<Map<number, TraceData>> {
-    const run = this.run;
-    if (run === null) return Promise.resolve(new Map());
-    const key = `${run}|${executionIndex}`;
-    let p = this.execTraces.get(key);
-    if (!p) {
-      p = (async () => {
-        const first = await this.api.traces(run, 0, TRACE_PAGE, executionIndex);
-        const pages = [first];
-        const total = Math.min(first.num_digests, MAX_EXECUTION_TRACES);
-        const rest: Promise<typeof first>[] = [];
-        for (let b = TRACE_PAGE; b < total; b += TRACE_PAGE)
-          rest.push(this.api.traces(run, b, Math.min(total, b + TRACE_PAGE), executionIndex));
-        pages.push(...(await Promise.all(rest)));
-        const m = new Map<number, TraceData>();
-        for (const page of pages) for (const t of page.graph_executions) if (t.output_slot === 0 && !m.has(t.op_id)) m.set(t.op_id, t);
-        return m;
-      })();
-      p.catch(() => this.execTraces.delete(key));
-      this.execTraces.set(key, p);
-    }
-    return p;
-  }
-
   /**
    * The top-level call with monotonic `index` (its inputs' summaries give the health of the
    * function's parameters), or null when it is no longer in the dump. Kept calls have
@@ -174,39 +138,20 @@ export class Store {
     return p;
   }
 
-  /** A compiled function's whole graph, fetched once per run (graphs never change); of the
-   * selected run unless `run` names the one the graph id came from. */
-  graphInfo(graphId: number, run: string | null = this.run): Promise<GraphInfo> {
-    if (run === null) return Promise.reject(new Error("no run selected"));
-    const key = `${run}|${graphId}`;
-    let p = this.graphInfos.get(key);
-    if (!p) {
-      p = this.api.graphInfo(run, graphId);
-      p.catch(() => this.graphInfos.delete(key));
-      this.graphInfos.set(key, p);
-    }
-    return p;
-  }
-
-  /** Every op of every compiled function of the run (for search, the list's filter and the
-   * source browser), fetched once, and again when a live program compiles more. */
-  allOps(): Promise<RunOps> {
+  /** The run's compiled functions (graphs/list: names and op counts), fetched once, and again
+   * when a live program compiles more. */
+  graphs(): Promise<GraphSummary[]> {
     const run = this.run;
-    if (run === null) return Promise.resolve({ ops: [], graphNames: new Map() });
+    if (run === null) return Promise.resolve([]);
     const key = `${run}|${this.runInfo?.num_ops ?? 0}|${this.runInfo?.num_graphs ?? 0}`;
-    if (this.runOps?.key !== key) {
-      const promise = (async () => {
-        const graphs = (await this.api.graphs(run)).graphs;
-        // Of the run listed, though the user may have switched runs meanwhile.
-        const infos = await Promise.all(graphs.map((g) => this.graphInfo(g.graph_id, run)));
-        return { ops: infos.flatMap((g) => g.ops), graphNames: new Map(graphs.map((g) => [g.graph_id, g.name])) };
-      })();
+    if (this.graphList?.key !== key) {
+      const promise = this.api.graphs(run).then((g) => g.graphs);
       promise.catch(() => {
-        if (this.runOps?.promise === promise) this.runOps = null;
+        if (this.graphList?.promise === promise) this.graphList = null;
       });
-      this.runOps = { key, promise };
+      this.graphList = { key, promise };
     }
-    return this.runOps.promise;
+    return this.graphList.promise;
   }
 
   /**
@@ -217,15 +162,12 @@ export class Store {
    * (until then the newest live run, else the newest run stands in).
    */
   setRuns(runs: RunInfo[], defaultRun: string | null = null, defaultReason = ""): void {
-    const before = this.runInfo?.num_traces;
     const known = new Set(this.runs.map((r) => r.run));
     const first = this.runs.length === 0 && this.run === null;
     this.runs = runs;
     const listed = (name: string | null) => name !== null && runs.some((r) => r.run === name);
     this.defaultRun = listed(defaultRun) ? defaultRun : null;
     this.defaultReason = this.defaultRun !== null ? defaultReason : "";
-    // A live run's latest call may have gained kernels since its traces were cached.
-    if (before !== undefined && before !== this.runInfo?.num_traces) this.execTraces.clear();
     const previous = this.run;
     const fresh = runs.filter((r) => (first || !known.has(r.run)) && r.live);
     if (fresh.length) {
@@ -287,10 +229,8 @@ export class Store {
   selectRun(run: string | null): void {
     this.run = run;
     this.seq += 1;
-    this.execTraces.clear();
-    this.graphInfos.clear();
     this.executions.clear();
-    this.runOps = null;
+    this.graphList = null;
     this.alertExecutions = new Set();
     this.firstBad = null;
     this.pause = null;
@@ -333,7 +273,7 @@ export class Store {
       if (!trace) throw new Error(`no kernel execution at position ${position}`);
       this.trace = trace;
       this.emit("trace");
-      await this.loadOp(seq, run, trace.op_id);
+      await this.loadOp(seq, run, trace.op_id, trace.execution_index);
     } catch (err) {
       if (seq === this.seq) this.reportError(err);
     }
@@ -355,7 +295,7 @@ export class Store {
     const current = this.trace;
     try {
       if (current) {
-        const same = (await this.executionTraces(current.execution_index)).get(opId);
+        const same = (await this.api.opTraces(run, opId, 0, 1, 0, current.execution_index)).traces[0];
         if (this.run !== run) return;
         if (same) return await this.selectTrace(same.position, same.index);
       }
@@ -402,14 +342,19 @@ export class Store {
     }
   }
 
-  private async loadOp(seq: number, run: string, opId: number): Promise<void> {
-    if (this.op?.op_id !== opId) {
-      const op = await this.api.opInfo(run, opId);
+  /** Loads the op (with the health of its producers and consumers in the call `executionIndex`
+   * when given) and, for a new op, its creation stack; then shows its frame. */
+  private async loadOp(seq: number, run: string, opId: number, executionIndex?: number): Promise<void> {
+    const sameOp = this.op?.op_id === opId;
+    if (!sameOp || this.op?.execution_index !== executionIndex) {
+      const op = await this.api.opInfo(run, opId, executionIndex);
       if (seq !== this.seq) return;
+      if (!sameOp) {
+        const frames = op.stack_frame_ids.length ? (await this.api.stackFrames(run, op.stack_frame_ids)).stack_frames : [];
+        if (seq !== this.seq) return;
+        this.frames = frames;
+      }
       this.op = op;
-      const frames = op.stack_frame_ids.length ? (await this.api.stackFrames(run, op.stack_frame_ids)).stack_frames : [];
-      if (seq !== this.seq) return;
-      this.frames = frames;
     }
     this.emit("op");
     const loc = this.op!.location;

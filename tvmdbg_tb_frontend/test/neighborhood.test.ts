@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { Edge } from "../src/api";
-import { neighborhood } from "../src/neighborhood";
+import { everything, type HoodAnswer, nearer } from "../src/neighborhood";
 
 const edge = (src: number | null, dst: number): Edge => ({
   src_op_id: src,
@@ -14,26 +14,35 @@ const edge = (src: number | null, dst: number): Edge => ({
   tuple_item: null,
 });
 
-describe("neighborhood", () => {
-  const chain = Array.from({ length: 10_000 }, (_, i) => edge(i, i + 1)); // 10001 ops in a line
+/** A chain 0 -> 1 -> ... -> 10 answered around op 5 with depth 3 (as graphs/neighborhood does). */
+const chain: HoodAnswer = {
+  ops: [5, 4, 6, 3, 7, 2, 8].map((op_id) => ({ op_id, distance: Math.abs(op_id - 5) })),
+  edges: [edge(null, 2), ...[2, 3, 4, 5, 6, 7].map((i) => edge(i, i + 1)), edge(1, 2)],
+  frontier: [2, 8],
+};
 
-  it("walks both ways from the centre, nearest first, within depth", () => {
-    const n = neighborhood(5000, chain, 2, 100);
-    assert.deepEqual(n.ops, [5000, 4999, 5001, 4998, 5002]);
-    assert.deepEqual([...n.frontier].sort(), [4998, 5002]);
+describe("nearer", () => {
+  it("keeps the ops within a depth, nearest first, with the ops cut off as frontier", () => {
+    const n = nearer(chain, 1, 100);
+    assert.deepEqual(n.ops, [5, 4, 6]);
+    assert.deepEqual([...n.frontier].sort(), [4, 6]);
   });
 
-  it("caps the number of ops however large the graph", () => {
-    const star = Array.from({ length: 5000 }, (_, i) => edge(0, i + 1));
-    const n = neighborhood(0, star, 3, 40);
-    assert.equal(n.ops.length, 40);
-    assert.equal(n.ops[0], 0);
-    assert.equal(n.frontier.has(0), true);
+  it("caps the number of ops, keeping the nearest", () => {
+    const n = nearer(chain, 3, 4);
+    assert.deepEqual(n.ops, [5, 4, 6, 3]);
+    assert.deepEqual([...n.frontier].sort(), [3, 6]);
   });
 
-  it("ignores edges from parameters and shows a whole small graph without frontier", () => {
-    const n = neighborhood(1, [edge(null, 0), edge(0, 1), edge(1, 2)], 5, 50);
-    assert.deepEqual(n.ops.sort(), [0, 1, 2]);
-    assert.equal(n.frontier.size, 0);
+  it("keeps the answer's own frontier for the ops it keeps", () => {
+    const n = nearer(chain, 3, 100);
+    assert.deepEqual([...n.frontier].sort(), [2, 8]);
+    assert.deepEqual(everything(chain).ops.length, 7);
+  });
+
+  it("leaves out ops the answer gave no distance (unconnected ops of a whole graph)", () => {
+    const whole: HoodAnswer = { ops: [...chain.ops, { op_id: 99, distance: null }], edges: chain.edges, frontier: [] };
+    assert.equal(nearer(whole, 10, 100).ops.includes(99), false);
+    assert.equal(everything(whole).ops.includes(99), true);
   });
 });

@@ -151,19 +151,22 @@ describe("Store's default run", () => {
     assert.equal(s.alertExecutions.size, 0);
   });
 
-  it("fetches the graphs of the run it listed, though the user switched runs meanwhile", async () => {
-    const { api, pending } = controllable("graphs", "graphInfo");
+  it("lists a run's graphs once, and again when the run compiled more", async () => {
+    const asked: string[] = [];
+    const api = { graphs: async (run: string) => (asked.push(run), { graphs: [{ graph_id: 1, name: "main" }] }) } as unknown as Api;
     const s = new Store(api);
     s.setRuns([run("a"), run("b")], "a", why);
-    const ops = s.allOps();
+    assert.deepEqual(
+      (await s.graphs()).map((g) => g.name),
+      ["main"],
+    );
+    await s.graphs();
+    assert.deepEqual(asked, ["a"]);
+    s.setRuns([{ run: "a", live: false, num_graphs: 2 } as never, run("b")], "a", why);
+    await s.graphs();
     s.pickRun("b");
-    pending.shift()!.resolve({ graphs: [{ graph_id: 1, name: "main" }] });
-    await new Promise((r) => setTimeout(r, 0));
-    const info = pending.shift()!;
-    assert.equal(info.route, "graphInfo");
-    assert.deepEqual(info.args, ["a", 1]);
-    info.resolve({ graph_id: 1, name: "main", ops: [{ op_id: 5 }] });
-    assert.deepEqual((await ops).ops, [{ op_id: 5 }]);
+    await s.graphs();
+    assert.deepEqual(asked, ["a", "a", "b"]);
   });
 
   it("a live run already running when the page opens wins over the default", () => {

@@ -4,6 +4,7 @@ import type { Alert, AlertsPage, RangeAlert, UnfinishedAlert } from "../api";
 import { h, scrollWithin, setChildren } from "../dom";
 import { formatCount, formatLocation, formatValue, hasLine, plural } from "../format";
 import type { PauseInfo, Store } from "../store";
+import { keepFocus, roving, setTabStop } from "../roving";
 import { landOnInnerOp } from "./inner_ops";
 
 /** Alerts fetched up front (for the timeline's marks); counts always cover every alert. */
@@ -157,6 +158,38 @@ export class AlertsPanel {
     if (hasLine(frame)) this.store.showFrame({ file_path: frame.file_path, file_index: -1, line: frame.line, function: frame.function });
   }
 
+  /** The list's current alert (its Tab stop), else the first origin button: where the
+   * keyboard's jump to this panel lands. */
+  focusTarget(): HTMLElement | null {
+    return (
+      this.body.querySelector<HTMLElement>(".alert-item[tabindex='0']") ??
+      this.body.querySelector<HTMLElement>("[data-testid=first-origin-alert]:not([disabled])")
+    );
+  }
+
+  /** The next (delta 1) or previous (-1) alert after the selected one, selected, with the
+   * focus on it (the keyboard's n / p); across pages of the list. */
+  async step(delta: number): Promise<void> {
+    const page = this.listPage ?? this.page;
+    if (!page || page.num_alerts === 0) return;
+    const listed = page.alerts.slice(0, ALERTS_PER_PAGE);
+    const selected = this.store.trace;
+    const at = selected ? listed.findIndex((a) => a.trace_index === selected.index) : -1;
+    let target: Alert | undefined;
+    if (at < 0) target = delta > 0 ? listed[0] : listed[listed.length - 1];
+    else if (at + delta >= 0 && at + delta < listed.length) target = listed[at + delta];
+    else {
+      const offset = page.begin + at + delta;
+      if (offset < 0 || offset >= page.num_alerts) return;
+      await this.showPage(offset - (offset % ALERTS_PER_PAGE));
+      const next = this.listPage;
+      target = next?.alerts[offset - next.begin];
+    }
+    if (!target) return;
+    await this.goToAlert(target);
+    this.body.querySelector<HTMLElement>(".alert-item.selected")?.focus();
+  }
+
   private render(): void {
     const page = this.page;
     const paused = this.pausedAlert(this.store.pause);
@@ -174,108 +207,119 @@ export class AlertsPanel {
     const from = list.begin;
     const to = list.begin + listed.length;
     const selected = this.store.trace;
-    setChildren(
-      this.body,
-      paused,
-      unfinishedNote(page),
-      h(
-        "button",
-        {
-          class: "alert-summary",
-          "data-testid": "first-origin-alert",
-          title: "Go to the first kernel that produced a non-finite value",
-          disabled: !first,
-          onclick: () => first && void this.goToAlert(first),
-        },
+    const listEl = h(
+      "ol",
+      { class: "alert-list", "aria-label": "alerts (arrow keys move, Enter selects; n / p: next / previous alert)" },
+      listed.map((a) => {
+        const isSelected = selected ? a.trace_index === selected.index : a.trace_position === this.store.tracePosition;
+        return h(
+          "li",
+          null,
+          h(
+            "button",
+            {
+              class: `alert-item${a.origin ? " origin" : ""}${isSelected ? " selected" : ""}`,
+              "aria-current": isSelected ? "true" : null,
+              "data-key": `alert${a.trace_index}.${a.output_slot}${a.masked ? "m" : ""}`,
+              onclick: () => void this.goToAlert(a),
+              title: `execution ${a.execution_index}, trace ${a.trace_index}`,
+            },
+            h("span", { class: "alert-op" }, a.op_name, a.output_slot ? `:${a.output_slot}` : ""),
+            a.origin ? h("span", { class: "badge origin-badge" }, a.origin_uncertain ? "origin?" : "origin") : null,
+            a.masked ? h("span", { class: "badge inside-badge", title: innerOpText(a) }, "inside") : null,
+            h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, countsText(a)),
+          ),
+        );
+      }),
+    );
+    const items = [...listEl.querySelectorAll<HTMLElement>(".alert-item")];
+    setTabStop(items, items.find((i) => i.classList.contains("selected")) ?? null);
+    roving(listEl, ".alert-item", "vertical");
+    keepFocus(this.body, () =>
+      setChildren(
+        this.body,
+        paused,
+        unfinishedNote(page),
         h(
-          "div",
-          { class: "alert-total" },
-          h("span", { class: "alert-icon" }, "⚠"),
-          `${formatCount(page.num_alerts)} NaN/∞ alert${page.num_alerts === 1 ? "" : "s"}`,
+          "button",
+          {
+            class: "alert-summary",
+            "data-testid": "first-origin-alert",
+            title: "Go to the first kernel that produced a non-finite value",
+            disabled: !first,
+            onclick: () => first && void this.goToAlert(first),
+          },
+          h(
+            "div",
+            { class: "alert-total" },
+            h("span", { class: "alert-icon" }, "⚠"),
+            `${formatCount(page.num_alerts)} NaN/∞ alert${page.num_alerts === 1 ? "" : "s"}`,
+          ),
+          h(
+            "div",
+            { class: "alert-kinds" },
+            h(
+              "span",
+              { class: "kind kind-nan", "data-kind": "nan", title: "alerts whose output holds NaN" },
+              `NaN ${formatCount(page.nan_alerts)}`,
+            ),
+            h(
+              "span",
+              { class: "kind kind-neg-inf", "data-kind": "neg-inf", title: "alerts whose output holds -∞" },
+              `-∞ ${formatCount(page.neg_inf_alerts)}`,
+            ),
+            h(
+              "span",
+              { class: "kind kind-pos-inf", "data-kind": "pos-inf", title: "alerts whose output holds +∞" },
+              `+∞ ${formatCount(page.pos_inf_alerts)}`,
+            ),
+          ),
+          first
+            ? h(
+                "div",
+                { class: "alert-first" },
+                "First origin: ",
+                h("b", null, first.op_name),
+                ` (${first.kernel}) at ${formatLocation(first.location)}`,
+                first.inner_op ? h("div", { class: "muted small", "data-testid": "first-inner-op" }, innerOpText(first)) : null,
+                first.origin_uncertain
+                  ? h(
+                      "div",
+                      { class: "problem", "data-testid": "origin-uncertain" },
+                      "⚠ uncertain: records near it are damaged or missing; the true origin may be among them",
+                    )
+                  : null,
+              )
+            : h("div", { class: "muted" }, page.start_dropped ? "no origin found in what the dump still holds" : "no origin found"),
         ),
-        h(
-          "div",
-          { class: "alert-kinds" },
-          h(
-            "span",
-            { class: "kind kind-nan", "data-kind": "nan", title: "alerts whose output holds NaN" },
-            `NaN ${formatCount(page.nan_alerts)}`,
-          ),
-          h(
-            "span",
-            { class: "kind kind-neg-inf", "data-kind": "neg-inf", title: "alerts whose output holds -∞" },
-            `-∞ ${formatCount(page.neg_inf_alerts)}`,
-          ),
-          h(
-            "span",
-            { class: "kind kind-pos-inf", "data-kind": "pos-inf", title: "alerts whose output holds +∞" },
-            `+∞ ${formatCount(page.pos_inf_alerts)}`,
-          ),
-        ),
-        first
+        page.start_dropped
           ? h(
               "div",
-              { class: "alert-first" },
-              "First origin: ",
-              h("b", null, first.op_name),
-              ` (${first.kernel}) at ${formatLocation(first.location)}`,
-              first.inner_op ? h("div", { class: "muted small", "data-testid": "first-inner-op" }, innerOpText(first)) : null,
-              first.origin_uncertain
-                ? h(
-                    "div",
-                    { class: "problem", "data-testid": "origin-uncertain" },
-                    "⚠ uncertain: records near it are damaged or missing; the true origin may be among them",
-                  )
-                : null,
+              { class: "alert-banner", "data-testid": "start-dropped", role: "status" },
+              "The circular buffer dropped the start of this run: the first bad values may be gone. ",
+              "Rerun with ",
+              h("code", null, "circular_buffer_size=-1"),
+              " to keep every record.",
             )
-          : h("div", { class: "muted" }, page.start_dropped ? "no origin found in what the dump still holds" : "no origin found"),
+          : null,
+        h("div", { class: "muted small" }, `${plural(page.origin_alerts, "origin alert")}; the others passed a bad value on.`),
+        page.num_alerts > ALERTS_PER_PAGE
+          ? h(
+              "div",
+              { class: "alert-pager", "data-testid": "alert-pager" },
+              h(
+                "button",
+                { disabled: from === 0, onclick: () => void this.showPage(from - ALERTS_PER_PAGE), title: "previous alerts" },
+                "‹",
+              ),
+              h("span", { class: "muted small" }, `${formatCount(from + 1)}–${formatCount(to)} of ${formatCount(page.num_alerts)}`),
+              h("button", { disabled: to >= page.num_alerts, onclick: () => void this.showPage(to), title: "next alerts" }, "›"),
+            )
+          : null,
+        benignNote(page),
+        listEl,
+        this.rangeSection(),
       ),
-      page.start_dropped
-        ? h(
-            "div",
-            { class: "alert-banner", "data-testid": "start-dropped", role: "status" },
-            "The circular buffer dropped the start of this run: the first bad values may be gone. ",
-            "Rerun with ",
-            h("code", null, "circular_buffer_size=-1"),
-            " to keep every record.",
-          )
-        : null,
-      h("div", { class: "muted small" }, `${plural(page.origin_alerts, "origin alert")}; the others passed a bad value on.`),
-      page.num_alerts > ALERTS_PER_PAGE
-        ? h(
-            "div",
-            { class: "alert-pager", "data-testid": "alert-pager" },
-            h("button", { disabled: from === 0, onclick: () => void this.showPage(from - ALERTS_PER_PAGE), title: "previous alerts" }, "‹"),
-            h("span", { class: "muted small" }, `${formatCount(from + 1)}–${formatCount(to)} of ${formatCount(page.num_alerts)}`),
-            h("button", { disabled: to >= page.num_alerts, onclick: () => void this.showPage(to), title: "next alerts" }, "›"),
-          )
-        : null,
-      benignNote(page),
-      h(
-        "ol",
-        { class: "alert-list", "aria-label": "alerts" },
-        listed.map((a) => {
-          const isSelected = selected ? a.trace_index === selected.index : a.trace_position === this.store.tracePosition;
-          return h(
-            "li",
-            null,
-            h(
-              "button",
-              {
-                class: `alert-item${a.origin ? " origin" : ""}${isSelected ? " selected" : ""}`,
-                "aria-current": isSelected ? "true" : null,
-                onclick: () => void this.goToAlert(a),
-                title: `execution ${a.execution_index}, trace ${a.trace_index}`,
-              },
-              h("span", { class: "alert-op" }, a.op_name, a.output_slot ? `:${a.output_slot}` : ""),
-              a.origin ? h("span", { class: "badge origin-badge" }, a.origin_uncertain ? "origin?" : "origin") : null,
-              a.masked ? h("span", { class: "badge inside-badge", title: innerOpText(a) }, "inside") : null,
-              h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, countsText(a)),
-            ),
-          );
-        }),
-      ),
-      this.rangeSection(),
     );
     // The selected alert (an alert click, a kernel chosen elsewhere) is brought into view.
     const current = this.body.querySelector<HTMLElement>(".alert-item.selected");

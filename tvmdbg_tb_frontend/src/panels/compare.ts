@@ -200,6 +200,11 @@ export class ComparePanel {
     this.renderRuns();
   }
 
+  /** The list's current op (its Tab stop), else run A's picker: the keyboard's jump here. */
+  focusTarget(): HTMLElement | null {
+    return this.el.querySelector<HTMLElement>(".compare-row[tabindex='0']") ?? this.runA;
+  }
+
   /** The row of the op selected elsewhere is marked and brought into view. */
   private revealSelection(): void {
     const t = this.store.trace;
@@ -529,8 +534,8 @@ export class ComparePanel {
         const files = await this.store.api.get<{ source_files: { index: number; file_path: string }[] }>("source_files/list", { run });
         const file = files.source_files.find((f) => f.file_path === loc.file_path);
         if (!file) continue;
-        const text = await this.store.api.get<{ lines: string[] }>("source_files/file", { run, index: file.index });
-        return `${loc.line}: ${text.lines[loc.line - 1] ?? ""}`;
+        const text = await this.store.api.sourceFile(run, file.index, loc.line - 1, loc.line);
+        return `${loc.line}: ${text.lines[0] ?? ""}`;
       } catch {
         continue;
       }

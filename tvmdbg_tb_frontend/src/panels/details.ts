@@ -1,6 +1,6 @@
 /** The tabbed lower panel: the selected op (inputs, consumers, fused ops), its tensor values
  * (FULL_TENSOR), its history over executions, and the per-op profile table. */
-import type { ExecutionData, OpStats, Profile, ProfileRow, TensorValue, TraceData } from "../api";
+import type { ExecutionData, OpInfo, OpStats, Profile, ProfileRow, TensorValue, TraceData } from "../api";
 import { histogramChart, statsChart } from "../chart";
 import { h, setChildren } from "../dom";
 import {
@@ -20,7 +20,8 @@ import {
 } from "../format";
 import type { Store } from "../store";
 import { innerOpsSection } from "./inner_ops";
-import { healthPill } from "./pill";
+import { keepFocus, roving } from "../roving";
+import { healthPill, type PillStyle } from "./pill";
 
 type Tab = "op" | "tensor" | "history" | "profile";
 
@@ -38,11 +39,19 @@ export class DetailsPanel {
     this.tensor = new TensorView(store);
     this.history = new HistoryView(store);
     this.profile = new ProfileView(store);
-    this.tabs = h("nav", { class: "tabs", role: "tablist" });
+    this.tabs = h("nav", { class: "tabs", role: "tablist", "aria-label": "details (arrow keys switch)" });
+    roving(this.tabs, ".tab", "horizontal", (tab) => this.show(tab.dataset.tab as Tab));
     this.body = h("div", { class: "panel-body details-body" });
     this.el = h("section", { class: "panel details-panel", "data-panel": "details" }, this.tabs, this.body);
     this.show("op");
     store.on("run", () => this.show("op")); // a new run starts on the Op tab
+  }
+
+  /** The tab shown, for the keyboard's jump to this panel: on the Op tab, the op's heading
+   * (Tab goes on to its inputs' links). */
+  focusTarget(): HTMLElement | null {
+    if (this.el.dataset.tab === "op") return this.body.querySelector<HTMLElement>(".op-title") ?? this.tabs.querySelector(".tab.active");
+    return this.tabs.querySelector<HTMLElement>(".tab.active");
   }
 
   show(tab: Tab): void {
@@ -53,19 +62,23 @@ export class DetailsPanel {
       ["history", "Op history"],
       ["profile", "Profile"],
     ];
-    setChildren(
-      this.tabs,
-      names.map(([t, label]) =>
-        h(
-          "button",
-          {
-            role: "tab",
-            class: `tab${t === tab ? " active" : ""}`,
-            "aria-selected": String(t === tab),
-            "data-tab": t,
-            onclick: () => this.show(t),
-          },
-          label,
+    keepFocus(this.tabs, () =>
+      setChildren(
+        this.tabs,
+        names.map(([t, label]) =>
+          h(
+            "button",
+            {
+              role: "tab",
+              class: `tab${t === tab ? " active" : ""}`,
+              "aria-selected": String(t === tab),
+              "data-tab": t,
+              "data-key": t,
+              tabindex: t === tab ? "0" : "-1",
+              onclick: () => this.show(t),
+            },
+            label,
+          ),
         ),
       ),
     );
@@ -88,7 +101,6 @@ class OpView implements View {
     store.on("trace", () => this.render());
     store.on("run", () => this.render());
   }
-  private health = new Map<number, TraceData>();
   private seq = 0;
   activate(): void {
     this.render();
@@ -101,17 +113,16 @@ class OpView implements View {
     const seq = ++this.seq;
     let call: ExecutionData | null = null;
     try {
-      [this.health, call] = trace
-        ? await Promise.all([this.store.executionTraces(trace.execution_index), this.store.executionByIndex(trace.execution_index)])
-        : [new Map(), null];
+      call = trace ? await this.store.executionByIndex(trace.execution_index) : null;
     } catch (err) {
-      this.health = new Map();
       this.store.reportError(err);
     }
     if (seq !== this.seq) return;
-    const pillOf = (opId: number | null) => {
-      const x = opId === null ? undefined : this.health.get(opId);
-      return x ? healthPill(healthOf(x), true) : h("span", { class: "muted small" }, trace ? "not traced" : "—");
+    // The health of its producers and consumers in the call (op_info's, for that call).
+    const health = trace && op.execution_index === trace.execution_index ? (op.health ?? {}) : {};
+    const pillOf = (opId: number | null, style: PillStyle = "counts") => {
+      const x = opId === null ? undefined : health[String(opId)];
+      return x ? healthPill(healthOf(x), style) : h("span", { class: "muted small" }, trace ? "not traced" : "—");
     };
     const paramPill = (paramIndex: number | null, tupleItem?: number | null) => {
       let summary = paramIndex === null ? undefined : call?.inputs[paramIndex];
@@ -121,125 +132,170 @@ class OpView implements View {
         if (!summary) return h("span", { class: "muted small", title: "this dump records only the tuple's total" }, "item not recorded");
       }
       return summary && Object.keys(summary.summary).length
-        ? healthPill(summaryHealth(summary), true)
+        ? healthPill(summaryHealth(summary), "counts")
         : h("span", { class: "muted small" }, trace ? "not recorded" : "—");
     };
-    setChildren(
+    const inputHealth = (inp: OpInfo["inputs"][number]) =>
+      inp.kind === "PARAM"
+        ? paramPill(inp.param_index, inp.tuple_item)
+        : inp.kind === "CONSTANT"
+          ? constantPill(inp)
+          : inp.producer_op_id === null
+            ? h("span", { class: "muted small" }, "not recorded")
+            : pillOf(inp.producer_op_id);
+    // What the diagnosis needs first (the op's health, its inputs' health with their numbers,
+    // its consumers), then what the kernel is made of.
+    keepFocus(
       this.el,
-      h(
-        "div",
-        { class: "op-title" },
-        h("b", { class: "selected-op-name", "data-testid": "selected-op" }, op.op_name),
-        h("span", { class: "muted" }, ` = ${op.kernel}  ·  ${op.call_type}  ·  ${op.device || "cpu"}  ·  ${formatLocation(op.location)}`),
-      ),
-      trace
-        ? h(
+      () =>
+        setChildren(
+          this.el,
+          h(
             "div",
-            { class: "op-trace" },
+            { class: "op-title", tabindex: "-1", "data-key": "title" },
+            h("b", { class: "selected-op-name", "data-testid": "selected-op" }, op.op_name),
             h(
               "span",
               { class: "muted" },
-              `execution ${trace.execution_index} · output ${trace.output_slot} · ${trace.dtype} ${formatShape(trace.shape)} · ${formatDuration(trace.duration_us)} `,
-            ),
-            trace.has_error
-              ? h("div", { class: "error-box" }, trace.error)
-              : h("span", { "data-testid": "selected-health" }, healthPill(healthOf(trace))),
-          )
-        : null,
-      op.original_ops.length
-        ? h(
-            "div",
-            { class: "orig-ops" },
-            h(
-              "div",
-              { class: "muted small" },
-              op.original_ops.length > 1 ? `Fused kernel: ${op.original_ops.length} original Relax ops` : "Original Relax op",
-            ),
-            h(
-              "ol",
-              null,
-              op.original_ops.map((o) =>
-                h(
-                  "li",
-                  {
-                    class: hasLine(o.location) ? "clickable" : "",
-                    onclick: () =>
-                      hasLine(o.location) &&
-                      this.store.showFrame({
-                        file_path: o.location.file_path,
-                        file_index: -1,
-                        line: o.location.line,
-                        function: o.location.function,
-                      }),
-                  },
-                  h("code", null, `${o.var_name} = ${o.op_type}`),
-                  h("span", { class: "muted small" }, `  ${formatLocation(o.location)}`),
-                ),
-              ),
-            ),
-          )
-        : h("div", { class: "muted small" }, "No Relax op mapping for this kernel."),
-      op.original_ops.length > 1 ? innerOpsSection(this.store, op.op_id, trace ? trace.execution_index : null) : null,
-      h(
-        "table",
-        { class: "io-table" },
-        h(
-          "thead",
-          null,
-          h("tr", null, h("th", null, "input"), h("th", null, "tensor"), h("th", null, "from"), h("th", null, "health here")),
-        ),
-        h(
-          "tbody",
-          null,
-          op.inputs.map((inp) =>
-            h(
-              "tr",
-              null,
-              h("td", null, String(inp.slot)),
-              h("td", null, `${inp.name} ${inp.dtype} ${inp.shape_expr ? formatShapeExpr(inp.shape_expr) : formatShape(inp.shape)}`),
-              h(
-                "td",
-                null,
-                inp.producer_op_id !== null
-                  ? h(
-                      "a",
-                      {
-                        href: "#",
-                        class: "input-link",
-                        onclick: (e: Event) => (e.preventDefault(), void this.store.goToOp(inp.producer_op_id!)),
-                      },
-                      inp.producer_op_name ?? `op ${inp.producer_op_id}`,
-                    )
-                  : h("span", { class: "muted" }, inp.kind.toLowerCase()),
-              ),
-              h(
-                "td",
-                { class: "input-health" },
-                inp.kind === "PARAM" ? paramPill(inp.param_index, inp.tuple_item) : pillOf(inp.producer_op_id),
-              ),
+              ` = ${op.kernel}  ·  ${op.call_type}  ·  ${op.device || "cpu"}  ·  ${formatLocation(op.location)}`,
             ),
           ),
+          trace ? traceLine(trace) : null,
+          inputsTable(this.store, op, inputHealth),
+          consumersLine(this.store, op, (id) => pillOf(id, "compact")),
+          originalOps(this.store, op),
+          op.original_ops.length > 1 ? innerOpsSection(this.store, op.op_id, trace ? trace.execution_index : null) : null,
         ),
-      ),
-      h(
-        "div",
-        { class: "consumers small" },
-        h("span", { class: "muted" }, "consumers: "),
-        op.consumers.length
-          ? op.consumers.map((c) =>
-              h(
-                "a",
-                { href: "#", class: "consumer-link", onclick: (e: Event) => (e.preventDefault(), void this.store.goToOp(c.op_id)) },
-                c.op_name,
-                " ",
-                pillOf(c.op_id),
-                " ",
-              ),
-            )
-          : h("span", { class: "muted" }, "none (a function output)"),
-      ),
+      "title",
     );
   }
+}
+
+/** The selected execution: where, what, and its health with every count. */
+function traceLine(trace: TraceData): HTMLElement {
+  return h(
+    "div",
+    { class: "op-trace" },
+    h(
+      "span",
+      { class: "muted" },
+      `execution ${trace.execution_index} · output ${trace.output_slot} · ${trace.dtype} ${formatShape(trace.shape)} · ${formatDuration(trace.duration_us)} `,
+    ),
+    trace.has_error
+      ? h("div", { class: "error-box" }, trace.error)
+      : h("span", { "data-testid": "selected-health" }, healthPill(healthOf(trace))),
+  );
+}
+
+/** A constant input (a weight bound into the module): its name and, when the dump recorded
+ * its values' health at compile time, that health. */
+function constantPill(inp: OpInfo["inputs"][number]): HTMLElement {
+  const summary = inp.constant;
+  return summary && Object.keys(summary.summary).length
+    ? h(
+        "span",
+        { class: "constant-health" },
+        healthPill(summaryHealth(summary), "counts"),
+        h("span", { class: "muted small" }, " constant"),
+      )
+    : h("span", { class: "muted small", title: "constants are not traced: their values never change" }, "constant, not recorded");
+}
+
+function inputsTable(store: Store, op: OpInfo, health: (inp: OpInfo["inputs"][number]) => HTMLElement): HTMLElement {
+  return h(
+    "table",
+    { class: "io-table" },
+    h("thead", null, h("tr", null, h("th", null, "input"), h("th", null, "tensor"), h("th", null, "from"), h("th", null, "health here"))),
+    h(
+      "tbody",
+      null,
+      op.inputs.map((inp) =>
+        h(
+          "tr",
+          null,
+          h("td", null, String(inp.slot)),
+          h("td", null, `${inp.name} ${inp.dtype} ${inp.shape_expr ? formatShapeExpr(inp.shape_expr) : formatShape(inp.shape)}`),
+          h(
+            "td",
+            null,
+            inp.producer_op_id !== null
+              ? h(
+                  "a",
+                  {
+                    href: "#",
+                    class: "input-link",
+                    "data-key": `in${inp.slot}`,
+                    onclick: (e: Event) => (e.preventDefault(), void store.goToOp(inp.producer_op_id!)),
+                  },
+                  inp.producer_op_name ?? `op ${inp.producer_op_id}`,
+                )
+              : h("span", { class: "muted" }, inp.kind.toLowerCase()),
+          ),
+          h("td", { class: "input-health" }, health(inp)),
+        ),
+      ),
+    ),
+  );
+}
+
+/** The consumers (the first 20 listed as links with their health; the rest counted). */
+function consumersLine(store: Store, op: OpInfo, pill: (opId: number) => HTMLElement): HTMLElement {
+  const shown = op.consumers.slice(0, 20);
+  const more = op.num_consumers - shown.length;
+  return h(
+    "div",
+    { class: "consumers small" },
+    h("span", { class: "muted" }, "consumers: "),
+    shown.length
+      ? shown.map((c) =>
+          h(
+            "a",
+            {
+              href: "#",
+              class: "consumer-link",
+              "data-key": `out${c.op_id}.${c.input_slot}`,
+              onclick: (e: Event) => (e.preventDefault(), void store.goToOp(c.op_id)),
+            },
+            c.op_name,
+            " ",
+            pill(c.op_id),
+            " ",
+          ),
+        )
+      : h("span", { class: "muted" }, "none (a function output)"),
+    more > 0 ? h("span", { class: "muted" }, ` and ${formatCount(more)} more`) : null,
+  );
+}
+
+/** The Relax ops folded into the kernel, each with its line (a click shows it). */
+function originalOps(store: Store, op: OpInfo): HTMLElement {
+  if (!op.original_ops.length) return h("div", { class: "muted small" }, "No Relax op mapping for this kernel.");
+  return h(
+    "div",
+    { class: "orig-ops" },
+    h(
+      "div",
+      { class: "muted small" },
+      op.original_ops.length > 1 ? `Fused kernel: ${op.original_ops.length} original Relax ops` : "Original Relax op",
+    ),
+    h(
+      "ol",
+      null,
+      op.original_ops.map((o) =>
+        h(
+          "li",
+          {
+            class: hasLine(o.location) ? "clickable" : "",
+            onclick: () =>
+              hasLine(o.location) &&
+              store.showFrame({ file_path: o.location.file_path, file_index: -1, line: o.location.line, function: o.location.function }),
+          },
+          h("code", null, `${o.var_name} = ${o.op_type}`),
+          h("span", { class: "muted small" }, `  ${formatLocation(o.location)}`),
+        ),
+      ),
+    ),
+  );
 }
 
 class TensorView implements View {

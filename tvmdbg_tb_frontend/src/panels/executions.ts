@@ -6,7 +6,7 @@
  * live program is paused, the kernels its call ran so far (not in the dump until the call
  * returns) follow the recorded ones, the paused kernel selected.
  */
-import { ApiError, type Alert, type Op, type PausedTrace, type TraceData } from "../api";
+import { ApiError, type Alert, type Op, type PausedTrace, type SearchAnswer, type TraceData } from "../api";
 import { h, setChildren } from "../dom";
 import { formatCount, formatShape, healthOf, parseIndex, plural } from "../format";
 import { Pager } from "../pager";
@@ -15,6 +15,8 @@ import type { Store } from "../store";
 import { healthPill } from "./pill";
 
 const ROW_HEIGHT = 26;
+/** Ops the filter lists as chips. */
+const FILTER_CHIPS = 30;
 
 /** What the list shows: every kernel execution, one op's, the non-finite ones, or nothing
  * (a filter that matches no op). */
@@ -39,9 +41,8 @@ export class ExecutionsPanel {
   private filterOp: Op | null = null;
   private readonly nonfiniteBox: HTMLInputElement;
   private map = new ScrollMap(0, ROW_HEIGHT, 0);
-  private ops: Op[] = [];
-  /** Function name of each graph, to tell apart ops of the same name in different functions. */
-  private graphNames = new Map<number, string>();
+  /** Bumped by every filter text: a slow search for older text is dropped. */
+  private filterSeq = 0;
   /** The op chosen among several of the same name (a chip click), until the text changes. */
   private pinned: Op | null = null;
   private frame = 0;
@@ -128,7 +129,7 @@ export class ExecutionsPanel {
           "label",
           { class: "nonfinite-only", title: "list only kernel executions whose output holds NaN or ∞" },
           this.nonfiniteBox,
-          "non-finite only",
+          "NaN/∞ only",
         ),
         this.filterInput,
         goto,
@@ -144,6 +145,11 @@ export class ExecutionsPanel {
     store.on("trace", () => this.onSelection());
     store.on("alerts", () => this.openOnFirstBad());
     store.on("pause", () => this.onPause());
+  }
+
+  /** The list itself (arrow keys move its selection), for the keyboard's jump to this panel. */
+  focusTarget(): HTMLElement {
+    return this.scroller;
   }
 
   /** A new pause (or none): its call's rows so far replace the previous pause's. */
@@ -220,7 +226,6 @@ export class ExecutionsPanel {
     this.filterOp = null;
     this.nonfiniteBox.checked = false;
     this.filterInput.value = "";
-    this.ops = [];
     this.firstIndex = null;
     this.openedOnFirstBad = false;
     this.pausedFor = null;
@@ -231,20 +236,6 @@ export class ExecutionsPanel {
     this.scroller.scrollTop = 0;
     this.map = new ScrollMap(0, ROW_HEIGHT, 0);
     this.relayout();
-    void this.loadOps();
-  }
-
-  /** The ops of every compiled function of the run, for the filter. */
-  private async loadOps(): Promise<void> {
-    const run = this.store.run;
-    try {
-      const { ops, graphNames } = await this.store.allOps();
-      if (this.store.run !== run) return;
-      this.ops = ops;
-      this.graphNames = graphNames;
-    } catch (err) {
-      this.store.reportError(err);
-    }
   }
 
   /** A refresh of the runs list: the list grows with a live run, in whatever mode it is. */
@@ -252,7 +243,6 @@ export class ExecutionsPanel {
     const info = this.store.runInfo;
     const run = this.store.run;
     if (!info || run === null) return;
-    void this.loadOps();
     const seq = this.modeSeq;
     let total = this.total;
     try {
@@ -281,42 +271,51 @@ export class ExecutionsPanel {
     } else this.render();
   }
 
+  /** The ops the filter's text finds (graphs/search: by name, kernel, op type, line), the
+   * one to list when it names a single op; several are chips to pick from. */
   private async updateFilter(): Promise<void> {
     const text = this.filterInput.value.trim();
-    const matches = text ? this.ops.filter((op) => op.op_name.includes(text) || op.kernel.includes(text)) : [];
-    const sameName = matches.filter((op) => op.op_name === text);
+    const run = this.store.run;
+    const seq = ++this.filterSeq;
+    let matches: SearchAnswer["matches"] = [];
+    let total = 0;
+    if (text && run !== null) {
+      try {
+        const found = await this.store.api.search(run, text, FILTER_CHIPS);
+        matches = found.matches;
+        total = found.num_matches;
+      } catch (err) {
+        this.store.reportError(err);
+      }
+    }
+    if (seq !== this.filterSeq || this.filterInput.value.trim() !== text) return;
+    const ops = matches.map((m) => m.op);
+    const sameName = ops.filter((op) => op.op_name === text);
     // The same var name in several functions is ambiguous: the user picks one (a chip).
     const exact =
-      this.pinned && this.pinned.op_name === text
-        ? this.pinned
-        : sameName.length === 1
-          ? sameName[0]
-          : matches.length === 1
-            ? matches[0]
-            : null;
-    const label = (op: Op) => {
-      const fn = this.graphNames.get(op.graph_id);
-      return this.graphNames.size > 1 && fn ? `${op.op_name} · ${fn}` : op.op_name;
-    };
+      this.pinned && this.pinned.op_name === text ? this.pinned : sameName.length === 1 ? sameName[0] : total === 1 ? ops[0] : null;
+    const several = new Set(matches.map((m) => m.graph_name)).size > 1;
+    const label = (m: SearchAnswer["matches"][number]) => (several ? `${m.op.op_name} · ${m.graph_name}` : m.op.op_name);
     setChildren(
       this.filterInfo,
-      text && !matches.length ? h("span", { class: "muted", "data-testid": "filter-no-match" }, `no op matches “${text}”`) : null,
-      matches.length > 1
+      text && !total ? h("span", { class: "muted", "data-testid": "filter-no-match" }, `no op matches “${text}”`) : null,
+      total > 1
         ? [
-            h("span", { class: "muted" }, `${matches.length} ops match${exact ? "" : ", pick one"}: `),
-            matches.slice(0, 30).map((op) =>
+            h("span", { class: "muted" }, `${formatCount(total)} ops match${exact ? "" : ", pick one"}: `),
+            matches.map((m) =>
               h(
                 "button",
                 {
-                  class: `chip${exact === op ? " active" : ""}`,
-                  "data-op-id": String(op.op_id),
+                  class: `chip${exact?.op_id === m.op.op_id ? " active" : ""}`,
+                  "data-op-id": String(m.op.op_id),
+                  title: m.why,
                   onclick: () => {
-                    this.filterInput.value = op.op_name;
-                    this.pinned = op;
+                    this.filterInput.value = m.op.op_name;
+                    this.pinned = m.op;
                     void this.updateFilter();
                   },
                 },
-                label(op),
+                label(m),
               ),
             ),
           ]
@@ -506,6 +505,7 @@ export class ExecutionsPanel {
           : this.mode === "none"
             ? "no match"
             : plural(this.total, "kernel execution") + (this.pausedShown ? ` + ${formatCount(this.pausedShown)} of the paused call` : "");
+    this.countEl.title = this.countEl.textContent;
     this.render();
   }
 

@@ -1,12 +1,15 @@
 /**
  * Graph structure: the compiled function's kernels as nodes and tensors as edges, laid out with
- * dagre. Only the selected op's neighbourhood is laid out (lazy layout keeps large graphs
- * responsive; frontier nodes say more is hidden); the selected op is centred, its inputs and
+ * dagre around the selection. The server walks the graph (graphs/neighborhood: bounded, nearest
+ * first) so a function of any size costs the same; the selected op is framed, its inputs and
  * consumers highlighted and every node coloured by its health in the selected execution. A
- * fused kernel expands into the original Relax ops folded into it.
+ * fused kernel expands into the original Relax ops folded into it. "whole graph" lays out a
+ * function of up to MAX_LAYOUT_OPS kernels; a larger one is shown folded (graph_overview.ts):
+ * groups of consecutive kernels, a click opening a group. Zoomed out, labels keep a size one can
+ * read (levels of detail): names are drawn at screen size and cut to their node's width.
  */
 import dagre from "@dagrejs/dagre";
-import type { ExecutionData, GraphInfo, Op, TraceData } from "../api";
+import type { Neighborhood as HoodAnswer, OpInfo, Overview, TraceData } from "../api";
 import { h, setChildren, svg } from "../dom";
 import {
   type Health,
@@ -19,29 +22,35 @@ import {
   pillSegments,
   summaryHealth,
 } from "../format";
-import { type Neighborhood, neighborhood } from "../neighborhood";
-import { type OpMatch, searchOps } from "../search";
+import { type ShownOps, everything, nearer } from "../neighborhood";
 import type { Store } from "../store";
+import { drawOverview, type Range } from "./graph_overview";
+import { type Drawn, type NodeBox, arrowDefs, truncate } from "./graph_svg";
 
 const NODE_W = 204;
 const NODE_H = 50;
 const ORIG_ROW_H = 18;
 const PARAM_W = 120;
 const PARAM_H = 26;
-/** Node text is 12 px in layout units: at MIN_LEGIBLE_SCALE it stays >= 11 px on screen. */
 /** Graphs up to this many ops are drawn whole; larger ones around the selection. */
 const WHOLE_GRAPH_LIMIT = 60;
 const NEIGHBORHOOD_OPS = 48;
 const NEIGHBORHOOD_DEPTH = 4;
-/** Never lay out more than this many ops at once ("whole graph" on a huge graph shows the
- * nearest ones): dagre's cost grows faster than linearly. */
-const MAX_LAYOUT_OPS = 400;
+/** Never lay out more than this many ops at once: dagre's cost grows faster than linearly. A
+ * larger function's "whole graph" is its folded overview. */
+export const MAX_LAYOUT_OPS = 400;
+/** Groups of a folded overview (each one node). */
+export const OVERVIEW_GROUPS = 120;
 /** Framing never zooms out below this: node text (12 px) stays >= 11 px on screen. When
  * the op with its inputs and consumers does not fit, the op and its inputs are framed and the
  * text list under the drawing carries the rest. */
 export const MIN_LEGIBLE_SCALE = 0.92;
 /** Margin around the framed op and its neighbours, in layout units. */
 const FRAME_PAD = 14;
+/** On-screen size of the labels drawn when zoomed out (levels of detail), in px. */
+const LOD_FONT_PX = 11.5;
+/** Width of a character of a 11.5 px label, in px (to cut a name to its node's width). */
+const LOD_CHAR_PX = 7;
 
 /** An optional mark on an op node set by another view (the Compare view's verdicts): the node
  * gets class `mark-<cls>`, a small tag reading `tag` (a shape and palette of its own, never a
@@ -59,14 +68,8 @@ export interface MarkLegend {
 
 /** Results listed by the node search. */
 const SEARCH_RESULTS = 30;
-
-interface NodeBox {
-  id: string;
-  x: number;
-  y: number;
-  width: number;
-  height: number;
-}
+/** Typing pauses this long before the node search asks the server. */
+const SEARCH_DELAY_MS = 120;
 
 export class GraphPanel {
   readonly el: HTMLElement;
@@ -78,7 +81,9 @@ export class GraphPanel {
   private readonly enlargeBtn: HTMLButtonElement;
   private readonly searchInput: HTMLInputElement;
   private readonly searchResults: HTMLElement;
-  private matches: OpMatch[] = [];
+  private matches: { op: { op_id: number; op_name: string; kernel: string }; graph_name: string; why: string }[] = [];
+  private searchTimer = 0;
+  private searchSeq = 0;
   private expanded = new Set<number>();
   /** What the drawing shows: the layout point at the canvas's centre and the zoom (screen px
    * per layout unit). The viewBox follows the canvas's size, so resizing a pane never
@@ -91,10 +96,15 @@ export class GraphPanel {
   private svgEl: SVGSVGElement | null = null;
   private seq = 0;
   private wholeGraph = false;
+  /** The folded overview's levels: the ranges of ops opened, outermost first. */
+  private levels: Range[] = [];
   private readonly wholeBox: HTMLInputElement;
   private marks: { run: string; ops: Map<number, OpMark>; legend: MarkLegend | null } | null = null;
   private drawnSize = { w: 0, h: 0 };
   private resizeTimer = 0;
+  private lodTimer = 0;
+  /** The last neighbourhood fetched (a re-render for an expanded node or a resize reuses it). */
+  private hood: { key: string; answer: Promise<HoodAnswer> } | null = null;
 
   constructor(private readonly store: Store) {
     this.title = h("span", { class: "muted graph-title" });
@@ -105,12 +115,16 @@ export class GraphPanel {
       "data-testid": "whole-graph",
       onchange: (e: Event) => {
         this.wholeGraph = (e.target as HTMLInputElement).checked;
+        this.levels = [];
         void this.render();
       },
     });
     const whole = h(
       "label",
-      { class: "small whole-graph", title: "lay out the whole function (up to 400 kernels), fitted" },
+      {
+        class: "small whole-graph",
+        title: `lay out the whole function (up to ${MAX_LAYOUT_OPS} kernels; a larger one folded into groups), fitted`,
+      },
       this.wholeBox,
       " whole graph",
     );
@@ -133,10 +147,10 @@ export class GraphPanel {
       placeholder: "find node: name, kernel, op type, file:line",
       "aria-label": "find a node by op name, kernel, Relax op type or source line",
       "data-testid": "graph-search",
-      oninput: () => void this.search(),
+      oninput: () => this.searchSoon(),
       onkeydown: (e: KeyboardEvent) => this.searchKey(e),
       onblur: () => setTimeout(() => (this.searchResults.hidden = true), 150),
-      onfocus: () => void this.search(),
+      onfocus: () => this.searchSoon(),
     });
     document.addEventListener("keydown", (e) => {
       if (e.key === "Escape" && this.enlarged) this.setEnlarged(false);
@@ -169,8 +183,11 @@ export class GraphPanel {
       h("div", { class: "graph-foot" }, this.links, this.legend),
     );
     new ResizeObserver(() => this.onResize()).observe(this.canvas);
+    this.canvas.addEventListener("keydown", (e) => this.nodeKey(e));
     store.on("run", () => {
       this.expanded.clear();
+      this.hood = null;
+      this.levels = [];
       this.wholeGraph = this.wholeBox.checked = false; // per-run state starts afresh
       this.searchInput.value = "";
       this.searchResults.hidden = true;
@@ -179,6 +196,44 @@ export class GraphPanel {
     store.on("op", () => void this.render());
     store.on("pause", () => void this.render());
     this.renderLegend();
+  }
+
+  /** The selected node (the drawing's Tab stop), for the keyboard's jump to this panel. */
+  focusTarget(): HTMLElement | null {
+    return this.canvas.querySelector<HTMLElement>(".node[tabindex='0']") ?? this.searchInput;
+  }
+
+  /** Arrow keys move the focus to the nearest node in that direction (panning to it when it
+   * is out of view); Enter on a node selects it. */
+  private nodeKey(e: KeyboardEvent): void {
+    const way = ({ ArrowUp: [0, -1], ArrowDown: [0, 1], ArrowLeft: [-1, 0], ArrowRight: [1, 0] } as Record<string, number[]>)[e.key];
+    const from = document.activeElement as SVGGElement | null;
+    if (!way || !from?.classList.contains("node") || e.altKey || e.ctrlKey || e.metaKey) return;
+    e.preventDefault();
+    const centre = (el: Element) => {
+      const r = el.getBoundingClientRect();
+      return [r.x + r.width / 2, r.y + r.height / 2];
+    };
+    const [x0, y0] = centre(from);
+    let best: SVGGElement | null = null;
+    let bestScore = Infinity;
+    for (const node of this.canvas.querySelectorAll<SVGGElement>(".op-node, .group-node")) {
+      if (node === from) continue;
+      const [x, y] = centre(node);
+      const along = (x - x0) * way[0] + (y - y0) * way[1];
+      if (along <= 1) continue;
+      const score = along + 2 * Math.abs((x - x0) * way[1] - (y - y0) * way[0]);
+      if (score < bestScore) [best, bestScore] = [node, score];
+    }
+    if (!best) return;
+    for (const node of this.canvas.querySelectorAll<SVGGElement>(".node")) node.setAttribute("tabindex", node === best ? "0" : "-1");
+    const box = best.getBoundingClientRect();
+    const area = this.canvas.getBoundingClientRect();
+    if (box.left < area.left || box.right > area.right || box.top < area.top || box.bottom > area.bottom) {
+      this.view = { ...this.view, cx: Number(best.dataset.cx), cy: Number(best.dataset.cy) };
+      this.applyView();
+    }
+    best.focus({ preventScroll: true });
   }
 
   /** The drawing is framed again when the pane changes size (a gutter dragged, the window
@@ -193,25 +248,32 @@ export class GraphPanel {
     this.resizeTimer = window.setTimeout(() => void this.render(), 200);
   }
 
+  private searchSoon(): void {
+    clearTimeout(this.searchTimer);
+    this.searchTimer = window.setTimeout(() => void this.search(), SEARCH_DELAY_MS);
+  }
+
+  /** The ops the text finds (graphs/search), as a list under the box; the text stays as typed. */
   private async search(): Promise<void> {
     const query = this.searchInput.value;
-    if (!query.trim()) {
+    const run = this.store.run;
+    const seq = ++this.searchSeq;
+    if (!query.trim() || run === null) {
       this.matches = [];
       this.searchResults.hidden = true;
       return;
     }
-    let ops: Op[] = [];
-    let names = new Map<number, string>();
+    let total = 0;
     try {
-      const all = await this.store.allOps();
-      ops = all.ops;
-      names = all.graphNames;
+      const found = await this.store.api.search(run, query, SEARCH_RESULTS);
+      if (seq !== this.searchSeq || this.searchInput.value !== query) return;
+      this.matches = found.matches;
+      total = found.num_matches;
     } catch (err) {
       this.store.reportError(err);
+      return;
     }
-    if (this.searchInput.value !== query) return;
-    this.matches = searchOps(ops, query, SEARCH_RESULTS);
-    const several = names.size > 1;
+    const several = new Set(this.matches.map((m) => m.graph_name)).size > 1;
     setChildren(
       this.searchResults,
       this.matches.length
@@ -229,14 +291,13 @@ export class GraphPanel {
                 },
               },
               h("b", null, m.op.op_name),
-              h(
-                "span",
-                { class: "muted" },
-                ` ${m.op.kernel}${several ? ` · ${names.get(m.op.graph_id) ?? m.op.graph_id}` : ""} · ${m.why}`,
-              ),
+              h("span", { class: "muted" }, ` ${m.op.kernel}${several ? ` · ${m.graph_name}` : ""} · ${m.why}`),
             ),
           )
         : h("li", { class: "muted graph-search-none" }, `no node matches “${query.trim()}”`),
+      total > this.matches.length
+        ? h("li", { class: "muted graph-search-none" }, `… ${total - this.matches.length} more: type more`)
+        : null,
     );
     this.searchResults.hidden = false;
   }
@@ -259,10 +320,10 @@ export class GraphPanel {
     }
   }
 
-  /** A search result: selected (through the one navigation model) and framed in the graph. */
-  private pick(m: OpMatch): void {
+  /** A search result: selected through the one navigation model (every panel follows: its call
+   * in the timeline, its row, its source) and framed here. What was typed stays in the box. */
+  private pick(m: { op: { op_id: number } }): void {
     this.searchResults.hidden = true;
-    this.searchInput.value = m.op.op_name;
     void this.store.goToOp(m.op.op_id);
   }
 
@@ -310,6 +371,20 @@ export class GraphPanel {
     void this.render();
   }
 
+  /** The neighbourhood of an op (in a call), fetched once for a selection: re-renders (a node
+   * expanded, a resize) reuse it. */
+  private neighborhood(run: string, opId: number, maxOps: number, executionIndex: number | undefined): Promise<HoodAnswer> {
+    const key = `${run}|${opId}|${maxOps}|${executionIndex}`;
+    if (this.hood?.key !== key) {
+      const answer = this.store.api.neighborhood(run, opId, NEIGHBORHOOD_DEPTH, maxOps, executionIndex);
+      answer.catch(() => {
+        if (this.hood?.answer === answer) this.hood = null;
+      });
+      this.hood = { key, answer };
+    }
+    return this.hood.answer;
+  }
+
   private async render(): Promise<void> {
     const seq = ++this.seq;
     const run = this.store.run;
@@ -323,15 +398,21 @@ export class GraphPanel {
     }
     try {
       const trace = this.store.trace && this.store.trace.op_id === op.op_id ? this.store.trace : null;
-      const [graph, health, call] = await Promise.all([
-        this.store.graphInfo(op.graph_id),
-        trace ? this.store.executionTraces(trace.execution_index) : Promise.resolve(new Map<number, TraceData>()),
-        trace ? this.store.executionByIndex(trace.execution_index) : Promise.resolve(null),
-      ]);
+      const call = trace?.execution_index;
+      const total = (await this.store.graphs()).find((g) => g.graph_id === op.graph_id)?.num_ops ?? 0;
       if (seq !== this.seq) return;
-      this.title.textContent = `${graph.name} · ${graph.ops.length} kernels${trace ? ` · execution ${trace.execution_index}` : ""}`;
-      this.title.title = this.title.textContent;
-      this.draw(graph, op, health, call);
+      this.renderLinks(op);
+      if (this.wholeGraph && total > MAX_LAYOUT_OPS) {
+        const range = this.levels[this.levels.length - 1] ?? { begin: 0, end: total };
+        const overview = await this.store.api.overview(run, op.graph_id, range.begin, range.end, OVERVIEW_GROUPS, call);
+        if (seq !== this.seq) return;
+        return this.showOverview(overview, op, total);
+      }
+      const maxOps = this.wholeGraph ? MAX_LAYOUT_OPS : WHOLE_GRAPH_LIMIT;
+      const answer = await this.neighborhood(run, op.op_id, maxOps, call);
+      if (seq !== this.seq) return;
+      this.setTitle(`${answer.name} · ${answer.num_ops} kernels${trace ? ` · execution ${trace.execution_index}` : ""}`);
+      this.draw(answer, op);
     } catch (err) {
       if (seq !== this.seq) return;
       setChildren(this.canvas, h("div", { class: "error-box" }, err instanceof Error ? err.message : String(err)));
@@ -339,16 +420,68 @@ export class GraphPanel {
     }
   }
 
-  private draw(graph: GraphInfo, selected: Op, health: Map<number, TraceData>, call: ExecutionData | null): void {
-    const byId = new Map(graph.ops.map((o) => [o.op_id, o]));
-    const inputs = new Set(graph.edges.filter((e) => e.dst_op_id === selected.op_id && e.src_op_id !== null).map((e) => e.src_op_id!));
-    const consumers = new Set(graph.edges.filter((e) => e.src_op_id === selected.op_id).map((e) => e.dst_op_id));
-    this.renderLinks(graph, selected, byId, health);
+  private setTitle(text: string): void {
+    this.title.textContent = text;
+    this.title.title = text;
+  }
 
+  /** A function too large to lay out, folded: groups of consecutive kernels, the selected op's
+   * group marked; a click on a group opens it (the next level), "up" closes it. */
+  private showOverview(overview: Overview, op: OpInfo, total: number): void {
+    const path = this.levels.map((r) => `ops ${r.begin}–${r.end - 1}`).join(" › ");
+    this.setTitle(
+      `${overview.name} · ${total} kernels, folded into ${overview.groups.length} groups of ${overview.group_size}${path ? ` · ${path}` : ""}`,
+    );
+    const drawn = drawOverview(overview, op, {
+      open: (range) => {
+        this.levels.push(range);
+        void this.render();
+      },
+      select: (opId) => void this.store.goToOp(opId),
+    });
+    this.show(drawn, true);
+    if (this.levels.length)
+      this.canvas.appendChild(
+        h(
+          "button",
+          {
+            class: "small-btn graph-up",
+            "data-testid": "graph-up",
+            title: "back to the larger groups",
+            onclick: () => {
+              this.levels.pop();
+              void this.render();
+            },
+          },
+          "↑ up",
+        ),
+      );
+  }
+
+  /** Puts a drawing in the canvas, framed on its selection (or fitted). */
+  private show(drawn: Drawn, fitted: boolean): void {
+    this.drawnSize = { w: this.canvas.clientWidth, h: this.canvas.clientHeight };
+    this.home = drawn.home;
+    this.extent = drawn.extent;
+    this.svgEl = drawn.root;
+    if (fitted) this.fit();
+    else this.zoomToSelection();
+    this.enablePanZoom(drawn.root);
+    // The keyboard stays in the drawing: after Enter on a node, on the node now selected.
+    const hadFocus = this.canvas.contains(document.activeElement);
+    setChildren(this.canvas, drawn.root);
+    if (hadFocus) drawn.root.querySelector<SVGElement>(".node[tabindex='0']")?.focus({ preventScroll: true });
+  }
+
+  private draw(answer: HoodAnswer, selected: OpInfo): void {
+    const byId = new Map(answer.ops.map((o) => [o.op_id, o]));
+    const edges = answer.edges;
+    const inputs = new Set(edges.filter((e) => e.dst_op_id === selected.op_id && e.src_op_id !== null).map((e) => e.src_op_id!));
+    const consumers = new Set(edges.filter((e) => e.src_op_id === selected.op_id).map((e) => e.dst_op_id));
+    const health = answer.health ?? {};
     // The canvas's own size (the SVG fills it): framing at another size would rescale the text.
     const cw = Math.max(1, this.canvas.clientWidth || 600);
     const ch = Math.max(1, this.canvas.clientHeight || 400);
-    this.drawnSize = { w: this.canvas.clientWidth, h: this.canvas.clientHeight };
     const layOut = (shown: Set<number>) => {
       const g = new dagre.graphlib.Graph({ multigraph: true });
       g.setGraph({ rankdir: "TB", nodesep: 24, ranksep: 36, marginx: 16, marginy: 16 });
@@ -359,7 +492,7 @@ export class GraphPanel {
         g.setNode(`op${id}`, { width: NODE_W, height: NODE_H + extra });
       }
       const paramNodes = new Map<string, { label: string; title: string; health: Health | null }>();
-      for (const e of graph.edges) {
+      for (const e of edges) {
         if (!shown.has(e.dst_op_id)) continue;
         if (e.src_op_id !== null) {
           if (shown.has(e.src_op_id))
@@ -374,8 +507,8 @@ export class GraphPanel {
         if (e.kind !== "PARAM") continue;
         const pid = `param${e.param_index}`;
         if (!paramNodes.has(pid)) {
-          const p = graph.params.find((x) => x.index === e.param_index);
-          const summary = e.param_index === null ? undefined : call?.inputs[e.param_index];
+          const p = answer.params.find((x) => x.index === e.param_index);
+          const summary = e.param_index === null ? undefined : answer.param_health?.[String(e.param_index)];
           const hl = summary && Object.keys(summary.summary).length ? summaryHealth(summary) : null;
           const title = `${p ? `${p.name}: ${p.dtype} ${formatShapeExpr(p.shape_expr)}` : e.name}${hl ? `\n${healthText(hl)}` : ""}`;
           paramNodes.set(pid, { label: e.name || `param ${e.param_index}`, title, health: hl });
@@ -389,14 +522,10 @@ export class GraphPanel {
     // The whole graph when it is small (or asked for), else the op's neighbourhood; when the op
     // with its inputs and consumers then cannot be framed legibly (they sit far apart in a big
     // layout), a nearer neighbourhood is laid out, down to the op with its direct neighbours.
-    const askedWhole = this.wholeGraph && graph.ops.length <= MAX_LAYOUT_OPS;
-    const candidates: Neighborhood[] = [];
-    if (graph.ops.length <= WHOLE_GRAPH_LIMIT || askedWhole)
-      candidates.push({ ops: graph.ops.map((o) => o.op_id), frontier: new Set<number>() });
-    if (this.wholeGraph && !askedWhole) candidates.push(neighborhood(selected.op_id, graph.edges, Infinity, MAX_LAYOUT_OPS));
-    if (!this.wholeGraph)
-      for (let depth = NEIGHBORHOOD_DEPTH; depth >= 1; depth--)
-        candidates.push(neighborhood(selected.op_id, graph.edges, depth, NEIGHBORHOOD_OPS));
+    const candidates: ShownOps[] = [];
+    if (answer.whole) candidates.push(everything(answer));
+    if (!this.wholeGraph || !answer.whole)
+      for (let depth = NEIGHBORHOOD_DEPTH; depth >= 1; depth--) candidates.push(nearer(answer, depth, NEIGHBORHOOD_OPS));
     let hood = candidates[0];
     let laid = layOut(new Set(hood.ops));
     for (const next of candidates.slice(1)) {
@@ -407,20 +536,10 @@ export class GraphPanel {
     }
     const { g, paramNodes } = laid;
     const shown = new Set(hood.ops);
-    const whole = shown.size === graph.ops.length;
     const size = g.graph() as { width?: number; height?: number };
 
     const root = svg("svg", { class: "graph-svg", role: "img", "aria-label": "graph structure" });
-    const defs = svg(
-      "defs",
-      {},
-      svg(
-        "marker",
-        { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" },
-        svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow-head" }),
-      ),
-    );
-    root.appendChild(defs);
+    root.appendChild(arrowDefs());
     const edgesG = svg("g", { class: "edges" });
     for (const ed of g.edges()) {
       const pts = (g.edge(ed) as { points: { x: number; y: number }[] }).points;
@@ -442,7 +561,7 @@ export class GraphPanel {
         "data-param": pid,
       });
       grp.appendChild(svg("rect", { width: n.width, height: n.height, rx: 12 }));
-      const text = svg("text", { x: n.width / 2, y: 17, "text-anchor": "middle" });
+      const text = svg("text", { x: n.width / 2, y: 17, "text-anchor": "middle", "data-lod": p.label });
       text.textContent = truncate(p.label, 16);
       grp.appendChild(text);
       const title = svg("title");
@@ -453,7 +572,7 @@ export class GraphPanel {
     for (const id of shown) {
       const op = byId.get(id)!;
       const n = g.node(`op${id}`) as NodeBox;
-      const trace = health.get(id);
+      const trace = health[String(id)];
       const hl = trace ? healthOf(trace) : null;
       const role = id === selected.op_id ? "selected" : inputs.has(id) ? "input" : consumers.has(id) ? "consumer" : "";
       const state = !hl ? "unknown" : isNonFinite(hl) ? "bad" : "ok";
@@ -461,67 +580,20 @@ export class GraphPanel {
       nodesG.appendChild(this.opNode(op, n, role, state, hl, hood.frontier.has(id), trace, mark));
     }
     root.appendChild(nodesG);
-    const sel = g.node(`op${selected.op_id}`) as NodeBox;
-    // Frame the selected op with all its drawn inputs and consumers: the box around them, at
-    // the usual zoom (0.75-1.2, the whole graph when it fits), lower only when they need it.
-    let [x0, y0, x1, y1] = [sel.x - sel.width / 2, sel.y - sel.height / 2, sel.x + sel.width / 2, sel.y + sel.height / 2];
-    for (const id of [...inputs, ...consumers]) {
-      if (!shown.has(id)) continue;
-      const n = g.node(`op${id}`) as NodeBox | undefined;
-      if (!n) continue;
-      x0 = Math.min(x0, n.x - n.width / 2);
-      y0 = Math.min(y0, n.y - n.height / 2);
-      x1 = Math.max(x1, n.x + n.width / 2);
-      y1 = Math.max(y1, n.y + n.height / 2);
-    }
-    const pad = FRAME_PAD;
-    const boxOf = (ids: Iterable<number>) => {
-      let b = [sel.x - sel.width / 2, sel.y - sel.height / 2, sel.x + sel.width / 2, sel.y + sel.height / 2];
-      for (const id of ids) {
-        const n = shown.has(id) ? (g.node(`op${id}`) as NodeBox | undefined) : undefined;
-        if (n)
-          b = [
-            Math.min(b[0], n.x - n.width / 2),
-            Math.min(b[1], n.y - n.height / 2),
-            Math.max(b[2], n.x + n.width / 2),
-            Math.max(b[3], n.y + n.height / 2),
-          ];
-      }
-      return b;
-    };
-    const fitOf = (b: number[]) => Math.min(cw / (b[2] - b[0] + 2 * pad), ch / (b[3] - b[1] + 2 * pad));
-    // Too many to frame legibly: the op and its inputs first, else the op alone (the text
-    // list under the drawing names the rest).
-    if (fitOf([x0, y0, x1, y1]) < MIN_LEGIBLE_SCALE) [x0, y0, x1, y1] = boxOf(inputs);
-    if (fitOf([x0, y0, x1, y1]) < MIN_LEGIBLE_SCALE) [x0, y0, x1, y1] = boxOf([]);
-    const fit = fitOf([x0, y0, x1, y1]);
-    const wholeFit = Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20));
-    const scale = Math.max(MIN_LEGIBLE_SCALE, Math.min(fit, Math.min(1.2, Math.max(MIN_LEGIBLE_SCALE, wholeFit))));
-    const cx = (x0 + x1) / 2;
-    const cy = (y0 + y1) / 2;
-    this.home = { cx, cy, scale };
-    this.extent = { x: 0, y: 0, w: size.width ?? cw, h: size.height ?? ch };
-    this.svgEl = root;
-    // "whole graph" shows the whole layout fitted; otherwise the selection is framed.
-    if (this.wholeGraph) this.fit();
-    else this.zoomToSelection();
-    this.enablePanZoom(root);
-    // Said in the text row under the drawing, where it never hides a node.
-    if (!whole) {
+    const home = frame(g, selected.op_id, inputs, consumers, shown, size, cw, ch);
+    this.show({ root, extent: { x: 0, y: 0, w: size.width ?? cw, h: size.height ?? ch }, home }, this.wholeGraph);
+    if (shown.size < answer.num_ops) {
       // Said in the head (and its tooltip), where it never hides a node or the legend.
-      const note = `showing ${shown.size} of ${graph.ops.length} kernels around ${selected.op_name}`;
-      this.title.textContent = `${this.title.textContent} · ${note}`;
-      this.title.title = this.title.textContent;
+      this.setTitle(`${this.title.textContent} · showing ${shown.size} of ${answer.num_ops} kernels around ${selected.op_name}`);
     }
-    setChildren(this.canvas, root);
   }
 
   /** The selected op's inputs (producers and function parameters) and consumers as text; each
    * op is a link through the one navigation model (Store.goToOp keeps an execution). */
-  private renderLinks(graph: GraphInfo, selected: Op, byId: Map<number, Op>, health: Map<number, TraceData>): void {
-    const link = (id: number, cls: string) => {
-      const op = byId.get(id);
-      const t = health.get(id);
+  private renderLinks(op: OpInfo): void {
+    const health = op.health ?? {};
+    const link = (id: number, name: string | null, cls: string) => {
+      const t = health[String(id)];
       const bad = t ? isNonFinite(healthOf(t)) : false;
       return h(
         "a",
@@ -529,24 +601,24 @@ export class GraphPanel {
           href: "#",
           class: `graph-link ${cls}${bad ? " bad" : ""}`,
           "data-op-id": String(id),
-          title: op ? `${op.op_name} = ${op.kernel}${t ? `\n${healthText(healthOf(t))}` : ""}` : "",
+          title: `${name ?? `op ${id}`}${t ? `\n${healthText(healthOf(t))}` : ""}`,
           onclick: (e: Event) => (e.preventDefault(), void this.store.goToOp(id)),
         },
-        op?.op_name ?? `op ${id}`,
+        name ?? `op ${id}`,
       );
     };
     const ins: (HTMLElement | string)[] = [];
     const seen = new Set<string>();
-    for (const e of graph.edges.filter((x) => x.dst_op_id === selected.op_id).sort((a, b) => a.dst_input_slot - b.dst_input_slot)) {
-      const key = e.src_op_id !== null ? `op${e.src_op_id}` : `p${e.param_index}|${e.name}`;
+    for (const inp of op.inputs) {
+      const key = inp.producer_op_id !== null ? `op${inp.producer_op_id}` : `p${inp.param_index}|${inp.name}`;
       if (seen.has(key)) continue;
       seen.add(key);
-      if (e.src_op_id !== null) ins.push(link(e.src_op_id, "graph-input-link"));
-      else ins.push(h("span", { class: "graph-param", title: e.kind.toLowerCase() }, e.name || `param ${e.param_index}`));
+      if (inp.producer_op_id !== null) ins.push(link(inp.producer_op_id, inp.producer_op_name, "graph-input-link"));
+      else ins.push(h("span", { class: "graph-param", title: inp.kind.toLowerCase() }, inp.name || `param ${inp.param_index}`));
     }
-    const outs = [...new Set(graph.edges.filter((e) => e.src_op_id === selected.op_id).map((e) => e.dst_op_id))].map((id) =>
-      link(id, "graph-consumer-link"),
-    );
+    const consumerIds = [...new Map(op.consumers.map((c) => [c.op_id, c.op_name])).entries()];
+    const outs: (HTMLElement | string)[] = consumerIds.map(([id, name]) => link(id, name, "graph-consumer-link"));
+    if (op.num_consumers > op.consumers.length) outs.push(`${op.num_consumers - op.consumers.length} more`);
     const list = (items: (HTMLElement | string)[]) =>
       items.length ? items.flatMap((x, i) => (i ? [", ", x] : [x])) : [h("span", { class: "muted" }, "none")];
     setChildren(
@@ -557,7 +629,7 @@ export class GraphPanel {
   }
 
   private opNode(
-    op: Op,
+    op: HoodAnswer["ops"][number],
     n: NodeBox,
     role: string,
     state: string,
@@ -572,7 +644,9 @@ export class GraphPanel {
       transform: `translate(${n.x - n.width / 2},${n.y - n.height / 2})`,
       "data-op-id": String(op.op_id),
       "data-op-name": op.op_name,
-      tabindex: "0",
+      "data-cx": String(n.x),
+      "data-cy": String(n.y),
+      tabindex: role === "selected" ? "0" : "-1",
       role: "button",
       "aria-label": `${op.op_name} = ${op.kernel}${hl ? `, ${healthText(hl)}` : ""}${role ? `, ${role}` : ""}`,
     });
@@ -592,7 +666,7 @@ export class GraphPanel {
     const tags: { text: string; cls: string }[] = [];
     if (paused) tags.push({ text: "‖", cls: "tag-paused" });
     if (mark) tags.push({ text: mark.tag, cls: `tag-${mark.cls}` });
-    const name = svg("text", { x: 8, y: 17, class: "node-name" });
+    const name = svg("text", { x: 8, y: 17, class: "node-name", "data-lod": op.op_name });
     name.textContent = truncate(op.op_name, tags.length ? 17 : 23);
     grp.appendChild(name);
     const kernel = svg("text", { x: 8, y: 33, class: "node-kernel" });
@@ -670,6 +744,36 @@ export class GraphPanel {
     const w = Math.max(1, this.canvas.clientWidth) / this.view.scale;
     const hgt = Math.max(1, this.canvas.clientHeight) / this.view.scale;
     svgEl.setAttribute("viewBox", `${this.view.cx - w / 2} ${this.view.cy - hgt / 2} ${w} ${hgt}`);
+    // Levels of detail: below a legible zoom, names are drawn at screen size (set once the zoom settles).
+    const far = this.view.scale < MIN_LEGIBLE_SCALE;
+    svgEl.classList.toggle("lod-far", far);
+    clearTimeout(this.lodTimer);
+    if (far) this.lodTimer = window.setTimeout(() => this.lodLabels(), 60);
+    else svgEl.querySelectorAll(".lod-label").forEach((t) => t.remove());
+  }
+
+  /** Zoomed out: each node's name at LOD_FONT_PX on screen, cut to its node's width on screen;
+   * nothing where not three characters fit. The full text stays in the node's tooltip. */
+  private lodLabels(): void {
+    const svgEl = this.svgEl;
+    if (!svgEl || this.view.scale >= MIN_LEGIBLE_SCALE) return;
+    const scale = this.view.scale;
+    svgEl.querySelectorAll(".lod-label").forEach((t) => t.remove());
+    for (const node of svgEl.querySelectorAll<SVGGElement>(".node")) {
+      const source = node.querySelector<SVGTextElement>("[data-lod]");
+      const box = node.querySelector<SVGRectElement>("rect");
+      if (!source || !box) continue;
+      const chars = Math.floor((Number(box.getAttribute("width")) * scale - 6) / LOD_CHAR_PX);
+      if (chars < 3) continue;
+      const label = svg("text", {
+        class: "lod-label",
+        x: 3 / scale,
+        y: (LOD_FONT_PX + 2) / scale,
+        style: `font-size: ${LOD_FONT_PX / scale}px`,
+      });
+      label.textContent = truncate(source.dataset.lod ?? "", chars);
+      node.appendChild(label);
+    }
   }
 
   /** Frames the selected op with its inputs and consumers (the default view). */
@@ -697,7 +801,7 @@ export class GraphPanel {
   private enablePanZoom(root: SVGSVGElement): void {
     let drag: { x: number; y: number; cx: number; cy: number } | null = null;
     root.addEventListener("pointerdown", (e) => {
-      if ((e.target as Element).closest(".op-node, .param-node")) return;
+      if ((e.target as Element).closest(".op-node, .param-node, .group-node")) return;
       drag = { x: e.clientX, y: e.clientY, cx: this.view.cx, cy: this.view.cy };
       root.setPointerCapture(e.pointerId);
     });
@@ -728,29 +832,51 @@ export class GraphPanel {
   }
 }
 
-/** The zoom at which the selected op with the given neighbours (those laid out) fits the canvas. */
-function framingScale(
-  g: { node(id: string): unknown; hasNode(id: string): boolean },
-  selected: number,
-  ids: number[],
-  cw: number,
-  ch: number,
-): number {
+type Layout = { node(id: string): unknown; hasNode(id: string): boolean };
+
+/** The box of the selected op and the given neighbours (those laid out). */
+function boxOf(g: Layout, selected: number, ids: Iterable<number>): number[] {
   const sel = g.node(`op${selected}`) as NodeBox;
-  let [x0, y0, x1, y1] = [sel.x - sel.width / 2, sel.y - sel.height / 2, sel.x + sel.width / 2, sel.y + sel.height / 2];
+  let b = [sel.x - sel.width / 2, sel.y - sel.height / 2, sel.x + sel.width / 2, sel.y + sel.height / 2];
   for (const id of ids) {
     const n = g.hasNode(`op${id}`) ? (g.node(`op${id}`) as NodeBox) : undefined;
-    if (!n) continue;
-    [x0, y0, x1, y1] = [
-      Math.min(x0, n.x - n.width / 2),
-      Math.min(y0, n.y - n.height / 2),
-      Math.max(x1, n.x + n.width / 2),
-      Math.max(y1, n.y + n.height / 2),
-    ];
+    if (n)
+      b = [
+        Math.min(b[0], n.x - n.width / 2),
+        Math.min(b[1], n.y - n.height / 2),
+        Math.max(b[2], n.x + n.width / 2),
+        Math.max(b[3], n.y + n.height / 2),
+      ];
   }
+  return b;
+}
+
+/** The zoom at which the selected op with the given neighbours (those laid out) fits the canvas. */
+function framingScale(g: Layout, selected: number, ids: number[], cw: number, ch: number): number {
+  const [x0, y0, x1, y1] = boxOf(g, selected, ids);
   return Math.min(cw / (x1 - x0 + 2 * FRAME_PAD), ch / (y1 - y0 + 2 * FRAME_PAD));
 }
 
-function truncate(s: string, n: number): string {
-  return s.length > n ? `${s.slice(0, n - 1)}…` : s;
+/** The view that frames the selected op with its drawn inputs and consumers, at the usual zoom
+ * (0.92-1.2, the whole graph when it fits), lower only when they need it; too many to frame
+ * legibly: the op and its inputs, else the op alone (the text list under the drawing names the rest). */
+function frame(
+  g: Layout,
+  selected: number,
+  inputs: Set<number>,
+  consumers: Set<number>,
+  shown: Set<number>,
+  size: { width?: number; height?: number },
+  cw: number,
+  ch: number,
+): { cx: number; cy: number; scale: number } {
+  const drawn = (ids: Iterable<number>) => [...ids].filter((id) => shown.has(id));
+  const fitOf = (b: number[]) => Math.min(cw / (b[2] - b[0] + 2 * FRAME_PAD), ch / (b[3] - b[1] + 2 * FRAME_PAD));
+  let box = boxOf(g, selected, drawn([...inputs, ...consumers]));
+  if (fitOf(box) < MIN_LEGIBLE_SCALE) box = boxOf(g, selected, drawn(inputs));
+  if (fitOf(box) < MIN_LEGIBLE_SCALE) box = boxOf(g, selected, []);
+  const fit = fitOf(box);
+  const wholeFit = Math.min(cw / ((size.width ?? cw) + 20), ch / ((size.height ?? ch) + 20));
+  const scale = Math.max(MIN_LEGIBLE_SCALE, Math.min(fit, Math.min(1.2, Math.max(MIN_LEGIBLE_SCALE, wholeFit))));
+  return { cx: (box[0] + box[2]) / 2, cy: (box[1] + box[3]) / 2, scale };
 }

@@ -13,6 +13,8 @@ export class HeaderBar {
   readonly problems: HTMLElement;
   readonly errors: HTMLElement;
   status: Status | null = null;
+  /** Shows or hides the keyboard shortcuts (set by render()). */
+  onHelp: () => void = () => undefined;
   private readonly completeness = new CompletenessBanner();
   lastPoll = 0;
 
@@ -32,6 +34,16 @@ export class HeaderBar {
         h("label", { class: "small muted" }, "run ", this.runSelect),
         this.info,
         h("span", { class: "spacer" }),
+        h(
+          "button",
+          {
+            class: "small-btn keys-btn",
+            title: "keyboard shortcuts (?)",
+            "aria-label": "keyboard shortcuts",
+            onclick: () => this.onHelp(),
+          },
+          "⌨ ?",
+        ),
         this.live,
       ),
       this.completeness.el,

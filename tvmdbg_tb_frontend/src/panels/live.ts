@@ -217,6 +217,11 @@ export class LivePanel {
     setInterval(() => void this.poll(), LIVE_POLL_MS);
   }
 
+  /** The first control of a live program (else the panel's status), for the keyboard. */
+  focusTarget(): HTMLElement | null {
+    return this.el.querySelector<HTMLElement>(".live-row:not([hidden]) button") ?? null;
+  }
+
   private say(text: string): void {
     setChildren(this.message, text);
   }
@@ -440,7 +445,10 @@ export class LivePanel {
         (t) => (opId !== undefined ? t.op_id === opId : t.op_name === hit.op_name) && t.output_slot === hit.output_slot,
       );
       if (own.length) return await this.store.selectTrace(own[0].position, own[0].index);
-      if (opId === undefined) opId = (await this.store.allOps()).ops.find((o) => o.op_name === hit.op_name)?.op_id;
+      if (opId === undefined) {
+        const found = await this.store.api.search(run, hit.op_name, 200, hit.graph_id);
+        opId = found.matches.find((m) => m.op.op_name === hit.op_name)?.op.op_id;
+      }
       if (opId !== undefined) await this.store.selectOp(opId);
     } catch (err) {
       this.store.reportError(err);

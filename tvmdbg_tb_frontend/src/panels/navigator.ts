@@ -1,6 +1,7 @@
 /** The side column's tabbed panel: the lists that lead to an op (alerts, a comparison's ops).
  * One shows at a time, in the same pane, so opening Compare never moves the rest of the page. */
 import { h, setChildren } from "../dom";
+import { keepFocus, roving } from "../roving";
 
 export interface NavigatorTab {
   /** Short id, the tab's data-tab. */
@@ -18,7 +19,8 @@ export class Navigator {
   private active: NavigatorTab;
 
   constructor(private readonly tabs: NavigatorTab[]) {
-    this.bar = h("nav", { class: "tabs navigator-tabs", role: "tablist", "aria-label": "side panels" });
+    this.bar = h("nav", { class: "tabs navigator-tabs", role: "tablist", "aria-label": "side panels (arrow keys switch)" });
+    roving(this.bar, ".tab", "horizontal", (tab) => this.show(tab.dataset.tab ?? ""));
     this.body = h("div", { class: "navigator-body" });
     this.el = h("section", { class: "panel navigator", "data-panel": "navigator" }, this.bar, this.body);
     this.active = tabs[0];
@@ -35,19 +37,23 @@ export class Navigator {
     this.active = next;
     this.el.dataset.tab = next.tabId;
     for (const t of this.tabs) t.el.hidden = t !== next;
-    setChildren(
-      this.bar,
-      this.tabs.map((t) =>
-        h(
-          "button",
-          {
-            role: "tab",
-            class: `tab${t === next ? " active" : ""}`,
-            "aria-selected": String(t === next),
-            "data-tab": t.tabId,
-            onclick: () => this.show(t),
-          },
-          t.tabLabel,
+    keepFocus(this.bar, () =>
+      setChildren(
+        this.bar,
+        this.tabs.map((t) =>
+          h(
+            "button",
+            {
+              role: "tab",
+              class: `tab${t === next ? " active" : ""}`,
+              "aria-selected": String(t === next),
+              "data-tab": t.tabId,
+              "data-key": t.tabId,
+              tabindex: t === next ? "0" : "-1",
+              onclick: () => this.show(t),
+            },
+            t.tabLabel,
+          ),
         ),
       ),
     );

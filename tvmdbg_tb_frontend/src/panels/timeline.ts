@@ -4,6 +4,7 @@ import type { ExecutionData, ExecutionDigest, TraceData } from "../api";
 import { h, scrollWithin, setChildren } from "../dom";
 import { formatClock, formatCount, formatDuration, formatLocation, formatShape, summaryHealth } from "../format";
 import type { PauseInfo, Store } from "../store";
+import { keepFocus, roving, setTabStop } from "../roving";
 import { healthPill } from "./pill";
 
 const PAGE = 100;
@@ -65,6 +66,11 @@ export class TimelinePanel {
       if (this.followTail || this.begin + PAGE >= this.total) this.page(Math.max(0, this.total - 1));
       this.store.selectExecution(-1, p.executionIndex);
     } else this.render();
+  }
+
+  /** The selected call (the strip's Tab stop), for the keyboard's jump to this panel. */
+  focusTarget(): HTMLElement | null {
+    return this.strip.querySelector<HTMLElement>(".tl-item[tabindex='0']");
   }
 
   /** Arrow keys move through the calls (one tab stop for the whole strip). */
@@ -180,46 +186,50 @@ export class TimelinePanel {
     const pausedHere = pause && last >= this.total && !this.digests.some((d) => d.index === pause.executionIndex);
     const focusable =
       this.digests.some((d) => d.index === this.store.executionIndex) || (pausedHere && this.store.executionIndex === pause.executionIndex);
-    setChildren(
-      this.strip,
-      this.digests.map((d, i) => {
-        const alerted = this.store.alertExecutions.has(d.index);
-        const selected = d.index === this.store.executionIndex;
-        return h(
-          "button",
-          {
-            class: `tl-item${d.nonfinite ? " nonfinite" : ""}${alerted ? " alerted" : ""}${d.has_error ? " errored" : ""}${selected ? " selected" : ""}`,
-            role: "option",
-            "aria-selected": String(selected),
-            // One tab stop for the strip (the selected call, else the first); arrows move.
-            tabindex: selected || (!focusable && i === 0) ? "0" : "-1",
-            title: `#${d.index} ${d.function_name} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${alerted ? " · NaN/∞ inside" : ""}${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
-            "data-index": String(d.index),
-            onclick: () => this.store.selectExecution(d.position, d.index),
-          },
-          h("span", { class: "tl-bar", style: { height: `${Math.max(12, Math.round((40 * (d.duration_us ?? 0)) / maxDur))}%` } }),
-          h("span", { class: "tl-label" }, d.function_name),
-          alerted || d.nonfinite || d.has_error ? h("span", { class: "tl-marker", "aria-label": "alert" }, "!") : null,
-        );
-      }),
-      pausedHere
-        ? h(
+    keepFocus(this.strip, () =>
+      setChildren(
+        this.strip,
+        this.digests.map((d, i) => {
+          const alerted = this.store.alertExecutions.has(d.index);
+          const selected = d.index === this.store.executionIndex;
+          return h(
             "button",
             {
-              class: `tl-item paused${this.store.executionIndex === pause.executionIndex ? " selected" : ""}`,
+              class: `tl-item${d.nonfinite ? " nonfinite" : ""}${alerted ? " alerted" : ""}${d.has_error ? " errored" : ""}${selected ? " selected" : ""}`,
               role: "option",
-              "aria-selected": String(this.store.executionIndex === pause.executionIndex),
-              tabindex: this.store.executionIndex === pause.executionIndex || !focusable ? "0" : "-1",
-              title: `#${pause.executionIndex} ${pause.functionName} · paused at ${pause.opName} (running: written when it returns)`,
-              "data-index": String(pause.executionIndex),
-              "data-testid": "paused-call",
-              onclick: () => this.store.selectExecution(-1, pause.executionIndex),
+              "aria-selected": String(selected),
+              // One tab stop for the strip (the selected call, else the first); arrows move.
+              tabindex: selected || (!focusable && i === 0) ? "0" : "-1",
+              title: `#${d.index} ${d.function_name} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${alerted ? " · NaN/∞ inside" : ""}${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
+              "data-index": String(d.index),
+              "data-key": String(d.index),
+              onclick: () => this.store.selectExecution(d.position, d.index),
             },
-            h("span", { class: "tl-bar paused-bar" }),
-            h("span", { class: "tl-label" }, "‖ ", pause.functionName),
-          )
-        : null,
-      this.digests.length || pausedHere ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
+            h("span", { class: "tl-bar", style: { height: `${Math.max(12, Math.round((40 * (d.duration_us ?? 0)) / maxDur))}%` } }),
+            h("span", { class: "tl-label" }, d.function_name),
+            alerted || d.nonfinite || d.has_error ? h("span", { class: "tl-marker", "aria-label": "alert" }, "!") : null,
+          );
+        }),
+        pausedHere
+          ? h(
+              "button",
+              {
+                class: `tl-item paused${this.store.executionIndex === pause.executionIndex ? " selected" : ""}`,
+                role: "option",
+                "aria-selected": String(this.store.executionIndex === pause.executionIndex),
+                tabindex: this.store.executionIndex === pause.executionIndex || !focusable ? "0" : "-1",
+                title: `#${pause.executionIndex} ${pause.functionName} · paused at ${pause.opName} (running: written when it returns)`,
+                "data-index": String(pause.executionIndex),
+                "data-key": `paused${pause.executionIndex}`,
+                "data-testid": "paused-call",
+                onclick: () => this.store.selectExecution(-1, pause.executionIndex),
+              },
+              h("span", { class: "tl-bar paused-bar" }),
+              h("span", { class: "tl-label" }, "‖ ", pause.functionName),
+            )
+          : null,
+        this.digests.length || pausedHere ? null : h("div", { class: "empty" }, "No VM function call recorded yet."),
+      ),
     );
     const selected = this.strip.querySelector<HTMLElement>(".tl-item.selected");
     if (selected) scrollWithin(this.strip, selected);
@@ -287,60 +297,64 @@ export class TimelinePanel {
     );
   }
 
+  /** The call's kernels, one row of chips (one Tab stop, arrow keys move), the selected one marked. */
   private kernelChips(kernels: { rows: TraceData[]; total: number }): HTMLElement {
-    return h(
-      "div",
-      { class: "exec-kernels" },
-      kernels.rows.map((t) =>
-        h(
-          "button",
-          {
-            class: `kchip${t.nonfinite ? " nonfinite" : ""}${t.position === this.store.tracePosition ? " selected" : ""}`,
-            title: `${t.kernel} · ${formatDuration(t.duration_us)}`,
-            onclick: () => void this.store.selectTrace(t.position, t.index),
-          },
-          t.op_name,
-        ),
+    const selectedIndex = this.store.trace?.index;
+    const chips = kernels.rows.map((t) =>
+      h(
+        "button",
+        {
+          class: `kchip${t.nonfinite ? " nonfinite" : ""}${t.index === selectedIndex ? " selected" : ""}`,
+          title: `${t.kernel} · ${formatDuration(t.duration_us)}`,
+          "data-key": String(t.index),
+          onclick: () => void this.store.selectTrace(t.position, t.index),
+        },
+        t.op_name,
       ),
+    );
+    setTabStop(chips, chips.find((c) => c.classList.contains("selected")) ?? null);
+    const row = h(
+      "div",
+      { class: "exec-kernels", role: "toolbar", "aria-label": "the call's kernels (arrow keys move)" },
+      h("span", { class: "muted" }, "kernels"),
+      chips,
       kernels.total > kernels.rows.length
         ? h("span", { class: "muted small" }, ` … ${formatCount(kernels.total - kernels.rows.length)} more`)
         : null,
     );
+    roving(row, ".kchip", "horizontal");
+    return row;
   }
 
+  /** The call in three lines: what it is, its inputs' and outputs' health, its kernels. */
   private renderDetails(ex: ExecutionData, kernels: { rows: TraceData[]; total: number }): void {
-    const summaries = (label: string, list: ExecutionData["inputs"]) =>
-      h(
-        "div",
-        { class: "io" },
-        h("span", { class: "muted" }, label),
-        list.length
-          ? list.map((s, i) =>
-              h(
-                "span",
-                { class: "io-item" },
-                `${i}: ${s.dtype} ${formatShape(s.shape)} `,
-                Object.keys(s.summary).length ? healthPill(summaryHealth(s), true) : null,
-              ),
-            )
-          : h("span", { class: "muted" }, " none"),
-      );
-    setChildren(
-      this.details,
-      h(
-        "div",
-        { class: "exec-head" },
-        h("b", null, `#${ex.index} ${ex.function_name}`),
+    const summaries = (label: string, list: ExecutionData["inputs"]) => [
+      h("span", { class: "muted" }, label),
+      list.length
+        ? list.map((s, i) =>
+            h(
+              "span",
+              { class: "io-item", title: `${s.dtype} ${formatShape(s.shape)}` },
+              `${i} `,
+              Object.keys(s.summary).length ? healthPill(summaryHealth(s), true) : h("span", { class: "muted" }, formatShape(s.shape)),
+            ),
+          )
+        : h("span", { class: "muted" }, "none"),
+    ];
+    const facts = `${formatClock(ex.wall_time)} · ${formatDuration(ex.duration_us)} · ${formatCount(ex.num_traces)} kernels · ${ex.tensor_debug_mode} · called at ${formatLocation(ex.location)}`;
+    keepFocus(this.details, () =>
+      setChildren(
+        this.details,
         h(
-          "span",
-          { class: "muted" },
-          ` · ${formatClock(ex.wall_time)} · ${formatDuration(ex.duration_us)} · ${formatCount(ex.num_traces)} kernels · ${ex.tensor_debug_mode} · called at ${formatLocation(ex.location)}`,
+          "div",
+          { class: "exec-head", title: facts },
+          h("b", null, `#${ex.index} ${ex.function_name}`),
+          h("span", { class: "muted" }, ` · ${facts}`),
         ),
+        ex.error ? h("div", { class: "error-box" }, `raised: ${ex.error}`) : null,
+        h("div", { class: "io" }, summaries("inputs", ex.inputs), summaries("outputs", ex.outputs)),
+        this.kernelChips(kernels),
       ),
-      ex.error ? h("div", { class: "error-box" }, `raised: ${ex.error}`) : null,
-      summaries("inputs", ex.inputs),
-      summaries("outputs", ex.outputs),
-      this.kernelChips(kernels),
     );
   }
 }
