@@ -18,12 +18,13 @@ import os
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from tvmdbg_tb import storage
 from tvmdbg_tb.events import completeness, integrity, layout, records, vectorized
+from tvmdbg_tb.events.compact import CompactStore, LazyList, Uses
 from tvmdbg_tb.events.digests import (
     EXECUTION_DIGEST,
     HAS_ERROR,
@@ -322,12 +323,17 @@ class RunReader:
         self._completeness_ttl = _COMPLETENESS_TTL
         # Why the last update() of this run failed (set by DebugDataReader.update), or None.
         self.error: str | None = None
-        self._source_files: list[pb.SourceFile] = []
-        self._frames: dict[int, pb.StackFrame] = {}
+        # Source files: their place in the source file stream, parsed again when asked for
+        # (up to 8 MiB of text each: ~9 times that once parsed), and (host, path, lines) of each.
+        self._source_files: CompactStore[pb.SourceFile] = CompactStore(self._read_source_file, cached=2)
+        self._source_heads: list[tuple[str, str, int]] = []
+        self._frames: CompactStore[pb.StackFrame] = CompactStore(pb.StackFrame.FromString)
         self._graphs: dict[int, pb.DebuggedGraph] = {}
-        self._ops: dict[int, pb.GraphOpCreation] = {}
+        self._ops: CompactStore[pb.GraphOpCreation] = CompactStore(pb.GraphOpCreation.FromString)
+        self._referenced_frames: set[int] = set()  # stack frame ids the graphs and ops refer to
+        self._referenced_files: set[int] = set()  # source file indices the frames refer to
         self._graph_ops: dict[int, list[int]] = defaultdict(list)
-        self._consumers: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+        self._consumers = Uses()  # producer op -> (consumer, input slot, output slot)
         self.watchpoint_hits: list[tuple[float, pb.WatchpointHit]] = []  # (wall time, hit); tvmdbg_tb.live
         self.function_names: list[str] = []
         self._function_ids: dict[str, int] = {}
@@ -637,24 +643,39 @@ class RunReader:
                 self.disco = event.disco_worker
 
     def _ingest_source_files(self, items, reset) -> None:
-        self._source_files.extend(event.source_file for _, event in items)
+        for offset, event in items:
+            f = event.source_file
+            self._source_files.put(len(self._source_heads), offset)
+            self._source_heads.append((f.host_name, f.file_path, len(f.lines)))
+
+    def _read_source_file(self, offset: int) -> pb.SourceFile:
+        return self._files[layout.SOURCE_FILES].read_at(offset).source_file
 
     def _ingest_stack_frames(self, items, reset) -> None:
         for _, event in items:
             frame = event.stack_frame
-            self._frames[frame.id] = frame
+            self._frames.put(frame.id, frame.SerializeToString())
+            if frame.file_index >= 0:
+                self._referenced_files.add(frame.file_index)
 
     def _ingest_graphs(self, items, reset) -> None:
+        uses: list[tuple[int, int, int, int]] = []
         for _, event in items:
             if event.HasField("debugged_graph"):
                 self._graphs[event.debugged_graph.graph_id] = event.debugged_graph
+                self._referenced_frames.update(event.debugged_graph.code_location.stack_frame_ids)
             elif event.HasField("graph_op_creation"):
                 op = event.graph_op_creation
-                self._ops[op.op_id] = op
+                self._ops.put(op.op_id, op.SerializeToString())
                 self._graph_ops[op.graph_id].append(op.op_id)
-                for slot, inp in enumerate(op.inputs):
-                    if inp.kind == pb.OpInput.OP_OUTPUT:
-                        self._consumers[inp.producer_op_id].append((op.op_id, slot, inp.producer_output_slot))
+                self._referenced_frames.update(op.code_location.stack_frame_ids)
+                for original in op.original_ops:
+                    self._referenced_frames.update(original.code_location.stack_frame_ids)
+                uses.extend(
+                    (inp.producer_op_id, op.op_id, slot, inp.producer_output_slot)
+                    for slot, inp in enumerate(op.inputs)
+                    if inp.kind == pb.OpInput.OP_OUTPUT
+                )
             elif event.HasField("fused_op_replay"):
                 replay = event.fused_op_replay
                 self._replays.setdefault((replay.execution_index, replay.op_id), []).append(replay)
@@ -664,6 +685,7 @@ class RunReader:
                 self._group_sources[event.fused_group_source.op_id] = event.fused_group_source
             elif event.HasField("watchpoint_hit"):
                 self.watchpoint_hits.append((event.wall_time, event.watchpoint_hit))
+        self._consumers.add(uses)
 
     def _execution_row(self, offset: int, event: pb.DebugEvent) -> tuple:
         """The digest row of one execution parsed by protobuf (the vectorised path's fallback)."""
@@ -743,11 +765,17 @@ class RunReader:
         """Hold it to see one state across several queries (updates wait meanwhile)."""
         return self._lock
 
-    def source_files(self) -> list[pb.SourceFile]:
-        return list(self._source_files)
+    def source_files(self) -> Sequence[pb.SourceFile]:
+        """The recorded source files, read from the dump as they are used (source_file_heads
+        says what they are without reading them)."""
+        return LazyList(self._source_files, list(range(len(self._source_heads))))
+
+    def source_file_heads(self) -> list[tuple[str, str, int]]:
+        """(host name, file path, number of lines) of each recorded source file."""
+        return list(self._source_heads)
 
     def source_file(self, index: int) -> pb.SourceFile:
-        if not 0 <= index < len(self._source_files):
+        if not 0 <= index < len(self._source_heads):
             raise KeyError(f"no source file {index} in run {self.name!r}")
         return self._source_files[index]
 
@@ -872,17 +900,10 @@ class RunReader:
 
     def referenced_frame_ids(self) -> set[int]:
         """Stack frame ids the graphs and ops refer to."""
-        ids: set[int] = set()
-        for graph in self._graphs.values():
-            ids.update(graph.code_location.stack_frame_ids)
-        for op in self._ops.values():
-            ids.update(op.code_location.stack_frame_ids)
-            for original in op.original_ops:
-                ids.update(original.code_location.stack_frame_ids)
-        return ids
+        return set(self._referenced_frames)
 
     def referenced_source_files(self) -> set[int]:
-        return {f.file_index for f in self._frames.values() if f.file_index >= 0}
+        return set(self._referenced_files)
 
     def graph(self, graph_id: int) -> pb.DebuggedGraph:
         try:
@@ -890,11 +911,14 @@ class RunReader:
         except KeyError:
             raise KeyError(f"no graph {graph_id} in run {self.name!r}") from None
 
-    def ops(self, graph_id: int | None = None) -> list[pb.GraphOpCreation]:
-        """Ops of one graph (in call order) or of all graphs."""
-        if graph_id is None:
-            return list(self._ops.values())
-        return [self._ops[i] for i in self._graph_ops.get(graph_id, ())]
+    def ops(self, graph_id: int | None = None) -> Sequence[pb.GraphOpCreation]:
+        """Ops of one graph (in call order) or of all graphs, parsed as they are read
+        (events/compact.py: len() and slices cost what they return)."""
+        return LazyList(self._ops, self.op_ids_of(graph_id))
+
+    def op_ids_of(self, graph_id: int | None = None) -> list[int]:
+        """The op ids of one graph (in call order) or of all graphs."""
+        return list(self._ops) if graph_id is None else list(self._graph_ops.get(graph_id, ()))
 
     def num_ops(self) -> int:
         return len(self._ops)
@@ -910,13 +934,13 @@ class RunReader:
         (e.g. "relax.log") or var name."""
         return [
             op
-            for op in self._ops.values()
+            for op in self._ops.values()  # parsed one at a time
             if name in (op.op_name, op.kernel) or any(name in (o.op_type, o.var_name) for o in op.original_ops)
         ]
 
     def consumers(self, op_id: int) -> list[tuple[int, int, int]]:
         """(consumer op_id, its input slot, producer output slot) for each use of op's outputs."""
-        return list(self._consumers.get(op_id, ()))
+        return self._consumers.of(op_id)
 
     # The digest queries take the lock: a reader sees a state in which observers (alerts) have
     # already seen the same rows, never rows still being indexed.
