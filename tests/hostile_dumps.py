@@ -12,7 +12,7 @@ kind of hostility, from real dumps rewritten the way a careless or malicious han
   an 8 MiB record of zeros whose CRCs hold (a hole) in the executions and traces files.
 - values: FULL_TENSOR traces whose dtypes and shapes no tensor has, and a float64 tensor that
   spans finfo.min..finfo.max.
-- huge: a 300,000-op graph whose ops point into an 8 MiB source file and a 1M-line one.
+(The huge dumps, a 300,000-op graph and 8 MiB and 1M-line sources, are tests/big_dumps.py's.)
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from pathlib import Path
 
 import dump_records
 import numpy as np
-from eventgen import execution, trace
 from models_hostile import ESCAPES
 from plugin_dumps import write_graph, write_nan_chain
 
@@ -242,60 +241,3 @@ def values_run(logdir: Path) -> Path:
     w.write_execution(pb.Execution(index=index, function_name="main", graph_id=0, num_traces=len(VALUES)))
     w.close()
     return logdir / "values"
-
-
-# -- huge ----------------------------------------------------------------------------------------
-
-HUGE_OPS = 300_000
-BIG_SOURCE_BYTES = 8 << 20  # the writer's own cap on a copied source file
-MANY_LINES = 1_000_000
-
-
-def huge_run(logdir: Path) -> Path:
-    """A run whose graph has HUGE_OPS ops (a chain), located in an 8 MiB source file and a
-    1M-line one (each op's user frame in the first, its caller in the second); three calls of
-    a trace every 1000 ops, the middle op of the first call NaN."""
-    sources = logdir.parent / "huge_sources"
-    sources.mkdir(parents=True, exist_ok=True)
-    line = "x = 1  # " + "y" * 54 + "\n"
-    big = sources / "big_source.py"
-    big.write_text(line * (BIG_SOURCE_BYTES // len(line)))
-    many = sources / "many_lines.py"
-    many.write_text("pass\n" * MANY_LINES)
-    w = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), run_id="huge")
-    big_lines = BIG_SOURCE_BYTES // len(line)
-    locations = [
-        w.code_location(
-            [(str(many), 1 + k * 7919 % MANY_LINES, "caller"), (str(big), 1 + k * 997 % big_lines, "f")],
-            user_frame_index=1,
-            called_from_frame_index=0,
-        )
-        for k in range(256)
-    ]
-    w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", executable_id="exe0"))
-    for op_id in range(HUGE_OPS):
-        loc = locations[op_id % len(locations)]
-        w.write_graph_op_creation(
-            pb.GraphOpCreation(
-                op_id=op_id,
-                graph_id=0,
-                op_name=f"lv{op_id}",
-                kernel=f"fused_add_{op_id % 97}",
-                inputs=[pb.OpInput(kind=pb.OpInput.OP_OUTPUT, name=f"lv{op_id - 1}", producer_op_id=op_id - 1)]
-                if op_id
-                else [],
-                outputs=[pb.TensorSpec(dtype="float32", shape=[100])],
-                position=op_id,
-                original_ops=[pb.OriginalOp(op_type="relax.add", var_name=f"lv{op_id}", code_location=loc)],
-                code_location=loc,
-            )
-        )
-    for call in range(3):
-        index = w.allocate_execution_index()
-        step = 1000
-        w.write_graph_execution_traces(
-            [trace(k, index, nan=50 if call == 0 and k == HUGE_OPS // 2 else 0) for k in range(0, HUGE_OPS, step)]
-        )
-        w.write_execution(execution(index, HUGE_OPS // step))
-    w.close()
-    return logdir / "huge"

@@ -31,6 +31,7 @@ from pathlib import Path
 import dump_records
 import hostile_dumps as hd
 import pytest
+from big_dumps import write_big_graph, write_sources
 from plugin_dumps import write_nan_chain
 from tensorboard_process import TensorBoardProcess
 from test_plugin import Server
@@ -416,3 +417,84 @@ def _counted(fd: int, read: list[int]):
         return os.pread(fd, n, offset)
 
     return pread
+
+
+# -- huge but legitimate: the bounded routes of the dashboard's big-dump work -------------------------
+
+HUGE_OPS = 300_000
+# TensorBoard's peak on the huge run with every route asked four times at once at its largest
+# page: the reader ~140 MB, the op index (analysis/graph_index.py) ~180 MB, four maximal answers
+# being built ~250 MB (measured 550 MB at load 16; 961 MB before the reader kept ops compact).
+HUGE_RSS_BOUND_MB = 700
+
+
+@pytest.fixture(scope="module")
+def huge(tmp_path_factory):
+    """A 300,000-op graph whose ops were created at lines of a million-line file, an 8 MiB source
+    (one line of 4 MiB), a call whose op 1000 made a NaN (tests/big_dumps.py)."""
+    logdir = tmp_path_factory.mktemp("huge")
+    sources = write_sources(tmp_path_factory.mktemp("huge_sources"))
+    return logdir, write_big_graph(logdir, HUGE_OPS, sources, lines=3_000), sources
+
+
+def _huge_urls(tb: TensorBoardProcess, run: str, files: list[dict]) -> list[str]:
+    q = lambda **p: urllib.parse.urlencode({"run": run, **p})  # noqa: E731
+    middle, last = HUGE_OPS // 2, HUGE_OPS - 1
+    routes = [
+        f"graphs/list?{q()}", f"graphs/graph_info?{q(graph_id=0)}", f"graphs/graph_info?{q(graph_id=0, begin=0, end=5000)}",
+        f"graphs/graph_info?{q(graph_id=0, begin=middle, end=middle + 5000)}",
+        f"graphs/graph_info?{q(graph_id=0, begin=last - 4999, end=HUGE_OPS)}",
+        f"graphs/neighborhood?{q(op_id=1000, max_ops=2000, depth=1000, execution_index=0)}",
+        f"graphs/neighborhood?{q(op_id=middle, max_ops=2000, depth=1000)}",
+        f"graphs/overview?{q(graph_id=0, max_groups=1000, execution_index=0)}",
+        f"graphs/overview?{q(graph_id=0, begin=middle, end=middle + 3000)}",
+        f"graphs/search?{q(q=f'lv{last}')}", f"graphs/search?{q(q='relax.log', limit=200)}", f"graphs/search?{q(q=':7')}",
+        f"graphs/op_info?{q(op_id=last)}", f"graphs/op_info?{q(op_id=1000, execution_index=0)}",
+        f"graph_execution/op_traces?{q(op_id=1000)}", f"alerts?{q()}", f"graph_execution/digests?{q()}",
+        f"graph_execution/data?{q(begin=0, end=1000)}", f"profile?{q()}", f"source_files/list?{q()}", f"status?{q()}",
+    ]  # fmt: skip
+    for f in files:
+        n = f["num_lines"]
+        for begin in (0, n // 2, max(0, n - 10_000)):
+            routes.append(f"source_files/file?{q(index=f['index'], begin=begin, end=begin + 10_000)}")
+            routes.append(f"source_files/op_lines?{q(index=f['index'], begin=begin, end=begin + 10_000)}")
+        routes.append(f"source_files/file?{q(index=f['index'])}")  # a long file without a range: 400
+    return [f"{tb.url}/data/plugin/tvmdbg/{route}" for route in routes]
+
+
+def test_tensorboard_serves_a_300k_op_graph_and_huge_sources_within_bounds(huge, tmp_path):
+    """Every route of the huge run, each asked four times at once (four tabs): no 5xx, every
+    answer within ANSWER_SECONDS and under 16 MiB, TensorBoard's peak RSS under HUGE_RSS_BOUND_MB.
+    (The tab's own responsiveness on this dump: tests/test_dashboard_big_dumps.py.)"""
+    logdir, dump, _ = huge
+    tb = TensorBoardProcess(logdir, tmp_path / "tensorboard.log")
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # the first read of 300,000 op records holds the runs answer back a while
+            status, body, _ = _get(f"{tb.url}/data/plugin/tvmdbg/runs")
+            runs = json.loads(body)["runs"] if status == 200 else []
+            if [r for r in runs if r["num_ops"] == HUGE_OPS and r["num_alerts"]]:
+                break
+            assert time.monotonic() < deadline, runs
+            time.sleep(1)
+        files = json.loads(_get(f"{tb.url}/data/plugin/tvmdbg/source_files/list?run={dump['run']}")[1])["source_files"]
+        assert max(f["num_lines"] for f in files) >= 1_000_000
+        urls = [url for url in _huge_urls(tb, dump["run"], files) for _ in range(4)]
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(zip(urls, pool.map(_get, urls)))
+        failures = [(url, status, body[:300]) for url, (status, body, _) in answers if status >= 500]
+        assert not failures, failures[:5]
+        refused = {url for url, (status, _, _) in answers if status >= 400}
+        assert all("source_files/file" in url or "graph_info?run" in url for url in refused), refused
+        slowest = max((seconds, url) for url, (_, _, seconds) in answers)
+        largest = max((len(body), url) for url, (_, body, _) in answers)
+        assert slowest[0] < ANSWER_SECONDS, slowest
+        assert largest[0] < 16 << 20, largest
+        rss = _vm_hwm_mb(tb.proc.pid)
+        assert rss < HUGE_RSS_BOUND_MB, rss
+        print(
+            f"huge: {len(urls)} answers; slowest {slowest[0]:.1f} s ({slowest[1]}); largest {largest[0] >> 10} KiB "
+            f"({largest[1]}); peak RSS {rss:.0f} MB"
+        )
+    finally:
+        tb.close()
