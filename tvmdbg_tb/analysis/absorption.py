@@ -155,99 +155,124 @@ def classify(facts: Facts, outputs: Outputs, evidence: Evidence) -> tuple[np.nda
     into its op: a producer's output in the same execution or a parameter; whether a replay
     found the inner op that made it inside), by the rules of the module doc. Vectorised per
     op: a run that went NaN everywhere stays fast."""
-    n = len(outputs.op)
-    if not n:
+    if not len(outputs.op):
         return np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
-    # One node per (execution, op): an op's outputs stand or fall together.
-    node_keys, first, node_of = np.unique(
-        _pair_keys(outputs.execution, outputs.op), return_index=True, return_inverse=True
-    )
-    node_execution, node_op = outputs.execution[first], outputs.op[first]
-    m = len(node_keys)
-    traced_keys, traced_ok = _finite_traces(evidence)
-    returns_ok = np.isin(node_execution, np.fromiter(evidence.finite_returns, np.int64))
-    dirty = np.zeros(m, dtype=bool)
-    expected = np.zeros(m, dtype=bool)
-    fed = np.zeros(m, dtype=bool)  # a non-finite value came in (a producer or a parameter)
-    bad_param = np.zeros(m, dtype=bool)
-    # A fused kernel call whose replay found the inner op that made its value from finite
-    # operands: a source of its own, whatever non-finite input it also read.
-    inside = np.zeros(m, dtype=bool)
-    inner_literal = np.zeros(m, dtype=bool)
-    if evidence.made_inside:
-        replayed = list(evidence.made_inside)
-        found, at = _lookup(
-            node_keys, _pair_keys(np.array([e for e, _ in replayed]), np.array([o for _, o in replayed]))
-        )
-        inside[at[found]] = True
-        inner_literal[at[found]] = np.array(list(evidence.made_inside.values()), dtype=bool)[found]
-    edges_from: list[np.ndarray] = []  # producer node -> consumer node, both non-finite
-    edges_to: list[np.ndarray] = []
-    ops, op_rows = np.unique(node_op, return_inverse=True)
+    nodes = _Nodes(outputs, evidence)
+    ops, op_rows = np.unique(nodes.op, return_inverse=True)
     by_op = np.argsort(op_rows, kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(op_rows, minlength=len(ops)))))
     for k, op_id in enumerate(ops.tolist()):
-        rows = by_op[bounds[k] : bounds[k + 1]]
-        e = node_execution[rows]
-        op_facts = facts.of(op_id)
+        nodes.apply_rules(facts.of(op_id), by_op[bounds[k] : bounds[k + 1]])
+    return nodes.kinds()
+
+
+class _Nodes:
+    """One node per (execution, op) of the outputs to classify (an op's outputs stand or fall
+    together), with what the rules find of each: dirty (an alert's region), expected, fed (a
+    non-finite value came in), bad_param, inside (made inside from finite operands)."""
+
+    def __init__(self, outputs: Outputs, evidence: Evidence):
+        self.evidence = evidence
+        self.keys, first, self.node_of = np.unique(
+            _pair_keys(outputs.execution, outputs.op), return_index=True, return_inverse=True
+        )
+        self.execution, self.op = outputs.execution[first], outputs.op[first]
+        m = len(self.keys)
+        self.traced_keys, self.traced_ok = _finite_traces(evidence)
+        self.returns_ok = np.isin(self.execution, np.fromiter(evidence.finite_returns, np.int64))
+        self.dirty = np.zeros(m, dtype=bool)
+        self.expected = np.zeros(m, dtype=bool)
+        self.fed = np.zeros(m, dtype=bool)  # a non-finite value came in (a producer or a parameter)
+        self.bad_param = np.zeros(m, dtype=bool)
+        # A fused kernel call whose replay found the inner op that made its value from finite
+        # operands: a source of its own, whatever non-finite input it also read.
+        self.inside = np.zeros(m, dtype=bool)
+        self.inner_literal = np.zeros(m, dtype=bool)
+        if evidence.made_inside:
+            replayed = list(evidence.made_inside)
+            keys = _pair_keys(np.array([e for e, _ in replayed]), np.array([o for _, o in replayed]))
+            found, at = _lookup(self.keys, keys)
+            self.inside[at[found]] = True
+            self.inner_literal[at[found]] = np.array(list(evidence.made_inside.values()), dtype=bool)[found]
+        self.edges_from: list[np.ndarray] = []  # producer node -> consumer node, both non-finite
+        self.edges_to: list[np.ndarray] = []
+
+    def apply_rules(self, op_facts: OpFacts | None, rows: np.ndarray) -> None:
+        """The rules for the nodes of one op (rows)."""
         if op_facts is None:  # the op's record is not read: nothing proves anything
-            dirty[rows] = True
-            continue
-        expected[rows] = op_facts.expected
-        literal = np.where(inside[rows], inner_literal[rows], op_facts.literal)
+            self.dirty[rows] = True
+            return
+        e = self.execution[rows]
+        self.expected[rows] = op_facts.expected
+        literal = np.where(self.inside[rows], self.inner_literal[rows], op_facts.literal)
         if op_facts.returned is None:  # what the function returns is unknown: its returns must be finite
-            dirty[rows] |= ~returns_ok[rows]
+            self.dirty[rows] |= ~self.returns_ok[rows]
         elif op_facts.returned:
-            dirty[rows] = True  # a non-finite value the function returns
-        for producer, _ in op_facts.producers:
-            found, at = _lookup(node_keys, _pair_keys(e, np.full(len(rows), producer)))
-            found &= ~inside[rows]  # made inside from finite operands: the input was absorbed first
-            edges_from.append(at[found])
-            edges_to.append(rows[found])
-            fed[rows[found]] = True
-        if op_facts.params:
-            for j, execution in zip(rows.tolist(), e.tolist()):
-                bad = evidence.bad_params(execution)
-                if bad is None:
-                    dirty[j] = True  # the execution's inputs are not in the dump
-                elif any(p in bad for p in op_facts.params):
-                    bad_param[j] = True  # a non-finite function input is the caller's, not a mask
-        source = ~fed[rows] & ~bad_param[rows]
+            self.dirty[rows] = True  # a non-finite value the function returns
+        self._producers(op_facts, rows, e)
+        self._params(op_facts, rows, e)
+        source = ~self.fed[rows] & ~self.bad_param[rows]
         if not op_facts.expected:
-            dirty[rows] |= source & ~literal  # computed from finite inputs: a bug, whatever follows
+            self.dirty[rows] |= source & ~literal  # computed from finite inputs: a bug, whatever follows
         if op_facts.unknown:
-            dirty[rows] |= source  # what fed it is unknown
+            self.dirty[rows] |= source  # what fed it is unknown
+        self._consumers(op_facts, rows, e)
+
+    def _producers(self, op_facts: OpFacts, rows: np.ndarray, e: np.ndarray) -> None:
+        """Edges from the non-finite producers of the same executions."""
+        for producer, _ in op_facts.producers:
+            found, at = _lookup(self.keys, _pair_keys(e, np.full(len(rows), producer)))
+            found &= ~self.inside[rows]  # made inside from finite operands: the input was absorbed first
+            self.edges_from.append(at[found])
+            self.edges_to.append(rows[found])
+            self.fed[rows[found]] = True
+
+    def _params(self, op_facts: OpFacts, rows: np.ndarray, e: np.ndarray) -> None:
+        if not op_facts.params:
+            return
+        for j, execution in zip(rows.tolist(), e.tolist()):
+            bad = self.evidence.bad_params(execution)
+            if bad is None:
+                self.dirty[j] = True  # the execution's inputs are not in the dump
+            elif any(p in bad for p in op_facts.params):
+                self.bad_param[j] = True  # a non-finite function input is the caller's, not a mask
+
+    def _consumers(self, op_facts: OpFacts, rows: np.ndarray, e: np.ndarray) -> None:
+        """Outside the region, a consumer must have been traced there, all finite, or have
+        absorbed the value before an op of its own made another (a replay says so)."""
         for consumer in {c for readers in op_facts.consumers.values() for c in readers}:
             pair = _pair_keys(e, np.full(len(rows), consumer))
-            in_region, node = _lookup(node_keys, pair)
-            traced, at = _lookup(traced_keys, pair)
-            # Outside the region, the consumer must have been traced there, all finite, or
-            # have absorbed the value before an op of its own made another (a replay says so).
-            absorbed = (traced & traced_ok[at]) | (in_region & inside[node])
-            dirty[rows] |= ~(in_region & ~inside[node]) & ~absorbed
-    fed |= bad_param
-    dirty |= bad_param
-    src = np.concatenate(edges_from) if edges_from else np.zeros(0, np.int64)
-    dst = np.concatenate(edges_to) if edges_to else np.zeros(0, np.int64)
-    # A region is dirty as a whole: spread along its edges, both ways, until nothing changes.
-    for _ in range(m):
-        before = int(np.count_nonzero(dirty))
-        dirty[dst] |= dirty[src]
-        dirty[src] |= dirty[dst]
-        if int(np.count_nonzero(dirty)) == before:
-            break
-    # Expected: a matching op, or one fed only by expected ops (downstream, until stable).
-    has_producer = np.zeros(m, dtype=bool)
-    has_producer[dst] = True
-    for _ in range(m):
-        from_unexpected = np.zeros(m, dtype=bool)
-        from_unexpected[dst[~expected[src]]] = True
-        grown = expected | (has_producer & ~from_unexpected & ~bad_param)
-        if (grown == expected).all():
-            break
-        expected = grown
-    node_kind = np.where(expected, EXPECTED, np.where(dirty, ALERT, ABSORBED)).astype(np.uint8)
-    return node_kind[node_of], fed[node_of], inside[node_of]
+            in_region, node = _lookup(self.keys, pair)
+            traced, at = _lookup(self.traced_keys, pair)
+            absorbed = (traced & self.traced_ok[at]) | (in_region & self.inside[node])
+            self.dirty[rows] |= ~(in_region & ~self.inside[node]) & ~absorbed
+
+    def kinds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each output's kind, fed and inside, once the regions are spread."""
+        m, dirty, expected, bad_param = len(self.keys), self.dirty, self.expected, self.bad_param
+        self.fed |= bad_param
+        dirty |= bad_param
+        src = np.concatenate(self.edges_from) if self.edges_from else np.zeros(0, np.int64)
+        dst = np.concatenate(self.edges_to) if self.edges_to else np.zeros(0, np.int64)
+        # A region is dirty as a whole: spread along its edges, both ways, until nothing changes.
+        for _ in range(m):
+            before = int(np.count_nonzero(dirty))
+            dirty[dst] |= dirty[src]
+            dirty[src] |= dirty[dst]
+            if int(np.count_nonzero(dirty)) == before:
+                break
+        # Expected: a matching op, or one fed only by expected ops (downstream, until stable).
+        has_producer = np.zeros(m, dtype=bool)
+        has_producer[dst] = True
+        for _ in range(m):
+            from_unexpected = np.zeros(m, dtype=bool)
+            from_unexpected[dst[~expected[src]]] = True
+            grown = expected | (has_producer & ~from_unexpected & ~bad_param)
+            if (grown == expected).all():
+                break
+            expected = grown
+        node_kind = np.where(expected, EXPECTED, np.where(dirty, ALERT, ABSORBED)).astype(np.uint8)
+        return node_kind[self.node_of], self.fed[self.node_of], self.inside[self.node_of]
 
 
 def _finite_traces(evidence: Evidence) -> tuple[np.ndarray, np.ndarray]:

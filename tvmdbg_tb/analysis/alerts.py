@@ -34,7 +34,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tvmdbg_tb.analysis import absorption
-from tvmdbg_tb.analysis.answers import AlertCounts, AlertsPage
+from tvmdbg_tb.analysis.answers import Alert, AlertCounts, AlertsPage
 from tvmdbg_tb.analysis.inner_ops import (
     NAN,
     NEG_INF,
@@ -56,10 +56,10 @@ from tvmdbg_tb.events.reader import (
     HEALTH_KNOWN,
     INNER_NONFINITE,
     NONFINITE,
-    GrowingArray,
     RunReader,
     value_nonfinite_counts,
 )
+from tvmdbg_tb.events.run_index import GrowingArray
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -560,7 +560,7 @@ def monitor(run: RunReader, expected_nonfinite: str | None = None) -> AlertMonit
         return found[pattern]
 
 
-def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> list[dict]:
+def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> list[Alert]:
     """The alert objects (see docs/routes.md) of the traces at positions, with their flags."""
     digests = run.trace_digests()[positions]
     columns = {name: digests[name].tolist() for name in digests.dtype.names}
@@ -602,29 +602,29 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
         names = (op.op_name, op.kernel, int(op.graph_id)) if op else (trace.op_name, trace.kernel, int(trace.graph_id))
         e = columns["execution_index"][i]
         out.append(
-            {
-                "alert_type": ALERT_TYPE,
-                "op_id": op_id,
-                "op_name": names[0],
-                "kernel": names[1],
-                "graph_id": names[2],
-                "output_slot": slot,
-                "nan_count": columns["nan"][i],
-                "neg_inf_count": columns["neg_inf"][i],
-                "pos_inf_count": columns["pos_inf"][i],
-                "size": size,
-                "dtype": dtype,
-                "shape": shape,
-                "wall_time": num(columns["wall_time"][i]),
-                "execution_index": e,
-                "trace_index": columns["index"][i],
-                "execution_position": execution_position.get(e),
-                "trace_position": position,
-                "origin": bool(origin[i]),
-                "origin_uncertain": bool(origin[i]) and _near_a_gap(e, gaps),
-                "location": info["location"],
-                "original_ops": info["original_ops"],
-            }
+            Alert(
+                alert_type=ALERT_TYPE,
+                op_id=op_id,
+                op_name=names[0],
+                kernel=names[1],
+                graph_id=names[2],
+                output_slot=slot,
+                nan_count=columns["nan"][i],
+                neg_inf_count=columns["neg_inf"][i],
+                pos_inf_count=columns["pos_inf"][i],
+                size=size,
+                dtype=dtype,
+                shape=shape,
+                wall_time=num(columns["wall_time"][i]),
+                execution_index=e,
+                trace_index=columns["index"][i],
+                execution_position=execution_position.get(e),
+                trace_position=position,
+                origin=bool(origin[i]),
+                origin_uncertain=bool(origin[i]) and _near_a_gap(e, gaps),
+                location=info["location"],
+                original_ops=info["original_ops"],
+            )
         )
         # The inner op's own line: from a replay/deep mode, else from the kernel's inner-op check.
         confirm_alert(run, out[-1], run.trace(position) if columns["flags"][i] & INNER_NONFINITE else None)
@@ -806,9 +806,9 @@ class _Listing:
         rows = [alert for _, alert in self.masked]
         return kernel.plus(
             AlertCounts(
-                nan=sum(row["nan_count"] > 0 for row in rows),
-                neg_inf=sum(row["neg_inf_count"] > 0 for row in rows),
-                pos_inf=sum(row["pos_inf_count"] > 0 for row in rows),
+                nan=sum(row.nan_count > 0 for row in rows),
+                neg_inf=sum(row.neg_inf_count > 0 for row in rows),
+                pos_inf=sum(row.pos_inf_count > 0 for row in rows),
                 origin=len(rows),  # every masked alert is an origin
             )
         )

@@ -12,6 +12,7 @@ location is the kernel's first located op ("confirmed": "heuristic").
 
 from __future__ import annotations
 
+from tvmdbg_tb.analysis.answers import Alert
 from tvmdbg_tb.events.locations import location
 from tvmdbg_tb.events.reader import RunReader
 from tvmdbg_tb.events.summaries import describe
@@ -152,36 +153,37 @@ def confirmed_origin(record: pb.FusedOpReplay | None) -> pb.InnerOpResult | None
     return None
 
 
-def confirm_alert(run: RunReader, alert: dict, trace: pb.GraphExecutionTrace | None = None) -> dict:
-    """Adds "confirmed" (and, when known, "inner_op" and the inner op's own "location"): from
+def confirm_alert(run: RunReader, alert: Alert, trace: pb.GraphExecutionTrace | None = None) -> Alert:
+    """Sets "confirmed" (and, when known, "inner_op" and the inner op's own "location"): from
     the kernel call's replay, else from its inner-op check (trace: the alert's trace when it
     carries inner_nonfinite, a kernel whose output hid what its ops made: the alert is
     "masked" with its culprit op's counts, "inner_nonfinite" lists every op's, and the
     culprit is the one that made it when the kernel's inputs were finite, an origin: the
     first op, or past a mask's literal the first that made another kind of value)."""
-    record = run.replay_of(alert["execution_index"], alert["op_id"])
+    record = run.replay_of(alert.execution_index, alert.op_id)
     op = confirmed_origin(record)
     entries = [inner_nonfinite_json(run, e) for e in trace.inner_nonfinite] if trace is not None else []
     first = entries[_culprit(run, trace)] if entries else None
     if entries:
-        alert["inner_nonfinite"] = entries
-        if not (alert["nan_count"] or alert["neg_inf_count"] or alert["pos_inf_count"]):
-            alert.update({k: first[k] for k in ("nan_count", "neg_inf_count", "pos_inf_count")}, masked=True)
-    if op is None and entries and alert["origin"]:  # else its ops passed on what came in
-        alert["confirmed"] = INNER_CHECK
-        alert["inner_op"] = {**{k: first[k] for k in ("index", "op_type", "var_name", "location")}, "prim_func": ""}
+        alert.inner_nonfinite = entries
+        if not (alert.nan_count or alert.neg_inf_count or alert.pos_inf_count):
+            alert.nan_count, alert.neg_inf_count = first["nan_count"], first["neg_inf_count"]
+            alert.pos_inf_count, alert.masked = first["pos_inf_count"], True
+    if op is None and entries and alert.origin:  # else its ops passed on what came in
+        alert.confirmed = INNER_CHECK
+        alert.inner_op = {**{k: first[k] for k in ("index", "op_type", "var_name", "location")}, "prim_func": ""}
         if first["location"] is not None:
-            alert["location"] = first["location"]
+            alert.location = first["location"]
         return alert
     if op is None:
-        alert["confirmed"] = HEURISTIC
-        alert["inner_op"] = None
+        alert.confirmed = HEURISTIC
+        alert.inner_op = None
         return alert
     inner = inner_op_json(run, op)
-    alert["confirmed"] = "deep" if record.trigger == "deep" else "replay"
-    alert["inner_op"] = {k: inner[k] for k in ("index", "op_type", "var_name", "prim_func", "location")}
+    alert.confirmed = "deep" if record.trigger == "deep" else "replay"
+    alert.inner_op = {k: inner[k] for k in ("index", "op_type", "var_name", "prim_func", "location")}
     if inner["location"] is not None:
-        alert["location"] = inner["location"]
+        alert.location = inner["location"]
     return alert
 
 
@@ -193,7 +195,7 @@ def _kernel_trace_position(run: RunReader, execution_index: int, op_id: int) -> 
     return int(hits[0]) if len(hits) else None
 
 
-def masked_alerts(run: RunReader, rows_of) -> list[tuple[int, dict]]:
+def masked_alerts(run: RunReader, rows_of) -> list[tuple[int, Alert]]:
     """Alerts for NaN/Inf made inside fused kernels whose outputs stayed finite (known only
     from replays/deep mode), as (kernel trace position, alert), in trace order.
 
@@ -215,20 +217,16 @@ def masked_alerts(run: RunReader, rows_of) -> list[tuple[int, dict]]:
         alert = rows_of(np.array([position], dtype=np.int64), np.array([True]))[0]
         values = op.outputs[0].debug_values if op.outputs else []
         if len(values) == 10:
-            alert.update(
-                size=int(values[3]),
-                neg_inf_count=int(values[4]),
-                pos_inf_count=int(values[5]),
-                nan_count=int(values[6]),
-            )
-        alert["masked"] = True
-        alert["origin"] = True
+            alert.size, alert.neg_inf_count = int(values[3]), int(values[4])
+            alert.pos_inf_count, alert.nan_count = int(values[5]), int(values[6])
+        alert.masked = True
+        alert.origin = True
         out.append((position, alert))
     out.sort(key=lambda item: item[0])
     return out
 
 
-def merge_alerts(kernel_positions, kernel_origin, masked: list[tuple[int, dict]]):
+def merge_alerts(kernel_positions, kernel_origin, masked: list[tuple[int, Alert]]):
     """Where kernel alerts and masked inner-op alerts go in one list in execution order (an
     inner op comes before the kernel's own outputs): (merged position of each kernel alert,
     merged position of each masked alert)."""

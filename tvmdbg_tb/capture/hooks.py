@@ -237,8 +237,7 @@ class _CollectorPaused:
 
     The walks keep thousands of new objects alive at once (IR wrappers for the new blocks, the
     sites' descriptions): with the collector on, every 700 of them start a collection of the
-    young objects and every tenth of those a larger one (a 1000-kernel build: ~30 more
-    collections, ~2-3 ms). Paused, one collection after the walk sees them all. Nested and
+    young objects and every tenth of those a larger one. Paused, one collection after the walk sees them all. Nested and
     concurrent builds restore the collector once, as the first found it; none of these
     objects form cycles that need it meanwhile."""
 

@@ -514,9 +514,9 @@ class DebugEventsWriter:
             self._eager_write(pending)
 
     def _eager_write(self, pending: int) -> None:
-        """Many bytes pending: the flushing thread writes them (a training loop queues ~20
-        MB/s in FULL_HEALTH; written by the caller, that was ~2.5% of its time); the caller
-        writes only when 4x as many are pending (a disk slower than the program)."""
+        """Many bytes pending: the flushing thread writes them (a training loop queues
+        megabytes per second in FULL_HEALTH: written by the caller, they cost it time); the
+        caller writes only when 4x as many are pending (a disk slower than the program)."""
         if pending >= _CALLER_WRITE_BYTES:
             self.flush()
         else:

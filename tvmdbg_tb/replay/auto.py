@@ -32,7 +32,7 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.replay.group import ReplayError
 from tvmdbg_tb.replay.replayer import group_source, is_replayable, replay, snapshot_inputs
 
-_VECTOR_ROWS = 64  # above this many rows numpy's fixed cost (~20 us after kernels ran) pays off
+_VECTOR_ROWS = 64  # above this many rows numpy's fixed cost (cold after kernels ran) pays off
 # Deep-mode records per kernel site: the graphs file is kept whole (no circular buffer), so a
 # NaN made inside a kernel on every call must not grow it without bound.
 MAX_DEEP_RECORDS_PER_SITE = 100

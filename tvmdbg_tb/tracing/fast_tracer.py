@@ -111,7 +111,7 @@ def _buffer(fid: int, nrows: int) -> tuple[Any, np.ndarray, bool]:
 
 def _release(fid: int, tensor, array, clean: bool = False) -> None:
     """Back to the pool; clean: its column 0 was set to 0 already (native_rows.call_rows
-    does so while it reads the rows, where a numpy assignment would cost ~2 us per call)."""
+    does so while it reads the rows, cheaper than a numpy assignment per call)."""
     _LOCAL.pool.setdefault(fid, []).append((tensor, array, clean))
 
 
@@ -1028,8 +1028,7 @@ _DURATION_TAIL = np.dtype([("tag", "u1"), ("duration", "<f8")])  # NO_TENSOR and
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
 _VECTOR_SUMMARIES = 4  # without native_rows, Execution summaries from as many rows: numpy, not the loop
 # ... unless the call ran longer: its kernels evicted numpy's code and data from the caches,
-# and each numpy operation then costs 2-4 us, more than the loop for ~12 summaries (small
-# CNN, transformer block: +4 to +8 us per call measured, <1% of such a call either way).
+# and each numpy operation then costs more than the loop over a dozen summaries.
 _VECTOR_CALL_SECONDS = 500e-6
 _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")

@@ -1,8 +1,8 @@
 """GraphOpCreation events composed from serialized pieces.
 
 A build registers one op record per kernel call site: a thousand for a 1000-kernel function.
-Built with the protobuf API, a record costs ~4 us of field sets and submessage copies, most of
-it for pieces that repeat across sites (tensor specs, code locations, kernel names). Here each
+Built with the protobuf API, a record is mostly field sets and submessage copies, most of
+them for pieces that repeat across sites (tensor specs, code locations, kernel names). Here each
 piece is serialized once and a record is the join of its pieces, parsed once into its
 DebugEvent for the sinks that read messages; the writer serializes that event again, so the
 bytes on disk are protobuf's own, whatever order the pieces were joined in.

@@ -134,6 +134,18 @@ export interface Alert {
   inner_op?: AlertInnerOp | null;
   /** The value was made inside a fused kernel whose output hides it. */
   masked?: boolean;
+  /** Every fused op's NaN/Inf counts from the kernel's inner-op check (docs/inner_ops.md). */
+  inner_nonfinite?: AlertInnerCount[];
+}
+
+export interface AlertInnerCount {
+  index: number;
+  op_type: string;
+  var_name: string;
+  location: Location | null;
+  nan_count: number;
+  neg_inf_count: number;
+  pos_inf_count: number;
 }
 
 export interface AlertInnerOp {
