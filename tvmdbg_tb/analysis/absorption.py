@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tvmdbg_tb.analysis.inner_ops import masked_inside
+from tvmdbg_tb.analysis.inputs import OpReads, ParamHealth
 from tvmdbg_tb.events import options
 from tvmdbg_tb.events.options import checked_regex
 from tvmdbg_tb.events.reader import HEALTH_KNOWN, NONFINITE, RunReader
@@ -58,11 +60,12 @@ class OpFacts:
     """What the graph says about one op (kernel call site)."""
 
     producers: list[tuple[int, int]]  # (op, output slot) of each input made by an op
-    params: list[int]  # function parameters it reads
+    reads: OpReads  # its inputs, parameters (and tuple items, weights) among them
     unknown: bool  # an input of unknown health
     literal: bool  # takes a non-finite scalar constant
     expected: bool  # matches the user's expected_nonfinite pattern
     consumers: dict[int, list[int]] = field(default_factory=dict)  # output slot -> ops reading it
+    members: bool = False  # the dump holds the data flow inside the kernel (fused_members)
     # An output of it is returned by the function (None: the graph does not say what it returns).
     returned: bool | None = None
 
@@ -85,26 +88,43 @@ class Facts:
             op = self._run.op(op_id)
         except KeyError:
             return None
-        producers, params, unknown = [], [], False
+        reads = OpReads.of(self._run, op)
         literal = any(o.nonfinite_literal for o in op.original_ops)
-        for inp in op.inputs:
-            if inp.kind == pb.OpInput.OP_OUTPUT:
-                producers.append((int(inp.producer_op_id), int(inp.producer_output_slot)))
-            elif inp.kind == pb.OpInput.PARAM:
-                params.append(int(inp.param_index))
-            elif inp.kind == pb.OpInput.CONSTANT:
-                literal |= inp.nonfinite_literal
-            else:
-                unknown = True
+        literal |= any(inp.kind == pb.OpInput.CONSTANT and inp.nonfinite_literal for inp in op.inputs)
         consumers: dict[int, list[int]] = {}
         for consumer, _, slot in self._run.consumers(op_id):
             consumers.setdefault(int(slot), []).append(int(consumer))
         expected = self._expected is not None and op_matches(op, self._expected)
         returned = self._returned_ops(int(op.graph_id))
         facts = self._facts[op_id] = OpFacts(
-            producers, params, unknown, literal, expected, consumers, None if returned is None else op_id in returned
+            reads.producers,
+            reads,
+            reads.unknown,
+            literal,
+            expected,
+            consumers,
+            members=len(op.fused_members) > 0,
+            returned=None if returned is None else op_id in returned,
         )
         return facts
+
+    def masked_inputs(self, op_id: int, execution: int, output_kinds: dict[tuple[int, int], int]) -> set[int]:
+        """The op's inputs that carried non-finite values classified absorbed or expected in
+        that execution (a mask's values coming in)."""
+        try:
+            op = self._run.op(op_id)
+        except KeyError:
+            return set()
+        return {
+            i
+            for i, inp in enumerate(op.inputs)
+            if inp.kind == pb.OpInput.OP_OUTPUT
+            and output_kinds.get((execution, int(inp.producer_op_id)), ALERT) != ALERT
+        }
+
+    def masked_inside(self, position: int, masked_inputs: set[int]) -> bool:
+        """inner_ops.masked_inside of the kernel call traced at position."""
+        return masked_inside(self._run, self._run.trace(position), masked_inputs)
 
     def _returned_ops(self, graph_id: int) -> set[int] | None:
         if graph_id not in self._returned:
@@ -139,8 +159,8 @@ class Evidence:
     trace_flags: np.ndarray
     # Executions whose returned values were all known and finite.
     finite_returns: set[int]
-    # Execution -> indices of its parameters that held non-finite values (None: unknown).
-    bad_params: Callable[[int], frozenset[int] | None]
+    # Execution -> the health of its parameters (None: its record is not read).
+    param_health: Callable[[int], ParamHealth | None]
     # Fused kernel calls (execution, op) whose replay found the inner op that made the value
     # from finite operands -> whether that op writes a non-finite literal.
     made_inside: dict[tuple[int, int], bool] = field(default_factory=dict)
@@ -228,14 +248,18 @@ class _Nodes:
             self.fed[rows[found]] = True
 
     def _params(self, op_facts: OpFacts, rows: np.ndarray, e: np.ndarray) -> None:
-        if not op_facts.params:
+        if not op_facts.reads.params:
             return
         for j, execution in zip(rows.tolist(), e.tolist()):
-            bad = self.evidence.bad_params(execution)
-            if bad is None:
+            health = self.evidence.param_health(execution)
+            if health is None:
                 self.dirty[j] = True  # the execution's inputs are not in the dump
-            elif any(p in bad for p in op_facts.params):
+                continue
+            data, weight, _ = health.read_by(op_facts.reads)
+            if data:
                 self.bad_param[j] = True  # a non-finite function input is the caller's, not a mask
+            # A non-finite weight: the op brings it in (an origin; never a mask's literal).
+            self.dirty[j] |= weight
 
     def _consumers(self, op_facts: OpFacts, rows: np.ndarray, e: np.ndarray) -> None:
         """Outside the region, a consumer must have been traced there, all finite, or have
@@ -308,13 +332,14 @@ def classify_inner(
 ) -> np.ndarray:
     """The kind of each kernel call whose output is finite but whose fused ops made NaN/Inf
     inside it (the inner-op check, GraphExecutionTrace.inner_nonfinite): EXPECTED when the op
-    matches the user's pattern; ABSORBED when the kernel absorbed them itself, that is when
-    its ops made only a non-finite literal and its spread (literal: a mask's -inf, made and
-    absorbed in one kernel; inner_ops.inner_literal) and nothing non-finite came in, or when
-    everything non-finite that came in is absorbed or expected (output_kinds: (execution, op)
-    -> kind of the non-finite outputs classified with them) and the kernel made no NaN of its
-    own from it (made_nan: `-inf - -inf` inside is a computed value, not the mask); ALERT
-    otherwise (a computed value)."""
+    matches the user's pattern; ABSORBED when the kernel absorbed a mask itself: nothing
+    non-finite came in but what is absorbed or expected (output_kinds: (execution, op) -> kind
+    of the non-finite outputs classified with them), and its ops made only a non-finite literal
+    and its spread (literal: a mask's -inf, made and absorbed in one kernel;
+    inner_ops.inner_literal) or, for a NaN (made_nan), only what inner_ops.masked_inside calls
+    masking: made of the mask's values and selected away by a `where` computed from them
+    (PyTorch's safe softmax on a fully masked row). ALERT otherwise: a value computed of finite
+    data, also next to a mask (`-inf - -inf` of the mask's and data's, sqrt of a negative)."""
     kinds = np.full(len(calls.op), ALERT, dtype=np.uint8)
     for k, (execution, op_id) in enumerate(zip(calls.execution.tolist(), calls.op.tolist())):
         op_facts = facts.of(op_id)
@@ -324,13 +349,17 @@ def classify_inner(
             kinds[k] = EXPECTED
             continue
         came_in = [output_kinds[(execution, p)] for p, _ in op_facts.producers if (execution, p) in output_kinds]
-        if op_facts.params:
-            bad = evidence.bad_params(execution)
-            if bad is None or any(p in bad for p in op_facts.params):
-                continue  # a non-finite function input (or unknown ones): the caller's
-        if came_in:
-            if ALERT not in came_in and not made_nan[k]:
-                kinds[k] = EXPECTED if all(c == EXPECTED for c in came_in) else ABSORBED
-        elif literal[k] and not op_facts.unknown:
-            kinds[k] = ABSORBED
+        if op_facts.reads.params:
+            health = evidence.param_health(execution)
+            if health is None or any(health.read_by(op_facts.reads)[:2]):
+                continue  # a non-finite function input or weight (or unknown ones)
+        if ALERT in came_in or (not came_in and op_facts.unknown):
+            continue
+        if op_facts.members:  # the data flow inside the kernel decides
+            masked = facts.masked_inputs(op_id, execution, output_kinds)
+            if not facts.masked_inside(int(calls.position[k]), masked):
+                continue
+        elif made_nan[k] or not (came_in or literal[k]):  # a dump without it: by the kinds made
+            continue
+        kinds[k] = EXPECTED if came_in and all(c == EXPECTED for c in came_in) else ABSORBED
     return kinds

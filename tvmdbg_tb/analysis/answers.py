@@ -77,6 +77,11 @@ class Alert(Answer):
     shape: list[int] | None
     wall_time: float | None
     execution_index: int
+    # The call's function, which call of it in the run it is (1-based: a generation loop's
+    # step; None where dropped executions leave it uncounted) and how many the dump holds.
+    function_name: str = ""
+    call: int | None = None
+    function_calls: int = 0
     trace_index: int
     execution_position: int | None
     trace_position: int | None
@@ -84,6 +89,10 @@ class Alert(Answer):
     origin_uncertain: bool  # an origin next to damaged or missing records
     location: dict | None
     original_ops: list[dict]
+    # What the op read of its function's parameters: the non-finite ones ({name, param_index,
+    # tuple_item, weight}) and the objects (state earlier calls may have written: a KV cache).
+    bad_parameters: list[dict] = dataclasses.field(default_factory=list)
+    state: list[str] = dataclasses.field(default_factory=list)
     # How the inner op that made the value is known ("replay", "deep", "inner_check",
     # "heuristic"), and that op (None: none known).
     confirmed: str = ""

@@ -114,6 +114,9 @@ class CompiledFunction:
     # Parameters counted by a kernel that reads them (epilogue.py), by position: their rows are
     # written when that kernel runs, not before the first kernel.
     params_in_kernels: list[int] = field(default_factory=list)
+    # Parameters with no summary row (its weights, under param_summaries="weights_once_per_value"):
+    # the tracer summarises them once per value.
+    weights: tuple[int, ...] = ()
     # The sites whose kernel counts the NaN and infinities its fused ops make (inner_check.py).
     inner: list[InnerSite] = field(default_factory=list)
 
@@ -121,14 +124,18 @@ class CompiledFunction:
     def hunt_mask(self) -> bytes:
         """The rows the replay's hunt for the first origin scans (replay/auto.py), one byte per
         kernel row: HUNT_COUNTS when the row holds counts, HUNT_INNER when what its fused ops
-        make counts too (inner-op check); neither for kernels that write a non-finite literal
-        (masks: their -inf is the program's, what the hunt looks for comes from a computation)."""
+        make counts too (inner-op check); for kernels that write a non-finite literal (masks:
+        their -inf is the program's, what the hunt looks for comes from a computation) only
+        HUNT_NAN, a NaN in their counts (`(1 - keep) * -inf`: 0 x -inf is computed)."""
         return bytes(
-            0 if info.site.writes_literal else HUNT_INNER | (HUNT_COUNTS if info.health else 0) for info in self.rows
+            (HUNT_NAN if info.health else 0)
+            if info.site.writes_literal
+            else HUNT_INNER | (HUNT_COUNTS if info.health else 0)
+            for info in self.rows
         )
 
 
-HUNT_COUNTS, HUNT_INNER = 1, 2  # hunt_mask's bits (native_rows.first_nonfinite)
+HUNT_COUNTS, HUNT_INNER, HUNT_NAN = 1, 2, 4  # hunt_mask's bits (native_rows.first_nonfinite)
 # Function ids, unique in the process: a stats buffer names its function by fid alone.
 _FIDS = iter(range(1, 1 << 62))
 # An index, not state: the instrumented functions of the executables alive, by fid (a traced
@@ -180,6 +187,18 @@ def inner_flagged(array) -> bool:
     buffer array (row 0's flag holds that call's start stamp, inner_check.py)."""
     stamp = array[0, 0]
     return bool(stamp) and array[0, INNER_FLAG_COLUMN] == stamp
+
+
+def hunted(function: CompiledFunction, array, i: int) -> bool:
+    """Whether the replay's hunt looks at kernel row i, which a scan found non-finite or
+    hiding what its ops made (hunt_mask): a mask kernel's row only for a NaN in its output."""
+    mask = function.hunt_mask[i]
+    if mask & (HUNT_COUNTS | HUNT_INNER):
+        return True
+    if not mask & HUNT_NAN:
+        return False
+    size, lt, gt, eq = array[i + 1, 1:5].tolist()
+    return size != lt + gt + eq
 
 
 def output_nonfinite(function: CompiledFunction, array, i: int) -> bool:
@@ -297,15 +316,23 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
 
 
 def instrument(
-    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool = True, inner_ops: bool = True
+    mod,
+    info: graphs.ExecutableInfo,
+    health: Summaries,
+    params_in_kernels: bool = True,
+    inner_ops: bool = True,
+    weights_in_kernels: bool = True,
 ) -> tuple[object, dict[str, CompiledFunction]]:
     """Adds the summary calls to every Relax function of the lowered module mod, recording
     what `health` says;
     params_in_kernels: kernels that read a parameter element by element count it;
-    inner_ops: fused kernels count the NaN and infinities their ops make (inner_check.py)."""
+    inner_ops: fused kernels count the NaN and infinities their ops make (inner_check.py);
+    weights_in_kernels: the functions' weights (graphs.FunctionInfo.weights) get summary rows
+    like the other parameters; without, none (the tracer summarises them once per value:
+    CompiledFunction.weights)."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
-    kernels = _rewritten_kernels(mod, info, health, params_in_kernels, inner_ops)
+    kernels = _rewritten_kernels(mod, info, health, params_in_kernels, inner_ops, weights_in_kernels)
     by_name = {gvar.name_hint: kernel for gvar, kernel in kernels.items()}
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function) or gvar.name_hint not in info.functions:
@@ -313,7 +340,8 @@ def instrument(
         function_info = info.functions[gvar.name_hint]
         if not function_info.sites:
             continue
-        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, by_name)
+        skipped = () if weights_in_kernels else tuple(function_info.weights)
+        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, by_name, skipped)
         updates[gvar] = new_func
         functions[function_info.name] = compiled
     if not functions:
@@ -336,8 +364,9 @@ class _Rewritten:
 
 
 def _rewritten_kernels(
-    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool, inner_ops: bool
-) -> dict:
+    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool, inner_ops: bool,
+    weights_in_kernels: bool = True,
+) -> dict:  # fmt: skip
     """The kernels of a CPU build that count in their own loops, by GlobalVar (_Rewritten):
     in FULL_HEALTH their output (epilogue.py: a kernel whose every call is an instrumented
     site writing one tensor at the same position; one called from one site also counts the
@@ -360,7 +389,8 @@ def _rewritten_kernels(
             instrumented.add(name)
         for site in function.sites:
             single_site = site.kernel not in parameters and params_in_kernels
-            parameters[site.kernel] = _parameter_inputs(site) if single_site else ()
+            skipped = () if weights_in_kernels else function.weights
+            parameters[site.kernel] = _parameter_inputs(site, skipped) if single_site else ()
             out = site.output_positions
             single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
             position = out[0] if single else None
@@ -429,31 +459,44 @@ def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fu
     return _Rewritten(found[0], rewritten.guard, rewritten.counted, found[1])
 
 
-def _parameter_inputs(site: graphs.SiteInfo) -> tuple[int, ...]:
+def _parameter_inputs(site: graphs.SiteInfo, skipped=()) -> tuple[int, ...]:
     """The positions of a site's inputs that are tensor parameters of its function, passed
-    as themselves (not a view of one), the first position of a parameter passed twice."""
+    as themselves (not a view of one), the first position of a parameter passed twice; none
+    of the `skipped` parameters (weights the tracer summarises)."""
     if len(site.inputs) != site.num_inputs:
         return ()
     first: dict[int, int] = {}
     for q, source in enumerate(site.inputs):
-        if source.param_index >= 0 and source.tuple_item < 0 and not source.viewed:
+        if (
+            source.param_index >= 0
+            and source.tuple_item < 0
+            and not source.viewed
+            and source.param_index not in skipped
+        ):
             first.setdefault(source.param_index, q)
     return tuple(first.values())
 
 
-def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels=None):
+def _instrument_function(
+    func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels=None, skipped=()
+):
+    """skipped: the positions of the parameters that get no summary row (weights the tracer
+    summarises once per value)."""
     if not isinstance(func.body, relax.SeqExpr):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
-    return _FunctionInstrumenter(func, function_info, executable_id, health, kernels or {}).run()
+    return _FunctionInstrumenter(func, function_info, executable_id, health, kernels or {}, skipped).run()
 
 
 class _FunctionInstrumenter:
     """One Relax function with its summary calls (instrument()): the stats buffer's rows laid
     out, the prologue, then one walk over the bindings that adds each site's summaries."""
 
-    def __init__(self, func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels: dict):
+    def __init__(
+        self, func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels: dict, skipped=()
+    ):
         self.func, self.function_info, self.executable_id = func, function_info, executable_id
         self.health, self.kernels = health, kernels  # kernel name -> _Rewritten (_rewritten_kernels)
+        self.skipped = tuple(skipped)  # parameters with no row: weights the tracer summarises
         self._lay_out_rows()
         self.fid = next(_FIDS)
         self.stats_ty = relax.TensorType((self.nrows, ROW_WIDTH), "float64")
@@ -477,14 +520,16 @@ class _FunctionInstrumenter:
                     RowInfo(site, slot, dtype, health is not Summaries.TIMESTAMPS and dtype in HEALTH_DTYPES)
                 )
         self.counts = health.counts  # SHAPE reads the outputs' dims, nothing else
-        self.params = [p for p in func.params if self.counts and _summarisable(p)]
+        self.params = [
+            p for k, p in enumerate(func.params) if self.counts and k not in self.skipped and _summarisable(p)
+        ]
         self.leaf_specs = [_tuple_leaf_specs(p) for p in func.params]
         # FULL_STATS keeps summarising tuples in numpy: their statistics combine the tensors'.
         summarised = health is Summaries.HEALTH
         self.tuples = [
             (k, p)
             for k, p in enumerate(func.params)
-            if summarised and self.leaf_specs[k] and _leaves_summarisable(p.ty)
+            if summarised and k not in self.skipped and self.leaf_specs[k] and _leaves_summarisable(p.ty)
         ]
         first_inner = 1 + len(self.rows) + len(self.params) + sum(len(self.leaf_specs[k]) for k, _ in self.tuples)
         self.inner = self._inner_checks(first_inner)
@@ -651,6 +696,7 @@ class _FunctionInstrumenter:
         compiled.param_leaf_rows = self.leaf_rows
         compiled.params_in_kernels = [k for k, p in enumerate(func.params) if hash(p) in self.in_kernel]
         compiled.inner = self.inner
+        compiled.weights = self.skipped
         return compiled
 
 

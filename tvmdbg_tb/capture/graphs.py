@@ -20,6 +20,7 @@ import tvm_ffi
 from tvm import relax
 
 from tvmdbg_tb.capture.frames import Frame
+from tvmdbg_tb.events import layout
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 Spec = tuple[str, tuple[int, ...], str]  # dtype, shape (-1 symbolic), shape as printed
@@ -42,6 +43,7 @@ class ModelNode:
     name: str
     op_type: str
     model_file: str = ""
+    module: str = ""  # the model's module the node was made in ("model.layers.1.mlp")
 
 
 @dataclass
@@ -72,6 +74,9 @@ class Emitted:
     node: ModelNode | None = None
     rewritten_by: str = ""
     from_span: bool = False  # frames read from a TVMScript span (lineage.py kept it for a pass's op)
+    # The name asked of emit when the var's own name is a sanitised form of it (nn.Module
+    # export binds each packed weight to its parameter's name: "layers.1.attn.qkv_proj.weight").
+    name_hint: str = ""
 
 
 @dataclass
@@ -106,6 +111,8 @@ class SiteInfo:
     # where no origin is known): what tvmdbg_tb.replay re-executes op by op.
     member_origins: list[Origin | None] = field(default_factory=list)
     fused_module: object = None  # the FuseOps snapshot holding this kernel's group (capture.py)
+    # The data flow between those ops (fused_dataflow), one entry per binding.
+    member_flow: list[MemberFlow] = field(default_factory=list)
 
     @property
     def returns_value(self) -> bool:
@@ -136,6 +143,14 @@ class FunctionInfo:
     pure: bool = True  # the Relax function declares no side effects (a replay may re-run it)
     # Where each returned value comes from, flattened like the runtime tuple (resolve).
     outputs: list[InputInfo] = field(default_factory=list)
+    # Parameters [0, num_inputs) are data inputs, the rest weights (Relax's "num_input"
+    # attribute); None when the function does not say.
+    num_inputs: int | None = None
+
+    @property
+    def weights(self) -> range:
+        """The positions of the function's weights (none when it does not say which)."""
+        return range(self.num_inputs, len(self.params)) if self.num_inputs is not None else range(0)
 
 
 @dataclass
@@ -418,6 +433,8 @@ def same_op(user_op_type: str, op_type: str) -> bool:
 
 
 class OriginSource(Protocol):
+    parameter_names: dict[str, str]  # function parameters that are a model's weights: their names
+
     def lookup(self, var) -> Emitted | None: ...
 
     def lookup_value(self, value) -> Emitted | None: ...
@@ -446,11 +463,16 @@ def collect_origins(
         function_origins: list[tuple[int, list[int], Origin]] = []
         spanned: set[int] = set()  # ops located by a TVMScript span (_inherit_from_nested)
         literals: set[int] = set()  # vars bound to a non-finite scalar constant
+        params = _name_weights(func, emitted, var_names)
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
             if not isinstance(value, relax.Call):  # op_type_of(value) is "": no op
                 if isinstance(value, tvm.ir.expr.Constant) and nonfinite_scalar(value):
                     literals.add(hash(var))
+                if isinstance(value, relax.TupleGetItem) and hash(value.tuple_value) in params:
+                    entry = emitted.lookup(var)  # a packed weight: its parameter's own name
+                    if entry is not None and entry.name_hint:
+                        var_names[hash(var)] = entry.name_hint
                 if isinstance(value, relax.Var):
                     source = by_var.get(hash(value))
                     if source is not None:
@@ -501,6 +523,17 @@ def collect_origins(
         _inherit_from_consumers(function_origins)
         mark_node_outputs([origin for _, _, origin in function_origins])
     return by_var, by_name, by_operand, var_names
+
+
+def _name_weights(func, emitted: OriginSource, var_names: dict[int, str]) -> set[int]:
+    """The function's parameters (by identity); those an importer made of a model's weights
+    get their own names in var_names."""
+    weights = getattr(emitted, "parameter_names", None) or {}
+    for param in func.params:
+        own = weights.get(str(param.name))
+        if own is not None:
+            var_names[hash(param)] = own
+    return {hash(p) for p in func.params}
 
 
 # Ops that only reshape their input (lowered to vm.builtin.reshape, not kernels): a model
@@ -656,6 +689,38 @@ def fused_members(
         for binding in _bindings(caller.body):
             calls.bind(binding)
     return members
+
+
+@dataclass(frozen=True)
+class MemberFlow:
+    """One binding of a fused function: the op it calls, where each operand comes from (k >= 0:
+    binding k's output; -1 - i: the kernel's input i; layout.NO_INPUT: a constant), and whether it
+    takes a non-finite scalar constant (a mask's -inf)."""
+
+    op_type: str
+    input_refs: tuple[int, ...]
+    literal: bool
+
+
+def fused_dataflow(fuse_snapshot) -> dict[str, list[MemberFlow]]:
+    """The data flow inside each fused (Primitive) function after FuseOps, by its name: the
+    same for every call of it (the analysis reads it with each call's own ops)."""
+    if fuse_snapshot is None:
+        return {}
+    flows = {}
+    for name, func in _relax_functions(fuse_snapshot, primitive=True):
+        refs = {hash(p): -1 - i for i, p in enumerate(func.params)}
+        flow = []
+        for k, binding in enumerate(_bindings(func.body)):
+            value = binding.value
+            operands = [value.tuple_value] if isinstance(value, relax.TupleGetItem) else _call_operands(value)
+            operands = [o for o in operands if not isinstance(o, relax.GlobalVar)]
+            literal = any(isinstance(o, tvm.ir.expr.Constant) and nonfinite_scalar(o) for o in operands)
+            inputs = tuple(refs.get(hash(o), layout.NO_INPUT) for o in operands)
+            flow.append(MemberFlow(op_type_of(value) if isinstance(value, relax.Call) else "", inputs, literal))
+            refs[hash(binding.var)] = k
+        flows[name] = flow
+    return flows
 
 
 class _FusedCalls:
@@ -833,12 +898,19 @@ def extract_functions(
     origins_by_name: dict[NameKey, list[Origin]],
     fused: dict[object, list[MemberKey]],
     var_names: dict[int, str] | None = None,
+    flows: dict[str, list[MemberFlow]] | None = None,
 ) -> dict[str, FunctionInfo]:
     """Kernel call sites of every (non-primitive) Relax function of sites_mod; var_names:
-    names of vars by identity (collect_origins' of a module alive during this call)."""
+    names of vars by identity (collect_origins' of a module alive during this call); flows:
+    the data flow inside each fused kernel (fused_dataflow)."""
     functions = {}
     for fname, func in _relax_functions(sites_mod, primitive=False):
-        functions[fname] = _function_info(fname, func, origins, origins_by_name, fused, var_names or {})
+        info = _function_info(fname, func, origins, origins_by_name, fused, var_names or {})
+        for site in info.sites:
+            flow = (flows or {}).get(site.kernel)
+            if flow and len(flow) > 1 and len(flow) == len(site.member_origins):
+                site.member_flow = flow
+        functions[fname] = info
     return functions
 
 
@@ -884,6 +956,8 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
     params = walk.params
     body = func.body
     returned = walk.leaves(body.body) if isinstance(body, relax.SeqExpr) else []
+    attrs = func.attrs
+    num_inputs = int(attrs["num_input"]) if attrs is not None and "num_input" in attrs else None
     return FunctionInfo(
         name=fname,
         param_names=[str(p.name) for p in params],
@@ -891,6 +965,7 @@ def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> F
         sites=walk.sites,
         pure=bool(getattr(func, "is_pure", True)),
         outputs=[walk.resolve(leaf) for leaf in returned],
+        num_inputs=num_inputs,
     )
 
 
@@ -938,8 +1013,11 @@ class _FunctionWalk:
     def _through_aliases(self, expr, spec) -> tuple[object, InputInfo | None]:
         """expr followed through aliases and items of tuples built in the function; with the
         input when it is an item of a site's or a parameter's tuple."""
+        item_var = None  # the var bound to a tuple item, whose name may be a weight's
         for _ in range(_MAX_ALIAS_DEPTH):
-            expr = self._unaliased(expr)
+            while isinstance(expr, relax.Var) and hash(expr) in self.aliases:
+                item_var = expr
+                expr = self.aliases[hash(expr)]
             if not isinstance(expr, relax.TupleGetItem):
                 break
             slot_of = int(expr.index)
@@ -953,9 +1031,9 @@ class _FunctionWalk:
             if isinstance(base, relax.Var) and hash(base) in self.param_index:
                 # An item of a tuple parameter: its health is the item's (TensorSummary.items).
                 index = self.param_index[hash(base)]
-                item = InputInfo(
-                    pb.OpInput.PARAM, f"{base.name}[{slot_of}]", spec, param_index=index, tuple_item=slot_of
-                )
+                named = self.var_names.get(hash(item_var)) if item_var is not None else None
+                item_name = named or f"{base.name}[{slot_of}]"
+                item = InputInfo(pb.OpInput.PARAM, item_name, spec, param_index=index, tuple_item=slot_of)
                 return expr, item
             break
         return expr, None
@@ -967,7 +1045,8 @@ class _FunctionWalk:
             return InputInfo(pb.OpInput.OP_OUTPUT, name or producer_name, spec, position, slot, viewed=viewed)
         if hash(expr) in self.param_index:
             index = self.param_index[hash(expr)]
-            return InputInfo(pb.OpInput.PARAM, name or str(expr.name), spec, param_index=index, viewed=viewed)
+            own = self.var_names.get(hash(expr)) if not viewed else None  # a weight's own name
+            return InputInfo(pb.OpInput.PARAM, own or name or str(expr.name), spec, param_index=index, viewed=viewed)
         return InputInfo(pb.OpInput.OTHER, name or str(expr.name), spec)
 
     def leaves(self, expr) -> list:

@@ -114,8 +114,8 @@ def _nonfinite_alert_lines(
     if first is not None:
         lines.append(
             style(f"{total} NaN/Inf alerts.", "red")
-            + f" The first origin (an op whose inputs were finite) is {name}, kernel {head['kernel']}, "
-            f"in execution {head['execution_index']}:"
+            + f" The first origin ({_origin_kind(head)}) is {name}, kernel {head['kernel']}, "
+            f"in execution {head['execution_index']}{call_text(head)}:"
         )
         lines.append(f"  {_counts(head)}; created at {_where_created(run, head)}")
         if head.get("inner_op"):
@@ -428,11 +428,10 @@ class _Check:
         fused = ", ".join(
             f"{o['op_type']} {o['var_name']}".strip() + _at_line(o["location"]) for o in a["original_ops"]
         )
-        function = _function_of(run, a["execution_index"])
         text = (
             f" The first {'origin' if first is not None else 'alert'} is op {name} "
             f"(kernel {a['kernel']}{'; Relax ops ' + fused if fused else ''}) in execution {a['execution_index']}"
-            f"{f' ({function})' if function else ''}: {_counts(a)}"
+            f"{call_text(a)}: {_counts(a)}"
         )
         inputs = _input_health(run, self.names, a)
         if inputs:
@@ -523,13 +522,22 @@ def _benign_text(benign: dict) -> str:
     return "".join(f"; {p}" for p in parts)
 
 
-def _function_of(run: RunReader, execution_index: int) -> str:
-    """The function name of an execution, or "" when its record is not in the dump."""
-    executions = run.execution_digests()
-    hits = np.flatnonzero(executions["index"] == execution_index)
-    if not len(hits):
+def _origin_kind(alert: dict) -> str:
+    """What makes the alert an origin: its op made the value, or brought it in from a weight."""
+    weights = [p["name"] for p in alert.get("bad_parameters", ()) if p["weight"]]
+    if weights:
+        return f"the first op to read the weight{'s' if len(weights) > 1 else ''} {', '.join(weights)}, holding NaN/Inf"
+    return "an op whose inputs were finite"
+
+
+def call_text(alert: dict) -> str:
+    """ " (decode, call 5)": the alert's function and, when the dump holds several calls of
+    it, which one (the step of a generation loop); "" when unknown."""
+    if not alert.get("function_name"):
         return ""
-    return run.function_names[int(executions["function"][int(hits[-1])])]
+    several = alert.get("call") is not None and alert.get("function_calls", 0) > 1
+    call = f", call {alert['call']}" if several else ""
+    return f" ({alert['function_name']}{call})"
 
 
 def _where_created(run: RunReader, alert: dict) -> str:
@@ -577,6 +585,8 @@ def input_health(run: RunReader, op: pb.GraphOpCreation, execution_index: int, s
             health = "-"
             if inp.param_index < len(execution.inputs):
                 summary = execution.inputs[inp.param_index]
+                if inp.HasField("tuple_item") and inp.tuple_item < len(summary.items):
+                    summary = summary.items[inp.tuple_item]  # the item the op reads, not the tuple's total
                 health = render.health_text(execution.tensor_debug_mode, summary.debug_values, style)
             out.append(health)
         else:
@@ -591,11 +601,16 @@ def _input_health(run: RunReader, names: OpNames, alert: dict) -> str:
     except KeyError:
         return ""
     parts = []
+    weights = {p["name"] for p in alert.get("bad_parameters", ()) if p["weight"]}
+    state = set(alert.get("state", ()))
     for inp, health in zip(op.inputs, input_health(run, op, alert["execution_index"])):
         if inp.kind == pb.OpInput.OP_OUTPUT:
             parts.append(f"{names.name(inp.producer_op_id)}:{inp.producer_output_slot} {health}")
         elif inp.kind == pb.OpInput.PARAM:
-            parts.append(f"{inp.name or '?'} (parameter {inp.param_index}) {health}")
+            what = "weight" if inp.name in weights else f"parameter {inp.param_index}"
+            if inp.name in state:
+                what += ", an object whose state earlier calls wrote"
+            parts.append(f"{inp.name or '?'} ({what}) {health}")
         elif inp.kind == pb.OpInput.CONSTANT:
             parts.append(f"{inp.name or '?'} (constant)")
     return ", ".join(parts)

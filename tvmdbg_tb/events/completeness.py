@@ -39,9 +39,9 @@ INCOMPLETE = "incomplete"  # something is missing or damaged (see problems)
 class Problem:
     """One reason a dump is not complete: what, where (file, byte offset) and which executions."""
 
-    kind: str  # metadata_missing, metadata_damaged, aborted, not_closed, damaged, truncated,
-    # unreadable, traces_without_execution, executions_missing_traces, missing_stack_frames,
-    # missing_source_files
+    kind: str  # metadata_missing, metadata_damaged, aborted, not_closed, unrecorded, damaged,
+    # truncated, unreadable, traces_without_execution, executions_missing_traces,
+    # missing_stack_frames, missing_source_files
     message: str
     file: str | None = None
     offset: int | None = None
@@ -161,6 +161,7 @@ def _assess(run, now: float) -> Completeness:
     problems = [
         *a.metadata_problems(),
         *a.end_problems(),
+        *a.unrecorded_problems(),
         *a.unreadable_problems(),
         *a.damage_problems(),
         *a.closed_end_problems(),
@@ -269,6 +270,18 @@ class _Assessment:
             )
             return [Problem("not_closed", message, meta_path)]
         return []
+
+    def unrecorded_problems(self) -> list[Problem]:
+        """Calls tvmdbg could not record whole (RunEnd.unrecorded_executions)."""
+        end = self.end
+        if end is None or not end.unrecorded_executions:
+            return []
+        count = int(end.unrecorded_executions)
+        message = (
+            f"tvmdbg could not record {count} call{'s' if count > 1 else ''} whole (the first: "
+            f"{end.first_unrecorded}): what {'they' if count > 1 else 'it'} did is not in the dump"
+        )
+        return [Problem("unrecorded", message, self.path(layout.METADATA))]
 
     def unreadable_problems(self) -> list[Problem]:
         return [

@@ -31,6 +31,8 @@ _TUPLE_ITEM = varint(40 << 3)
 _INPUT_LITERAL = varint(41 << 3) + b"\x01"  # OpInput.nonfinite_literal = true
 _ORIGIN_LITERAL = b"\x30\x01"  # OriginalOp.nonfinite_literal (field 6) = true
 _EVENT_OP = b"\x3a"  # DebugEvent.graph_op_creation
+_FUSED_MEMBER = varint(40 << 3 | 2)  # GraphOpCreation.fused_members
+_MEMBER_LITERAL = b"\x18\x01"  # FusedMember.nonfinite_literal = true
 
 
 _VARINTS = [varint(n) for n in range(1 << 14)]  # a list lookup instead of a call per field
@@ -159,5 +161,12 @@ class OpEncoder:
         parts += [_DEVICE, _POSITION, _int(site.position)]
         if first_located is not None:
             parts += [_CODE_LOCATION, _length(first_located), first_located]
+        for member, flow in zip(site.member_origins, site.member_flow):
+            op_type = member.op_type if member is not None and member.op_type else flow.op_type
+            refs = b"".join(_int(r) for r in flow.input_refs)
+            body = string(_ORIGIN_TYPE, op_type) + (_field(0x12, refs) if refs else b"")
+            if flow.literal or (member is not None and member.nonfinite_literal):
+                body += _MEMBER_LITERAL
+            parts += [_FUSED_MEMBER, _length(body), body]
         op = b"".join(parts)
         return pb.DebugEvent.FromString(_EVENT_OP + _length(op) + op)

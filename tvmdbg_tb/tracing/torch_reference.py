@@ -203,7 +203,9 @@ def _op_record(writer: DebugEventsWriter, node, position: int, relax_ops, op_ids
     """One fx node as an op whose original ops are the Relax ops the importer makes of it."""
     frames = importers.node_frames(importers.TORCH_FX, node)
     shown = frames_mod.user_index(frames)
-    model_node = pb.ModelNode(format=importers.TORCH_FX, name=node.name, op_type=str(node.target))
+    model_node = pb.ModelNode(
+        format=importers.TORCH_FX, name=node.name, op_type=str(node.target), module=importers.module_path(node)
+    )
     location = writer.code_location(frames, shown, frames_mod.called_from_index(frames, shown), model_node)
     op = pb.GraphOpCreation(
         op_id=op_ids[node.name],
