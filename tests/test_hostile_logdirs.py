@@ -38,7 +38,6 @@ from tensorboard_process import TensorBoardProcess
 from test_plugin import Server
 
 from tvmdbg_tb.cli.main import main
-from tvmdbg_tb.live.channel import LIVE_FILE
 
 pytestmark = pytest.mark.slow
 
@@ -117,28 +116,6 @@ class _HostileServer:
         self.sock.close()
 
 
-def live_file_runs(logdir: Path, servers: dict) -> list[Path]:
-    """Runs whose live file holds what no program wrote: a hostile server's port, garbage,
-    a huge file, a wrong type."""
-    runs = []
-    contents = {f"server_{kind}": {"port": s.port, "token": "abc123", "pid": 1} for kind, s in servers.items()}
-    contents.update(
-        garbage=b"\x00\xff not json",
-        huge=b"{" + b" " * (10 << 20) + b"}",
-        nested=b"[" * 100_000,
-        port_string={"port": "6006", "token": "x", "pid": 1},
-        token_header={"port": 1, "token": "a\r\nX-Evil: 1", "pid": 1},
-        port_zero={"port": 0, "token": "abc", "pid": 1},
-    )
-    for name, content in contents.items():
-        run = logdir / "live" / name
-        hd.write_nan_chain(run.parent, run.name)
-        data = content if isinstance(content, bytes) else json.dumps(content).encode()
-        (run / LIVE_FILE).write_bytes(data)
-        runs.append(run)
-    return runs
-
-
 # -- the logdirs -----------------------------------------------------------------------------------
 
 
@@ -152,7 +129,7 @@ def hostile(tmp_path_factory):
         "roles": hd.file_role_runs(logdir),
         "lengths": hd.declared_length_runs(logdir),
         "values": hd.values_run(logdir),
-        "live": live_file_runs(logdir, servers),
+        "live": hd.live_file_runs(logdir, {kind: s.port for kind, s in servers.items()}),
     }
     yield built
     for server in servers.values():
