@@ -535,10 +535,14 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         op = self._op(request, run)
         slot = _int_param(request, "output_slot", minimum=0)
         execution_index = _int_param(request, "execution_index", minimum=0)
+        since = _int_param(request, "from_execution_index", minimum=0)
         with run.lock:
             positions = run.op_trace_indices(op.op_id, slot)
+            calls = run.trace_digests()["execution_index"][positions]
             if execution_index is not None:  # the op's executions in that call only
-                positions = positions[run.trace_digests()["execution_index"][positions] == execution_index]
+                positions = positions[calls == execution_index]
+            elif since is not None:  # from that call on (the one nearest a selection)
+                positions = positions[calls >= since]
             begin, end = _page(request, len(positions), 1000)
             rows = analysis.trace_data(run, positions[begin:end])
         return {
