@@ -236,15 +236,22 @@ def test_compare_row_click_shows_the_compared_op_everywhere(tb, b, size, tmp_pat
     frame.locator(".compare-run-b").select_option(ref)
     frame.locator(".compare-rtol").fill("1e-2")
     frame.locator(".compare-atol").fill("1e-2")
+    timeline_width = frame.locator(".timeline-panel").bounding_box()["width"]
     frame.locator(".compare-go").click()
     verdict = frame.locator("[data-testid=compare-verdict]")
     verdict.wait_for(timeout=30_000)
     assert "relax.sum" in verdict.inner_text()
     assert_layout_sound(b)  # the comparison lives in its pane: nothing else moved
-    row = frame.locator(".compare-row.origin")
-    row.click()
+    # The results in the timeline's place, as wide; the main panes already on run A's first
+    # divergent op, before any click.
+    results = frame.locator("[data-testid=compare-results]").bounding_box()
+    assert abs(results["width"] - timeline_width) < 2, (results, timeline_width)
     body = tb.api(f"compare?run_a={a}&run_b={ref}&rtol=1e-2&atol=1e-2")
     op_name = body["first_divergence"]["op_name_a"]
+    frame.locator("[data-testid=selected-op]", has_text=op_name).wait_for()
+    assert_selection_on_screen(frame, op_name, line)
+    row = frame.locator(".compare-row.origin")
+    row.click()
     # The fused kernel's own line is its first op's; the source shows the reduction's line.
     assert_selection_on_screen(frame, op_name, line)
     assert_in_view(frame.locator(".compare-row.origin.selected"), full=False)

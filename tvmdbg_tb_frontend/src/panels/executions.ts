@@ -483,7 +483,9 @@ export class ExecutionsPanel {
    * stays in view (a smaller list would otherwise hide it below its bottom edge). */
   private onResize(): void {
     const row = this.rowOfSelection();
-    const shown = row !== null && this.map.isFullyVisible(row, this.scroller.scrollTop);
+    // In view before, even in part (a list a few rows high shows half a row): in view after.
+    const top = row === null ? 0 : row * ROW_HEIGHT - this.map.contentTopFor(this.scroller.scrollTop);
+    const shown = row !== null && top > -ROW_HEIGHT && top < this.map.viewportHeight;
     this.relayout();
     if (shown) this.scrollToRow(row);
   }
