@@ -127,8 +127,12 @@ def route_once(logdir: str, run_a: str, run_b: str) -> tuple[float, float, dict]
         names = [os.path.relpath(run, logdir) for run in (run_a, run_b)]  # as the runs route names them
         deadline = time.time() + 600
         while True:
-            listed = {r["run"]: r for r in tb.api("runs")["runs"]}
-            if all(listed.get(n, {}).get("num_traces") for n in names) and tb.api("runs")["default_run"]:
+            try:
+                answer = tb.api("runs")
+            except OSError:  # busy reading millions of records: asked again
+                answer = {"runs": [], "default_run": None}
+            listed = {r["run"]: r for r in answer["runs"]}
+            if all(listed.get(n, {}).get("num_traces") for n in names) and answer["default_run"]:
                 break
             assert time.time() < deadline, listed
             time.sleep(0.5)

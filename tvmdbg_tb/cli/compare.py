@@ -6,6 +6,7 @@ Exit status: 0 within tolerance, 1 divergent, 2 cannot compare (the reason on st
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from tvmdbg_tb import storage
 from tvmdbg_tb.cli.render import Style, table, where
@@ -164,9 +165,10 @@ def main(args) -> int:
     from tvmdbg_tb.compare import CompareError, Comparison
 
     try:
-        comparison = Comparison(
-            _run(args.run_a), _run(args.run_b), rtol=args.rtol, atol=args.atol, call=args.call, function=args.function
-        )
+        # Both runs read at once (numpy and the file reads let two threads go on together).
+        with ThreadPoolExecutor(2) as pool:
+            run_a, run_b = pool.map(_run, (args.run_a, args.run_b))
+        comparison = Comparison(run_a, run_b, rtol=args.rtol, atol=args.atol, call=args.call, function=args.function)
     except CompareError as error:
         if args.json:
             print(dumps({"status": "cannot_compare", "error": str(error), "first_divergence": None}))

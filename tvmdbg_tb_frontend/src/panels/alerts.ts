@@ -268,17 +268,17 @@ export class AlertsPanel {
             h(
               "span",
               { class: "kind kind-nan", "data-kind": "nan", title: "alerts whose output holds NaN" },
-              `NaN ${formatCount(page.nan_alerts)}`,
+              `with NaN ${formatCount(page.nan_alerts)}`,
             ),
             h(
               "span",
               { class: "kind kind-neg-inf", "data-kind": "neg-inf", title: "alerts whose output holds -∞" },
-              `-∞ ${formatCount(page.neg_inf_alerts)}`,
+              `with -∞ ${formatCount(page.neg_inf_alerts)}`,
             ),
             h(
               "span",
               { class: "kind kind-pos-inf", "data-kind": "pos-inf", title: "alerts whose output holds +∞" },
-              `+∞ ${formatCount(page.pos_inf_alerts)}`,
+              `with +∞ ${formatCount(page.pos_inf_alerts)}`,
             ),
           ),
           first

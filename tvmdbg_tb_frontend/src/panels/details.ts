@@ -367,7 +367,7 @@ class TensorView implements View {
       h("button", { type: "submit" }, "Show"),
     );
     // The values' histogram (the whole tensor) beside the table (the slice).
-    setChildren(this.el, form, h("div", { class: "tensor-layout" }, this.out, this.chart));
+    setChildren(this.el, form, h("div", { class: "tensor-layout" }, this.chart, this.out));
     void this.load(t);
     void this.loadHistogram(t);
   }
