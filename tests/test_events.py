@@ -543,7 +543,7 @@ def test_a_digest_table_grows_within_an_address_space_limit():
         import resource
         import numpy as np
         from tvmdbg_tb.events.digests import TRACE_DIGEST
-        from tvmdbg_tb.events.reader import GrowingArray
+        from tvmdbg_tb.events.run_index import GrowingArray
         rows = 3_000_000  # 219 MB of digests
         with open("/proc/self/status") as f:
             mapped = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))

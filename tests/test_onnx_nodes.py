@@ -44,7 +44,13 @@ def test_onnx_alert_names_the_node_and_the_exporters_line(tmp_path):
         run = reader.run()
         [alert] = _planted_alerts(run, node)
         where = alert["location"]
-        assert where["model_node"] == {"format": "onnx", "name": node, "op_type": "Conv", "model_file": ""}
+        assert where["model_node"] == {
+            "format": "onnx",
+            "name": node,
+            "op_type": "Conv",
+            "model_file": "",
+            "module": "",
+        }
         # The stack torch.onnx recorded: the convolution's forward in transformers' ResNet.
         assert where["file_path"].endswith("modeling_resnet.py") and where["function"] == "forward"
         assert where["called_from"]["file_path"] == real_models.__file__  # the from_onnx call

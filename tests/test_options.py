@@ -29,7 +29,7 @@ PUBLIC = [
     ("trace_fused_ops", False),
     ("live", False),
     ("live_timeout", 60.0),
-    ("param_summaries", "every_call"),
+    ("param_summaries", "weights_once_per_value"),
     ("run_name", None),
     ("circular_buffer_bytes", None),
     ("model_code", None),
@@ -78,7 +78,8 @@ def test_positional_and_keyword_calls_mean_what_they_meant():
     assert options.tensor_debug_mode == pb.FULL_HEALTH and options.circular_buffer_size == 5
     assert options.op_regex == "matmul"
     assert options.live == LiveOptions(enabled=True, timeout=3.0)
-    assert options.param_summaries is ParamSummaries.EVERY_CALL and options.param_summaries == "every_call"
+    assert options.param_summaries is ParamSummaries.WEIGHTS_ONCE_PER_VALUE
+    assert options.param_summaries == "weights_once_per_value"
     assert DumpOptions.from_call() == DumpOptions()
     with pytest.raises(TypeError, match="live_timout"):
         DumpOptions.from_call(live_timout=3)

@@ -67,6 +67,8 @@ def test_planted_weight_alert_is_at_the_model_code_line(planted_run):
             "name": node,
             "op_type": "aten.addmm.default",
             "model_file": "",
+            # Which of the blocks running that line: the planted one (torch.export's module path).
+            "module": f"transformer.h.{real_models.PLANTED_BLOCK}.mlp.c_fc",
         }
         # The user's own call: the import (torch.export's stack of a model called with keyword
         # arguments starts in the model's forward).

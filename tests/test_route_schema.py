@@ -4,8 +4,8 @@ tests/ts_types.py: required fields present, every value of its declared type, an
 api.ts, whose types describe whole answers) no field the dashboard does not declare.
 
 The runs: a fused model whose sqrt makes a NaN its maximum hides, in deep mode
-(trace_fused_ops=True: masked inner-op alerts, replays), the same model compiled plainly in
-FULL_TENSOR (values, histograms) and FULL_STATS (compare). Live control's one read route is
+(trace_fused_ops=True: masked inner-op alerts, replays), in FULL_HEALTH (the kernel's own
+inner-op check), in FULL_TENSOR (values, histograms) and FULL_STATS (compare). Live control's one read route is
 checked with a paused program in tests/test_live.py's way (live/paused_call), here skipped:
 it needs a live child process.
 """
@@ -49,6 +49,7 @@ def _record(logdir: Path, mode: str, calls: int = 2, **options) -> None:
 def logdir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("routes")
     _record(root / "deep", "FULL_HEALTH", trace_fused_ops=True)
+    _record(root / "inner", "FULL_HEALTH")  # the compiled path's inner-op check: inner_nonfinite
     _record(root / "values", "FULL_TENSOR")
     _record(root / "stats_a", "FULL_STATS")
     _record(root / "stats_b", "FULL_STATS")
@@ -71,7 +72,7 @@ def _get(client, route: str, **params):
 
 
 def _runs(client) -> dict[str, str]:
-    """Run names by their directory's first part (deep, values, stats_a, stats_b)."""
+    """Run names by their directory's first part (deep, inner, values, stats_a, stats_b)."""
     return {r["run"].split("/")[0]: r["run"] for r in _get(client, "runs")["runs"]}
 
 
@@ -90,6 +91,7 @@ def _requests(client) -> list[tuple[str, dict]]:
         ("runs", {}),
         ("status", {"run": deep}),
         ("alerts", {"run": deep, "begin": 0, "end": 100}),
+        ("alerts", {"run": runs["inner"], "begin": 0, "end": 100}),
         ("execution/digests", {"run": deep, "begin": 0, "end": 10}),
         ("execution/data", {"run": deep, "begin": 0, "end": 10}),
         ("graph_execution/data", {"run": deep, "begin": 0, "end": 50}),

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tvmdbg_tb.analysis.inner_ops import masked_inside
+from tvmdbg_tb.analysis.inputs import OpReads, ParamHealth
 from tvmdbg_tb.events import options
 from tvmdbg_tb.events.options import checked_regex
 from tvmdbg_tb.events.reader import HEALTH_KNOWN, NONFINITE, RunReader
@@ -58,11 +60,12 @@ class OpFacts:
     """What the graph says about one op (kernel call site)."""
 
     producers: list[tuple[int, int]]  # (op, output slot) of each input made by an op
-    params: list[int]  # function parameters it reads
+    reads: OpReads  # its inputs, parameters (and tuple items, weights) among them
     unknown: bool  # an input of unknown health
     literal: bool  # takes a non-finite scalar constant
     expected: bool  # matches the user's expected_nonfinite pattern
     consumers: dict[int, list[int]] = field(default_factory=dict)  # output slot -> ops reading it
+    members: bool = False  # the dump holds the data flow inside the kernel (fused_members)
     # An output of it is returned by the function (None: the graph does not say what it returns).
     returned: bool | None = None
 
@@ -85,26 +88,43 @@ class Facts:
             op = self._run.op(op_id)
         except KeyError:
             return None
-        producers, params, unknown = [], [], False
+        reads = OpReads.of(self._run, op)
         literal = any(o.nonfinite_literal for o in op.original_ops)
-        for inp in op.inputs:
-            if inp.kind == pb.OpInput.OP_OUTPUT:
-                producers.append((int(inp.producer_op_id), int(inp.producer_output_slot)))
-            elif inp.kind == pb.OpInput.PARAM:
-                params.append(int(inp.param_index))
-            elif inp.kind == pb.OpInput.CONSTANT:
-                literal |= inp.nonfinite_literal
-            else:
-                unknown = True
+        literal |= any(inp.kind == pb.OpInput.CONSTANT and inp.nonfinite_literal for inp in op.inputs)
         consumers: dict[int, list[int]] = {}
         for consumer, _, slot in self._run.consumers(op_id):
             consumers.setdefault(int(slot), []).append(int(consumer))
         expected = self._expected is not None and op_matches(op, self._expected)
         returned = self._returned_ops(int(op.graph_id))
         facts = self._facts[op_id] = OpFacts(
-            producers, params, unknown, literal, expected, consumers, None if returned is None else op_id in returned
+            reads.producers,
+            reads,
+            reads.unknown,
+            literal,
+            expected,
+            consumers,
+            members=len(op.fused_members) > 0,
+            returned=None if returned is None else op_id in returned,
         )
         return facts
+
+    def masked_inputs(self, op_id: int, execution: int, output_kinds: dict[tuple[int, int], int]) -> set[int]:
+        """The op's inputs that carried non-finite values classified absorbed or expected in
+        that execution (a mask's values coming in)."""
+        try:
+            op = self._run.op(op_id)
+        except KeyError:
+            return set()
+        return {
+            i
+            for i, inp in enumerate(op.inputs)
+            if inp.kind == pb.OpInput.OP_OUTPUT
+            and output_kinds.get((execution, int(inp.producer_op_id)), ALERT) != ALERT
+        }
+
+    def masked_inside(self, position: int, masked_inputs: set[int]) -> bool:
+        """inner_ops.masked_inside of the kernel call traced at position."""
+        return masked_inside(self._run, self._run.trace(position), masked_inputs)
 
     def _returned_ops(self, graph_id: int) -> set[int] | None:
         if graph_id not in self._returned:
@@ -139,8 +159,8 @@ class Evidence:
     trace_flags: np.ndarray
     # Executions whose returned values were all known and finite.
     finite_returns: set[int]
-    # Execution -> indices of its parameters that held non-finite values (None: unknown).
-    bad_params: Callable[[int], frozenset[int] | None]
+    # Execution -> the health of its parameters (None: its record is not read).
+    param_health: Callable[[int], ParamHealth | None]
     # Fused kernel calls (execution, op) whose replay found the inner op that made the value
     # from finite operands -> whether that op writes a non-finite literal.
     made_inside: dict[tuple[int, int], bool] = field(default_factory=dict)
@@ -155,99 +175,128 @@ def classify(facts: Facts, outputs: Outputs, evidence: Evidence) -> tuple[np.nda
     into its op: a producer's output in the same execution or a parameter; whether a replay
     found the inner op that made it inside), by the rules of the module doc. Vectorised per
     op: a run that went NaN everywhere stays fast."""
-    n = len(outputs.op)
-    if not n:
+    if not len(outputs.op):
         return np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
-    # One node per (execution, op): an op's outputs stand or fall together.
-    node_keys, first, node_of = np.unique(
-        _pair_keys(outputs.execution, outputs.op), return_index=True, return_inverse=True
-    )
-    node_execution, node_op = outputs.execution[first], outputs.op[first]
-    m = len(node_keys)
-    traced_keys, traced_ok = _finite_traces(evidence)
-    returns_ok = np.isin(node_execution, np.fromiter(evidence.finite_returns, np.int64))
-    dirty = np.zeros(m, dtype=bool)
-    expected = np.zeros(m, dtype=bool)
-    fed = np.zeros(m, dtype=bool)  # a non-finite value came in (a producer or a parameter)
-    bad_param = np.zeros(m, dtype=bool)
-    # A fused kernel call whose replay found the inner op that made its value from finite
-    # operands: a source of its own, whatever non-finite input it also read.
-    inside = np.zeros(m, dtype=bool)
-    inner_literal = np.zeros(m, dtype=bool)
-    if evidence.made_inside:
-        replayed = list(evidence.made_inside)
-        found, at = _lookup(
-            node_keys, _pair_keys(np.array([e for e, _ in replayed]), np.array([o for _, o in replayed]))
-        )
-        inside[at[found]] = True
-        inner_literal[at[found]] = np.array(list(evidence.made_inside.values()), dtype=bool)[found]
-    edges_from: list[np.ndarray] = []  # producer node -> consumer node, both non-finite
-    edges_to: list[np.ndarray] = []
-    ops, op_rows = np.unique(node_op, return_inverse=True)
+    nodes = _Nodes(outputs, evidence)
+    ops, op_rows = np.unique(nodes.op, return_inverse=True)
     by_op = np.argsort(op_rows, kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(op_rows, minlength=len(ops)))))
     for k, op_id in enumerate(ops.tolist()):
-        rows = by_op[bounds[k] : bounds[k + 1]]
-        e = node_execution[rows]
-        op_facts = facts.of(op_id)
+        nodes.apply_rules(facts.of(op_id), by_op[bounds[k] : bounds[k + 1]])
+    return nodes.kinds()
+
+
+class _Nodes:
+    """One node per (execution, op) of the outputs to classify (an op's outputs stand or fall
+    together), with what the rules find of each: dirty (an alert's region), expected, fed (a
+    non-finite value came in), bad_param, inside (made inside from finite operands)."""
+
+    def __init__(self, outputs: Outputs, evidence: Evidence):
+        self.evidence = evidence
+        self.keys, first, self.node_of = np.unique(
+            _pair_keys(outputs.execution, outputs.op), return_index=True, return_inverse=True
+        )
+        self.execution, self.op = outputs.execution[first], outputs.op[first]
+        m = len(self.keys)
+        self.traced_keys, self.traced_ok = _finite_traces(evidence)
+        self.returns_ok = np.isin(self.execution, np.fromiter(evidence.finite_returns, np.int64))
+        self.dirty = np.zeros(m, dtype=bool)
+        self.expected = np.zeros(m, dtype=bool)
+        self.fed = np.zeros(m, dtype=bool)  # a non-finite value came in (a producer or a parameter)
+        self.bad_param = np.zeros(m, dtype=bool)
+        # A fused kernel call whose replay found the inner op that made its value from finite
+        # operands: a source of its own, whatever non-finite input it also read.
+        self.inside = np.zeros(m, dtype=bool)
+        self.inner_literal = np.zeros(m, dtype=bool)
+        if evidence.made_inside:
+            replayed = list(evidence.made_inside)
+            keys = _pair_keys(np.array([e for e, _ in replayed]), np.array([o for _, o in replayed]))
+            found, at = _lookup(self.keys, keys)
+            self.inside[at[found]] = True
+            self.inner_literal[at[found]] = np.array(list(evidence.made_inside.values()), dtype=bool)[found]
+        self.edges_from: list[np.ndarray] = []  # producer node -> consumer node, both non-finite
+        self.edges_to: list[np.ndarray] = []
+
+    def apply_rules(self, op_facts: OpFacts | None, rows: np.ndarray) -> None:
+        """The rules for the nodes of one op (rows)."""
         if op_facts is None:  # the op's record is not read: nothing proves anything
-            dirty[rows] = True
-            continue
-        expected[rows] = op_facts.expected
-        literal = np.where(inside[rows], inner_literal[rows], op_facts.literal)
+            self.dirty[rows] = True
+            return
+        e = self.execution[rows]
+        self.expected[rows] = op_facts.expected
+        literal = np.where(self.inside[rows], self.inner_literal[rows], op_facts.literal)
         if op_facts.returned is None:  # what the function returns is unknown: its returns must be finite
-            dirty[rows] |= ~returns_ok[rows]
+            self.dirty[rows] |= ~self.returns_ok[rows]
         elif op_facts.returned:
-            dirty[rows] = True  # a non-finite value the function returns
-        for producer, _ in op_facts.producers:
-            found, at = _lookup(node_keys, _pair_keys(e, np.full(len(rows), producer)))
-            found &= ~inside[rows]  # made inside from finite operands: the input was absorbed first
-            edges_from.append(at[found])
-            edges_to.append(rows[found])
-            fed[rows[found]] = True
-        if op_facts.params:
-            for j, execution in zip(rows.tolist(), e.tolist()):
-                bad = evidence.bad_params(execution)
-                if bad is None:
-                    dirty[j] = True  # the execution's inputs are not in the dump
-                elif any(p in bad for p in op_facts.params):
-                    bad_param[j] = True  # a non-finite function input is the caller's, not a mask
-        source = ~fed[rows] & ~bad_param[rows]
+            self.dirty[rows] = True  # a non-finite value the function returns
+        self._producers(op_facts, rows, e)
+        self._params(op_facts, rows, e)
+        source = ~self.fed[rows] & ~self.bad_param[rows]
         if not op_facts.expected:
-            dirty[rows] |= source & ~literal  # computed from finite inputs: a bug, whatever follows
+            self.dirty[rows] |= source & ~literal  # computed from finite inputs: a bug, whatever follows
         if op_facts.unknown:
-            dirty[rows] |= source  # what fed it is unknown
+            self.dirty[rows] |= source  # what fed it is unknown
+        self._consumers(op_facts, rows, e)
+
+    def _producers(self, op_facts: OpFacts, rows: np.ndarray, e: np.ndarray) -> None:
+        """Edges from the non-finite producers of the same executions."""
+        for producer, _ in op_facts.producers:
+            found, at = _lookup(self.keys, _pair_keys(e, np.full(len(rows), producer)))
+            found &= ~self.inside[rows]  # made inside from finite operands: the input was absorbed first
+            self.edges_from.append(at[found])
+            self.edges_to.append(rows[found])
+            self.fed[rows[found]] = True
+
+    def _params(self, op_facts: OpFacts, rows: np.ndarray, e: np.ndarray) -> None:
+        if not op_facts.reads.params:
+            return
+        for j, execution in zip(rows.tolist(), e.tolist()):
+            health = self.evidence.param_health(execution)
+            if health is None:
+                self.dirty[j] = True  # the execution's inputs are not in the dump
+                continue
+            data, weight, _ = health.read_by(op_facts.reads)
+            if data:
+                self.bad_param[j] = True  # a non-finite function input is the caller's, not a mask
+            # A non-finite weight: the op brings it in (an origin; never a mask's literal).
+            self.dirty[j] |= weight
+
+    def _consumers(self, op_facts: OpFacts, rows: np.ndarray, e: np.ndarray) -> None:
+        """Outside the region, a consumer must have been traced there, all finite, or have
+        absorbed the value before an op of its own made another (a replay says so)."""
         for consumer in {c for readers in op_facts.consumers.values() for c in readers}:
             pair = _pair_keys(e, np.full(len(rows), consumer))
-            in_region, node = _lookup(node_keys, pair)
-            traced, at = _lookup(traced_keys, pair)
-            # Outside the region, the consumer must have been traced there, all finite, or
-            # have absorbed the value before an op of its own made another (a replay says so).
-            absorbed = (traced & traced_ok[at]) | (in_region & inside[node])
-            dirty[rows] |= ~(in_region & ~inside[node]) & ~absorbed
-    fed |= bad_param
-    dirty |= bad_param
-    src = np.concatenate(edges_from) if edges_from else np.zeros(0, np.int64)
-    dst = np.concatenate(edges_to) if edges_to else np.zeros(0, np.int64)
-    # A region is dirty as a whole: spread along its edges, both ways, until nothing changes.
-    for _ in range(m):
-        before = int(np.count_nonzero(dirty))
-        dirty[dst] |= dirty[src]
-        dirty[src] |= dirty[dst]
-        if int(np.count_nonzero(dirty)) == before:
-            break
-    # Expected: a matching op, or one fed only by expected ops (downstream, until stable).
-    has_producer = np.zeros(m, dtype=bool)
-    has_producer[dst] = True
-    for _ in range(m):
-        from_unexpected = np.zeros(m, dtype=bool)
-        from_unexpected[dst[~expected[src]]] = True
-        grown = expected | (has_producer & ~from_unexpected & ~bad_param)
-        if (grown == expected).all():
-            break
-        expected = grown
-    node_kind = np.where(expected, EXPECTED, np.where(dirty, ALERT, ABSORBED)).astype(np.uint8)
-    return node_kind[node_of], fed[node_of], inside[node_of]
+            in_region, node = _lookup(self.keys, pair)
+            traced, at = _lookup(self.traced_keys, pair)
+            absorbed = (traced & self.traced_ok[at]) | (in_region & self.inside[node])
+            self.dirty[rows] |= ~(in_region & ~self.inside[node]) & ~absorbed
+
+    def kinds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each output's kind, fed and inside, once the regions are spread."""
+        m, dirty, expected, bad_param = len(self.keys), self.dirty, self.expected, self.bad_param
+        self.fed |= bad_param
+        dirty |= bad_param
+        src = np.concatenate(self.edges_from) if self.edges_from else np.zeros(0, np.int64)
+        dst = np.concatenate(self.edges_to) if self.edges_to else np.zeros(0, np.int64)
+        # A region is dirty as a whole: spread along its edges, both ways, until nothing changes.
+        for _ in range(m):
+            before = int(np.count_nonzero(dirty))
+            dirty[dst] |= dirty[src]
+            dirty[src] |= dirty[dst]
+            if int(np.count_nonzero(dirty)) == before:
+                break
+        # Expected: a matching op, or one fed only by expected ops (downstream, until stable).
+        has_producer = np.zeros(m, dtype=bool)
+        has_producer[dst] = True
+        for _ in range(m):
+            from_unexpected = np.zeros(m, dtype=bool)
+            from_unexpected[dst[~expected[src]]] = True
+            grown = expected | (has_producer & ~from_unexpected & ~bad_param)
+            if (grown == expected).all():
+                break
+            expected = grown
+        node_kind = np.where(expected, EXPECTED, np.where(dirty, ALERT, ABSORBED)).astype(np.uint8)
+        return node_kind[self.node_of], self.fed[self.node_of], self.inside[self.node_of]
 
 
 def _finite_traces(evidence: Evidence) -> tuple[np.ndarray, np.ndarray]:
@@ -283,13 +332,14 @@ def classify_inner(
 ) -> np.ndarray:
     """The kind of each kernel call whose output is finite but whose fused ops made NaN/Inf
     inside it (the inner-op check, GraphExecutionTrace.inner_nonfinite): EXPECTED when the op
-    matches the user's pattern; ABSORBED when the kernel absorbed them itself, that is when
-    its ops made only a non-finite literal and its spread (literal: a mask's -inf, made and
-    absorbed in one kernel; inner_ops.inner_literal) and nothing non-finite came in, or when
-    everything non-finite that came in is absorbed or expected (output_kinds: (execution, op)
-    -> kind of the non-finite outputs classified with them) and the kernel made no NaN of its
-    own from it (made_nan: `-inf - -inf` inside is a computed value, not the mask); ALERT
-    otherwise (a computed value)."""
+    matches the user's pattern; ABSORBED when the kernel absorbed a mask itself: nothing
+    non-finite came in but what is absorbed or expected (output_kinds: (execution, op) -> kind
+    of the non-finite outputs classified with them), and its ops made only a non-finite literal
+    and its spread (literal: a mask's -inf, made and absorbed in one kernel;
+    inner_ops.inner_literal) or, for a NaN (made_nan), only what inner_ops.masked_inside calls
+    masking: made of the mask's values and selected away by a `where` computed from them
+    (PyTorch's safe softmax on a fully masked row). ALERT otherwise: a value computed of finite
+    data, also next to a mask (`-inf - -inf` of the mask's and data's, sqrt of a negative)."""
     kinds = np.full(len(calls.op), ALERT, dtype=np.uint8)
     for k, (execution, op_id) in enumerate(zip(calls.execution.tolist(), calls.op.tolist())):
         op_facts = facts.of(op_id)
@@ -299,13 +349,17 @@ def classify_inner(
             kinds[k] = EXPECTED
             continue
         came_in = [output_kinds[(execution, p)] for p, _ in op_facts.producers if (execution, p) in output_kinds]
-        if op_facts.params:
-            bad = evidence.bad_params(execution)
-            if bad is None or any(p in bad for p in op_facts.params):
-                continue  # a non-finite function input (or unknown ones): the caller's
-        if came_in:
-            if ALERT not in came_in and not made_nan[k]:
-                kinds[k] = EXPECTED if all(c == EXPECTED for c in came_in) else ABSORBED
-        elif literal[k] and not op_facts.unknown:
-            kinds[k] = ABSORBED
+        if op_facts.reads.params:
+            health = evidence.param_health(execution)
+            if health is None or any(health.read_by(op_facts.reads)[:2]):
+                continue  # a non-finite function input or weight (or unknown ones)
+        if ALERT in came_in or (not came_in and op_facts.unknown):
+            continue
+        if op_facts.members:  # the data flow inside the kernel decides
+            masked = facts.masked_inputs(op_id, execution, output_kinds)
+            if not facts.masked_inside(int(calls.position[k]), masked):
+                continue
+        elif made_nan[k] or not (came_in or literal[k]):  # a dump without it: by the kinds made
+            continue
+        kinds[k] = EXPECTED if came_in and all(c == EXPECTED for c in came_in) else ABSORBED
     return kinds

@@ -13,6 +13,19 @@ matters. Where the circular buffer dropped the start of an execution (the oldest
 or the first after each of its drops), an op whose producer trace is gone there is never
 called the origin: nothing shows its inputs were finite.
 
+Calls keep state between them (an LLM's KV cache, an object the function reads and writes), so
+the rule also looks across the calls of the run. A function's parameters are its data inputs
+and, past Relax's num_input (DebuggedGraph.num_inputs), its weights:
+
+- a non-finite data input is the caller's: the ops reading it pass it on (no origin);
+- a non-finite weight (an item of nn.Module export's packed params, by its own name) is
+  brought in by the first op that reads it, which is the origin, as for a constant weight;
+- an object input (the KV cache) holds what earlier calls stored in it: its health is
+  unknown. Neither it nor a non-finite weight makes an origin once an earlier call of the
+  run made a non-finite value (an alert whose output holds one): the value may come from
+  there (prefill wrote it into the cache; a training step wrote the weights), and the
+  origin stays that earlier call's.
+
 Non-finite outputs a model makes on purpose and absorbs (an attention mask's -inf) are no
 alerts: once an execution's traces are all read, absorption.classify sorts its non-finite
 outputs into alerts, absorbed and expected ones; the last two are listed apart (`benign`).
@@ -34,7 +47,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tvmdbg_tb.analysis import absorption
-from tvmdbg_tb.analysis.answers import AlertCounts, AlertsPage
+from tvmdbg_tb.analysis.answers import Alert, AlertCounts, AlertsPage
 from tvmdbg_tb.analysis.inner_ops import (
     NAN,
     NEG_INF,
@@ -46,6 +59,7 @@ from tvmdbg_tb.analysis.inner_ops import (
     masked_alerts,
     merge_alerts,
 )
+from tvmdbg_tb.analysis.inputs import OpReads, ParamHealth, param_health
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.ranges import range_alerts
 from tvmdbg_tb.analysis.unfinished import unfinished_alerts
@@ -56,11 +70,10 @@ from tvmdbg_tb.events.reader import (
     HEALTH_KNOWN,
     INNER_NONFINITE,
     NONFINITE,
-    GrowingArray,
     RunReader,
-    value_nonfinite_counts,
 )
-from tvmdbg_tb.events.summaries import describe, nonfinite_counts
+from tvmdbg_tb.events.run_index import GrowingArray
+from tvmdbg_tb.events.summaries import describe
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 ALERT_TYPE = "InfNanAlert"
@@ -75,6 +88,9 @@ _INNER_LITERAL = 8  # beyond inner_ops' NAN | NEG_INF | POS_INF bits
 # A non-finite output's key: execution index << 28 | op (20 bits, dense ids) << 8 | slot (8 bits).
 _E_SHIFT = 28
 _OP_MASK = (1 << 20) - 1
+
+
+_NEVER = np.iinfo(np.int64).max  # no execution made a bad value (yet)
 
 
 def _pack(execution: np.ndarray, op, slot) -> np.ndarray:
@@ -123,7 +139,7 @@ class AlertMonitor:
         self._facts = absorption.Facts(run, absorption.compile_pattern(expected_nonfinite))
         self.expected_nonfinite = expected_nonfinite or ""
         self._clear()
-        self._op_inputs: dict[int, tuple[list[tuple[int, int]], list[int], bool]] = {}
+        self._op_inputs: dict[int, OpReads] = {}
         run.add_observer(self)
 
     def _clear(self) -> None:
@@ -140,8 +156,15 @@ class AlertMonitor:
         # non-finite literal and its spread (inner_ops.inner_literal).
         self._inner = GrowingArray(np.uint8)
         self._carry = np.zeros(0, dtype=np.int64)  # packed keys of recent non-finite outputs, sorted
-        self._bad_params: OrderedDict[int, frozenset[int] | None] = OrderedDict()
-        self._pending: dict[int, list[tuple[int, bool, tuple[int, ...]]]] = {}
+        # Per non-finite output: whether its op read a non-finite weight, an object (state).
+        self._weight_bad = GrowingArray(np.bool_)
+        self._stateful = GrowingArray(np.bool_)
+        # The run's first execution that made a non-finite value (an alert holding one), and
+        # the outputs whose origin flag depends on it (they read a weight or an object).
+        self._first_bad_execution = _NEVER
+        self._run_dependent: list[np.ndarray] = []
+        self._param_health: OrderedDict[int, ParamHealth | None] = OrderedDict()
+        self._pending: dict[int, list[tuple[int, OpReads]]] = {}
         self._traced: set[int] = set()  # ops with at least one trace in the dump
         self._kinds = np.zeros(3, dtype=np.int64)  # alerts [0:_counted) with NaN, -Inf, +Inf
         self._counted = 0
@@ -175,49 +198,27 @@ class AlertMonitor:
                     self._resolve_pending(run)
                 self._settle(run)
 
-    def _inputs_of(self, run: RunReader, op_id: int) -> tuple[list[tuple[int, int]], list[int], bool]:
-        """(producer (op, slot) pairs, param indices, has an input of unknown health)."""
+    def _inputs_of(self, run: RunReader, op_id: int) -> OpReads:
+        """What the op reads: its producers, parameters and whether an input's health is unknown."""
         spec = self._op_inputs.get(op_id)
         if spec is None:
             try:
-                op = run.op(op_id)
+                spec = OpReads.of(run, run.op(op_id))
             except KeyError:
-                return [], [], True  # op not read yet: do not cache
-            producers, params, unknown = [], [], False
-            for inp in op.inputs:
-                if inp.kind == pb.OpInput.OP_OUTPUT:
-                    producers.append((int(inp.producer_op_id), int(inp.producer_output_slot)))
-                elif inp.kind == pb.OpInput.PARAM:
-                    params.append(int(inp.param_index))
-                elif inp.kind == pb.OpInput.OTHER:
-                    unknown = True
-            spec = self._op_inputs[op_id] = (producers, params, unknown)
+                return OpReads([], [], True, frozenset())  # op not read yet: do not cache
+            self._op_inputs[op_id] = spec
         return spec
 
-    def _params_bad(self, run: RunReader, execution_index: int) -> frozenset[int] | None:
-        """Indices of the execution's non-finite inputs; None while it is not read."""
-        if execution_index in self._bad_params:
-            return self._bad_params[execution_index]
-        hits = np.flatnonzero(run.execution_digests()["index"] == execution_index)
-        if not len(hits):
-            return None
-        execution = run.execution(int(hits[-1]))
-        bad = set()
-        for i, summary in enumerate(execution.inputs):
-            counts = nonfinite_counts(execution.tensor_debug_mode, summary.debug_values)
-            if counts is None and summary.HasField("tensor_value"):  # FULL_TENSOR: from the values
-                counts = value_nonfinite_counts(summary.tensor_value)
-            if counts is None and summary.items:  # a FULL_TENSOR tuple: from its tensors
-                parts = [
-                    value_nonfinite_counts(item.tensor_value) for item in summary.items if item.HasField("tensor_value")
-                ]
-                counts = tuple(map(sum, zip(*[p for p in parts if p is not None]))) or None
-            if counts is not None and any(counts):
-                bad.add(i)
-        self._bad_params[execution_index] = result = frozenset(bad)
-        while len(self._bad_params) > _RECENT_EXECUTIONS:
-            self._bad_params.popitem(last=False)
-        return result
+    def _health_of(self, run: RunReader, execution_index: int) -> ParamHealth | None:
+        """param_health of an execution, kept for the last few; None while it is not read."""
+        if execution_index in self._param_health:
+            return self._param_health[execution_index]
+        found = param_health(run, execution_index)
+        if found is not None:
+            self._param_health[execution_index] = found
+            while len(self._param_health) > _RECENT_EXECUTIONS:
+                self._param_health.popitem(last=False)
+        return found
 
     def _dense_id(self, op_id: int) -> int:
         dense = self._dense.get(op_id)
@@ -276,9 +277,12 @@ class AlertMonitor:
         cut = _cut_executions(run, digests)
         by_op = np.argsort(op_rows, kind="stable")  # rows grouped by op, in trace order
         bounds = np.concatenate(([0], np.cumsum(np.bincount(op_rows, minlength=len(ops)))))
+        weight_bad = np.zeros(len(new), dtype=np.bool_)
+        stateful = np.zeros(len(new), dtype=np.bool_)
         for k, op_id in enumerate(ops.tolist()):
             rows = by_op[bounds[k] : bounds[k + 1]]
-            producers, params, unknown = self._inputs_of(run, op_id)
+            reads = self._inputs_of(run, op_id)
+            producers, params, unknown = reads.producers, reads.params, reads.unknown
             bad = np.zeros(len(rows), dtype=bool)
             for producer, slot in producers:
                 if producer in self._traced:
@@ -292,17 +296,17 @@ class AlertMonitor:
             known_bad[rows] = bad
             if not params:
                 continue
-            candidates = rows[~bad]
-            for execution in np.unique(e[candidates]).tolist():
-                same = candidates[e[candidates] == execution]
-                bad_params = self._params_bad(run, execution)
-                if bad_params is None:  # the execution record comes after its traces
-                    self._pending.setdefault(execution, []).extend(
-                        (first_alert + r, bool(earlier[r]), tuple(params)) for r in same.tolist()
-                    )
-                elif any(p in bad_params for p in params):
-                    known_bad[same] = True
-        origin = ~known_bad & ~(unknown_input & earlier)
+            for execution in np.unique(e[rows]).tolist():
+                same = rows[e[rows] == execution]
+                health = self._health_of(run, execution)
+                if health is None:  # the execution record comes after its traces
+                    self._pending.setdefault(execution, []).extend((first_alert + r, reads) for r in same.tolist())
+                    continue
+                data, weight, state = health.read_by(reads)
+                known_bad[same] |= data
+                weight_bad[same], stateful[same] = weight, state
+        later = e > self._first_bad_execution  # an earlier call of the run made a bad value
+        origin = ~known_bad & ~(unknown_input & earlier) & ~((weight_bad | stateful) & later)
         newest = int(e.max())
         self._carry = known[(known >> _E_SHIFT) >= newest - _RECENT_EXECUTIONS]
         self._positions.append_array(new)
@@ -310,6 +314,8 @@ class AlertMonitor:
         self._verdict.append_array(np.zeros(len(new), dtype=np.uint8))
         self._known_bad.append_array(known_bad)
         self._unknown.append_array(unknown_input)
+        self._weight_bad.append_array(weight_bad)
+        self._stateful.append_array(stateful)
         indices = np.arange(first_alert, first_alert + len(new))
         for execution, rows in _groups(e):
             self._span(execution).alerts.append(indices[rows])
@@ -321,12 +327,15 @@ class AlertMonitor:
 
     def _resolve_pending(self, run: RunReader) -> None:
         for e in list(self._pending):
-            bad_params = self._params_bad(run, e)
-            if bad_params is None:
+            health = self._health_of(run, e)
+            if health is None:
                 continue
-            for alert, _earlier, params in self._pending.pop(e):
-                if any(p in bad_params for p in params):
-                    self._known_bad.view()[alert] = True
+            for alert, reads in self._pending.pop(e):
+                data, weight, state = health.read_by(reads)
+                self._weight_bad.view()[alert] = weight
+                self._stateful.view()[alert] = state
+                if data or ((weight or state) and e > self._first_bad_execution):
+                    self._known_bad.view()[alert] |= data
                     self._origin.view()[alert] = False
 
     def _settle(self, run: RunReader) -> None:
@@ -389,7 +398,7 @@ class AlertMonitor:
             digests["op_id"][traced],
             digests["flags"][traced],
             {e for e, _, ok in batch if ok},
-            lambda execution: self._params_bad(run, execution),
+            lambda execution: self._health_of(run, execution),
             _made_inside(run, executions) if run.replays() else {},
         )
         kinds = np.zeros(len(indices), dtype=np.uint8)
@@ -420,8 +429,31 @@ class AlertMonitor:
         # A replay that found the inner op making the value clears what the producers said.
         known_bad = (self._known_bad.view()[indices] & ~inside[order]) | fed[order]
         unknown = self._unknown.view()[indices]
-        self._origin.view()[indices] = alert & ~known_bad & ~(unknown & (before > 0))
+        bad_calls = execution[passed_on]
+        if len(bad_calls) and int(bad_calls.min()) < self._first_bad_execution:
+            self._lower_watermark(int(bad_calls.min()), digests)
+        # What a weight or an object brings in is no origin after an earlier call's bad value.
+        dependent = self._weight_bad.view()[indices] | self._stateful.view()[indices]
+        later = execution > self._first_bad_execution
+        origin = alert & ~known_bad & ~(unknown & (before > 0)) & ~(dependent & later)
+        self._origin.view()[indices] = origin
+        if (origin & dependent).any():
+            self._run_dependent.append(indices[origin & dependent])
         self._version += 1
+
+    def _lower_watermark(self, execution: int, digests: np.ndarray) -> None:
+        """The run's first execution that made a bad value is this one (an earlier one than
+        known, when executions are classified out of order): the origins that read a weight
+        or an object after it are origins no more."""
+        self._first_bad_execution = execution
+        positions = self._positions.view()
+        kept = []
+        for chunk in self._run_dependent:
+            later = digests["execution_index"][positions[chunk]] > execution
+            self._origin.view()[chunk[later]] = False
+            if (~later).any():
+                kept.append(chunk[~later])
+        self._run_dependent = kept
 
     def _kind_counts(self, digests: np.ndarray, indices: np.ndarray) -> np.ndarray:
         """How many of these non-finite outputs hold a NaN, a -inf, a +inf: in their values,
@@ -560,7 +592,7 @@ def monitor(run: RunReader, expected_nonfinite: str | None = None) -> AlertMonit
         return found[pattern]
 
 
-def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> list[dict]:
+def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> list[Alert]:
     """The alert objects (see docs/routes.md) of the traces at positions, with their flags."""
     digests = run.trace_digests()[positions]
     columns = {name: digests[name].tolist() for name in digests.dtype.names}
@@ -569,6 +601,8 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
     execution_position = dict(zip(executions[hits].tolist(), hits.tolist()))
     per_op: dict[int, dict] = {}
     gaps = _gaps(run) if len(positions) and origin.any() else []
+    calls = call_numbers(run, digests["execution_index"])
+    healths: dict[int, ParamHealth | None] = {}
     out = []
     for i, position in enumerate(positions.tolist()):
         op_id = columns["op_id"][i]
@@ -601,34 +635,89 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
             size = describe(trace.tensor_debug_mode, list(trace.debug_values)).get("size", size)
         names = (op.op_name, op.kernel, int(op.graph_id)) if op else (trace.op_name, trace.kernel, int(trace.graph_id))
         e = columns["execution_index"][i]
+        function, call, of = calls.get(e, ("", None, 0))
         out.append(
-            {
-                "alert_type": ALERT_TYPE,
-                "op_id": op_id,
-                "op_name": names[0],
-                "kernel": names[1],
-                "graph_id": names[2],
-                "output_slot": slot,
-                "nan_count": columns["nan"][i],
-                "neg_inf_count": columns["neg_inf"][i],
-                "pos_inf_count": columns["pos_inf"][i],
-                "size": size,
-                "dtype": dtype,
-                "shape": shape,
-                "wall_time": num(columns["wall_time"][i]),
-                "execution_index": e,
-                "trace_index": columns["index"][i],
-                "execution_position": execution_position.get(e),
-                "trace_position": position,
-                "origin": bool(origin[i]),
-                "origin_uncertain": bool(origin[i]) and _near_a_gap(e, gaps),
-                "location": info["location"],
-                "original_ops": info["original_ops"],
-            }
+            Alert(
+                alert_type=ALERT_TYPE,
+                op_id=op_id,
+                op_name=names[0],
+                kernel=names[1],
+                graph_id=names[2],
+                output_slot=slot,
+                nan_count=columns["nan"][i],
+                neg_inf_count=columns["neg_inf"][i],
+                pos_inf_count=columns["pos_inf"][i],
+                size=size,
+                dtype=dtype,
+                shape=shape,
+                wall_time=num(columns["wall_time"][i]),
+                execution_index=e,
+                function_name=function,
+                call=call,
+                function_calls=of,
+                trace_index=columns["index"][i],
+                execution_position=execution_position.get(e),
+                trace_position=position,
+                origin=bool(origin[i]),
+                origin_uncertain=bool(origin[i]) and _near_a_gap(e, gaps),
+                location=info["location"],
+                original_ops=info["original_ops"],
+                **_parameters_read(run, op, e, healths),
+            )
         )
         # The inner op's own line: from a replay/deep mode, else from the kernel's inner-op check.
         confirm_alert(run, out[-1], run.trace(position) if columns["flags"][i] & INNER_NONFINITE else None)
     return out
+
+
+def call_numbers(run: RunReader, executions: np.ndarray) -> dict[int, tuple[str, int | None, int]]:
+    """{execution index: (its function, the how-manieth call of that function it is in the run
+    (the step of a generation loop: "decode, call 5"), how many calls of it the dump holds)}
+    of these executions; the number is None where the circular buffer or damage dropped
+    earlier executions (it cannot be counted)."""
+    digests = run.execution_digests()
+    wanted = np.unique(executions)
+    rows = _execution_rows(run, wanted)
+    out: dict[int, tuple[str, int | None, int]] = {}
+    if not (rows >= 0).any():
+        return out
+    functions = digests["function"]
+    counted = len(digests) and digests["index"][0] == 0 and not run.ring_drops(layout.EXECUTION)
+    totals = np.bincount(functions)
+    for e, row in zip(wanted.tolist(), rows.tolist()):
+        if row < 0:
+            continue
+        function = int(functions[row])
+        number = int(np.count_nonzero(functions[: row + 1] == function)) if counted else None
+        out[e] = (run.function_names[function], number, int(totals[function]))
+    return out
+
+
+def _parameters_read(run: RunReader, op: pb.GraphOpCreation | None, execution: int, healths: dict) -> dict:
+    """What an alert's op read of its function's parameters in that execution: the
+    non-finite ones ("bad_parameters": name, index, tuple item, whether it is a weight) and
+    the objects, whose state earlier calls may have written ("state")."""
+    if op is None or not any(inp.kind == pb.OpInput.PARAM for inp in op.inputs):
+        return {"bad_parameters": [], "state": []}
+    if execution not in healths:
+        healths[execution] = param_health(run, execution)
+    health = healths[execution]
+    if health is None:
+        return {"bad_parameters": [], "state": []}
+    weights = OpReads.of(run, op).weights
+    bad, state = [], []
+    for inp in op.inputs:
+        if inp.kind != pb.OpInput.PARAM:
+            continue
+        param, item = int(inp.param_index), int(inp.tuple_item) if inp.HasField("tuple_item") else -1
+        if health.holds(param, item):
+            bad.append(
+                {"name": inp.name, "param_index": param, "tuple_item": item if item >= 0 else None,
+                 "weight": param in weights}
+            )  # fmt: skip
+        elif param in health.objects:
+            state.append(inp.name)
+    return {"bad_parameters": bad, "state": state}
 
 
 def num_alerts(run: RunReader, expected_nonfinite: str | None = None) -> int:
@@ -643,7 +732,8 @@ def num_alerts(run: RunReader, expected_nonfinite: str | None = None) -> int:
 _GAP_KINDS = ("damaged", "truncated", "aborted", "traces_without_execution", "executions_missing_traces")
 # Files whose damage may change any origin: the ops' inputs (graphs), the run's mode (metadata).
 _EVERYWHERE_FILES = tuple(layout.file_name(s) for s in (layout.GRAPHS, layout.METADATA))
-_EVERYWHERE_KINDS = ("metadata_missing", "metadata_damaged", "traces_without_op")
+# (A call tvmdbg could not record may have made the first bad value: any origin is uncertain.)
+_EVERYWHERE_KINDS = ("metadata_missing", "metadata_damaged", "traces_without_op", "unrecorded")
 
 
 def _gaps(run: RunReader) -> list[tuple[int, float]]:
@@ -806,9 +896,9 @@ class _Listing:
         rows = [alert for _, alert in self.masked]
         return kernel.plus(
             AlertCounts(
-                nan=sum(row["nan_count"] > 0 for row in rows),
-                neg_inf=sum(row["neg_inf_count"] > 0 for row in rows),
-                pos_inf=sum(row["pos_inf_count"] > 0 for row in rows),
+                nan=sum(row.nan_count > 0 for row in rows),
+                neg_inf=sum(row.neg_inf_count > 0 for row in rows),
+                pos_inf=sum(row.pos_inf_count > 0 for row in rows),
                 origin=len(rows),  # every masked alert is an origin
             )
         )

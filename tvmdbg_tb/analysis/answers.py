@@ -57,6 +57,51 @@ class AlertCounts:
         )
 
 
+@dataclasses.dataclass(kw_only=True)
+class Alert(Answer):
+    """One alert (api.ts Alert): a kernel output holding NaN or an infinity, or a NaN/Inf made
+    and hidden inside a fused kernel ("masked"), with where its op was made. Built by
+    alerts.alert_rows, confirmed by inner_ops.confirm_alert (which op inside made it)."""
+
+    alert_type: str
+    op_id: int
+    op_name: str
+    kernel: str
+    graph_id: int
+    output_slot: int
+    nan_count: int
+    neg_inf_count: int
+    pos_inf_count: int
+    size: int | None
+    dtype: str | None  # the output's dtype and shape as compiled (-1: a symbolic dimension)
+    shape: list[int] | None
+    wall_time: float | None
+    execution_index: int
+    # The call's function, which call of it in the run it is (1-based: a generation loop's
+    # step; None where dropped executions leave it uncounted) and how many the dump holds.
+    function_name: str = ""
+    call: int | None = None
+    function_calls: int = 0
+    trace_index: int
+    execution_position: int | None
+    trace_position: int | None
+    origin: bool
+    origin_uncertain: bool  # an origin next to damaged or missing records
+    location: dict | None
+    original_ops: list[dict]
+    # What the op read of its function's parameters: the non-finite ones ({name, param_index,
+    # tuple_item, weight}) and the objects (state earlier calls may have written: a KV cache).
+    bad_parameters: list[dict] = dataclasses.field(default_factory=list)
+    state: list[str] = dataclasses.field(default_factory=list)
+    # How the inner op that made the value is known ("replay", "deep", "inner_check",
+    # "heuristic"), and that op (None: none known).
+    confirmed: str = ""
+    inner_op: dict | None = None
+    # Every fused op's count, when the kernel's inner-op check saw some.
+    inner_nonfinite: list[dict] | None = dataclasses.field(default=None, metadata=OPTIONAL)
+    masked: bool | None = dataclasses.field(default=None, metadata=OPTIONAL)  # its output hides the value
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AlertsPage(Answer):
     """The `alerts` route's answer (api.ts AlertsPage): a page of alerts in execution order,
@@ -74,7 +119,7 @@ class AlertsPage(Answer):
     origin_alerts: int
     start_dropped: bool
     first_origin_index: int | None
-    alerts: list[dict]  # api.ts Alert objects (analysis.alerts.alert_rows)
+    alerts: list[Alert]
     range_alerts: dict | None = dataclasses.field(default=None, metadata=OPTIONAL)
     benign: dict | None = dataclasses.field(default=None, metadata=OPTIONAL)
     # api.ts UnfinishedAlert objects: NaN/Inf of calls that never returned (analysis/unfinished.py)

@@ -1,6 +1,6 @@
 """Compile-time instrumentation: the fast path.
 
-Instead of a Python callback on every VM instruction (~14 us per kernel), the compiled
+Instead of a Python callback on every VM instruction (several per kernel), the compiled
 module itself records what ran: right after each kernel call site, the lowered Relax
 function calls a small TIR kernel that writes one row of a per-call float64 buffer: the
 CPU cycle counter (for per-kernel durations) and, in health modes, the output's element
@@ -114,6 +114,9 @@ class CompiledFunction:
     # Parameters counted by a kernel that reads them (epilogue.py), by position: their rows are
     # written when that kernel runs, not before the first kernel.
     params_in_kernels: list[int] = field(default_factory=list)
+    # Parameters with no summary row (its weights, under param_summaries="weights_once_per_value"):
+    # the tracer summarises them once per value.
+    weights: tuple[int, ...] = ()
     # The sites whose kernel counts the NaN and infinities its fused ops make (inner_check.py).
     inner: list[InnerSite] = field(default_factory=list)
 
@@ -121,14 +124,18 @@ class CompiledFunction:
     def hunt_mask(self) -> bytes:
         """The rows the replay's hunt for the first origin scans (replay/auto.py), one byte per
         kernel row: HUNT_COUNTS when the row holds counts, HUNT_INNER when what its fused ops
-        make counts too (inner-op check); neither for kernels that write a non-finite literal
-        (masks: their -inf is the program's, what the hunt looks for comes from a computation)."""
+        make counts too (inner-op check); for kernels that write a non-finite literal (masks:
+        their -inf is the program's, what the hunt looks for comes from a computation) only
+        HUNT_NAN, a NaN in their counts (`(1 - keep) * -inf`: 0 x -inf is computed)."""
         return bytes(
-            0 if info.site.writes_literal else HUNT_INNER | (HUNT_COUNTS if info.health else 0) for info in self.rows
+            (HUNT_NAN if info.health else 0)
+            if info.site.writes_literal
+            else HUNT_INNER | (HUNT_COUNTS if info.health else 0)
+            for info in self.rows
         )
 
 
-HUNT_COUNTS, HUNT_INNER = 1, 2  # hunt_mask's bits (native_rows.first_nonfinite)
+HUNT_COUNTS, HUNT_INNER, HUNT_NAN = 1, 2, 4  # hunt_mask's bits (native_rows.first_nonfinite)
 # Function ids, unique in the process: a stats buffer names its function by fid alone.
 _FIDS = iter(range(1, 1 << 62))
 # An index, not state: the instrumented functions of the executables alive, by fid (a traced
@@ -180,6 +187,18 @@ def inner_flagged(array) -> bool:
     buffer array (row 0's flag holds that call's start stamp, inner_check.py)."""
     stamp = array[0, 0]
     return bool(stamp) and array[0, INNER_FLAG_COLUMN] == stamp
+
+
+def hunted(function: CompiledFunction, array, i: int) -> bool:
+    """Whether the replay's hunt looks at kernel row i, which a scan found non-finite or
+    hiding what its ops made (hunt_mask): a mask kernel's row only for a NaN in its output."""
+    mask = function.hunt_mask[i]
+    if mask & (HUNT_COUNTS | HUNT_INNER):
+        return True
+    if not mask & HUNT_NAN:
+        return False
+    size, lt, gt, eq = array[i + 1, 1:5].tolist()
+    return size != lt + gt + eq
 
 
 def output_nonfinite(function: CompiledFunction, array, i: int) -> bool:
@@ -297,15 +316,23 @@ def plan_supported(info: graphs.ExecutableInfo) -> bool:
 
 
 def instrument(
-    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool = True, inner_ops: bool = True
+    mod,
+    info: graphs.ExecutableInfo,
+    health: Summaries,
+    params_in_kernels: bool = True,
+    inner_ops: bool = True,
+    weights_in_kernels: bool = True,
 ) -> tuple[object, dict[str, CompiledFunction]]:
     """Adds the summary calls to every Relax function of the lowered module mod, recording
     what `health` says;
     params_in_kernels: kernels that read a parameter element by element count it;
-    inner_ops: fused kernels count the NaN and infinities their ops make (inner_check.py)."""
+    inner_ops: fused kernels count the NaN and infinities their ops make (inner_check.py);
+    weights_in_kernels: the functions' weights (graphs.FunctionInfo.weights) get summary rows
+    like the other parameters; without, none (the tracer summarises them once per value:
+    CompiledFunction.weights)."""
     functions: dict[str, CompiledFunction] = {}
     updates = {}
-    kernels = _rewritten_kernels(mod, info, health, params_in_kernels, inner_ops)
+    kernels = _rewritten_kernels(mod, info, health, params_in_kernels, inner_ops, weights_in_kernels)
     by_name = {gvar.name_hint: kernel for gvar, kernel in kernels.items()}
     for gvar, func in mod.functions_items():
         if not isinstance(func, relax.Function) or gvar.name_hint not in info.functions:
@@ -313,7 +340,8 @@ def instrument(
         function_info = info.functions[gvar.name_hint]
         if not function_info.sites:
             continue
-        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, by_name)
+        skipped = () if weights_in_kernels else tuple(function_info.weights)
+        new_func, compiled = _instrument_function(func, function_info, info.executable_id, health, by_name, skipped)
         updates[gvar] = new_func
         functions[function_info.name] = compiled
     if not functions:
@@ -336,8 +364,9 @@ class _Rewritten:
 
 
 def _rewritten_kernels(
-    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool, inner_ops: bool
-) -> dict:
+    mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool, inner_ops: bool,
+    weights_in_kernels: bool = True,
+) -> dict:  # fmt: skip
     """The kernels of a CPU build that count in their own loops, by GlobalVar (_Rewritten):
     in FULL_HEALTH their output (epilogue.py: a kernel whose every call is an instrumented
     site writing one tensor at the same position; one called from one site also counts the
@@ -360,7 +389,8 @@ def _rewritten_kernels(
             instrumented.add(name)
         for site in function.sites:
             single_site = site.kernel not in parameters and params_in_kernels
-            parameters[site.kernel] = _parameter_inputs(site) if single_site else ()
+            skipped = () if weights_in_kernels else function.weights
+            parameters[site.kernel] = _parameter_inputs(site, skipped) if single_site else ()
             out = site.output_positions
             single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
             position = out[0] if single else None
@@ -429,96 +459,151 @@ def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fu
     return _Rewritten(found[0], rewritten.guard, rewritten.counted, found[1])
 
 
-def _parameter_inputs(site: graphs.SiteInfo) -> tuple[int, ...]:
+def _parameter_inputs(site: graphs.SiteInfo, skipped=()) -> tuple[int, ...]:
     """The positions of a site's inputs that are tensor parameters of its function, passed
-    as themselves (not a view of one), the first position of a parameter passed twice."""
+    as themselves (not a view of one), the first position of a parameter passed twice; none
+    of the `skipped` parameters (weights the tracer summarises)."""
     if len(site.inputs) != site.num_inputs:
         return ()
     first: dict[int, int] = {}
     for q, source in enumerate(site.inputs):
-        if source.param_index >= 0 and source.tuple_item < 0 and not source.viewed:
+        if (
+            source.param_index >= 0
+            and source.tuple_item < 0
+            and not source.viewed
+            and source.param_index not in skipped
+        ):
             first.setdefault(source.param_index, q)
     return tuple(first.values())
 
 
-def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels=None):
-    kernels = kernels or {}  # kernel name -> _Rewritten (_rewritten_kernels)
-
-    body = func.body
-    if not isinstance(body, relax.SeqExpr):
+def _instrument_function(
+    func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels=None, skipped=()
+):
+    """skipped: the positions of the parameters that get no summary row (weights the tracer
+    summarises once per value)."""
+    if not isinstance(func.body, relax.SeqExpr):
         raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
-    rows: list[RowInfo] = []
-    plan: list[tuple[graphs.SiteInfo, list[int]]] = []
-    for site in function_info.sites:
-        positions = site.output_positions
-        plan.append((site, positions))
-        for slot in range(len(positions)):
-            dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
-            rows.append(RowInfo(site, slot, dtype, health is not Summaries.TIMESTAMPS and dtype in HEALTH_DTYPES))
-    counts = health.counts  # SHAPE reads the outputs' dims, nothing else
-    params = [p for p in func.params if counts and _summarisable(p)]
-    leaf_specs = [_tuple_leaf_specs(p) for p in func.params]
-    # FULL_STATS keeps summarising tuples in numpy: their statistics combine the tensors'.
-    summarised = health is Summaries.HEALTH
-    tuples = [(k, p) for k, p in enumerate(func.params) if summarised and leaf_specs[k] and _leaves_summarisable(p.ty)]
-    first_inner = 1 + len(rows) + len(params) + sum(len(leaf_specs[k]) for k, _ in tuples)
-    inner: list[InnerSite] = []  # the rows of each site's inner-op check, after all others
-    row = 1
-    for site in function_info.sites:
-        check = kernels[site.kernel].inner if site.kernel in kernels else None
-        if check is not None:
-            start = inner[-1].inner_row + inner[-1].num_rows if inner else first_inner
-            inner.append(InnerSite(site, row, start, check.ops))
-        row += len(site.output_positions)
-    inner_row_of = {check.site.position: check.inner_row for check in inner}
-    nrows = inner[-1].inner_row + inner[-1].num_rows if inner else first_inner
-    fid = next(_FIDS)
-    stats_ty = relax.TensorType((nrows, ROW_WIDTH), "float64")
-    stats = relax.Var("tvmdbg_stats", stats_ty)
-    tick_name = kernel(None)
+    return _FunctionInstrumenter(func, function_info, executable_id, health, kernels or {}, skipped).run()
 
-    def summary(value, row: int, wanted: bool) -> relax.VarBinding:
+
+class _FunctionInstrumenter:
+    """One Relax function with its summary calls (instrument()): the stats buffer's rows laid
+    out, the prologue, then one walk over the bindings that adds each site's summaries."""
+
+    def __init__(
+        self, func, function_info: graphs.FunctionInfo, executable_id, health: Summaries, kernels: dict, skipped=()
+    ):
+        self.func, self.function_info, self.executable_id = func, function_info, executable_id
+        self.health, self.kernels = health, kernels  # kernel name -> _Rewritten (_rewritten_kernels)
+        self.skipped = tuple(skipped)  # parameters with no row: weights the tracer summarises
+        self._lay_out_rows()
+        self.fid = next(_FIDS)
+        self.stats_ty = relax.TensorType((self.nrows, ROW_WIDTH), "float64")
+        self.stats = relax.Var("tvmdbg_stats", self.stats_ty)
+        self.tick_name = kernel(None)
+        self.output_rows: dict[int, int] = dict(self.param_row)
+        self.values: dict[int, object] = {}  # the tuples bound to vars, for _leaves
+
+    def _lay_out_rows(self) -> None:
+        """Row 0 the start stamp, then a row per site output, per summarised parameter, per
+        leaf of a summarised tuple parameter, and the sites' inner-op rows last."""
+        func, health = self.func, self.health
+        self.rows: list[RowInfo] = []
+        self.plan: list[tuple[graphs.SiteInfo, list[int]]] = []
+        for site in self.function_info.sites:
+            positions = site.output_positions
+            self.plan.append((site, positions))
+            for slot in range(len(positions)):
+                dtype = site.outputs[slot][0] if slot < len(site.outputs) else ""
+                self.rows.append(
+                    RowInfo(site, slot, dtype, health is not Summaries.TIMESTAMPS and dtype in HEALTH_DTYPES)
+                )
+        self.counts = health.counts  # SHAPE reads the outputs' dims, nothing else
+        self.params = [
+            p for k, p in enumerate(func.params) if self.counts and k not in self.skipped and _summarisable(p)
+        ]
+        self.leaf_specs = [_tuple_leaf_specs(p) for p in func.params]
+        # FULL_STATS keeps summarising tuples in numpy: their statistics combine the tensors'.
+        summarised = health is Summaries.HEALTH
+        self.tuples = [
+            (k, p)
+            for k, p in enumerate(func.params)
+            if summarised and k not in self.skipped and self.leaf_specs[k] and _leaves_summarisable(p.ty)
+        ]
+        first_inner = 1 + len(self.rows) + len(self.params) + sum(len(self.leaf_specs[k]) for k, _ in self.tuples)
+        self.inner = self._inner_checks(first_inner)
+        self.inner_row_of = {check.site.position: check.inner_row for check in self.inner}
+        self.nrows = self.inner[-1].inner_row + self.inner[-1].num_rows if self.inner else first_inner
+        # Parameters a kernel counts as it reads them: their guarded summary comes after it.
+        self.param_row = {hash(p): 1 + len(self.rows) + j for j, p in enumerate(self.params)}
+        self.in_kernel = {
+            hash(func.params[site.inputs[q].param_index])
+            for site in self.function_info.sites
+            for q in (self.kernels[site.kernel].counted if site.kernel in self.kernels else ())
+        }
+
+    def _inner_checks(self, first_inner: int) -> list[InnerSite]:
+        """The rows of each site's inner-op check, after all others."""
+        inner: list[InnerSite] = []
+        row = 1
+        for site in self.function_info.sites:
+            check = self.kernels[site.kernel].inner if site.kernel in self.kernels else None
+            if check is not None:
+                start = inner[-1].inner_row + inner[-1].num_rows if inner else first_inner
+                inner.append(InnerSite(site, row, start, check.ops))
+            row += len(site.output_positions)
+        return inner
+
+    def summary(self, value, row: int, wanted: bool) -> relax.VarBinding:
         """A health kernel on value writing `row`, or a bare timestamp."""
-        name = _health_kernel(value, health is Summaries.STATS) if wanted else None
+        name = _health_kernel(value, self.health is Summaries.STATS) if wanted else None
         if name is not None:
-            return _binding(name, [value, stats, _row(row)])
-        return _binding(tick_name, [stats, _row(row)])
+            return _binding(name, [value, self.stats, _row(row)])
+        return _binding(self.tick_name, [self.stats, _row(row)])
 
-    # Parameters a kernel counts as it reads them: their guarded summary comes after it.
-    param_row = {hash(p): 1 + len(rows) + j for j, p in enumerate(params)}
-    in_kernel = {
-        hash(func.params[site.inputs[q].param_index])
-        for site in function_info.sites
-        for q in (kernels[site.kernel].counted if site.kernel in kernels else ())
-    }
-    # Before the first kernel (after the VM checked the arguments): get the buffer, summarise
-    # the tensor parameters, stamp the start.
-    prologue = [
-        relax.VarBinding(stats, relax.Call(relax.ExternFunc(STATS_FUNC), [_row(fid), _row(nrows)], ty_args=[stats_ty])),
-        *[summary(p, param_row[hash(p)], True) for p in params if hash(p) not in in_kernel],
-    ]
-    leaf_rows: list[list[int] | None] = [None] * len(func.params)
-    next_row = 1 + len(rows) + len(params)
-    for k, p in tuples:
-        leaf_rows[k] = []
-        for leaf in _tuple_items(p, prologue):
-            prologue.append(summary(leaf, next_row, True))
-            leaf_rows[k].append(next_row)
-            next_row += 1
-    prologue.append(summary(None, 0, False))
-    output_rows: dict[int, int] = dict(param_row)
-    blocks = []
-    values: dict[int, object] = {}  # the tuples bound to vars, for _leaves
-    next_site, row = 0, 1
-    # One walk reads each binding and its value once (each FFI read is a call; a slice reads a
-    # tvm_ffi Array in one comprehension, not one checked __getitem__ per element), holding no
-    # more IR wrappers than the new blocks need: each is a GC-tracked Python object, and
-    # thousands of them kept at once trigger collections of the whole heap.
-    call_type, op_type, items = relax.Call, tvm.ir.Op, graphs.items  # read once, not per binding
-    next_kernel = plan[0][0].kernel if plan else None  # the kernel of the next site
-    for block in items(body.blocks):
+    def _prologue(self) -> list:
+        """Before the first kernel (after the VM checked the arguments): get the buffer,
+        summarise the tensor parameters and the leaves of tuple ones, stamp the start."""
+        call = relax.Call(relax.ExternFunc(STATS_FUNC), [_row(self.fid), _row(self.nrows)], ty_args=[self.stats_ty])
+        prologue = [
+            relax.VarBinding(self.stats, call),
+            *[self.summary(p, self.param_row[hash(p)], True) for p in self.params if hash(p) not in self.in_kernel],
+        ]
+        self.leaf_rows: list[list[int] | None] = [None] * len(self.func.params)
+        next_row = 1 + len(self.rows) + len(self.params)
+        for k, p in self.tuples:
+            self.leaf_rows[k] = []
+            for leaf in _tuple_items(p, prologue):
+                prologue.append(self.summary(leaf, next_row, True))
+                self.leaf_rows[k].append(next_row)
+                next_row += 1
+        prologue.append(self.summary(None, 0, False))
+        return prologue
+
+    def run(self) -> tuple[object, CompiledFunction]:
+        func, body = self.func, self.func.body
+        self.pending_prologue = self._prologue()
+        self.next_site, self.row = 0, 1
+        self.next_kernel = self.plan[0][0].kernel if self.plan else None  # the kernel of the next site
+        blocks = [relax.BindingBlock(self._block(block)) for block in graphs.items(body.blocks)]
+        if self.next_site != len(self.plan):
+            name = self.function_info.name
+            raise ValueError(f"{name}: found {self.next_site} of {len(self.plan)} kernel call sites")
+        new_body = relax.SeqExpr(blocks, body.body)
+        new_func = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs, func.span)
+        return new_func, self._compiled(body)
+
+    def _block(self, block) -> list:
+        """A binding block's bindings with the summaries of its sites.
+
+        One walk reads each binding and its value once (each FFI read is a call; a slice reads
+        a tvm_ffi Array in one comprehension, not one checked __getitem__ per element), holding
+        no more IR wrappers than the new blocks need: each is a GC-tracked Python object, and
+        thousands of them kept at once trigger collections of the whole heap."""
+        call_type, op_type = relax.Call, tvm.ir.Op  # read once, not per binding
         bindings = []
-        for binding in items(block.bindings):
+        for binding in graphs.items(block.bindings):
             value = binding.value
             # Most bindings of a lowered function are calls of ops (allocations, checks):
             # told apart from kernel calls by one read of the callee.
@@ -526,78 +611,93 @@ def _instrument_function(func, function_info: graphs.FunctionInfo, executable_id
                 op = value.op
                 callee = None if isinstance(op, op_type) else _op_callee(op)
                 if callee == "vm.builtin.make_tuple":
-                    values[hash(binding.var)] = value
+                    self.values[hash(binding.var)] = value
             else:
                 op = callee = None
                 if isinstance(value, relax.If):
-                    raise ValueError(f"{function_info.name}: control flow is traced by the VM instrument")
+                    raise ValueError(f"{self.function_info.name}: control flow is traced by the VM instrument")
                 if isinstance(value, relax.Tuple):
-                    values[hash(binding.var)] = value
-            is_site = callee is not None and callee == next_kernel
-            if is_site and prologue:
-                bindings.extend(prologue)
-                prologue = []
+                    self.values[hash(binding.var)] = value
+            is_site = callee is not None and callee == self.next_kernel
+            if is_site and self.pending_prologue:
+                bindings.extend(self.pending_prologue)
+                self.pending_prologue = []
             bindings.append(binding)
-            if not is_site:
-                continue
-            call_args = value.args
-            nargs = graphs.array_size(call_args)
-            # A kernel counting in its own loops (_rewritten_kernels) gets the buffer and its
-            # row: then those of the parameters it counts (the summaries after it count a row
-            # only if the kernel left it unwritten, epilogue.py), then its inner-op rows.
-            rewritten = kernels.get(callee) if isinstance(op, relax.GlobalVar) else None
-            guard = rewritten.guard if rewritten is not None else None
-            counted_params = []
-            if rewritten is not None:
-                args = graphs.items(call_args)
-                counted_params = [args[q] for q in rewritten.counted]
-                expected = [func.params[plan[next_site][0].inputs[q].param_index] for q in rewritten.counted]
-                if any(hash(p) != hash(e) or hash(p) not in param_row for p, e in zip(counted_params, expected)):
-                    raise ValueError(f"{function_info.name}: `{callee}` counts an input that is not its parameter")
-                extra = [_row(param_row[hash(p)]) for p in counted_params]
-                if rewritten.inner is not None:
-                    extra.append(_row(inner_row_of[next_site]))
-                bindings[-1] = relax.VarBinding(
-                    binding.var, relax.Call(op, [*args, stats, _row(row), *extra], value.attrs, value.ty_args)
-                )
-            for position in plan[next_site][1]:
-                info = rows[row - 1]
-                if plan[next_site][0].returns_value:  # an extern call: its result is the binding's var
-                    out = binding.var
-                else:
-                    out = graphs.array_item(call_args, position) if position < nargs else None
-                if guard is not None:
-                    name, info.fused = guard, True
-                elif info.health and out is not None:
-                    name = _site_kernel(plan[next_site][0], info.slot, out, health is Summaries.STATS, counts)
-                else:
-                    name = None
-                info.health = name is not None
-                bindings.append(
-                    _binding(name, [out, stats, _row(row)]) if name else _binding(tick_name, [stats, _row(row)])
-                )
-                if out is not None:
-                    output_rows.setdefault(hash(out), row)
-                row += 1
-            bindings += [summary(p, param_row[hash(p)], True) for p in counted_params]
-            next_site += 1
-            next_kernel = plan[next_site][0].kernel if next_site < len(plan) else None
-        blocks.append(relax.BindingBlock(bindings))
-    if next_site != len(plan):
-        raise ValueError(f"{function_info.name}: found {next_site} of {len(plan)} kernel call sites")
-    new_body = relax.SeqExpr(blocks, body.body)
-    new_func = relax.Function(func.params, new_body, func.ret_ty, func.is_pure, func.attrs, func.span)
-    compiled = CompiledFunction(fid, executable_id, function_info.name, rows, health is not Summaries.TIMESTAMPS, nrows)
-    compiled.param_rows = [output_rows.get(hash(p)) for p in func.params]
-    leaves = _leaves(body.body, values)
-    compiled.output_rows = [output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in leaves]
-    compiled.param_specs = [_static_spec(p) for p in func.params]
-    compiled.output_specs = [_static_spec(v) for v in leaves]
-    compiled.param_leaf_specs = leaf_specs
-    compiled.param_leaf_rows = leaf_rows
-    compiled.params_in_kernels = [k for k, p in enumerate(func.params) if hash(p) in in_kernel]
-    compiled.inner = inner
-    return new_func, compiled
+            if is_site:
+                self._site(bindings, binding, op, callee)
+        return bindings
+
+    def _site(self, bindings: list, binding, op, callee: str) -> None:
+        """The summaries after the next site's call (bindings[-1]), which a kernel counting in
+        its own loops (_rewritten_kernels) gets the buffer and its rows to write."""
+        site, positions = self.plan[self.next_site]
+        call_args = binding.value.args
+        nargs = graphs.array_size(call_args)
+        rewritten = self.kernels.get(callee) if isinstance(op, relax.GlobalVar) else None
+        guard = rewritten.guard if rewritten is not None else None
+        counted_params = self._rewrite_call(bindings, binding, op, rewritten) if rewritten is not None else []
+        stats, tick_name = self.stats, self.tick_name
+        for position in positions:
+            info = self.rows[self.row - 1]
+            if site.returns_value:  # an extern call: its result is the binding's var
+                out = binding.var
+            else:
+                out = graphs.array_item(call_args, position) if position < nargs else None
+            if guard is not None:
+                name, info.fused = guard, True
+            elif info.health and out is not None:
+                name = _site_kernel(site, info.slot, out, self.health is Summaries.STATS, self.counts)
+            else:
+                name = None
+            info.health = name is not None
+            row = _row(self.row)
+            bindings.append(_binding(name, [out, stats, row]) if name else _binding(tick_name, [stats, row]))
+            if out is not None:
+                self.output_rows.setdefault(hash(out), self.row)
+            self.row += 1
+        bindings += [self.summary(p, self.param_row[hash(p)], True) for p in counted_params]
+        self.next_site += 1
+        self.next_kernel = self.plan[self.next_site][0].kernel if self.next_site < len(self.plan) else None
+
+    def _rewrite_call(self, bindings: list, binding, op, rewritten: _Rewritten) -> list:
+        """The call of a kernel counting in its own loops, with the buffer and its row, then
+        those of the parameters it counts (the summaries after it count a row only if the
+        kernel left it unwritten, epilogue.py), then its inner-op rows; those parameters."""
+        value = binding.value
+        args = graphs.items(value.args)
+        counted_params = [args[q] for q in rewritten.counted]
+        site = self.plan[self.next_site][0]
+        expected = [self.func.params[site.inputs[q].param_index] for q in rewritten.counted]
+        if any(hash(p) != hash(e) or hash(p) not in self.param_row for p, e in zip(counted_params, expected)):
+            raise ValueError(f"{self.function_info.name}: `{site.kernel}` counts an input that is not its parameter")
+        extra = [_row(self.param_row[hash(p)]) for p in counted_params]
+        if rewritten.inner is not None:
+            extra.append(_row(self.inner_row_of[self.next_site]))
+        call = relax.Call(op, [*args, self.stats, _row(self.row), *extra], value.attrs, value.ty_args)
+        bindings[-1] = relax.VarBinding(binding.var, call)
+        return counted_params
+
+    def _compiled(self, body) -> CompiledFunction:
+        func = self.func
+        compiled = CompiledFunction(
+            self.fid,
+            self.executable_id,
+            self.function_info.name,
+            self.rows,
+            self.health is not Summaries.TIMESTAMPS,
+            self.nrows,
+        )
+        compiled.param_rows = [self.output_rows.get(hash(p)) for p in func.params]
+        leaves = _leaves(body.body, self.values)
+        compiled.output_rows = [self.output_rows.get(hash(v)) if isinstance(v, relax.Var) else None for v in leaves]
+        compiled.param_specs = [_static_spec(p) for p in func.params]
+        compiled.output_specs = [_static_spec(v) for v in leaves]
+        compiled.param_leaf_specs = self.leaf_specs
+        compiled.param_leaf_rows = self.leaf_rows
+        compiled.params_in_kernels = [k for k, p in enumerate(func.params) if hash(p) in self.in_kernel]
+        compiled.inner = self.inner
+        compiled.weights = self.skipped
+        return compiled
 
 
 def _tuple_leaf_specs(param) -> list[tuple[str, tuple[int, ...]]] | None:
@@ -651,8 +751,8 @@ def _static_spec(value) -> tuple[str, tuple[int, ...]] | None:
 def _site_kernel(site: graphs.SiteInfo, slot: int, out, stats: bool, counts: bool) -> str | None:
     """The summary kernel of a call site's output: from the output spec the graph walk read
     (graphs.tensor_specs of the call's output type, which CallTIRRewrite allocated the output
-    from: same dtype, same rank), without reading the lowered value's type again (~2 us a
-    site); an in-place output (an input tensor) or a spec without a known rank reads it."""
+    from: same dtype, same rank), without reading the lowered value's type again (an FFI
+    read per site); an in-place output (an input tensor) or a spec without a known rank reads it."""
     spec = site.outputs[slot] if slot < len(site.outputs) else None
     if spec is None or site.inplace_indices or not (spec[1] or spec[2]):
         return _health_kernel(out, stats, counts=counts)
@@ -716,7 +816,7 @@ def _leaves(expr, values: dict) -> list:
 # The summary calls are built with the FFI constructors the Python classes wrap: the same
 # nodes (relax.prim_value(IntImm) is the IntImm itself; relax.Call defaults ret_ty to
 # Type.missing()) without the wrappers' argument conversion, which is most of a call site's
-# instrumentation cost (Var 2.0 -> 0.3 us, Call 4.3 -> 0.6 us).
+# instrumentation cost.
 _new_int = tvm.ir._ffi_api.IntImm
 _new_var = tvm.ir._ffi_api.Var
 _new_call = tvm.ir._ffi_api.Call

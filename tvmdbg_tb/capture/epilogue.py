@@ -13,8 +13,7 @@ and infinities exactly. The tests come from the summary kernel's own generator
 
 The same loop can count an input that the block reads element by element (one element at the
 block's own indices, a buffer of the output's shape): the Relax function's parameters, which
-the separate summary kernel would otherwise read once more on every call (a 1M-element
-parameter: ~200 us). Each counted buffer has its own accumulators and its own row.
+the separate summary kernel would otherwise read once more on every call. Each counted buffer has its own accumulators and its own row.
 
 The fused kernel takes the stats buffer and the rows (the output's, then each counted
 input's) as extra parameters and replaces the original in the module. The counts stay in
@@ -35,12 +34,11 @@ from tvm import s_tir, tirx
 from tvmdbg_tb.capture import kernel_source
 
 # Smaller outputs keep the separate summary kernel: it reads them back from cache, so counting
-# in the producer saves no time there (chain of 200 16-element kernels: 1.37-1.40 vs
-# 1.38-1.44 us/kernel), while each fused kernel is one more copy of the counting code for LLVM
-# to compile (~15 ms; the separate kernel is compiled once per dtype and rank).
+# in the producer saves no time there, while each fused kernel is one more copy of the
+# counting code for LLVM to compile (the separate kernel is compiled once per dtype and rank).
 MIN_ELEMENTS = 1 << 16
-# 8 lanes compile in 36 ms per kernel, 16 in 54 (the first pass and its accumulators are
-# compiled into every fused kernel), and count 1M floats as fast (bench_fused_health.py).
+# 8 lanes compile faster than 16 (the first pass and its accumulators are compiled into every
+# fused kernel) and count as fast (bench_fused_health.py).
 LANES = 8
 
 _TEMPLATES: dict[tuple[str, int, int], tuple[tirx.PrimFunc, int]] = {}

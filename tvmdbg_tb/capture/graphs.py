@@ -20,6 +20,8 @@ import tvm_ffi
 from tvm import relax
 
 from tvmdbg_tb.capture.frames import Frame
+from tvmdbg_tb.events import layout
+from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 Spec = tuple[str, tuple[int, ...], str]  # dtype, shape (-1 symbolic), shape as printed
 
@@ -41,6 +43,7 @@ class ModelNode:
     name: str
     op_type: str
     model_file: str = ""
+    module: str = ""  # the model's module the node was made in ("model.layers.1.mlp")
 
 
 @dataclass
@@ -71,6 +74,9 @@ class Emitted:
     node: ModelNode | None = None
     rewritten_by: str = ""
     from_span: bool = False  # frames read from a TVMScript span (lineage.py kept it for a pass's op)
+    # The name asked of emit when the var's own name is a sanitised form of it (nn.Module
+    # export binds each packed weight to its parameter's name: "layers.1.attn.qkv_proj.weight").
+    name_hint: str = ""
 
 
 @dataclass
@@ -105,6 +111,8 @@ class SiteInfo:
     # where no origin is known): what tvmdbg_tb.replay re-executes op by op.
     member_origins: list[Origin | None] = field(default_factory=list)
     fused_module: object = None  # the FuseOps snapshot holding this kernel's group (capture.py)
+    # The data flow between those ops (fused_dataflow), one entry per binding.
+    member_flow: list[MemberFlow] = field(default_factory=list)
 
     @property
     def returns_value(self) -> bool:
@@ -135,6 +143,14 @@ class FunctionInfo:
     pure: bool = True  # the Relax function declares no side effects (a replay may re-run it)
     # Where each returned value comes from, flattened like the runtime tuple (resolve).
     outputs: list[InputInfo] = field(default_factory=list)
+    # Parameters [0, num_inputs) are data inputs, the rest weights (Relax's "num_input"
+    # attribute); None when the function does not say.
+    num_inputs: int | None = None
+
+    @property
+    def weights(self) -> range:
+        """The positions of the function's weights (none when it does not say which)."""
+        return range(self.num_inputs, len(self.params)) if self.num_inputs is not None else range(0)
 
 
 @dataclass
@@ -166,8 +182,8 @@ array_item = _array_item = tvm_ffi._ffi_api.ArrayGetItem
 
 def items(array) -> list:
     """The elements of a tvm_ffi Array as a list, read by the two FFI calls its __getitem__
-    wraps: a slice goes through Python index normalisation per element (~1.1 us for a
-    two-element Array, ~0.5 us this way), and a compile reads a few Arrays per call site."""
+    wraps: a slice goes through Python index normalisation per element, and a compile reads a
+    few Arrays per call site."""
     return [_array_item(array, i) for i in range(_array_size(array))]
 
 
@@ -180,7 +196,7 @@ def _name(node) -> str:
 
 
 # A callee (GlobalVar, ExternFunc) by node address -> (the node, kept alive so the address
-# stays its own; its _name). Calls name a few kernels many times, and a name read costs ~0.4 us.
+# stays its own; its _name). Calls name a few kernels many times, each name an FFI read.
 _CALLEE_NAMES: dict[int, tuple[object, str]] = {}
 
 
@@ -203,7 +219,7 @@ def _dim(value) -> int:
 # PrimType by node address -> (the type, kept alive so the address stays its own; str() of
 # it; the bit width when it is a scalar int, else None). TVM interns the PrimTypes of a
 # dtype, so a module's thousands of dims and tensors read a handful of entries instead of
-# one FFI dtype read (~0.7 us) each.
+# one FFI dtype read each.
 _PRIM_TYPES: dict[int, tuple[object, str, int | None]] = {}
 
 
@@ -283,7 +299,7 @@ _SHAPE_SPECS: dict[tuple[int, ...], tuple[object, list, Spec]] = {}
 def _shape_spec(element, dim_nodes: list) -> Spec:
     """The spec of a tensor type of dtype `element` and ShapeExpr dims `dim_nodes`: each
     static dim printed from its value and bit width (str() of a PrimExpr runs the TVMScript
-    printer, ~30 us a dim), the printed forms of (value, width) kept."""
+    printer), the printed forms of (value, width) kept."""
     dtype = dtype_name(element)
     dims, texts = [], []
     for value in dim_nodes:
@@ -316,7 +332,7 @@ _SPECS: dict[Spec, Spec] = {}
 def _interned(spec: Spec) -> Spec:
     """One tuple per distinct spec: a model repeats a few shapes over thousands of tensors, and
     every tuple kept alive until the next collection counts towards Python's GC thresholds
-    (a 1000-kernel compile kept enough objects to trigger a ~100 ms full collection)."""
+    (a 1000-kernel compile kept enough objects to trigger a full collection)."""
     found = _SPECS.get(spec)
     if found is None:
         if len(_SPECS) > 4096:
@@ -345,8 +361,8 @@ def _bindings(expr):
             for binding in items(block.bindings):
                 yield binding
                 value = binding.value
-                # A negative isinstance of a relax class costs ~0.1 us (ABCMeta); a Call's is
-                # a type check: most values are calls.
+                # A negative isinstance of a relax class goes through ABCMeta; a Call's is a
+                # type check: most values are calls.
                 if not isinstance(value, relax.Call) and isinstance(value, _NESTED):
                     yield from _bindings(value)
         if isinstance(expr.body, _NESTED):
@@ -367,7 +383,7 @@ def _relax_functions(mod, primitive: bool):
 
 # Op by node address -> (the Op, kept alive so the address stays its own; its name). Ops are
 # registry singletons: a module's thousands of calls read a few entries, not one FFI string
-# read (~0.5 us) each.
+# read each.
 _OP_NAMES: dict[int, tuple[object, str]] = {}
 
 
@@ -417,6 +433,8 @@ def same_op(user_op_type: str, op_type: str) -> bool:
 
 
 class OriginSource(Protocol):
+    parameter_names: dict[str, str]  # function parameters that are a model's weights: their names
+
     def lookup(self, var) -> Emitted | None: ...
 
     def lookup_value(self, value) -> Emitted | None: ...
@@ -445,11 +463,16 @@ def collect_origins(
         function_origins: list[tuple[int, list[int], Origin]] = []
         spanned: set[int] = set()  # ops located by a TVMScript span (_inherit_from_nested)
         literals: set[int] = set()  # vars bound to a non-finite scalar constant
+        params = _name_weights(func, emitted, var_names)
         for binding in _bindings(func.body):
             var, value = binding.var, binding.value
             if not isinstance(value, relax.Call):  # op_type_of(value) is "": no op
                 if isinstance(value, tvm.ir.expr.Constant) and nonfinite_scalar(value):
                     literals.add(hash(var))
+                if isinstance(value, relax.TupleGetItem) and hash(value.tuple_value) in params:
+                    entry = emitted.lookup(var)  # a packed weight: its parameter's own name
+                    if entry is not None and entry.name_hint:
+                        var_names[hash(var)] = entry.name_hint
                 if isinstance(value, relax.Var):
                     source = by_var.get(hash(value))
                     if source is not None:
@@ -457,7 +480,7 @@ def collect_origins(
                         by_name.setdefault((fname, str(var.name)), []).append(source)
                 continue
             entry = emitted.lookup(var) or emitted.lookup_value(value)
-            # The name emit read from this very var, else read here (~0.5 us).
+            # The name emit read from this very var, else read here (an FFI read).
             var_name = entry.var_name if entry is not None and entry.var_name else str(var.name)
             var_names[hash(var)] = var_name
             if entry is not None and entry.op_type:  # the op the user wrote, before legalization
@@ -487,7 +510,7 @@ def collect_origins(
             if not by_operands:  # read below, only if some op of the function needs them
                 function_origins.append((hash(var), [], origin))
                 continue
-            # Operands read once (each FFI container access costs ~5 us on 1000-op models), kept
+            # Operands read once (FFI container accesses add up on 1000-op models), kept
             # as hashes: IR wrappers are GC-tracked Python objects, not worth holding.
             operand_keys = _operand_keys(value)
             function_origins.append((hash(var), operand_keys, origin))
@@ -500,6 +523,17 @@ def collect_origins(
         _inherit_from_consumers(function_origins)
         mark_node_outputs([origin for _, _, origin in function_origins])
     return by_var, by_name, by_operand, var_names
+
+
+def _name_weights(func, emitted: OriginSource, var_names: dict[int, str]) -> set[int]:
+    """The function's parameters (by identity); those an importer made of a model's weights
+    get their own names in var_names."""
+    weights = getattr(emitted, "parameter_names", None) or {}
+    for param in func.params:
+        own = weights.get(str(param.name))
+        if own is not None:
+            var_names[hash(param)] = own
+    return {hash(p) for p in func.params}
 
 
 # Ops that only reshape their input (lowered to vm.builtin.reshape, not kernels): a model
@@ -651,62 +685,110 @@ def fused_members(
     pre_ops = {name: _OpTable(func) for name, func in _relax_functions(pre_fuse, primitive=False)} if pre_fuse else {}
     members: dict[object, list[MemberKey]] = {}
     for fname, caller in _relax_functions(fuse_snapshot, primitive=False):
-        calls: Counter = Counter()
-        fresh: dict[int, int] = {}  # fresh output var of a group -> original var hash
-        table = pre_ops.get(fname)
-        aliases: dict = {}  # the caller's tuple items and var aliases (_alias_key)
+        calls = _FusedCalls(fname, primitive, pre_ops.get(fname), by_operand, known, members)
         for binding in _bindings(caller.body):
-            value = binding.value
-            if not (isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar)):
-                if table is not None and not isinstance(value, relax.Call):
-                    alias = _alias_key(binding, aliases, fresh)
-                    if alias is not None:
-                        aliases[hash(binding.var)] = alias
-                continue
-            name = _name(value.op)
-            func = primitive.get(name)
-            if func is None:
-                continue
-            inner = list(_bindings(func.body))
-            if not inner:
-                continue
-            group = table.group(value, inner, fresh, aliases) if table is not None else None
-            call = (fname, name, calls[name])
-            calls[name] += 1
-            argument = {hash(p): a for p, a in zip(func.params, value.args)}
-            # This call's inner vars -> its original ops (the fused function's own vars are
-            # the first call's).
-            inner_ops = {hash(b.var): h for h, b in zip(group, inner)} if group is not None else {}
-
-            def original(var, argument=argument, fresh=fresh, inner_ops=inner_ops):
-                if hash(var) in argument:
-                    var = argument[hash(var)]
-                if not isinstance(var, relax.Var):
-                    return None
-                key = hash(var)
-                return inner_ops.get(key, fresh.get(key, key))
-
-            keys = [(inner_ops.get(hash(b.var), hash(b.var)), str(b.var.name)) for b in inner[:-1]]
-            last = inner[-1]
-            last_key = inner_ops.get(hash(last.var))
-            if last_key is None or (known is not None and last_key not in known):
-                # The last op's var may be new before FuseOps already (a function's output var
-                # re-made by a pass): found among the original ops by its operands.
-                operands = {original(o) for o in _call_operands(last.value) if isinstance(o, relax.Var)} - {None}
-                claimed = {key for key, _ in keys}
-                candidates = [
-                    var_hash
-                    for operand in operands
-                    for var_hash, needs in by_operand.get(operand, ())
-                    if operands <= needs and var_hash not in claimed
-                ]
-                last_key = candidates[0] if candidates else (last_key or hash(last.var))
-            keys.append((last_key, str(last.var.name)))
-            if last_key != hash(last.var):
-                fresh[hash(binding.var)] = last_key
-            members.setdefault(name, keys)
-            members[hash(binding.var)] = members[call] = keys
+            calls.bind(binding)
     return members
+
+
+@dataclass(frozen=True)
+class MemberFlow:
+    """One binding of a fused function: the op it calls, where each operand comes from (k >= 0:
+    binding k's output; -1 - i: the kernel's input i; layout.NO_INPUT: a constant), and whether it
+    takes a non-finite scalar constant (a mask's -inf)."""
+
+    op_type: str
+    input_refs: tuple[int, ...]
+    literal: bool
+
+
+def fused_dataflow(fuse_snapshot) -> dict[str, list[MemberFlow]]:
+    """The data flow inside each fused (Primitive) function after FuseOps, by its name: the
+    same for every call of it (the analysis reads it with each call's own ops)."""
+    if fuse_snapshot is None:
+        return {}
+    flows = {}
+    for name, func in _relax_functions(fuse_snapshot, primitive=True):
+        refs = {hash(p): -1 - i for i, p in enumerate(func.params)}
+        flow = []
+        for k, binding in enumerate(_bindings(func.body)):
+            value = binding.value
+            operands = [value.tuple_value] if isinstance(value, relax.TupleGetItem) else _call_operands(value)
+            operands = [o for o in operands if not isinstance(o, relax.GlobalVar)]
+            literal = any(isinstance(o, tvm.ir.expr.Constant) and nonfinite_scalar(o) for o in operands)
+            inputs = tuple(refs.get(hash(o), layout.NO_INPUT) for o in operands)
+            flow.append(MemberFlow(op_type_of(value) if isinstance(value, relax.Call) else "", inputs, literal))
+            refs[hash(binding.var)] = k
+        flows[name] = flow
+    return flows
+
+
+class _FusedCalls:
+    """The calls of fused functions in one calling function, and their original ops
+    (fused_members' answer, filled in members)."""
+
+    def __init__(self, fname, primitive, table, by_operand: ByOperand, known, members):
+        self.fname, self.primitive, self.table = fname, primitive, table
+        self.by_operand, self.known, self.members = by_operand, known, members
+        self.calls: Counter = Counter()
+        self.fresh: dict[int, int] = {}  # fresh output var of a group -> original var hash
+        self.aliases: dict = {}  # the caller's tuple items and var aliases (_alias_key)
+
+    def bind(self, binding) -> None:
+        value = binding.value
+        if not (isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar)):
+            if self.table is not None and not isinstance(value, relax.Call):
+                alias = _alias_key(binding, self.aliases, self.fresh)
+                if alias is not None:
+                    self.aliases[hash(binding.var)] = alias
+            return
+        name = _name(value.op)
+        func = self.primitive.get(name)
+        inner = list(_bindings(func.body)) if func is not None else []
+        if inner:
+            self._call(binding, name, func, inner)
+
+    def _call(self, binding, name: str, func, inner: list) -> None:
+        value = binding.value
+        table = self.table
+        group = table.group(value, inner, self.fresh, self.aliases) if table is not None else None
+        call = (self.fname, name, self.calls[name])
+        self.calls[name] += 1
+        argument = {hash(p): a for p, a in zip(func.params, value.args)}
+        # This call's inner vars -> its original ops (the fused function's own vars are the first call's).
+        inner_ops = {hash(b.var): h for h, b in zip(group, inner)} if group is not None else {}
+        keys = [(inner_ops.get(hash(b.var), hash(b.var)), str(b.var.name)) for b in inner[:-1]]
+        last = inner[-1]
+        last_key = inner_ops.get(hash(last.var))
+        if last_key is None or (self.known is not None and last_key not in self.known):
+            last_key = self._last_by_operands(last, keys, argument, inner_ops, last_key)
+        keys.append((last_key, str(last.var.name)))
+        if last_key != hash(last.var):
+            self.fresh[hash(binding.var)] = last_key
+        self.members.setdefault(name, keys)
+        self.members[hash(binding.var)] = self.members[call] = keys
+
+    def _last_by_operands(self, last, keys, argument, inner_ops, last_key) -> int:
+        """The last op's var may be new before FuseOps already (a function's output var
+        re-made by a pass): found among the original ops by its operands."""
+
+        def original(var):
+            if hash(var) in argument:
+                var = argument[hash(var)]
+            if not isinstance(var, relax.Var):
+                return None
+            key = hash(var)
+            return inner_ops.get(key, self.fresh.get(key, key))
+
+        operands = {original(o) for o in _call_operands(last.value) if isinstance(o, relax.Var)} - {None}
+        claimed = {key for key, _ in keys}
+        candidates = [
+            var_hash
+            for operand in operands
+            for var_hash, needs in self.by_operand.get(operand, ())
+            if operands <= needs and var_hash not in claimed
+        ]
+        return candidates[0] if candidates else (last_key or hash(last.var))
 
 
 def _callee(value) -> str | None:
@@ -816,12 +898,19 @@ def extract_functions(
     origins_by_name: dict[NameKey, list[Origin]],
     fused: dict[object, list[MemberKey]],
     var_names: dict[int, str] | None = None,
+    flows: dict[str, list[MemberFlow]] | None = None,
 ) -> dict[str, FunctionInfo]:
     """Kernel call sites of every (non-primitive) Relax function of sites_mod; var_names:
-    names of vars by identity (collect_origins' of a module alive during this call)."""
+    names of vars by identity (collect_origins' of a module alive during this call); flows:
+    the data flow inside each fused kernel (fused_dataflow)."""
     functions = {}
     for fname, func in _relax_functions(sites_mod, primitive=False):
-        functions[fname] = _function_info(fname, func, origins, origins_by_name, fused, var_names or {})
+        info = _function_info(fname, func, origins, origins_by_name, fused, var_names or {})
+        for site in info.sites:
+            flow = (flows or {}).get(site.kernel)
+            if flow and len(flow) > 1 and len(flow) == len(site.member_origins):
+                site.member_flow = flow
+        functions[fname] = info
     return functions
 
 
@@ -860,152 +949,213 @@ def _viewed(value, op: str | None):
 
 
 def _function_info(fname, func, origins, origins_by_name, fused, var_names) -> FunctionInfo:
-    params = list(func.params)
-    param_index = {hash(p): i for i, p in enumerate(params)}
-    produced: dict[int, tuple[int, int, str]] = {}  # var -> (site position, output slot, var name)
-    aliases: dict[int, object] = {}
-    sites: list[SiteInfo] = []
-    used_names: set[str] = set()
-    kernel_calls: Counter = Counter()
-
-    def resolve(expr) -> InputInfo:
-        """Where a site's argument comes from, seen through aliases (see _alias_of): a view's
-        output is its input's memory, so it keeps its producer's health and graph edge."""
-        key = hash(expr)
-        if isinstance(expr, relax.Var) and key not in aliases:  # the common case, first
-            found = produced.get(key)
-            if found is not None:  # the producer's var itself: its name was read there
-                return InputInfo(1, found[2], _spec(expr), found[0], found[1])
-        spec = _spec(expr)
-        name = str(expr.name) if isinstance(expr, relax.Var) else None
-        for _ in range(_MAX_ALIAS_DEPTH):
-            while isinstance(expr, relax.Var) and hash(expr) in aliases:
-                expr = aliases[hash(expr)]
-            if not isinstance(expr, relax.TupleGetItem):
-                break
-            slot_of = int(expr.index)
-            base = expr.tuple_value
-            while isinstance(base, relax.Var) and hash(base) in aliases:
-                base = aliases[hash(base)]
-            if isinstance(base, relax.Tuple):  # an item of a tuple built in the function
-                expr = _array_item(base.fields, slot_of)
-                continue
-            if isinstance(base, relax.Var) and hash(base) in produced:
-                position = produced[hash(base)][0]
-                return InputInfo(1, f"{base.name}[{slot_of}]", spec, position, slot_of)
-            if isinstance(base, relax.Var) and hash(base) in param_index:
-                # An item of a tuple parameter: its health is the item's (TensorSummary.items).
-                index = param_index[hash(base)]
-                return InputInfo(2, f"{base.name}[{slot_of}]", spec, param_index=index, tuple_item=slot_of)
-            break
-        if isinstance(expr, relax.Var):
-            viewed = name is not None and name != str(expr.name)
-            if hash(expr) in produced:
-                position, slot, producer_name = produced[hash(expr)]
-                return InputInfo(1, name or producer_name, spec, position, slot, viewed=viewed)
-            if hash(expr) in param_index:
-                index = param_index[hash(expr)]
-                return InputInfo(2, name or str(expr.name), spec, param_index=index, viewed=viewed)
-            return InputInfo(0, name or str(expr.name), spec)
-        if isinstance(expr, tvm.ir.expr.Constant):
-            return InputInfo(3, name or "const", spec, nonfinite_literal=nonfinite_scalar(expr, spec))
-        return InputInfo(0, name or type(expr).__name__, spec)
-
+    walk = _FunctionWalk(fname, func, origins, origins_by_name, fused, var_names)
     for binding in _bindings(func.body):
-        var, value = binding.var, binding.value
-        if not isinstance(value, relax.Call):  # no site: an alias, or nothing to record
-            if isinstance(value, _ALIAS_VALUES):
-                aliases[hash(var)] = value
-            continue
-        op = _op_name(value)
-        viewed = _viewed(value, op)
-        if viewed is not None:  # a view or a builtin that returns its input's memory
-            aliases[hash(var)] = viewed
-            continue
-        site = None
-        if op in _DPS_OPS:
-            call_args = value.args
-            callee, args = _array_item(call_args, 0), _array_item(call_args, 1)
-            arg_list = items(args.fields) if isinstance(args, relax.Tuple) else [args]
-            ty_args = value.ty_args
-            out_ty = _array_item(ty_args, 0) if _array_size(ty_args) else var.ty
-            outputs = [_tensor_spec(out_ty)] if isinstance(out_ty, relax.TensorType) else tensor_specs(out_ty)
-            inplace: tuple[int, ...] = ()
-            if op == "relax.call_tir_inplace":
-                inplace = tuple(int(i) for i in value.attrs.inplace_indices)
-            site = (_callee_name(callee), _DPS_OPS[op], arg_list, outputs, inplace)
-        elif op in _PACKED_OPS or (isinstance(value, relax.Call) and isinstance(value.op, relax.ExternFunc)):
-            callee = value.args[0] if op in _PACKED_OPS else value.op
-            symbol = _name(callee)
-            if not symbol.startswith("vm."):
-                arg_list = value.args[1:] if op in _PACKED_OPS else value.args[:]
-                site = (symbol, "call_packed", arg_list, tensor_specs(var.ty), ())
-        if site is None:
-            continue
-        kernel, call_type, arg_list, outputs, inplace = site
-        position = len(sites)
-        key = hash(var)
-        var_name = var_names.get(key)
-        if var_name is None:
-            var_name = str(var.name)
-        name = var_name if var_name not in used_names else f"{var_name}_{position}"
-        used_names.add(name)
-        members = None
-        if fused:
-            call = (fname, kernel, kernel_calls[kernel])
-            kernel_calls[kernel] += 1
-            members = fused.get(key) or fused.get(call) or fused.get(kernel)
-        found: list[Origin | None] = []
-        if members is not None:
-            found = [_origin_of(key, fname, origins, origins_by_name) for key in members]
-            site_origins = [o for o in found if o is not None]
-        else:
-            origin = origins.get(key) or _origin_of((key, var_name), fname, origins, origins_by_name)
-            site_origins = [origin] if origin is not None else []
-        # Drop repeats (an alias resolves to the op it names).
-        unique: list[Origin] = site_origins if len(site_origins) < 2 else []
-        if len(site_origins) > 1:
-            for origin in site_origins:
-                if all(origin is not seen for seen in unique):
-                    unique.append(origin)
-        output_names = [name] if len(outputs) == 1 else [f"{name}[{i}]" for i in range(len(outputs))]
-        sites.append(
-            SiteInfo(  # positional (~0.3 us less than by keyword): the fields in order
-                position,
-                name,
-                kernel,
-                call_type,
-                [resolve(a) for a in arg_list],
-                outputs,
-                output_names,
-                unique,
-                len(arg_list),
-                inplace,
-                found,
-            )
-        )
-        # A tuple-producing site is referenced through TupleGetItem (see resolve).
-        produced[key] = (position, 0, var_name)
-
-    def leaves(expr) -> list:
-        """The returned tensors, tuples (built in the function) flattened."""
-        while isinstance(expr, relax.Var) and hash(expr) in aliases and isinstance(aliases[hash(expr)], relax.Tuple):
-            expr = aliases[hash(expr)]
-        if isinstance(expr, relax.Tuple):
-            return [leaf for item in items(expr.fields) for leaf in leaves(item)]
-        return [expr]
-
-    for site in sites:  # inputs made by a mask kernel (the replay's hunt looks past them)
-        for source in site.inputs:
-            if source.kind == 1 and 0 <= source.producer_position < len(sites):
-                source.literal_producer = sites[source.producer_position].writes_literal
+        walk.bind(binding.var, binding.value)
+    walk.mark_literal_producers()
+    params = walk.params
     body = func.body
-    returned = leaves(body.body) if isinstance(body, relax.SeqExpr) else []
+    returned = walk.leaves(body.body) if isinstance(body, relax.SeqExpr) else []
+    attrs = func.attrs
+    num_inputs = int(attrs["num_input"]) if attrs is not None and "num_input" in attrs else None
     return FunctionInfo(
         name=fname,
         param_names=[str(p.name) for p in params],
         params=[_spec(p) for p in params],
-        sites=sites,
+        sites=walk.sites,
         pure=bool(getattr(func, "is_pure", True)),
-        outputs=[resolve(leaf) for leaf in returned],
+        outputs=[walk.resolve(leaf) for leaf in returned],
+        num_inputs=num_inputs,
     )
+
+
+class _FunctionWalk:
+    """One pass over a lowered Relax function's bindings: its kernel call sites, where each
+    argument comes from (through aliases: views and tuple items), and each site's origins."""
+
+    def __init__(self, fname, func, origins, origins_by_name, fused, var_names):
+        self.fname, self.origins, self.origins_by_name = fname, origins, origins_by_name
+        self.fused, self.var_names = fused, var_names
+        self.params = list(func.params)
+        self.param_index = {hash(p): i for i, p in enumerate(self.params)}
+        self.produced: dict[int, tuple[int, int, str]] = {}  # var -> (site position, output slot, var name)
+        self.aliases: dict[int, object] = {}
+        self.sites: list[SiteInfo] = []
+        self.used_names: set[str] = set()
+        self.kernel_calls: Counter = Counter()
+
+    # -- where an argument comes from ------------------------------------------------------
+
+    def resolve(self, expr) -> InputInfo:
+        """Where a site's argument comes from, seen through aliases (see _alias_of): a view's
+        output is its input's memory, so it keeps its producer's health and graph edge."""
+        key = hash(expr)
+        if isinstance(expr, relax.Var) and key not in self.aliases:  # the common case, first
+            found = self.produced.get(key)
+            if found is not None:  # the producer's var itself: its name was read there
+                return InputInfo(pb.OpInput.OP_OUTPUT, found[2], _spec(expr), found[0], found[1])
+        spec = _spec(expr)
+        name = str(expr.name) if isinstance(expr, relax.Var) else None
+        expr, item = self._through_aliases(expr, spec)
+        if item is not None:
+            return item
+        if isinstance(expr, relax.Var):
+            return self._var_input(expr, name, spec)
+        if isinstance(expr, tvm.ir.expr.Constant):
+            return InputInfo(pb.OpInput.CONSTANT, name or "const", spec, nonfinite_literal=nonfinite_scalar(expr, spec))
+        return InputInfo(pb.OpInput.OTHER, name or type(expr).__name__, spec)
+
+    def _unaliased(self, expr):
+        while isinstance(expr, relax.Var) and hash(expr) in self.aliases:
+            expr = self.aliases[hash(expr)]
+        return expr
+
+    def _through_aliases(self, expr, spec) -> tuple[object, InputInfo | None]:
+        """expr followed through aliases and items of tuples built in the function; with the
+        input when it is an item of a site's or a parameter's tuple."""
+        item_var = None  # the var bound to a tuple item, whose name may be a weight's
+        for _ in range(_MAX_ALIAS_DEPTH):
+            while isinstance(expr, relax.Var) and hash(expr) in self.aliases:
+                item_var = expr
+                expr = self.aliases[hash(expr)]
+            if not isinstance(expr, relax.TupleGetItem):
+                break
+            slot_of = int(expr.index)
+            base = self._unaliased(expr.tuple_value)
+            if isinstance(base, relax.Tuple):  # an item of a tuple built in the function
+                expr = _array_item(base.fields, slot_of)
+                continue
+            if isinstance(base, relax.Var) and hash(base) in self.produced:
+                position = self.produced[hash(base)][0]
+                return expr, InputInfo(pb.OpInput.OP_OUTPUT, f"{base.name}[{slot_of}]", spec, position, slot_of)
+            if isinstance(base, relax.Var) and hash(base) in self.param_index:
+                # An item of a tuple parameter: its health is the item's (TensorSummary.items).
+                index = self.param_index[hash(base)]
+                named = self.var_names.get(hash(item_var)) if item_var is not None else None
+                item_name = named or f"{base.name}[{slot_of}]"
+                item = InputInfo(pb.OpInput.PARAM, item_name, spec, param_index=index, tuple_item=slot_of)
+                return expr, item
+            break
+        return expr, None
+
+    def _var_input(self, expr, name: str | None, spec) -> InputInfo:
+        viewed = name is not None and name != str(expr.name)
+        if hash(expr) in self.produced:
+            position, slot, producer_name = self.produced[hash(expr)]
+            return InputInfo(pb.OpInput.OP_OUTPUT, name or producer_name, spec, position, slot, viewed=viewed)
+        if hash(expr) in self.param_index:
+            index = self.param_index[hash(expr)]
+            own = self.var_names.get(hash(expr)) if not viewed else None  # a weight's own name
+            return InputInfo(pb.OpInput.PARAM, own or name or str(expr.name), spec, param_index=index, viewed=viewed)
+        return InputInfo(pb.OpInput.OTHER, name or str(expr.name), spec)
+
+    def leaves(self, expr) -> list:
+        """The returned tensors, tuples (built in the function) flattened."""
+        aliases = self.aliases
+        while isinstance(expr, relax.Var) and hash(expr) in aliases and isinstance(aliases[hash(expr)], relax.Tuple):
+            expr = aliases[hash(expr)]
+        if isinstance(expr, relax.Tuple):
+            return [leaf for item in items(expr.fields) for leaf in self.leaves(item)]
+        return [expr]
+
+    # -- the sites -------------------------------------------------------------------------
+
+    def bind(self, var, value) -> None:
+        """One binding: an alias, a kernel call site, or nothing to record."""
+        if not isinstance(value, relax.Call):
+            if isinstance(value, _ALIAS_VALUES):
+                self.aliases[hash(var)] = value
+            return
+        op = _op_name(value)
+        viewed = _viewed(value, op)
+        if viewed is not None:  # a view or a builtin that returns its input's memory
+            self.aliases[hash(var)] = viewed
+            return
+        site = _dps_site(var, value, op) if op in _DPS_OPS else _packed_site(var, value, op)
+        if site is not None:
+            self._add_site(var, *site)
+
+    def _add_site(self, var, kernel: str, call_type: str, arg_list, outputs, inplace) -> None:
+        position = len(self.sites)
+        key = hash(var)
+        var_name = self.var_names.get(key)
+        if var_name is None:
+            var_name = str(var.name)
+        name = var_name if var_name not in self.used_names else f"{var_name}_{position}"
+        self.used_names.add(name)
+        found, site_origins = self._origins(key, kernel, var_name)
+        output_names = [name] if len(outputs) == 1 else [f"{name}[{i}]" for i in range(len(outputs))]
+        self.sites.append(
+            SiteInfo(
+                position=position,
+                name=name,
+                kernel=kernel,
+                call_type=call_type,
+                inputs=[self.resolve(a) for a in arg_list],
+                outputs=outputs,
+                output_names=output_names,
+                origins=site_origins,
+                num_inputs=len(arg_list),
+                inplace_indices=inplace,
+                member_origins=found,
+            )
+        )
+        # A tuple-producing site is referenced through TupleGetItem (see resolve).
+        self.produced[key] = (position, 0, var_name)
+
+    def _origins(self, key: int, kernel: str, var_name: str) -> tuple[list[Origin | None], list[Origin]]:
+        """(a fused kernel's member origins, one per binding of its fused function; the
+        site's distinct origins)."""
+        members = None
+        if self.fused:
+            call = (self.fname, kernel, self.kernel_calls[kernel])
+            self.kernel_calls[kernel] += 1
+            members = self.fused.get(key) or self.fused.get(call) or self.fused.get(kernel)
+        found: list[Origin | None] = []
+        if members is not None:
+            found = [_origin_of(member, self.fname, self.origins, self.origins_by_name) for member in members]
+            site_origins = [o for o in found if o is not None]
+        else:
+            origin = self.origins.get(key) or _origin_of(
+                (key, var_name), self.fname, self.origins, self.origins_by_name
+            )
+            site_origins = [origin] if origin is not None else []
+        unique: list[Origin] = []  # repeats dropped (an alias resolves to the op it names)
+        for origin in site_origins:
+            if all(origin is not seen for seen in unique):
+                unique.append(origin)
+        return found, unique
+
+    def mark_literal_producers(self) -> None:
+        """Inputs made by a mask kernel (the replay's hunt looks past them)."""
+        sites = self.sites
+        for site in sites:
+            for source in site.inputs:
+                if source.kind == pb.OpInput.OP_OUTPUT and 0 <= source.producer_position < len(sites):
+                    source.literal_producer = sites[source.producer_position].writes_literal
+
+
+def _dps_site(var, value, op: str) -> tuple | None:
+    """(kernel, call type, arguments, output specs, in-place indices) of a call_tir-like call."""
+    call_args = value.args
+    callee, args = _array_item(call_args, 0), _array_item(call_args, 1)
+    arg_list = items(args.fields) if isinstance(args, relax.Tuple) else [args]
+    ty_args = value.ty_args
+    out_ty = _array_item(ty_args, 0) if _array_size(ty_args) else var.ty
+    outputs = [_tensor_spec(out_ty)] if isinstance(out_ty, relax.TensorType) else tensor_specs(out_ty)
+    inplace: tuple[int, ...] = ()
+    if op == "relax.call_tir_inplace":
+        inplace = tuple(int(i) for i in value.attrs.inplace_indices)
+    return (_callee_name(callee), _DPS_OPS[op], arg_list, outputs, inplace)
+
+
+def _packed_site(var, value, op: str) -> tuple | None:
+    """The same of a packed (extern) call that is no VM builtin; None for other calls."""
+    if op not in _PACKED_OPS and not isinstance(value.op, relax.ExternFunc):
+        return None
+    callee = value.args[0] if op in _PACKED_OPS else value.op
+    symbol = _name(callee)
+    if symbol.startswith("vm."):
+        return None
+    arg_list = value.args[1:] if op in _PACKED_OPS else value.args[:]
+    return (symbol, "call_packed", arg_list, tensor_specs(var.ty), ())

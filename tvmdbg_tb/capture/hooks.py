@@ -35,10 +35,16 @@ class EmitRegistry:
         self._by_var: dict[int, tuple[object, graphs.Emitted]] = {}
         self._by_name: dict[str, list[graphs.Emitted]] = {}
         self._by_value: dict[int, tuple[object, graphs.Emitted]] = {}
+        # Function parameters an importer made of a model's weights: their own names
+        # (importers.parameter_names), read once per model graph converted.
+        self.parameter_names: dict[str, str] = {}
+        self._graphs_read: set[int] = set()
 
-    def record(self, var, expr, skip: int) -> None:
+    def record(self, var, expr, skip: int, name_hint: str = "") -> None:
         name = str(var.name)
         entry = self.entry(graphs.op_type_of(expr), name, skip + 1)
+        if name_hint and name_hint != name:
+            entry.name_hint = name_hint
         with self._lock:
             self._by_var[hash(var)] = (var, entry)
             self._by_name.setdefault(name, []).append(entry)
@@ -59,6 +65,10 @@ class EmitRegistry:
         node = None
         converting = importers.converting_node(skip + 1)
         if converting is not None:
+            graph = getattr(converting[1], "graph", None)
+            if converting[0] == importers.TORCH_FX and id(graph) not in self._graphs_read:
+                self._graphs_read.add(id(graph))
+                self.parameter_names.update(importers.parameter_names(skip + 1))
             # Under an importer: the node's own stack (the model's forward) continues the
             # user's, from the user's import call on.
             node = importers.model_node(*converting)
@@ -107,6 +117,8 @@ class EmitRegistry:
             self._by_var.clear()
             self._by_name.clear()
             self._by_value.clear()
+            self.parameter_names.clear()
+            self._graphs_read.clear()
 
 
 def _user_line(entry: graphs.Emitted):
@@ -132,6 +144,9 @@ class CaptureState:
         # Parameters counted by the kernels that read them (epilogue.py); off under
         # param_summaries="once_per_value", which skips their summaries instead.
         self.params_in_kernels = True
+        # Weights (graphs.FunctionInfo.weights) summarised by kernels too; off under
+        # param_summaries="weights_once_per_value", where the tracer summarises them once.
+        self.weights_in_kernels = True
         # Fused kernels count the NaN and infinities their ops make (inner_check.py).
         self.inner_ops = True
         self.registry = EmitRegistry()  # the user's stack of every var bound while recording
@@ -187,7 +202,8 @@ def _wrap_emit(original, current: Callable[[], CaptureState]):
             raise
         if state.recording:
             try:
-                state.registry.record(var, expr, skip=1)
+                hint = kwargs.get("name_hint", args[0] if args else "")
+                state.registry.record(var, expr, skip=1, name_hint=hint if isinstance(hint, str) else "")
             except Exception:  # capture is best effort; never break the user's model
                 pass
         return var
@@ -237,8 +253,7 @@ class _CollectorPaused:
 
     The walks keep thousands of new objects alive at once (IR wrappers for the new blocks, the
     sites' descriptions): with the collector on, every 700 of them start a collection of the
-    young objects and every tenth of those a larger one (a 1000-kernel build: ~30 more
-    collections, ~2-3 ms). Paused, one collection after the walk sees them all. Nested and
+    young objects and every tenth of those a larger one. Paused, one collection after the walk sees them all. Nested and
     concurrent builds restore the collector once, as the first found it; none of these
     objects form cycles that need it meanwhile."""
 
@@ -285,7 +300,9 @@ def _instrumented(pending: _PendingBuild, mod, state: CaptureState):
 
     if compiled.plan_supported(info):
         try:
-            mod, functions = compiled.instrument(mod, info, pending.health, state.params_in_kernels, state.inner_ops)
+            mod, functions = compiled.instrument(
+                mod, info, pending.health, state.params_in_kernels, state.inner_ops, state.weights_in_kernels
+            )
             info.compiled = functions
             info.compiled_health = pending.health
             compiled.register(info)
@@ -370,7 +387,8 @@ def describe(
         origins, by_name, by_operand, names = graphs.collect_origins(mod, registry, snapshots.fused is not None)
         fused = graphs.fused_members(snapshots.fused, by_operand, snapshots.pre_fuse, origins)
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
-        functions = graphs.extract_functions(sites_mod, origins, by_name, fused, names)
+        flows = graphs.fused_dataflow(snapshots.fused)
+        functions = graphs.extract_functions(sites_mod, origins, by_name, fused, names, flows)
         note = "" if snapshots.sites is not None else "pipeline without CallTIRRewrite: sites from the input module"
         info = graphs.ExecutableInfo(executable_id, functions, target, True, note, frames, user_index)
         info.fused_module = snapshots.fused

@@ -40,6 +40,26 @@ def converting_node(skip: int = 1):
     return None
 
 
+def parameter_names(skip: int = 1) -> dict[str, str]:
+    """{placeholder name: the model's own parameter name} ("p_model_layers_1_mlp_up_proj_weight":
+    "model.layers.1.mlp.up_proj.weight") of the ExportedProgram from_exported_program is
+    converting on this thread's stack (its parameters and buffers, which become the Relax
+    function's parameters under keep_params_as_input=True); {} outside it."""
+    frame = sys._getframe(skip + 1)
+    while frame is not None:
+        program = frame.f_locals.get("exported_program")
+        signature = getattr(program, "graph_signature", None)
+        if signature is not None:
+            names = {}
+            for mapping in ("inputs_to_parameters", "inputs_to_buffers"):
+                found = getattr(signature, mapping, None)  # a Mapping (read-only in torch 2.x)
+                if hasattr(found, "items"):
+                    names.update({str(k): str(v) for k, v in found.items()})
+            return names
+        frame = frame.f_back
+    return {}
+
+
 def _is_node(kind: str, node) -> bool:
     if kind == TORCH_FX:
         return hasattr(node, "meta") and hasattr(node, "target") and hasattr(node, "graph")
@@ -49,8 +69,23 @@ def _is_node(kind: str, node) -> bool:
 def model_node(kind: str, node) -> ModelNode:
     """The node's identity as the dump records it."""
     if kind == TORCH_FX:
-        return ModelNode(TORCH_FX, str(node.name), str(node.target))
+        return ModelNode(TORCH_FX, str(node.name), str(node.target), module=module_path(node))
     return ModelNode(ONNX, str(node.name), str(node.op_type))
+
+
+def module_path(node) -> str:
+    """The path of the torch module an fx node was made in ("model.layers.1.mlp"), from
+    torch.export's nn_module_stack (innermost last); "" when not recorded: which layer of
+    several running the same line of the model's code."""
+    meta = getattr(node, "meta", None)
+    stack = meta.get("nn_module_stack") if isinstance(meta, dict) else None
+    if not stack:
+        return ""
+    try:
+        path = list(stack.values())[-1][0]
+    except (TypeError, IndexError, AttributeError):
+        return ""
+    return path if isinstance(path, str) else ""
 
 
 def node_frames(kind: str, node) -> list[Frame]:

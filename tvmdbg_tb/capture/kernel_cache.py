@@ -1,11 +1,11 @@
 """The summary kernels, compiled once per machine and loaded by every process.
 
-A summary kernel (kernel_source.py) is small, but TVMScript parses it in ~35 ms and LLVM
-compiles it in ~60-90 ms: a real model's build calls five or six of them (one per dtype),
-~0.5 s of CPU, a quarter of a small transformer's whole build, paid again in every process
+A summary kernel (kernel_source.py) is small, but TVMScript parses it and LLVM compiles it
+in tens of milliseconds: a real model's build calls five or six of them (one per dtype), a
+large share of a small transformer's whole build, paid again in every process
 and equally when they are compiled inside the model's own LLVM build. So each kernel is
 built once into the user cache directory (tvmdbg_tb.native.cache_dir(): one shared library
-per kernel, keyed by its source and the TVM build), written atomically, and loaded in ~1 ms.
+per kernel, keyed by its source and the TVM build), written atomically, and loaded at once.
 Without a linker (export_library needs the system compiler) the kernel is compiled in
 memory for this process only.
 """

@@ -60,6 +60,12 @@ class Analyzer(Shell):
     # -- commands --------------------------------------------------------------------------
 
     def _build_commands(self) -> None:
+        self._add_trace_commands()
+        self._add_op_commands()
+        self._add_run_commands()
+
+    def _add_trace_commands(self) -> None:
+        """lt and pt: the kernel outputs."""
         p = self.add(
             "lt",
             "List the kernel outputs recorded (graph execution traces).",
@@ -101,6 +107,8 @@ class Analyzer(Shell):
         p.add_argument("-a", "--all", action="store_true", help="print every value, however large")
         p.add_argument("-w", "--write", metavar="FILE.npy", help="save the values (after slicing) with numpy.save")
 
+    def _add_op_commands(self) -> None:
+        """ni, li, lo, ps, ls: the ops, their neighbours and their source."""
         p = self.add(
             "ni",
             "Show one op: its kernel, the Relax ops fused into it, inputs, outputs, where it was created.",
@@ -138,6 +146,8 @@ class Analyzer(Shell):
 
         self.add("ls", "List the source files recorded in the dump.", "", None, self.cmd_ls)
 
+    def _add_run_commands(self) -> None:
+        """le, alerts, profile, ri, help and quit, and run when a program is stopped."""
         p = self.add(
             "le",
             "List executions: the top-level VM function calls.",
@@ -189,10 +199,28 @@ class Analyzer(Shell):
     # -- lt --------------------------------------------------------------------------------
 
     def cmd_lt(self, args, style: Style) -> list[str]:
-        run = self.run
-        digests = run.trace_digests()
+        digests = self.run.trace_digests()
         total = len(digests)
-        mask = np.ones(total, dtype=bool)
+        cache: dict[int, pb.GraphExecutionTrace] = {}
+        positions, described = self._lt_positions(args, digests, cache)
+        positions = self._lt_sorted(args, digests, positions, cache)
+        shown = positions if args.limit <= 0 else positions[: args.limit]
+        where = f" ({'; '.join(described)})" if described else ""
+        head = (
+            f"{len(positions)} of {total} kernel outputs{where}, by {args.sort_by}{' reversed' if args.reverse else ''}"
+        )
+        if len(positions) == 0:
+            return [head + "."]
+        lines = [head + ":"]
+        lines += self._lt_table(digests, shown, cache, style)
+        if len(shown) < len(positions):
+            lines.append(f"... {len(positions) - len(shown)} more (use -l 0 to list all)")
+        return lines
+
+    def _lt_positions(self, args, digests, cache: dict) -> tuple[np.ndarray, list[str]]:
+        """The trace positions lt's filters keep, and how they are described."""
+        run = self.run
+        mask = np.ones(len(digests), dtype=bool)
         described = []
         if args.op_name_filter or args.kernel_filter:
             name_re = re.compile(args.op_name_filter) if args.op_name_filter else None
@@ -212,7 +240,6 @@ class Analyzer(Shell):
             mask &= digests["execution_index"] == args.execution
             described.append(f"execution {args.execution}")
         positions = np.flatnonzero(mask)
-        cache: dict[int, pb.GraphExecutionTrace] = {}
         if args.tensor_filter:
             fn = _filter(args.tensor_filter)
             if fn is filters.has_inf_or_nan:
@@ -225,7 +252,9 @@ class Analyzer(Shell):
                         kept.append(p)
                 positions = np.array(kept, dtype=np.int64)
             described.append(f"filter {args.tensor_filter}")
+        return positions, described
 
+    def _lt_sorted(self, args, digests, positions: np.ndarray, cache: dict) -> np.ndarray:
         if args.sort_by == "duration":
             positions = positions[np.argsort(-np.nan_to_num(digests["duration_us"][positions], nan=-1), kind="stable")]
         elif args.sort_by == "name":
@@ -237,20 +266,13 @@ class Analyzer(Shell):
             positions = positions[np.argsort(rank[inverse], kind="stable")]
         elif args.sort_by == "size":
             positions = positions[np.argsort(-self._sizes(positions, cache), kind="stable")]
-        if args.reverse:
-            positions = positions[::-1]
-        shown = positions if args.limit <= 0 else positions[: args.limit]
+        return positions[::-1] if args.reverse else positions
 
-        where = f" ({'; '.join(described)})" if described else ""
-        head = (
-            f"{len(positions)} of {total} kernel outputs{where}, by {args.sort_by}{' reversed' if args.reverse else ''}"
-        )
-        if len(positions) == 0:
-            return [head + "."]
-        t0 = float(digests["wall_time"][0]) if total else 0.0
+    def _lt_table(self, digests, shown: np.ndarray, cache: dict, style: Style) -> list[str]:
+        t0 = float(digests["wall_time"][0]) if len(digests) else 0.0
         rows = []
         for p in shown.tolist():
-            trace = cache.get(p) or run.trace(p)
+            trace = cache.get(p) or self.run.trace(p)
             d = digests[p]
             rows.append(
                 [
@@ -265,16 +287,12 @@ class Analyzer(Shell):
                     render.micros(trace.duration_us),
                 ]
             )
-        lines = [head + ":"]
-        lines += render.table(
+        return render.table(
             ["#", "exec", "t (ms)", "tensor", "kernel", "dtype", "shape", "health", "time (us)"],
             rows,
             right=(0, 1, 2, 8),
             style=style,
         )
-        if len(shown) < len(positions):
-            lines.append(f"... {len(positions) - len(shown)} more (use -l 0 to list all)")
-        return lines
 
     def _sizes(self, positions: np.ndarray, cache: dict) -> np.ndarray:
         """Element counts of the traces at positions: from the op's compiled shape when it is
@@ -310,35 +328,46 @@ class Analyzer(Shell):
     _TENSOR = re.compile(r"^(?P<op>[^\[]+?)(?::(?P<slot>\d+))?(?P<slice>\[.*\])?$")
 
     def cmd_pt(self, args, style: Style) -> list[str]:
+        trace, index = self._pt_trace(args)
+        lines = self._pt_summary(trace, style)
+        mode = trace.tensor_debug_mode
+        if mode != pb.FULL_TENSOR or not trace.HasField("tensor_value"):
+            if index is not None or args.write or args.ranges or args.all:
+                lines.append(
+                    f"  values were not recorded (mode {mode_name(mode)}); "
+                    "record them with tensor_debug_mode='FULL_TENSOR'"
+                )
+            return lines
+        return lines + self._pt_values(args, trace, index, style)
+
+    def _pt_trace(self, args) -> tuple[pb.GraphExecutionTrace, tuple | None]:
+        """The trace pt shows (by index, or an op's latest or given execution) and the slice."""
         run = self.run
-        index = None
         if args.trace is not None:
             trace = run.trace(self._trace_position(args.trace))
-            if args.tensor:
-                match = self._TENSOR.match(args.tensor.strip())
-                index = parse_slice(match.group("slice")) if match and match.group("slice") else None
-        else:
-            if not args.tensor:
-                raise CliError("pt: name a tensor (OP[:SLOT][SLICE]) or a trace (-i INDEX)")
-            match = self._TENSOR.match(args.tensor.strip())
-            if match is None:
-                raise CliError(f"pt: cannot read {args.tensor!r}; write OP[:SLOT][SLICE], e.g. lv3:0[0, :4]")
-            op = self.names.resolve(match.group("op"))
-            slot = int(match.group("slot") or 0)
-            if match.group("slice"):
-                index = parse_slice(match.group("slice"))
-            positions = run.op_trace_indices(op.op_id, slot)
-            if args.execution is not None:
-                executions = run.trace_digests()["execution_index"][positions]
-                positions = positions[executions == args.execution]
-            if len(positions) == 0:
-                kept = len(run.op_trace_indices(op.op_id))
-                where = f" in execution {args.execution}" if args.execution is not None else ""
-                if kept and args.execution is None:
-                    raise CliError(f"op {self.names.name(op.op_id)} has no output slot {slot}")
-                raise CliError(f"no trace of {self.names.name(op.op_id)}:{slot}{where} in the dump")
-            trace = run.trace(int(positions[-1]))
+            match = self._TENSOR.match(args.tensor.strip()) if args.tensor else None
+            return trace, parse_slice(match.group("slice")) if match and match.group("slice") else None
+        if not args.tensor:
+            raise CliError("pt: name a tensor (OP[:SLOT][SLICE]) or a trace (-i INDEX)")
+        match = self._TENSOR.match(args.tensor.strip())
+        if match is None:
+            raise CliError(f"pt: cannot read {args.tensor!r}; write OP[:SLOT][SLICE], e.g. lv3:0[0, :4]")
+        op = self.names.resolve(match.group("op"))
+        slot = int(match.group("slot") or 0)
+        index = parse_slice(match.group("slice")) if match.group("slice") else None
+        positions = run.op_trace_indices(op.op_id, slot)
+        if args.execution is not None:
+            executions = run.trace_digests()["execution_index"][positions]
+            positions = positions[executions == args.execution]
+        if len(positions) == 0:
+            kept = len(run.op_trace_indices(op.op_id))
+            where = f" in execution {args.execution}" if args.execution is not None else ""
+            if kept and args.execution is None:
+                raise CliError(f"op {self.names.name(op.op_id)} has no output slot {slot}")
+            raise CliError(f"no trace of {self.names.name(op.op_id)}:{slot}{where} in the dump")
+        return run.trace(int(positions[-1])), index
 
+    def _pt_summary(self, trace: pb.GraphExecutionTrace, style: Style) -> list[str]:
         name = f"{self.names.name(trace.op_id)}:{trace.output_slot}"
         mode = trace.tensor_debug_mode
         lines = [
@@ -362,17 +391,14 @@ class Analyzer(Shell):
             health = render.health_text(mode, trace.debug_values, style)
             if health not in ("-", "finite"):
                 lines.append(f"  non-finite: {health}")
-        kept = len(run.op_trace_indices(trace.op_id, trace.output_slot))
+        kept = len(self.run.op_trace_indices(trace.op_id, trace.output_slot))
         if kept > 1:
             lines.append(f"  ({kept} executions of this output in the dump; pick another with -e EXECUTION)")
+        return lines
 
-        if mode != pb.FULL_TENSOR or not trace.HasField("tensor_value"):
-            if index is not None or args.write or args.ranges or args.all:
-                lines.append(
-                    f"  values were not recorded (mode {mode_name(mode)}); "
-                    "record them with tensor_debug_mode='FULL_TENSOR'"
-                )
-            return lines
+    def _pt_values(self, args, trace: pb.GraphExecutionTrace, index, style: Style) -> list[str]:
+        """A FULL_TENSOR output's values: sliced, summarised, highlighted, saved."""
+        lines = []
         array = render.decode_tensor(trace.tensor_value)
         if trace.tensor_value.truncated:
             lines.append(f"  only the first {array.size} values were kept (the dump truncates large tensors)")
@@ -507,7 +533,8 @@ class Analyzer(Shell):
         ids = list(location.stack_frame_ids)
         # The frames of `tvmdbg run` starting the script (up to runpy) are not the user's story.
         frames = [self._frame_or_none(i) for i in ids]
-        runner = next((i for i, f in enumerate(frames) if f is not None and f.file_path.endswith(_RUNNER_FILE)), None)
+        in_runner = [i for i, f in enumerate(frames) if f is not None and f.file_path.endswith(_RUNNER_FILE)]
+        runner = in_runner[-1] if in_runner else None  # the runner's innermost frame, which calls runpy
         launcher = 0
         if runner is not None:
             launcher = runner + 1

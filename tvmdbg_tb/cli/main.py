@@ -77,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tvmdbg {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
+    for add in (_add_analyze, _add_alerts, _add_check, _add_profile, _add_replay, _add_compare, _add_run):
+        add(sub)
+    return parser
+
+
+def _add_analyze(sub) -> None:
     p = sub.add_parser(
         "analyze",
         help="open the interactive analyzer on a dump",
@@ -116,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run CMD (an analyzer command) and exit instead of prompting; may repeat",
     )
 
+
+def _add_alerts(sub) -> None:
     p = sub.add_parser(
         "alerts",
         help="list NaN/Inf alerts, the first origin first",
@@ -143,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-l", "--limit", type=int, default=0, help="alerts to print (with --json: the first N), 0 for all (default: 0)"
     )
 
+
+def _add_check(sub) -> None:
     p = sub.add_parser(
         "check",
         help="exit with status 1 if any NaN/Inf was recorded (a CI assertion)",
@@ -167,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_expected(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
 
+
+def _add_profile(sub) -> None:
     p = sub.add_parser(
         "profile",
         help="per-op kernel time table",
@@ -183,6 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-l", "--limit", type=int, default=0, help="rows to print, 0 for all (default: 0)")
     p.add_argument("--json", action="store_true", help="print the table as the plugin's `profile` route does")
 
+
+def _add_replay(sub) -> None:
     p = sub.add_parser(
         "replay",
         help="show a fused kernel call replayed op by op, or why it cannot be",
@@ -202,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--execution", type=int, required=True, metavar="N", help="the execution index of the call")
     p.add_argument("--op", required=True, metavar="NAME", help="the kernel call site (op name, #id or kernel)")
 
+
+def _add_compare(sub) -> None:
     p = sub.add_parser(
         "compare",
         help="compare two runs op by op (a TVM build against another, or against PyTorch eager)",
@@ -231,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--function", metavar="NAME", help="only this function's calls (default: all)")
     p.add_argument("--all-calls", action="store_true", help="also list every call pair's verdict")
 
+
+def _add_run(sub) -> None:
     p = sub.add_parser(
         "run",
         help="run a Python script under tvmdbg and stop at a chosen VM call",
@@ -306,7 +324,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("script", metavar="SCRIPT", help="the Python script to run")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

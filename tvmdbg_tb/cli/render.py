@@ -99,6 +99,8 @@ def where(loc: dict | None, short: bool = False, called_from: bool = True) -> st
 
     parts = [frame(loc)] if "file_path" in loc else []
     node = loc.get("model_node")
+    if parts and node is not None and node.get("module") and not short:
+        parts[0] += f" in {node['module']}"  # which layer of several running that line
     if node is not None and (node["format"] == "onnx" or not parts):
         label = "ONNX node" if node["format"] == "onnx" else f"{node['format']} node"
         parts.append(

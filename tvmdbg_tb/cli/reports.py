@@ -114,8 +114,8 @@ def _nonfinite_alert_lines(
     if first is not None:
         lines.append(
             style(f"{total} NaN/Inf alerts.", "red")
-            + f" The first origin (an op whose inputs were finite) is {name}, kernel {head['kernel']}, "
-            f"in execution {head['execution_index']}:"
+            + f" The first origin ({_origin_kind(head)}) is {name}, kernel {head['kernel']}, "
+            f"in execution {head['execution_index']}{call_text(head)}:"
         )
         lines.append(f"  {_counts(head)}; created at {_where_created(run, head)}")
         if head.get("inner_op"):
@@ -317,98 +317,123 @@ def check(run: RunReader, names: OpNames, logdir: str, expected_nonfinite: str |
     returned NaN/Inf (saying so if the dump is also incomplete); CANNOT_TELL when no NaN/Inf is in what remains but the
     dump is damaged, cut, aborted, incomplete or still being written, records no health or no
     VM call at all, or the ring dropped calls nobody can vouch for."""
-    completeness = run.completeness()
-    traces = run.trace_digests()
-    executions = run.execution_digests()
-    head = analysis.alerts(run, 0, 0, range_end=0, expected_nonfinite=expected_nonfinite)
-    monitor = analysis.monitor(run, expected_nonfinite)
-    bad_traces = monitor.num_alerts() - monitor.num_inner_alerts(run)  # outputs holding NaN/Inf
-    nonfinite_traces = int(np.count_nonzero(traces["flags"] & (NONFINITE | INNER_NONFINITE)))  # alerts or not
-    bad_executions = int(np.count_nonzero(executions["flags"] & NONFINITE))
-    not_alerts = _benign_text(head["benign"])
-    where = f"run {run_label(run)}" if run.name != "." else logdir
-    incomplete = (
-        "" if completeness.complete else f" The dump is {completeness.state}: {completeness_text(completeness)}"
-    )
-    if run.metadata is None and not bad_traces and not bad_executions:
-        return CANNOT_TELL, f"{where}: cannot check, {completeness_text(completeness)}"
-    mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
-    if run.metadata is not None and mode not in HEALTH_MODES:
+    c = _Check(run, names, logdir, expected_nonfinite)
+    if run.metadata is None and not c.bad_traces and not c.bad_executions:
+        return CANNOT_TELL, f"{c.where}: cannot check, {completeness_text(c.completeness)}"
+    if run.metadata is not None and c.mode not in HEALTH_MODES:
         return CANNOT_TELL, (
-            f"{where}: cannot check, the dump was written in mode {mode_name(mode)}, which records no "
+            f"{c.where}: cannot check, the dump was written in mode {mode_name(c.mode)}, which records no "
             "NaN/Inf counts; record it with tensor_debug_mode='FULL_HEALTH' (or CURT_HEALTH, the cheapest)."
         )
-    errors = int(np.count_nonzero(traces["flags"] & HAS_ERROR))
-    raised = f" {errors} kernel call{'s' if errors > 1 else ''} raised an error (see lt)." if errors else ""
-    masked = head["num_alerts"] - bad_traces
-    dropped = _dropped_text(completeness.dropped)
-    counted = run.run_end if run.keyed and run.run_end is not None else None  # the writer's own count
-    unfinished = head["unfinished"]
-    if unfinished and not bad_traces and not bad_executions and not masked:
-        return NONFINITE_FOUND, f"{where}: {_unfinished_text(run, unfinished, names)}.{incomplete}"
-    if not bad_traces and not bad_executions and not masked:
-        if not completeness.complete:
+    if c.unfinished and not c.bad_traces and not c.bad_executions and not c.masked:
+        return NONFINITE_FOUND, f"{c.where}: {_unfinished_text(run, c.unfinished, names)}.{c.incomplete}"
+    if not c.bad_traces and not c.bad_executions and not c.masked:
+        return c.without_nonfinite()
+    return NONFINITE_FOUND, c.with_nonfinite()
+
+
+class _Check:
+    """What `tvmdbg check` weighs about one run, read once, and its two verdicts' texts."""
+
+    def __init__(self, run: RunReader, names: OpNames, logdir: str, expected_nonfinite: str | None):
+        self.run, self.names, self.logdir, self.expected_nonfinite = run, names, logdir, expected_nonfinite
+        self.completeness = completeness = run.completeness()
+        self.traces = traces = run.trace_digests()
+        self.executions = run.execution_digests()
+        head = analysis.alerts(run, 0, 0, range_end=0, expected_nonfinite=expected_nonfinite)
+        monitor = analysis.monitor(run, expected_nonfinite)
+        self.bad_traces = monitor.num_alerts() - monitor.num_inner_alerts(run)  # outputs holding NaN/Inf
+        # Outputs with NaN/Inf, alerts or not.
+        self.nonfinite_traces = int(np.count_nonzero(traces["flags"] & (NONFINITE | INNER_NONFINITE)))
+        self.bad_executions = int(np.count_nonzero(self.executions["flags"] & NONFINITE))
+        self.not_alerts = _benign_text(head["benign"])
+        self.where = f"run {run_label(run)}" if run.name != "." else logdir
+        self.incomplete = (
+            "" if completeness.complete else f" The dump is {completeness.state}: {completeness_text(completeness)}"
+        )
+        self.mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
+        errors = int(np.count_nonzero(traces["flags"] & HAS_ERROR))
+        self.raised = f" {errors} kernel call{'s' if errors > 1 else ''} raised an error (see lt)." if errors else ""
+        self.masked = head["num_alerts"] - self.bad_traces
+        self.dropped = _dropped_text(completeness.dropped)
+        self.counted = run.run_end if run.keyed and run.run_end is not None else None  # the writer's own count
+        self.unfinished = head["unfinished"]  # NaN/Inf of calls that never returned
+
+    def without_nonfinite(self) -> tuple[int, str]:
+        """No NaN/Inf in what remains: clean, unless what is missing could hold one."""
+        where, run, counted, dropped = self.where, self.run, self.counted, self.dropped
+        recorded = f"{len(self.traces)} kernel outputs in {len(self.executions)} executions"
+        if not self.completeness.complete:
             return CANNOT_TELL, (
-                f"{where}: cannot tell, no NaN/Inf in what remains ({len(traces)} kernel outputs in "
-                f"{len(executions)} executions{not_alerts}) but the dump is {completeness.state}: "
-                f"{completeness_text(completeness)}"
+                f"{where}: cannot tell, no NaN/Inf in what remains ({recorded}{self.not_alerts}) but the dump is "
+                f"{self.completeness.state}: {completeness_text(self.completeness)}"
             )
-        if counted is not None and counted.nonfinite_executions and not nonfinite_traces:
+        if counted is not None and counted.nonfinite_executions and not self.nonfinite_traces:
             return NONFINITE_FOUND, (
                 f"{where}: its writer counted {counted.nonfinite_executions} calls with NaN or Inf, but none of "
                 "their records is in the dump (they should have been kept whole): the dump is not what was written."
             )
         if not run.keyed and analysis.start_dropped(run):
             return CANNOT_TELL, (
-                f"{where}: cannot tell, no NaN/Inf in what remains ({len(traces)} kernel outputs in "
-                f"{len(executions)} executions) but the circular buffer dropped the oldest calls, and this older "
-                "dump does not say whether they held NaN or Inf."
+                f"{where}: cannot tell, no NaN/Inf in what remains ({recorded}) but the circular buffer dropped "
+                "the oldest calls, and this older dump does not say whether they held NaN or Inf."
             )
         if dropped and (counted is None or counted.unchecked_executions):
             unchecked = counted.unchecked_executions if counted is not None else "some"
             return CANNOT_TELL, (
-                f"{where}: cannot tell, no NaN/Inf in what remains ({len(traces)} kernel outputs in "
-                f"{len(executions)} executions) but the circular buffer dropped {dropped}, and {unchecked} calls "
-                "were written with no health recorded."
+                f"{where}: cannot tell, no NaN/Inf in what remains ({recorded}) but the circular buffer dropped "
+                f"{dropped}, and {unchecked} calls were written with no health recorded."
             )
-        if not len(traces) and not len(executions):
+        if not len(self.traces) and not len(self.executions):
             return CANNOT_TELL, (
                 f"{where}: cannot check, no VM call was recorded (did the program run a VM function after "
                 "enable_dump_debug_info?)."
             )
         kept = f"; the circular buffer dropped {dropped}, none of which held NaN or Inf" if dropped else ""
-        if not_alerts:
+        warning = _range_warning(run, self.names)
+        if self.not_alerts:
             return CLEAN, (
-                f"{where}: no NaN/Inf alert ({len(traces)} kernel outputs in {len(executions)} executions, "
-                f"mode {mode_name(mode)}{not_alerts}{kept}; tvmdbg alerts lists them).{raised}"
-                f"{_range_warning(run, names)}"
+                f"{where}: no NaN/Inf alert ({recorded}, mode {mode_name(self.mode)}{self.not_alerts}{kept}; "
+                f"tvmdbg alerts lists them).{self.raised}{warning}"
             )
-        return CLEAN, (
-            f"{where}: all finite ({len(traces)} kernel outputs in {len(executions)} executions, "
-            f"mode {mode_name(mode)}{kept}).{raised}{_range_warning(run, names)}"
+        return CLEAN, f"{where}: all finite ({recorded}, mode {mode_name(self.mode)}{kept}).{self.raised}{warning}"
+
+    def with_nonfinite(self) -> str:
+        """What holds NaN/Inf, the first origin and where to look closer."""
+        run = self.run
+        alerts, first, _ = ordered_alerts(run, limit=1, expected_nonfinite=self.expected_nonfinite)
+        text = (
+            f"{self.where}: {self.bad_traces} of {len(self.traces)} kernel outputs in {len(self.executions)} "
+            "executions hold NaN or Inf"
+            + (f" ({self.bad_executions} function calls returned non-finite values)" if self.bad_executions else "")
+            + (f"; {self.masked} fused kernel calls made NaN/Inf inside that their outputs hide" if self.masked else "")
+            + self.not_alerts
+            + "."
         )
-    alerts, first, _ = ordered_alerts(run, limit=1, expected_nonfinite=expected_nonfinite)
-    text = (
-        f"{where}: {bad_traces} of {len(traces)} kernel outputs in {len(executions)} executions hold NaN or Inf"
-        + (f" ({bad_executions} function calls returned non-finite values)" if bad_executions else "")
-        + (f"; {masked} fused kernel calls made NaN/Inf inside that their outputs hide" if masked else "")
-        + not_alerts
-        + "."
-    )
-    closer = ""
-    if alerts:
-        a = alerts[0]
-        name = names.name(a["op_id"])
+        closer = ""
+        if alerts:
+            text += self._first_alert(alerts[0], first)
+            name = self.names.name(alerts[0]["op_id"])
+            closer = f" Look closer with: tvmdbg analyze {self.logdir}" + (
+                f" --run {run.name}" if run.name != "." else ""
+            )
+            closer += f" -x 'ni {name}' -x 'li {name}'"
+        if self.unfinished:
+            text += f" Besides, {_unfinished_text(run, self.unfinished, self.names)}."
+        return text + _range_warning(run, self.names) + closer + self.raised + self.incomplete
+
+    def _first_alert(self, a: dict, first) -> str:
+        run = self.run
+        name = self.names.name(a["op_id"])
         fused = ", ".join(
             f"{o['op_type']} {o['var_name']}".strip() + _at_line(o["location"]) for o in a["original_ops"]
         )
-        function = _function_of(run, a["execution_index"])
-        text += (
+        text = (
             f" The first {'origin' if first is not None else 'alert'} is op {name} "
             f"(kernel {a['kernel']}{'; Relax ops ' + fused if fused else ''}) in execution {a['execution_index']}"
-            f"{f' ({function})' if function else ''}: {_counts(a)}"
+            f"{call_text(a)}: {_counts(a)}"
         )
-        inputs = _input_health(run, names, a)
+        inputs = _input_health(run, self.names, a)
         if inputs:
             text += f", from inputs {inputs}"
         text += f"; it was created at {_where_created(run, a)}"
@@ -422,16 +447,12 @@ def check(run: RunReader, names: OpNames, logdir: str, expected_nonfinite: str |
             text += (
                 " No op made the first bad value inside the traced kernels: it came in through the function's inputs."
             )
-        if dropped:
+        if self.dropped:
             text += (
-                f" The circular buffer dropped {dropped}; it keeps the records of the first "
+                f" The circular buffer dropped {self.dropped}; it keeps the records of the first "
                 f"{layout.KEPT_NONFINITE_CALLS} calls with NaN or Inf whole, whatever follows."
             )
-        closer = f" Look closer with: tvmdbg analyze {logdir}" + (f" --run {run.name}" if run.name != "." else "")
-        closer += f" -x 'ni {name}' -x 'li {name}'"
-    if unfinished:
-        text += f" Besides, {_unfinished_text(run, unfinished, names)}."
-    return NONFINITE_FOUND, text + _range_warning(run, names) + closer + raised + incomplete
+        return text
 
 
 def _unfinished_text(run: RunReader, rows: list[dict], names: OpNames) -> str:
@@ -501,13 +522,22 @@ def _benign_text(benign: dict) -> str:
     return "".join(f"; {p}" for p in parts)
 
 
-def _function_of(run: RunReader, execution_index: int) -> str:
-    """The function name of an execution, or "" when its record is not in the dump."""
-    executions = run.execution_digests()
-    hits = np.flatnonzero(executions["index"] == execution_index)
-    if not len(hits):
+def _origin_kind(alert: dict) -> str:
+    """What makes the alert an origin: its op made the value, or brought it in from a weight."""
+    weights = [p["name"] for p in alert.get("bad_parameters", ()) if p["weight"]]
+    if weights:
+        return f"the first op to read the weight{'s' if len(weights) > 1 else ''} {', '.join(weights)}, holding NaN/Inf"
+    return "an op whose inputs were finite"
+
+
+def call_text(alert: dict) -> str:
+    """ " (decode, call 5)": the alert's function and, when the dump holds several calls of
+    it, which one (the step of a generation loop); "" when unknown."""
+    if not alert.get("function_name"):
         return ""
-    return run.function_names[int(executions["function"][int(hits[-1])])]
+    several = alert.get("call") is not None and alert.get("function_calls", 0) > 1
+    call = f", call {alert['call']}" if several else ""
+    return f" ({alert['function_name']}{call})"
 
 
 def _where_created(run: RunReader, alert: dict) -> str:
@@ -555,6 +585,8 @@ def input_health(run: RunReader, op: pb.GraphOpCreation, execution_index: int, s
             health = "-"
             if inp.param_index < len(execution.inputs):
                 summary = execution.inputs[inp.param_index]
+                if inp.HasField("tuple_item") and inp.tuple_item < len(summary.items):
+                    summary = summary.items[inp.tuple_item]  # the item the op reads, not the tuple's total
                 health = render.health_text(execution.tensor_debug_mode, summary.debug_values, style)
             out.append(health)
         else:
@@ -569,11 +601,16 @@ def _input_health(run: RunReader, names: OpNames, alert: dict) -> str:
     except KeyError:
         return ""
     parts = []
+    weights = {p["name"] for p in alert.get("bad_parameters", ()) if p["weight"]}
+    state = set(alert.get("state", ()))
     for inp, health in zip(op.inputs, input_health(run, op, alert["execution_index"])):
         if inp.kind == pb.OpInput.OP_OUTPUT:
             parts.append(f"{names.name(inp.producer_op_id)}:{inp.producer_output_slot} {health}")
         elif inp.kind == pb.OpInput.PARAM:
-            parts.append(f"{inp.name or '?'} (parameter {inp.param_index}) {health}")
+            what = "weight" if inp.name in weights else f"parameter {inp.param_index}"
+            if inp.name in state:
+                what += ", an object whose state earlier calls wrote"
+            parts.append(f"{inp.name or '?'} ({what}) {health}")
         elif inp.kind == pb.OpInput.CONSTANT:
             parts.append(f"{inp.name or '?'} (constant)")
     return ", ".join(parts)

@@ -201,33 +201,10 @@ def main(args) -> int:
     script = args.script
     if not os.path.isfile(script):
         raise CliError(f"{script}: no such file")
-    try:
-        mode = mode_value(args.tensor_debug_mode)
-    except ValueError as error:
-        raise CliError(str(error)) from None
-    if args.tensor_filter == "has_inf_or_nan" and mode not in HEALTH_MODES:
-        raise CliError(
-            f"filter has_inf_or_nan needs NaN/Inf counts, which mode {mode_name(mode)} does not record; "
-            "use --tensor_debug_mode FULL_HEALTH (the default) or CURT_HEALTH"
-        )
-    dump_dir = args.dump_dir or tempfile.mkdtemp(prefix="tvmdbg_run_")
-
+    mode = _checked_mode(args)
     from tvmdbg_tb import debugger  # imports TVM: only this subcommand does
 
-    try:
-        writer = debugger.enable_dump_debug_info(
-            dump_dir,
-            tensor_debug_mode=mode_name(mode),
-            circular_buffer_size=args.circular_buffer_size,
-            circular_buffer_bytes=getattr(args, "circular_buffer_bytes", None),
-            live=getattr(args, "live", False),
-            model_code=getattr(args, "model_code", None),
-        )
-    except ValueError as error:  # --model_code names nothing that exists, --circular_buffer_bytes < 0
-        raise CliError(str(error)) from None
-    if writer.failed:  # it warned; stops read the dump, so there can be none
-        debugger.disable_dump_debug_info()
-        raise CliError(f"cannot dump to {dump_dir}: {writer.failed}")
+    writer = _start_dump(debugger, args, mode)
     watch_hits = _add_watchpoints(getattr(args, "watch", None) or [], getattr(args, "live", False))
     controller = BreakController(
         writer.logdir,
@@ -246,6 +223,52 @@ def main(args) -> int:
         ),
         file=guarded(sys.stderr),
     )
+    status, outcome = _run_script(debugger, script, args.args, writer, controller)
+    print(
+        f"tvmdbg run: {os.path.basename(script)} {outcome} after {controller.calls} VM calls "
+        f"({len(controller.stops)} stops). Its dump: tvmdbg analyze {writer.logdir}",
+        file=guarded(sys.stderr),
+    )
+    return status
+
+
+def _checked_mode(args) -> int:
+    """--tensor_debug_mode, and whether it records what --tensor_filter needs."""
+    try:
+        mode = mode_value(args.tensor_debug_mode)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    if args.tensor_filter == "has_inf_or_nan" and mode not in HEALTH_MODES:
+        raise CliError(
+            f"filter has_inf_or_nan needs NaN/Inf counts, which mode {mode_name(mode)} does not record; "
+            "use --tensor_debug_mode FULL_HEALTH (the default) or CURT_HEALTH"
+        )
+    return mode
+
+
+def _start_dump(debugger, args, mode: int):
+    """The dump's writer (into --dump_dir, else a new temporary directory)."""
+    dump_dir = args.dump_dir or tempfile.mkdtemp(prefix="tvmdbg_run_")
+    try:
+        writer = debugger.enable_dump_debug_info(
+            dump_dir,
+            tensor_debug_mode=mode_name(mode),
+            circular_buffer_size=args.circular_buffer_size,
+            circular_buffer_bytes=getattr(args, "circular_buffer_bytes", None),
+            live=getattr(args, "live", False),
+            model_code=getattr(args, "model_code", None),
+        )
+    except ValueError as error:  # --model_code names nothing that exists, --circular_buffer_bytes < 0
+        raise CliError(str(error)) from None
+    if writer.failed:  # it warned; stops read the dump, so there can be none
+        debugger.disable_dump_debug_info()
+        raise CliError(f"cannot dump to {dump_dir}: {writer.failed}")
+    return writer
+
+
+def _run_script(debugger, script: str, script_args: list[str], writer, controller) -> tuple[int, str]:
+    """Runs the script as __main__ with the controller listening; (exit status, how it ended).
+    The script's own enable_dump_debug_info call gets the dump already started."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     enable = debugger.enable_dump_debug_info
     debugger.add_execution_listener(controller.on_call)
@@ -259,7 +282,7 @@ def main(args) -> int:
         return writer
 
     debugger.enable_dump_debug_info = enable_again
-    sys.argv = [script, *args.args]
+    sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     status = 0
     try:
@@ -280,9 +303,4 @@ def main(args) -> int:
         debugger.remove_execution_listener(controller.on_call)
         sys.argv[:], sys.path[:] = saved_argv, saved_path
         debugger.disable_dump_debug_info()
-    print(
-        f"tvmdbg run: {os.path.basename(script)} {outcome} after {controller.calls} VM calls "
-        f"({len(controller.stops)} stops). Its dump: tvmdbg analyze {writer.logdir}",
-        file=guarded(sys.stderr),
-    )
-    return status
+    return status, outcome

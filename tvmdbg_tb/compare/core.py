@@ -185,19 +185,7 @@ class Comparison:
                 "no function call of run A has a counterpart in run B "
                 f"(A calls {sorted({k[0] for k in a.order}) or 'nothing'}, B calls {sorted({k[0] for k in b.order}) or 'nothing'})"
             )
-        statuses: list[str | None] = [None] * len(pairs)
-        results: dict[int, dict | CompareError] = {}
-        if a.mode == b.mode == pb.FULL_STATS and len(pairs) > 1:
-            # Every pair's verdict in numpy; only the pair to show is read record by record.
-            flags = _divergent_pairs(a, b, pairs, rtol, atol)
-            statuses = ["divergent" if flag else "within" for flag in flags.tolist()]
-        else:  # values on one side at least: each pair record by record (such runs are small)
-            for i, pair in enumerate(pairs[:_WALK_LIMIT]):
-                try:
-                    results[i] = _compare_pair(a, b, pair, rtol, atol)
-                    statuses[i] = results[i]["status"]
-                except CompareError as error:
-                    results[i], statuses[i] = error, "cannot_compare"
+        statuses, results = _pair_statuses(a, b, pairs, rtol, atol)
         try:
             shown = calls.pick(keys, statuses, function, call)
         except calls.CallError as error:
@@ -230,72 +218,43 @@ class Comparison:
         return result
 
 
+def _pair_statuses(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) -> tuple[list, dict]:
+    """Every pair's verdict (None: not checked), and the comparisons made on the way."""
+    statuses: list[str | None] = [None] * len(pairs)
+    results: dict[int, dict | CompareError] = {}
+    if a.mode == b.mode == pb.FULL_STATS and len(pairs) > 1:
+        # Every pair's verdict in numpy; only the pair to show is read record by record.
+        flags = _divergent_pairs(a, b, pairs, rtol, atol)
+        return ["divergent" if flag else "within" for flag in flags.tolist()], results
+    for i, pair in enumerate(pairs[:_WALK_LIMIT]):  # values on one side at least: such runs are small
+        try:
+            results[i] = _compare_pair(a, b, pair, rtol, atol)
+            statuses[i] = results[i]["status"]
+        except CompareError as error:
+            results[i], statuses[i] = error, "cannot_compare"
+    return statuses, results
+
+
 def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
     (function, call), index_a, index_b = pair
     tensors_a, tensors_b = a.tensors(index_a), b.tensors(index_b)
     by_key_b = {key: (op_id, trace) for key, op_id, trace in tensors_b}
     by_flow = _dataflow_matches(a, b, tensors_a, tensors_b, by_key_b)
-    rows: list[dict] = []
-    status_of_op: dict[int, str] = {}
-    status_of_param: dict[int, str] = {}
-    # Function inputs first, by position.
     execution_a, execution_b = a.run.execution(_row(a.run, index_a)), b.run.execution(_row(b.run, index_b))
-    for position, summary_a in enumerate(execution_a.inputs):
-        record = {"kind": "input", "key": f"{function}:input {position}", "op_type": "input", "location": None}
-        record.update(op_name_a=f"input {position}", op_name_b=f"input {position}", output_slot=0)
-        if position < len(execution_b.inputs):
-            sa, sb = errors.summary(a.mode, summary_a), errors.summary(b.mode, execution_b.inputs[position])
-            record.update(
-                errors.verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0])
-            )
-        else:
-            record.update(
-                status="not_comparable",
-                reason="run B's call has no input at this position (parameters lifted to inputs on one side only?)",
-            )
-        status_of_param[position] = record["status"]
-        rows.append(record)
+    rows = _input_rows(a, b, function, execution_a, execution_b, rtol, atol)  # function inputs first
+    status_of_param = {position: r["status"] for position, r in enumerate(rows)}
     control_flow = _control_flow_notes(a, b, execution_a, execution_b)
     notes = _input_notes(b.run, execution_a, execution_b) + control_flow
     matched_b: set = set()
+    status_of_op: dict[int, str] = {}
     for key, op_id, trace_a in tensors_a:
-        identity: OpIdentity = a.ops[op_id]
-        record = {
-            "kind": "op",
-            "key": describe_key(key[:-1]),
-            "op_type": identity.op_type or trace_a.kernel,
-            "location": identity.location,
-            "op_id_a": op_id,
-            "op_name_a": identity.op_name,
-            "kernel_a": identity.kernel,
-            "fused_ops_a": list(identity.fused_ops),
-            "output_slot": key[-1],
-            "trace_index_a": int(trace_a.index),
-        }
         found = by_key_b.get(key)
-        if found is None and key in by_flow:
-            found = by_flow[key]
-            record["aligned_by"] = "dataflow"  # no counterpart by identity (see _dataflow_matches)
-        if found is None:
-            why = "no counterpart in run B (fused away or absent"
-            why += ", or inside control flow that the reference ran as one node: see notes)" if control_flow else ")"
-            record.update(status="not_comparable", reason=why)
-        else:
-            op_id_b, trace_b = found
-            matched_b.add(key if "aligned_by" not in record else (*b.ops[found[0]].key, found[1].output_slot))
-            identity_b = b.ops[op_id_b]
-            record.update(op_id_b=op_id_b, op_name_b=identity_b.op_name, kernel_b=identity_b.kernel)
-            record["trace_index_b"] = int(trace_b.index)
-            if record["location"] is None:
-                record["location"] = identity_b.location
-            sa, sb = errors.summary(a.mode, trace_a), errors.summary(b.mode, trace_b)
-            if identity.key[1:2] == (NODE,) and _reshaped(sa[1], sb[1]):
-                # A model node whose last ops are views (reshapes) has its values in the
-                # kernel before them: the same elements in the same order.
-                sa = (sa[0], sa[1].reshape(sb[1].shape), sa[2])
-            record.update(
-                errors.verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0])
-            )
+        by_dataflow = found is None and key in by_flow
+        if by_dataflow:
+            found = by_flow[key]  # no counterpart by identity (see _dataflow_matches)
+        record = _op_row(a, b, key, op_id, trace_a, found, by_dataflow, bool(control_flow), rtol, atol)
+        if found is not None:
+            matched_b.add(key if not by_dataflow else (*b.ops[found[0]].key, found[1].output_slot))
         if record["status"] != "not_comparable":
             status_of_op[op_id] = record["status"]
         rows.append(record)
@@ -340,6 +299,64 @@ def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
         "notes": notes,
         "suggestion": suggestion,
     }
+
+
+def _input_rows(a: _Side, b: _Side, function: str, execution_a, execution_b, rtol: float, atol: float) -> list[dict]:
+    """The records of the call's inputs, compared by position."""
+    rows = []
+    for position, summary_a in enumerate(execution_a.inputs):
+        record = {"kind": "input", "key": f"{function}:input {position}", "op_type": "input", "location": None}
+        record.update(op_name_a=f"input {position}", op_name_b=f"input {position}", output_slot=0)
+        if position < len(execution_b.inputs):
+            sa, sb = errors.summary(a.mode, summary_a), errors.summary(b.mode, execution_b.inputs[position])
+            record.update(
+                errors.verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0])
+            )
+        else:
+            record.update(
+                status="not_comparable",
+                reason="run B's call has no input at this position (parameters lifted to inputs on one side only?)",
+            )
+        rows.append(record)
+    return rows
+
+
+def _op_row(a: _Side, b: _Side, key, op_id, trace_a, found, by_dataflow: bool, control_flow: bool, rtol, atol) -> dict:
+    """The record of one kernel output of A and its counterpart in B (found: (op id, trace)
+    or None)."""
+    identity: OpIdentity = a.ops[op_id]
+    record = {
+        "kind": "op",
+        "key": describe_key(key[:-1]),
+        "op_type": identity.op_type or trace_a.kernel,
+        "location": identity.location,
+        "op_id_a": op_id,
+        "op_name_a": identity.op_name,
+        "kernel_a": identity.kernel,
+        "fused_ops_a": list(identity.fused_ops),
+        "output_slot": key[-1],
+        "trace_index_a": int(trace_a.index),
+    }
+    if by_dataflow:
+        record["aligned_by"] = "dataflow"
+    if found is None:
+        why = "no counterpart in run B (fused away or absent"
+        why += ", or inside control flow that the reference ran as one node: see notes)" if control_flow else ")"
+        record.update(status="not_comparable", reason=why)
+        return record
+    op_id_b, trace_b = found
+    identity_b = b.ops[op_id_b]
+    record.update(op_id_b=op_id_b, op_name_b=identity_b.op_name, kernel_b=identity_b.kernel)
+    record["trace_index_b"] = int(trace_b.index)
+    if record["location"] is None:
+        record["location"] = identity_b.location
+    sa, sb = errors.summary(a.mode, trace_a), errors.summary(b.mode, trace_b)
+    if identity.key[1:2] == (NODE,) and _reshaped(sa[1], sb[1]):
+        # A model node whose last ops are views (reshapes) has its values in the kernel
+        # before them: the same elements in the same order.
+        sa = (sa[0], sa[1].reshape(sb[1].shape), sa[2])
+    record.update(errors.verdict(sa, sb, rtol, atol), stats_a=_public_stats(sa[0]), stats_b=_public_stats(sb[0]))
+    return record
 
 
 def _divergent_pairs(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) -> np.ndarray:

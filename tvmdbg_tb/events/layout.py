@@ -28,6 +28,9 @@ STREAMS = (METADATA, SOURCE_FILES, STACK_FRAMES, GRAPHS, EXECUTION, GRAPH_EXECUT
 WRITE_ORDER = (METADATA, SOURCE_FILES, STACK_FRAMES, GRAPHS, GRAPH_EXECUTION_TRACES, EXECUTION)
 # Streams held in the circular buffer; the others are kept whole.
 RING_STREAMS = (EXECUTION, GRAPH_EXECUTION_TRACES)
+# The input_refs of an operand inside a fused kernel that is neither a kernel input nor an
+# earlier op's output (a constant): InnerOpResult, FusedMember.
+NO_INPUT = -1_000_000
 
 # The first calls that held a NaN or an Inf, kept whole by the circular buffer whatever
 # follows: the origin's call, and a few more to compare it with.

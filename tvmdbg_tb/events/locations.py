@@ -13,11 +13,17 @@ def _frame(frame: pb.StackFrame) -> dict:
 
 
 def model_node(loc: pb.CodeLocation) -> dict | None:
-    """{"format", "name", "op_type", "model_file"} of the location's model node, or None."""
+    """{"format", "name", "op_type", "model_file", "module"} of the location's model node, or None."""
     if not loc.HasField("model_node"):
         return None
     node = loc.model_node
-    return {"format": node.format, "name": node.name, "op_type": node.op_type, "model_file": node.model_file}
+    return {
+        "format": node.format,
+        "name": node.name,
+        "op_type": node.op_type,
+        "model_file": node.model_file,
+        "module": node.module,
+    }
 
 
 def location(run: RunReader, loc: pb.CodeLocation | None) -> dict | None:

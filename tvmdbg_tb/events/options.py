@@ -32,6 +32,8 @@ class ParamSummaries(str, enum.Enum):
 
     EVERY_CALL = "every_call"  # every tensor argument of every call
     ONCE_PER_VALUE = "once_per_value"  # once per tensor object while no write to it is seen
+    # The weights (parameters past the function's num_input) as ONCE_PER_VALUE, the rest as EVERY_CALL.
+    WEIGHTS_ONCE_PER_VALUE = "weights_once_per_value"
 
 
 def checked_regex(name: str, pattern: Any) -> str | None:
@@ -149,7 +151,10 @@ class DumpOptions:
         see tvmdbg_tb/live). Kernels are then traced by the VM instrument, one by one.
     live_timeout: seconds a paused program waits without any dashboard contact before it
         resumes with a warning.
-    param_summaries: "every_call" (default) summarises every tensor argument of every call;
+    param_summaries: "weights_once_per_value" (default) summarises a function's weights (the
+        parameters past its num_input attribute: nn.Module export's packed params, a model
+        imported with keep_params_as_input=True) as "once_per_value" does, every other argument
+        on every call; "every_call" summarises every tensor argument of every call;
         "once_per_value" (health modes) summarises an argument tensor object once and repeats
         its counts while no write to it is seen (the rule and what it cannot see:
         tvmdbg_tb/tracing/param_cache.py; such summaries carry summarized_in_execution).
@@ -194,7 +199,7 @@ class DumpOptions:
     tensor_dtypes: Collection[str] | Callable[[str], bool] | None = None
     trace_fused_ops: bool = False
     live: LiveOptions = LiveOptions()
-    param_summaries: ParamSummaries | str = ParamSummaries.EVERY_CALL
+    param_summaries: ParamSummaries | str = ParamSummaries.WEIGHTS_ONCE_PER_VALUE
     run_name: str | None = None
     circular_buffer_bytes: int | None = None
     model_code: str | Collection[str] | None = None

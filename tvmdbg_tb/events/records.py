@@ -45,7 +45,7 @@ def encode(data: bytes) -> bytes:
 
 def encode_all(datas: list[bytes]) -> list[bytes]:
     """Frames many serialized messages (the instrumentation's batches): encode() with its
-    lookups and the CRC mask inlined, ~20% less per record."""
+    lookups and the CRC mask inlined (fewer Python steps per record)."""
     get, crc, pack = _HEADERS.get, _crc, _U32.pack
     out = []
     for data in datas:

@@ -133,7 +133,7 @@ def finite_statistics(array) -> list[float]:
     low, high = float(values.min()), float(values.max())
     mean = float(values.sum()) / values.size
     # einsum's own loop, not np.dot: BLAS would wake its thread pool on every large tensor
-    # (a FULL_STATS GPT-2 call: ~120 ms of CPU on other cores).
+    # (CPU time on other cores, more than the sum itself: docs/performance.md).
     return [low, high, mean, math.sqrt(float(np.einsum("i,i->", values, values))), max(-low, high)]
 
 

@@ -186,6 +186,8 @@ class DebugEventsWriter:
         # The accounting of calls by health, and the ring's records kept whole (sequence ranges).
         self._nonfinite_calls = 0
         self._unchecked_calls = 0
+        self._unrecorded_calls = 0
+        self._first_unrecorded = ""
         self._kept_calls = 0
         self._kept: dict[str, list[tuple[int, int]]] = {s: [] for s in layout.RING_STREAMS}
         self._kept_executions: set[int] = set()  # execution indices of calls kept whole
@@ -339,6 +341,14 @@ class DebugEventsWriter:
                 _add_range(self._kept[layout.EXECUTION], execution, execution)
             if num_traces:
                 _add_range(self._kept[layout.GRAPH_EXECUTION_TRACES], first_trace, first_trace + num_traces - 1)
+
+    def count_unrecorded(self, description: str) -> None:
+        """One call tvmdbg could not record whole (description: which, and why): RunEnd says
+        how many, and the first, so that no reader calls the dump complete."""
+        with self._lock:
+            self._unrecorded_calls += 1
+            if not self._first_unrecorded:
+                self._first_unrecorded = description[:1000]
 
     def write_disco_worker(self, job_id: str, rank: int, world_size: int) -> None:
         """Records that this run is rank `rank` of `world_size` of disco job job_id (tvmdbg_tb.disco)."""
@@ -514,9 +524,9 @@ class DebugEventsWriter:
             self._eager_write(pending)
 
     def _eager_write(self, pending: int) -> None:
-        """Many bytes pending: the flushing thread writes them (a training loop queues ~20
-        MB/s in FULL_HEALTH; written by the caller, that was ~2.5% of its time); the caller
-        writes only when 4x as many are pending (a disk slower than the program)."""
+        """Many bytes pending: the flushing thread writes them (a training loop queues
+        megabytes per second in FULL_HEALTH: written by the caller, they cost it time); the
+        caller writes only when 4x as many are pending (a disk slower than the program)."""
         if pending >= _CALLER_WRITE_BYTES:
             self.flush()
         else:
@@ -598,6 +608,8 @@ class DebugEventsWriter:
                 dropped_executions=self._files[layout.EXECUTION].dropped if self._files else 0,
                 dropped_traces=self._files[layout.GRAPH_EXECUTION_TRACES].dropped if self._files else 0,
                 records=written,
+                unrecorded_executions=self._unrecorded_calls,
+                first_unrecorded=self._first_unrecorded,
             )
         if self._failed:
             end.first_missing_execution = max(0, self._durable[0] - 1)

@@ -12,8 +12,8 @@ keeps its pure-Python path: said once as a warning naming what is missing, never
 the same process.
 
 Two kinds: a tvm_ffi module (NativeLibrary), for code the VM calls; and a CPython extension
-(PythonExtension), for code Python calls on the hot path: its calls take ~0.1 us where
-tvm_ffi's conversion of bytes arguments takes ~2.5 us, and it reads numpy buffers in place.
+(PythonExtension), for code Python calls on the hot path: its calls cost a fraction of
+tvm_ffi's conversion of bytes arguments, and it reads numpy buffers in place.
 """
 
 from __future__ import annotations

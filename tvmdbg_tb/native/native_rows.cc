@@ -225,7 +225,9 @@ PyObject* Summaries(PyObject*, PyObject* const* args, Py_ssize_t nargs) { return
 
 // first_nonfinite(block, rows, row_width, health) -> int: the first kernel row (0-based,
 // buffer row + 1) that ran and either holds counts (health[i] & 1) that counted a NaN or an
-// Inf, or (the call's flag set, health[i] & 2) whose fused ops made one; -1 when none did.
+// Inf, or counts in which only a NaN matters (health[i] & 4: a kernel writing a mask's -inf,
+// whose NaN is computed) that counted one, or (the call's flag set, health[i] & 2) whose
+// fused ops made one; -1 when none did.
 PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 4) {
     PyErr_Format(PyExc_TypeError, "first_nonfinite takes 4 arguments (%zd given)", nargs);
@@ -248,10 +250,10 @@ PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (inner && (hunted & 2) && At(row, 0) != 0.0 && At(row, kInnerColumn) > 0.0) {
       return PyLong_FromLongLong(r - 1);
     }
-    if (!(hunted & 1) || At(row, 0) == 0.0) continue;
+    if (!(hunted & 5) || At(row, 0) == 0.0) continue;
     Counts counts;
     counts.Add(row);
-    if (counts.Nonfinite()) return PyLong_FromLongLong(r - 1);
+    if ((hunted & 1) ? counts.Nonfinite() : counts.Nan() != 0.0) return PyLong_FromLongLong(r - 1);
   }
   return PyLong_FromLong(-1);
 }

@@ -95,7 +95,7 @@ def _json_route(handler: Callable[[TvmDebuggerPlugin, wrappers.Request], object]
 def _json_text(answer: object) -> object:
     """The answer as JSON text when plain json writes it (no NaN/Inf, bytes or sets), which
     is byte for byte what Respond writes after its Cleanse; else the answer, for Respond.
-    Cleanse walks every value in Python: ~11% of the plugin's CPU under load (32 clients).
+    Cleanse walks every value in Python, a large share of the plugin's CPU under load.
     A typed answer (analysis.Answer) is sent as its to_json(); other answers (text, bytes)
     go to Respond as they are."""
     if isinstance(answer, analysis.Answer):

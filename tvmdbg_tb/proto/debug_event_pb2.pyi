@@ -174,16 +174,18 @@ class CodeLocation(_message.Message):
     def __init__(self, stack_frame_ids: _Optional[_Iterable[int]] = ..., user_frame_index: _Optional[int] = ..., called_from_frame_index: _Optional[int] = ..., model_node: _Optional[_Union[ModelNode, _Mapping]] = ...) -> None: ...
 
 class ModelNode(_message.Message):
-    __slots__ = ("format", "name", "op_type", "model_file")
+    __slots__ = ("format", "name", "op_type", "model_file", "module")
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OP_TYPE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FILE_FIELD_NUMBER: _ClassVar[int]
+    MODULE_FIELD_NUMBER: _ClassVar[int]
     format: str
     name: str
     op_type: str
     model_file: str
-    def __init__(self, format: _Optional[str] = ..., name: _Optional[str] = ..., op_type: _Optional[str] = ..., model_file: _Optional[str] = ...) -> None: ...
+    module: str
+    def __init__(self, format: _Optional[str] = ..., name: _Optional[str] = ..., op_type: _Optional[str] = ..., model_file: _Optional[str] = ..., module: _Optional[str] = ...) -> None: ...
 
 class TensorSpec(_message.Message):
     __slots__ = ("dtype", "shape", "shape_expr")
@@ -196,7 +198,7 @@ class TensorSpec(_message.Message):
     def __init__(self, dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., shape_expr: _Optional[str] = ...) -> None: ...
 
 class DebuggedGraph(_message.Message):
-    __slots__ = ("graph_id", "name", "executable_id", "source_mapped", "instrumentation", "param_names", "params", "target", "code_location", "note", "outputs")
+    __slots__ = ("graph_id", "name", "executable_id", "source_mapped", "instrumentation", "param_names", "params", "target", "code_location", "note", "outputs", "num_inputs")
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -208,6 +210,7 @@ class DebuggedGraph(_message.Message):
     CODE_LOCATION_FIELD_NUMBER: _ClassVar[int]
     NOTE_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    NUM_INPUTS_FIELD_NUMBER: _ClassVar[int]
     graph_id: int
     name: str
     executable_id: str
@@ -219,7 +222,8 @@ class DebuggedGraph(_message.Message):
     code_location: CodeLocation
     note: str
     outputs: _containers.RepeatedCompositeFieldContainer[OpInput]
-    def __init__(self, graph_id: _Optional[int] = ..., name: _Optional[str] = ..., executable_id: _Optional[str] = ..., source_mapped: bool = ..., instrumentation: _Optional[str] = ..., param_names: _Optional[_Iterable[str]] = ..., params: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., target: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., note: _Optional[str] = ..., outputs: _Optional[_Iterable[_Union[OpInput, _Mapping]]] = ...) -> None: ...
+    num_inputs: int
+    def __init__(self, graph_id: _Optional[int] = ..., name: _Optional[str] = ..., executable_id: _Optional[str] = ..., source_mapped: bool = ..., instrumentation: _Optional[str] = ..., param_names: _Optional[_Iterable[str]] = ..., params: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., target: _Optional[str] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., note: _Optional[str] = ..., outputs: _Optional[_Iterable[_Union[OpInput, _Mapping]]] = ..., num_inputs: _Optional[int] = ...) -> None: ...
 
 class OriginalOp(_message.Message):
     __slots__ = ("op_type", "var_name", "code_location", "rewritten_by", "node_output", "nonfinite_literal")
@@ -268,7 +272,7 @@ class OpInput(_message.Message):
     def __init__(self, kind: _Optional[_Union[OpInput.Kind, str]] = ..., name: _Optional[str] = ..., producer_op_id: _Optional[int] = ..., producer_output_slot: _Optional[int] = ..., param_index: _Optional[int] = ..., spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., tuple_item: _Optional[int] = ..., nonfinite_literal: bool = ...) -> None: ...
 
 class GraphOpCreation(_message.Message):
-    __slots__ = ("op_id", "graph_id", "op_name", "kernel", "call_type", "original_ops", "inputs", "outputs", "output_names", "device", "position", "code_location")
+    __slots__ = ("op_id", "graph_id", "op_name", "kernel", "call_type", "original_ops", "inputs", "outputs", "output_names", "device", "position", "code_location", "fused_members")
     OP_ID_FIELD_NUMBER: _ClassVar[int]
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
     OP_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -281,6 +285,7 @@ class GraphOpCreation(_message.Message):
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     POSITION_FIELD_NUMBER: _ClassVar[int]
     CODE_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    FUSED_MEMBERS_FIELD_NUMBER: _ClassVar[int]
     op_id: int
     graph_id: int
     op_name: str
@@ -293,7 +298,18 @@ class GraphOpCreation(_message.Message):
     device: str
     position: int
     code_location: CodeLocation
-    def __init__(self, op_id: _Optional[int] = ..., graph_id: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., call_type: _Optional[str] = ..., original_ops: _Optional[_Iterable[_Union[OriginalOp, _Mapping]]] = ..., inputs: _Optional[_Iterable[_Union[OpInput, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., output_names: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., position: _Optional[int] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ...) -> None: ...
+    fused_members: _containers.RepeatedCompositeFieldContainer[FusedMember]
+    def __init__(self, op_id: _Optional[int] = ..., graph_id: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., call_type: _Optional[str] = ..., original_ops: _Optional[_Iterable[_Union[OriginalOp, _Mapping]]] = ..., inputs: _Optional[_Iterable[_Union[OpInput, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., output_names: _Optional[_Iterable[str]] = ..., device: _Optional[str] = ..., position: _Optional[int] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., fused_members: _Optional[_Iterable[_Union[FusedMember, _Mapping]]] = ...) -> None: ...
+
+class FusedMember(_message.Message):
+    __slots__ = ("op_type", "input_refs", "nonfinite_literal")
+    OP_TYPE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_REFS_FIELD_NUMBER: _ClassVar[int]
+    NONFINITE_LITERAL_FIELD_NUMBER: _ClassVar[int]
+    op_type: str
+    input_refs: _containers.RepeatedScalarFieldContainer[int]
+    nonfinite_literal: bool
+    def __init__(self, op_type: _Optional[str] = ..., input_refs: _Optional[_Iterable[int]] = ..., nonfinite_literal: bool = ...) -> None: ...
 
 class TensorValue(_message.Message):
     __slots__ = ("dtype", "shape", "content", "truncated")
@@ -324,7 +340,7 @@ class TensorSummary(_message.Message):
     def __init__(self, debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., items: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., summarized_in_execution: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("index", "function_name", "graph_id", "tensor_debug_mode", "inputs", "outputs", "duration_us", "code_location", "num_traces", "error", "executable_id")
+    __slots__ = ("index", "function_name", "graph_id", "tensor_debug_mode", "inputs", "outputs", "duration_us", "code_location", "num_traces", "error", "executable_id", "record_error")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_NAME_FIELD_NUMBER: _ClassVar[int]
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
@@ -336,6 +352,7 @@ class Execution(_message.Message):
     NUM_TRACES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
+    RECORD_ERROR_FIELD_NUMBER: _ClassVar[int]
     index: int
     function_name: str
     graph_id: int
@@ -347,7 +364,8 @@ class Execution(_message.Message):
     num_traces: int
     error: str
     executable_id: str
-    def __init__(self, index: _Optional[int] = ..., function_name: _Optional[str] = ..., graph_id: _Optional[int] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., inputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., duration_us: _Optional[float] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., num_traces: _Optional[int] = ..., error: _Optional[str] = ..., executable_id: _Optional[str] = ...) -> None: ...
+    record_error: str
+    def __init__(self, index: _Optional[int] = ..., function_name: _Optional[str] = ..., graph_id: _Optional[int] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., inputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., duration_us: _Optional[float] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., num_traces: _Optional[int] = ..., error: _Optional[str] = ..., executable_id: _Optional[str] = ..., record_error: _Optional[str] = ...) -> None: ...
 
 class GraphExecutionTrace(_message.Message):
     __slots__ = ("op_id", "output_slot", "execution_index", "op_name", "kernel", "graph_id", "tensor_debug_mode", "debug_values", "tensor_value", "device", "duration_us", "error", "index", "dtype", "shape", "inner_nonfinite")
@@ -496,7 +514,7 @@ class WatchpointHit(_message.Message):
     def __init__(self, watchpoint_id: _Optional[int] = ..., condition: _Optional[str] = ..., description: _Optional[str] = ..., op_id: _Optional[int] = ..., graph_id: _Optional[int] = ..., op_name: _Optional[str] = ..., kernel: _Optional[str] = ..., output_slot: _Optional[int] = ..., execution_index: _Optional[int] = ..., detail: _Optional[str] = ..., paused: bool = ..., trace: _Optional[_Union[GraphExecutionTrace, _Mapping]] = ...) -> None: ...
 
 class RunEnd(_message.Message):
-    __slots__ = ("how", "reason", "num_executions", "num_traces", "first_missing_execution", "first_missing_trace", "num_stack_frames", "num_source_files", "nonfinite_executions", "unchecked_executions", "dropped_executions", "dropped_traces", "records")
+    __slots__ = ("how", "reason", "num_executions", "num_traces", "first_missing_execution", "first_missing_trace", "num_stack_frames", "num_source_files", "nonfinite_executions", "unchecked_executions", "dropped_executions", "dropped_traces", "records", "unrecorded_executions", "first_unrecorded")
     class How(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         HOW_UNSPECIFIED: _ClassVar[RunEnd.How]
@@ -525,6 +543,8 @@ class RunEnd(_message.Message):
     DROPPED_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
     DROPPED_TRACES_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    UNRECORDED_EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_UNRECORDED_FIELD_NUMBER: _ClassVar[int]
     how: RunEnd.How
     reason: str
     num_executions: int
@@ -538,7 +558,9 @@ class RunEnd(_message.Message):
     dropped_executions: int
     dropped_traces: int
     records: _containers.ScalarMap[str, int]
-    def __init__(self, how: _Optional[_Union[RunEnd.How, str]] = ..., reason: _Optional[str] = ..., num_executions: _Optional[int] = ..., num_traces: _Optional[int] = ..., first_missing_execution: _Optional[int] = ..., first_missing_trace: _Optional[int] = ..., num_stack_frames: _Optional[int] = ..., num_source_files: _Optional[int] = ..., nonfinite_executions: _Optional[int] = ..., unchecked_executions: _Optional[int] = ..., dropped_executions: _Optional[int] = ..., dropped_traces: _Optional[int] = ..., records: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    unrecorded_executions: int
+    first_unrecorded: str
+    def __init__(self, how: _Optional[_Union[RunEnd.How, str]] = ..., reason: _Optional[str] = ..., num_executions: _Optional[int] = ..., num_traces: _Optional[int] = ..., first_missing_execution: _Optional[int] = ..., first_missing_trace: _Optional[int] = ..., num_stack_frames: _Optional[int] = ..., num_source_files: _Optional[int] = ..., nonfinite_executions: _Optional[int] = ..., unchecked_executions: _Optional[int] = ..., dropped_executions: _Optional[int] = ..., dropped_traces: _Optional[int] = ..., records: _Optional[_Mapping[str, int]] = ..., unrecorded_executions: _Optional[int] = ..., first_unrecorded: _Optional[str] = ...) -> None: ...
 
 class RecordsDropped(_message.Message):
     __slots__ = ("first_sequence", "count")

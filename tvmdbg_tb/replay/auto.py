@@ -32,7 +32,7 @@ from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.replay.group import ReplayError
 from tvmdbg_tb.replay.replayer import group_source, is_replayable, replay, snapshot_inputs
 
-_VECTOR_ROWS = 64  # above this many rows numpy's fixed cost (~20 us after kernels ran) pays off
+_VECTOR_ROWS = 64  # above this many rows numpy's fixed cost (cold after kernels ran) pays off
 # Deep-mode records per kernel site: the graphs file is kept whole (no circular buffer), so a
 # NaN made inside a kernel on every call must not grow it without bound.
 MAX_DEEP_RECORDS_PER_SITE = 100
@@ -82,9 +82,10 @@ class AutoReplay:
             return
         if not self.hunting or not traces:
             return
-        if site.info is not None and site.info.writes_literal:
-            return  # a mask's -inf: what the hunt looks for comes from a computation
-        if not any(_trace_bad(t, outputs) for t in traces):
+        literal = site.info is not None and site.info.writes_literal
+        # A mask's -inf is the program's: what the hunt looks for comes from a computation
+        # (a NaN a mask's kernel makes is one: 0 x -inf).
+        if not any(_trace_bad(t, outputs, nan_only=literal) for t in traces):
             return
         from tvmdbg_tb.tracing.summary import as_numpy
 
@@ -183,7 +184,10 @@ class AutoReplay:
             hunted = function.hunt_mask
             made = array[1 : len(infos) + 1, compiled.INNER_COLUMN].tolist() if inner else [0.0] * len(infos)
             for i, (cycles, size, lt, gt, eq, neg_inf, pos_inf) in enumerate(rows.tolist()):
-                bad = (neg_inf or pos_inf or size != lt + gt + eq) and hunted[i] & compiled.HUNT_COUNTS
+                nan = size != lt + gt + eq
+                bad = ((neg_inf or pos_inf or nan) and hunted[i] & compiled.HUNT_COUNTS) or (
+                    nan and hunted[i] & compiled.HUNT_NAN
+                )
                 if (bad or (made[i] > 0 and hunted[i] & compiled.HUNT_INNER)) and cycles:
                     if best is None or cycles < best[0]:
                         best = (cycles, fid, i, bool(bad))
@@ -281,15 +285,22 @@ def _inputs(site, args: tuple) -> list:
     return [a for i, a in enumerate(args) if i not in outs]
 
 
-def _trace_bad(trace: pb.GraphExecutionTrace, outputs: list) -> bool:
+def _trace_bad(trace: pb.GraphExecutionTrace, outputs: list, nan_only: bool = False) -> bool:
+    """Whether a kernel output holds NaN or Inf (nan_only: a NaN)."""
     if trace.tensor_debug_mode == pb.FULL_TENSOR:
+        import numpy as np
+
         from tvmdbg_tb.tracing.summary import as_numpy, has_nonfinite
 
         slot = trace.output_slot
         array = as_numpy(outputs[slot]) if slot < len(outputs) else None
-        return array is not None and has_nonfinite(array)
+        if array is None:
+            return False
+        return bool(np.isnan(array).any()) if nan_only and array.dtype.kind == "f" else has_nonfinite(array)
     counts = nonfinite_counts(trace.tensor_debug_mode, trace.debug_values)
-    return counts is not None and any(counts)
+    if counts is None:
+        return False
+    return counts[0] > 0 if nan_only else any(counts)
 
 
 def _capture_inputs(vm, invoke, args: tuple, top_name: str, function_name: str, site_info, function_names):

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tvmdbg_tb.capture import graphs
-
-NO_INPUT = -1_000_000  # an operand that is neither a kernel input nor an earlier op's output
+from tvmdbg_tb.events.layout import NO_INPUT
 
 
 class ReplayError(RuntimeError):

@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tvmdbg_tb.capture import graphs
+from tvmdbg_tb.events.layout import NO_INPUT
 from tvmdbg_tb.proto import debug_event_pb2 as pb
-from tvmdbg_tb.replay.group import NO_INPUT, FusedGroup, ReplayError, group_of
+from tvmdbg_tb.replay.group import FusedGroup, ReplayError, group_of
 
 # (frames, user index, model node or None) -> CodeLocation: Session.code_location.
 LocationOf = Callable[[list, int, object], pb.CodeLocation]
@@ -47,6 +48,11 @@ def _summary(array) -> pb.TensorSummary:
 def _bad(summary: pb.TensorSummary) -> bool:
     values = summary.debug_values
     return len(values) == 10 and (values[4] + values[5] + values[6]) > 0
+
+
+def _nan(summaries) -> bool:
+    """Whether any of these FULL_HEALTH summaries counted a NaN."""
+    return any(len(s.debug_values) == 10 and s.debug_values[6] > 0 for s in summaries)
 
 
 def replay(
@@ -122,7 +128,10 @@ def _fill_ops(
                 return False
             return bad_ops[ref] if ref >= 0 else bad_inputs[-1 - ref]
 
-        entry.origin = bad and not any(operand_bad(r) for r in op.input_refs)
+        # An op writing a non-finite literal (a mask's -inf) makes no value by writing it;
+        # a NaN it makes is computed (0 x -inf of `(1 - keep) * -inf`).
+        written = op.origin is not None and op.origin.nonfinite_literal and not _nan(entry.outputs)
+        entry.origin = bad and not written and not any(operand_bad(r) for r in op.input_refs)
         if entry.origin and record.first_nonfinite_op < 0:
             record.first_nonfinite_op = op.index
 

@@ -121,14 +121,16 @@ def _activate(state: TracingState, session: Session | None) -> None:
     old = state.session
     if old is not None and old is not session:
         vm_wrapper.detach_all(state)
-        if old.param_cache is not None:
-            old.param_cache.close()
+        for cache in (old.param_cache, old.weight_cache):
+            if cache is not None:
+                cache.close()
     state.session = session
     hooks = state.capture
     hooks.on_executable = (lambda executable, info: session.register_executable(info)) if session else None
     hooks.recording = session is not None
     hooks.compile_health = _compile_health(state)
     hooks.params_in_kernels = session is None or session.param_cache is None
+    hooks.weights_in_kernels = session is None or session.weight_cache is None
     hooks.inner_ops = session is None or session.options.inner_op_check
     if session is None:
         hooks.registry.clear()

@@ -7,8 +7,8 @@ each debug_values holds a fixed number of doubles. So the constant bytes are kep
 a uint8 buffer with the byte positions of each summary's values; a call computes every
 summary's values at once (counts of a tensor and a tuple's totals are the same linear map
 of its rows' counts: a selection matrix product) and scatters them into a copy of the
-buffer. This replaces a Python loop step per summary (~1.5 us each; the training step's
-optimizer call has ~25), and writes byte for byte what fast_tracer._summary_body and
+buffer. This replaces a Python loop step per summary (a training step's optimizer call has
+dozens), and writes byte for byte what fast_tracer._summary_body and
 _tuple_body write (tests/test_execution_template.py compares them). With native_rows
 loaded the same template is filled in C++ (summaries), without numpy's cost per operation.
 """

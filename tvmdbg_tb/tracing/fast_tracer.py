@@ -111,7 +111,7 @@ def _buffer(fid: int, nrows: int) -> tuple[Any, np.ndarray, bool]:
 
 def _release(fid: int, tensor, array, clean: bool = False) -> None:
     """Back to the pool; clean: its column 0 was set to 0 already (native_rows.call_rows
-    does so while it reads the rows, where a numpy assignment would cost ~2 us per call)."""
+    does so while it reads the rows, cheaper than a numpy assignment per call)."""
     _LOCAL.pool.setdefault(fid, []).append((tensor, array, clean))
 
 
@@ -276,8 +276,9 @@ class CompiledTracer(Tracer):
         self._safely(self.session.serialized_execution_done, payload, traces, nonfinite)
 
     def _native_warn(self, error: BaseException) -> None:
-        """native_call could not record a call (as _safely says it)."""
+        """native_call could not record a call (as _record says it; the writer counts it)."""
         warnings.warn(f"tvmdbg: could not record a VM call: {error!r}", RuntimeWarning, stacklevel=2)
+        self.session.unrecorded(None, "", -1, error)
 
     def call(self, function_name: str, invoke, args: tuple, inputs: tuple, get_outputs=None) -> Any:
         if _LOCAL.call is not None or _LOCAL.implicit is not None:
@@ -303,7 +304,7 @@ class CompiledTracer(Tracer):
         row, the call re-run (tvmdbg_tb.replay.auto); for call() and native_call alike."""
         holding = self.session.hold_listeners()
         try:
-            self._safely(self._finish_fast, call, inputs, outputs, error, frames, user_index, rows)
+            self._record(self._finish_fast, call, inputs, outputs, error, frames, user_index, rows)
             if error is None and call.bad is not None and self._vm() is not None:
                 replayer = self.session.replay
                 self._safely(replayer.rerun, self, self._vm(), invoke, args, call.function.name, call.index, call.bad)
@@ -322,7 +323,7 @@ class CompiledTracer(Tracer):
             _LOCAL.implicit = None
             call, _LOCAL.call = _LOCAL.call, None
             if call is not None:
-                self._safely(self._finish_fast, call, (), None, None, frames, user_index)
+                self._record(self._finish_fast, call, (), None, None, frames, user_index)
 
     def _implicit_call(self, fid: int) -> _FastCall | None:
         """time_evaluator runs: each entry of the timed function starts a new Execution."""
@@ -332,7 +333,7 @@ class CompiledTracer(Tracer):
             return current  # a nested function: part of the current repetition
         if current is not None:
             _LOCAL.call = None
-            self._safely(self._finish_fast, current, (), None, None, frames, user_index)
+            self._record(self._finish_fast, current, (), None, None, frames, user_index)
         call = _FastCall(self, self.session.function(self.program, name), implicit=True)
         _LOCAL.call = call
         return call
@@ -588,7 +589,7 @@ class CompiledTracer(Tracer):
                 fid, _, array = call.buffers[0]
                 function = compiled.FUNCTIONS[fid]
                 # bad: the first row the hunt looks at, else the first hiding what its ops made
-                if bad >= 0 and hunting and function.hunt_mask[bad]:
+                if bad >= 0 and hunting and compiled.hunted(function, array, bad):
                     call.bad = (fid, bad, compiled.output_nonfinite(function, array, bad))
                 if inner:
                     payloads = _with_inner(payloads, call.buffers[0][0], inner)
@@ -1028,8 +1029,7 @@ _DURATION_TAIL = np.dtype([("tag", "u1"), ("duration", "<f8")])  # NO_TENSOR and
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
 _VECTOR_SUMMARIES = 4  # without native_rows, Execution summaries from as many rows: numpy, not the loop
 # ... unless the call ran longer: its kernels evicted numpy's code and data from the caches,
-# and each numpy operation then costs 2-4 us, more than the loop for ~12 summaries (small
-# CNN, transformer block: +4 to +8 us per call measured, <1% of such a call either way).
+# and each numpy operation then costs more than the loop over a dozen summaries.
 _VECTOR_CALL_SECONDS = 500e-6
 _CURT = struct.Struct("<d")
 _CONCISE = struct.Struct("<4d")

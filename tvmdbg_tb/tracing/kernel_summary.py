@@ -1,8 +1,8 @@
 """Health counts of one tensor by the compiled summary kernel, for the VM-instrument path.
 
 The fallback path (check-numerics, control flow, executables compiled before enable)
-summarises each kernel output in its callback. numpy takes several passes and ~5 us of fixed
-cost per tensor; the summary kernel the compiled path calls after each kernel
+summarises each kernel output in its callback. numpy takes several passes and a fixed cost
+per tensor; the summary kernel the compiled path calls after each kernel
 (compiled.kernel, built once per dtype per process) counts in one native pass and
 writes one row, read here into the same debug_values (compiled.row_values). Only the health
 modes use it: their counts are exact, so both ways give identical values (FULL_STATS keeps

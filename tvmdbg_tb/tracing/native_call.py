@@ -1,9 +1,9 @@
 """The compiled tracer's steady-state VM call in C++ (native_call.cc).
 
-Why: once the kernels run at their floor, a traced call of a training step paid ~15 us of
-Python glue around them: the wrapper and the tracer's call, the call-point lookup, the
+Why: once the kernels run at their floor, a traced call of a training step paid more for the
+Python glue around them than for them: the wrapper and the tracer's call, the call-point lookup, the
 call's bookkeeping, reading the stats buffer, building the Execution's bytes and queueing
-the records, each step ~0.5-1 us after kernels that evicted the interpreter's caches. The
+the records, each step slowed by kernels that evicted the interpreter's caches. The
 CPython type here does that glue for the common call (one stats buffer, rows and Execution
 complete and finite) in one C function: the same caches (call point -> CodeLocation bytes,
 function -> native_rows.call_rows arguments), the same bytes, the same writer call

@@ -2,11 +2,11 @@
 
 Why: after each VM call fast_tracer turns the stats buffer's rows into bytes: a trace tail
 per executed kernel (debug values, duration), the health-mode Execution's summaries
-(execution_template), and, while replay hunts, the first non-finite row. In Python that is
-~1.5 us per row; numpy is cheap per row but pays ~1 us per operation (2-4 us each after a
-kernel that evicted the caches), so it only gained from ~24 rows up. This CPython extension
+(execution_template), and, while replay hunts, the first non-finite row. In Python that is a
+loop step per row; numpy is cheap per row but pays a fixed cost per operation (more after
+a kernel that evicted the caches), so it only gained from a couple dozen rows up. This CPython extension
 does each pass for any number of rows in well under a microsecond, which is what a
-training step's handful of kernels and ~25 summaries per call need. The bytes are the
+training step's handful of kernels and dozens of summaries per call need. The bytes are the
 loops' (doubles in host order: the compiled fast path runs on x86-64 only, see
 fast_tracer.supported_platform).
 

@@ -1,8 +1,8 @@
 """GraphOpCreation events composed from serialized pieces.
 
 A build registers one op record per kernel call site: a thousand for a 1000-kernel function.
-Built with the protobuf API, a record costs ~4 us of field sets and submessage copies, most of
-it for pieces that repeat across sites (tensor specs, code locations, kernel names). Here each
+Built with the protobuf API, a record is mostly field sets and submessage copies, most of
+them for pieces that repeat across sites (tensor specs, code locations, kernel names). Here each
 piece is serialized once and a record is the join of its pieces, parsed once into its
 DebugEvent for the sinks that read messages; the writer serializes that event again, so the
 bytes on disk are protobuf's own, whatever order the pieces were joined in.
@@ -31,6 +31,8 @@ _TUPLE_ITEM = varint(40 << 3)
 _INPUT_LITERAL = varint(41 << 3) + b"\x01"  # OpInput.nonfinite_literal = true
 _ORIGIN_LITERAL = b"\x30\x01"  # OriginalOp.nonfinite_literal (field 6) = true
 _EVENT_OP = b"\x3a"  # DebugEvent.graph_op_creation
+_FUSED_MEMBER = varint(40 << 3 | 2)  # GraphOpCreation.fused_members
+_MEMBER_LITERAL = b"\x18\x01"  # FusedMember.nonfinite_literal = true
 
 
 _VARINTS = [varint(n) for n in range(1 << 14)]  # a list lookup instead of a call per field
@@ -159,5 +161,12 @@ class OpEncoder:
         parts += [_DEVICE, _POSITION, _int(site.position)]
         if first_located is not None:
             parts += [_CODE_LOCATION, _length(first_located), first_located]
+        for member, flow in zip(site.member_origins, site.member_flow):
+            op_type = member.op_type if member is not None and member.op_type else flow.op_type
+            refs = b"".join(_int(r) for r in flow.input_refs)
+            body = string(_ORIGIN_TYPE, op_type) + (_field(0x12, refs) if refs else b"")
+            if flow.literal or (member is not None and member.nonfinite_literal):
+                body += _MEMBER_LITERAL
+            parts += [_FUSED_MEMBER, _length(body), body]
         op = b"".join(parts)
         return pb.DebugEvent.FromString(_EVENT_OP + _length(op) + op)

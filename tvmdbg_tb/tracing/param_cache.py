@@ -1,4 +1,6 @@
-"""Parameter summaries once per value (opt-in: param_summaries="once_per_value").
+"""Parameter summaries once per value: a function's weights by default
+(param_summaries="weights_once_per_value": the parameters past its num_input, which then get
+no summary row in the compiled build), every tensor argument with "once_per_value".
 
 Re-summarising unchanged weights on every call is most of the health cost of a call whose
 parameters are large (a 1M-element weight reads 4 MB per call). TVM tensors carry no version
@@ -16,7 +18,7 @@ counter, so "unchanged" is decided by this rule:
   writable from outside for the rest of the session (summarised on every call);
 - traced calls of a function with an in-place kernel forget their arguments.
 
-What the rule cannot see (why it is opt-in): writes from native code that bypasses these
+What the rule cannot see (why it is opt-in beyond weights, which a model does not write): writes from native code that bypasses these
 Python entry points (a raw compiled kernel called with the tensor as its output, a VM that
 tvmdbg does not trace, C extensions holding the data pointer) and DLPack views made before
 enable_dump_debug_info. A NaN written that way still shows in the first traced kernel output

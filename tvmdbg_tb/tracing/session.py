@@ -166,11 +166,12 @@ class RuntimeSite:
 class RuntimeFunction:
     """A Relax function of one executable: its graph id and kernel sites by symbol."""
 
-    def __init__(self, name: str, graph_id: int, sites: list[RuntimeSite], mapped: bool):
+    def __init__(self, name: str, graph_id: int, sites: list[RuntimeSite], mapped: bool, weights: range = range(0)):
         self.name = name
         self.graph_id = graph_id
         self.sites = sites
         self.mapped = mapped
+        self.weights = weights  # the positions of its weights (graphs.FunctionInfo.weights)
         self.by_symbol: dict[str, list[RuntimeSite]] = {}
         for site in sites:
             self.by_symbol.setdefault(site.kernel, []).append(site)
@@ -223,10 +224,16 @@ class Session:
         # Deep mode: the options' trace_fused_ops, or a sink's (check-numerics'); see _set_sinks.
         self.trace_fused_ops = options.trace_fused_ops
         self.param_cache = None  # a SummaryCache with param_summaries="once_per_value" (health modes)
-        if options.param_summaries is ParamSummaries.ONCE_PER_VALUE and self.mode in _COUNTING_MODES:
+        # ... and one for the weights alone (param_summaries="weights_once_per_value", the default).
+        self.weight_cache = None
+        if self.mode in _COUNTING_MODES and options.param_summaries is not ParamSummaries.EVERY_CALL:
             from tvmdbg_tb.tracing import param_cache
 
-            self.param_cache = param_cache.SummaryCache(exports)
+            cache = param_cache.SummaryCache(exports)
+            if options.param_summaries is ParamSummaries.ONCE_PER_VALUE:
+                self.param_cache = cache
+            else:
+                self.weight_cache = cache
         self._ids = threading.Lock()
         self._graph_ids = itertools.count()
         self._op_ids = itertools.count()
@@ -279,6 +286,28 @@ class Session:
             except Exception as failure:
                 sink_failed(sink, "on a call", failure)
 
+    def unrecorded(self, index: int | None, function_name: str, graph_id: int, error: BaseException) -> None:
+        """A call tvmdbg could not record whole (see Tracer._record): an Execution saying why
+        (when its index is known), and the writer's count, which makes the dump incomplete.
+        Never raises."""
+        if self.writer is None:
+            return
+        why = f"{type(error).__name__}: {error}"
+        try:
+            if index is not None:
+                execution = pb.Execution(
+                    index=index,
+                    function_name=function_name,
+                    graph_id=graph_id,
+                    tensor_debug_mode=self.mode,
+                    record_error=why,
+                )
+                self.writer.write_execution(execution)
+            where = f"execution {index} ({function_name})" if index is not None else "a call"
+            self.writer.count_unrecorded(f"{where}: {why}")
+        except Exception:
+            pass
+
     def close(self) -> None:
         for sink in self.sinks:
             try:
@@ -309,7 +338,11 @@ class Session:
             message = None
             if node is not None:
                 message = pb.ModelNode(
-                    format=node.format, name=node.name, op_type=node.op_type, model_file=node.model_file
+                    format=node.format,
+                    name=node.name,
+                    op_type=node.op_type,
+                    model_file=node.model_file,
+                    module=node.module,
                 )
             called_from = frames_mod.called_from_index(frames, user_index)
             location = self.writer.code_location(frames, user_index, called_from, message)
@@ -373,6 +406,8 @@ class Session:
 
     def _register_function(self, program: Program, function: graphs.FunctionInfo) -> RuntimeFunction:
         graph = self._graph(program, function.name, function.params, function.param_names, True)
+        if function.num_inputs is not None:
+            graph.num_inputs = function.num_inputs
         unfiltered = self.op_regex is None and self.dtype_ok is None
         graph_id = graph.graph_id
         op_ids = [next(self._op_ids) for _ in function.sites]
@@ -400,7 +435,7 @@ class Session:
             elif source.kind == pb.OpInput.PARAM:
                 returned.param_index = source.param_index
         self._emit_graph(graph, OpBatch(ops, events))
-        return RuntimeFunction(function.name, graph.graph_id, sites, mapped=True)
+        return RuntimeFunction(function.name, graph.graph_id, sites, mapped=True, weights=function.weights)
 
     def _emit_graph(self, graph: pb.DebuggedGraph | None, ops: list[pb.GraphOpCreation]) -> None:
         for sink in self.sinks:

@@ -30,10 +30,14 @@ def reading_own() -> bool:
 
 _TENSOR_TYPES: tuple[type, ...] = ()
 _ARRAY_TYPE: Any = None
+# Values that are one opaque argument though Python sees a tuple: a ShapeTuple (tvm_ffi's
+# Shape subclasses tuple) is a shape, not a tuple of tensors.
+_OPAQUE_TUPLES: tuple[type, ...] = ()
 try:
     import tvm
 
     _TENSOR_TYPES = (tvm.runtime.Tensor,)
+    _OPAQUE_TUPLES = (tvm.runtime.ShapeTuple,)
     from tvm_ffi import container as _ffi_container
 
     # An FFI Array's elements read without its Python __getitem__ helper (flatten runs on
@@ -75,7 +79,7 @@ def top_level_size(value: Any) -> int:
     value): a cheap check that a function returned the structure it returned before."""
     if _ARRAY_TYPE is not None and type(value) is _ARRAY_TYPE:
         return _ARRAY_SIZE(value)
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)) and not isinstance(value, _OPAQUE_TUPLES):
         return len(value)
     return 1
 
@@ -93,6 +97,8 @@ def flatten(value: Any) -> list[Any]:
             else:
                 out.extend(flatten(item))
         return out
+    if isinstance(value, _OPAQUE_TUPLES):
+        return [value]
     if isinstance(value, (list, tuple)) or (
         hasattr(value, "__len__") and hasattr(value, "__getitem__") and type(value).__name__ == "Array"
     ):
@@ -177,6 +183,8 @@ def tensor_summary(mode: int, value: Any) -> pb.TensorSummary:
     """A TensorSummary of one runtime value: a tensor's in mode, a tuple's as the total over
     its tensors (health modes only), an empty one for opaque values."""
     if not (is_tensor(value) or isinstance(value, np.ndarray)):
+        if isinstance(value, _OPAQUE_TUPLES):  # a shape: its rank, no health to count
+            return pb.TensorSummary(dtype=type(value).__name__, shape=[len(value)])
         leaves = flatten(value)
         if leaves == [value]:
             return pb.TensorSummary(dtype=type(value).__name__)
@@ -222,6 +230,8 @@ def tuple_health_values(mode: int, rows: list[list[float]]) -> list[float]:
     """A tuple's debug_values in a health mode (FULL_STATS: its FULL_HEALTH part) from its
     tensors' FULL_HEALTH rows: the counts summed, rank 0, the DType when they share one."""
     # Plain Python: a tuple has a handful of tensors, and this runs on every traced call.
+    if not rows:  # no tensor (an empty tuple, a tuple of shapes): nothing non-finite, size 0
+        rows = [[0.0] * 10]
     size, neg_inf, pos_inf, nan, negative, zero, positive = (float(sum(c)) for c in zip(*(r[3:10] for r in rows)))
     if mode == pb.CURT_HEALTH:
         return [1.0 if neg_inf + pos_inf + nan else 0.0]

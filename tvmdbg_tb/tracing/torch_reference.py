@@ -155,20 +155,6 @@ def record_torch_reference(
 def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inputs, final, lifted) -> None:
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     param_index = {n.name: i for i, n in enumerate(placeholders)}
-    control_flow = []
-    for node in graph.nodes:
-        if node.op == "call_function" and _is_control_flow(node):
-            frames = importers.node_frames(importers.TORCH_FX, node)
-            index = frames_mod.user_index(frames)
-            where = f" at {os.path.basename(frames[index][0])}:{frames[index][1]}" if index >= 0 else ""
-            control_flow.append(f"{node.name} (torch higher-order op {node.target}){where}")
-    note = "PyTorch eager reference written by tvmdbg.record_torch_reference"
-    if control_flow:
-        note = layout.control_flow_note(
-            control_flow,
-            "ran in eager as one node each: their outputs are compared, the ops inside their branches "
-            "or loop bodies are not (not comparable). " + note,
-        )
     writer.write_graph(
         pb.DebuggedGraph(
             graph_id=0,
@@ -180,75 +166,112 @@ def _write(writer: DebugEventsWriter, mode: int, graph, relax_ops, outputs, inpu
             # Relax function's parameters with from_exported_program(keep_params_as_input=True).
             param_names=[n.name for n in placeholders] + [name for name, _ in lifted],
             target="torch eager (cpu)",
-            note=note,
+            note=_graph_note(graph),
         )
     )
     op_ids: dict[str, int] = {}
     traces = []
     for position, node in enumerate(n for n in graph.nodes if n.op == "call_function"):
         op_id = op_ids[node.name] = position
-        frames = importers.node_frames(importers.TORCH_FX, node)
-        shown = frames_mod.user_index(frames)
-        model_node = pb.ModelNode(format=importers.TORCH_FX, name=node.name, op_type=str(node.target))
-        location = writer.code_location(frames, shown, frames_mod.called_from_index(frames, shown), model_node)
-        types = relax_ops.get(node.name) or ["torch." + str(node.target)]
-        op = pb.GraphOpCreation(
+        writer.write_graph_op_creation(_op_record(writer, node, position, relax_ops, op_ids, param_index))
+        traces += _node_traces(mode, node, op_id, outputs.get(node.name))
+    execution = _execution(writer, mode, len(traces), inputs, final, lifted)  # its index, before the traces go
+    writer.write_graph_execution_traces(traces)
+    writer.write_execution(execution)
+
+
+def _graph_note(graph) -> str:
+    """The reference graph's note, naming the control-flow nodes run as one (compare reads it)."""
+    control_flow = []
+    for node in graph.nodes:
+        if node.op == "call_function" and _is_control_flow(node):
+            frames = importers.node_frames(importers.TORCH_FX, node)
+            index = frames_mod.user_index(frames)
+            where = f" at {os.path.basename(frames[index][0])}:{frames[index][1]}" if index >= 0 else ""
+            control_flow.append(f"{node.name} (torch higher-order op {node.target}){where}")
+    note = "PyTorch eager reference written by tvmdbg.record_torch_reference"
+    if not control_flow:
+        return note
+    return layout.control_flow_note(
+        control_flow,
+        "ran in eager as one node each: their outputs are compared, the ops inside their branches "
+        "or loop bodies are not (not comparable). " + note,
+    )
+
+
+def _op_record(writer: DebugEventsWriter, node, position: int, relax_ops, op_ids, param_index) -> pb.GraphOpCreation:
+    """One fx node as an op whose original ops are the Relax ops the importer makes of it."""
+    frames = importers.node_frames(importers.TORCH_FX, node)
+    shown = frames_mod.user_index(frames)
+    model_node = pb.ModelNode(
+        format=importers.TORCH_FX, name=node.name, op_type=str(node.target), module=importers.module_path(node)
+    )
+    location = writer.code_location(frames, shown, frames_mod.called_from_index(frames, shown), model_node)
+    op = pb.GraphOpCreation(
+        op_id=op_ids[node.name],
+        graph_id=0,
+        op_name=node.name,
+        kernel=str(node.target),
+        call_type="torch",
+        position=position,
+        code_location=location,
+    )
+    for op_type in relax_ops.get(node.name) or ["torch." + str(node.target)]:
+        op.original_ops.add(op_type=op_type, var_name=node.name, code_location=location)
+    op.original_ops[-1].node_output = True  # the op's output is the node's
+    for arg in node.all_input_nodes:
+        if arg.name in op_ids:
+            op.inputs.add(kind=pb.OpInput.OP_OUTPUT, name=arg.name, producer_op_id=op_ids[arg.name])
+        elif arg.name in param_index:
+            op.inputs.add(kind=pb.OpInput.PARAM, name=arg.name, param_index=param_index[arg.name])
+        else:
+            op.inputs.add(kind=pb.OpInput.OTHER, name=arg.name)
+    return op
+
+
+def _node_traces(mode: int, node, op_id: int, output) -> list[pb.GraphExecutionTrace]:
+    """A trace per tensor of the node's eager output."""
+    traces = []
+    for slot, leaf in enumerate(_leaves(output)):
+        array = _numpy(leaf)
+        if array is None:
+            continue
+        summary = tensor_summary(mode, array)
+        trace = pb.GraphExecutionTrace(
             op_id=op_id,
-            graph_id=0,
+            output_slot=slot,
+            execution_index=0,
             op_name=node.name,
             kernel=str(node.target),
-            call_type="torch",
-            position=position,
-            code_location=location,
+            graph_id=0,
+            tensor_debug_mode=mode,
+            debug_values=summary.debug_values,
+            device="cpu:0",
+            duration_us=math.nan,
+            dtype=summary.dtype,
+            shape=summary.shape,
         )
-        for op_type in types:
-            op.original_ops.add(op_type=op_type, var_name=node.name, code_location=location)
-        op.original_ops[-1].node_output = True  # the op's output is the node's
-        for arg in node.all_input_nodes:
-            if arg.name in op_ids:
-                op.inputs.add(kind=pb.OpInput.OP_OUTPUT, name=arg.name, producer_op_id=op_ids[arg.name])
-            elif arg.name in param_index:
-                op.inputs.add(kind=pb.OpInput.PARAM, name=arg.name, param_index=param_index[arg.name])
-            else:
-                op.inputs.add(kind=pb.OpInput.OTHER, name=arg.name)
-        writer.write_graph_op_creation(op)
-        for slot, leaf in enumerate(_leaves(outputs.get(node.name))):
-            array = _numpy(leaf)
-            if array is None:
-                continue
-            summary = tensor_summary(mode, array)
-            trace = pb.GraphExecutionTrace(
-                op_id=op_id,
-                output_slot=slot,
-                execution_index=0,
-                op_name=node.name,
-                kernel=str(node.target),
-                graph_id=0,
-                tensor_debug_mode=mode,
-                debug_values=summary.debug_values,
-                device="cpu:0",
-                duration_us=math.nan,
-                dtype=summary.dtype,
-                shape=summary.shape,
-            )
-            if summary.HasField("tensor_value"):
-                trace.tensor_value.CopyFrom(summary.tensor_value)
-            traces.append(trace)
-    # User inputs, then the lifted parameters (a model imported with keep_params_as_input=True
-    # takes them as inputs in this order; otherwise they are constants in the compiled model
-    # and these extra inputs are reported, not compared).
+        if summary.HasField("tensor_value"):
+            trace.tensor_value.CopyFrom(summary.tensor_value)
+        traces.append(trace)
+    return traces
+
+
+def _execution(writer: DebugEventsWriter, mode: int, num_traces: int, inputs, final, lifted) -> pb.Execution:
+    """The one call: user inputs, then the lifted parameters (a model imported with
+    keep_params_as_input=True takes them as inputs in this order; otherwise they are constants
+    in the compiled model and these extra inputs are reported, not compared)."""
     user_inputs = [_numpy(x) for x in inputs] + [_numpy(value) for _, value in lifted]
     execution = pb.Execution(
         index=writer.allocate_execution_index(),
         function_name="main",
         graph_id=0,
         tensor_debug_mode=mode,
-        num_traces=len(traces),
+        num_traces=num_traces,
         duration_us=math.nan,
         executable_id="torch_eager",
     )
     # A value that is not a tensor keeps its position with an empty summary (not comparable).
     execution.inputs.extend(pb.TensorSummary() if x is None else tensor_summary(mode, x) for x in user_inputs)
     execution.outputs.extend(tensor_summary(mode, x) for x in map(_numpy, _leaves(final)) if x is not None)
-    writer.write_graph_execution_traces(traces)
-    writer.write_execution(execution)
+    return execution

@@ -117,14 +117,14 @@ class Tracer:
         except BaseException as error:
             local.call = None
             self._end_native(call, failed=True)
-            self._safely(self._finish, call, inputs, None, error, frames, user_index)
+            self._record(self._finish, call, inputs, None, error, frames, user_index)
             raise
         local.call = None
         self._end_native(call, failed=False)
         outputs = get_outputs() if get_outputs is not None else result
         holding = self.session.hold_listeners()  # listeners hear the call with its replay written
         try:
-            self._safely(self._finish, call, inputs, outputs, None, frames, user_index)
+            self._record(self._finish, call, inputs, outputs, None, frames, user_index)
             if self.session.replay is not None:  # tvmdbg_tb.replay.auto: replay what was captured
                 self._safely(self.session.replay.on_call_done)
         finally:
@@ -151,7 +151,7 @@ class Tracer:
             local.implicit = None
             self._end_native(call, failed=False)
             if call is not None:
-                self._safely(self._finish, call, (), None, None, frames, user_index)
+                self._record(self._finish, call, (), None, None, frames, user_index)
 
     def _end_native(self, call: _Call | None, failed: bool) -> None:
         """No call traced on this thread any more: the native filter answers alone. A call
@@ -192,6 +192,17 @@ class Tracer:
             )
         return found[1]
 
+    def _record(self, finish, call, *args) -> None:
+        """finish(call, *args), which writes the call's records. A failure (a debugger bug)
+        never reaches the user's program, and never leaves the dump silently short of a call:
+        it is warned about, and the session leaves an Execution saying the call was not
+        recorded, which the writer counts (the dump is then incomplete)."""
+        try:
+            finish(call, *args)
+        except Exception as error:
+            warnings.warn(f"tvmdbg: could not record a VM call: {error!r}", RuntimeWarning, stacklevel=3)
+            self.session.unrecorded(call.index, call.function.name, call.function.graph_id, error)
+
     def _safely(self, fn, *args) -> None:
         try:
             fn(*args)
@@ -222,13 +233,16 @@ class Tracer:
         )
         known_inputs, known_outputs = known if known is not None else ((), ())
         cache = self.session.param_cache
+        weights = call.function.weights if self.session.weight_cache is not None else ()
         name = call.function.name
         for k, value in enumerate(inputs):
             summary = known_inputs[k] if k < len(known_inputs) else None
             if summary is None:
-                if cache is not None and error is None:  # param_summaries="once_per_value"
+                # param_summaries="once_per_value", or a weight under "weights_once_per_value"
+                chosen = cache if cache is not None else (self.session.weight_cache if k in weights else None)
+                if chosen is not None and error is None:
                     lookup = param_cache.reuse_allowed(call.function)
-                    summary = param_cache.summarize(cache, mode, value, ("in", name, k), call.index, lookup)
+                    summary = param_cache.summarize(chosen, mode, value, ("in", name, k), call.index, lookup)
                 else:
                     summary = tensor_summary(mode, value)
             execution.inputs.append(summary)
@@ -392,7 +406,7 @@ class Tracer:
 
     def _next_repetition(self, call: _Call) -> _Call:
         implicit = self._local.implicit
-        self._safely(self._finish, call, (), None, None, implicit[1], implicit[2])
+        self._record(self._finish, call, (), None, None, implicit[1], implicit[2])
         fresh = self._begin(implicit[0], implicit=True)
         self._local.call = fresh
         self._steer(fresh, fresh=True)

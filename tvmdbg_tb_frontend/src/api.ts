@@ -9,6 +9,8 @@ export interface ModelNode {
   name: string;
   op_type: string;
   model_file: string;
+  /** The model's module the node was made in ("model.layers.1.mlp"), "" when unknown. */
+  module?: string;
 }
 
 /** The frame shown for something (docs/source-lines.md): the model's own line, the user's call
@@ -119,6 +121,11 @@ export interface Alert {
   shape?: number[] | null;
   wall_time: number;
   execution_index: number;
+  /** The call's function, which call of it in the run (1-based: a generation loop's step;
+   *  null where dropped executions leave it uncounted) and how many calls of it the dump holds. */
+  function_name?: string;
+  call?: number | null;
+  function_calls?: number;
   trace_index: number;
   execution_position: number | null;
   trace_position: number | null;
@@ -127,6 +134,10 @@ export interface Alert {
   origin_uncertain?: boolean;
   location: Location | null;
   original_ops: OriginalOp[];
+  /** The function parameters the op read that held NaN/Inf in that call (a weight by its
+   *  parameter name), and the objects it read (state earlier calls wrote: a KV cache). */
+  bad_parameters?: AlertParameter[];
+  state?: string[];
   /** How the inner op that made the value is known: "replay", "deep", "inner_check" (the
    *  kernel's own count) or "heuristic" (none known). */
   confirmed?: string;
@@ -134,6 +145,27 @@ export interface Alert {
   inner_op?: AlertInnerOp | null;
   /** The value was made inside a fused kernel whose output hides it. */
   masked?: boolean;
+  /** Every fused op's NaN/Inf counts from the kernel's inner-op check (docs/inner_ops.md). */
+  inner_nonfinite?: AlertInnerCount[];
+}
+
+export interface AlertParameter {
+  name: string;
+  param_index: number;
+  /** The item of a tuple parameter (packed weights), null for the whole parameter. */
+  tuple_item: number | null;
+  /** A weight (past the function's num_input), not a data input. */
+  weight: boolean;
+}
+
+export interface AlertInnerCount {
+  index: number;
+  op_type: string;
+  var_name: string;
+  location: Location | null;
+  nan_count: number;
+  neg_inf_count: number;
+  pos_inf_count: number;
 }
 
 export interface AlertInnerOp {

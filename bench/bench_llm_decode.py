@@ -1,0 +1,100 @@
+"""tvmdbg on TVM's own LLM path: the cost of one decode step (the `embed` and `decode` calls of
+examples/generate_paged_kv.py's decoder, with TVM's paged KV cache and packed weights, and the
+cache's begin/end_forward around them) traced in NO_TENSOR and FULL_HEALTH, against the same
+step compiled and run without tvmdbg.
+
+    TVM_NUM_THREADS=1 .venv/bin/python bench/bench_llm_decode.py [--width tiny|realistic]
+        [--rounds 3] [--steps 300]
+
+Each measurement is a process of its own (it compiles the model, with tvmdbg enabled or not,
+prefills the prompt and times `--steps` decode steps after a warm-up; the figure is the median
+step, wall time); the modes alternate round by round, and each mode's ratio is the median of
+its per-round ratios to that round's uninstrumented process. tiny: 32 wide, 2 layers (the
+example's); realistic: 1024 wide, 4 layers, 16 query and 4 key/value heads, a 2816-wide MLP.
+The load average is printed at the start and the end (the machine may be shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+MODES = ("plain", "NO_TENSOR", "FULL_HEALTH")
+WIDTHS = {
+    "tiny": {},
+    "realistic": {"hidden": 1024, "layers": 4, "heads": 16, "kv_heads": 4, "ffn": 2816, "vocab": 4096},
+}
+
+
+def _example():
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import generate_paged_kv
+
+    return generate_paged_kv
+
+
+def child(mode: str, width: str, steps: int) -> dict:
+    """One process's measurement: the median decode step in microseconds."""
+    example = _example()
+    config = example.Config(**WIDTHS[width])
+    import tvmdbg
+
+    if mode != "plain":
+        tvmdbg.enable_dump_debug_info(tempfile.mkdtemp(prefix="tvmdbg_bench_llm_"), tensor_debug_mode=mode)
+    executable, names = example.build(config)
+    warm = max(10, steps // 10)
+    generator = example.Generator(executable, example.weights(executable, names, config), max_tokens=steps + warm + 64)
+    token = generator.prefill(example.PROMPT)
+    times = []
+    for k in range(warm + steps):
+        start = time.perf_counter()
+        token = generator.decode(token)
+        if k >= warm:
+            times.append(time.perf_counter() - start)
+    if mode != "plain":
+        tvmdbg.disable_dump_debug_info()
+    return {"mode": mode, "step_us": statistics.median(times) * 1e6}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--width", choices=sorted(WIDTHS), default="tiny")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per process (tiny 300, realistic 40)")
+    parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    steps = args.steps or (300 if args.width == "tiny" else 40)
+    if args.child:
+        print(json.dumps(child(args.child, args.width, steps)))
+        return 0
+    print(f"load average at start: {os.getloadavg()}", flush=True)
+    env = {**os.environ, "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS", "1")}
+    results: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for round_ in range(args.rounds):
+        for mode in MODES:
+            command = [sys.executable, __file__, "--child", mode, "--width", args.width, "--steps", str(steps)]
+            done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
+            step = json.loads(done.stdout.strip().splitlines()[-1])["step_us"]
+            results[mode].append(step)
+            print(f"round {round_ + 1} {mode:12s} {step:10.1f} us per decode step", flush=True)
+    print(f"load average at end: {os.getloadavg()}")
+    plain = results["plain"]
+    print(f"{args.width}: plain step median {statistics.median(plain):.1f} us")
+    for mode in MODES[1:]:
+        ratios = [traced / base for traced, base in zip(results[mode], plain)]
+        print(
+            f"{args.width}: {mode:12s} median {statistics.median(results[mode]):10.1f} us, "
+            f"{statistics.median(ratios):.3f}x (rounds {', '.join(f'{r:.3f}' for r in ratios)})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

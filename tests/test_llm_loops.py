@@ -1,0 +1,189 @@
+"""TVM's own LLM path under tvmdbg: examples/generate_paged_kv.py's `nn.Module` decoder, exported
+with packed params, run as a prefill and greedy decode steps over TVM's paged KV cache
+(`TIRPagedKVCache`). Every VM call is recorded whatever its arguments (the cache is created
+from ShapeTuples); a NaN is named where it entered the run, not where it came back out of
+the KV cache; a planted weight is named by its parameter name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import llm_models
+import numpy as np
+import pytest
+import tvm
+from models import line_of
+
+import tvmdbg
+from tvmdbg_tb import analysis
+
+EXAMPLE = os.path.join(llm_models.ROOT, "examples", "generate_paged_kv.py")
+STEPS = 8  # tokens generated: one prefill and STEPS - 1 decode steps
+TVMDBG = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())"]
+
+
+@pytest.fixture(scope="module")
+def example():
+    return llm_models.paged_example()
+
+
+@pytest.fixture(scope="module")
+def built(example):
+    """The decoder compiled once, while tvmdbg records (its executable is instrumented)."""
+    with llm_models.recording("FULL_HEALTH"):
+        return example.build()
+
+
+def _generate(example, built, logdir, plant=False, generator=None, mode="FULL_HEALTH", **options):
+    """Runs the example's generation loop under tvmdbg; (tokens, the run, tvmdbg's warnings)."""
+    executable, names = built
+    options.setdefault("circular_buffer_size", -1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode=mode, **options)
+        try:
+            weights = example.weights(executable, names, plant=plant)
+            tokens = (generator or example.Generator)(executable, weights).generate(example.PROMPT, STEPS)
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    reader = tvmdbg.DebugDataReader(str(logdir))
+    reader.update()
+    return tokens, reader.run(), [str(w.message) for w in caught if "tvmdbg" in str(w.message)]
+
+
+def _check(logdir) -> subprocess.CompletedProcess:
+    return subprocess.run([*TVMDBG, "check", str(logdir)], capture_output=True, text=True, timeout=300)
+
+
+def _functions(run) -> list[str]:
+    return [run.execution(i).function_name for i in range(len(run.execution_digests()))]
+
+
+def _first_origin(run) -> dict:
+    page = analysis.alerts(run)
+    assert page["first_origin_index"] is not None, [(a["function_name"], a["op_name"]) for a in page["alerts"]]
+    return page["alerts"][page["first_origin_index"]]
+
+
+def test_every_call_is_recorded_the_cache_made_of_shape_tuples_too(example, built, tmp_path):
+    """create_paged_kv_cache takes ShapeTuples: its call is in the dump like every other, with
+    no warning, and the healthy run passes `check` with a complete dump."""
+    tokens, run, warned = _generate(example, built, tmp_path)
+    assert warned == [] and len(tokens) == STEPS
+    functions = _functions(run)
+    assert functions == ["create_paged_kv_cache"] + ["embed", "prefill"] + ["embed", "decode"] * (STEPS - 1)
+    create = run.execution(0)
+    assert [s.dtype for s in create.inputs] == ["Shape"] * 4 and [list(s.shape) for s in create.inputs] == [[1]] * 4
+    assert run.completeness().complete
+    done = _check(tmp_path)
+    assert done.returncode == 0 and "all finite" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_nan_in_a_prompt_embedding_is_named_at_the_embed_call(example, built, tmp_path):
+    """The NaN enters through the prompt's embed call (the weight row it reads), fills the
+    prefill, is written into the KV cache and read back by every decode step: the origin is
+    the first embed call's take, at the embed line, naming the parameter; no later call is
+    an origin."""
+    _, run, warned = _generate(example, built, tmp_path, plant=True)
+    assert warned == []
+    first = _first_origin(run)
+    assert (first["function_name"], first["call"], first["kernel"]) == ("embed", 1, "take"), first
+    assert first["location"]["file_path"] == EXAMPLE
+    assert first["location"]["line"] == line_of(EXAMPLE, "self.embed_tokens(ids)")
+    assert [p["name"] for p in first["bad_parameters"]] == ["embed_tokens.weight"], first
+    page = analysis.alerts(run)
+    assert page["origin_alerts"] == 1, [(a["function_name"], a["op_name"]) for a in page["alerts"] if a["origin"]]
+    assert {a["function_name"] for a in page["alerts"]} >= {"embed", "prefill", "decode"}
+    done = _check(tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert "in execution 1 (embed, call 1)" in done.stdout and "embed_tokens.weight" in done.stdout, done.stdout
+    assert f"{EXAMPLE}:{line_of(EXAMPLE, 'self.embed_tokens(ids)')}" in done.stdout
+
+
+def test_a_planted_weight_is_the_origin_named_by_its_parameter_name(example, built, tmp_path):
+    """An inf in layer 1's fused QKV weight: the prefill's layer-1 projection that reads it is
+    the origin, named by the parameter's name (not packed_params[k]), at its line."""
+
+    def planted(executable, names, plant=False):
+        weights = example.weights(executable, names)
+        k = names.index("layers.1.attn.qkv_proj.weight")
+        value = weights[k].numpy()
+        value[2, 3] = np.inf
+        weights[k] = tvm.runtime.tensor(value)
+        return weights
+
+    executable, names = built
+    tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        example.Generator(executable, planted(executable, names)).generate(example.PROMPT, 3)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    reader = tvmdbg.DebugDataReader(str(tmp_path))
+    reader.update()
+    first = _first_origin(reader.run())
+    assert (first["function_name"], first["call"]) == ("prefill", 1), first
+    assert [p["name"] for p in first["bad_parameters"]] == ["layers.1.attn.qkv_proj.weight"], first
+    assert first["location"]["line"] == line_of(EXAMPLE, "self.qkv_proj(x)")
+    run = reader.run()
+    inputs = analysis.op_info(run, run.op(first["op_id"]))["inputs"]  # the graph's op view
+    assert "layers.1.attn.qkv_proj.weight" in {i["name"] for i in inputs}
+    done = _check(tmp_path)
+    assert done.returncode == 1 and "layers.1.attn.qkv_proj.weight" in done.stdout, done.stdout
+    assert "packed_params[" not in done.stdout
+
+
+def test_a_nan_fed_into_decode_step_5_is_not_blamed_on_step_6(example, built, tmp_path):
+    """A NaN handed to the fifth decode step as its input: that step's ops passed it on (the
+    caller's data, no origin), it is written into the KV cache, and the sixth step, which reads
+    it back from there, is no origin either: the first alert is decode call 5's."""
+
+    class FeedsNaN(example.Generator):
+        calls = 0
+
+        def embed(self, tokens):
+            x = super().embed(tokens)
+            if len(tokens) == 1:
+                self.calls += 1
+                if self.calls == 5:
+                    value = x.numpy()
+                    value[0, 0, 3] = np.nan
+                    x = tvm.runtime.tensor(value)
+            return x
+
+    _, run, _ = _generate(example, built, tmp_path, generator=FeedsNaN)
+    page = analysis.alerts(run)
+    alerts = page["alerts"]
+    assert (alerts[0]["function_name"], alerts[0]["call"]) == ("decode", 5), alerts[0]
+    assert not any(a["origin"] for a in alerts), [(a["function_name"], a["call"], a["op_name"]) for a in alerts]
+    assert {a["call"] for a in alerts if a["function_name"] == "decode"} >= {5, 6}
+    done = _check(tmp_path)
+    assert done.returncode == 1 and "(decode, call 5)" in done.stdout, done.stdout
+
+
+def test_a_call_that_cannot_be_recorded_makes_the_dump_incomplete(example, built, tmp_path, monkeypatch):
+    """A call tvmdbg fails to record (here a summary made to raise on ShapeTuples) is never
+    dropped with only a warning: the dump says which call it could not record, and `check`
+    cannot call it complete (exit 2)."""
+    from tvmdbg_tb.tracing import summary
+
+    original = summary.tensor_summary
+
+    def failing(mode, value):
+        if type(value).__name__ == "Shape":
+            raise RuntimeError("planted: cannot summarise a Shape")
+        return original(mode, value)
+
+    monkeypatch.setattr(summary, "tensor_summary", failing)
+    for module in ("tvmdbg_tb.tracing.vm_tracer", "tvmdbg_tb.tracing.fast_tracer"):
+        if hasattr(sys.modules[module], "tensor_summary"):
+            monkeypatch.setattr(sys.modules[module], "tensor_summary", failing)
+    _, run, warned = _generate(example, built, tmp_path)
+    assert warned, "the failure is also said at once"
+    completeness = run.completeness()
+    assert not completeness.complete
+    assert any(p.kind == "unrecorded" and "create_paged_kv_cache" in p.message for p in completeness.problems)
+    done = _check(tmp_path)
+    assert done.returncode == 2 and "could not record 1 call" in done.stdout + done.stderr, done.stdout + done.stderr
