@@ -431,6 +431,7 @@ export class GraphPanel {
 
   private setNote(text: string): void {
     this.note.textContent = text;
+    this.note.title = text;
     this.note.hidden = !text;
   }
 
