@@ -31,7 +31,7 @@ export class HeaderBar {
         "header",
         { class: "topbar" },
         h("span", { class: "brand" }, "TVM Debugger"),
-        h("label", { class: "small muted" }, "run ", this.runSelect),
+        h("label", { class: "small muted run-picker" }, "run ", this.runSelect),
         this.info,
         h("span", { class: "spacer" }),
         h(
