@@ -2,7 +2,9 @@
 built into the wheel so that an installed tvmdbg needs neither a compiler nor Node.js.
 
 - build_ext compiles every C++ helper with tvmdbg_tb.native's own builder (the command and
-  the versioned file name that a build at first use would give) into tvmdbg_tb/native/.
+  the versioned file name that a build at first use would give) into tvmdbg_tb/native/, and
+  every summary kernel into one library there (tvmdbg_tb/capture/kernel_cache.py: named
+  after the TVM build it was compiled by, which an installed tvmdbg loads without compiling).
 - build_py and sdist first make sure that tvmdbg_tb_frontend/dist/index.js is built from the
   current sources (tvmdbg_tb_frontend/build.sh: a no-op when its stamp matches, so an sdist,
   which ships the bundle, builds without Node.js); no bundle and no npm is an error, never a
@@ -28,7 +30,7 @@ ROOT = Path(__file__).resolve().parent
 # that these are exactly the libraries the package loads.
 NATIVE_SOURCES = {
     "tvmdbg_tb/native/native_records.cc": "PythonExtension",
-    "tvmdbg_tb/native/native_call.cc": "PythonExtension",
+    "tvmdbg_tb/native/native_call.cc": "TvmPythonExtension",
     "tvmdbg_tb/native/native_rows.cc": "PythonExtension",
     "tvmdbg_tb/native/native_filter.cc": "NativeLibrary",
 }
@@ -41,6 +43,19 @@ def _native_module():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _kernel_cache_module():
+    """tvmdbg_tb.capture.kernel_cache from this tree (it imports tvm and the light
+    tvmdbg_tb package: no dependency beyond the build's)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    try:
+        import tvmdbg_tb.capture.kernel_cache as kernel_cache
+    finally:
+        sys.path.remove(str(ROOT))
+    return kernel_cache
 
 
 def _build_bundle() -> None:
@@ -69,6 +84,9 @@ class BuildNative(build_ext):
             library = getattr(native, kind)(ROOT / source, switch="", what=source)
             print(f"tvmdbg: building {source} -> {target / library.file_name()}")
             self._outputs.append(str(library.build_into(target)))
+        kernels = _kernel_cache_module()
+        print(f"tvmdbg: building the summary kernels -> {target / kernels.library_file_name()}")
+        self._outputs.append(str(kernels.build_library(target)))
 
     def get_outputs(self) -> list[str]:
         return list(getattr(self, "_outputs", []))

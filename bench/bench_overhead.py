@@ -4,7 +4,7 @@
 
 Workloads: a chain of 200 tiny element-wise kernels (added cost per kernel; chain200_fallback:
 the same traced by the VM instrument), one kernel with a 1M-element output (compared with one
-numpy read of that tensor), an MLP 784-1024-1024-10 with its weights as parameters (mlp1M;
+numpy read of that tensor), `x * 1.0001 + 0.5` on 1M floats fused into one kernel (fused1M), an MLP 784-1024-1024-10 with its weights as parameters (mlp1M;
 FULL_HEALTH+once: param_summaries="once_per_value"), and whole models
 compiled with fusion: the demo training step (digits MLP, tvm.relax.training), a small CNN
 and a small transformer block. For each mode the model is compiled under that mode (so
@@ -97,6 +97,8 @@ def _workloads():
         # flow and executables compiled before enable or loaded from disk).
         "chain200_fallback": lambda: _vm_workload(lambda: models.chain(200, 16, fuse=False)),
         "big1M": lambda: _vm_workload(models.big_elementwise),
+        # `x * 1.0001 + 0.5` fused into one kernel (the multiply's values inside it).
+        "fused1M": lambda: _vm_workload(models.fused_scale_shift),
         "mlp1M": lambda: _vm_workload(_mlp),
         "train_step": _training_workload,
         "cnn": lambda: _vm_workload(models.small_cnn),

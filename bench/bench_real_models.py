@@ -3,7 +3,12 @@ BERT and ResNet (tests/real_models.py: small configs from their configs, random 
 torch.export + from_exported_program, the default fusing pipeline).
 
     TVM_NUM_THREADS=1 .venv/bin/python bench/bench_real_models.py [--models gpt2,bert,resnet]
-        [--compile-pairs 3] [--seconds 3]
+        [--compile-pairs 3] [--seconds 3] [--pairs 20] [--compile-modes ...] [--call-modes ...]
+        [--baseline DIR]
+
+Models: tests/real_models.py's small configs (gpt2, bert, resnet, llama: a Llama-style
+decoder) and its realistic sizes (gpt2-768, bert-768, llama-768: 768 wide over 128 tokens,
+one layer; resnet50w: ResNet-50's widths on a 64x64 image).
 
 Compile: each tvm.compile runs in a fresh process, as a program compiles its model once;
 the modes alternate round by round, the model is exported before the clock starts, and the
@@ -15,12 +20,17 @@ the native libraries but no summary kernel (a machine's first build). Per call: 
 process, calls of two builds alternate (the median of the per-pair ratios), in wall time and
 in the process's CPU time over blocks of calls (every thread: BLAS or TVM threads would
 show): the uninstrumented build against one traced in each mode, and FULL_HEALTH built with
-the inner-op check against FULL_HEALTH built with inner_op_check=False.
+the inner-op check against FULL_HEALTH built with inner_op_check=False, and (call mode
+"saved") the FULL_HEALTH build saved with export_library and loaded with
+tvm.runtime.load_module against the in-memory build, both traced. --baseline DIR adds the
+compile mode "FULL_HEALTH-base": FULL_HEALTH with tvmdbg imported from another checkout,
+in the same alternating rounds (before and after a change, side by side).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import shutil
@@ -83,8 +93,11 @@ def _cold_cache() -> str:
     return directory
 
 
+BASELINE: list[str] = []  # --baseline: the other checkout's root
+
+
 def _compile_in_fresh_process(name: str, mode: str) -> float:
-    env = {**os.environ, "PYTHONPATH": ROOT}
+    env = {**os.environ, "PYTHONPATH": BASELINE[0] if mode.endswith("-base") else ROOT}
     cold = _cold_cache() if mode.endswith("-cold") else None
     if cold is not None:
         env["TVMDBG_CACHE_DIR"] = cold
@@ -112,21 +125,23 @@ def _compile_bytecode() -> None:
     which only the instrumented modes pay and an installed tvmdbg never does."""
     import compileall
 
-    compileall.compile_dir(os.path.join(ROOT, "tvmdbg_tb"), quiet=1)
-    compileall.compile_file(os.path.join(ROOT, "tvmdbg.py"), quiet=1)
+    for root in (ROOT, *BASELINE):
+        compileall.compile_dir(os.path.join(root, "tvmdbg_tb"), quiet=1)
+        compileall.compile_file(os.path.join(root, "tvmdbg.py"), quiet=1)
 
 
 COMPILE_MODES = ("plain", "FULL_HEALTH", "FULL_HEALTH-cold", "FULL_HEALTH-noinner", "FULL_STATS", "NO_TENSOR")
 
 
-def compile_rows(name: str, pairs: int) -> dict[str, tuple[float, float]]:
+def compile_rows(name: str, pairs: int, modes: tuple[str, ...] = COMPILE_MODES) -> dict[str, tuple[float, float]]:
     """Per mode: (median CPU seconds, median ratio to plain of the alternating rounds)."""
     _compile_bytecode()
-    for warm in ("FULL_HEALTH", "FULL_STATS"):
+    modes = ("plain", *(m for m in modes if m != "plain"))
+    for warm in ("FULL_HEALTH", "FULL_STATS", *(["FULL_HEALTH-base"] if "FULL_HEALTH-base" in modes else [])):
         _compile_in_fresh_process(name, warm)  # the kernel cache, once per machine
-    seconds: dict[str, list[float]] = {m: [] for m in COMPILE_MODES}
+    seconds: dict[str, list[float]] = {m: [] for m in modes}
     for _ in range(pairs):
-        for mode in COMPILE_MODES:
+        for mode in modes:
             seconds[mode].append(_compile_in_fresh_process(name, mode))
     plain = seconds["plain"]
     return {
@@ -135,13 +150,15 @@ def compile_rows(name: str, pairs: int) -> dict[str, tuple[float, float]]:
     }
 
 
-def call_rows(name: str, seconds: float) -> list[tuple]:
+CALL_MODES = (*MODES, "inner", "saved")
+
+
+def call_rows(name: str, seconds: float, pairs: int = 20, modes: tuple[str, ...] = CALL_MODES) -> list[tuple]:
     """Per comparison: (label, base us, traced us, median ratio, base CPU us, traced CPU us)."""
     import real_models
     import tvm
     from tvm import relax
 
-    import tvmdbg
     from tvmdbg_tb.events import native_records
     from tvmdbg_tb.tracing import native_call, native_rows, vm_wrapper
 
@@ -153,35 +170,54 @@ def call_rows(name: str, seconds: float) -> list[tuple]:
     vm_wrapper.exclude(plain_vm)
     plain_main = functools.partial(plain_vm["main"], *args)
     rows = []
-    for mode in MODES:
+    for mode in (m for m in MODES if m in modes):
         executable = _build(exported, mode)
-        with tempfile.TemporaryDirectory() as logdir:
-            tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=1000)
-            try:
-                traced = functools.partial(relax.VirtualMachine(executable, tvm.cpu())["main"], *args)
-                rows.append((f"{mode} / plain", *_paired(plain_main, traced, seconds)))
-            finally:
-                tvmdbg.disable_dump_debug_info()
-    with_check, without = _build(exported, "FULL_HEALTH"), _build(exported, "FULL_HEALTH-noinner")
-    with tempfile.TemporaryDirectory() as logdir:
-        tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=1000)
-        try:
+        with _traced(mode):
+            traced = functools.partial(relax.VirtualMachine(executable, tvm.cpu())["main"], *args)
+            rows.append((f"{mode} / plain", *_paired(plain_main, traced, seconds, pairs)))
+    if "inner" in modes:
+        with_check, without = _build(exported, "FULL_HEALTH"), _build(exported, "FULL_HEALTH-noinner")
+        with _traced("FULL_HEALTH"):
             checked = functools.partial(relax.VirtualMachine(with_check, tvm.cpu())["main"], *args)
             unchecked = functools.partial(relax.VirtualMachine(without, tvm.cpu())["main"], *args)
-            rows.append(("FULL_HEALTH inner / no inner", *_paired(unchecked, checked, seconds)))
-        finally:
-            tvmdbg.disable_dump_debug_info()
+            rows.append(("FULL_HEALTH inner / no inner", *_paired(unchecked, checked, seconds, pairs)))
+    if "saved" in modes:
+        executable = _build(exported, "FULL_HEALTH")
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, f"{name}.so")
+            executable.export_library(path)
+            loaded = tvm.runtime.load_module(path)
+            with _traced("FULL_HEALTH"):
+                in_memory = functools.partial(relax.VirtualMachine(executable, tvm.cpu())["main"], *args)
+                from_disk = functools.partial(relax.VirtualMachine(loaded, tvm.cpu())["main"], *args)
+                rows.append(("FULL_HEALTH loaded / in memory", *_paired(in_memory, from_disk, seconds, pairs)))
     return rows
 
 
-def _paired(base, traced, seconds: float) -> tuple[float, ...]:
-    for _ in range(5):
+@contextlib.contextmanager
+def _traced(mode: str):
+    """tvmdbg enabled in mode into a scratch logdir (the default 1000-record ring)."""
+    import tvmdbg
+
+    with tempfile.TemporaryDirectory() as logdir:
+        tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=1000)
+        try:
+            yield
+        finally:
+            tvmdbg.disable_dump_debug_info()
+
+
+def _paired(base, traced, seconds: float, pairs: int = 20) -> tuple[float, ...]:
+    """Medians of alternating calls: wall clock per call, and the process's CPU over blocks
+    of calls; at least `pairs` pairs, and calls for `seconds`."""
+    block = 5 if pairs >= 20 else 1
+    for _ in range(min(5, pairs)):
         base()
         traced()
     a, b, ratios, cpu_a, cpu_b = [], [], [], [], []
     deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline or len(a) < 20:
-        for _ in range(5):
+    while time.perf_counter() < deadline or len(a) < pairs:
+        for _ in range(block):
             start = time.perf_counter()
             base()
             middle = time.perf_counter()
@@ -190,13 +226,13 @@ def _paired(base, traced, seconds: float) -> tuple[float, ...]:
             b.append(time.perf_counter() - middle)
             ratios.append(b[-1] / a[-1])
         cpu_middle = time.process_time()
-        for _ in range(5):
+        for _ in range(block):
             base()
         cpu_base = time.process_time() - cpu_middle
-        for _ in range(5):
+        for _ in range(block):
             traced()
-        cpu_a.append(cpu_base / 5)
-        cpu_b.append((time.process_time() - cpu_middle - cpu_base) / 5)
+        cpu_a.append(cpu_base / block)
+        cpu_b.append((time.process_time() - cpu_middle - cpu_base) / block)
     us = [statistics.median(x) * 1e6 for x in (a, b, cpu_a, cpu_b)]
     return us[0], us[1], statistics.median(ratios), us[2], us[3]
 
@@ -206,18 +242,29 @@ def main() -> None:
     parser.add_argument("--models", default="gpt2,bert,resnet")
     parser.add_argument("--compile-pairs", type=int, default=3, help="alternating compile rounds ('0': none)")
     parser.add_argument("--seconds", type=float, default=3.0, help="per mode, of alternating calls")
+    parser.add_argument("--pairs", type=int, default=20, help="at least this many alternating call pairs per row")
+    parser.add_argument("--compile-modes", default=",".join(COMPILE_MODES), help="compile rows' modes")
+    parser.add_argument("--call-modes", default=",".join(CALL_MODES), help="per-call rows ('' for none)")
+    parser.add_argument("--baseline", default="", help="another checkout: adds compile mode FULL_HEALTH-base")
     parser.add_argument("--one-compile", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.one_compile:
         print(_compile_once(*options.one_compile))
         return
+    if options.baseline:
+        BASELINE.append(os.path.abspath(options.baseline))
+    compile_modes = tuple(filter(None, options.compile_modes.split(",")))
+    if options.baseline and "FULL_HEALTH-base" not in compile_modes:
+        compile_modes += ("FULL_HEALTH-base",)
+    call_modes = tuple(filter(None, options.call_modes.split(",")))
     print(f"TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS', 'default')}; models: tests/real_models.py configs")
     print(f"load average at start: {os.getloadavg()}", flush=True)
     for name in options.models.split(","):
         if options.compile_pairs:
-            for mode, (cpu_s, ratio) in compile_rows(name, options.compile_pairs).items():
+            for mode, (cpu_s, ratio) in compile_rows(name, options.compile_pairs, compile_modes).items():
                 print(f"{name:<7} compile {mode:<28} CPU {cpu_s:7.2f} s  ratio to plain {ratio:.3f}", flush=True)
-        for label, base_us, traced_us, ratio, cpu_base, cpu_traced in call_rows(name, options.seconds):
+        rows = call_rows(name, options.seconds, options.pairs, call_modes) if call_modes else []
+        for label, base_us, traced_us, ratio, cpu_base, cpu_traced in rows:
             print(
                 f"{name:<7} call    {label:<28} {base_us:9.0f} -> {traced_us:9.0f} us  ratio {ratio:.3f}   "
                 f"process CPU {cpu_base:9.0f} -> {cpu_traced:9.0f} us ({cpu_traced / cpu_base:.3f})",

@@ -5,17 +5,21 @@ kind of hostility, from real dumps rewritten the way a careless or malicious han
   in its op (var) names and a NaN watchpoint whose hits name them; and a copy of it with
   escapes appended to every string field of every record (paths, names, run name, notes,
   devices, dtypes, source lines, hits), in run directories named with escapes (one not UTF-8).
+- live files: a live file naming a hostile server's port, or holding garbage, 10 MiB,
+  100,000 nested brackets, a port that is a string, a header in the token, port 0.
 - file roles: every file of a run (and its live file) replaced by a FIFO, a link to
   /dev/zero, a directory, a symlink loop, a link to a FIFO, a link out of the run.
 - declared lengths: a valid record header declaring 2**31 .. 2**64 - 1 bytes at the end of
-  every file, the file extended (sparse: no disk used) as far as the file system allows.
+  every file, the file extended (sparse: no disk used) as far as the file system allows; and
+  an 8 MiB record of zeros whose CRCs hold (a hole) in the executions and traces files.
 - values: FULL_TENSOR traces whose dtypes and shapes no tensor has, and a float64 tensor that
   spans finfo.min..finfo.max.
-- huge: a 300,000-op graph whose ops point into an 8 MiB source file and a 1M-line one.
+(The huge dumps, a 300,000-op graph and 8 MiB and 1M-line sources, are tests/big_dumps.py's.)
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -26,11 +30,10 @@ from pathlib import Path
 
 import dump_records
 import numpy as np
-from eventgen import execution, trace
 from models_hostile import ESCAPES
 from plugin_dumps import write_graph, write_nan_chain
 
-from tvmdbg_tb.events import records
+from tvmdbg_tb.events import layout, records
 from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.live.channel import LIVE_FILE
@@ -104,6 +107,31 @@ def escape_runs(logdir: Path) -> list[Path]:
     ]
 
 
+# -- live files ----------------------------------------------------------------------------------
+
+
+def live_file_runs(logdir: Path, ports: dict[str, int]) -> list[Path]:
+    """Runs whose live file holds what no program wrote: the port of a hostile server (ports:
+    {kind: port}), garbage, a huge file, a wrong type."""
+    runs = []
+    contents = {f"server_{kind}": {"port": port, "token": "abc123", "pid": 1} for kind, port in ports.items()}
+    contents.update(
+        garbage=b"\x00\xff not json",
+        huge=b"{" + b" " * (10 << 20) + b"}",
+        nested=b"[" * 100_000,
+        port_string={"port": "6006", "token": "x", "pid": 1},
+        token_header={"port": 1, "token": "a\r\nX-Evil: 1", "pid": 1},
+        port_zero={"port": 0, "token": "abc", "pid": 1},
+    )
+    for name, content in contents.items():
+        run = logdir / "live" / name
+        write_nan_chain(run.parent, run.name)
+        data = content if isinstance(content, bytes) else json.dumps(content).encode()
+        (run / LIVE_FILE).write_bytes(data)
+        runs.append(run)
+    return runs
+
+
 # -- file roles ----------------------------------------------------------------------------------
 
 
@@ -170,7 +198,28 @@ def declared_length_runs(logdir: Path) -> list[Path]:
                 except OSError:  # larger than the file system allows
                     continue
             runs.append(run)
+    for name in (layout.file_name(layout.EXECUTION), layout.file_name(layout.GRAPH_EXECUTION_TRACES)):
+        run = logdir / "lengths" / f"{name.removeprefix('tvmdbg.')}_crafted"
+        write_nan_chain(run.parent, run.name)
+        _append_crafted_record(run / name, CRAFTED_BYTES)
+        runs.append(run)
     return runs
+
+
+CRAFTED_BYTES = 8 << 20
+
+
+def _append_crafted_record(path: Path, length: int) -> None:
+    """A record whose CRCs hold over `length` zero bytes that the file does not hold (a hole):
+    whole as far as the framing can tell, 4 million empty protobuf fields inside."""
+    header = struct.pack("<Q", length)
+    crc = records.extend_zeros(0, length)
+    footer = struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+    with open(path, "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        f.write(header + struct.pack("<I", records.masked_crc32c(header)))
+        f.seek(length, os.SEEK_CUR)
+        f.write(footer)
 
 
 # -- values --------------------------------------------------------------------------------------
@@ -220,60 +269,3 @@ def values_run(logdir: Path) -> Path:
     w.write_execution(pb.Execution(index=index, function_name="main", graph_id=0, num_traces=len(VALUES)))
     w.close()
     return logdir / "values"
-
-
-# -- huge ----------------------------------------------------------------------------------------
-
-HUGE_OPS = 300_000
-BIG_SOURCE_BYTES = 8 << 20  # the writer's own cap on a copied source file
-MANY_LINES = 1_000_000
-
-
-def huge_run(logdir: Path) -> Path:
-    """A run whose graph has HUGE_OPS ops (a chain), located in an 8 MiB source file and a
-    1M-line one (each op's user frame in the first, its caller in the second); three calls of
-    a trace every 1000 ops, the middle op of the first call NaN."""
-    sources = logdir.parent / "huge_sources"
-    sources.mkdir(parents=True, exist_ok=True)
-    line = "x = 1  # " + "y" * 54 + "\n"
-    big = sources / "big_source.py"
-    big.write_text(line * (BIG_SOURCE_BYTES // len(line)))
-    many = sources / "many_lines.py"
-    many.write_text("pass\n" * MANY_LINES)
-    w = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1), run_id="huge")
-    big_lines = BIG_SOURCE_BYTES // len(line)
-    locations = [
-        w.code_location(
-            [(str(many), 1 + k * 7919 % MANY_LINES, "caller"), (str(big), 1 + k * 997 % big_lines, "f")],
-            user_frame_index=1,
-            called_from_frame_index=0,
-        )
-        for k in range(256)
-    ]
-    w.write_graph(pb.DebuggedGraph(graph_id=0, name="main", executable_id="exe0"))
-    for op_id in range(HUGE_OPS):
-        loc = locations[op_id % len(locations)]
-        w.write_graph_op_creation(
-            pb.GraphOpCreation(
-                op_id=op_id,
-                graph_id=0,
-                op_name=f"lv{op_id}",
-                kernel=f"fused_add_{op_id % 97}",
-                inputs=[pb.OpInput(kind=pb.OpInput.OP_OUTPUT, name=f"lv{op_id - 1}", producer_op_id=op_id - 1)]
-                if op_id
-                else [],
-                outputs=[pb.TensorSpec(dtype="float32", shape=[100])],
-                position=op_id,
-                original_ops=[pb.OriginalOp(op_type="relax.add", var_name=f"lv{op_id}", code_location=loc)],
-                code_location=loc,
-            )
-        )
-    for call in range(3):
-        index = w.allocate_execution_index()
-        step = 1000
-        w.write_graph_execution_traces(
-            [trace(k, index, nan=50 if call == 0 and k == HUGE_OPS // 2 else 0) for k in range(0, HUGE_OPS, step)]
-        )
-        w.write_execution(execution(index, HUGE_OPS // step))
-    w.close()
-    return logdir / "huge"

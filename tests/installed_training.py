@@ -2,8 +2,9 @@
 wheel's venv, no compiler on PATH, an empty cache): the demo's model from
 examples/debug_digits.py, whose directory is the first argument, dumped into the second.
 
-Prints one JSON object: where each C++ helper was loaded from (or why it was not) and
-native_call's own counters (call points, plans, calls it recorded itself).
+Prints one JSON object: where each C++ helper was loaded from (or why it was not),
+native_call's own counters (call points, plans, calls it recorded itself), the summary kernels
+this process compiled (none: the wheel's library serves them) and that library's path.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tvm.relax.training import SetupTrainer, Trainer  # noqa: E402
 from tvm.relax.training.optimizer import SGD  # noqa: E402
 
 import tvmdbg  # noqa: E402
+from tvmdbg_tb.capture import kernel_cache  # noqa: E402
 from tvmdbg_tb.events import native_records  # noqa: E402
 from tvmdbg_tb.tracing import native_call, native_filter, native_rows, vm_wrapper  # noqa: E402
 
@@ -47,6 +49,6 @@ libraries = {
     library.source.stem: str(library.path()) if library.loaded() is not None else f"unavailable: {library.failure()}"
     for library in (native_call.LIBRARY, native_rows.LIBRARY, native_records.LIBRARY, native_filter.LIBRARY)
 }
-print(
-    json.dumps({"tvmdbg": tvmdbg.__file__, "steps": STEPS, "losses": losses, "counts": counts, "libraries": libraries})
-)
+kernels = {"compiled": kernel_cache.compiled(), "library": str(kernel_cache.packaged_library_path())}
+summary = {"tvmdbg": tvmdbg.__file__, "steps": STEPS, "losses": losses, "counts": counts, "libraries": libraries}
+print(json.dumps({**summary, "kernels": kernels}))

@@ -340,6 +340,19 @@ def big_elementwise(size: int = 1 << 20):
     return compile_module(bb.get(), False), [np.linspace(-1, 1, size, dtype="float32")]
 
 
+def fused_scale_shift(size: int = 1 << 20):
+    """`x * 1.0001 + 0.5` on size float32 elements, fused into one kernel (two ops: the
+    multiply's values live inside it): the memory-bound fused kernel of the overhead floor."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((size,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            scaled = bb.emit(relax.op.multiply(x, relax.const(1.0001, "float32")))
+            out = bb.emit_output(relax.op.add(scaled, relax.const(0.5, "float32")))
+        bb.emit_func_output(out)
+    return compile_module(bb.get(), True), [np.linspace(-1, 1, size, dtype="float32")]
+
+
 def extern_kernel_between(symbol: str):
     """exp, then the extern packed kernel `symbol` (DPS, float32[4]), then add: a model whose
     middle kernel may raise; returns the Relax module."""

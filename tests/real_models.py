@@ -38,6 +38,13 @@ from tvm.target import Target  # noqa: E402
 import tvmdbg  # noqa: E402
 
 MODELS = ("gpt2", "bert", "resnet")
+# The benchmarks' realistic sizes (bench/bench_real_models.py, never the tests): GPT-2, BERT and a
+# Llama-style decoder 768 wide over 128 tokens (one layer: TVM's untuned CPU matmuls take
+# seconds a call), ResNet with ResNet-50's widths (bottleneck stages 256-2048) on a 64x64 image.
+REALISTIC = ("gpt2-768", "bert-768", "resnet50w", "llama-768")
+# A small Llama-style decoder (grouped-query attention, RMSNorm, SwiGLU) for the benchmarks.
+BENCH_ONLY = ("llama", *REALISTIC)
+REALISTIC_TOKENS = 128
 # The block a weight plant corrupts: a middle one (GPT-2 has 3 blocks, BERT 3 layers, ResNet 3
 # stages), so that healthy blocks run before and after it.
 PLANTED_BLOCK = 1
@@ -52,7 +59,68 @@ PLANTS = {
 PLANTED_CHANNEL = 3  # bn_eps0: the channel whose variance is zero
 
 
+def _realistic_configs(name: str):
+    if name == "gpt2-768":
+        config = transformers.GPT2Config(
+            n_layer=1,
+            n_embd=768,
+            n_head=12,
+            vocab_size=2048,
+            n_positions=256,
+            use_cache=False,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+        return transformers.GPT2LMHeadModel, config
+    if name == "bert-768":
+        config = transformers.BertConfig(
+            hidden_size=768,
+            num_hidden_layers=1,
+            num_attention_heads=12,
+            intermediate_size=3072,
+            vocab_size=2048,
+            max_position_embeddings=256,
+        )
+        return transformers.BertModel, config
+    if name == "resnet50w":
+        config = transformers.ResNetConfig(
+            embedding_size=64,
+            hidden_sizes=[256, 512, 1024, 2048],
+            depths=[1, 1, 1, 1],
+            layer_type="bottleneck",
+            num_channels=3,
+        )
+        return transformers.ResNetModel, config
+    if name == "llama-768":
+        config = transformers.LlamaConfig(
+            hidden_size=768,
+            intermediate_size=2048,
+            num_hidden_layers=1,
+            num_attention_heads=12,
+            num_key_value_heads=4,
+            vocab_size=2048,
+            max_position_embeddings=256,
+            use_cache=False,
+        )
+        return transformers.LlamaForCausalLM, config
+    raise ValueError(f"unknown model {name!r}; one of {MODELS + BENCH_ONLY}")
+
+
 def _configs(name: str):
+    if name in REALISTIC:
+        return _realistic_configs(name)
+    if name == "llama":
+        config = transformers.LlamaConfig(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            vocab_size=256,
+            max_position_embeddings=64,
+            use_cache=False,
+        )
+        return transformers.LlamaForCausalLM, config
     if name == "gpt2":
         config = transformers.GPT2Config(
             n_layer=3,
@@ -80,17 +148,19 @@ def _configs(name: str):
             embedding_size=16, hidden_sizes=[16, 32, 32], depths=[1, 1, 1], layer_type="basic", num_channels=3
         )
         return transformers.ResNetModel, config
-    raise ValueError(f"unknown model {name!r}; one of {MODELS}")
+    raise ValueError(f"unknown model {name!r}; one of {MODELS + BENCH_ONLY}")
 
 
 def _inputs(name: str) -> dict[str, np.ndarray]:
     """Example inputs, in the order of the model's forward (and of the Relax function)."""
     generator = np.random.default_rng(0)
-    if name == "resnet":
-        return {"pixel_values": generator.normal(size=(1, 3, 32, 32)).astype("float32")}
-    ids = generator.integers(0, 256, size=(1, 8)).astype("int64")
-    mask = np.ones((1, 8), dtype="int64")  # GPT-2 needs it explicit (see DESIGN.md)
-    if name == "bert":
+    if name in ("resnet", "resnet50w"):
+        side = 64 if name == "resnet50w" else 32
+        return {"pixel_values": generator.normal(size=(1, 3, side, side)).astype("float32")}
+    tokens, vocab = (REALISTIC_TOKENS, 2048) if name in REALISTIC else (8, 256)
+    ids = generator.integers(0, vocab, size=(1, tokens)).astype("int64")
+    mask = np.ones((1, tokens), dtype="int64")  # GPT-2 needs it explicit (see DESIGN.md)
+    if name.startswith("bert"):
         mask[0, -2:] = 0  # padding: a real mask
     return {"input_ids": ids, "attention_mask": mask}
 

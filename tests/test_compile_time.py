@@ -114,6 +114,12 @@ def _reference_op(session: Session, op_id: int, graph_id: int, site, op_ids: lis
             entry.param_index = item.param_index
             if item.tuple_item >= 0:
                 entry.tuple_item = item.tuple_item
+    for member, flow in zip(site.member_origins, site.member_flow):
+        op.fused_members.add(
+            op_type=member.op_type if member is not None and member.op_type else flow.op_type,
+            input_refs=flow.input_refs,
+            nonfinite_literal=bool(flow.literal or (member is not None and member.nonfinite_literal)),
+        )
     return op
 
 

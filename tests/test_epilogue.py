@@ -1,8 +1,8 @@
 """Health counted inside the producing kernel (capture/epilogue.py): the kernels that store
 each output element once count it in their own loop, on every health dtype, odd and empty
 shapes and planted NaN/Inf (with the size threshold lifted), with the same values as numpy and
-unchanged outputs; the others (reductions, FULL_STATS, small outputs by default) keep the
-separate summary kernel."""
+unchanged outputs; the others (reductions, FULL_STATS, outputs that stay in cache by default)
+keep the separate summary kernel."""
 
 from __future__ import annotations
 
@@ -15,11 +15,9 @@ from test_instrument_modes import _expected
 from tvm import relax
 
 import tvmdbg
-from tvmdbg_tb.capture import compiled, epilogue
+from tvmdbg_tb.capture import compiled, counting, epilogue
 
 DTYPES = sorted(compiled.HEALTH_DTYPES)
-# Fused where the innermost dimension splits into vectors of epilogue.LANES (or a scalar);
-# the others are counted by the separate summary kernel.
 SHAPES = [(), (0,), (1,), (7,), (16,), (64,), (3, 5, 7), (3, 5, 16), (2, 0, 32), (4, 32), (1, 1, 1, 1, 13), (1, 1, 48)]
 
 
@@ -72,7 +70,7 @@ def _traced(logdir, mode: str, build):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_fused_counts_match_numpy(tmp_path, monkeypatch, dtype):
-    monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)  # every output counted in its kernel
+    monkeypatch.setattr(counting, "IN_LOOP_BYTES", 0)  # every output counted in its kernel
     calls = _where_calls(dtype)
 
     def build():
@@ -85,15 +83,15 @@ def test_fused_counts_match_numpy(tmp_path, monkeypatch, dtype):
         np.testing.assert_array_equal(out, expected)  # the fused kernel still computes its output
         trace = run.trace(k)
         assert list(trace.debug_values) == _expected("FULL_HEALTH", expected), (dtype, expected.shape, k)
-    fused = [functions[f"f{k}"].rows[0].fused for k in range(len(SHAPES))]
-    assert fused == [not shape or shape[-1] % epilogue.LANES == 0 for shape in SHAPES], dtype
+    assert all(functions[f"f{k}"].rows[0].fused for k in range(len(SHAPES))), dtype
 
 
-def test_small_outputs_keep_the_summary_kernel(tmp_path):
-    """By default only outputs of MIN_ELEMENTS or more whose innermost dimension splits into
-    vectors are counted in their kernel (smaller ones are still in cache for the separate
-    summary, a scalar counting loop would be slower than it); both count the same."""
-    shapes = [(4, 16), (epilogue.MIN_ELEMENTS // 16, 16), (3, epilogue.MIN_ELEMENTS // 3 + 1)]
+def test_outputs_that_stay_in_cache_keep_the_summary_kernel(tmp_path):
+    """By default only outputs of counting.IN_LOOP_BYTES or more are counted in their kernel
+    (smaller ones are still in cache for the separate summary kernel, and every counted loop
+    is more code for LLVM to compile); both count the same."""
+    limit = counting.IN_LOOP_BYTES // 4  # float32 elements
+    shapes = [(4, 16), (limit // 16, 16), (3, limit // 3 - 1)]
     arrays = [(np.ones(s, bool), _array("float32", s, k), _array("float32", s, k)) for k, s in enumerate(shapes)]
 
     def build():
@@ -111,10 +109,10 @@ def _cnn():
 
 
 def test_only_kernels_storing_each_element_once_are_fused(tmp_path, monkeypatch):
-    """The CNN: convolutions count their own output; the max-pools (a reduction into their
-    output) and the dense layer (rows of 10) keep the separate summary; the last counts match
-    the output."""
-    monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)
+    """The CNN: convolutions (their ReLU stores the output) and the dense layer (its add)
+    count their own output; the max-pools (a reduction into their output) keep the separate
+    summary; the last counts match the output."""
+    monkeypatch.setattr(counting, "IN_LOOP_BYTES", 0)
     outputs, run, functions = _traced(tmp_path, "FULL_HEALTH", _cnn)
     rows = functions["main"].rows
     fused = {row.site.kernel: row.fused for row in rows}
@@ -123,14 +121,14 @@ def test_only_kernels_storing_each_element_once_are_fused(tmp_path, monkeypatch)
     assert {k: v for k, v in fused.items() if k.startswith(("fused_conv2d", "fused_matmul"))} == {
         "fused_conv2d_relu": True,
         "fused_conv2d1_relu1": True,
-        "fused_matmul_add": False,  # (4, 10): no vector of 16 in its rows
+        "fused_matmul_add": True,
     }, fused
     last = run.trace(run.num_traces() - 1)
     assert list(last.debug_values) == _expected("FULL_HEALTH", outputs[0])
 
 
 def test_full_stats_keeps_the_summary_kernels(tmp_path, monkeypatch):
-    monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(counting, "IN_LOOP_BYTES", 0)
     _, _, functions = _traced(tmp_path, "FULL_STATS", _cnn)
     rows = functions["main"].rows
     assert rows and not any(row.fused for row in rows)
@@ -153,9 +151,10 @@ def test_unsupported_kernel_shapes_are_left_alone():
     assert epilogue.fuse(row_sum, 5) is None
 
 
-def test_padding_gather_and_concat_kernels_count_their_output(tmp_path):
-    """Outputs made by conditional reads (pad), gathers (take) and concatenation, vectorized
-    in their own kernel, stay right and count like numpy (a planted NaN included)."""
+def test_padding_gather_and_concat_kernels_count_their_output(tmp_path, monkeypatch):
+    """Outputs made by conditional reads (pad), gathers (take) and concatenation, counted in
+    their own kernel, stay right and count like numpy (a planted NaN included)."""
+    monkeypatch.setattr(counting, "IN_LOOP_BYTES", 0)
     rng = np.random.default_rng(0)
     image = rng.standard_normal((1, 4, 126, 126)).astype("float32")
     image[0, 0, 0, 0] = np.nan
@@ -188,9 +187,9 @@ def test_padding_gather_and_concat_kernels_count_their_output(tmp_path):
 def test_parameters_counted_by_the_kernel_that_reads_them(tmp_path, monkeypatch, dtype):
     """where(mask, x, y) reads its three parameters element by element: the kernel counts
     them too (no separate pass over them), and each call's Execution input summaries are
-    numpy's counts, with planted NaN/Inf (the guarded kernel after it counts those) and
+    numpy's counts, with planted NaN/Inf (the summary kernel it then calls counts those) and
     finite data, on every shape, odd and empty ones included."""
-    monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(counting, "IN_LOOP_BYTES", 0)
     calls = _where_calls(dtype)
 
     def build():
@@ -204,7 +203,7 @@ def test_parameters_counted_by_the_kernel_that_reads_them(tmp_path, monkeypatch,
             assert list(summary.debug_values) == _expected("FULL_HEALTH", array), (dtype, array.shape, k)
     in_kernels = [functions[f"f{k}"].params_in_kernels for k in range(len(SHAPES))]
     # A scalar kernel's block reads its inputs with no index: they keep the separate summary.
-    assert in_kernels == [[0, 1, 2] if shape and shape[-1] % epilogue.LANES == 0 else [] for shape in SHAPES]
+    assert in_kernels == [[0, 1, 2] if shape else [] for shape in SHAPES]
 
 
 def test_a_nan_written_into_a_parameter_between_calls_is_counted(tmp_path):

@@ -6,7 +6,8 @@ declaring up to 2**64 - 1 bytes in sparse files, dtypes and shapes no tensor has
 every CLI command prints no raw control character; TensorBoard (a process of its own, its
 plugin crawled route by route, four requests at a time) answers every route without a 5xx,
 each answer within a "no hang" deadline, and stays under a memory bound; a `check` over every
-run stays under the same bound.
+run stays under the same bound; every route asked with fuzzed parameters on these runs answers
+a 2xx or a 4xx that says why.
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ from pathlib import Path
 import dump_records
 import hostile_dumps as hd
 import pytest
+from big_dumps import write_big_graph, write_sources
 from plugin_dumps import write_nan_chain
 from tensorboard_process import TensorBoardProcess
 from test_plugin import Server
 
 from tvmdbg_tb.cli.main import main
-from tvmdbg_tb.live.channel import LIVE_FILE
 
 pytestmark = pytest.mark.slow
 
@@ -115,28 +116,6 @@ class _HostileServer:
         self.sock.close()
 
 
-def live_file_runs(logdir: Path, servers: dict) -> list[Path]:
-    """Runs whose live file holds what no program wrote: a hostile server's port, garbage,
-    a huge file, a wrong type."""
-    runs = []
-    contents = {f"server_{kind}": {"port": s.port, "token": "abc123", "pid": 1} for kind, s in servers.items()}
-    contents.update(
-        garbage=b"\x00\xff not json",
-        huge=b"{" + b" " * (10 << 20) + b"}",
-        nested=b"[" * 100_000,
-        port_string={"port": "6006", "token": "x", "pid": 1},
-        token_header={"port": 1, "token": "a\r\nX-Evil: 1", "pid": 1},
-        port_zero={"port": 0, "token": "abc", "pid": 1},
-    )
-    for name, content in contents.items():
-        run = logdir / "live" / name
-        hd.write_nan_chain(run.parent, run.name)
-        data = content if isinstance(content, bytes) else json.dumps(content).encode()
-        (run / LIVE_FILE).write_bytes(data)
-        runs.append(run)
-    return runs
-
-
 # -- the logdirs -----------------------------------------------------------------------------------
 
 
@@ -150,7 +129,7 @@ def hostile(tmp_path_factory):
         "roles": hd.file_role_runs(logdir),
         "lengths": hd.declared_length_runs(logdir),
         "values": hd.values_run(logdir),
-        "live": live_file_runs(logdir, servers),
+        "live": hd.live_file_runs(logdir, {kind: s.port for kind, s in servers.items()}),
     }
     yield built
     for server in servers.values():
@@ -240,6 +219,7 @@ def test_check_on_every_hostile_run_is_bounded_and_says_what_is_wrong(hostile):
     assert result.returncode in (1, 2), err[-3000:]
     assert b"Traceback" not in err, err[-3000:]
     assert rss < RSS_BOUND_MB, rss
+    assert elapsed < 4 * ANSWER_SECONDS, elapsed  # no hang (an 8 MiB record of zeros took 147 s alone)
     assert hd.RAW_CONTROL.search(out + err) is None
     text = (out + err).decode(errors="replace")
     assert "a FIFO" in text and "a character device" in text and "a directory" in text
@@ -323,6 +303,76 @@ def test_tensorboard_answers_every_route_without_5xx_within_bounds(hostile, tmp_
         )
     finally:
         tb.close()
+
+
+# -- every route, fuzzed parameters, hostile runs ----------------------------------------------------
+
+PLUGIN_SOURCES = [ROOT / "tvmdbg_tb" / "plugin" / "plugin.py", ROOT / "tvmdbg_tb" / "live" / "routes.py"]
+# Every parameter a route reads, found in the plugin's own code so that a new one is fuzzed too.
+PARAM_READ = re.compile(r'(?:_int_param|_required_int)\(request, "(\w+)"|request\.args\.get\("(\w+)"|"(run_[ab])"')
+
+
+def _plugin_params() -> list[str]:
+    found = {a or b or c for text in map(Path.read_text, PLUGIN_SOURCES) for a, b, c in PARAM_READ.findall(text)}
+    return sorted(found | {"offset", "limit"})
+
+
+def _fuzzed_value(rng, runs: list[str]) -> str:
+    """A value a hostile page could send: numbers out of every range, text that is no number,
+    control characters, escapes, run names that are and are not runs."""
+    return rng.choice(
+        [
+            lambda: str(rng.randint(-5, len(hd.VALUES) + 3)),
+            lambda: str(rng.choice([2**31, 2**63, -(2**63) - 1, 2**64, 10**30, 2**62 + 1, -1])),
+            lambda: "9" * rng.randint(1, 5000),
+            lambda: rng.choice(runs),
+            lambda: rng.choice(
+                ["", " ", ".", "..", "../..", "/etc/passwd", "\x00", "%00", "NaN", "inf", "-0", "1e3", "0x10"]
+            ),
+            lambda: rng.choice(
+                ["0:2", "::-1", "...", "1,", ",", "[0]", ":" * 50, "0:1:2:3", "1:-1", ",".join(["0"] * 40)]
+            ),
+            lambda: rng.choice([hd.ESCAPES, "\x1b[2J", "\u202e", "<script>", "a" * 70_000]),
+            lambda: "".join(chr(rng.randint(1, 0x2FFF)) for _ in range(rng.randint(0, 12))),
+        ]
+    )()
+
+
+def test_every_route_answers_fuzzed_parameters_on_hostile_runs_with_4xx_never_5xx(hostile):
+    """Every GET route of the plugin (taken from get_plugin_apps, so a new route is in), every
+    parameter any route reads, fuzzed values, on the hostile runs (dtypes and shapes no tensor
+    has, escapes in every field, declared lengths of 2**63, FIFOs): each answer is a 2xx or a
+    4xx whose JSON says what is wrong, never a 5xx or a traceback."""
+    import random
+
+    s = Server(hostile["logdir"])
+    try:
+        listed = [r["run"] for r in s.json("runs")["runs"]]
+        runs = [_browser_form(r) for r in listed if not r.startswith("live/server_")]  # those relay for 5 s
+        assert "values" in runs and len(runs) > 20, listed
+        routes = [r.lstrip("/") for r in s.plugin.get_plugin_apps() if r not in ("/*", "/index.js")]
+        params = _plugin_params()
+        assert {"run", "trace", "slice", "bins", "op_id", "q", "max_ops", "stack_frame_ids", "run_b"} <= set(params)
+        rng = random.Random(34)
+        seen: dict[int, int] = {}
+        for route in routes:
+            for _ in range(40):
+                asked = {name: _fuzzed_value(rng, runs) for name in rng.sample(params, rng.randint(0, 6))}
+                if rng.random() < 0.7:
+                    asked["run"] = rng.choice(["values", *rng.sample(runs, 2)])
+                if rng.random() < 0.5 and route.startswith("tensor/"):
+                    asked["trace"] = str(rng.randrange(len(hd.VALUES)))
+                response = s.get(route, expect=None, **asked)
+                status, text = response.status_code, response.get_data(as_text=True)
+                seen[status] = seen.get(status, 0) + 1
+                assert status < 500, (route, asked, text[:300])
+                assert "Traceback" not in text, (route, asked, text[:300])
+                if status >= 400:
+                    assert json.loads(text)["error"], (route, asked, text[:300])
+        assert seen.get(200, 0) > len(routes) and seen.get(400, 0) and seen.get(404, 0), seen
+        print(f"{sum(seen.values())} fuzzed requests over {len(routes)} routes and {len(params)} parameters: {seen}")
+    finally:
+        s.plugin.stop()
 
 
 # -- values no tensor has; rows damaged after they were indexed --------------------------------------
@@ -415,3 +465,84 @@ def _counted(fd: int, read: list[int]):
         return os.pread(fd, n, offset)
 
     return pread
+
+
+# -- huge but legitimate: the bounded routes of the dashboard's big-dump work -------------------------
+
+HUGE_OPS = 300_000
+# TensorBoard's peak on the huge run with every route asked four times at once at its largest
+# page: the reader ~140 MB, the op index (analysis/graph_index.py) ~180 MB, four maximal answers
+# being built ~250 MB (measured 550 MB at load 16; 961 MB before the reader kept ops compact).
+HUGE_RSS_BOUND_MB = 700
+
+
+@pytest.fixture(scope="module")
+def huge(tmp_path_factory):
+    """A 300,000-op graph whose ops were created at lines of a million-line file, an 8 MiB source
+    (one line of 4 MiB), a call whose op 1000 made a NaN (tests/big_dumps.py)."""
+    logdir = tmp_path_factory.mktemp("huge")
+    sources = write_sources(tmp_path_factory.mktemp("huge_sources"))
+    return logdir, write_big_graph(logdir, HUGE_OPS, sources, lines=3_000), sources
+
+
+def _huge_urls(tb: TensorBoardProcess, run: str, files: list[dict]) -> list[str]:
+    q = lambda **p: urllib.parse.urlencode({"run": run, **p})  # noqa: E731
+    middle, last = HUGE_OPS // 2, HUGE_OPS - 1
+    routes = [
+        f"graphs/list?{q()}", f"graphs/graph_info?{q(graph_id=0)}", f"graphs/graph_info?{q(graph_id=0, begin=0, end=5000)}",
+        f"graphs/graph_info?{q(graph_id=0, begin=middle, end=middle + 5000)}",
+        f"graphs/graph_info?{q(graph_id=0, begin=last - 4999, end=HUGE_OPS)}",
+        f"graphs/neighborhood?{q(op_id=1000, max_ops=2000, depth=1000, execution_index=0)}",
+        f"graphs/neighborhood?{q(op_id=middle, max_ops=2000, depth=1000)}",
+        f"graphs/overview?{q(graph_id=0, max_groups=1000, execution_index=0)}",
+        f"graphs/overview?{q(graph_id=0, begin=middle, end=middle + 3000)}",
+        f"graphs/search?{q(q=f'lv{last}')}", f"graphs/search?{q(q='relax.log', limit=200)}", f"graphs/search?{q(q=':7')}",
+        f"graphs/op_info?{q(op_id=last)}", f"graphs/op_info?{q(op_id=1000, execution_index=0)}",
+        f"graph_execution/op_traces?{q(op_id=1000)}", f"alerts?{q()}", f"graph_execution/digests?{q()}",
+        f"graph_execution/data?{q(begin=0, end=1000)}", f"profile?{q()}", f"source_files/list?{q()}", f"status?{q()}",
+    ]  # fmt: skip
+    for f in files:
+        n = f["num_lines"]
+        for begin in (0, n // 2, max(0, n - 10_000)):
+            routes.append(f"source_files/file?{q(index=f['index'], begin=begin, end=begin + 10_000)}")
+            routes.append(f"source_files/op_lines?{q(index=f['index'], begin=begin, end=begin + 10_000)}")
+        routes.append(f"source_files/file?{q(index=f['index'])}")  # a long file without a range: 400
+    return [f"{tb.url}/data/plugin/tvmdbg/{route}" for route in routes]
+
+
+def test_tensorboard_serves_a_300k_op_graph_and_huge_sources_within_bounds(huge, tmp_path):
+    """Every route of the huge run, each asked four times at once (four tabs): no 5xx, every
+    answer within ANSWER_SECONDS and under 16 MiB, TensorBoard's peak RSS under HUGE_RSS_BOUND_MB.
+    (The tab's own responsiveness on this dump: tests/test_dashboard_big_dumps.py.)"""
+    logdir, dump, _ = huge
+    tb = TensorBoardProcess(logdir, tmp_path / "tensorboard.log")
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # the first read of 300,000 op records holds the runs answer back a while
+            status, body, _ = _get(f"{tb.url}/data/plugin/tvmdbg/runs")
+            runs = json.loads(body)["runs"] if status == 200 else []
+            if [r for r in runs if r["num_ops"] == HUGE_OPS and r["num_alerts"]]:
+                break
+            assert time.monotonic() < deadline, runs
+            time.sleep(1)
+        files = json.loads(_get(f"{tb.url}/data/plugin/tvmdbg/source_files/list?run={dump['run']}")[1])["source_files"]
+        assert max(f["num_lines"] for f in files) >= 1_000_000
+        urls = [url for url in _huge_urls(tb, dump["run"], files) for _ in range(4)]
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(zip(urls, pool.map(_get, urls)))
+        failures = [(url, status, body[:300]) for url, (status, body, _) in answers if status >= 500]
+        assert not failures, failures[:5]
+        refused = {url for url, (status, _, _) in answers if status >= 400}
+        assert all("source_files/file" in url or "graph_info?run" in url for url in refused), refused
+        slowest = max((seconds, url) for url, (_, _, seconds) in answers)
+        largest = max((len(body), url) for url, (_, body, _) in answers)
+        assert slowest[0] < ANSWER_SECONDS, slowest
+        assert largest[0] < 16 << 20, largest
+        rss = _vm_hwm_mb(tb.proc.pid)
+        assert rss < HUGE_RSS_BOUND_MB, rss
+        print(
+            f"huge: {len(urls)} answers; slowest {slowest[0]:.1f} s ({slowest[1]}); largest {largest[0] >> 10} KiB "
+            f"({largest[1]}); peak RSS {rss:.0f} MB"
+        )
+    finally:
+        tb.close()

@@ -325,9 +325,9 @@ def test_healthy_models_raise_no_inner_alert(tmp_path, name):
 
 def test_a_kernel_counting_its_output_checks_its_ops_too(tmp_path, monkeypatch):
     """A kernel made to count its own output (epilogue.py) and its ops: one stats buffer."""
-    from tvmdbg_tb.capture import epilogue
+    from tvmdbg_tb.capture import counting
 
-    monkeypatch.setattr(epilogue, "MIN_ELEMENTS", 0)  # every countable output counted in its kernel
+    monkeypatch.setattr(counting, "IN_LOOP_BYTES", 0)  # every countable output counted in its kernel
     vms = []
     out, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=2, vms=vms)
     alerts = _masked(run)

@@ -60,7 +60,7 @@ def test_native_and_python_call_paths_write_the_same_records(tmp_path, mode):
 
 def test_the_steady_state_runs_no_python_tracer(tmp_path, monkeypatch):
     """Once a call point and an argument count were seen, CompiledTracer.call (the Python
-    path) is not entered: the call is native_call's alone."""
+    path) is not entered and neither is fast_tracer._stats: the call is native_call's alone."""
     entered = []
     python_call = fast_tracer.CompiledTracer.call
 
@@ -69,8 +69,13 @@ def test_the_steady_state_runs_no_python_tracer(tmp_path, monkeypatch):
         return python_call(self, *args, **kwargs)
 
     monkeypatch.setattr(fast_tracer.CompiledTracer, "call", counting)
+    python_buffers = []  # fast_tracer._stats takes every buffer it hands out from _buffer
+    python_buffer = fast_tracer._buffer
+    monkeypatch.setattr(fast_tracer, "_buffer", lambda *a: python_buffers.append(a) or python_buffer(*a))
     counts, _ = _train(tmp_path, "compiled", "FULL_HEALTH", 5, lr=0.05)
     assert entered == [] and counts[2] == 10
+    # tvmdbg.stats is native_call's: no stats buffer came from Python.
+    assert fast_tracer._NATIVE_POOL and python_buffers == []
 
 
 def test_calls_from_other_threads_keep_their_records(tmp_path):

@@ -145,7 +145,7 @@ def test_wheel_from_a_clean_tree_installs_and_runs_natively_without_a_compiler(t
         assert archive.read("tvmdbg_tb_frontend/dist/index.js") == bundle
     assert not [n for n in in_wheel if "node_modules" in n or n.startswith("tvmdbg_tb_frontend/src")]
     stems = sorted(re.sub(r"-[0-9a-f]{16}\.so$", "", n.rsplit("/", 1)[1]) for n in in_wheel if n.endswith(".so"))
-    assert stems == sorted(Path(s).stem for s in native_sources()), in_wheel
+    assert stems == sorted([*(Path(s).stem for s in native_sources()), "tvmdbg_kernels"]), in_wheel
     assert re.search(r"-cp\d+-cp\d+-linux_x86_64\.whl$", wheel.name), wheel.name
 
     # The manylinux wheel of this machine (scripts/wheel.sh): libtvm_ffi is a dependency's.
@@ -188,6 +188,7 @@ def test_wheel_from_a_clean_tree_installs_and_runs_natively_without_a_compiler(t
         timeout=600,
     )
     assert trained.returncode == 0, trained.stdout[-3000:] + trained.stderr[-3000:]
+    assert "tvmdbg:" not in trained.stderr, trained.stderr  # no warning of tvmdbg's
     assert "unavailable" not in trained.stderr, trained.stderr
     result = json.loads(trained.stdout.strip().splitlines()[-1])
     site = Path(result["tvmdbg"]).parent
@@ -196,6 +197,10 @@ def test_wheel_from_a_clean_tree_installs_and_runs_natively_without_a_compiler(t
     assert recorded == 2 * result["steps"] and points >= 1  # every update's two VM calls, in C++
     for stem, path in result["libraries"].items():
         assert Path(path).parent == site / "tvmdbg_tb" / "native", (stem, path)
+    # The summary kernels came from the wheel's library: none compiled, nothing cached.
+    assert result["kernels"]["compiled"] == [], result["kernels"]
+    assert Path(result["kernels"]["library"]).parent == site / "tvmdbg_tb" / "native"
+    assert Path(result["kernels"]["library"]).is_file()
     assert not list((tmp_path / "cache").glob("**/*.so"))  # nothing was built
 
     version = subprocess.run([str(venv / "bin" / "tvmdbg"), "--version"], capture_output=True, text=True, env=env)

@@ -136,8 +136,8 @@ class _Builder:
         return index
 
     def _graph(self, index: OpIndex, graph_id: int) -> GraphOrder:
-        ops = self.run.ops(graph_id)
-        op_ids = np.fromiter((op.op_id for op in ops), dtype=np.int64, count=len(ops))
+        ops = self.run.ops(graph_id)  # parsed as the loop below reads them (events/compact.py)
+        op_ids = np.array(self.run.op_ids_of(graph_id), dtype=np.int64)
         position = {op_id: k for k, op_id in enumerate(op_ids.tolist())}
         src: list[int] = []
         dst: list[int] = []

@@ -58,7 +58,7 @@ _BLOCK_ROWS = 1 << 18  # digests counted at once: bounds the transient memory of
 
 
 def _compute(run: RunReader, digests: np.ndarray, graph_id: int | None, execution_index: int | None) -> dict:
-    graph_ops = None if graph_id is None else np.array([op.op_id for op in run.ops(graph_id)], dtype=np.int64)
+    graph_ops = None if graph_id is None else np.array(run.op_ids_of(graph_id), dtype=np.int64)
     counted = _counted_by_blocks(digests, graph_ops, execution_index)
     if counted is None:  # op ids too large to count directly: one pass over every digest
         counted = _counted(digests, graph_ops, execution_index)

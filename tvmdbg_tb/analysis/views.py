@@ -402,8 +402,8 @@ def slot0_positions(run: RunReader, execution_index: int, op_ids) -> dict[int, i
 
 def source_files_list(run: RunReader) -> list[dict]:
     return [
-        {"index": i, "host_name": f.host_name, "file_path": f.file_path, "num_lines": len(f.lines)}
-        for i, f in enumerate(run.source_files())
+        {"index": i, "host_name": host, "file_path": path, "num_lines": lines}
+        for i, (host, path, lines) in enumerate(run.source_file_heads())
     ]
 
 

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 import math
+import secrets
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -33,7 +35,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from tvmdbg_tb.capture import epilogue, graphs, inner_check, kernel_cache
+from tvmdbg_tb.capture import counting, epilogue, graphs, inner_check, kernel_cache
 from tvmdbg_tb.capture.kernel_source import (
     HEALTH_DTYPES,
     INNER_COLUMN,
@@ -42,7 +44,10 @@ from tvmdbg_tb.capture.kernel_source import (
     MAX_RANK,
     ROW_WIDTH,
     STATS_COLUMN,
+    catalogue,
+    kernel_name,
     summary_source,
+    tick_source,
 )
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -119,6 +124,9 @@ class CompiledFunction:
     weights: tuple[int, ...] = ()
     # The sites whose kernel counts the NaN and infinities its fused ops make (inner_check.py).
     inner: list[InnerSite] = field(default_factory=list)
+    # The summary kernels the build's kernels call themselves (packed calls, epilogue.py and
+    # inner_check.py): registered wherever the executable runs (a saved library, saved.py).
+    packed_kernels: tuple[str, ...] = ()
 
     @functools.cached_property
     def hunt_mask(self) -> bytes:
@@ -136,8 +144,11 @@ class CompiledFunction:
 
 
 HUNT_COUNTS, HUNT_INNER, HUNT_NAN = 1, 2, 4  # hunt_mask's bits (native_rows.first_nonfinite)
-# Function ids, unique in the process: a stats buffer names its function by fid alone.
-_FIDS = iter(range(1, 1 << 62))
+# Function ids: a stats buffer names its function by fid alone. Baked into the executable
+# (tvmdbg.stats' first argument), they travel with a saved library (saved.py) into processes
+# that compile their own: counted up from a random base, they are told apart across processes
+# (and stay under native_call's 2**40).
+_FIDS = itertools.count(secrets.randbelow(1 << 38) + (1 << 32))
 # An index, not state: the instrumented functions of the executables alive, by fid (a traced
 # call's buffers may come from another executable's function called inside it). Filled by
 # register(), emptied of an executable's functions when its description goes.
@@ -229,50 +240,41 @@ def inner_counts(array, site: InnerSite) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def _summary_name(dtype: str, health: bool, stats: bool = False) -> str:
-    return f"tvmdbg_{'stats' if stats else 'health' if health else 'shape'}_{dtype}"
-
-
-def _tick_source(name: str) -> str:
-    return (
-        "\n".join(
-            [
-                "@T.prim_func",
-                f"def {name}(stats: T.handle, row: T.int64):",
-                "    nrows = T.int64()",
-                f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
-                '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
-            ]
-        )
-        + "\n"
-    )
-
-
-def _parse(name: str):
-    def parse(source: str):
-        return tvm.script.from_source(source).with_attr("global_symbol", name)
-
-    return parse
-
-
 _KERNELS: dict[str, object] = {}
 _KERNELS_LOCK = threading.Lock()
 
 
 def kernel(dtype: str | None, health: bool = True, stats: bool = False) -> str:
     """The global name of the summary kernel of a dtype, for tensors of any rank, registered
-    once per process (compiled once per machine, kernel_cache.py), so that VM calls reach
-    native code directly: dtype None is the timestamp-only kernel; health False writes sizes
-    and dims only (SHAPE); stats adds FULL_STATS' statistics to the health counts. It leaves
-    a row already written as it is (kernel_source.summary_source)."""
-    name = "tvmdbg_tick" if dtype is None else _summary_name(dtype, health, stats)
+    once per process (prebuilt into the wheel or compiled once per machine, kernel_cache.py),
+    so that VM calls reach native code directly: dtype None is the timestamp-only kernel;
+    health False writes sizes and dims only (SHAPE); stats adds FULL_STATS' statistics to the
+    health counts. It leaves a row already written as it is (kernel_source.summary_source)."""
+    name = kernel_name(dtype, health, stats)
     global_name = "tvmdbg." + name
     if global_name in _KERNELS:  # checked before any source is made: a call site costs a lookup
         return global_name
+    source = tick_source(name) if dtype is None else summary_source(name, dtype, health, stats)
+    return _register(name, source)
+
+
+def register_kernel(name: str) -> str:
+    """kernel() of a summary kernel known by its name (kernel_source.catalogue: what a saved
+    executable calls, saved.py)."""
+    global_name = "tvmdbg." + name
+    if global_name in _KERNELS:
+        return global_name
+    source = catalogue().get(name)
+    if source is None:
+        raise ValueError(f"tvmdbg has no summary kernel named {name!r}")
+    return _register(name, source)
+
+
+def _register(name: str, source: str) -> str:
+    global_name = "tvmdbg." + name
     with _KERNELS_LOCK:
         if global_name not in _KERNELS:
-            source = _tick_source(name) if dtype is None else summary_source(name, dtype, health, stats)
-            function = kernel_cache.load(name, source, _parse(name))
+            function = kernel_cache.load(name, source)
             tvm.register_global_func(global_name, function, override=True)
             _KERNELS[global_name] = function
         return global_name
@@ -348,6 +350,9 @@ def instrument(
         return mod, {}
     for gvar, func in [*updates.items(), *[(g, k.prim) for g, k in kernels.items()]]:
         mod[gvar] = func  # nothing changed before every function was done
+    packed = tuple(sorted({name for kernel in kernels.values() for name in kernel.calls}))
+    for compiled in functions.values():
+        compiled.packed_kernels = packed
     return mod, functions
 
 
@@ -356,75 +361,100 @@ class _Rewritten:
     """A kernel of the module in the form its instrumented call sites call."""
 
     prim: object  # the new PrimFunc: the original's parameters, then stats, row, ...
-    # epilogue.py: the summary kernel after it (it counts a row the kernel left unwritten)
-    # and the inputs the kernel counts too (their rows follow its own); None and () without.
-    guard: str | None = None
+    # epilogue.py: the kernel writes its output rows itself (no summary call after it), and
+    # those of the inputs it counts too (their rows follow its own).
+    writes_rows: bool = False
+    stats: counting.StatsParams | None = None  # its stats parameters, when it writes its rows
     counted: tuple[int, ...] = ()
     inner: inner_check.InnerCheck | None = None  # its ops' check: an inner_row parameter last
+    calls: tuple[str, ...] = ()  # the summary kernels it calls itself (packed calls)
 
 
 def _rewritten_kernels(
     mod, info: graphs.ExecutableInfo, health: Summaries, params_in_kernels: bool, inner_ops: bool,
     weights_in_kernels: bool = True,
 ) -> dict:  # fmt: skip
-    """The kernels of a CPU build that count in their own loops, by GlobalVar (_Rewritten):
-    in FULL_HEALTH their output (epilogue.py: a kernel whose every call is an instrumented
-    site writing one tensor at the same position; one called from one site also counts the
-    function parameters it reads element by element, their summary moving after it); in the
-    modes with counts, the values their fused ops make (inner_check.py). Only kernels called
-    from instrumented sites alone change their signature. Any other kernel, or any surprise,
-    keeps the separate summary call and no inner check."""
+    """The kernels of a CPU build that write their own rows, by GlobalVar (_Rewritten): in
+    NO_TENSOR their outputs' stamps, in the health modes their output's counts (epilogue.py:
+    a kernel whose every call is an instrumented site writing one tensor at the same
+    position; one called from one site also counts the function parameters it reads element
+    by element); in the modes with counts, the values their fused ops make (inner_check.py).
+    Only kernels called from instrumented sites alone change their signature. Any other
+    kernel, or any surprise, keeps the separate summary call and no inner check."""
     if not info.target.startswith("llvm"):  # a GPU kernel's blocks are thread-bound: counted apart
         return {}
+    stamps = health is Summaries.TIMESTAMPS
     epilogues = health is Summaries.HEALTH
     inner_ops = inner_ops and health.counts and info.fused_module is not None
-    if not epilogues and not inner_ops:
+    if not stamps and not epilogues and not inner_ops:
         return {}
-    positions: dict[str, int | None] = {}
-    parameters: dict[str, tuple[int, ...]] = {}  # kernel -> its parameter inputs, at its only site
-    fused_sites: dict[str, graphs.SiteInfo | None] = {}  # kernel -> a site of it with its fused ops
-    instrumented = set()
-    for name, function in info.functions.items():
-        if function.sites:
-            instrumented.add(name)
-        for site in function.sites:
-            single_site = site.kernel not in parameters and params_in_kernels
-            skipped = () if weights_in_kernels else function.weights
-            parameters[site.kernel] = _parameter_inputs(site, skipped) if single_site else ()
-            out = site.output_positions
-            single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
-            position = out[0] if single else None
-            positions[site.kernel] = position if positions.get(site.kernel, position) == position else None
-            has_ops = len(site.member_origins) > 1 and len(out) > 0 and not site.inplace_indices
-            fused_sites[site.kernel] = site if has_ops and fused_sites.get(site.kernel, site) is not None else None
+    plan = _kernel_plan(info, params_in_kernels, weights_in_kernels)
     elsewhere = set()
     for gvar, func in mod.functions_items():  # a kernel also called from elsewhere keeps its signature
-        if isinstance(func, relax.Function) and gvar.name_hint not in instrumented:
+        if isinstance(func, relax.Function) and gvar.name_hint not in plan.instrumented:
             elsewhere.update(used.name_hint for used in relax.analysis.all_global_vars(func))
     kernels = {}
     for gvar, func in mod.functions_items():
         name = gvar.name_hint
-        if not isinstance(func, tvm.tirx.PrimFunc) or name in elsewhere or name not in positions:
+        if not isinstance(func, tvm.tirx.PrimFunc) or name in elsewhere or name not in plan.outputs:
             continue
         rewritten = _Rewritten(func)
-        position = positions[name]
-        if epilogues and position is not None:
-            try:
-                found = epilogue.fuse(func, position, parameters.get(name, ()))
-                if found is not None:
-                    out = func.params[position]
-                    rewritten = _Rewritten(found[0], kernel(str(out.dtype)), found[1])
-            except Exception:  # an unexpected kernel shape: the separate summary counts it
-                pass
-        site = fused_sites.get(name)
+        try:  # an unexpected kernel shape: the separate summary calls serve it
+            if stamps and plan.outputs[name]:
+                found = epilogue.stamp(func, plan.outputs[name])
+            elif epilogues and plan.positions[name] is not None:
+                found = epilogue.fuse(func, plan.positions[name], plan.parameters.get(name, ()))
+            else:
+                found = None
+            if found is not None:
+                rewritten = _Rewritten(found.prim, True, found.stats, found.inputs, calls=found.calls)
+        except Exception:
+            pass
+        site = plan.fused_sites.get(name)
         if inner_ops and site is not None:
             try:
                 rewritten = _with_inner_check(rewritten, func, site, info.fused_module)
             except Exception:  # an unexpected kernel shape: no inner check
                 pass
         if rewritten.prim is not func:
+            for called in rewritten.calls:
+                register_kernel(called)
             kernels[gvar] = rewritten
     return kernels
+
+
+@dataclass
+class _KernelPlan:
+    """What the call sites say of each kernel (by name), for _rewritten_kernels."""
+
+    instrumented: set[str] = field(default_factory=set)  # functions with kernel call sites
+    outputs: dict[str, int] = field(default_factory=dict)  # outputs at every site (0: they differ)
+    positions: dict[str, int | None] = field(default_factory=dict)  # its one counted output's position
+    parameters: dict[str, tuple[int, ...]] = field(default_factory=dict)  # its parameter inputs, at its only site
+    fused_sites: dict[str, graphs.SiteInfo | None] = field(default_factory=dict)  # a site with its fused ops
+
+
+def _kernel_plan(info: graphs.ExecutableInfo, params_in_kernels: bool, weights_in_kernels: bool) -> _KernelPlan:
+    """weights_in_kernels: as instrument()'s (without, no kernel counts a function's weights)."""
+    plan = _KernelPlan()
+    for name, function in info.functions.items():
+        if function.sites:
+            plan.instrumented.add(name)
+        skipped = () if weights_in_kernels else function.weights
+        for site in function.sites:
+            kernel = site.kernel
+            single_site = kernel not in plan.parameters and params_in_kernels
+            plan.parameters[kernel] = _parameter_inputs(site, skipped) if single_site else ()
+            out = site.output_positions
+            count = len(out) if not site.returns_value else 0
+            plan.outputs[kernel] = count if plan.outputs.get(kernel, count) == count else 0
+            single = len(out) == 1 and not site.inplace_indices and site.outputs and site.outputs[0][0] in HEALTH_DTYPES
+            position = out[0] if single else None
+            plan.positions[kernel] = position if plan.positions.get(kernel, position) == position else None
+            has_ops = len(site.member_origins) > 1 and len(out) > 0 and not site.inplace_indices
+            fused = plan.fused_sites.get(kernel, site)
+            plan.fused_sites[kernel] = site if has_ops and fused is not None else None
+    return plan
 
 
 def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fused_module) -> _Rewritten:
@@ -449,14 +479,12 @@ def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fu
     origins = site.member_origins
     moved = {k for k, origin in enumerate(origins) if origin is not None and origin.op_type in inner_check.PASS_THROUGH}
     owners = {block: k for block, k in owners.items() if k not in moved}
-    if rewritten.guard is not None:  # the epilogue's stats buffer and row: after the original parameters
-        n = len(original.params)
-        found = inner_check.add(rewritten.prim, owners, rewritten.prim.params[n], rewritten.prim.params[n + 1])
-    else:
-        found = inner_check.add(rewritten.prim, owners)
+    found = inner_check.add(rewritten.prim, owners, rewritten.stats)  # the epilogue's stats parameters
     if found is None:
         return rewritten
-    return _Rewritten(found[0], rewritten.guard, rewritten.counted, found[1])
+    prim, check = found
+    calls = (*rewritten.calls, *check.calls)
+    return _Rewritten(prim, rewritten.writes_rows, rewritten.stats, rewritten.counted, check, calls)
 
 
 def _parameter_inputs(site: graphs.SiteInfo, skipped=()) -> tuple[int, ...]:
@@ -535,7 +563,7 @@ class _FunctionInstrumenter:
         self.inner = self._inner_checks(first_inner)
         self.inner_row_of = {check.site.position: check.inner_row for check in self.inner}
         self.nrows = self.inner[-1].inner_row + self.inner[-1].num_rows if self.inner else first_inner
-        # Parameters a kernel counts as it reads them: their guarded summary comes after it.
+        # Parameters a kernel counts as it reads them: no summary in the prologue.
         self.param_row = {hash(p): 1 + len(self.rows) + j for j, p in enumerate(self.params)}
         self.in_kernel = {
             hash(func.params[site.inputs[q].param_index])
@@ -628,14 +656,15 @@ class _FunctionInstrumenter:
         return bindings
 
     def _site(self, bindings: list, binding, op, callee: str) -> None:
-        """The summaries after the next site's call (bindings[-1]), which a kernel counting in
-        its own loops (_rewritten_kernels) gets the buffer and its rows to write."""
+        """The summaries after the next site's call (bindings[-1]); none after a kernel that
+        writes its own rows (_rewritten_kernels), which gets the buffer and its rows instead."""
         site, positions = self.plan[self.next_site]
         call_args = binding.value.args
         nargs = graphs.array_size(call_args)
         rewritten = self.kernels.get(callee) if isinstance(op, relax.GlobalVar) else None
-        guard = rewritten.guard if rewritten is not None else None
-        counted_params = self._rewrite_call(bindings, binding, op, rewritten) if rewritten is not None else []
+        writes = rewritten is not None and rewritten.writes_rows
+        if rewritten is not None:
+            self._rewrite_call(bindings, binding, op, rewritten)
         stats, tick_name = self.stats, self.tick_name
         for position in positions:
             info = self.rows[self.row - 1]
@@ -643,26 +672,25 @@ class _FunctionInstrumenter:
                 out = binding.var
             else:
                 out = graphs.array_item(call_args, position) if position < nargs else None
-            if guard is not None:
-                name, info.fused = guard, True
-            elif info.health and out is not None:
-                name = _site_kernel(site, info.slot, out, self.health is Summaries.STATS, self.counts)
+            if writes:  # its counts in the health modes, its stamp in NO_TENSOR
+                info.fused = True
             else:
                 name = None
-            info.health = name is not None
-            row = _row(self.row)
-            bindings.append(_binding(name, [out, stats, row]) if name else _binding(tick_name, [stats, row]))
+                if info.health and out is not None:
+                    name = _site_kernel(site, info.slot, out, self.health is Summaries.STATS, self.counts)
+                info.health = name is not None
+                row = _row(self.row)
+                bindings.append(_binding(name, [out, stats, row]) if name else _binding(tick_name, [stats, row]))
             if out is not None:
                 self.output_rows.setdefault(hash(out), self.row)
             self.row += 1
-        bindings += [self.summary(p, self.param_row[hash(p)], True) for p in counted_params]
         self.next_site += 1
         self.next_kernel = self.plan[self.next_site][0].kernel if self.next_site < len(self.plan) else None
 
     def _rewrite_call(self, bindings: list, binding, op, rewritten: _Rewritten) -> list:
         """The call of a kernel counting in its own loops, with the buffer and its row, then
-        those of the parameters it counts (the summaries after it count a row only if the
-        kernel left it unwritten, epilogue.py), then its inner-op rows; those parameters."""
+        those of the parameters it counts (it writes their rows, epilogue.py), then its
+        inner-op rows; those parameters."""
         value = binding.value
         args = graphs.items(value.args)
         counted_params = [args[q] for q in rewritten.counted]

@@ -1,150 +1,241 @@
-"""Health counted inside the producing kernel (compile-time path, health modes).
+"""The kernel writes its own stats row (compile-time path): no summary call after it.
 
-The separate summary kernel reads each output a second time, after it left the cache: on a
-1M-element output that pass costs 0.7x the kernel itself. Here the kernel that writes the
-output counts it: the block storing each output element also adds that element's tests
-(< 0, > 0 and, for floats, a running sum; == 0 is what they leave) into per-lane
-accumulators, and the loop storing the output is split by LANES and vectorized, so the
-counts ride in the same vector loop as the values. After the kernel's own loop nest the
-lanes are summed into the row, when every element was finite; otherwise the guarded summary
-kernel called right after the kernel (compiled.py) finds the row unwritten and counts NaN
-and infinities exactly. The tests come from the summary kernel's own generator
-(kernel_source.fused_source), so the counts are the same.
+A separate summary kernel after each kernel is one more VM call per kernel (most of a tiny
+kernel's cost) and, in the health modes, a second read of the output, from memory when it is
+too large for the cache. So a kernel of an instrumented call site writes its output's row
+itself where that saves work:
 
-The same loop can count an input that the block reads element by element (one element at the
-block's own indices, a buffer of the output's shape): the Relax function's parameters, which
-the separate summary kernel would otherwise read once more on every call. Each counted buffer has its own accumulators and its own row.
+- NO_TENSOR (stamp): the cycle counter into each output row when the kernel is done;
+- health modes (fuse), by counting.py's shape: an output too large for the cache
+  (counting.IN_LOOP_BYTES) that one block stores one element per iteration is counted right
+  after each store (< 0 and > 0 counts and a non-finite flag), its size, rank, dims and stamp
+  written after the loop; when the flag says it holds a NaN or an infinity (rare), a packed
+  call of the dtype's summary kernel (compiled once) counts it instead. A smaller output
+  keeps the separate summary call: it reads the output back from cache, and adds no code to
+  the kernel for LLVM to compile.
 
-The fused kernel takes the stats buffer and the rows (the output's, then each counted
-input's) as extra parameters and replaces the original in the module. The counts stay in
-the stats buffer, read once per VM call, so a GPU target would add no host synchronisation
-either (its kernels are not fused today: their blocks are thread-bound). Any kernel whose
-output is not stored by one complete spatial block, one element per iteration, in a loop that
-splits into vectors, keeps the separate summary call; so do outputs under MIN_ELEMENTS.
+The same block can count an input it reads one element at a time, at its own indices (a
+buffer of the output's shape): the Relax function's parameters, which a separate summary
+kernel would otherwise read once more on every call. Each counted buffer has its own
+counters and its own row.
+
+The kernel takes the stats buffer and the rows (the output's, then each counted input's) as
+extra parameters; it only reads its buffers, so its outputs are bit-identical. Outputs of a
+dtype without counts, of a shape that is not static, or of a rank over MAX_RANK keep the
+separate summary call.
 """
 
 from __future__ import annotations
 
-import threading
+from dataclasses import dataclass
 
-import tvm
 import tvm_ffi
 from tvm import s_tir, tirx
 
-from tvmdbg_tb.capture import kernel_source
+from tvmdbg_tb.capture import counting, kernel_source
 
-# Smaller outputs keep the separate summary kernel: it reads them back from cache, so counting
-# in the producer saves no time there, while each fused kernel is one more copy of the
-# counting code for LLVM to compile (the separate kernel is compiled once per dtype and rank).
-MIN_ELEMENTS = 1 << 16
-# 8 lanes compile faster than 16 (the first pass and its accumulators are compiled into every
-# fused kernel) and count as fast (bench_fused_health.py).
-LANES = 8
-
-_TEMPLATES: dict[tuple[str, int, int], tuple[tirx.PrimFunc, int]] = {}
-_LOCK = threading.Lock()
+_INT64 = "int64"
 
 
-def _template(dtype: str, rank: int, instance: int = 0) -> tuple[tirx.PrimFunc, int]:
-    """The fused form of the summary kernel of dtype/rank (parsed once per process and
-    instance: each buffer counted in one kernel needs its own accumulators) and the index, in
-    its body, of the placeholder loop whose innermost body holds the per-element counting
-    statements."""
-    key = (dtype, rank, instance)
-    found = _TEMPLATES.get(key)
-    if found is None:
-        with _LOCK:
-            found = _TEMPLATES.get(key)
-            if found is None:
-                name = f"tvmdbg_fused_{dtype}_r{rank}_{instance}"
-                func = tvm.script.from_source(kernel_source.fused_source(name, dtype, rank, LANES))
-                body = list(func.body.seq)
-                index = next(k for k, s in enumerate(body) if _is_placeholder(s))
-                found = _TEMPLATES[key] = (func, index)
-    return found
+@dataclass
+class Counting:
+    """A kernel that writes its rows: the new PrimFunc, the positions of the inputs it counts
+    (their rows follow its output's), and the summary kernels it may call (registered names
+    are "tvmdbg." + each)."""
+
+    prim: tirx.PrimFunc
+    stats: counting.StatsParams
+    inputs: tuple[int, ...] = ()
+    calls: tuple[str, ...] = ()
 
 
-def _is_placeholder(stmt) -> bool:
-    inner = stmt.body if isinstance(stmt, tirx.For) else None
-    return (
-        isinstance(inner, tirx.For)
-        and isinstance(inner.body, tirx.SeqStmt)
-        and isinstance(inner.body.seq[0], tirx.Bind)
-    )
+def _store(stats, row, column: int, value) -> tirx.Stmt:
+    return tirx.BufferStore(stats, tirx.Cast("float64", value), [row, tirx.const(column, _INT64)])
 
 
-def _element_statements(loop: tirx.For) -> tuple[list, object, object]:
-    """The placeholder's statements: (counting stores, the element var, the lane var)."""
-    body = loop.body.body  # for io: for j: [v = ..., lane = ..., stores...]
-    statements = list(body.seq)
-    element, lane = statements[0], statements[1]
-    return statements[2:], element.var, lane.var
+def _stamp(stats, row) -> tirx.Stmt:
+    cycles = tirx.call_llvm_intrin(_INT64, "llvm.readcyclecounter")
+    return _store(stats, row, 0, cycles)
 
 
-def _output_block(sch: s_tir.Schedule, buffer) -> object | None:
-    """The only block writing buffer, when it stores each element exactly once: a spatial
-    block, no init, no predicate, one loop per dimension bound to it in order from 0, its body
-    one store at its own iteration variables."""
-    writers = []
-    for block_rv in sch.get_child_blocks(sch.get_sblock("root")):
-        block = sch.get(block_rv)
-        if any(region.source.same_as(buffer) for region in block.writes):
-            writers.append(block_rv)
-    if len(writers) != 1:
+def stamp(prim: tirx.PrimFunc, outputs: int) -> Counting | None:
+    """NO_TENSOR: prim stamping the rows row .. row + outputs - 1 when it is done."""
+    realize = counting.root(prim.body)
+    if realize is None or outputs < 1:
         return None
-    block_rv = writers[0]
-    block = sch.get(block_rv)
+    stats = counting.StatsParams()
+    row = stats.row
+    stamps = [_stamp(stats.buffer, row + tirx.const(k, _INT64) if k else row) for k in range(outputs)]
+    body = [*counting.top_statements(realize), *stamps]
+    params = [*prim.params, stats.handle, row]
+    return Counting(counting.with_root(prim, realize, body, [], params, stats.bind), stats)
+
+
+class _Counts:
+    """The counters of one counted buffer and the statements that update and write them."""
+
+    def __init__(self, buffer, k: int):
+        self.buffer = buffer
+        self.dtype = str(buffer.dtype)
+        self.floating = self.dtype in counting.FLOATS
+        self.lt = counting.counter(f"tvmdbg_lt{k}", self._count_dtype())
+        self.gt = counting.counter(f"tvmdbg_gt{k}", self._count_dtype())
+        self.flag = counting.flag_buffer(self.dtype, f"tvmdbg_nf{k}") if self.floating else None
+
+    def _count_dtype(self) -> str:
+        return "int32" if _size(self.buffer.shape) < (1 << 31) else _INT64
+
+    def locals(self) -> list:
+        return [self.lt, self.gt] + ([self.flag] if self.flag is not None else [])
+
+    def clear(self) -> list:
+        return [counting.clear(buffer) for buffer in self.locals()]
+
+    def update(self, value) -> list:
+        if self.dtype == "bool":
+            return [counting.add(self.gt, value)]
+        zero = tirx.const(0, self.dtype)
+        out = [counting.add(self.lt, value < zero), counting.add(self.gt, value > zero)]
+        if self.flag is not None:
+            out.append(counting.note(self.flag, value, self.dtype))
+        return out
+
+    def write(self, stats, row) -> tuple[tirx.Stmt, str | None]:
+        """The row's statements (or, when the flag is up, the summary kernel's packed call)
+        and the summary kernel it may call."""
+        shape = self.buffer.shape
+        size = _size(shape)
+        lt, gt = counting.value(self.lt), counting.value(self.gt)
+        written = [
+            _store(stats, row, 1, tirx.const(size, _INT64)),
+            _store(stats, row, 2, lt),
+            _store(stats, row, 3, gt),
+            _store(stats, row, 4, tirx.const(size, _INT64) - tirx.Cast(_INT64, lt) - tirx.Cast(_INT64, gt)),
+            _store(stats, row, 5, tirx.const(0, _INT64)),
+            _store(stats, row, 6, tirx.const(0, _INT64)),
+            _store(stats, row, 7, tirx.const(len(shape), _INT64)),
+            *[_store(stats, row, 8 + i, dim) for i, dim in enumerate(shape)],
+            _stamp(stats, row),  # last: a row is written once its stamp is
+        ]
+        if self.flag is None:
+            return counting.seq(written), None
+        name = kernel_source.kernel_name(self.dtype)
+        recount = counting.packed("tvmdbg." + name, self.buffer, stats, row)
+        return tirx.IfThenElse(counting.raised(self.flag), recount, counting.seq(written)), name
+
+
+def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Counting | None:
+    """prim writing the row of its output (parameter `position`) and of the parameters
+    `inputs` that its output's block reads element by element, into the stats rows given as
+    extra parameters (stats, the output's row, then one row per counted input); None when the
+    output keeps the separate summary call."""
+    if position >= len(prim.params) or not _countable(prim.params[position]):
+        return None
+    out = prim.params[position]
+    realize = counting.root(prim.body)
+    if realize is None:
+        return None
+    top = counting.top_statements(realize)
+    writers = [
+        (realize, loops)
+        for stmt in top
+        for realize, loops in _realized(stmt, ())
+        if any(region.source.same_as(out) for region in realize.block.writes)
+    ]
+    if not writers:
+        return None
+    block = writers[0][0].block if len(writers) == 1 and _stores_each_element_once(*writers[0], out) else None
+    counted = ()
+    if block is not None:
+        counted = tuple(
+            q
+            for q in dict.fromkeys(inputs)
+            if q != position
+            and q < len(prim.params)
+            and _countable(prim.params[q])
+            and _read_elementwise(block, prim.params[q], out.shape)
+        )
+    buffers = [out, *(prim.params[q] for q in counted)]
+    if block is None or not counting.in_loop(out):
+        return None  # the separate summary kernel reads it back from cache, at no LLVM cost
+    counts = [_Counts(buffer, k) for k, buffer in enumerate(buffers)]
+    stats = counting.StatsParams()
+    rows = [stats.row, *(tirx.Var(f"input_row{k}", _INT64) for k in range(len(counted)))]
+    params = [*prim.params, stats.handle, *rows]
+
+    def change(candidate):
+        if not candidate.same_as(block):
+            return candidate
+        store = candidate.body
+        updates = [stmt for c in counts for stmt in c.update(tirx.BufferLoad(c.buffer, store.indices))]
+        return counting.with_body(candidate, tirx.SeqStmt([store, *updates]))
+
+    body = [stmt for c in counts for stmt in c.clear()]
+    body += [counting.map_blocks(stmt, change) for stmt in top]
+    calls = []
+    for c, r in zip(counts, rows):
+        stmt, name = c.write(stats.buffer, r)
+        body.append(stmt)
+        calls += [name] if name is not None else []
+    local = [buffer for c in counts for buffer in c.locals()]
+    prim = counting.with_root(prim, realize, body, local, params, stats.bind)
+    return Counting(prim, stats, counted, tuple(dict.fromkeys(calls)))
+
+
+def _realized(stmt, loops: tuple):
+    """(block realize, enclosing loops) of every block under stmt (None in loops: a block or
+    a branch between them)."""
+    if isinstance(stmt, tirx.SeqStmt):
+        for item in stmt.seq:
+            yield from _realized(item, loops)
+    elif isinstance(stmt, tirx.For):
+        yield from _realized(stmt.body, (*loops, stmt))
+    elif isinstance(stmt, s_tir.SBlockRealize):
+        yield stmt, loops
+        yield from _realized(stmt.block.body, (*loops, None))
+    elif isinstance(stmt, tirx.IfThenElse):
+        yield from _realized(stmt.then_case, (*loops, None))
+        if stmt.else_case is not None:
+            yield from _realized(stmt.else_case, (*loops, None))
+
+
+def _stores_each_element_once(realize, loops: tuple, buffer) -> bool:
+    """Whether the block stores each element of buffer exactly once, in serial loops: spatial,
+    no init, its body that one store at its own iteration variables, each bound to a loop of
+    the buffer's extent from 0, under no predicate."""
+    block = realize.block
     store = block.body
-    if block.init is not None or not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(buffer):
-        return None
-    if any(int(iv.iter_type) != 0 for iv in block.iter_vars):  # 0: data parallel
-        return None
-    loops = sch.get_loops(block_rv)
-    bindings = _realize_of(sch, sch.get_sref(block_rv))
-    if bindings is None or not (isinstance(bindings.predicate, tirx.IntImm) and int(bindings.predicate.value) == 1):
-        return None
-    if not len(buffer.shape):  # a scalar: one store, under no loop
-        return block_rv if not len(store.indices) and not len(loops) else None
-    if len(store.indices) != len(block.iter_vars) or any(
-        not index.same_as(iv.var) for index, iv in zip(store.indices, block.iter_vars)
-    ):
-        return None
-    if len(loops) != len(block.iter_vars):
-        return None
-    for loop_rv, iv, dim, value in zip(loops, block.iter_vars, buffer.shape, bindings.iter_values):
-        loop = sch.get(loop_rv)
-        if not value.same_as(loop.loop_var) or not _is_zero(loop.min) or not _is_zero(iv.dom.min):
-            return None
+    if block.init is not None or len(block.match_buffers) or len(block.alloc_buffers):
+        return False
+    if not isinstance(store, tirx.BufferStore) or not store.buffer.same_as(buffer):
+        return False
+    if not (isinstance(realize.predicate, tirx.IntImm) and int(realize.predicate.value) == 1):
+        return False
+    if any(loop is None or loop.kind != tirx.ForKind.SERIAL or loop.thread_binding is not None for loop in loops):
+        return False
+    ivs = list(block.iter_vars)
+    if any(int(iv.iter_type) != 0 for iv in ivs):
+        return False
+    if not len(buffer.shape):  # a scalar: one store under no loop
+        return not len(store.indices) and not loops
+    if len(ivs) != len(buffer.shape) or len(loops) != len(ivs):
+        return False
+    if len(store.indices) != len(ivs) or any(not i.same_as(iv.var) for i, iv in zip(store.indices, ivs)):
+        return False
+    for loop, iv, dim, bound in zip(loops, ivs, buffer.shape, realize.iter_values):
+        if not bound.same_as(loop.loop_var) or not _is_zero(loop.min) or not _is_zero(iv.dom.min):
+            return False
         if not tvm_ffi.structural_equal(loop.extent, dim) or not tvm_ffi.structural_equal(iv.dom.extent, dim):
-            return None
-    return block_rv
-
-
-def _realize_of(sch: s_tir.Schedule, block_sref):
-    """The SBlockRealize of a block (its bindings and predicate)."""
-    parent = block_sref.parent
-    if parent is None:
-        return None
-    container = sch.get(parent) if parent.stmt is not None else None
-    stack = [container.body] if container is not None else []
-    target = block_sref.stmt
-    while stack:
-        node = stack.pop()
-        if isinstance(node, s_tir.SBlockRealize) and node.block.same_as(target):
-            return node
-        if isinstance(node, tirx.SeqStmt):
-            stack.extend(node.seq)
-        elif isinstance(node, tirx.For):
-            stack.append(node.body)
-    return None
+            return False
+    return True
 
 
 def _size(shape) -> int:
-    """The number of elements of a static shape, 0 when a dimension is symbolic."""
+    """The number of elements of a static shape (-1 when a dimension is symbolic)."""
     size = 1
     for dim in shape:
         if not isinstance(dim, tirx.IntImm):
-            return 0
+            return -1
         size *= int(dim.value)
     return size
 
@@ -159,7 +250,7 @@ def _countable(buffer) -> bool:
     shape = getattr(buffer, "shape", None)
     if dtype not in kernel_source.HEALTH_DTYPES or shape is None or len(shape) > kernel_source.MAX_RANK:
         return False
-    return not len(buffer.strides) and _is_zero(buffer.elem_offset)
+    return _size(shape) >= 0 and not len(buffer.strides) and _is_zero(buffer.elem_offset)
 
 
 def _read_elementwise(block, buffer, shape) -> bool:
@@ -175,79 +266,3 @@ def _read_elementwise(block, buffer, shape) -> bool:
                 for r, iv in zip(ranges, block.iter_vars)
             )
     return False
-
-
-def fuse(
-    prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()
-) -> tuple[tirx.PrimFunc, tuple[int, ...]] | None:
-    """prim counting its output (parameter `position`) and those of the parameters `inputs`
-    it reads element by element into the stats rows given as extra parameters (stats, the
-    output's row, then one row per counted input), with the positions of the inputs it
-    counts; None when it keeps the separate summary call."""
-    if position >= len(prim.params):
-        return None
-    out = prim.params[position]
-    shape = getattr(out, "shape", None)
-    if not _countable(out) or _size(shape) < MIN_ELEMENTS:
-        return None
-    sch = s_tir.Schedule(tvm.IRModule({"main": prim}))
-    block_rv = _output_block(sch, out)
-    if block_rv is None:
-        return None
-    rank = len(shape)
-    original = sch.get(block_rv)
-    counted = tuple(
-        q
-        for q in dict.fromkeys(inputs)
-        if q != position
-        and q < len(prim.params)
-        and _countable(prim.params[q])
-        and _read_elementwise(original, prim.params[q], shape)
-    )
-    if rank:  # the innermost loop in vectors of LANES (the lane index then folds to a ramp)
-        inner = sch.get_loops(block_rv)[-1]
-        extent = sch.get(inner).extent
-        if not isinstance(extent, tirx.IntImm) or int(extent.value) % LANES:
-            return None  # counted as a scalar loop it would cost more than the separate pass
-        _, lanes = sch.split(inner, [None, LANES])
-        sch.vectorize(lanes)
-    block = sch.get(block_rv)
-    store = block.body
-    lane_value = tirx.floormod(block.iter_vars[-1].var, tirx.const(LANES, "int64")) if rank else tirx.const(0, "int64")
-    buffers = [out, *(prim.params[q] for q in counted)]
-    templates = [_template(str(buffer.dtype), rank, k) for k, buffer in enumerate(buffers)]
-    statements = [store]
-    for buffer, (template, index) in zip(buffers, templates):
-        counting, element, lane = _element_statements(template.body.seq[index])
-        statements += [tirx.Bind(element, tirx.BufferLoad(buffer, store.indices)), tirx.Bind(lane, lane_value)]
-        statements += counting
-    counting_block = s_tir.SBlock(
-        block.iter_vars,
-        block.reads,
-        block.writes,
-        block.name_hint,
-        tirx.SeqStmt(statements),
-        None,
-        block.alloc_buffers,
-        block.match_buffers,
-        block.annotations,
-    )
-    sch.state.replace(sch.get_sref(block_rv), counting_block, {block: counting_block})
-    producer = sch.mod["main"]
-    body = producer.body
-    for template, index in reversed(templates):  # the output's accumulators outermost
-        seq = list(template.body.seq)
-        body = tirx.SeqStmt([*seq[:index], body, *seq[index + 1 :]])
-    params, sources = list(producer.params), {}
-    first_stats = templates[0][0].params[1]
-    for k, (buffer, (template, _)) in enumerate(zip(buffers, templates)):
-        source, stats, row = template.params
-        params += [source, stats, row]
-        sources[source] = buffer
-        if k:  # one stats buffer: the other templates' stats are the first's
-            sources[stats] = first_stats
-    joined = tirx.PrimFunc(params, body, producer.ret_type, producer.attrs, producer.span)
-    fused = joined.specialize(sources)
-    if len(fused.params) != len(prim.params) + 2 + len(counted):
-        return None
-    return fused, counted

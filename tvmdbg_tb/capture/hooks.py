@@ -409,16 +409,20 @@ _INFOS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def attach(executable, info: graphs.ExecutableInfo) -> None:
     try:
         _INFOS[executable] = info
-    except TypeError:
-        pass
+    except TypeError:  # a runtime Module (a loaded library, saved.py) takes no weak reference
+        try:
+            executable._tvmdbg_info = info
+        except AttributeError:
+            pass
 
 
 def info_of(rt_mod) -> graphs.ExecutableInfo | None:
-    """The description of an executable if it was compiled while tvmdbg was enabled."""
+    """The description of an executable if it was compiled while tvmdbg was enabled (or of a
+    library loaded with the capture saved with it)."""
     try:
-        return _INFOS.get(rt_mod)
+        return _INFOS.get(rt_mod) or getattr(rt_mod, "_tvmdbg_info", None)
     except TypeError:
-        return None
+        return getattr(rt_mod, "_tvmdbg_info", None)
 
 
 def install(current: Callable[[], CaptureState]) -> None:

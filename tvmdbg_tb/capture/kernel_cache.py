@@ -1,13 +1,19 @@
-"""The summary kernels, compiled once per machine and loaded by every process.
+"""The summary kernels, prebuilt into the wheel, else compiled once per machine.
 
 A summary kernel (kernel_source.py) is small, but TVMScript parses it and LLVM compiles it
 in tens of milliseconds: a real model's build calls five or six of them (one per dtype), a
-large share of a small transformer's whole build, paid again in every process
-and equally when they are compiled inside the model's own LLVM build. So each kernel is
-built once into the user cache directory (tvmdbg_tb.native.cache_dir(): one shared library
-per kernel, keyed by its source and the TVM build), written atomically, and loaded at once.
-Without a linker (export_library needs the system compiler) the kernel is compiled in
-memory for this process only.
+large share of a small transformer's whole build, paid again in every process and equally
+when they are compiled inside the model's own LLVM build. They are generic (one per dtype and
+mode, any rank), so:
+
+- the wheel ships all of them in one library (setup.py calls build_library), named after a
+  key of their sources and the TVM build they were compiled by; a process whose TVM matches
+  loads it at once and compiles nothing (no compiler needed);
+- otherwise (a source checkout, another TVM) each kernel is built at first use into the user
+  cache directory (tvmdbg_tb.native.cache_dir(): one shared library per kernel, keyed the
+  same way), written atomically, and loaded by every later process;
+- without a linker (export_library needs the system C compiler) a kernel is compiled in
+  memory for this process only, said once as a warning.
 """
 
 from __future__ import annotations
@@ -18,42 +24,118 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import tvm
 
-from tvmdbg_tb.native import cache_dir
+from tvmdbg_tb import native
+from tvmdbg_tb.capture import kernel_source
 
 logger = logging.getLogger("tvmdbg.kernel_cache")
 TARGET = "llvm"  # generic x86-64: see bench/bench_summary_kernels.py for why not the host CPU
+LIBRARY_STEM = "tvmdbg_kernels"  # the wheel's library of every summary kernel
 
 _LOCK = threading.Lock()
 _MODULES: list[Any] = []  # loaded libraries, kept alive for the functions registered from them
 _UNSAVED_SAID: list[bool] = []
+# What this process did to get its kernels (compiled(): the packaging test's proof that an
+# installed wheel compiles none), and the packaged library once looked for ([module or None]).
+_COMPILED: list[str] = []
+_PACKAGED: list[Any] = []
 
 
-def load(name: str, source: str, parse: Callable[[str], Any]) -> Any:
-    """The compiled function `name` of the TVMScript source (parse(source) gives its
-    PrimFunc): from the cache when built before, else built (and cached when possible)."""
-    path = _path(name, source)
+def load(name: str, source: str) -> Any:
+    """The compiled function `name` of the TVMScript source: from the wheel's library when it
+    holds this very source for this TVM, else from the user cache when built before, else
+    built (and cached when possible)."""
     with _LOCK:
+        packaged = _packaged_library()
+        if packaged is not None and kernel_source.catalogue().get(name) == source:
+            return packaged[name]
+        path = _path(name, source)
         if path.exists():
             try:
                 return _open(path, name)
             except Exception as error:  # a damaged or foreign file: build it again
                 logger.warning("tvmdbg: rebuilding the summary kernel %s (%s)", name, error)
-        library = tvm.tirx.build(tvm.IRModule({name: parse(source)}), target=TARGET)
+        library = _build({name: source})
         try:
             _save(library, path)
         except Exception as error:  # no linker, a read-only cache: compiled for this process only
             if not _UNSAVED_SAID:
                 _UNSAVED_SAID.append(True)
-                logger.warning("tvmdbg: summary kernels are compiled in each process (cannot cache them: %s)", error)
+                logger.warning(
+                    "tvmdbg: summary kernels are compiled in each process (%s; cannot cache them: %s)",
+                    _why_not_packaged(),
+                    error,
+                )
             _MODULES.append(library)
             return library[name]
         return _open(path, name)
+
+
+def compiled() -> list[str]:
+    """The summary kernels this process compiled with LLVM (none when the wheel's library or
+    the user cache served them)."""
+    return list(_COMPILED)
+
+
+def library_file_name() -> str:
+    """The file name of the library of every summary kernel for this TVM build."""
+    return f"{LIBRARY_STEM}-{_key(sorted(kernel_source.catalogue().items()))}.so"
+
+
+def packaged_library_path() -> Path:
+    """Where the wheel's library of this TVM build is (it may not exist)."""
+    return native.PACKAGE_DIR / library_file_name()
+
+
+def build_library(directory: Path) -> Path:
+    """Compiles every summary kernel into one library in directory (the wheel's build)."""
+    path = Path(directory) / library_file_name()
+    _save(_build(kernel_source.catalogue()), path)
+    return path
+
+
+def _packaged_library() -> Any | None:
+    """The wheel's library for this TVM build, loaded once (None: not in this installation)."""
+    if not _PACKAGED:
+        module = None
+        path = packaged_library_path()
+        if path.exists():
+            try:
+                module = tvm.runtime.load_module(str(path))
+            except Exception as error:  # a damaged file: the per-kernel path serves
+                logger.warning("tvmdbg: cannot load the packaged summary kernels %s: %s", path.name, error)
+        _PACKAGED.append(module)
+    return _PACKAGED[0]
+
+
+def _why_not_packaged() -> str:
+    others = sorted(p.name for p in native.PACKAGE_DIR.glob(f"{LIBRARY_STEM}-*.so"))
+    if not others:
+        return "this installation has no prebuilt summary kernels (a source checkout)"
+    return f"the prebuilt {', '.join(others)} is for another TVM build than tvm {tvm.__version__}"
+
+
+def _build(sources: dict[str, str]) -> Any:
+    """One library of the kernels `sources` (name -> TVMScript), compiled by LLVM here."""
+    functions = {
+        name: tvm.script.from_source(source).with_attr("global_symbol", name) for name, source in sources.items()
+    }
+    _COMPILED.extend(sources)
+    logger.info("tvmdbg: compiling summary kernels %s", ", ".join(sources))
+    return tvm.tirx.build(tvm.IRModule(functions), target=TARGET)
+
+
+def _key(parts: list[tuple[str, str]]) -> str:
+    key = hashlib.sha256()
+    for name, source in parts:
+        key.update(name.encode() + b"\0" + source.encode() + b"\0")
+    for part in (TARGET, tvm.__version__, _tvm_ffi_version(), sys.platform):
+        key.update(part.encode() + b"\0")
+    return key.hexdigest()[:16]
 
 
 def _path(name: str, source: str) -> Path:
@@ -61,7 +143,7 @@ def _path(name: str, source: str) -> Path:
     for part in (source, TARGET, tvm.__version__, _tvm_ffi_version(), sys.platform):
         key.update(part.encode())
         key.update(b"\0")
-    return cache_dir() / f"{name}-{key.hexdigest()[:16]}.so"
+    return native.cache_dir() / f"{name}-{key.hexdigest()[:16]}.so"
 
 
 def _tvm_ffi_version() -> str:

@@ -5,6 +5,8 @@ same."""
 
 from __future__ import annotations
 
+import functools
+
 from tvmdbg_tb.capture import stats_kernel
 
 ROW_WIDTH = 22
@@ -32,6 +34,74 @@ HEALTH_DTYPES = {
 }
 
 
+TICK = "tvmdbg_tick"
+
+
+def kernel_name(dtype: str | None, health: bool = True, stats: bool = False) -> str:
+    """The name of the separate summary kernel of a dtype and mode (None: the timestamp-only
+    kernel); stats adds FULL_STATS' statistics, health False writes sizes and dims only."""
+    if dtype is None:
+        return TICK
+    return f"tvmdbg_{'stats' if stats else 'health' if health else 'shape'}_{dtype}"
+
+
+@functools.cache
+def catalogue() -> dict[str, str]:
+    """Every separate summary kernel by name, with its TVMScript: generic (any rank, one per
+    dtype and mode), so that one library holds all of them (kernel_cache: prebuilt into the
+    wheel); and the inner-op check's recount kernels. Made once per process; callers only
+    read it."""
+    out = {TICK: tick_source(TICK)}
+    for dtype in sorted(HEALTH_DTYPES):
+        for health, stats in ((True, False), (False, False), (True, True)):
+            name = kernel_name(dtype, health, stats)
+            out[name] = summary_source(name, dtype, health, stats)
+    for dtype in FLOAT_DTYPES:
+        out[recount_name(dtype)] = recount_source(recount_name(dtype), dtype)
+    return out
+
+
+FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+def recount_name(dtype: str) -> str:
+    """The kernel that counts NaN, -inf and +inf of a buffer of dtype for the inner-op check."""
+    return f"tvmdbg_inner_{dtype}"
+
+
+def recount_source(name: str, dtype: str) -> str:
+    """A kernel adding the NaN, -inf and +inf counts of a tensor (any rank) into S[row, col],
+    S[row, col + 1], S[row, col + 2] and their sum into S[total_row, INNER_COLUMN]: what a
+    fused kernel calls, through a packed call, on its ops' values (inner_check.py,
+    counting.py), so that the counting by kind is compiled once, not into every kernel."""
+    lines = _any_rank_signature(name, dtype, extra=", col: T.int64, total_row: T.int64")
+    lines += [
+        '    acc = T.alloc_buffer((3,), "int64", scope="local")',
+        "    for k in range(3):",
+        "        acc[k] = T.int64(0)",
+        "    for i in range(size):",
+        '        acc[0] = acc[0] + T.Cast("int64", T.isnan(F[i]))',
+        f'        acc[1] = acc[1] + T.Cast("int64", F[i] == T.{dtype}("-inf"))',
+        f'        acc[2] = acc[2] + T.Cast("int64", F[i] == T.{dtype}("inf"))',
+        "    for k in range(3):",
+        '        S[row, col + k] = S[row, col + k] + T.Cast("float64", acc[k])',
+        f'    S[total_row, {INNER_COLUMN}] = S[total_row, {INNER_COLUMN}] + T.Cast("float64", acc[0] + acc[1] + acc[2])',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def tick_source(name: str) -> str:
+    """The timestamp-only kernel: the cycle counter into S[row, 0]."""
+    lines = ["@T.prim_func", f"def {name}(stats: T.handle, row: T.int64):", *_stats_lines()]
+    lines.append('    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))')
+    return "\n".join(lines) + "\n"
+
+
+def _stats_lines() -> list[str]:
+    """The stats rows S of the tensor argument `stats`."""
+    return ["    nrows = T.int64()", f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")']
+
+
 def summary_source(name: str, dtype: str, health: bool, stats: bool = False) -> str:
     """The separate summary kernel of dtype: a tensor of any rank (read from its DLTensor),
     one compiled kernel per dtype and mode; a row already written on entry (column 0 not 0)
@@ -48,12 +118,6 @@ def summary_source(name: str, dtype: str, health: bool, stats: bool = False) -> 
 
 LANES = 16
 _COUNT = 'T.Cast("int32", {})'  # a test of one element, as a count
-
-
-def _dims(rank: int) -> tuple[list[str], str]:
-    """The symbolic dims of a rank-`rank` tensor and its element count, as TVMScript."""
-    dims = [f"n{i}" for i in range(rank)]
-    return dims, " * ".join(dims) if dims else "T.int64(1)"
 
 
 def _accumulators(dtype: str, size: str, rows: int, lanes: int, sum_dtype: str | None) -> list[str]:
@@ -170,62 +234,11 @@ def _total(sum_dtype: str, lanes: int) -> list[str]:
     ]
 
 
-def fused_source(name: str, dtype: str, rank: int, lanes: int) -> str:
-    """The TVMScript of what a kernel counting its own output adds (epilogue.py): per-lane
-    accumulators, one placeholder loop whose body counts one element `v` into lane `lane`
-    (epilogue.py moves those statements into the kernel's block), and the row, written only
-    when every element was finite. Otherwise the row is left unwritten for the guarded summary
-    kernel called after the kernel, whose passes count NaN and infinities exactly: that code
-    stays compiled once per dtype and rank, not once per kernel."""
-    dims, size = _dims(rank)
-    tests, sum_dtype = _first_pass_tests(dtype)
-    lines = _signature(name, dtype, dims, size) + _accumulators(dtype, size, 2, lanes, sum_dtype)
-    lines += [
-        "    for io in range(1):",
-        "        for j in range(1):",
-        f"            v: T.let[T.{dtype}] = F[0]",
-        "            lane: T.let[T.int64] = T.int64(0)",
-    ]
-    lines += [f"            acc[{k}, lane] = acc[{k}, lane] + {t.format(v='v')}" for k, t in tests.items()]
-    indent = "    "
-    if sum_dtype:
-        lines.append(f'            fs[lane] = fs[lane] + T.Cast("{sum_dtype}", v)')
-        lines += _total(sum_dtype, lanes)
-        lines.append("    if T.isfinite(total[0]):")
-        indent = "        "
-    lines += _lane_totals(2, lanes, indent)
-    lines += [
-        f"{indent}for k in range(2):",
-        f'{indent}    S[row, 2 + k] = T.Cast("float64", tot[k])',
-        _zeros_line(size, "T.float64(0)", indent),
-        f"{indent}S[row, 5] = T.float64(0)",
-        f"{indent}S[row, 6] = T.float64(0)",
-    ]
-    lines += [indent + line.lstrip() for line in _stamp_lines(dims, size)]
-    return "\n".join(lines) + "\n"
-
-
-def _signature(name: str, dtype: str, dims: list[str], size: str) -> list[str]:
-    """A kernel on a tensor A of the rank of dims (symbolic), its flat view F and the stats
-    rows S."""
-    rank = len(dims)
-    return [
-        "@T.prim_func",
-        f"def {name}(a: T.handle, stats: T.handle, row: T.int64):",
-        '    T.func_attr({"tirx.noalias": True})',
-        *[f"    {d} = T.int64()" for d in dims],
-        f'    A = T.match_buffer(a, ({", ".join(dims)}{"," if rank == 1 else ""}), "{dtype}")',
-        "    nrows = T.int64()",
-        f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
-        f'    F = T.decl_buffer(({size},), "{dtype}", data=A.data)',
-    ]
-
-
 # DLTensor fields read by tvm_struct_get (TVM's TVMStructFieldKind).
 _DATA, _SHAPE, _NDIM, _BYTE_OFFSET = 1, 2, 4, 8
 
 
-def _any_rank_signature(name: str, dtype: str) -> list[str]:
+def _any_rank_signature(name: str, dtype: str, extra: str = "") -> list[str]:
     """A kernel on a tensor of any rank up to MAX_RANK: its rank, shape and data read from
     its DLTensor (ndim, dims, size), its flat view F, and the stats rows S. The caller
     passes a dense CPU tensor of dtype (the call site's static type says so): one kernel
@@ -234,10 +247,9 @@ def _any_rank_signature(name: str, dtype: str) -> list[str]:
     itemsize = 1 if dtype == "bool" else int("".join(c for c in dtype if c.isdigit())) // 8
     return [
         "@T.prim_func",
-        f"def {name}(a: T.handle, stats: T.handle, row: T.int64):",
+        f"def {name}(a: T.handle, stats: T.handle, row: T.int64{extra}):",
         '    T.func_attr({"tirx.noalias": True})',
-        "    nrows = T.int64()",
-        f'    S = T.match_buffer(stats, (nrows, T.int64({ROW_WIDTH})), "float64")',
+        *_stats_lines(),
         f'    ndim: T.let[T.int32] = T.min(T.tvm_struct_get(a, 0, {_NDIM}, "int32"), {MAX_RANK})',
         f'    shape: T.let[T.handle] = T.tvm_struct_get(a, 0, {_SHAPE}, "handle")',
         f'    dims = T.decl_buffer(({MAX_RANK},), "int64", data=shape)',
@@ -249,7 +261,7 @@ def _any_rank_signature(name: str, dtype: str) -> list[str]:
 
 
 def _any_rank_stamp_lines() -> list[str]:
-    """_stamp_lines for _any_rank_signature's tensor."""
+    """The row's timestamp, size, rank and dims, for _any_rank_signature's tensor."""
     return [
         '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
         '    S[row, 1] = T.Cast("float64", size)',
@@ -259,20 +271,10 @@ def _any_rank_stamp_lines() -> list[str]:
     ]
 
 
-def _stamp_lines(dims: list[str], size: str) -> list[str]:
-    """The row's timestamp (written last), size, rank and dims."""
-    return [
-        '    S[row, 0] = T.Cast("float64", T.call_llvm_intrin("int64", "llvm.readcyclecounter"))',
-        f'    S[row, 1] = T.Cast("float64", {size})',
-        f"    S[row, 7] = T.float64({len(dims)})",
-        *[f'    S[row, {8 + i}] = T.Cast("float64", {d})' for i, d in enumerate(dims)],
-    ]
-
-
 def _guarded(source: str) -> str:
     """The kernel made a no-op when its row's column 0 is not 0 on entry (a row is cleared
     before each call, then written once): one load and compare when it runs."""
     lines = source.splitlines()
-    split = next(k for k, line in enumerate(lines) if "S = T.match_buffer" in line) + 1
+    split = next(k for k, line in enumerate(lines) if line.startswith("    S = T.match_buffer")) + 1
     body = ["    " + line for line in lines[split:]]
     return "\n".join([*lines[:split], "    if S[row, 0] == T.float64(0):", *body]) + "\n"

@@ -18,13 +18,11 @@ BLOCK = 256  # iterations summed in the block dtype before they are added in flo
 
 
 def extreme(dtype: str, largest: bool) -> str:
-    """The identity of min (largest=True) or max in dtype: +/-inf for floats, the limits for ints."""
+    """The identity of min (largest=True) or max in dtype: +/-inf for floats, the limits for ints
+    (T.max_value: a uint64 literal above int64's range does not parse)."""
     if dtype.startswith("float"):
         return f'T.{dtype}("{"inf" if largest else "-inf"}")'
-    bits = int(dtype.lstrip("uint"))
-    if dtype.startswith("uint"):
-        return f"T.{dtype}({(1 << bits) - 1 if largest else 0})"
-    return f"T.{dtype}({(1 << (bits - 1)) - 1 if largest else -(1 << (bits - 1))})"
+    return f'T.{"max" if largest else "min"}_value("{dtype}")'
 
 
 def stats_lines(dtype: str, size: str, stats_column: int) -> list[str]:

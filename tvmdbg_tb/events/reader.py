@@ -694,6 +694,9 @@ class RunReader(RunIndex):
         """When a stream of the run last grew (s since the epoch; 0 when unknown)."""
         return max((f.source.modified() for f in self._files.values()), default=0.0)
 
+    def _load_source_file(self, offset: int) -> pb.SourceFile:
+        return self._files[layout.SOURCE_FILES].read_at(offset).source_file
+
     def execution(self, i: int) -> pb.Execution:
         """The full i-th execution in the dump (0 = oldest still kept)."""
         with self._lock:  # the row and the file generation it points into, together

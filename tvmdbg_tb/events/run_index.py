@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.compact import CompactStore, LazyList, Uses
 from tvmdbg_tb.events.digests import EXECUTION_DIGEST, INNER_NONFINITE, NONFINITE, TRACE_DIGEST
 from tvmdbg_tb.events.earliest import EarliestNonfinite
 from tvmdbg_tb.events.positions import TracePositions
@@ -82,12 +83,18 @@ class RunIndex:
         self._run_end_read: pb.RunEnd | None = None
         # The disco job and rank the run belongs to (tvmdbg_tb.disco), None for a lone process.
         self.disco: pb.DiscoWorker | None = None
-        self._source_files: list[pb.SourceFile] = []
-        self._frames: dict[int, pb.StackFrame] = {}
+        # Kept compact (events/compact.py): ops and frames as their bytes, source files as their
+        # place in the dump (up to 8 MiB of text each, ~9 times that once parsed), read again
+        # when asked for, with (host, path, lines) of each at hand.
+        self._source_files: CompactStore[pb.SourceFile] = CompactStore(self._load_source_file, cached=2)
+        self._source_heads: list[tuple[str, str, int]] = []
+        self._frames: CompactStore[pb.StackFrame] = CompactStore(pb.StackFrame.FromString)
         self._graphs: dict[int, pb.DebuggedGraph] = {}
-        self._ops: dict[int, pb.GraphOpCreation] = {}
+        self._ops: CompactStore[pb.GraphOpCreation] = CompactStore(pb.GraphOpCreation.FromString)
         self._graph_ops: dict[int, list[int]] = defaultdict(list)
-        self._consumers: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+        self._consumers = Uses()  # producer op -> (consumer, input slot, output slot)
+        self._referenced_frames: set[int] = set()  # stack frame ids the graphs and ops refer to
+        self._referenced_files: set[int] = set()  # source file indices the frames refer to
         self.watchpoint_hits: list[tuple[float, pb.WatchpointHit]] = []  # (wall time, hit); tvmdbg_tb.live
         self.function_names: list[str] = []
         self._function_ids: dict[str, int] = {}
@@ -137,24 +144,40 @@ class RunIndex:
                 self.disco = event.disco_worker
 
     def _ingest_source_files(self, items, reset) -> None:
-        self._source_files.extend(event.source_file for _, event in items)
+        for offset, event in items:
+            f = event.source_file
+            self._source_files.put(len(self._source_heads), offset)
+            self._source_heads.append((f.host_name, f.file_path, len(f.lines)))
+
+    def _load_source_file(self, offset: int) -> pb.SourceFile:
+        """The SourceFile record at offset of the source files stream (the reader reads it)."""
+        raise LookupError(f"run {self.name!r} keeps no record files")
 
     def _ingest_stack_frames(self, items, reset) -> None:
         for _, event in items:
             frame = event.stack_frame
-            self._frames[frame.id] = frame
+            self._frames.put(frame.id, frame.SerializeToString())
+            if frame.file_index >= 0:
+                self._referenced_files.add(frame.file_index)
 
     def _ingest_graphs(self, items, reset) -> None:
+        uses: list[tuple[int, int, int, int]] = []
         for _, event in items:
             if event.HasField("debugged_graph"):
                 self._graphs[event.debugged_graph.graph_id] = event.debugged_graph
+                self._referenced_frames.update(event.debugged_graph.code_location.stack_frame_ids)
             elif event.HasField("graph_op_creation"):
                 op = event.graph_op_creation
-                self._ops[op.op_id] = op
+                self._ops.put(op.op_id, op.SerializeToString())
                 self._graph_ops[op.graph_id].append(op.op_id)
-                for slot, inp in enumerate(op.inputs):
-                    if inp.kind == pb.OpInput.OP_OUTPUT:
-                        self._consumers[inp.producer_op_id].append((op.op_id, slot, inp.producer_output_slot))
+                self._referenced_frames.update(op.code_location.stack_frame_ids)
+                for original in op.original_ops:
+                    self._referenced_frames.update(original.code_location.stack_frame_ids)
+                uses.extend(
+                    (inp.producer_op_id, op.op_id, slot, inp.producer_output_slot)
+                    for slot, inp in enumerate(op.inputs)
+                    if inp.kind == pb.OpInput.OP_OUTPUT
+                )
             elif event.HasField("fused_op_replay"):
                 replay = event.fused_op_replay
                 self._replays.setdefault((replay.execution_index, replay.op_id), []).append(replay)
@@ -164,6 +187,7 @@ class RunIndex:
                 self._group_sources[event.fused_group_source.op_id] = event.fused_group_source
             elif event.HasField("watchpoint_hit"):
                 self.watchpoint_hits.append((event.wall_time, event.watchpoint_hit))
+        self._consumers.add(uses)
 
     def _notify(self, stream: str, start: int, reset: bool) -> None:
         rows = self._executions if stream == layout.EXECUTION else self._traces
@@ -180,11 +204,17 @@ class RunIndex:
         """Hold it to see one state across several queries (updates wait meanwhile)."""
         return self._lock
 
-    def source_files(self) -> list[pb.SourceFile]:
-        return list(self._source_files)
+    def source_files(self) -> Sequence[pb.SourceFile]:
+        """The recorded source files, read from the dump as they are used (source_file_heads
+        says what they are without reading them)."""
+        return LazyList(self._source_files, list(range(len(self._source_heads))))
+
+    def source_file_heads(self) -> list[tuple[str, str, int]]:
+        """(host name, file path, number of lines) of each recorded source file."""
+        return list(self._source_heads)
 
     def source_file(self, index: int) -> pb.SourceFile:
-        if not 0 <= index < len(self._source_files):
+        if not 0 <= index < len(self._source_heads):
             raise KeyError(f"no source file {index} in run {self.name!r}")
         return self._source_files[index]
 
@@ -223,17 +253,10 @@ class RunIndex:
 
     def referenced_frame_ids(self) -> set[int]:
         """Stack frame ids the graphs and ops refer to."""
-        ids: set[int] = set()
-        for graph in self._graphs.values():
-            ids.update(graph.code_location.stack_frame_ids)
-        for op in self._ops.values():
-            ids.update(op.code_location.stack_frame_ids)
-            for original in op.original_ops:
-                ids.update(original.code_location.stack_frame_ids)
-        return ids
+        return set(self._referenced_frames)
 
     def referenced_source_files(self) -> set[int]:
-        return {f.file_index for f in self._frames.values() if f.file_index >= 0}
+        return set(self._referenced_files)
 
     def graph(self, graph_id: int) -> pb.DebuggedGraph:
         try:
@@ -241,11 +264,14 @@ class RunIndex:
         except KeyError:
             raise KeyError(f"no graph {graph_id} in run {self.name!r}") from None
 
-    def ops(self, graph_id: int | None = None) -> list[pb.GraphOpCreation]:
-        """Ops of one graph (in call order) or of all graphs."""
-        if graph_id is None:
-            return list(self._ops.values())
-        return [self._ops[i] for i in self._graph_ops.get(graph_id, ())]
+    def ops(self, graph_id: int | None = None) -> Sequence[pb.GraphOpCreation]:
+        """Ops of one graph (in call order) or of all graphs, parsed as they are read
+        (events/compact.py: len() and slices cost what they return)."""
+        return LazyList(self._ops, self.op_ids_of(graph_id))
+
+    def op_ids_of(self, graph_id: int | None = None) -> list[int]:
+        """The op ids of one graph (in call order) or of all graphs."""
+        return list(self._ops) if graph_id is None else list(self._graph_ops.get(graph_id, ()))
 
     def num_ops(self) -> int:
         return len(self._ops)
@@ -261,13 +287,13 @@ class RunIndex:
         (e.g. "relax.log") or var name."""
         return [
             op
-            for op in self._ops.values()
+            for op in self._ops.values()  # parsed one at a time
             if name in (op.op_name, op.kernel) or any(name in (o.op_type, o.var_name) for o in op.original_ops)
         ]
 
     def consumers(self, op_id: int) -> list[tuple[int, int, int]]:
         """(consumer op_id, its input slot, producer output slot) for each use of op's outputs."""
-        return list(self._consumers.get(op_id, ()))
+        return self._consumers.of(op_id)
 
     def replays(self, op_id: int | None = None) -> list[pb.FusedOpReplay]:
         """Op-by-op replays of fused kernel calls (all, or of one kernel site), in order."""

@@ -24,6 +24,7 @@ _U64 = struct.Struct("<Q").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 _MASK_DELTA = 0xA282EAD8
 PAD = 16  # zero bytes after a chunk so vector reads past a record's end stay in bounds
+_MAX_STEPS = 4096  # fields walked in one message (an Execution's summaries are one field each)
 
 
 def _crc32c_table() -> np.ndarray:
@@ -177,11 +178,16 @@ def _walk(b: np.ndarray, cur: np.ndarray, end: np.ndarray, ok: np.ndarray, field
 
     fields maps a field number to (wire type, callback): callback(rows, value) for varints,
     callback(rows, position) for fixed64, callback(rows, position, length) for length-delimited.
-    Unknown fields are skipped; a known field with another wire type clears ok for its record.
+    Unknown fields are skipped; a known field with another wire type clears ok for its record,
+    and so does a record with more than _MAX_STEPS fields: a step costs the same for one record
+    as for thousands, and a record of millions of tiny fields (8 MiB of zeros with valid CRCs:
+    2 bytes a field) would take hours here, not milliseconds in protobuf.
     """
     cur = cur.copy()
     active = np.flatnonzero(ok & (cur < end))
-    while len(active):
+    for _ in range(_MAX_STEPS):
+        if not len(active):
+            return
         c = cur[active]
         first = b[c]
         counts = np.bincount(first, minlength=256)
@@ -201,6 +207,7 @@ def _walk(b: np.ndarray, cur: np.ndarray, end: np.ndarray, ok: np.ndarray, field
         cur[active] = nxt
         keep = ~bad & (nxt < end[active])
         active = active[keep]
+    ok[active] = False  # more fields than any record of ours has: protobuf decides
 
 
 def _uniform_field(b: np.ndarray, c: np.ndarray, tag: int, active: np.ndarray, fields: dict):

@@ -241,6 +241,18 @@ class PythonExtension(NativeLibrary):
         return module
 
 
+class TvmPythonExtension(PythonExtension):
+    """A CPython extension that also calls tvm_ffi's C API: it registers a global function
+    that the VM calls (native_call's "tvmdbg.stats"), sharing the extension's state without
+    Python between them. Built against both (its key holds both ABIs)."""
+
+    def _versions(self) -> tuple[str, ...]:
+        return (*PythonExtension._versions(self), *NativeLibrary._versions(self))
+
+    def _flags(self, packaged: bool = False) -> list[str]:
+        return [*PythonExtension._flags(self, packaged), *NativeLibrary._flags(self, packaged)]
+
+
 _UNFINISHED: dict[str, subprocess.Popen] = {}  # temporary output -> its compiler, while it runs
 
 

@@ -26,6 +26,10 @@
 #include <cstring>
 #include <unordered_map>
 
+#include <tvm/ffi/c_api.h>
+
+#include <vector>
+
 #include "python_buffer.h"
 
 namespace {
@@ -174,6 +178,200 @@ void DropLocation(Location* location) {
   Py_CLEAR(location->stack);
   Py_CLEAR(location->user_index);
   for (PyObject*& code : location->codes) Py_CLEAR(code);
+}
+
+// -- the stats buffers ------------------------------------------------------------------------
+
+// One stats buffer: the Python objects own its memory; handle and data point into them.
+struct PoolBuffer {
+  long long fid = 0;
+  PyObject* tensor = nullptr;  // a tvm.runtime.Tensor (nrows, row width) float64
+  PyObject* array = nullptr;   // its numpy view
+  TVMFFIObjectHandle handle = nullptr;
+  double* data = nullptr;
+  long long nrows = 0;
+  bool clean = false;  // column 0 is all 0 (every row unwritten)
+};
+
+struct ThreadPool {
+  std::unordered_map<long long, std::vector<PoolBuffer*>> free;  // by function id
+  std::vector<PoolBuffer*> handed;  // handed out during the traced call running here
+  int active = 0;                   // a call of this module's runs on this thread
+};
+
+thread_local ThreadPool* t_pool = nullptr;
+
+ThreadPool* ThisThreadPool() {
+  if (t_pool == nullptr) t_pool = new ThreadPool();
+  return t_pool;
+}
+
+TVMFFIObjectHandle g_python_stats = nullptr;  // fast_tracer._stats, as a tvm_ffi function
+PyObject* g_new_buffer = nullptr;             // fast_tracer._new_buffer(nrows) -> (tensor, array)
+long long g_row_width = 0;
+
+// A PoolBuffer over (tensor, array), holding new references; nullptr with an exception set.
+PoolBuffer* Wrap(long long fid, PyObject* tensor, PyObject* array, bool clean) {
+  PyObject* address = PyObject_CallMethod(tensor, "__chandle__", nullptr);
+  if (address == nullptr) return nullptr;
+  void* handle = PyLong_AsVoidPtr(address);
+  Py_DECREF(address);
+  Py_buffer view;
+  if (handle == nullptr || PyObject_GetBuffer(array, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a stats buffer without its tensor");
+    return nullptr;
+  }
+  PoolBuffer* buffer = new PoolBuffer();
+  buffer->fid = fid;
+  buffer->tensor = tensor;
+  buffer->array = array;
+  buffer->handle = handle;
+  buffer->data = static_cast<double*>(view.buf);
+  buffer->nrows = static_cast<long long>(view.len) / static_cast<long long>(sizeof(double) * g_row_width);
+  buffer->clean = clean;
+  PyBuffer_Release(&view);  // the array, held, keeps the memory
+  Py_INCREF(tensor);
+  Py_INCREF(array);
+  return buffer;
+}
+
+// A pooled buffer of fid with nrows rows, or a new one (made in Python: the GIL is taken);
+// nullptr when none could be made.
+PoolBuffer* TakeOrMake(ThreadPool* pool, long long fid, long long nrows) {
+  auto found = pool->free.find(fid);
+  if (found != pool->free.end()) {
+    std::vector<PoolBuffer*>& list = found->second;
+    while (!list.empty()) {
+      PoolBuffer* buffer = list.back();
+      list.pop_back();
+      if (buffer->nrows == nrows) return buffer;
+      pool->handed.push_back(buffer);  // another layout under this id: Python releases it
+    }
+  }
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PoolBuffer* buffer = nullptr;
+  PyObject* made = PyObject_CallFunction(g_new_buffer, "L", nrows);
+  if (made != nullptr && PyTuple_Check(made) && PyTuple_GET_SIZE(made) == 2) {
+    buffer = Wrap(fid, PyTuple_GET_ITEM(made, 0), PyTuple_GET_ITEM(made, 1), true);
+  }
+  Py_XDECREF(made);
+  PyErr_Clear();  // nullptr: the caller forwards to Python, which makes its own or fails there
+  PyGILState_Release(gil);
+  return buffer;
+}
+
+int ForwardStats(const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {
+  if (g_python_stats == nullptr) {
+    TVMFFIErrorSetRaisedFromCStr("RuntimeError", "tvmdbg.stats: fast_tracer._stats is not installed");
+    return -1;
+  }
+  std::vector<TVMFFIAny> copied(args, args + num_args);
+  return TVMFFIFunctionCall(g_python_stats, copied.data(), num_args, result);
+}
+
+// "tvmdbg.stats"(fid, nrows): see the file's comment. Runs without the GIL on its fast path.
+int Stats(void*, const TVMFFIAny* args, int32_t num_args, TVMFFIAny* result) {
+  ThreadPool* pool = t_pool;
+  if (pool == nullptr || pool->active == 0 || num_args != 2) return ForwardStats(args, num_args, result);
+  const long long fid = args[0].v_int64;
+  const long long nrows = args[1].v_int64;
+  PoolBuffer* buffer = TakeOrMake(pool, fid, nrows);
+  if (buffer == nullptr) return ForwardStats(args, num_args, result);
+  if (!buffer->clean) {
+    for (long long row = 0; row < nrows; ++row) buffer->data[row * g_row_width] = 0.0;
+  }
+  buffer->clean = false;
+  pool->handed.push_back(buffer);
+  TVMFFIObjectIncRef(buffer->handle);
+  TVMFFIAny out{};
+  out.type_index = TVMFFIObjectGetTypeIndex(buffer->handle);
+  out.v_obj = static_cast<TVMFFIObject*>(buffer->handle);
+  *result = out;
+  return 0;
+}
+
+// The buffers handed out on this thread, as fast_tracer's (fid, tensor, array) tuples appended
+// to list (Python finishes the call and releases them); false with an exception set.
+bool HandOver(ThreadPool* pool, PyObject* list) {
+  bool ok = true;
+  for (PoolBuffer* buffer : pool->handed) {
+    PyObject* fid = ok ? PyLong_FromLongLong(buffer->fid) : nullptr;
+    PyObject* entry = fid == nullptr ? nullptr : PyTuple_Pack(3, fid, buffer->tensor, buffer->array);
+    ok = entry != nullptr && PyList_Append(list, entry) == 0;
+    Py_XDECREF(fid);
+    Py_XDECREF(entry);
+    Py_DECREF(buffer->tensor);
+    Py_DECREF(buffer->array);
+    delete buffer;
+  }
+  pool->handed.clear();
+  return ok;
+}
+
+// install_stats(python_stats, new_buffer, row_width): "tvmdbg.stats" served here from now on.
+PyObject* InstallStats(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "install_stats(python_stats, new_buffer, row_width)");
+    return nullptr;
+  }
+  PyObject* address = PyObject_CallMethod(args[0], "__chandle__", nullptr);
+  void* handle = address == nullptr ? nullptr : PyLong_AsVoidPtr(address);
+  Py_XDECREF(address);
+  const long long width = PyLong_AsLongLong(args[2]);
+  if (handle == nullptr || width <= 0 || PyErr_Occurred()) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "install_stats: bad arguments");
+    return nullptr;
+  }
+  TVMFFIObjectIncRef(handle);  // held for the process
+  if (g_python_stats != nullptr) TVMFFIObjectDecRef(g_python_stats);
+  g_python_stats = handle;
+  Py_INCREF(args[1]);
+  Py_XSETREF(g_new_buffer, args[1]);
+  g_row_width = width;
+  TVMFFIObjectHandle function = nullptr;
+  static const char kName[] = "tvmdbg.stats";
+  TVMFFIByteArray name{kName, sizeof(kName) - 1};
+  if (TVMFFIFunctionCreate(nullptr, Stats, nullptr, &function) != 0 || TVMFFIFunctionSetGlobal(&name, function, 1) != 0) {
+    if (function != nullptr) TVMFFIObjectDecRef(function);
+    PyErr_SetString(PyExc_RuntimeError, "tvmdbg: could not register the native tvmdbg.stats");
+    return nullptr;
+  }
+  TVMFFIObjectDecRef(function);  // the registry holds it
+  Py_RETURN_NONE;
+}
+
+// take(fid, nrows) -> (tensor, array, clean) from this thread's pool, or None.
+PyObject* Take(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "take(fid, nrows)");
+    return nullptr;
+  }
+  const long long fid = PyLong_AsLongLong(args[0]);
+  const long long nrows = PyLong_AsLongLong(args[1]);
+  if (PyErr_Occurred()) return nullptr;
+  ThreadPool* pool = ThisThreadPool();
+  auto found = pool->free.find(fid);
+  if (found == pool->free.end() || found->second.empty() || found->second.back()->nrows != nrows) Py_RETURN_NONE;
+  PoolBuffer* buffer = found->second.back();
+  found->second.pop_back();
+  PyObject* out = Py_BuildValue("(NNO)", buffer->tensor, buffer->array, buffer->clean ? Py_True : Py_False);
+  delete buffer;  // its references went to the tuple
+  return out;
+}
+
+// release(fid, tensor, array, clean): into this thread's pool.
+PyObject* ReleaseToPool(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4 || g_row_width <= 0) {
+    PyErr_SetString(PyExc_TypeError, "release(fid, tensor, array, clean) after install_stats");
+    return nullptr;
+  }
+  const long long fid = PyLong_AsLongLong(args[0]);
+  const int clean = PyObject_IsTrue(args[3]);
+  if (PyErr_Occurred() || clean < 0) return nullptr;
+  PoolBuffer* buffer = Wrap(fid, args[1], args[2], clean == 1);
+  if (buffer == nullptr) return nullptr;
+  ThisThreadPool()->free[fid].push_back(buffer);
+  Py_RETURN_NONE;
 }
 
 // -- varints and the Execution's per-call fields --------------------------------------------
@@ -481,8 +679,23 @@ PyObject* SoleWriter(PyObject* session) {
   return writer;
 }
 
-// Back to this thread's pool (fast_tracer._release): (tensor, array, cleared).
-bool Release(Tracer* tracer, PyObject* buffer, PyObject* cleared) {
+// A buffer back to this thread's pool: the native one (native: a PoolBuffer, else buffer: a
+// (fid, tensor, array) tuple) once install_stats ran, else fast_tracer's (its _release).
+bool Release(Tracer* tracer, PyObject* buffer, PoolBuffer* native, PyObject* cleared) {
+  const int clean = PyObject_IsTrue(cleared);
+  if (clean < 0) return false;
+  if (native != nullptr) {
+    native->clean = clean == 1;
+    ThisThreadPool()->free[native->fid].push_back(native);
+    return true;
+  }
+  if (g_row_width > 0) {
+    const long long fid = PyLong_AsLongLong(PyTuple_GET_ITEM(buffer, 0));
+    PoolBuffer* wrapped = PyErr_Occurred() ? nullptr : Wrap(fid, PyTuple_GET_ITEM(buffer, 1), PyTuple_GET_ITEM(buffer, 2), clean == 1);
+    if (wrapped == nullptr) return false;
+    ThisThreadPool()->free[fid].push_back(wrapped);
+    return true;
+  }
   PyObject* pool = PyObject_GetAttr(tracer->local, s_pool);
   if (pool == nullptr) return false;
   PyObject* fid = PyTuple_GET_ITEM(buffer, 0);
@@ -515,19 +728,29 @@ struct CallArgs {
 };
 
 // The common case's records, written; else what Python must do (*chosen: the plan call_rows
-// ran with).
+// ran with). The call's one buffer is native (a PoolBuffer of the native stats, set to
+// nullptr once back in its pool) or the one (fid, tensor, array) of buffers (handed out by
+// fast_tracer._stats).
 Outcome Record(Function* function, const Plans& plans, const CallArgs& call, const Location& location, PyObject* index,
-               double start, PyObject* buffers, int* chosen, PyObject** rows) {
+               double start, PyObject* buffers, PoolBuffer** native, int* chosen, PyObject** rows) {
   Tracer* tracer = function->tracer;
-  if (PyList_GET_SIZE(buffers) != 1) return Outcome::kPython;
-  PyObject* buffer = PyList_GET_ITEM(buffers, 0);
-  if (!PyTuple_Check(buffer) || PyTuple_GET_SIZE(buffer) != 3 ||
-      PyLong_AsLongLong(PyTuple_GET_ITEM(buffer, 0)) != function->fid) {
-    return Outcome::kPython;
+  PyObject* buffer = nullptr;
+  PyObject* block = nullptr;
+  if (*native != nullptr) {
+    if (PyList_GET_SIZE(buffers) != 0 || (*native)->fid != function->fid) return Outcome::kPython;
+    block = (*native)->array;
+  } else {
+    if (PyList_GET_SIZE(buffers) != 1) return Outcome::kPython;
+    buffer = PyList_GET_ITEM(buffers, 0);
+    if (!PyTuple_Check(buffer) || PyTuple_GET_SIZE(buffer) != 3 ||
+        PyLong_AsLongLong(PyTuple_GET_ITEM(buffer, 0)) != function->fid) {
+      return Outcome::kPython;
+    }
+    block = PyTuple_GET_ITEM(buffer, 2);
   }
   *chosen = -1;
   for (int k = 0; k < plans.count && *chosen < 0; ++k) {
-    const int passes = Passes(plans.plan[k].guard, call.args, call.nargs, call.result, PyTuple_GET_ITEM(buffer, 2));
+    const int passes = Passes(plans.plan[k].guard, call.args, call.nargs, call.result, block);
     if (passes < 0) return Outcome::kPython;
     if (passes == 1) *chosen = k;
   }
@@ -545,8 +768,7 @@ Outcome Record(Function* function, const Plans& plans, const CallArgs& call, con
   }
   Py_DECREF(replay);
   if (hunting < 0) return Outcome::kPython;
-  PyObject* arguments[5] = {PyTuple_GET_ITEM(buffer, 2), plan.tails, plan.summaries,
-                            hunting ? plan.scan : Py_None, Py_True};
+  PyObject* arguments[5] = {block, plan.tails, plan.summaries, hunting ? plan.scan : Py_None, Py_True};
   *rows = PyObject_Vectorcall(tracer->call_rows, arguments, 5, nullptr);
   if (*rows == nullptr) return Outcome::kPython;
   if (!PyTuple_Check(*rows) || PyTuple_GET_SIZE(*rows) != 6) {
@@ -561,7 +783,8 @@ Outcome Record(Function* function, const Plans& plans, const CallArgs& call, con
   const long long bad = PyLong_AsLongLong(PyTuple_GET_ITEM(*rows, 3));
   if (bad == -1 && PyErr_Occurred()) return Outcome::kPython;
   if (!PyBytes_Check(execution) || !PyBytes_Check(which) || bad >= 0) return Outcome::kPython;
-  if (!Release(tracer, buffer, PyTuple_GET_ITEM(*rows, 4))) return Outcome::kPython;
+  if (!Release(tracer, buffer, *native, PyTuple_GET_ITEM(*rows, 4))) return Outcome::kPython;
+  *native = nullptr;
   // From here the buffer is back in its pool: the call is never handed to Python again.
   PyObject* payload = Payload(execution, call_index, (Clock(CLOCK_MONOTONIC) - start) * 1e6, location.bytes,
                               static_cast<unsigned long long>(PyBytes_GET_SIZE(which) / 4));
@@ -689,8 +912,11 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     if (PyErr_Occurred() && !Warn(tracer)) return nullptr;
     return Fallback(self, args, nargsf, kwnames);
   }
+  ThreadPool* pool = ThisThreadPool();
   const double start = Clock(CLOCK_MONOTONIC);
+  ++pool->active;
   PyObject* result = PyObject_Vectorcall(self->function, args, nargsf, nullptr);
+  --pool->active;
   PyObject *type = nullptr, *error = nullptr, *traceback = nullptr;
   if (result == nullptr) {
     PyErr_Fetch(&type, &error, &traceback);
@@ -701,13 +927,24 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
   PyObject* buffers = marker->buffers;
   Py_INCREF(buffers);
   Py_DECREF(marker);
+  // The common call: one buffer, from the native stats. Any other: Python gets them all.
+  PoolBuffer* native = pool->handed.size() == 1 ? pool->handed.back() : nullptr;
+  if (native != nullptr) {
+    pool->handed.clear();
+  } else if (!HandOver(pool, buffers)) {
+    interrupted = !Warn(tracer);
+  }
   PyObject* rows = nullptr;
   int chosen = -1;
   Outcome outcome = Outcome::kPython;
   if (result != nullptr && !interrupted) {
-    outcome = Record(self, plans, {args, nargs, result}, location, index, start, buffers, &chosen, &rows);
+    outcome = Record(self, plans, {args, nargs, result}, location, index, start, buffers, &native, &chosen, &rows);
     if (outcome == Outcome::kPython && PyErr_Occurred() && !Warn(tracer)) outcome = Outcome::kInterrupted;
     interrupted = outcome == Outcome::kInterrupted;
+  }
+  if (native != nullptr) {  // not recorded here: Python finishes the call with its buffer
+    pool->handed.push_back(native);
+    if (!HandOver(pool, buffers) && !Warn(tracer)) interrupted = true;
   }
   if (outcome == Outcome::kPython && !interrupted) {
     interrupted = !FinishInPython(self, args, nargs, location, index, start, buffers, result, error, rows, chosen);
@@ -952,7 +1189,18 @@ PyTypeObject kTracerType = {PyVarObject_HEAD_INIT(nullptr, 0) "native_call.Trace
 PyTypeObject kFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0) "native_call.Function"};
 PyTypeObject kMarkerType = {PyVarObject_HEAD_INIT(nullptr, 0) "native_call.Marker"};
 
-PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "native_call", "The compiled tracer's VM call in C++.", -1, nullptr};
+PyMethodDef kModuleMethods[] = {
+    {"install_stats", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(InstallStats)), METH_FASTCALL,
+     "install_stats(python_stats, new_buffer, row_width): serve tvmdbg.stats from the native pool"},
+    {"take", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Take)), METH_FASTCALL,
+     "take(fid, nrows) -> (tensor, array, clean) from this thread's pool, or None"},
+    {"release", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(ReleaseToPool)), METH_FASTCALL,
+     "release(fid, tensor, array, clean): back into this thread's pool"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "native_call", "The compiled tracer's VM call in C++.", -1,
+                       kModuleMethods};
 
 bool Intern() {
   const tvmdbg::InternedName names[] = {

@@ -40,9 +40,9 @@ from tvmdbg_tb.capture import hooks as capture
 from tvmdbg_tb.events.options import DumpOptions, logdir_path
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
-from tvmdbg_tb.tracing import vm_wrapper
+from tvmdbg_tb.tracing import native_call, saved, vm_wrapper
 from tvmdbg_tb.tracing.check_numerics import CheckNumerics, CheckNumericsError
-from tvmdbg_tb.tracing.fast_tracer import FAST_MODES, supported_platform
+from tvmdbg_tb.tracing.fast_tracer import FAST_MODES, install_native_stats, supported_platform
 from tvmdbg_tb.tracing.session import Session, WriterSink, execution_message
 from tvmdbg_tb.tracing.state import ACTIVE, TracingState
 
@@ -111,9 +111,13 @@ def _current_capture() -> capture.CaptureState:
 
 
 def _install() -> None:
-    """TVM's classes patched (once per process), reading the tracing state in force."""
+    """TVM's classes patched (once per process), reading the tracing state in force; the
+    native tvmdbg.stats in place before the first VM is made, when native_call is built."""
     capture.install(_current_capture)
+    saved.install()
     vm_wrapper.install(ACTIVE)
+    native_call.LIBRARY.start_loading()
+    install_native_stats()
 
 
 def _activate(state: TracingState, session: Session | None) -> None:

@@ -100,20 +100,32 @@ class _Local(threading.local):
 _LOCAL = _Local()
 
 
+def _new_buffer(nrows: int) -> tuple[Any, np.ndarray]:
+    """A new stats buffer of nrows rows, every row unwritten: (tensor, its numpy view)."""
+    tensor = tvm.runtime.tensor(np.zeros((nrows, compiled.ROW_WIDTH), "float64"))
+    return tensor, np.from_dlpack(tensor)
+
+
 def _buffer(fid: int, nrows: int) -> tuple[Any, np.ndarray, bool]:
     """A free stats buffer of function fid: (tensor, its array, whether its column 0 is
-    already all 0: every row unwritten)."""
+    already all 0: every row unwritten). From native_call's pool once it serves tvmdbg.stats
+    (one pool for both paths), else this thread's."""
+    if _NATIVE_POOL:
+        found = _NATIVE_POOL[0].take(fid, nrows)
+        return found if found is not None else (*_new_buffer(nrows), True)
     free = _LOCAL.pool.setdefault(fid, [])
     if free:
         return free.pop()
-    tensor = tvm.runtime.tensor(np.zeros((nrows, compiled.ROW_WIDTH), "float64"))
-    return tensor, np.from_dlpack(tensor), True
+    return (*_new_buffer(nrows), True)
 
 
 def _release(fid: int, tensor, array, clean: bool = False) -> None:
     """Back to the pool; clean: its column 0 was set to 0 already (native_rows.call_rows
     does so while it reads the rows, cheaper than a numpy assignment per call)."""
-    _LOCAL.pool.setdefault(fid, []).append((tensor, array, clean))
+    if _NATIVE_POOL:
+        _NATIVE_POOL[0].release(fid, tensor, array, clean)
+    else:
+        _LOCAL.pool.setdefault(fid, []).append((tensor, array, clean))
 
 
 def _stats(fid, nrows) -> Any:
@@ -142,6 +154,23 @@ def _stats(fid, nrows) -> Any:
 
 
 tvm.register_global_func(compiled.STATS_FUNC, _stats, override=True)
+_PYTHON_STATS = tvm.get_global_func(compiled.STATS_FUNC)
+_NATIVE_POOL: list = []  # native_call once it serves tvmdbg.stats (install_native_stats)
+
+
+def install_native_stats() -> None:
+    """tvmdbg.stats served by native_call (its C function and buffer pool) once the library is
+    loaded: the common traced call then hands its buffer out with no Python. An executable's
+    VM resolves the function when it is created: one created before keeps this module's."""
+    module = native_call.LIBRARY.loaded()
+    if module is None or _NATIVE_POOL:
+        return
+    try:
+        module.install_stats(_PYTHON_STATS, _new_buffer, compiled.ROW_WIDTH)
+    except Exception as error:  # the Python function keeps serving
+        warnings.warn(f"tvmdbg: the native tvmdbg.stats is unavailable: {error!r}", RuntimeWarning, stacklevel=2)
+        return
+    _NATIVE_POOL.append(module)
 
 
 def flush_implicit() -> None:
@@ -209,6 +238,7 @@ class CompiledTracer(Tracer):
         vm._set_instrument(None)
         native_rows.LIBRARY.start_loading()
         native_call.LIBRARY.start_loading()
+        install_native_stats()
 
     def traced(self, name: str, function, fallback):
         """What vm[name] returns: function traced by native_call when it can serve it, else
@@ -229,6 +259,7 @@ class CompiledTracer(Tracer):
         if not self._native_calls or self._cache is not None or not native_call.LIBRARY.enabled():
             self._native = False
         elif all(library.loaded() is not None for library in libraries):
+            install_native_stats()
             call, rows, framing = (library.loaded() for library in libraries)
             ids = self.session.execution_ids
             self._native = call.Tracer(self, _LOCAL, ids, self.session, rows.call_rows, framing.queue_call)

@@ -19,8 +19,8 @@ and without a compiler or with TVMDBG_NATIVE_CALL=0, vm[name] returns the Python
 
 from __future__ import annotations
 
-from tvmdbg_tb.native import PythonExtension, source
+from tvmdbg_tb.native import TvmPythonExtension, source
 
 ENV_SWITCH = "TVMDBG_NATIVE_CALL"  # "0": the Python call path
 
-LIBRARY = PythonExtension(source("native_call.cc"), ENV_SWITCH, "native VM call path")
+LIBRARY = TvmPythonExtension(source("native_call.cc"), ENV_SWITCH, "native VM call path")

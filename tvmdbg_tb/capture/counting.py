@@ -1,0 +1,240 @@
+"""One code shape for what a kernel counts of the values it makes (epilogue.py: its output,
+inner_check.py: its fused ops' values), cheap for LLVM to compile and to run.
+
+A buffer that stays in cache is counted once it is complete, by a packed call of a summary
+kernel compiled once (kernel_source: prebuilt into the wheel) on it: reading it back from
+cache costs less than the call, and the kernel's own code gains no loop for LLVM to compile.
+Any counting inside a kernel's loops is a reduction LLVM vectorizes and unrolls: ~15 ms of
+LLVM time per counted loop (a real model's build has dozens of kernels), whatever is counted.
+
+Only a buffer too large to stay in cache (IN_LOOP_BYTES) is counted in the loop that stores
+it, where a second pass would read it from memory again: per value, integer work LLVM
+vectorizes (the value's bits, sign cleared, plus the lowest exponent bit, OR-ed into a flag
+whose top bit is then set when a value had every exponent bit set: NaN or an infinity; and
+for an output its < 0 and > 0 counts). On the rare call where the flag is up, the same packed
+call counts NaN, -inf and +inf exactly. Counting by kind in the loop (three compares and three
+int64 sums per value) kept memory-bound loops from vectorizing (1.8x on a 1M-element op).
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import s_tir, tirx
+
+from tvmdbg_tb.capture.kernel_source import ROW_WIDTH
+
+FLOATS = ("float16", "float32", "float64")
+# Buffers of this size or more are counted in the loop that stores them (beyond most L2 caches).
+IN_LOOP_BYTES = 1 << 21
+# The flag's unsigned type, the mask clearing the sign and the lowest exponent bit: (bits &
+# mask) + low never overflows and has its top bit set only when the exponent is all ones.
+_FLAG = {
+    "float16": ("uint16", 0x7FFF, 0x0400),
+    "float32": ("uint32", 0x7FFF_FFFF, 0x0080_0000),
+    "float64": ("uint64", 0x7FFF_FFFF_FFFF_FFFF, 0x0010_0000_0000_0000),
+}
+
+
+def in_loop(buffer) -> bool:
+    """Whether buffer (of static shape) is counted in the loop that stores it."""
+    size = 1
+    for dim in buffer.shape:
+        if not isinstance(dim, tirx.IntImm):
+            return False
+        size *= int(dim.value)
+    dtype = str(buffer.dtype)
+    return size * (1 if dtype == "bool" else int("".join(c for c in dtype if c.isdigit())) // 8) >= IN_LOOP_BYTES
+
+
+def flag_buffer(dtype: str, name: str):
+    """A one-element local flag for values of the float dtype."""
+    return tirx.decl_buffer((1,), _FLAG[dtype][0], name=name, scope="local")
+
+
+def clear(flag) -> tirx.Stmt:
+    return tirx.BufferStore(flag, tirx.const(0, flag.dtype), [tirx.const(0, "int64")])
+
+
+def note(flag, value, dtype: str) -> tirx.Stmt:
+    """flag |= value's non-finite bit pattern (see the module docstring)."""
+    unsigned, mask, low = _FLAG[dtype]
+    bits = tirx.reinterpret(unsigned, value)
+    term = tirx.bitwise_and(bits, tirx.const(mask, unsigned)) + tirx.const(low, unsigned)
+    zero = [tirx.const(0, "int64")]
+    return tirx.BufferStore(flag, tirx.bitwise_or(tirx.BufferLoad(flag, zero), term), zero)
+
+
+def raised(flag) -> tirx.PrimExpr:
+    """Whether a value noted in flag was NaN or an infinity."""
+    unsigned = str(flag.dtype)
+    top = 1 << (int(unsigned[4:]) - 1)
+    return tirx.BufferLoad(flag, [tirx.const(0, "int64")]) >= tirx.const(top, unsigned)
+
+
+def counter(name: str, dtype: str = "int64"):
+    """A one-element local counter."""
+    return tirx.decl_buffer((1,), dtype, name=name, scope="local")
+
+
+def add(count, test) -> tirx.Stmt:
+    """count += test (a boolean expression)."""
+    zero = [tirx.const(0, "int64")]
+    return tirx.BufferStore(count, tirx.BufferLoad(count, zero) + tirx.Cast(count.dtype, test), zero)
+
+
+def value(buffer) -> tirx.PrimExpr:
+    return tirx.BufferLoad(buffer, [tirx.const(0, "int64")])
+
+
+def packed(name: str, *args) -> tirx.Stmt:
+    """A packed call of the registered function name (buffers passed as DLTensors)."""
+    return tirx.Evaluate(tirx.call_packed(name, *args))
+
+
+def loop_nest(buffer, body_of) -> tirx.Stmt:
+    """Serial loops over every element of buffer, body_of(indices) inside."""
+    index = [tirx.Var(f"i{k}", "int64") for k in range(len(buffer.shape))]
+    stmt = body_of(index)
+    for var, extent in reversed(list(zip(index, buffer.shape))):
+        stmt = tirx.For(var, tirx.const(0, "int64"), tirx.Cast("int64", extent), tirx.ForKind.SERIAL, stmt)
+    return stmt
+
+
+def seq(statements: list) -> tirx.Stmt:
+    return statements[0] if len(statements) == 1 else tirx.SeqStmt(statements)
+
+
+# -- the stats parameters (both rewrites add them) ---------------------------------------------
+
+
+class StatsParams:
+    """The kernel's extra parameters for the call's stats buffer: the tensor as a bare handle
+    (its data pointer read once; a Buffer parameter would add MakePackedAPI's checks of its
+    type, rank, shape and strides to every kernel: ~3 ms of LLVM time each) and its row."""
+
+    def __init__(self):
+        self.handle = tirx.Var("tvmdbg_stats", "handle")
+        data = tirx.Var("tvmdbg_stats_data", _pointer("float64"))
+        shape_data = tirx.Var("tvmdbg_stats_shape", _pointer("int64"))
+        shape = tirx.decl_buffer((2,), "int64", name="tvmdbg_stats_shape", data=shape_data)
+        rows = tirx.Var("tvmdbg_rows", "int64")  # the buffer's rows, for the summary kernels it is passed to
+        self.buffer = tirx.decl_buffer((rows, ROW_WIDTH), "float64", name="tvmdbg_stats", data=data)
+        self.row = tirx.Var("row", "int64")
+        self.bind = tirx.SeqStmt(
+            [
+                tirx.DeclBuffer(shape, data=_field(self.handle, _SHAPE, shape_data.ty)),
+                tirx.Bind(rows, tirx.BufferLoad(shape, [tirx.const(0, "int64")])),
+                tirx.DeclBuffer(self.buffer, data=_field(self.handle, _DATA, data.ty)),
+            ]
+        )
+
+
+def _pointer(dtype: str):
+    return tvm.ir.PointerType(tvm.ir.PrimType(dtype))
+
+
+def _field(handle, kind: int, ty):
+    return tirx.call_intrin(ty, "tirx.tvm_struct_get", handle, 0, kind)
+
+
+_DATA, _SHAPE = 1, 2  # TVM's kArrData and kArrShape fields of a DLTensor (tvm_struct_get)
+
+
+# -- the root block (both rewrites add to it) -------------------------------------------------
+
+
+def root(stmt):
+    """The root block's realize (the function body, or inside statements around it)."""
+    if isinstance(stmt, s_tir.SBlockRealize):
+        return stmt if stmt.block.name_hint == "root" else None
+    if isinstance(stmt, tirx.SeqStmt):
+        for item in stmt.seq:
+            found = root(item)
+            if found is not None:
+                return found
+    return None
+
+
+def top_statements(realize) -> list:
+    body = realize.block.body
+    return list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+
+
+def with_root(
+    prim: tirx.PrimFunc, realize, body: list, buffers: list, params: list, bind: tirx.Stmt | None = None
+) -> tirx.PrimFunc:
+    """prim with its root block's body replaced by body, buffers allocated in it, params, and
+    bind (StatsParams.bind of new stats parameters) before the root block."""
+    block = realize.block
+    new_block = s_tir.SBlock(
+        block.iter_vars,
+        block.reads,
+        block.writes,
+        block.name_hint,
+        seq(body),
+        block.init,
+        [*block.alloc_buffers, *buffers],
+        block.match_buffers,
+        block.annotations,
+    )
+    new_realize = s_tir.SBlockRealize(realize.iter_values, realize.predicate, new_block)
+    new_body = _replace_root(prim.body, new_realize)
+    if bind is not None:
+        new_body = tirx.SeqStmt([bind, new_body])
+    return tirx.PrimFunc(params, new_body, prim.ret_type, prim.attrs, prim.span)
+
+
+def _replace_root(stmt, realize):
+    if isinstance(stmt, s_tir.SBlockRealize) and stmt.block.name_hint == "root":
+        return realize
+    if isinstance(stmt, tirx.SeqStmt):
+        return tirx.SeqStmt([_replace_root(item, realize) for item in stmt.seq])
+    return stmt
+
+
+def blocks(stmt, loops: tuple = ()):
+    """(block, enclosing loops) of every block under stmt, in program order (None in loops
+    marks a block or a branch between them)."""
+    if isinstance(stmt, tirx.SeqStmt):
+        for item in stmt.seq:
+            yield from blocks(item, loops)
+    elif isinstance(stmt, tirx.For):
+        yield from blocks(stmt.body, (*loops, stmt))
+    elif isinstance(stmt, s_tir.SBlockRealize):
+        yield stmt.block, loops
+        yield from blocks(stmt.block.body, (*loops, None))
+    elif isinstance(stmt, tirx.IfThenElse):
+        yield from blocks(stmt.then_case, (*loops, None))
+        if stmt.else_case is not None:
+            yield from blocks(stmt.else_case, (*loops, None))
+
+
+def map_blocks(stmt, change):
+    """stmt with each block reachable through loops and sequences replaced by change(block)."""
+    if isinstance(stmt, tirx.SeqStmt):
+        return tirx.SeqStmt([map_blocks(item, change) for item in stmt.seq])
+    if isinstance(stmt, tirx.For):
+        body = map_blocks(stmt.body, change)
+        if body.same_as(stmt.body):
+            return stmt
+        return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding, stmt.annotations)
+    if isinstance(stmt, s_tir.SBlockRealize):
+        block = change(stmt.block)
+        return stmt if block.same_as(stmt.block) else s_tir.SBlockRealize(stmt.iter_values, stmt.predicate, block)
+    return stmt
+
+
+def with_body(block, body) -> object:
+    """block with another body (its regions as they were: the added statements read buffers
+    the block already reads, or local ones of the root block)."""
+    return s_tir.SBlock(
+        block.iter_vars,
+        block.reads,
+        block.writes,
+        block.name_hint,
+        body,
+        block.init,
+        block.alloc_buffers,
+        block.match_buffers,
+        block.annotations,
+    )
