@@ -369,11 +369,9 @@ def _divergent_pairs(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) 
     composite = []
     for side, column, kid_of in ((a, 1, kids[0]), (b, 2, kids[1])):
         digests = side.digests
-        pair_of = {int(pair[column]): i for i, pair in enumerate(pairs)}
-        ops, op_inverse = np.unique(digests["op_id"], return_inverse=True)
-        kid = np.array([kid_of.get(int(o), -1) for o in ops], dtype=np.int64)[op_inverse]
-        executions, exec_inverse = np.unique(digests["execution_index"], return_inverse=True)
-        pair = np.array([pair_of.get(int(e), -1) for e in executions], dtype=np.int64)[exec_inverse]
+        # Look-up tables indexed by op id and execution index (no sort of a million rows).
+        kid = _lookup(kid_of, digests["op_id"])
+        pair = _lookup({int(p[column]): i for i, p in enumerate(pairs)}, digests["execution_index"])
         usable = (kid >= 0) & (pair >= 0) & (digests["output_slot"] < 4096) & ((digests["flags"] & 1) == 0)
         code = (pair * (len(keys) + 1) + kid) * 4096 + digests["output_slot"]
         composite.append((np.where(usable, code, -1), digests["offset"], pair))
@@ -394,6 +392,22 @@ def _divergent_pairs(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) 
         if diverge.any():
             flags[pair_a[rows_a[positions[diverge]]]] = True
     return flags
+
+
+def _lookup(table: dict[int, int], keys: np.ndarray) -> np.ndarray:
+    """table's value for each of keys, -1 where it has none: through an array indexed by key
+    when the keys are dense (no sort of a million rows), else by sorting them."""
+    if not len(keys):
+        return np.full(0, -1, dtype=np.int64)
+    low, high = int(keys.min()), int(keys.max())
+    if low < 0 or high > 4 * len(keys) + (1 << 20):  # sparse (or damaged) keys
+        unique, inverse = np.unique(keys, return_inverse=True)
+        return np.array([table.get(int(k), -1) for k in unique], dtype=np.int64)[inverse]
+    lut = np.full(high + 1, -1, dtype=np.int64)
+    for key, value in table.items():
+        if 0 <= key <= high:
+            lut[key] = value
+    return lut[keys]
 
 
 def _reshaped(a: np.ndarray | None, b: np.ndarray | None) -> bool:
