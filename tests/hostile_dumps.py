@@ -5,6 +5,8 @@ kind of hostility, from real dumps rewritten the way a careless or malicious han
   in its op (var) names and a NaN watchpoint whose hits name them; and a copy of it with
   escapes appended to every string field of every record (paths, names, run name, notes,
   devices, dtypes, source lines, hits), in run directories named with escapes (one not UTF-8).
+- live files: a live file naming a hostile server's port, or holding garbage, 10 MiB,
+  100,000 nested brackets, a port that is a string, a header in the token, port 0.
 - file roles: every file of a run (and its live file) replaced by a FIFO, a link to
   /dev/zero, a directory, a symlink loop, a link to a FIFO, a link out of the run.
 - declared lengths: a valid record header declaring 2**31 .. 2**64 - 1 bytes at the end of
@@ -17,6 +19,7 @@ kind of hostility, from real dumps rewritten the way a careless or malicious han
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -102,6 +105,31 @@ def escape_runs(logdir: Path) -> list[Path]:
         tainted_copy(real, logdir / "escapes" / ("tainted" + ESCAPES)),
         tainted_copy(real, logdir / "escapes" / ("bytes\udcff" + ESCAPES)),
     ]
+
+
+# -- live files ----------------------------------------------------------------------------------
+
+
+def live_file_runs(logdir: Path, ports: dict[str, int]) -> list[Path]:
+    """Runs whose live file holds what no program wrote: the port of a hostile server (ports:
+    {kind: port}), garbage, a huge file, a wrong type."""
+    runs = []
+    contents = {f"server_{kind}": {"port": port, "token": "abc123", "pid": 1} for kind, port in ports.items()}
+    contents.update(
+        garbage=b"\x00\xff not json",
+        huge=b"{" + b" " * (10 << 20) + b"}",
+        nested=b"[" * 100_000,
+        port_string={"port": "6006", "token": "x", "pid": 1},
+        token_header={"port": 1, "token": "a\r\nX-Evil: 1", "pid": 1},
+        port_zero={"port": 0, "token": "abc", "pid": 1},
+    )
+    for name, content in contents.items():
+        run = logdir / "live" / name
+        write_nan_chain(run.parent, run.name)
+        data = content if isinstance(content, bytes) else json.dumps(content).encode()
+        (run / LIVE_FILE).write_bytes(data)
+        runs.append(run)
+    return runs
 
 
 # -- file roles ----------------------------------------------------------------------------------

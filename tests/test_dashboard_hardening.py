@@ -111,3 +111,64 @@ def test_the_nan_of_a_call_that_never_returned_is_shown(hostile):
         assert "No NaN or ∞ recorded" not in frame.locator(".alerts-panel").inner_text()
     finally:
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def logdir_someone_else_wrote(tmp_path_factory):
+    """tests/hostile_dumps.py's logdirs: escapes in every field (a run not UTF-8), every file
+    role a FIFO, /dev/zero, a directory, a loop or a link out of the run, headers declaring up
+    to 2**64 - 1 bytes in sparse files, dtypes and shapes no tensor has, live files of garbage."""
+    import hostile_dumps as hd
+
+    logdir = tmp_path_factory.mktemp("someone_else")
+    for build in (hd.escape_runs, hd.file_role_runs, hd.declared_length_runs, hd.values_run):
+        build(logdir)
+    hd.live_file_runs(logdir, {})
+    tb = TensorBoardProcess(logdir, tmp_path_factory.mktemp("tb") / "tensorboard.log")
+    yield tb
+    tb.close()
+
+
+@pytest.mark.slow
+def test_a_logdir_someone_else_wrote_keeps_the_tab_responsive(logdir_someone_else_wrote):
+    """Every hostile run chosen in turn (the escapes model's first alert clicked): the page
+    answers at once after each, no main-thread task of the dashboard takes over a second, no
+    script error, no dialog, the escapes shown as text, and the header's line per broken run
+    never covers the panels (it did: the alert could not be clicked)."""
+    from dashboard_checks import assert_answers, assert_layout_sound, inner_frame
+    from test_dashboard_big_dumps import LONG_TASK_MS, OBSERVE_LONG_TASKS
+
+    tb = logdir_someone_else_wrote
+    browser = Browser()
+    browser.context.add_init_script(OBSERVE_LONG_TASKS)
+    dialogs = []
+    browser.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        frame = browser.open_dashboard(tb)
+        select = frame.locator(".run-select")
+        runs = select.locator("option").evaluate_all("options => options.map((o) => o.value)")
+        assert len(runs) >= 60, runs
+        clicked = 0
+        for run in runs:
+            select.select_option(run)
+            frame.locator("body[data-ready=true]").wait_for()
+            alert = frame.locator("[data-testid=first-origin-alert]:not([disabled])")
+            if run.startswith("escapes/tainted"):  # the real model's copy: its NaN is an alert
+                alert.wait_for()
+                alert.click()
+                frame.locator("[data-testid=selected-op]").wait_for()
+                clicked += 1
+            assert_answers(browser, within_s=2.0)
+        # A line per broken run (about 80) scrolls within the header: nothing covers the panels.
+        assert frame.locator(".problems .problem").count() >= 60
+        assert assert_layout_sound(browser) >= 3
+        assert clicked == 1
+        shown = inner_frame(browser).evaluate("() => document.body.innerText")
+        assert "pwned" in shown and "<img" not in inner_frame(browser).content()
+        tasks = inner_frame(browser).evaluate("() => window.__longTasks")
+        assert max(tasks, default=0) < LONG_TASK_MS, sorted(tasks)[-5:]
+        assert [e for e in browser.errors if e.startswith("pageerror")] == [], browser.errors[:5]
+        assert dialogs == []
+        print(f"{len(runs)} hostile runs shown; longest main-thread task {max(tasks, default=0)} ms")
+    finally:
+        browser.close()

@@ -65,6 +65,17 @@ def _shown_run(frame, expected: str, timeout: float = 15.0) -> None:
         time.sleep(0.2)
 
 
+def _filter(frame, text: str) -> None:
+    """Types `text` into the kernel list's filter and waits for the answer to it: until then
+    the chips shown answer the previous text (a chip of it may be gone a moment later)."""
+    frame.locator(".executions-panel .filter-input").fill(text)
+    _answered(frame, text)
+
+
+def _answered(frame, text: str) -> None:
+    frame.locator(f".executions-panel .filter-info[data-query='{text}']:not([aria-busy])").wait_for(state="attached")
+
+
 def _next_poll(frame) -> None:
     """Waits for the dashboard's next refresh of the runs list (every 3 s)."""
     checked = frame.locator("[data-testid=live-state]")
@@ -170,7 +181,7 @@ def test_run_picker_shows_argv_and_switch_refreshes_profile(tb, b):
         if o["op_name"] == "lv"
     ]
     assert len({o["graph_id"] for o in ops}) > 1
-    frame.locator(".executions-panel .filter-input").fill("lv")
+    _filter(frame, "lv")
     chips = frame.locator(".executions-panel .filter-info .chip", has_text="lv ·")
     chips.first.wait_for()
     second = ops[-1]
@@ -196,7 +207,19 @@ def test_run_picker_shows_argv_and_switch_refreshes_profile(tb, b):
         for o in tb.api(f"graphs/graph_info?run={fixed['run']}&graph_id={adjoint['graph_id']}")["ops"]
         if not o["stack_frame_ids"]
     )
+    # While the search for the new text is out, the chips shown answer the old one and say so
+    # (held here: under load it is slow, and a test that clicked such a chip lost it).
+    held = []
+    b.page.route("**/graphs/search?*", lambda route: held.append(route))
     frame.locator(".executions-panel .filter-input").fill(grad_op["op_name"])
+    busy = frame.locator(".executions-panel .filter-info[aria-busy=true][data-query='lv']")
+    busy.locator(".chip").first.wait_for()
+    while not held:
+        b.page.wait_for_timeout(50)
+    for route in held:
+        route.continue_()
+    b.page.unroute("**/graphs/search?*")
+    _answered(frame, grad_op["op_name"])
     pick = frame.locator(f".executions-panel .filter-info .chip[data-op-id='{grad_op['op_id']}']")
     if pick.count():
         pick.click()

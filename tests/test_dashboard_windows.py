@@ -12,6 +12,7 @@ every call; the source browser opens any recorded file and its marked lines sele
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import subprocess
@@ -235,15 +236,22 @@ def test_compare_row_click_shows_the_compared_op_everywhere(tb, b, size, tmp_pat
     frame.locator(".compare-run-b").select_option(ref)
     frame.locator(".compare-rtol").fill("1e-2")
     frame.locator(".compare-atol").fill("1e-2")
+    timeline_width = frame.locator(".timeline-panel").bounding_box()["width"]
     frame.locator(".compare-go").click()
     verdict = frame.locator("[data-testid=compare-verdict]")
     verdict.wait_for(timeout=30_000)
     assert "relax.sum" in verdict.inner_text()
     assert_layout_sound(b)  # the comparison lives in its pane: nothing else moved
-    row = frame.locator(".compare-row.origin")
-    row.click()
+    # The results in the timeline's place, as wide; the main panes already on run A's first
+    # divergent op, before any click.
+    results = frame.locator("[data-testid=compare-results]").bounding_box()
+    assert abs(results["width"] - timeline_width) < 2, (results, timeline_width)
     body = tb.api(f"compare?run_a={a}&run_b={ref}&rtol=1e-2&atol=1e-2")
     op_name = body["first_divergence"]["op_name_a"]
+    frame.locator("[data-testid=selected-op]", has_text=op_name).wait_for()
+    assert_selection_on_screen(frame, op_name, line)
+    row = frame.locator(".compare-row.origin")
+    row.click()
     # The fused kernel's own line is its first op's; the source shows the reduction's line.
     assert_selection_on_screen(frame, op_name, line)
     assert_in_view(frame.locator(".compare-row.origin.selected"), full=False)
@@ -345,6 +353,84 @@ def test_graph_search_selects_and_frames_a_node(tb, b, tmp_path_factory):
     frame.locator("[data-testid=graph-zoom-selection]").click()
     assert_in_view(frame.locator(".graph-panel .op-node.role-selected"), full=True)
     assert_text_legible(b)
+
+
+def test_search_match_in_another_function_moves_every_panel(tb, b):
+    """After the alert click (call 9, the loss's gradient function), a node search finds an op of
+    the optimizer: every panel moves to one of its executions, the optimizer's call of that same
+    step: the timeline's call, the kernel list's row, the op's details with its health, the
+    graph's node and the source's line; what was typed stays in the box."""
+    runs = runs_of(tb)
+    run = runs["buggy"]["run"]
+    graphs = tb.api(f"graphs/list?run={run}")["graphs"]
+    names = {}
+    for g in graphs:
+        for op in tb.api(f"graphs/graph_info?run={run}&graph_id={g['graph_id']}")["ops"]:
+            names.setdefault(op["op_name"], []).append((g["name"], op))
+    optimizer = next(g for g in graphs if g["name"] == "optimizer")
+    name, op = next(
+        (n, found[0][1])
+        for n, found in sorted(names.items())
+        if len(found) == 1
+        and found[0][0] == "optimizer"
+        and tb.api(f"graphs/op_info?run={run}&op_id={found[0][1]['op_id']}")["num_traces"]
+    )
+    assert op["graph_id"] == optimizer["graph_id"]
+    frame = open_at(b, tb, WINDOWS[1], run)
+    click_first_alert(frame)
+    origin_call = runs["buggy"]["first_origin_alert"]
+    frame.locator("[data-testid=selected-op]").wait_for()
+    before = int(frame.locator(".timeline-panel .tl-item.selected").get_attribute("data-index"))
+    search = frame.locator("[data-testid=graph-search]")
+    search.fill(name)
+    result = frame.locator(f"[data-testid=graph-search-results] .graph-search-result[data-op-id='{op['op_id']}']")
+    result.wait_for()
+    result.dispatch_event("mousedown")
+    frame.locator("[data-testid=selected-op]", has_text=name).wait_for()
+    row = frame.locator(f".executions-panel .vlist-row.selected[data-op-name='{name}']")
+    assert_in_view(row, full=False)
+    call = int(row.locator(".c-exec").inner_text()) if row.locator(".c-exec").is_visible() else None
+    selected_call = frame.locator(".timeline-panel .tl-item.selected")
+    deadline = time.time() + 10
+    while selected_call.get_attribute("data-index") == str(before) and time.time() < deadline:
+        time.sleep(0.2)
+    index = int(selected_call.get_attribute("data-index"))
+    assert_in_view(selected_call, full=True)
+    assert "optimizer" in selected_call.get_attribute("title") and index > before, (index, before)
+    assert call in (None, index)
+    executions = tb.api(f"execution/digests?run={run}&begin=0&end=-1")["execution_digests"]
+    later = [e["index"] for e in executions if e["function_name"] == "optimizer" and e["index"] >= before]
+    assert index == later[0]  # the same step's optimizer call, not its first one ever
+    frame.locator(".execution-details .exec-head", has_text=f"#{index} optimizer").wait_for()
+    assert_in_view(frame.locator("[data-testid=selected-health] .health-pill"), full=True)
+    assert_in_view(frame.locator(f".graph-panel .op-node.role-selected[data-op-name='{name}']"), full=True)
+    assert_in_view(frame.locator(".source-panel .src-line.highlighted"), full=False)
+    assert search.input_value() == name
+    assert origin_call is not None
+
+
+def test_load_and_alert_click_ask_each_answer_once(tb, b):
+    """Opening the page and clicking the alert ask no route twice (the polls of the runs list,
+    the status and the live state aside), and answer no request with an error."""
+    runs = runs_of(tb)
+    asked: list[str] = []
+
+    def note(request):
+        route = request.url.split("/data/plugin/tvmdbg/")[-1]
+        if "/data/plugin/tvmdbg/" in request.url and not route.startswith(("runs", "status", "live/state")):
+            asked.append(route)
+
+    b.page.on("request", note)
+    try:
+        frame = open_at(b, tb, WINDOWS[1], runs["buggy"]["run"])
+        click_first_alert(frame)
+        frame.locator(".source-panel .src-line.highlighted").wait_for()
+        frame.locator(".graph-panel .op-node.role-selected").wait_for()
+        b.page.wait_for_timeout(3500)  # a poll of the runs list and of the live state
+    finally:
+        b.page.remove_listener("request", note)
+    twice = {route: n for route, n in collections.Counter(asked).items() if n > 1}
+    assert asked and twice == {}, twice
 
 
 def test_keyboard_reaches_alerts_nodes_and_explains_a_bad_index(tb, b):

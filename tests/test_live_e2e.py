@@ -203,6 +203,19 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
         browser.page.wait_for_timeout(500)
         browser.page.screenshot(path=str(shots / "live-paused-dashboard.png"))
 
+        # The Op panel shows the paused kernel's inputs as the Live panel does (the program's
+        # counts), though the dump holds no trace of the call yet.
+        op_inputs = frame.locator(".details-panel .io-table tbody tr")
+        assert op_inputs.count() == len(pause["inputs"]) >= 1
+        for k, tensor in enumerate(pause["inputs"]):
+            health = tensor["health"]
+            pill = op_inputs.nth(k).locator(".input-health .health-pill")
+            said = pill.get_attribute("data-health")
+            for label, key in (("NaN", "nan"), ("-∞", "neg_inf"), ("+∞", "pos_inf"), ("zero", "zero")):
+                assert f"{label} {health[key]:,}" in said, (k, said, health)
+            live_text = frame.locator("[data-testid=live-input]").nth(k).inner_text()
+            assert f"nan={health['nan']}" in live_text and f"zero={health['zero']}" in live_text, live_text
+
         # The origin kernel: its inputs hold only finite values, its output does not.
         inputs = frame.locator("[data-testid=live-input-values]")
         assert inputs.count() >= 1

@@ -14,11 +14,13 @@ import warnings
 import llm_models
 import numpy as np
 import pytest
+import trace_paths
 import tvm
 from models import line_of
 
 import tvmdbg
 from tvmdbg_tb import analysis
+from tvmdbg_tb.tracing import vm_wrapper
 
 EXAMPLE = os.path.join(llm_models.ROOT, "examples", "generate_paged_kv.py")
 STEPS = 8  # tokens generated: one prefill and STEPS - 1 decode steps
@@ -187,3 +189,65 @@ def test_a_call_that_cannot_be_recorded_makes_the_dump_incomplete(example, built
     assert any(p.kind == "unrecorded" and "create_paged_kv_cache" in p.message for p in completeness.problems)
     done = _check(tmp_path)
     assert done.returncode == 2 and "could not record 1 call" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+class _Swaps:
+    """A generation loop whose decode steps change what the native path's learned plans
+    assume: step 3 gets a new tensor object for one weight (its summary is made again), step 5
+    a NaN in its input (the replay's first non-finite call)."""
+
+    def __init__(self, generator):
+        self.generator = generator
+        self.steps = 0
+
+    def run(self, example) -> tuple[list[int], tuple]:
+        generator = self.generator
+        embed = generator.embed
+
+        def changed(tokens):
+            x = embed(tokens)
+            if len(tokens) == 1:
+                self.steps += 1
+                if self.steps == 3:
+                    params = list(generator.params)
+                    params[0] = tvm.runtime.tensor(params[0].numpy())
+                    generator.params = tuple(params)
+                if self.steps == 5:
+                    value = x.numpy()
+                    value[0, 0, 1] = np.nan
+                    x = tvm.runtime.tensor(value)
+            return x
+
+        generator.embed = changed
+        tokens = generator.generate(example.PROMPT, 3 * STEPS)
+        native = vm_wrapper.tracer_of(generator.vm)._native
+        return tokens, native.counts() if native else None
+
+
+@pytest.mark.parametrize("mode", ["NO_TENSOR", "FULL_HEALTH"])
+def test_native_and_python_call_paths_write_the_same_generation(example, built, tmp_path, mode):
+    """The decode loop's calls (a KV cache in and out, packed weights summarised once per
+    value, prompts of two lengths) are recorded by native_call from plans learned from a call
+    the Python path recorded (call_plans.py): the same records as the Python path's, through a
+    weight replaced mid-loop and a NaN fed into a step."""
+    executable, names = built
+    runs = {}
+    for path in ("compiled", "python_call"):
+        with trace_paths.using(path):
+            tvmdbg.enable_dump_debug_info(str(tmp_path / path), tensor_debug_mode=mode, circular_buffer_size=-1)
+            try:
+                generator = example.Generator(executable, example.weights(executable, names))
+                runs[path] = _Swaps(generator).run(example)
+            finally:
+                tvmdbg.disable_dump_debug_info()
+    (native_tokens, counts), (python_tokens, python_counts) = runs["compiled"], runs["python_call"]
+    assert native_tokens == python_tokens and python_counts is None
+    native, python = trace_paths.records(tmp_path / "compiled"), trace_paths.records(tmp_path / "python_call")
+    assert native.keys() == python.keys()
+    for stream in native:
+        assert native[stream] == python[stream], stream
+    calls = 1 + 2 * 3 * STEPS  # the cache's creation, then an embed and a prefill or decode per token
+    assert len(native["execution"]) == calls
+    # The calls a plan was learned from, or that no plan's guard passed (the new weight, the
+    # NaN's replay), went to Python; the rest native_call recorded.
+    assert counts[2] >= calls - 16, counts

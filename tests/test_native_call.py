@@ -3,8 +3,6 @@ writes, hands back to Python whatever it does not serve, and never changes the u
 
 from __future__ import annotations
 
-import glob
-import os
 import threading
 import warnings
 
@@ -16,40 +14,9 @@ from models import chain, digits_training, extern_kernel_between
 from tvm import relax
 
 import tvmdbg
-from tvmdbg_tb.events import records
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing import fast_tracer, vm_wrapper
 from tvmdbg_tb.tracing.state import ACTIVE
-
-STREAMS = ("execution", "graph_execution_traces", "stack_frames", "source_files", "graphs")
-
-
-def _events(logdir) -> dict[str, list[bytes]]:
-    """Every record of the run, with the fields that differ between two runs of the same
-    program cleared: the wall times, the durations and the executable's id."""
-    [run] = glob.glob(os.path.join(str(logdir), "*"))
-    out = {}
-    for stream in STREAMS:
-        path = os.path.join(run, "tvmdbg." + stream)
-        if not os.path.exists(path):
-            continue
-        data = open(path, "rb").read()
-        events = []
-        for item in records.scan(data, 0, path, final=True):
-            assert not isinstance(item, records.Corruption), item
-            _, start, length = item
-            event = pb.DebugEvent.FromString(data[start : start + length])
-            event.ClearField("wall_time")
-            event.ClearField("run_key")  # each run draws its own
-            for field in ("execution", "graph_execution_trace", "debugged_graph", "graph_op_creation"):
-                if event.HasField(field):
-                    message = getattr(event, field)
-                    for name in ("duration_us", "executable_id"):
-                        if name in message.DESCRIPTOR.fields_by_name:
-                            message.ClearField(name)
-            events.append(event.SerializeToString(deterministic=True))
-        out[stream] = events
-    return out
 
 
 def _train(logdir, path: str, mode: str, steps: int, lr: float) -> tuple:
@@ -77,7 +44,7 @@ def test_native_and_python_call_paths_write_the_same_records(tmp_path, mode):
     (native_counts, native_loss), (python_counts, python_loss) = runs
     assert python_counts is None
     np.testing.assert_array_equal(native_loss, python_loss)
-    native, python = _events(tmp_path / "compiled"), _events(tmp_path / "python_call")
+    native, python = trace_paths.records(tmp_path / "compiled"), trace_paths.records(tmp_path / "python_call")
     assert native.keys() == python.keys()
     for stream in native:
         assert native[stream] == python[stream], stream
@@ -196,7 +163,7 @@ def test_a_vm_call_inside_a_traced_call_is_part_of_it(tmp_path):
     (native_outs, counts), (python_outs, _) = [_nested_run(tmp_path / p, p) for p in ("compiled", "python_call")]
     np.testing.assert_array_equal(native_outs, python_outs)
     assert counts[2] == 0  # every call finished in Python
-    native, python = _events(tmp_path / "compiled"), _events(tmp_path / "python_call")
+    native, python = trace_paths.records(tmp_path / "compiled"), trace_paths.records(tmp_path / "python_call")
     assert native == python
     assert len(native["execution"]) == 3
 

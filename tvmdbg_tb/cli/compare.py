@@ -6,6 +6,7 @@ Exit status: 0 within tolerance, 1 divergent, 2 cannot compare (the reason on st
 from __future__ import annotations
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from tvmdbg_tb import storage
 from tvmdbg_tb.cli.render import Style, table, where
@@ -76,8 +77,12 @@ def lines(result: dict, style: Style, all_calls: bool = False) -> list[str]:
             + f": {first.get('reason', '')}, max abs error {_num(first.get('max_abs_error'))}"
             + (" (lower bound, from statistics)" if first.get("basis") == "stats" else "")
         )
-        if first.get("inner"):
-            out += inner_lines(first["inner"], style)
+        inside = first.get("inner")
+        if inside and inside["status"] == "pending":
+            kernels = " / ".join(k for k in (inside["kernel_a"], inside["kernel_b"]) if k)
+            out.append(f"  Inside {kernels}: {inside['reason']} (below the table)...")
+        elif inside:
+            out += inner_lines(inside, style)
     else:
         out.append(style("Within tolerance.", "green") if result["status"] == "within" else "No origin found.")
     rows = []
@@ -157,19 +162,28 @@ def inner_lines(inner: dict, style: Style) -> list[str]:
 
 def main(args) -> int:
     from tvmdbg_tb.analysis import dumps
-    from tvmdbg_tb.compare import CompareError, compare
+    from tvmdbg_tb.compare import CompareError, Comparison
 
     try:
-        result = compare(
-            _run(args.run_a), _run(args.run_b), rtol=args.rtol, atol=args.atol, call=args.call, function=args.function
-        )
+        # Both runs read at once (numpy and the file reads let two threads go on together).
+        with ThreadPoolExecutor(2) as pool:
+            run_a, run_b = pool.map(_run, (args.run_a, args.run_b))
+        comparison = Comparison(run_a, run_b, rtol=args.rtol, atol=args.atol, call=args.call, function=args.function)
     except CompareError as error:
         if args.json:
             print(dumps({"status": "cannot_compare", "error": str(error), "first_divergence": None}))
         print(f"tvmdbg compare: cannot compare: {error}", file=sys.stderr)
         return 2
+    result = comparison.result
     if args.json:
-        print(dumps(result))
+        print(dumps(comparison.open()))
     else:
-        print("\n".join(lines(result, Style.for_stream(sys.stdout), all_calls=args.all_calls)))
+        # The report at once; a fused first divergent kernel is opened (replayed op by op,
+        # seconds) after it, and its inside printed then.
+        style = Style.for_stream(sys.stdout)
+        print("\n".join(lines(result, style, all_calls=args.all_calls)), flush=True)
+        if comparison.pending:
+            inner = comparison.open()["first_divergence"]["inner"]
+            if inner:
+                print("\n".join(inner_lines(inner, style)))
     return 1 if result["status"] == "divergent" else 0

@@ -8,6 +8,6 @@ Runs aligned by Relax op identity (identity.py), errors from values or statistic
 (errors.py), the first divergent op (core.py).
 """
 
-from tvmdbg_tb.compare.core import DEFAULT_ATOL, DEFAULT_RTOL, CompareError, compare, open_run
+from tvmdbg_tb.compare.core import DEFAULT_ATOL, DEFAULT_RTOL, CompareError, Comparison, compare, open_run
 
-__all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "CompareError", "compare", "open_run"]
+__all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "CompareError", "Comparison", "compare", "open_run"]

@@ -125,47 +125,97 @@ def compare(
     "ops": records in A's execution order, "matched": alignment counts, "calls": every
     pair's verdict and the unpaired calls, "notes": [...], "suggestion": str or None, ...}.
     Raises CompareError when the runs cannot be compared (no statistics, nothing aligned,
-    no such call, ...)."""
-    if not (rtol >= 0 and atol >= 0):
-        raise CompareError(f"rtol and atol must be >= 0 (got rtol={rtol}, atol={atol})")
-    if call is not None and call < 0:
-        raise CompareError(f"call must be >= 0 (got {call})")
-    a, b = _Side(open_run(run_a), "A"), _Side(open_run(run_b), "B")
-    keys, unpaired, call_notes = calls.pair_calls(a.order, b.order)
-    pairs = [(key, a.calls[key], b.calls[key]) for key in keys]
-    if not pairs:
-        raise CompareError(
-            "no function call of run A has a counterpart in run B "
-            f"(A calls {sorted({k[0] for k in a.order}) or 'nothing'}, B calls {sorted({k[0] for k in b.order}) or 'nothing'})"
+    no such call, ...). The whole answer: Comparison(...).open(); Comparison(...).result
+    is the same at once, a fused first divergence not opened yet."""
+    return Comparison(run_a, run_b, rtol, atol, call, function).open()
+
+
+class Comparison:
+    """A comparison in two steps: `result` at once (the aligned ops, every verdict, the first
+    divergence), then open() opens a fused first divergent kernel up, replaying it op by op
+    (inner.py: seconds, for TVM's import and a compile), which until then says "pending"."""
+
+    def __init__(
+        self,
+        run_a: str | os.PathLike | RunReader,
+        run_b: str | os.PathLike | RunReader,
+        rtol: float = DEFAULT_RTOL,
+        atol: float = DEFAULT_ATOL,
+        call: int | None = None,
+        function: str | None = None,
+    ):
+        if not (rtol >= 0 and atol >= 0):
+            raise CompareError(f"rtol and atol must be >= 0 (got rtol={rtol}, atol={atol})")
+        if call is not None and call < 0:
+            raise CompareError(f"call must be >= 0 (got {call})")
+        self.rtol, self.atol = rtol, atol
+        self.a, self.b = _Side(open_run(run_a), "A"), _Side(open_run(run_b), "B")
+        self.result = self._compare(call, function)
+        first = self.result["first_divergence"]
+        self._pending = first is not None and first["kind"] == "op" and inner.is_fused(self.a, self.b, first)
+        if self._pending:
+            first["inner"] = inner.pending(self.a, self.b, first)
+        elif first is not None and first["kind"] == "op":
+            first["inner"] = None
+
+    @property
+    def pending(self) -> bool:
+        """Whether open() has a fused kernel to replay."""
+        return self._pending
+
+    def open(self) -> dict:
+        """The result with the fused first divergent kernel opened up (which Relax op inside it
+        diverged first); the result as it is when there is none."""
+        if self._pending:
+            first = self.result["first_divergence"]
+            execution = {
+                "execution_index_a": self.result["execution_index_a"],
+                "execution_index_b": self.result["execution_index_b"],
+            }
+            first["inner"] = inner.inner_divergence(self.a, self.b, {**first, **execution}, self.rtol, self.atol)
+            self._pending = False
+        return self.result
+
+    def _compare(self, call: int | None, function: str | None) -> dict:
+        a, b, rtol, atol = self.a, self.b, self.rtol, self.atol
+        keys, unpaired, call_notes = calls.pair_calls(a.order, b.order)
+        pairs = [(key, a.calls[key], b.calls[key]) for key in keys]
+        if not pairs:
+            raise CompareError(
+                "no function call of run A has a counterpart in run B "
+                f"(A calls {sorted({k[0] for k in a.order}) or 'nothing'}, B calls {sorted({k[0] for k in b.order}) or 'nothing'})"
+            )
+        statuses, results = _pair_statuses(a, b, pairs, rtol, atol)
+        try:
+            shown = calls.pick(keys, statuses, function, call)
+        except calls.CallError as error:
+            raise CompareError(str(error)) from None
+        result = results.get(shown) or _compare_pair(a, b, pairs[shown], rtol, atol)
+        if isinstance(result, CompareError):
+            raise result
+        statuses[shown] = result["status"]
+        return self._finish(result, pairs, statuses, unpaired, call_notes)
+
+    def _finish(self, result: dict, pairs, statuses, unpaired, call_notes) -> dict:
+        a, b = self.a, self.b
+        result["calls"] = [
+            {"function": f, "call": k, "execution_index_a": ia, "execution_index_b": ib, "status": status}
+            for ((f, k), ia, ib), status in zip(pairs, statuses)
+        ] + unpaired
+        result["executions_compared"] = sum(1 for status in statuses if status is not None)
+        result["executions_paired"] = len(pairs)
+        result["notes"] = call_notes + result["notes"]
+        if len(pairs) > _WALK_LIMIT and not a.mode == b.mode == pb.FULL_STATS:
+            result["notes"].append(f"only the first {_WALK_LIMIT} of {len(pairs)} paired calls were checked (values)")
+        result.update(
+            run_a=a.run.path,
+            run_b=b.run.path,
+            mode_a=mode_name(a.mode),
+            mode_b=mode_name(b.mode),
+            rtol=self.rtol,
+            atol=self.atol,
         )
-    statuses, results = _pair_statuses(a, b, pairs, rtol, atol)
-    try:
-        shown = calls.pick(keys, statuses, function, call)
-    except calls.CallError as error:
-        raise CompareError(str(error)) from None
-    result = results.get(shown) or _compare_pair(a, b, pairs[shown], rtol, atol)
-    if isinstance(result, CompareError):
-        raise result
-    statuses[shown] = result["status"]
-    _open_fused_kernel(a, b, result, rtol, atol)
-    result["calls"] = [
-        {"function": f, "call": k, "execution_index_a": ia, "execution_index_b": ib, "status": status}
-        for ((f, k), ia, ib), status in zip(pairs, statuses)
-    ] + unpaired
-    result["executions_compared"] = sum(1 for status in statuses if status is not None)
-    result["executions_paired"] = len(pairs)
-    result["notes"] = call_notes + result["notes"]
-    if len(pairs) > _WALK_LIMIT and not a.mode == b.mode == pb.FULL_STATS:
-        result["notes"].append(f"only the first {_WALK_LIMIT} of {len(pairs)} paired calls were checked (values)")
-    result.update(
-        run_a=a.run.path,
-        run_b=b.run.path,
-        mode_a=mode_name(a.mode),
-        mode_b=mode_name(b.mode),
-        rtol=rtol,
-        atol=atol,
-    )
-    return result
+        return result
 
 
 def _pair_statuses(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) -> tuple[list, dict]:
@@ -183,16 +233,6 @@ def _pair_statuses(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) ->
         except CompareError as error:
             results[i], statuses[i] = error, "cannot_compare"
     return statuses, results
-
-
-def _open_fused_kernel(a: _Side, b: _Side, result: dict, rtol: float, atol: float) -> None:
-    """A fused kernel that diverged first, opened up: which Relax op inside it diverged
-    first (inner.py), as its record's "inner"."""
-    first = result["first_divergence"]
-    if first is None or first["kind"] != "op":
-        return
-    where = {"execution_index_a": result["execution_index_a"], "execution_index_b": result["execution_index_b"]}
-    first["inner"] = inner.inner_divergence(a, b, {**first, **where}, rtol, atol)
 
 
 def _compare_pair(a: _Side, b: _Side, pair, rtol: float, atol: float) -> dict:
@@ -329,11 +369,9 @@ def _divergent_pairs(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) 
     composite = []
     for side, column, kid_of in ((a, 1, kids[0]), (b, 2, kids[1])):
         digests = side.digests
-        pair_of = {int(pair[column]): i for i, pair in enumerate(pairs)}
-        ops, op_inverse = np.unique(digests["op_id"], return_inverse=True)
-        kid = np.array([kid_of.get(int(o), -1) for o in ops], dtype=np.int64)[op_inverse]
-        executions, exec_inverse = np.unique(digests["execution_index"], return_inverse=True)
-        pair = np.array([pair_of.get(int(e), -1) for e in executions], dtype=np.int64)[exec_inverse]
+        # Look-up tables indexed by op id and execution index (no sort of a million rows).
+        kid = _lookup(kid_of, digests["op_id"])
+        pair = _lookup({int(p[column]): i for i, p in enumerate(pairs)}, digests["execution_index"])
         usable = (kid >= 0) & (pair >= 0) & (digests["output_slot"] < 4096) & ((digests["flags"] & 1) == 0)
         code = (pair * (len(keys) + 1) + kid) * 4096 + digests["output_slot"]
         composite.append((np.where(usable, code, -1), digests["offset"], pair))
@@ -354,6 +392,22 @@ def _divergent_pairs(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) 
         if diverge.any():
             flags[pair_a[rows_a[positions[diverge]]]] = True
     return flags
+
+
+def _lookup(table: dict[int, int], keys: np.ndarray) -> np.ndarray:
+    """table's value for each of keys, -1 where it has none: through an array indexed by key
+    when the keys are dense (no sort of a million rows), else by sorting them."""
+    if not len(keys):
+        return np.full(0, -1, dtype=np.int64)
+    low, high = int(keys.min()), int(keys.max())
+    if low < 0 or high > 4 * len(keys) + (1 << 20):  # sparse (or damaged) keys
+        unique, inverse = np.unique(keys, return_inverse=True)
+        return np.array([table.get(int(k), -1) for k in unique], dtype=np.int64)[inverse]
+    lut = np.full(high + 1, -1, dtype=np.int64)
+    for key, value in table.items():
+        if 0 <= key <= high:
+            lut[key] = value
+    return lut[keys]
 
 
 def _reshaped(a: np.ndarray | None, b: np.ndarray | None) -> bool:

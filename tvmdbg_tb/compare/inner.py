@@ -157,13 +157,44 @@ class _Counterparts:
 MAX_OPENED = 6  # kernels opened, following a divergence back through inputs without counterpart
 
 
+def _identities(a: Side, b: Side, first: dict) -> tuple[OpIdentity | None, OpIdentity | None]:
+    op_a, op_b = first.get("op_id_a"), first.get("op_id_b")
+    return (a.ops.get(op_a) if op_a is not None else None, b.ops.get(op_b) if op_b is not None else None)
+
+
+def is_fused(a: Side, b: Side, first: dict) -> bool:
+    """Whether the first divergent kernel is fused on either side (there is an inside to open)."""
+    return any(i is not None and len(i.fused_keys) > 1 for i in _identities(a, b, first))
+
+
+def pending(a: Side, b: Side, first: dict) -> dict:
+    """The inside of a fused first divergent kernel while it is being opened (replayed op by
+    op): the kernels, and what is being done."""
+    identity_a, identity_b = _identities(a, b, first)
+    fused_a = identity_a is not None and len(identity_a.fused_keys) > 1
+    walked = identity_a if fused_a else identity_b
+    return {
+        "status": "pending",
+        "kernel_a": identity_a.kernel if identity_a else None,
+        "kernel_b": identity_b.kernel if identity_b else None,
+        "walked": "A" if fused_a else "B",
+        "replayed": [],
+        "kernel": walked.kernel,
+        "opened": [],
+        "op": None,
+        "ops": [],
+        "inputs": [],
+        "reason": "opening the fused kernel: replaying its Relax ops one by one",
+        "suggestion": None,
+    }
+
+
 def inner_divergence(a: Side, b: Side, first: dict, rtol: float, atol: float) -> dict | None:
     """Where inside the first divergent kernel the error starts (see the module doc), or None
     when the kernel is fused on neither side. `first` is compare's first divergent op record
     with the call's execution_index_a and execution_index_b."""
     op_a, op_b = first.get("op_id_a"), first.get("op_id_b")
-    identity_a = a.ops.get(op_a) if op_a is not None else None
-    identity_b = b.ops.get(op_b) if op_b is not None else None
+    identity_a, identity_b = _identities(a, b, first)
     fused_a = identity_a is not None and len(identity_a.fused_keys) > 1
     fused_b = identity_b is not None and len(identity_b.fused_keys) > 1
     if not (fused_a or fused_b):

@@ -12,6 +12,12 @@
 // Execution are complete and finite (hooks._native_finish, with call_rows' result when it
 // ran). Errors of tvmdbg's own go to hooks._native_warn (a warning, as CompiledTracer._safely
 // gives): a debugger bug never changes what the user's call returns or raises.
+//
+// A (function, argument count) has a static plan (a function of tensors of static shapes), or
+// up to kMaxVariants plans learned from calls the Python path recorded (call_plans.py: objects
+// such as a KV cache, weights summarised once per value, shapes that vary), each with a guard:
+// the checks under which its constant bytes are what Python would write (Passes). After the
+// VM returned, the first plan whose guard passes records the call; none: Python does.
 
 #include <time.h>
 
@@ -30,6 +36,7 @@ namespace {
 
 constexpr int kKeyFrames = 8;  // frames.KEY_FRAMES
 constexpr size_t kMaxEntries = 10000;
+constexpr int kMaxVariants = 4;  // plans per (function, argument count)
 
 PyObject* s_call;
 PyObject* s_implicit;
@@ -44,6 +51,8 @@ PyObject* s_native_plan;
 PyObject* s_native_finish;
 PyObject* s_native_emit;
 PyObject* s_native_warn;
+PyObject* s_shape;
+PyObject* s_generation;
 
 double Clock(clockid_t which) {
   timespec now;
@@ -75,7 +84,8 @@ struct Location {
   std::array<PyObject*, kKeyFrames> codes{};
 };
 
-// A (function, argument count)'s constants: None when the native path does not serve it.
+// A (function, argument count)'s constants, and the guard of a learned plan (None: a static
+// plan, always valid).
 struct Plan {
   PyObject* statics = nullptr;
   PyObject* width = nullptr;
@@ -83,7 +93,13 @@ struct Plan {
   PyObject* summaries = nullptr;
   PyObject* execution = nullptr;
   PyObject* scan = nullptr;
-  bool usable = false;
+  PyObject* guard = nullptr;
+};
+
+// The plans of a (function, argument count); none: the native path does not serve it.
+struct Plans {
+  std::array<Plan, kMaxVariants> plan{};
+  int count = 0;
 };
 
 struct Tracer {
@@ -95,7 +111,7 @@ struct Tracer {
   PyObject* call_rows;
   PyObject* queue_call;
   std::unordered_map<Key, Location, KeyHash>* locations;
-  std::unordered_map<long long, Plan>* plans;
+  std::unordered_map<long long, Plans>* plans;
   unsigned long long recorded;  // calls whose records this C++ wrote (counts())
 };
 
@@ -121,15 +137,40 @@ extern PyTypeObject kFunctionType;
 extern PyTypeObject kMarkerType;
 
 void HoldPlan(const Plan& plan) {
-  for (PyObject* field : {plan.statics, plan.width, plan.tails, plan.summaries, plan.execution, plan.scan}) {
+  for (PyObject* field :
+       {plan.statics, plan.width, plan.tails, plan.summaries, plan.execution, plan.scan, plan.guard}) {
     Py_XINCREF(field);
   }
 }
 
 void DropPlan(Plan* plan) {
-  for (PyObject** field : {&plan->statics, &plan->width, &plan->tails, &plan->summaries, &plan->execution, &plan->scan}) {
+  for (PyObject** field : {&plan->statics, &plan->width, &plan->tails, &plan->summaries, &plan->execution,
+                           &plan->scan, &plan->guard}) {
     Py_CLEAR(*field);
   }
+}
+
+void HoldPlans(const Plans& plans) {
+  for (int k = 0; k < plans.count; ++k) HoldPlan(plans.plan[k]);
+}
+
+void DropPlans(Plans* plans) {
+  for (int k = 0; k < plans->count; ++k) DropPlan(&plans->plan[k]);
+  plans->count = 0;
+}
+
+// A plan from _native_plan's or learn's 7-tuple (statics, width, tails, summaries, execution,
+// scan, guard), holding new references; false with a TypeError when it is none.
+bool PlanFrom(PyObject* described, Plan* plan) {
+  if (!PyTuple_Check(described) || PyTuple_GET_SIZE(described) != 7) {
+    PyErr_SetString(PyExc_TypeError, "a plan is a 7-tuple (statics, width, tails, summaries, execution, scan, guard)");
+    return false;
+  }
+  PyObject** fields[7] = {&plan->statics,   &plan->width, &plan->tails, &plan->summaries,
+                          &plan->execution, &plan->scan,  &plan->guard};
+  for (int k = 0; k < 7; ++k) *fields[k] = PyTuple_GET_ITEM(described, k);
+  HoldPlan(*plan);
+  return true;
 }
 
 void DropLocation(Location* location) {
@@ -434,11 +475,11 @@ bool Locate(Tracer* tracer, Location* out) {
   return true;
 }
 
-// The call_rows arguments of (fid, nargs), as new references in *out (false with an
-// exception set on failure; out->usable false: Python serves this call).
-bool PlanOf(Function* function, Py_ssize_t nargs, Plan* out) {
+// The plans of (fid, nargs), as new references in *out (false with an exception set on
+// failure; out->count 0: Python serves this call).
+bool PlanOf(Function* function, Py_ssize_t nargs, Plans* out) {
   Tracer* tracer = function->tracer;
-  if (nargs >= (1 << 20)) return true;  // out->usable stays false
+  if (nargs >= (1 << 20)) return true;  // out->count stays 0
   const long long key = function->fid << 20 | static_cast<long long>(nargs);
   auto found = tracer->plans->find(key);
   if (found == tracer->plans->end()) {
@@ -447,26 +488,132 @@ bool PlanOf(Function* function, Py_ssize_t nargs, Plan* out) {
     PyObject* described = PyObject_CallMethodObjArgs(tracer->hooks, s_native_plan, function->name, count, nullptr);
     Py_DECREF(count);
     if (described == nullptr) return false;
-    Plan plan;
+    Plans plans;
     if (described != Py_None) {
-      if (!PyTuple_Check(described) || PyTuple_GET_SIZE(described) != 6) {
+      if (!PlanFrom(described, &plans.plan[0])) {
         Py_DECREF(described);
-        PyErr_SetString(PyExc_TypeError, "_native_plan must return a 6-tuple or None");
         return false;
       }
-      PyObject** fields[6] = {&plan.statics, &plan.width, &plan.tails, &plan.summaries, &plan.execution, &plan.scan};
-      for (int k = 0; k < 6; ++k) *fields[k] = PyTuple_GET_ITEM(described, k);
-      HoldPlan(plan);
-      plan.usable = true;
+      plans.count = 1;
     }
     Py_DECREF(described);
-    auto inserted = tracer->plans->emplace(key, plan);
-    if (!inserted.second) DropPlan(&plan);  // another thread described it meanwhile
+    auto inserted = tracer->plans->emplace(key, plans);
+    if (!inserted.second) DropPlans(&plans);  // another thread described it meanwhile
     found = inserted.first;
   }
   *out = found->second;
-  HoldPlan(*out);
+  HoldPlans(*out);
   return true;
+}
+
+// -- the guards of learned plans -----------------------------------------------------------------
+
+enum Check : long {
+  kArgType = 0,   // (0, k, type): args[k] is of exactly that type (an object: its summary names it)
+  kArgShape = 1,  // (1, k, shape): args[k].shape == shape (a tensor of symbolic shape)
+  kArgSame = 2,   // (2, k, same, holder, generation): args[k] is `same`, or a list or tuple of
+                  // exactly same's items (a tuple), and holder.generation == generation (weights
+                  // whose summary repeats: param_cache.SummaryCache)
+  kOutType = 3,   // (3, path, type): the returned value at path (item indices) is of that type
+  kOutShape = 4,  // (4, path, shape): ... has that shape
+  kRows = 5,      // (5, checks): int64 pairs (index of a double in the stats buffer, value): the
+                  // buffer holds them (the dims a kernel's summary wrote of a symbolic shape)
+};
+
+// 1 when the value is the same objects as `same` (see kArgSame), 0 when not.
+int SameObjects(PyObject* value, PyObject* same) {
+  if (value == same) return 1;
+  if (!PyTuple_Check(same) || !(PyList_Check(value) || PyTuple_Check(value))) return 0;
+  const Py_ssize_t size = PySequence_Fast_GET_SIZE(value);
+  if (size != PyTuple_GET_SIZE(same)) return 0;
+  PyObject** items = PySequence_Fast_ITEMS(value);
+  for (Py_ssize_t i = 0; i < size; ++i) {
+    if (items[i] != PyTuple_GET_ITEM(same, i)) return 0;
+  }
+  return 1;
+}
+
+// The returned value at path (a new reference; nullptr with an exception set).
+PyObject* Returned(PyObject* result, PyObject* path) {
+  Py_INCREF(result);
+  for (Py_ssize_t i = 0; result != nullptr && i < PyTuple_GET_SIZE(path); ++i) {
+    PyObject* item = PySequence_GetItem(result, PyLong_AsSsize_t(PyTuple_GET_ITEM(path, i)));
+    Py_DECREF(result);
+    result = item;
+  }
+  return result;
+}
+
+// 1 when value.shape == shape, 0 when not, -1 with an exception set.
+int ShapeIs(PyObject* value, PyObject* shape) {
+  PyObject* found = PyObject_GetAttr(value, s_shape);
+  if (found == nullptr) return -1;
+  const int same = PyObject_RichCompareBool(found, shape, Py_EQ);
+  Py_DECREF(found);
+  return same;
+}
+
+// 1 when the buffer holds the values of checks (kRows), 0 when not, -1 with an exception set.
+int RowsHold(PyObject* block, PyObject* checks) {
+  tvmdbg::Buffer rows, wanted;
+  if (!rows.Get(block, "block") || !wanted.Get(checks, "row checks")) return -1;
+  const size_t count = wanted.size() / 16, doubles = rows.size() / 8;
+  for (size_t k = 0; k < count; ++k) {
+    long long pair[2];
+    std::memcpy(pair, wanted.data() + 16 * k, 16);
+    if (pair[0] < 0 || static_cast<size_t>(pair[0]) >= doubles) return 0;
+    double held;
+    std::memcpy(&held, rows.data() + 8 * pair[0], 8);
+    if (held != static_cast<double>(pair[1])) return 0;
+  }
+  return 1;
+}
+
+// One check of a guard (see Check) on a call's arguments, result and stats buffer: 1 passes,
+// 0 fails, -1 with an exception set.
+int Holds(PyObject* check, PyObject* const* args, Py_ssize_t nargs, PyObject* result, PyObject* block) {
+  if (!PyTuple_Check(check) || PyTuple_GET_SIZE(check) < 2) return 0;
+  const long kind = PyLong_AsLong(PyTuple_GET_ITEM(check, 0));
+  if (kind == kRows) return RowsHold(block, PyTuple_GET_ITEM(check, 1));
+  if (kind == kOutType || kind == kOutShape) {
+    PyObject* value = Returned(result, PyTuple_GET_ITEM(check, 1));
+    if (value == nullptr) return -1;
+    const int holds = kind == kOutType ? reinterpret_cast<PyObject*>(Py_TYPE(value)) == PyTuple_GET_ITEM(check, 2)
+                                       : ShapeIs(value, PyTuple_GET_ITEM(check, 2));
+    Py_DECREF(value);
+    return holds;
+  }
+  const Py_ssize_t k = PyLong_AsSsize_t(PyTuple_GET_ITEM(check, 1));
+  if (PyErr_Occurred()) return -1;
+  if (k < 0 || k >= nargs) return 0;
+  switch (kind) {
+    case kArgType:
+      return reinterpret_cast<PyObject*>(Py_TYPE(args[k])) == PyTuple_GET_ITEM(check, 2);
+    case kArgShape:
+      return ShapeIs(args[k], PyTuple_GET_ITEM(check, 2));
+    case kArgSame: {
+      if (PyTuple_GET_SIZE(check) != 5 || !SameObjects(args[k], PyTuple_GET_ITEM(check, 2))) return 0;
+      PyObject* generation = PyObject_GetAttr(PyTuple_GET_ITEM(check, 3), s_generation);
+      if (generation == nullptr) return -1;
+      const int same = PyObject_RichCompareBool(generation, PyTuple_GET_ITEM(check, 4), Py_EQ);
+      Py_DECREF(generation);
+      return same;
+    }
+    default:
+      return 0;
+  }
+}
+
+// Whether a plan's guard passes for this call (None: a static plan): 1, 0, -1 with an
+// exception set.
+int Passes(PyObject* guard, PyObject* const* args, Py_ssize_t nargs, PyObject* result, PyObject* block) {
+  if (guard == Py_None) return 1;
+  if (!PyTuple_Check(guard)) return 0;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(guard); ++i) {
+    const int holds = Holds(PyTuple_GET_ITEM(guard, i), args, nargs, result, block);
+    if (holds != 1) return holds;
+  }
+  return 1;
 }
 
 // -- after the VM returned -------------------------------------------------------------------------
@@ -573,11 +720,19 @@ enum class Outcome {
   kInterrupted,  // a KeyboardInterrupt or a SystemExit is set: it goes to the user
 };
 
-// The common case's records, written; else what Python must do. The call's one buffer is
-// native (a PoolBuffer of the native stats, set to nullptr once back in its pool) or the one
-// (fid, tensor, array) of buffers (handed out by fast_tracer._stats).
-Outcome Record(Function* function, const Plan& plan, const Location& location, PyObject* index, double start,
-               PyObject* buffers, PoolBuffer** native, PyObject** rows) {
+// The call's arguments and result, as Record reads them.
+struct CallArgs {
+  PyObject* const* args;
+  Py_ssize_t nargs;
+  PyObject* result;
+};
+
+// The common case's records, written; else what Python must do (*chosen: the plan call_rows
+// ran with). The call's one buffer is native (a PoolBuffer of the native stats, set to
+// nullptr once back in its pool) or the one (fid, tensor, array) of buffers (handed out by
+// fast_tracer._stats).
+Outcome Record(Function* function, const Plans& plans, const CallArgs& call, const Location& location, PyObject* index,
+               double start, PyObject* buffers, PoolBuffer** native, int* chosen, PyObject** rows) {
   Tracer* tracer = function->tracer;
   PyObject* buffer = nullptr;
   PyObject* block = nullptr;
@@ -593,6 +748,14 @@ Outcome Record(Function* function, const Plan& plan, const Location& location, P
     }
     block = PyTuple_GET_ITEM(buffer, 2);
   }
+  *chosen = -1;
+  for (int k = 0; k < plans.count && *chosen < 0; ++k) {
+    const int passes = Passes(plans.plan[k].guard, call.args, call.nargs, call.result, block);
+    if (passes < 0) return Outcome::kPython;
+    if (passes == 1) *chosen = k;
+  }
+  if (*chosen < 0) return Outcome::kPython;
+  const Plan& plan = plans.plan[*chosen];
   const unsigned long long call_index = PyLong_AsUnsignedLongLong(index);
   if (PyErr_Occurred()) return Outcome::kPython;
   PyObject* replay = PyObject_GetAttr(tracer->session, s_replay);
@@ -669,21 +832,24 @@ int Busy(Tracer* tracer) {
 }
 
 // _native_finish(name, function, index, start, buffers, args, result, error, stack,
-// user_index, rows): Python finishes the call; false only for a BaseException.
+// user_index, rows, plan): Python finishes the call (rows: call_rows' result with the plan of
+// that index); false only for a BaseException.
 bool FinishInPython(Function* self, PyObject* const* args, Py_ssize_t nargs, const Location& location,
                     PyObject* index, double start, PyObject* buffers, PyObject* result, PyObject* error,
-                    PyObject* rows) {
+                    PyObject* rows, int chosen) {
   PyObject* arguments = PyTuple_New(nargs);
   PyObject* start_time = arguments == nullptr ? nullptr : PyFloat_FromDouble(start);
-  if (start_time == nullptr) {
+  PyObject* plan = start_time == nullptr ? nullptr : PyLong_FromLong(chosen);
+  if (plan == nullptr) {
     Py_XDECREF(arguments);
+    Py_XDECREF(start_time);
     return Warn(self->tracer);
   }
   for (Py_ssize_t k = 0; k < nargs; ++k) {
     Py_INCREF(args[k]);
     PyTuple_SET_ITEM(arguments, k, args[k]);
   }
-  PyObject* forwarded[12] = {self->tracer->hooks,
+  PyObject* forwarded[13] = {self->tracer->hooks,
                              self->name,
                              self->function,
                              index,
@@ -694,10 +860,12 @@ bool FinishInPython(Function* self, PyObject* const* args, Py_ssize_t nargs, con
                              error == nullptr ? Py_None : error,
                              location.stack,
                              location.user_index,
-                             rows == nullptr ? Py_None : rows};
+                             rows == nullptr ? Py_None : rows,
+                             plan};
   PyObject* done =
-      PyObject_VectorcallMethod(s_native_finish, forwarded, 12 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+      PyObject_VectorcallMethod(s_native_finish, forwarded, 13 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
   Py_DECREF(start_time);
+  Py_DECREF(plan);
   Py_DECREF(arguments);
   Py_XDECREF(done);
   return done != nullptr || Warn(self->tracer);  // the hook catches every Exception (_safely)
@@ -726,10 +894,10 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     if (busy < 0 && !Warn(tracer)) return nullptr;
     return Fallback(self, args, nargsf, kwnames);
   }
-  Plan plan;
+  Plans plans;
   Location location;
-  if (!PlanOf(self, nargs, &plan) || !plan.usable || !Locate(tracer, &location)) {
-    DropPlan(&plan);
+  if (!PlanOf(self, nargs, &plans) || plans.count == 0 || !Locate(tracer, &location)) {
+    DropPlans(&plans);
     if (PyErr_Occurred() && !Warn(tracer)) return nullptr;
     return Fallback(self, args, nargsf, kwnames);
   }
@@ -739,7 +907,7 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
   if (marker == nullptr || PyObject_SetAttr(tracer->local, s_call, reinterpret_cast<PyObject*>(marker)) != 0) {
     Py_XDECREF(marker);
     Py_XDECREF(index);
-    DropPlan(&plan);
+    DropPlans(&plans);
     DropLocation(&location);
     if (PyErr_Occurred() && !Warn(tracer)) return nullptr;
     return Fallback(self, args, nargsf, kwnames);
@@ -767,9 +935,10 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     interrupted = !Warn(tracer);
   }
   PyObject* rows = nullptr;
+  int chosen = -1;
   Outcome outcome = Outcome::kPython;
   if (result != nullptr && !interrupted) {
-    outcome = Record(self, plan, location, index, start, buffers, &native, &rows);
+    outcome = Record(self, plans, {args, nargs, result}, location, index, start, buffers, &native, &chosen, &rows);
     if (outcome == Outcome::kPython && PyErr_Occurred() && !Warn(tracer)) outcome = Outcome::kInterrupted;
     interrupted = outcome == Outcome::kInterrupted;
   }
@@ -778,12 +947,12 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     if (!HandOver(pool, buffers) && !Warn(tracer)) interrupted = true;
   }
   if (outcome == Outcome::kPython && !interrupted) {
-    interrupted = !FinishInPython(self, args, nargs, location, index, start, buffers, result, error, rows);
+    interrupted = !FinishInPython(self, args, nargs, location, index, start, buffers, result, error, rows, chosen);
   }
   Py_XDECREF(rows);
   Py_DECREF(buffers);
   Py_DECREF(index);
-  DropPlan(&plan);
+  DropPlans(&plans);
   DropLocation(&location);
   if (interrupted) return Interrupted(result, type, error, traceback);  // it wins over the call's outcome
   if (result == nullptr) {
@@ -834,11 +1003,11 @@ void ClearCaches(Tracer* self) {
   // Emptied before any reference is dropped: a deallocation may run Python code (a weakref
   // callback on a code object) that calls a traced function and reads or fills the caches.
   std::unordered_map<Key, Location, KeyHash> locations;
-  std::unordered_map<long long, Plan> plans;
+  std::unordered_map<long long, Plans> plans;
   if (self->locations != nullptr) locations.swap(*self->locations);
   if (self->plans != nullptr) plans.swap(*self->plans);
   for (auto& item : locations) DropLocation(&item.second);
-  for (auto& item : plans) DropPlan(&item.second);
+  for (auto& item : plans) DropPlans(&item.second);
 }
 
 PyObject* TracerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
@@ -858,7 +1027,7 @@ PyObject* TracerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   self->call_rows = call_rows;
   self->queue_call = queue_call;
   self->locations = new std::unordered_map<Key, Location, KeyHash>();
-  self->plans = new std::unordered_map<long long, Plan>();
+  self->plans = new std::unordered_map<long long, Plans>();
   self->recorded = 0;
   return reinterpret_cast<PyObject*>(self);
 }
@@ -926,6 +1095,53 @@ PyObject* TracerClearCaches(PyObject* object, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// The key of (fid, nargs) in Tracer.plans (false with an exception set).
+bool PlanKey(PyObject* const* args, long long* key) {
+  const long long fid = PyLong_AsLongLong(args[0]);
+  const long long nargs = PyLong_AsLongLong(args[1]);
+  if (PyErr_Occurred()) return false;
+  if (fid < 0 || fid >= (1LL << 40) || nargs < 0 || nargs >= (1 << 20)) {
+    PyErr_SetString(PyExc_ValueError, "plan key out of range");
+    return false;
+  }
+  *key = fid << 20 | nargs;
+  return true;
+}
+
+// learn(fid, nargs, plan) -> bool: a plan with a guard for (fid, nargs), after its others
+// (False: it has kMaxVariants already).
+PyObject* TracerLearn(PyObject* object, PyObject* const* args, Py_ssize_t nargs) {
+  long long key;
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "learn(fid, nargs, plan)");
+    return nullptr;
+  }
+  if (!PlanKey(args, &key)) return nullptr;
+  Plans& plans = (*reinterpret_cast<Tracer*>(object)->plans)[key];
+  if (plans.count >= kMaxVariants) Py_RETURN_FALSE;
+  if (!PlanFrom(args[2], &plans.plan[plans.count])) return nullptr;
+  ++plans.count;
+  Py_RETURN_TRUE;
+}
+
+// forget(fid, nargs): drops the plans of (fid, nargs) (asked of _native_plan again).
+PyObject* TracerForget(PyObject* object, PyObject* const* args, Py_ssize_t nargs) {
+  long long key;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "forget(fid, nargs)");
+    return nullptr;
+  }
+  if (!PlanKey(args, &key)) return nullptr;
+  auto* map = reinterpret_cast<Tracer*>(object)->plans;
+  auto found = map->find(key);
+  if (found != map->end()) {
+    Plans dropped = found->second;  // out of the map before any reference goes (ClearCaches)
+    map->erase(found);
+    DropPlans(&dropped);
+  }
+  Py_RETURN_NONE;
+}
+
 PyObject* TracerCounts(PyObject* object, PyObject*) {
   Tracer* self = reinterpret_cast<Tracer*>(object);
   return Py_BuildValue("(nnK)", static_cast<Py_ssize_t>(self->locations->size()),
@@ -936,6 +1152,10 @@ PyMethodDef kTracerMethods[] = {
     {"bind", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(TracerBind)), METH_FASTCALL,
      "bind(name, fid, function, fallback) -> the function, traced"},
     {"clear", TracerClearCaches, METH_NOARGS, "clear(): forgets the cached call points and plans"},
+    {"learn", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(TracerLearn)), METH_FASTCALL,
+     "learn(fid, nargs, plan) -> bool: a plan with a guard for (fid, nargs)"},
+    {"forget", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(TracerForget)), METH_FASTCALL,
+     "forget(fid, nargs): drops the plans of (fid, nargs)"},
     {"counts", TracerCounts, METH_NOARGS, "counts() -> (call points cached, plans cached, calls recorded here)"},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -996,6 +1216,8 @@ bool Intern() {
       {&s_native_finish, "_native_finish"},
       {&s_native_emit, "_native_emit"},
       {&s_native_warn, "_native_warn"},
+      {&s_shape, "shape"},
+      {&s_generation, "generation"},
   };
   return tvmdbg::InternAll(names) && (s_zero = PyLong_FromLong(0)) != nullptr;
 }

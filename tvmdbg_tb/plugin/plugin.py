@@ -182,6 +182,8 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         self._reported_corruptions: dict[str, int] = {}
         self._reported_errors: dict[str, str | None] = {}
         self._read_once: frozenset[str] = frozenset()  # runs a whole poll has read (their first NaN is known)
+        self._jobs = None  # CompareJobs, made by the first compare request
+        self._jobs_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if start_reader and self._reader is not None:
@@ -535,10 +537,14 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
         op = self._op(request, run)
         slot = _int_param(request, "output_slot", minimum=0)
         execution_index = _int_param(request, "execution_index", minimum=0)
+        since = _int_param(request, "from_execution_index", minimum=0)
         with run.lock:
             positions = run.op_trace_indices(op.op_id, slot)
+            calls = run.trace_digests()["execution_index"][positions]
             if execution_index is not None:  # the op's executions in that call only
-                positions = positions[run.trace_digests()["execution_index"][positions] == execution_index]
+                positions = positions[calls == execution_index]
+            elif since is not None:  # from that call on (the one nearest a selection)
+                positions = positions[calls >= since]
             begin, end = _page(request, len(positions), 1000)
             rows = analysis.trace_data(run, positions[begin:end])
         return {
@@ -706,7 +712,7 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
     @_json_route
     def _serve_compare(self, request):
         """Op-by-op comparison of run_a against the reference run_b — see docs/routes.md#compare."""
-        from tvmdbg_tb.compare import DEFAULT_ATOL, DEFAULT_RTOL, CompareError
+        from tvmdbg_tb.compare import DEFAULT_ATOL, DEFAULT_RTOL, CompareError, Comparison
 
         runs = [self._named_run(request.args.get(name), name) for name in ("run_a", "run_b")]
         tolerances = []
@@ -720,14 +726,23 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
                 raise BadRequest(f"parameter {name!r} must be a finite number >= 0")
             tolerances.append(value)
         call = _int_param(request, "call", minimum=0)
+        function = request.args.get("function") or None
+        # Answered at once; a fused first divergent kernel is opened in the background (the
+        # answer says "pending" until a later request for the same state of both runs).
+        state = tuple((r.name, r.num_executions(), r.num_traces()) for r in runs)
+        key = (state, *tolerances, call, function)
         try:
-            return analysis.compare(
-                runs[0],
-                runs[1],
-                rtol=tolerances[0],
-                atol=tolerances[1],
-                call=call,
-                function=request.args.get("function") or None,
+            return self._compare_jobs().answer(
+                key, lambda: Comparison(runs[0], runs[1], tolerances[0], tolerances[1], call, function)
             )
         except CompareError as error:
             return {"status": "cannot_compare", "error": str(error), "first_divergence": None, "ops": []}
+
+    def _compare_jobs(self):
+        """The comparisons asked for (made on first use: its module imports the comparison's)."""
+        from tvmdbg_tb.plugin.compare_jobs import CompareJobs
+
+        with self._jobs_lock:
+            if self._jobs is None:
+                self._jobs = CompareJobs()
+            return self._jobs

@@ -60,7 +60,9 @@ class ExecutionTemplate:
 
     def __init__(self, mode: int, header: bytes, parts: list[tuple]):
         """parts: fast_tracer's (field tag, buffer row or tuple of rows, dtype or items,
-        serialized dtype and shape) of each input and output, in Execution order."""
+        serialized dtype and shape) of each input and output, in Execution order; a row of
+        None: a constant summary, its serialized bytes last (an object's, weights summarised
+        once per value: call_plans.py)."""
         if mode not in MODES:
             raise ValueError(f"no Execution template in mode {mode}")
         self.curt, self.full = mode == pb.CURT_HEALTH, mode == pb.FULL_HEALTH
@@ -78,6 +80,9 @@ class ExecutionTemplate:
 
         for tag, row, dtype, spec in parts:
             output = tag == _OUTPUTS_TAG
+            if row is None:
+                pieces += [tag + varint(len(spec)), spec]
+                continue
             if isinstance(row, tuple):  # summary.tuple_summary's layout: totals, dtype and shape, items
                 if not row:
                     raise ValueError("an empty tuple has no totals")

@@ -29,7 +29,7 @@ from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint as _varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
-from tvmdbg_tb.tracing import execution_template, native_call, native_rows, param_cache
+from tvmdbg_tb.tracing import call_plans, execution_template, native_call, native_rows, param_cache
 from tvmdbg_tb.tracing.session import RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.tracing.summary import debug_values, flatten, is_tensor, top_level_size, tuple_health_values
 from tvmdbg_tb.tracing.vm_tracer import Tracer, _message
@@ -61,7 +61,7 @@ def usable(session: Session, vm: Any) -> bool:
 
 
 class _FastCall:
-    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit", "bad", "fid", "skips", "inner")
+    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit", "bad", "fid", "skips", "inner", "plan")
 
     def __init__(
         self,
@@ -86,6 +86,7 @@ class _FastCall:
         self.skips: list = []
         # The inner-op check's trace bytes by (fid, buffer row), when a kernel's ops made NaN/Inf.
         self.inner: dict[tuple[int, int], bytes] | None = None
+        self.plan = -1  # the plan native_call ran call_rows with (its index), if it did
 
 
 class _Local(threading.local):
@@ -233,6 +234,7 @@ class CompiledTracer(Tracer):
         self._leaf_counts: dict[str, tuple[int, int]] = {}  # function -> (top-level size, leaves)
         self._vm = weakref.ref(vm)
         self._native: Any = None  # native_call.Tracer once built (False: not for this tracer)
+        self._learner = call_plans.PlanLearner(self)  # its plans for calls with objects, weights, shapes
         vm._set_instrument(None)
         native_rows.LIBRARY.start_loading()
         native_call.LIBRARY.start_loading()
@@ -274,9 +276,10 @@ class CompiledTracer(Tracer):
 
     def _native_plan(self, name: str, num_inputs: int) -> tuple | None:
         """call_rows' arguments of name called with num_inputs arguments, with the traces'
-        statics and width: (statics, width, tails, summaries, Execution bytes, scan); None
-        when native_call does not serve it. Its outputs' count is the function's static one
-        (a Relax function's return structure is fixed at compile time)."""
+        statics and width: (statics, width, tails, summaries, Execution bytes, scan, guard:
+        None); None when native_call serves it only with the plans call_plans learns. Its
+        outputs' count is the function's static one (a Relax function's return structure is
+        fixed at compile time)."""
         fid = self._fids[name]
         function = compiled.FUNCTIONS.get(fid)
         if function is None or not function.output_specs or not all(function.output_specs):
@@ -288,15 +291,16 @@ class CompiledTracer(Tracer):
         plan, tails, summaries, static, scan = found
         if summaries is None and static is None:
             return None
-        return plan.statics, plan.width, tails, summaries, static, scan
+        return plan.statics, plan.width, tails, summaries, static, scan, None
 
     def _native_finish(
         self, name: str, invoke, index: int, start: float, buffers: list, args: tuple, result, error,
-        frames, user_index: int, rows: tuple | None,
+        frames, user_index: int, rows: tuple | None, plan: int = -1,
     ) -> None:  # fmt: skip
         """What call() does after the VM returned, for a call native_call began and does not
-        finish itself; rows: call_rows' result when it ran."""
+        finish itself; rows: call_rows' result when it ran, with the plan of that index."""
         call = _FastCall(self, self.session.function(self.program, name), False, (index, start, buffers))
+        call.plan = plan
         self._after_call(call, invoke, args, args, result, error, frames, user_index, rows)
 
     def _native_emit(
@@ -371,10 +375,11 @@ class CompiledTracer(Tracer):
 
     # -- rows -> traces --------------------------------------------------------------------
 
-    def _static(self, fid: int) -> tuple[list[bytes], list[bool]]:
+    def _static(self, fid: int, dims: dict[int, tuple[int, ...]] | None = None) -> tuple[list[bytes], list[bool]]:
         """Serialized constant fields of each row's trace (per session: ids are per run),
-        and whether the row's shape is only known at run time."""
-        cached = self._statics.get(fid)
+        and whether the row's shape is only known at run time; dims: the shapes of such rows
+        in one call (call_plans.py), which the traces then hold (not cached)."""
+        cached = self._statics.get(fid) if not dims else None
         if cached is None:
             function = compiled.FUNCTIONS[fid]
             runtime = self.session.function(self.program, function.name)
@@ -393,13 +398,18 @@ class CompiledTracer(Tracer):
                     dtype=spec[0],
                 )
                 runtime_shape = row.health and any(d < 0 for d in spec[1])
-                if not runtime_shape:
+                if dims and len(statics) in dims:
+                    trace.shape.extend(dims[len(statics)])
+                    runtime_shape = False
+                elif not runtime_shape:
                     trace.shape.extend(spec[1])
                     if self.mode == pb.SHAPE and row.health:  # a static shape's values are constant
                         trace.debug_values.extend(debug_values(pb.SHAPE, None, spec[0], spec[1]))
                 statics.append(trace.SerializeToString() if row.slot in site.slots else b"")
                 dynamic.append(runtime_shape)
-            cached = self._statics[fid] = (statics, dynamic)
+            cached = (statics, dynamic)
+            if not dims:
+                self._statics[fid] = cached
         return cached
 
     def _payloads(self, call: _FastCall) -> Sequence[bytes]:
@@ -491,9 +501,10 @@ class CompiledTracer(Tracer):
         which = (ran - 1)[traced].astype(np.uint32).tobytes()
         return TraceParts(plan.statics, which, middle, tails[traced].tobytes(), plan.width)
 
-    def _parts_plan(self, fid: int) -> _PartsPlan | None:
-        """What _parts needs of a function, once per session; None when it does not qualify."""
-        statics, dynamic = self._static(fid)
+    def _parts_plan(self, fid: int, dims: dict[int, tuple[int, ...]] | None = None) -> _PartsPlan | None:
+        """What _parts needs of a function, once per session (for one call's dims: see
+        _static); None when it does not qualify."""
+        statics, dynamic = self._static(fid, dims)
         if any(dynamic):
             return None
         infos = compiled.FUNCTIONS[fid].rows
@@ -595,19 +606,12 @@ class CompiledTracer(Tracer):
 
     def _finish_fast(self, call: _FastCall, inputs, outputs, error, frames, user_index, rows=None) -> None:
         """rows: native_rows.call_rows' result when native_call ran it already."""
-        if call.skips and call.buffers and call.buffers[0][0] == call.fid:
-            array = call.buffers[0][2]
-            for row, entry in call.skips:  # the counts of the earlier summary, as if computed now
-                array[row] = (
-                    entry.row
-                    if entry.row is not None
-                    else param_cache.row_from_full(entry.counts(), tuple(entry.tensor.shape), compiled.ROW_WIDTH)
-                )
-        elif call.skips:
-            call.skips = []
+        self._fill_skips(call)
         complete = error is None and not call.implicit  # an Execution with its summaries
         one_pass = None
         nonfinite = None  # whether the records hold a NaN or an Inf, when one_pass says
+        # A call native_call had no plan for: one may be learned from it (call_plans.py).
+        learning = self._learner.wanted(call, len(inputs)) if complete and rows is None else None
         try:
             replayer = self.session.replay
             hunting = complete and replayer is not None and replayer.hunting
@@ -632,6 +636,7 @@ class CompiledTracer(Tracer):
                     payloads = [*payloads, self._failure(call, error)]
             if inner:
                 nonfinite = True  # the call holds an alert: kept like a call with a NaN (writer)
+            dims = self._learner.dims(learning, call.buffers[0][2]) if learning is not None else None
         finally:
             clean = one_pass is not None and one_pass[3]
             for fid, tensor, array in call.buffers:
@@ -641,22 +646,7 @@ class CompiledTracer(Tracer):
             if one_pass is None:
                 static = self._execution_bytes(call, len(inputs), num_leaves)
             if static is not None:  # the common case: no message built
-                location = self._locations.get((frames, user_index)) or self._location_bytes(frames, user_index)
-                payload = b"".join(
-                    (
-                        static,
-                        b"\x08",
-                        _varint(call.index),
-                        b"\x39",
-                        _F64.pack((_perf() - call.start) * 1e6),
-                        b"\x42",
-                        _varint(len(location)),
-                        location,
-                        b"\x48",
-                        _varint(len(payloads)),
-                    )
-                )
-                self.session.serialized_execution_done(payload, payloads, nonfinite)
+                self._emit_static(call, static, payloads, nonfinite, frames, user_index)
                 if remember:
                     self._safely(self._remember, call, inputs, flatten(outputs) if outputs is not None else None)
                 return
@@ -667,6 +657,42 @@ class CompiledTracer(Tracer):
         self._emit(call, traces, inputs, leaves, error, frames, user_index, summaries)
         if remember:  # after the inputs were looked up: outputs replace their slots' entries
             self._safely(self._remember, call, inputs, leaves)
+        if learning is not None:
+            self._safely(self._learner.learn, call, learning, inputs, outputs, dims)
+
+    @staticmethod
+    def _fill_skips(call: _FastCall) -> None:
+        """The parameter rows the call skipped (param_summaries="once_per_value") hold the
+        counts of the earlier summary, as if computed now."""
+        if call.skips and call.buffers and call.buffers[0][0] == call.fid:
+            array = call.buffers[0][2]
+            for row, entry in call.skips:
+                array[row] = (
+                    entry.row
+                    if entry.row is not None
+                    else param_cache.row_from_full(entry.counts(), tuple(entry.tensor.shape), compiled.ROW_WIDTH)
+                )
+        elif call.skips:
+            call.skips = []
+
+    def _emit_static(self, call: _FastCall, static: bytes, payloads, nonfinite, frames, user_index) -> None:
+        """The call's Execution from its constant bytes and per-call fields, with its traces."""
+        location = self._locations.get((frames, user_index)) or self._location_bytes(frames, user_index)
+        payload = b"".join(
+            (
+                static,
+                b"\x08",
+                _varint(call.index),
+                b"\x39",
+                _F64.pack((_perf() - call.start) * 1e6),
+                b"\x42",
+                _varint(len(location)),
+                location,
+                b"\x48",
+                _varint(len(payloads)),
+            )
+        )
+        self.session.serialized_execution_done(payload, payloads, nonfinite)
 
     def _inner(self, call: _FastCall) -> dict[tuple[int, int], bytes] | None:
         """The inner-op check's trace field (GraphExecutionTrace.inner_nonfinite) of each
@@ -711,9 +737,12 @@ class CompiledTracer(Tracer):
         if native is None or len(call.buffers) != 1 or call.skips:
             return None
         fid, _, array = call.buffers[0]
-        if rows is not None:  # with the arguments _native_plan gave: the function's static outputs
+        found = None
+        if rows is not None:  # with the plan native_call chose: a learned one, or the static one
+            found = self._learner.one_pass(fid, num_inputs, call.plan)
             num_leaves = len(compiled.FUNCTIONS[fid].output_specs)
-        found = self._one_pass_args_of(call.function, fid, num_inputs, num_leaves)
+        if found is None:
+            found = self._one_pass_args_of(call.function, fid, num_inputs, num_leaves)
         if found is None:
             return None
         plan, tails, summaries, static, scan = found

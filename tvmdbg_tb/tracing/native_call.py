@@ -6,8 +6,9 @@ call's bookkeeping, reading the stats buffer, building the Execution's bytes and
 the records, each step slowed by kernels that evicted the interpreter's caches. The
 CPython type here does that glue for the common call (one stats buffer, rows and Execution
 complete and finite) in one C function: the same caches (call point -> CodeLocation bytes,
-function -> native_rows.call_rows arguments), the same bytes, the same writer call
-(native_records.queue_call, which DebugEventsWriter.write_call makes too). Everything else
+function -> native_rows.call_rows arguments, or the plans call_plans.py learned for a
+function that takes or returns objects, weights summarised once per value or symbolic
+shapes), the same bytes, the same writer call (native_records.queue_call, which DebugEventsWriter.write_call makes too). Everything else
 it hands to CompiledTracer's Python path, which stays the reference: nested and time_evaluator calls, first sight of a call point or
 argument count, failing calls, several buffers, a first non-finite row (the replay), sinks
 other than the writer.

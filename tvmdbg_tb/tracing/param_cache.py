@@ -64,11 +64,17 @@ class _Entry:
 
 
 class SummaryCache:
-    """Health of tensors already summarised in this session, by object identity."""
+    """Health of tensors already summarised in this session, by object identity.
+
+    generation grows whenever a summary it holds stops holding (an entry dropped or replaced,
+    its memory written or exported, the cache cleared): native_call's plans that repeat a
+    summary (call_plans.py) hold while it is the one they were made at."""
 
     def __init__(self, exports: ExportWatch | None = None) -> None:
         self._by_slot: dict[tuple, _Entry] = {}
         self._by_id: dict[int, _Entry] = {}
+        self._pointers: dict[int, int] = {}  # data pointer -> entries holding it
+        self.generation = 0
         # A tuple argument whose tensors all hit: (their entries, its reused TensorSummary).
         self.tuples: dict[tuple, tuple[list[_Entry], Any]] = {}
         self._exports = exports if exports is not None else ACTIVE.state.exports
@@ -80,9 +86,7 @@ class SummaryCache:
         exports = self._exports
         if self in exports.caches:
             exports.caches.remove(self)
-        self._by_slot.clear()
-        self._by_id.clear()
-        self.tuples.clear()
+        self.clear()
         if not exports.caches:  # the next session starts from its own exports (see the rule above)
             exports.tainted.clear()
             exports.overflow = False
@@ -107,10 +111,14 @@ class SummaryCache:
             return
         old = self._by_slot.get(slot)
         if old is not None and self._by_id.get(_key(old.tensor)) is old:
-            del self._by_id[_key(old.tensor)]
+            self._unindex(old)
+        replaced = self._by_id.get(_key(tensor))
+        if replaced is not None:
+            self._unindex(replaced)
         entry = _Entry(tensor, full, row, index, pointer)
         self._by_slot[slot] = entry
         self._by_id[_key(tensor)] = entry
+        self._pointers[pointer] = self._pointers.get(pointer, 0) + 1
 
     def forget(self, tensor: Any) -> None:
         entry = self._by_id.get(_key(tensor))
@@ -120,17 +128,36 @@ class SummaryCache:
     def clear(self) -> None:
         self._by_slot.clear()
         self._by_id.clear()
+        self._pointers.clear()
         self.tuples.clear()
+        self.generation += 1
 
     def forget_pointer(self, pointer: int) -> None:
+        if pointer not in self._pointers:
+            return
         for entry in [e for e in self._by_id.values() if e.pointer == pointer]:
             self._drop(entry)
 
+    def tainted(self, pointer: int) -> None:
+        """The memory at pointer may be written from outside from now on (lookup drops its
+        entries when asked): the summaries holding it hold no more."""
+        if pointer in self._pointers:
+            self.generation += 1
+
     def _drop(self, entry: _Entry) -> None:
         if self._by_id.get(_key(entry.tensor)) is entry:
-            del self._by_id[_key(entry.tensor)]
+            self._unindex(entry)
         for slot in [s for s, e in self._by_slot.items() if e is entry]:
             del self._by_slot[slot]
+
+    def _unindex(self, entry: _Entry) -> None:
+        del self._by_id[_key(entry.tensor)]
+        left = self._pointers.get(entry.pointer, 0) - 1
+        if left > 0:
+            self._pointers[entry.pointer] = left
+        else:
+            self._pointers.pop(entry.pointer, None)
+        self.generation += 1
 
 
 def _key(tensor: Any) -> int:
@@ -194,6 +221,8 @@ def _taint(tensor: Any) -> None:
             cache.clear()
         return
     exports.tainted.add(pointer)
+    for cache in list(exports.caches):
+        cache.tainted(pointer)
 
 
 def _forget(tensor: Any) -> None:

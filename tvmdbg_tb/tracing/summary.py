@@ -109,6 +109,27 @@ def flatten(value: Any) -> list[Any]:
     return [value]
 
 
+def flatten_with_paths(value: Any, path: tuple[int, ...] = ()) -> list[tuple[tuple[int, ...], Any]]:
+    """flatten's leaves, each with the item indices that reach it from value (native_call's
+    learned plans check a returned object or shape there: call_plans.py)."""
+    if is_tensor(value) or isinstance(value, (np.ndarray, _OPAQUE_TUPLES)):
+        return [(path, value)]
+    if _ARRAY_TYPE is not None and type(value) is _ARRAY_TYPE:
+        return [
+            leaf for i in range(_ARRAY_SIZE(value)) for leaf in flatten_with_paths(_ARRAY_GET(value, i), (*path, i))
+        ]
+    if isinstance(value, (list, tuple)) or (
+        hasattr(value, "__len__") and hasattr(value, "__getitem__") and type(value).__name__ == "Array"
+    ):
+        return [leaf for i, item in enumerate(value) for leaf in flatten_with_paths(item, (*path, i))]
+    return [(path, value)]
+
+
+def is_opaque(value: Any) -> bool:
+    """Whether value is a shape (a ShapeTuple: one argument, though Python sees a tuple)."""
+    return isinstance(value, _OPAQUE_TUPLES)
+
+
 def health(array: np.ndarray, float_kind: bool) -> tuple[int, int, int, int, int, int]:
     """(neg_inf, pos_inf, nan, negative, zero, positive); the last three count finite elements."""
     if array.dtype == np.bool_:

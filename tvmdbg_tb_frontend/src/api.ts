@@ -704,10 +704,19 @@ export class Api {
       execution_index: executionIndex,
     });
   }
-  opTraces(run: string, opId: number, begin: number, end: number, outputSlot?: number, executionIndex?: number) {
+  /** An op's executions (of one call with `executionIndex`, or from the call `fromExecution` on). */
+  opTraces(run: string, opId: number, begin: number, end: number, outputSlot?: number, executionIndex?: number, fromExecution?: number) {
     return this.get<{ op_id: number; op_name: string; begin: number; end: number; num_traces: number; traces: TraceData[] }>(
       "graph_execution/op_traces",
-      { run, op_id: opId, begin, end, output_slot: outputSlot, execution_index: executionIndex },
+      {
+        run,
+        op_id: opId,
+        begin,
+        end,
+        output_slot: outputSlot,
+        execution_index: executionIndex,
+        from_execution_index: fromExecution,
+      },
     );
   }
   graphs(run: string) {

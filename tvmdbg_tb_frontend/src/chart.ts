@@ -14,7 +14,12 @@ function tick(v: number): string {
   return formatValue(Number(v.toPrecision(3)));
 }
 
-/** The histogram of a FULL_TENSOR value, non-finite counts after the finite bins. */
+/** Margins of the histogram: room for its count axis on the left. */
+const HPAD = { left: 46, right: 8, top: 14, bottom: 22 };
+
+/** The histogram of a FULL_TENSOR value, non-finite counts after the finite bins: a count axis
+ * (0, half, the tallest bar), the value axis's first, middle and last edges, and the NaN/±∞
+ * bars labelled with their counts. */
 export function histogramChart(hist: Histogram): HTMLElement {
   const special = [
     { label: "NaN", count: hist.nan, cls: "seg-nan" },
@@ -24,8 +29,8 @@ export function histogramChart(hist: Histogram): HTMLElement {
   const bins = hist.counts.length;
   const slots = bins + (special.length ? special.length + 1 : 0);
   const max = Math.max(1, ...hist.counts, ...special.map((s) => s.count));
-  const plotW = W - PAD.left - PAD.right;
-  const plotH = H - PAD.top - PAD.bottom;
+  const plotW = W - HPAD.left - HPAD.right;
+  const plotH = H - HPAD.top - HPAD.bottom;
   const bw = plotW / Math.max(1, slots);
   const root = svg("svg", {
     class: "chart histogram-chart",
@@ -33,11 +38,23 @@ export function histogramChart(hist: Histogram): HTMLElement {
     role: "img",
     "aria-label": `histogram of ${formatCount(hist.finite)} finite values${special.map((s) => `, ${s.label} ${s.count}`).join("")}`,
   });
+  const text = (x: number, y: number, value: string, anchor: string, cls = "axis-label") => {
+    const t = svg("text", { x, y, "text-anchor": anchor, class: cls });
+    t.textContent = value;
+    root.appendChild(t);
+  };
+  // The count axis: 0, half and the tallest bar, with faint grid lines.
+  for (const v of [0, max / 2, max]) {
+    const y = HPAD.top + plotH - (v / max) * plotH;
+    if (v > 0) root.appendChild(svg("line", { x1: HPAD.left, x2: W - HPAD.right, y1: y, y2: y, class: "grid" }));
+    text(HPAD.left - 4, y + 4, formatCount(v), "end");
+  }
+  root.appendChild(svg("line", { x1: HPAD.left, x2: HPAD.left, y1: HPAD.top, y2: HPAD.top + plotH, class: "axis" }));
   const bar = (i: number, count: number, cls: string, title: string) => {
     const bh = (count / max) * plotH;
     const r = svg("rect", {
-      x: PAD.left + i * bw + 0.5,
-      y: PAD.top + plotH - bh,
+      x: HPAD.left + i * bw + 0.5,
+      y: HPAD.top + plotH - bh,
       width: Math.max(1, bw - 1),
       height: Math.max(count ? 1 : 0, bh),
       class: `bar ${cls}`,
@@ -50,18 +67,23 @@ export function histogramChart(hist: Histogram): HTMLElement {
   hist.counts.forEach((c, i) =>
     bar(i, c, "bar-finite", `[${formatValue(hist.edges[i])}, ${formatValue(hist.edges[i + 1])}): ${formatCount(c)}`),
   );
-  special.forEach((s, k) => bar(bins + 1 + k, s.count, s.cls, `${s.label}: ${formatCount(s.count)}`));
-  root.appendChild(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: PAD.top + plotH, y2: PAD.top + plotH, class: "axis" }));
-  const label = (x: number, text: string, anchor: string, cls = "") => {
-    const t = svg("text", { x, y: H - 6, "text-anchor": anchor, class: `axis-label ${cls}` });
-    t.textContent = text;
-    root.appendChild(t);
-  };
+  special.forEach((s, k) => {
+    bar(bins + 1 + k, s.count, s.cls, `${s.label}: ${formatCount(s.count)}`);
+    text(
+      HPAD.left + (bins + 1.5 + k) * bw,
+      HPAD.top + plotH - (s.count / max) * plotH - 3,
+      formatCount(s.count),
+      "middle",
+      "axis-label bar-count",
+    );
+  });
+  root.appendChild(svg("line", { x1: HPAD.left, x2: W - HPAD.right, y1: HPAD.top + plotH, y2: HPAD.top + plotH, class: "axis" }));
   if (bins) {
-    label(PAD.left, tick(hist.edges[0]), "start");
-    label(PAD.left + bins * bw, tick(hist.edges[bins]), "end");
+    text(HPAD.left, H - 6, tick(hist.edges[0]), "start");
+    if (bins > 2) text(HPAD.left + (bins / 2) * bw, H - 6, tick(hist.edges[Math.floor(bins / 2)]), "middle");
+    text(HPAD.left + bins * bw, H - 6, tick(hist.edges[bins]), special.length ? "middle" : "end");
   }
-  special.forEach((s, k) => label(PAD.left + (bins + 1.5 + k) * bw, s.label, "middle"));
+  special.forEach((s, k) => text(HPAD.left + (bins + 1.5 + k) * bw, H - 6, s.label, "middle"));
   return h(
     "figure",
     { class: "chart-box", "data-testid": "tensor-histogram" },
@@ -72,6 +94,7 @@ export function histogramChart(hist: Histogram): HTMLElement {
       `${formatCount(hist.finite)} finite value${hist.finite === 1 ? "" : "s"}`,
       hist.min !== null ? ` in [${formatValue(hist.min)}, ${formatValue(hist.max)}]` : "",
       special.map((s) => ` · ${s.label} ${formatCount(s.count)}`).join(""),
+      ` · ${bins} bins; bar height: values per bin`,
       hist.truncated ? " · the writer kept only the first elements" : "",
     ),
   );

@@ -1,5 +1,5 @@
 /** A small element builder: h("div", {class: "x", onclick: f}, child, "text"). */
-type Child = Node | string | number | null | undefined | false | Child[];
+export type Child = Node | string | number | null | undefined | false | Child[];
 type Attrs = Record<string, unknown>;
 
 export function h<K extends keyof HTMLElementTagNameMap>(

@@ -65,13 +65,22 @@ export function render(root: HTMLElement = document.body): Store {
     minSecond: 150,
   });
   const columns = new Split(center.el, graph.el, { key: "columns", direction: "row", initial: 0.52, minFirst: 330, minSecond: 260 });
-  const upper = new Split(timeline.el, columns.el, {
+  // A comparison's results take the timeline's place, as wide, and more of its height, while
+  // they are open (✕ closes them: the timeline is back).
+  const top = h("div", { class: "top-slot" }, compare.results, timeline.el);
+  compare.results.hidden = true;
+  const upper = new Split(top, columns.el, {
     key: "timeline",
     direction: "column",
     initial: () => 150, // its head, the calls and the selected call's three lines
     minFirst: 96,
     minSecond: 250,
   });
+  compare.onShape = (open) => {
+    compare.results.hidden = !open;
+    timeline.el.hidden = open;
+    upper.setTransient(open ? (total) => Math.max(200, total * 0.42) : null);
+  };
   const work = new Split(upper.el, code.el, {
     key: "strip",
     direction: "column",

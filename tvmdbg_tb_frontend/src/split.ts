@@ -57,7 +57,11 @@ export class Split {
   readonly gutter: HTMLElement;
   /** The user's share of the first pane (null: the default). */
   private chosen: number | null;
+  /** A size for the first pane while a view needs it (not remembered; null: none). */
+  private transient: ((totalPx: number) => number) | null = null;
   private collapsed = false;
+  /** Which pane collapse hides: the second (to its natural size) or the first (entirely). */
+  private collapsing: "first" | "second" = "second";
 
   constructor(
     readonly first: HTMLElement,
@@ -89,32 +93,49 @@ export class Split {
     return this.opts.direction === "row" ? r.width : r.height;
   }
 
-  /** The first pane's share now (the user's or the default), clamped to the current size. */
+  /** Gives the first pane a size (px, a function of the split's) while a view needs it, over
+   * the user's and the default (null: back to them); a drag of the gutter ends it. */
+  setTransient(size: ((totalPx: number) => number) | null): void {
+    this.transient = size;
+    this.apply();
+  }
+
+  /** The first pane's share now (a transient size, the user's or the default), clamped to the
+   * current size. */
   get fraction(): number {
     const total = this.total;
     const initial = this.opts.initial;
-    const base = this.chosen ?? (typeof initial === "number" ? initial : initial(total) / Math.max(1, total - GUTTER_PX));
+    const px = (f: (t: number) => number) => f(total) / Math.max(1, total - GUTTER_PX);
+    const base = this.transient ? px(this.transient) : (this.chosen ?? (typeof initial === "number" ? initial : px(initial)));
     return clampFraction(base, total, this.opts.minFirst, this.opts.minSecond);
   }
 
   /** Sets (and remembers) the first pane's share; null restores the default. */
   set(fraction: number | null): void {
+    this.transient = null;
     this.chosen = fraction === null ? null : clampFraction(fraction, this.total, this.opts.minFirst, this.opts.minSecond);
     save(this.opts.key, this.chosen);
     this.apply();
   }
 
   /** Collapses the second pane to its own natural size (a panel with nothing to show keeps
-   * only its header); the first pane takes the rest and the gutter hides. */
-  setCollapsed(collapsed: boolean): void {
-    if (collapsed === this.collapsed) return;
+   * only its header), or hides the first pane (`which`: "first", a pane shown on demand); the
+   * other pane takes the rest and the gutter hides. */
+  setCollapsed(collapsed: boolean, which: "first" | "second" = "second"): void {
+    if (collapsed === this.collapsed && which === this.collapsing) return;
     this.collapsed = collapsed;
+    this.collapsing = which;
     this.apply();
   }
 
   private apply(): void {
     this.el.classList.toggle("collapsed", this.collapsed);
     this.gutter.hidden = this.collapsed;
+    this.first.hidden = this.collapsed && this.collapsing === "first";
+    if (this.collapsed && this.collapsing === "first") {
+      this.second.style.flex = "1 1 0";
+      return;
+    }
     if (this.collapsed) {
       this.first.style.flex = "1 1 0";
       this.second.style.flex = "0 0 auto";
@@ -135,6 +156,7 @@ export class Split {
     const space = (row ? rect.width : rect.height) - GUTTER_PX;
     this.gutter.setPointerCapture(e.pointerId);
     this.el.classList.add("dragging");
+    this.transient = null;
     const move = (ev: PointerEvent) => {
       const at = (row ? ev.clientX : ev.clientY) - start - GUTTER_PX / 2;
       this.chosen = clampFraction(at / space, rect[row ? "width" : "height"], this.opts.minFirst, this.opts.minSecond);

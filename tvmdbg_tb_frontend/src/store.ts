@@ -4,6 +4,7 @@
  * number so that a slow answer for an older selection never overwrites a newer one.
  */
 import type { Api, ExecutionData, GraphSummary, OpInfo, RunInfo, StackFrame, TraceData } from "./api";
+import type { Health } from "./format";
 
 export type StoreEvent = "runs" | "run" | "trace" | "op" | "frame" | "execution" | "error" | "alerts" | "pause";
 
@@ -25,6 +26,17 @@ export interface PauseInfo {
    * kernel's first among them (null: the kernel is not traced). */
   callTraces: number;
   callRow: number | null;
+  /** The paused kernel's inputs and outputs as the program sees them (the Live panel's), in
+   * the kernel's argument order: what the op details show while the dump lacks the call. */
+  inputs: PausedTensor[];
+  outputs: PausedTensor[];
+}
+
+export interface PausedTensor {
+  name: string;
+  dtype: string | null;
+  shape: number[] | null;
+  health: Health | null;
 }
 
 /** graph_execution/data's page limit. */
@@ -177,8 +189,10 @@ export class Store {
       this.run = this.defaultRun;
       this.runChosen = true; // chosen once: a later change of the default never moves the view
     } else if (!listed(this.run)) this.run = this.defaultRun ?? (runs.length ? runs[runs.length - 1].run : null);
-    this.emit("runs");
+    // A new run is selected first, so that the panels reading "runs" see it set up (each of
+    // them would otherwise load the new run's first page twice).
     if (this.run !== previous) this.selectRun(this.run);
+    this.emit("runs");
   }
 
   /** The user picked a run in the picker: it stays selected (no default overrides it). */
@@ -284,24 +298,32 @@ export class Store {
   }
 
   /**
-   * One navigation model for every link to an op (input, consumer, graph node, profile row):
-   * selects an execution of it — the one in the selected kernel's call (the producer that fed
-   * it, the consumer that used it), else the op's first execution — so health, the list, the
-   * alert and the Tensor tab follow. Only an op never traced is selected without one.
+   * One navigation model for every link to an op (input, consumer, graph node, search result,
+   * profile row, source mark): selects an execution of it, so every panel moves to the same
+   * call and op (the timeline's call, the list's row, the op's health, the graph, the source).
+   * The execution is the one in the selected kernel's call (the producer that fed it, the
+   * consumer that used it); for an op of another function, its first execution from that call
+   * on (the same step of a loop), else its last before; with nothing selected, its first.
+   * Only an op never traced is selected without one.
    */
   async goToOp(opId: number): Promise<void> {
     const run = this.run;
     if (run === null) return;
     const current = this.trace;
+    const at = current?.execution_index ?? this.executionIndex ?? undefined;
     try {
-      if (current) {
-        const same = (await this.api.opTraces(run, opId, 0, 1, 0, current.execution_index)).traces[0];
-        if (this.run !== run) return;
-        if (same) return await this.selectTrace(same.position, same.index);
-      }
-      const first = (await this.api.opTraces(run, opId, 0, 1)).traces[0];
+      const pick = async (): Promise<TraceData | undefined> => {
+        if (at === undefined) return (await this.api.opTraces(run, opId, 0, 1)).traces[0];
+        const same = (await this.api.opTraces(run, opId, 0, 1, 0, at)).traces[0];
+        if (same) return same;
+        const later = (await this.api.opTraces(run, opId, 0, 1, 0, undefined, at)).traces[0];
+        if (later) return later;
+        const all = await this.api.opTraces(run, opId, 0, 0, 0);
+        return all.num_traces ? (await this.api.opTraces(run, opId, all.num_traces - 1, all.num_traces, 0)).traces[0] : undefined;
+      };
+      const trace = await pick();
       if (this.run !== run) return;
-      if (first) return await this.selectTrace(first.position, first.index);
+      if (trace) return await this.selectTrace(trace.position, trace.index);
     } catch (err) {
       this.reportError(err);
     }

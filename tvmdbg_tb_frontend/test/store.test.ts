@@ -190,6 +190,8 @@ describe("Store during a live pause", () => {
     source: null,
     callTraces: 2,
     callRow,
+    inputs: [],
+    outputs: [],
   });
 
   it("selects the paused kernel among its call's rows, which the dump does not hold yet", async () => {

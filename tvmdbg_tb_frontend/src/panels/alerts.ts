@@ -196,8 +196,15 @@ export class AlertsPanel {
     if (!page || page.num_alerts === 0) {
       const note = page ? benignNote(page) : null;
       const unfinished = page ? unfinishedNote(page) : null;
-      const text = page ? (note || unfinished ? "No NaN or ∞ alert in the dump's calls." : "No NaN or ∞ recorded.") : "—";
-      const none = h("div", { class: "no-alerts" }, unfinished ? null : h("span", { class: "ok-dot" }), text);
+      // Paused at a NaN the dump does not hold yet: never "none recorded" under it.
+      const text = !page
+        ? "—"
+        : paused
+          ? "No NaN or ∞ in the dump yet: the paused call is written when it returns."
+          : note || unfinished
+            ? "No NaN or ∞ alert in the dump's calls."
+            : "No NaN or ∞ recorded.";
+      const none = h("div", { class: "no-alerts" }, unfinished || paused ? null : h("span", { class: "ok-dot" }), text);
       setChildren(this.body, paused, unfinished, none, note, this.rangeSection());
       return;
     }
@@ -261,17 +268,17 @@ export class AlertsPanel {
             h(
               "span",
               { class: "kind kind-nan", "data-kind": "nan", title: "alerts whose output holds NaN" },
-              `NaN ${formatCount(page.nan_alerts)}`,
+              `with NaN ${formatCount(page.nan_alerts)}`,
             ),
             h(
               "span",
               { class: "kind kind-neg-inf", "data-kind": "neg-inf", title: "alerts whose output holds -∞" },
-              `-∞ ${formatCount(page.neg_inf_alerts)}`,
+              `with -∞ ${formatCount(page.neg_inf_alerts)}`,
             ),
             h(
               "span",
               { class: "kind kind-pos-inf", "data-kind": "pos-inf", title: "alerts whose output holds +∞" },
-              `+∞ ${formatCount(page.pos_inf_alerts)}`,
+              `with +∞ ${formatCount(page.pos_inf_alerts)}`,
             ),
           ),
           first

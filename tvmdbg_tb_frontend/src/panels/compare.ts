@@ -11,6 +11,7 @@ import { h, scrollWithin, setChildren } from "../dom";
 import type { Store } from "../store";
 import type { GraphPanel, MarkLegend, OpMark } from "./graph";
 import { runLabels } from "./header";
+import { roving, setTabStop } from "../roving";
 
 interface CompareOp {
   kind: string;
@@ -62,7 +63,7 @@ interface CompareInner {
   kernel_b: string | null;
   walked: "A" | "B";
   replayed: string[];
-  status: "found" | "not_found" | "needs_values";
+  status: "found" | "not_found" | "needs_values" | "pending";
   op: InnerRow | null;
   /** The kernel whose ops are listed (a producer when the divergence came in through inputs). */
   kernel: string;
@@ -83,6 +84,8 @@ interface CompareResult {
   function?: string;
   call?: number;
   calls?: CompareCall[];
+  execution_index_a?: number;
+  execution_index_b?: number;
 }
 
 /** One call pair's verdict (call i of A against call i of B), or a call without a pair. */
@@ -95,6 +98,10 @@ interface CompareCall {
 
 /** Up to this many calls are buttons; more are one drop-down. */
 const MAX_CALL_BUTTONS = 40;
+/** While the fused first divergent kernel is opened on the server: asked again this often, at
+ * most this many times. */
+const INNER_POLL_MS = 1000;
+const INNER_POLLS = 180;
 
 function fmt(v: Num | null | undefined | string): string {
   if (v === null || v === undefined) return "–";
@@ -145,6 +152,14 @@ export class ComparePanel {
   private readonly atol: HTMLInputElement;
   private readonly body: HTMLElement;
   private readonly detail: HTMLElement;
+  /** The wide pane of the results (as wide as the timeline), shown once there are some. */
+  readonly results: HTMLElement;
+  private readonly resultsTitle: HTMLElement;
+  private readonly summary: HTMLElement;
+  /** Told whether the results pane has something to show (index.ts opens or closes it). */
+  onShape: (open: boolean) => void = () => undefined;
+  /** Bumped by each comparison asked: a late answer of an earlier one is dropped. */
+  private seq = 0;
   /** The result shown, and the run A it was computed for (the graph's marks follow it). */
   private result: CompareResult | null = null;
   private resultRun = "";
@@ -162,6 +177,26 @@ export class ComparePanel {
     this.atol = h("input", { class: "compare-atol", value: "1e-5", size: 6, "aria-label": "atol" });
     this.body = h("div", { class: "compare-body" });
     this.detail = h("div", { class: "compare-detail" });
+    this.summary = h("div", { class: "compare-summary small", "data-testid": "compare-summary" });
+    this.resultsTitle = h("span", { class: "muted small compare-pair" });
+    this.results = h(
+      "section",
+      { class: "panel compare-results", "data-panel": "compare-results", "data-testid": "compare-results", "aria-label": "comparison" },
+      h(
+        "header",
+        { class: "panel-head" },
+        h("h2", null, "Compare"),
+        this.resultsTitle,
+        h("span", { class: "spacer" }),
+        h(
+          "button",
+          { class: "small-btn", title: "close the comparison (the Compare tab shows it again)", onclick: () => this.onShape(false) },
+          "✕",
+        ),
+      ),
+      h("div", { class: "panel-body compare-results-body" }, this.body, this.detail),
+    );
+    roving(this.body, ".compare-row", "vertical");
     this.el = h(
       "section",
       { class: "panel compare-panel", "data-testid": "compare", "data-panel": "compare", "aria-label": "Compare runs" },
@@ -186,8 +221,7 @@ export class ComparePanel {
           { class: "compare-legend small", "data-testid": "compare-legend" },
           VERDICTS.map((v) => h("span", { class: "lg-tag" }, h("span", { class: `node-tag-sample tag-${v.cls}` }, v.tag), ` ${v.label}`)),
         ),
-        this.body,
-        this.detail,
+        this.summary,
       ),
     );
     store.on("runs", () => this.renderRuns());
@@ -198,6 +232,7 @@ export class ComparePanel {
 
   activate(): void {
     this.renderRuns();
+    if (this.result) this.onShape(true); // its results, where they were
   }
 
   /** The list's current op (its Tab stop), else run A's picker: the keyboard's jump here. */
@@ -212,7 +247,7 @@ export class ComparePanel {
     for (const r of rows) {
       const on = !!t && this.store.run === this.resultRun && r.dataset.traceIndex === String(t.index);
       r.classList.toggle("selected", on);
-      if (on && !this.el.hidden) scrollWithin(this.el.querySelector(".compare-scroll")!, r);
+      if (on && !this.results.hidden) scrollWithin(this.results.querySelector(".compare-results-body")!, r);
     }
   }
 
@@ -284,28 +319,65 @@ export class ComparePanel {
     }
   }
 
-  /** Compares the chosen runs: the call pair `pick` (null: the first divergent over all calls). */
+  /** Compares the chosen runs: the call pair `pick` (null: the first divergent over all calls).
+   * The results open in their wide pane; the main panes follow run A's compared call and its
+   * first divergent op. While run A's fused first divergent kernel is being opened (replayed
+   * op by op on the server, "pending"), the same comparison is asked again each second. */
   async compare(pick: { function: string; call: number } | null): Promise<void> {
+    const seq = ++this.seq;
     setChildren(this.body, h("div", { class: "muted" }, "comparing…"));
+    setChildren(this.summary, h("span", { class: "muted" }, "comparing…"));
     setChildren(this.detail);
+    this.onShape(true);
     this.result = null;
     this.shown = null;
     this.graph?.setMarks(null); // no colours from an earlier comparison while this one runs
     const runA = this.runA.value;
+    const params = {
+      run_a: this.runA.value,
+      run_b: this.runB.value,
+      rtol: this.rtol.value,
+      atol: this.atol.value,
+      ...(pick ? { function: pick.function, call: pick.call } : {}),
+    };
+    this.resultsTitle.textContent = `${runA} vs ${this.runB.value} (the reference)`;
     try {
-      const result = await this.store.api.get<CompareResult>("compare", {
-        run_a: this.runA.value,
-        run_b: this.runB.value,
-        rtol: this.rtol.value,
-        atol: this.atol.value,
-        ...(pick ? { function: pick.function, call: pick.call } : {}),
-      });
-      this.result = result;
-      this.resultRun = runA;
-      this.render(result);
-      this.markGraph(result);
+      let result = await this.store.api.get<CompareResult>("compare", params);
+      if (seq !== this.seq) return;
+      this.show(result, runA, true);
+      for (let tries = 0; result.first_divergence?.inner?.status === "pending" && tries < INNER_POLLS; tries++) {
+        await new Promise((r) => setTimeout(r, INNER_POLL_MS));
+        if (seq !== this.seq) return;
+        result = await this.store.api.get<CompareResult>("compare", params);
+        if (seq !== this.seq) return;
+        if (result.first_divergence?.inner?.status !== "pending") this.show(result, runA, false);
+      }
     } catch (err) {
+      if (seq !== this.seq) return;
       setChildren(this.body, h("div", { class: "compare-error" }, String(err)));
+      setChildren(this.summary, h("div", { class: "compare-error" }, String(err)));
+    }
+  }
+
+  /** A result: its rows and verdicts, the graph's marks, and (the first time) the main panes
+   * moved to run A's first divergent op in the compared call, else to that call. */
+  private show(result: CompareResult, runA: string, follow: boolean): void {
+    this.result = result;
+    this.resultRun = runA;
+    this.render(result);
+    this.markGraph(result);
+    const verdict = this.body.querySelector("[data-testid=compare-verdict]");
+    setChildren(
+      this.summary,
+      verdict ? h("div", { class: "compare-verdict-short" }, verdict.textContent ?? "") : null,
+      h("div", { class: "muted" }, "The results are in the pane above the kernel list (✕ closes it)."),
+    );
+    if (!follow || result.status === "cannot_compare") return;
+    const first = result.first_divergence;
+    if (first) void this.showOp(first).then(() => this.showInGraph(first));
+    else if (result.execution_index_a !== undefined) {
+      if (this.store.run !== runA) this.store.pickRun(runA);
+      this.store.selectExecution(-1, result.execution_index_a);
     }
   }
 
@@ -326,40 +398,8 @@ export class ComparePanel {
         )
       : h("div", { class: "compare-verdict within", "data-testid": "compare-verdict" }, "Within tolerance");
     const ordered = first ? [first, ...result.ops.filter((o) => o.key !== first.key || o.op_name_a !== first.op_name_a)] : result.ops;
-    const rows = ordered.map((op) => {
-      const v = verdictOf(op);
-      return h(
-        "li",
-        null,
-        h(
-          "button",
-          {
-            class: `compare-row ${op.status}${op.origin ? " origin" : ""}`,
-            "data-trace-index": op.trace_index_a === undefined ? null : String(op.trace_index_a),
-            title: `${op.op_type}${op.op_name_a ? ` (${op.op_name_a} in A)` : ""}${op.op_name_b ? `, ${op.op_name_b} in B` : ""}: ${v.label}${op.reason ? ` (${op.reason})` : ""}`,
-            onclick: () => {
-              void this.showOp(op);
-              void this.showInGraph(op);
-            },
-          },
-          h("span", { class: `node-tag-sample tag-${v.cls}` }, v.tag),
-          h(
-            "span",
-            { class: "compare-row-main" },
-            h("span", { class: "compare-row-op" }, op.op_type, " ", h("span", { class: "muted" }, op.op_name_a ?? "–")),
-            h(
-              "span",
-              { class: "compare-row-facts muted" },
-              `${where(op.location)}`,
-              op.max_abs_error !== undefined && op.max_abs_error !== null ? ` · max abs ${fmt(op.max_abs_error)}` : "",
-              op.max_rel_error !== undefined && op.max_rel_error !== null ? ` · rel ${fmt(op.max_rel_error)}` : "",
-              op.cosine_similarity !== undefined && op.cosine_similarity !== null ? ` · cos ${fmt(op.cosine_similarity)}` : "",
-              op.basis ? ` · ${op.basis}` : op.reason ? ` · ${op.reason}` : "",
-            ),
-          ),
-        ),
-      );
-    });
+    const rows = ordered.map((op) => this.row(op));
+    setTabStop(rows, rows[0] ?? null);
     setChildren(
       this.body,
       verdict,
@@ -372,11 +412,55 @@ export class ComparePanel {
           )
         : null,
       this.renderCalls(result),
-      h("ol", { class: "compare-list", "aria-label": "compared ops, first divergence first" }, rows),
+      h(
+        "table",
+        { class: "compare-table", "aria-label": "compared ops, first divergence first (arrow keys move, Enter shows)" },
+        h(
+          "thead",
+          null,
+          h(
+            "tr",
+            null,
+            ["", "op", "A", "B", "line", "max abs", "max rel", "cosine", "basis"].map((c) => h("th", null, c)),
+          ),
+        ),
+        h("tbody", null, rows),
+      ),
       (result.notes ?? []).map((n) => h("div", { class: "muted small" }, n)),
       result.suggestion ? h("div", { class: "muted small compare-suggestion" }, result.suggestion) : null,
     );
     this.revealSelection();
+  }
+
+  /** One compared op: a row of the table (its verdict tag, names on both sides, line, errors);
+   * a click (or Enter) shows its statistics and selects run A's kernel execution everywhere. */
+  private row(op: CompareOp): HTMLElement {
+    const v = verdictOf(op);
+    const num = (x: Num | null | undefined) => (x === undefined || x === null ? "–" : fmt(x));
+    const activate = () => {
+      void this.showOp(op);
+      void this.showInGraph(op);
+    };
+    return h(
+      "tr",
+      {
+        class: `compare-row ${op.status}${op.origin ? " origin" : ""}`,
+        "data-trace-index": op.trace_index_a === undefined ? null : String(op.trace_index_a),
+        "data-key": `${op.key}|${op.op_name_a ?? ""}`,
+        title: `${op.op_type}${op.op_name_a ? ` (${op.op_name_a} in A)` : ""}${op.op_name_b ? `, ${op.op_name_b} in B` : ""}: ${v.label}${op.reason ? ` (${op.reason})` : ""}`,
+        onclick: activate,
+        onkeydown: (e: KeyboardEvent) => (e.key === "Enter" || e.key === " ") && (e.preventDefault(), activate()),
+      },
+      h("td", null, h("span", { class: `node-tag-sample tag-${v.cls}` }, v.tag)),
+      h("td", { class: "compare-row-op" }, op.op_type),
+      h("td", null, op.op_name_a ?? "–"),
+      h("td", { class: "muted" }, op.op_name_b ?? "–"),
+      h("td", { class: "muted" }, where(op.location)),
+      h("td", { class: "num" }, num(op.max_abs_error)),
+      h("td", { class: "num" }, num(op.max_rel_error)),
+      h("td", { class: "num" }, num(op.cosine_similarity)),
+      h("td", { class: "muted" }, op.basis ?? op.reason ?? ""),
+    );
   }
 
   /** Inside the first divergent fused kernel: the Relax op where the error starts, each inner
@@ -384,6 +468,12 @@ export class ComparePanel {
   private renderInner(inner: CompareInner | null): HTMLElement | null {
     if (!inner) return null;
     const suggestion = inner.suggestion ? h("div", { class: "muted small compare-suggestion" }, inner.suggestion) : null;
+    if (inner.status === "pending")
+      return h(
+        "div",
+        { class: "compare-inner pending", "data-testid": "compare-inner-pending", role: "status" },
+        `Inside ${inner.kernel}: ${inner.reason}…`,
+      );
     if (inner.status === "needs_values") {
       return h(
         "div",

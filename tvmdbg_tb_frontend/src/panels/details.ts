@@ -18,7 +18,7 @@ import {
   sortRows,
   summaryHealth,
 } from "../format";
-import type { Store } from "../store";
+import type { PauseInfo, Store } from "../store";
 import { innerOpsSection } from "./inner_ops";
 import { keepFocus, roving } from "../roving";
 import { healthPill, type PillStyle } from "./pill";
@@ -100,6 +100,7 @@ class OpView implements View {
     store.on("op", () => this.render());
     store.on("trace", () => this.render());
     store.on("run", () => this.render());
+    store.on("pause", () => this.render());
   }
   private seq = 0;
   activate(): void {
@@ -135,14 +136,26 @@ class OpView implements View {
         ? healthPill(summaryHealth(summary), "counts")
         : h("span", { class: "muted small" }, trace ? "not recorded" : "—");
     };
+    // While a live program is paused at this op, its inputs as the program sees them (the
+    // dump holds the call only once it returns): the Live panel's tensors, here too.
+    const pause = this.store.pause;
+    const paused = pause && pause.opId === op.op_id && !trace ? pause : null;
+    const pausedPill = (slot: number) => {
+      const t = paused?.inputs[slot];
+      return t?.health
+        ? h("span", { class: "paused-health", title: "as the paused program sees it" }, healthPill(t.health, "counts"))
+        : h("span", { class: "muted small" }, "not known");
+    };
     const inputHealth = (inp: OpInfo["inputs"][number]) =>
-      inp.kind === "PARAM"
-        ? paramPill(inp.param_index, inp.tuple_item)
-        : inp.kind === "CONSTANT"
-          ? constantPill(inp)
-          : inp.producer_op_id === null
-            ? h("span", { class: "muted small" }, "not recorded")
-            : pillOf(inp.producer_op_id);
+      paused
+        ? pausedPill(inp.slot)
+        : inp.kind === "PARAM"
+          ? paramPill(inp.param_index, inp.tuple_item)
+          : inp.kind === "CONSTANT"
+            ? constantPill(inp)
+            : inp.producer_op_id === null
+              ? h("span", { class: "muted small" }, "not recorded")
+              : pillOf(inp.producer_op_id);
     // What the diagnosis needs first (the op's health, its inputs' health with their numbers,
     // its consumers), then what the kernel is made of.
     keepFocus(
@@ -160,7 +173,7 @@ class OpView implements View {
               ` = ${op.kernel}  ·  ${op.call_type}  ·  ${op.device || "cpu"}  ·  ${formatLocation(op.location)}`,
             ),
           ),
-          trace ? traceLine(trace) : null,
+          trace ? traceLine(trace) : paused ? pausedLine(paused) : null,
           inputsTable(this.store, op, inputHealth),
           consumersLine(this.store, op, (id) => pillOf(id, "compact")),
           originalOps(this.store, op),
@@ -184,6 +197,16 @@ function traceLine(trace: TraceData): HTMLElement {
     trace.has_error
       ? h("div", { class: "error-box" }, trace.error)
       : h("span", { "data-testid": "selected-health" }, healthPill(healthOf(trace))),
+  );
+}
+
+/** The paused kernel's outputs, as the program sees them (no trace in the dump yet). */
+function pausedLine(pause: PauseInfo): HTMLElement {
+  return h(
+    "div",
+    { class: "op-trace" },
+    h("span", { class: "muted" }, `paused in call ${pause.executionIndex} (live; the dump holds it once the call returns) `),
+    pause.outputs.map((t, k) => (t.health ? h("span", { "data-testid": k === 0 ? "selected-health" : null }, healthPill(t.health)) : null)),
   );
 }
 
@@ -344,7 +367,7 @@ class TensorView implements View {
       h("button", { type: "submit" }, "Show"),
     );
     // The values' histogram (the whole tensor) beside the table (the slice).
-    setChildren(this.el, form, h("div", { class: "tensor-layout" }, this.out, this.chart));
+    setChildren(this.el, form, h("div", { class: "tensor-layout" }, this.chart, this.out));
     void this.load(t);
     void this.loadHistogram(t);
   }

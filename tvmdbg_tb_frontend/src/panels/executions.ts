@@ -7,7 +7,7 @@
  * returns) follow the recorded ones, the paused kernel selected.
  */
 import { ApiError, type Alert, type Op, type PausedTrace, type SearchAnswer, type TraceData } from "../api";
-import { h, setChildren } from "../dom";
+import { type Child, h, setChildren } from "../dom";
 import { formatCount, formatShape, healthOf, parseIndex, plural } from "../format";
 import { Pager } from "../pager";
 import { ScrollMap } from "../scrollmap";
@@ -63,6 +63,7 @@ export class ExecutionsPanel {
       "aria-label": "filter by op name",
       oninput: () => {
         this.pinned = null;
+        this.filterInfo.setAttribute("aria-busy", "true"); // its chips answer older text
         void this.updateFilter();
       },
     });
@@ -225,13 +226,12 @@ export class ExecutionsPanel {
     this.modeSeq += 1;
     this.filterOp = null;
     this.nonfiniteBox.checked = false;
-    this.filterInput.value = "";
+    this.clearFilter();
     this.firstIndex = null;
     this.openedOnFirstBad = false;
     this.pausedFor = null;
     this.paused.reset(0);
     this.sayGoto("");
-    setChildren(this.filterInfo);
     this.pager.reset(this.store.runInfo?.num_traces ?? 0);
     this.scroller.scrollTop = 0;
     this.map = new ScrollMap(0, ROW_HEIGHT, 0);
@@ -296,8 +296,8 @@ export class ExecutionsPanel {
       this.pinned && this.pinned.op_name === text ? this.pinned : sameName.length === 1 ? sameName[0] : total === 1 ? ops[0] : null;
     const several = new Set(matches.map((m) => m.graph_name)).size > 1;
     const label = (m: SearchAnswer["matches"][number]) => (several ? `${m.op.op_name} · ${m.graph_name}` : m.op.op_name);
-    setChildren(
-      this.filterInfo,
+    this.showFilterAnswer(
+      text,
       text && !total ? h("span", { class: "muted", "data-testid": "filter-no-match" }, `no op matches “${text}”`) : null,
       total > 1
         ? [
@@ -326,13 +326,26 @@ export class ExecutionsPanel {
     await this.setMode(!text ? "all" : exact ? "op" : "none", exact);
   }
 
+  /** Shows what the filter found for `text`. data-query names the text the chips answer
+   * (aria-busy: a search for newer text is out), so that nothing acts on an older answer. */
+  private showFilterAnswer(text: string, ...children: Child[]): void {
+    setChildren(this.filterInfo, ...children);
+    this.filterInfo.dataset.query = text;
+    this.filterInfo.removeAttribute("aria-busy");
+  }
+
+  /** Empties the filter: its text, its chips, the op picked among them, and any search still
+   * out (its answer would be for text no longer there). */
+  private clearFilter(): void {
+    this.filterInput.value = "";
+    this.pinned = null;
+    this.filterSeq += 1;
+    this.showFilterAnswer("");
+  }
+
   /** Lists only the non-finite outputs (the run's alerts, counted over all of them), or all. */
   private async setNonfiniteOnly(on: boolean): Promise<void> {
-    if (on) {
-      this.filterInput.value = "";
-      this.pinned = null;
-      setChildren(this.filterInfo);
-    }
+    if (on) this.clearFilter();
     await this.setMode(on ? "nonfinite" : "all", null);
   }
 
@@ -408,17 +421,14 @@ export class ExecutionsPanel {
   private onSelection(): void {
     if (this.store.pausedRow !== null && this.mode !== "all") {
       // The paused kernel is listed with its call's rows, after the recorded ones: the whole list.
-      this.filterInput.value = "";
-      this.pinned = null;
-      setChildren(this.filterInfo);
+      this.clearFilter();
       void this.setMode("all", null);
       return;
     }
     const trace = this.store.trace;
     if (this.mode === "op" && trace && trace.op_id !== this.filterOp?.op_id) {
       // Another op was selected elsewhere: the filter no longer fits it, the whole list does.
-      this.filterInput.value = "";
-      setChildren(this.filterInfo);
+      this.clearFilter();
       void this.setMode("all", null);
       return;
     }
@@ -483,7 +493,9 @@ export class ExecutionsPanel {
    * stays in view (a smaller list would otherwise hide it below its bottom edge). */
   private onResize(): void {
     const row = this.rowOfSelection();
-    const shown = row !== null && this.map.isFullyVisible(row, this.scroller.scrollTop);
+    // In view before, even in part (a list a few rows high shows half a row): in view after.
+    const top = row === null ? 0 : row * ROW_HEIGHT - this.map.contentTopFor(this.scroller.scrollTop);
+    const shown = row !== null && top > -ROW_HEIGHT && top < this.map.viewportHeight;
     this.relayout();
     if (shown) this.scrollToRow(row);
   }

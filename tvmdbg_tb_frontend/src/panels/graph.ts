@@ -78,6 +78,8 @@ export class GraphPanel {
   private readonly legend: HTMLElement;
   /** Text list of the selected op's inputs and consumers: always readable, whatever the zoom. */
   private readonly links: HTMLElement;
+  /** What the drawing shows (the call, how many kernels of how many), under it. */
+  private readonly note: HTMLElement;
   private readonly enlargeBtn: HTMLButtonElement;
   private readonly searchInput: HTMLInputElement;
   private readonly searchResults: HTMLElement;
@@ -126,9 +128,10 @@ export class GraphPanel {
         title: `lay out the whole function (up to ${MAX_LAYOUT_OPS} kernels; a larger one folded into groups), fitted`,
       },
       this.wholeBox,
-      " whole graph",
+      " whole",
     );
     this.links = h("div", { class: "graph-links small", "data-testid": "graph-links" });
+    this.note = h("span", { class: "graph-note muted small", "data-testid": "graph-note", hidden: true });
     this.enlargeBtn = h(
       "button",
       {
@@ -180,7 +183,7 @@ export class GraphPanel {
         ),
       ),
       this.canvas,
-      h("div", { class: "graph-foot" }, this.links, this.legend),
+      h("div", { class: "graph-foot" }, this.links, h("div", { class: "graph-foot-row" }, this.legend, this.note)),
     );
     new ResizeObserver(() => this.onResize()).observe(this.canvas);
     this.canvas.addEventListener("keydown", (e) => this.nodeKey(e));
@@ -411,7 +414,8 @@ export class GraphPanel {
       const maxOps = this.wholeGraph ? MAX_LAYOUT_OPS : WHOLE_GRAPH_LIMIT;
       const answer = await this.neighborhood(run, op.op_id, maxOps, call);
       if (seq !== this.seq) return;
-      this.setTitle(`${answer.name} · ${answer.num_ops} kernels${trace ? ` · execution ${trace.execution_index}` : ""}`);
+      this.setTitle(`${answer.name} · ${answer.num_ops} kernels`);
+      this.setNote(trace ? `call ${trace.execution_index}` : "");
       this.draw(answer, op);
     } catch (err) {
       if (seq !== this.seq) return;
@@ -425,13 +429,18 @@ export class GraphPanel {
     this.title.title = text;
   }
 
+  private setNote(text: string): void {
+    this.note.textContent = text;
+    this.note.title = text;
+    this.note.hidden = !text;
+  }
+
   /** A function too large to lay out, folded: groups of consecutive kernels, the selected op's
    * group marked; a click on a group opens it (the next level), "up" closes it. */
   private showOverview(overview: Overview, op: OpInfo, total: number): void {
     const path = this.levels.map((r) => `ops ${r.begin}–${r.end - 1}`).join(" › ");
-    this.setTitle(
-      `${overview.name} · ${total} kernels, folded into ${overview.groups.length} groups of ${overview.group_size}${path ? ` · ${path}` : ""}`,
-    );
+    this.setTitle(`${overview.name} · ${total} kernels`);
+    this.setNote(`folded: ${overview.groups.length} groups of ${overview.group_size}${path ? ` · ${path}` : ""}`);
     const drawn = drawOverview(overview, op, {
       open: (range) => {
         this.levels.push(range);
@@ -583,8 +592,10 @@ export class GraphPanel {
     const home = frame(g, selected.op_id, inputs, consumers, shown, size, cw, ch);
     this.show({ root, extent: { x: 0, y: 0, w: size.width ?? cw, h: size.height ?? ch }, home }, this.wholeGraph);
     if (shown.size < answer.num_ops) {
-      // Said in the head (and its tooltip), where it never hides a node or the legend.
-      this.setTitle(`${this.title.textContent} · showing ${shown.size} of ${answer.num_ops} kernels around ${selected.op_name}`);
+      // Said under the drawing, where it never hides a node and never cuts the title.
+      this.setNote(
+        `${this.note.textContent ? `${this.note.textContent} · ` : ""}${shown.size} of ${answer.num_ops} kernels shown, around ${selected.op_name}`,
+      );
     }
   }
 

@@ -31,7 +31,7 @@ export class HeaderBar {
         "header",
         { class: "topbar" },
         h("span", { class: "brand" }, "TVM Debugger"),
-        h("label", { class: "small muted" }, "run ", this.runSelect),
+        h("label", { class: "small muted run-picker" }, "run ", this.runSelect),
         this.info,
         h("span", { class: "spacer" }),
         h(
@@ -94,9 +94,10 @@ export class HeaderBar {
       ),
     );
     this.completeness.update(info?.completeness);
-    // With no runs the empty-logdir page lists the logdir's problems itself: say them once.
-    const problems: string[] = runs.length ? [...(this.status?.problems ?? [])] : [];
-    if (this.status?.reader.error) problems.push(`reader: ${this.status.reader.error}`);
+    // The run shown first, then the logdir's (a logdir of many broken runs has a line for each:
+    // the list scrolls within a few lines). With no runs the empty-logdir page lists the
+    // logdir's problems itself: say them once.
+    const problems: string[] = [];
     const rs = this.status?.runs.find((r) => r.run === current);
     if (rs?.error) problems.push(`reading ${rs.run}: ${rs.error}`);
     if (rs && rs.num_corruptions > 0) {
@@ -105,6 +106,8 @@ export class HeaderBar {
         `${rs.num_corruptions} corrupt record${rs.num_corruptions === 1 ? "" : "s"} skipped${c ? ` (first: ${c.path} at byte ${c.offset}: ${c.message || c.reason})` : ""}`,
       );
     }
+    if (this.status?.reader.error) problems.push(`reader: ${this.status.reader.error}`);
+    if (runs.length) problems.push(...(this.status?.problems ?? []));
     setChildren(
       this.problems,
       problems.map((p) => h("div", { class: "problem" }, "⚠ ", p)),

@@ -5,7 +5,7 @@
 import { POST_HEADERS, uriEncode } from "../api";
 import { h, setChildren } from "../dom";
 import { formatCount } from "../format";
-import type { PauseInfo, Store } from "../store";
+import type { PauseInfo, PausedTensor, Store } from "../store";
 
 type Val = number | boolean | string;
 
@@ -146,6 +146,8 @@ export class LivePanel {
   /** Commands answered 504 (withdrawn), by request id: shown if the program applied them. */
   private readonly withdrawn = new Map<string, string>();
   private commandsPending = 0;
+  /** The watchpoint hits the dump of a run that is not live holds, and for which state of it. */
+  private hitsFor: { key: string; hits: Hit[]; num: number } | null = null;
   /** Told whether the panel has something to show (the side column then gives it room). */
   onShape: (open: boolean) => void = () => undefined;
 
@@ -245,11 +247,18 @@ export class LivePanel {
       const quiet = this.commandsPending === 0 && commands === this.commandsSent;
       if (this.state.pause && quiet) await call("live/keepalive", run, "POST", { pause_id: this.state.pause.pause_id });
       if (!this.state.live) {
-        // The program ended (or never was live): the dump still lists its watchpoint hits.
-        const recorded = await call("live/hits", run, "GET");
-        if (recorded.status === 200) {
-          this.state.recent_hits = (recorded.data.hits as Hit[]) ?? [];
-          this.state.num_hits = Number(recorded.data.num_hits ?? 0);
+        // The program ended (or never was live): the dump still lists its watchpoint hits,
+        // read again only when the dump grew.
+        const info = this.store.runInfo;
+        const key = `${run}|${info?.num_executions}|${info?.num_traces}|${info?.last_update_time}`;
+        if (this.hitsFor?.key !== key) {
+          const recorded = await call("live/hits", run, "GET");
+          this.hitsFor =
+            recorded.status === 200 ? { key, hits: (recorded.data.hits as Hit[]) ?? [], num: Number(recorded.data.num_hits ?? 0) } : null;
+        }
+        if (this.hitsFor) {
+          this.state.recent_hits = this.hitsFor.hits;
+          this.state.num_hits = this.hitsFor.num;
         }
       }
       this.render();
@@ -476,5 +485,21 @@ function pauseInfo(p: Pause): PauseInfo {
     source: p.source ? { file_path: p.source.file_path, line: p.source.line, function: p.source.function } : null,
     callTraces: p.call_traces ?? 0,
     callRow: p.call_row ?? null,
+    inputs: p.inputs.map(pausedTensor),
+    outputs: p.outputs.map(pausedTensor),
+  };
+}
+
+/** A tensor of the pause as the other panels read it: its counts as a Health (the program
+ * counts NaN, -∞, +∞ and zeros; negatives and positives are not counted). */
+function pausedTensor(t: TensorView): PausedTensor {
+  const hl = t.health;
+  return {
+    name: t.name,
+    dtype: t.dtype ?? null,
+    shape: t.shape ?? null,
+    health: hl
+      ? { nan: hl.nan, negInf: hl.neg_inf, posInf: hl.pos_inf, zero: hl.zero, negative: null, positive: null, size: t.size ?? null }
+      : null,
   };
 }

@@ -55,6 +55,7 @@ export class SourcePanel {
   private readonly message: HTMLElement;
   private readonly picker: HTMLSelectElement;
   private list: FileEntry[] | null = null;
+  private listing: { key: string; promise: Promise<FileEntry[]> } | null = null;
   private listFor = "";
   private seq = 0;
   /** The file shown, and the line the selection points at. */
@@ -98,6 +99,7 @@ export class SourcePanel {
       this.loading.clear();
       this.list = null;
       this.listFor = "";
+      this.listing = null;
       setChildren(this.picker);
       void this.loadList();
     });
@@ -111,12 +113,24 @@ export class SourcePanel {
     return this.body;
   }
 
-  /** The recorded files, user files first (re-read while a live run records more). */
-  private async loadList(): Promise<FileEntry[]> {
+  /** The recorded files, user files first (re-read while a live run records more; one
+   * request at a time for the same state). */
+  private loadList(): Promise<FileEntry[]> {
     const run = this.store.run;
-    if (run === null) return [];
+    if (run === null) return Promise.resolve([]);
     const key = `${run}|${this.store.runInfo?.num_ops ?? 0}`;
-    if (this.list && this.listFor === key) return this.list;
+    if (this.list && this.listFor === key) return Promise.resolve(this.list);
+    if (this.listing?.key !== key) {
+      const promise = this.fetchList(run, key);
+      this.listing = { key, promise };
+      void promise.finally(() => {
+        if (this.listing?.promise === promise) this.listing = null;
+      });
+    }
+    return this.listing.promise;
+  }
+
+  private async fetchList(run: string, key: string): Promise<FileEntry[]> {
     try {
       const files = (await this.store.api.sourceFiles(run)).source_files;
       if (this.store.run !== run) return [];

@@ -17,6 +17,7 @@ export class TimelinePanel {
   private begin = 0;
   private digests: ExecutionDigest[] = [];
   private total = 0;
+  private asking: { key: string; page: ReturnType<Store["api"]["executionDigests"]> } | null = null;
   /** Follow the newest page while the run grows, until the user pages back. */
   private followTail = true;
   private seq = 0;
@@ -98,7 +99,14 @@ export class TimelinePanel {
     if (run === null) return;
     if (this.followTail) this.begin = Math.max(0, Math.floor(Math.max(0, total - 1) / PAGE) * PAGE);
     try {
-      const page = await this.store.api.executionDigests(run, this.begin, this.begin + PAGE);
+      // The same page of the same state of the run is asked once at a time (a new run, its
+      // alerts and the runs poll each ask for it at load).
+      const key = `${run}|${this.begin}|${total}`;
+      if (this.asking?.key !== key) this.asking = { key, page: this.store.api.executionDigests(run, this.begin, this.begin + PAGE) };
+      const asked = this.asking;
+      const page = await asked.page.finally(() => {
+        if (this.asking === asked) this.asking = null;
+      });
       if (this.store.run !== run) return;
       // One snapshot for every panel: the count is the runs poll's (what the header shows),
       // even when the route, asked later, already sees calls a live program wrote since.
@@ -119,13 +127,19 @@ export class TimelinePanel {
     this.openedOnFirstBad = true;
     const position = fb.executionPosition;
     const run = this.store.run;
-    this.begin = position - (position % PAGE);
-    this.followTail = this.begin + PAGE >= this.total;
-    void this.load().then(() => {
+    const select = () => {
       if (this.store.run !== run || this.store.executionIndex !== null) return;
       const d = this.digests.find((x) => x.index === fb.executionIndex);
       if (d) this.store.selectExecution(d.position, d.index);
-    });
+    };
+    const begin = position - (position % PAGE);
+    if (begin === this.begin && this.digests.some((x) => x.index === fb.executionIndex)) {
+      select(); // the page shown holds it: no need to ask for it again
+      return true;
+    }
+    this.begin = begin;
+    this.followTail = this.begin + PAGE >= this.total;
+    void this.load().then(select);
     return true;
   }
 
@@ -254,7 +268,7 @@ export class TimelinePanel {
       return;
     }
     try {
-      const [ex, kernels] = await Promise.all([this.executionAt(run, pos, index), this.store.api.traces(run, 0, 200, index)]);
+      const [ex, kernels] = await Promise.all([this.executionAt(index), this.store.api.traces(run, 0, 200, index)]);
       if (seq !== this.seq) return;
       this.renderDetails(ex, { rows: kernels.graph_executions, total: kernels.num_digests });
     } catch (err) {
@@ -264,15 +278,10 @@ export class TimelinePanel {
     }
   }
 
-  /** The execution with monotonic `index`, looked up at `position` and corrected once when a
-   * circular buffer has shifted positions since. */
-  private async executionAt(run: string, position: number, index: number): Promise<ExecutionData> {
-    let ex: ExecutionData | undefined = (await this.store.api.executionData(run, position, position + 1)).executions[0];
-    if (ex && ex.index !== index) {
-      const corrected = position + (index - ex.index);
-      ex = corrected >= 0 ? (await this.store.api.executionData(run, corrected, corrected + 1)).executions[0] : undefined;
-    }
-    if (!ex || ex.index !== index) throw new Error(`call #${index} is no longer in the dump (the circular buffer dropped it)`);
+  /** The execution with monotonic `index` (the store's, cached: the op details read it too). */
+  private async executionAt(index: number): Promise<ExecutionData> {
+    const ex = await this.store.executionByIndex(index);
+    if (!ex) throw new Error(`call #${index} is no longer in the dump (the circular buffer dropped it)`);
     return ex;
   }
 
