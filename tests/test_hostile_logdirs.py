@@ -427,8 +427,8 @@ def _counted(fd: int, read: list[int]):
 
 HUGE_OPS = 300_000
 # TensorBoard's peak on the huge run with every route asked four times at once at its largest
-# page: the reader ~140 MB, the op index (analysis/graph_index.py) ~180 MB, four maximal answers
-# being built ~250 MB (measured 550 MB at load 16; 961 MB before the reader kept ops compact).
+# page: the reader ~140 MB, the op index (analysis/graph_index.py) ~150 MB, four maximal answers
+# being built ~250 MB (measured 496-499 MB at load 9; 961 MB before the reader kept ops compact).
 HUGE_RSS_BOUND_MB = 700
 
 

@@ -171,7 +171,7 @@ class _Builder:
         index.kernels.append(self.intern(op.kernel.lower()))
         index.op_types.append(self.intern(tuple(o.op_type for o in originals)))
         index.nodes.append(self.intern(tuple(nodes)))
-        index.lines.append(tuple(lines) if lines else ())
+        index.lines.append(self.intern(tuple(lines)) if lines else ())
         for path, line in lines:
             self.file_lines.setdefault(path, []).append((line, op_id))
 
