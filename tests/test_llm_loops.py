@@ -224,12 +224,9 @@ class _Swaps:
         return tokens, native.counts() if native else None
 
 
-@pytest.mark.parametrize("mode", ["NO_TENSOR", "FULL_HEALTH"])
-def test_native_and_python_call_paths_write_the_same_generation(example, built, tmp_path, mode):
-    """The decode loop's calls (a KV cache in and out, packed weights summarised once per
-    value, prompts of two lengths) are recorded by native_call from plans learned from a call
-    the Python path recorded (call_plans.py): the same records as the Python path's, through a
-    weight replaced mid-loop and a NaN fed into a step."""
+def _both_paths(example, built, tmp_path, mode) -> tuple[dict, tuple]:
+    """The _Swaps generation traced by native_call and by the Python path, their records
+    equal: (native_call's records, its counts)."""
     executable, names = built
     runs = {}
     for path in ("compiled", "python_call"):
@@ -246,8 +243,61 @@ def test_native_and_python_call_paths_write_the_same_generation(example, built, 
     assert native.keys() == python.keys()
     for stream in native:
         assert native[stream] == python[stream], stream
+    return native, counts
+
+
+@pytest.mark.parametrize("mode", ["NO_TENSOR", "FULL_HEALTH"])
+def test_native_and_python_call_paths_write_the_same_generation(example, built, tmp_path, mode):
+    """The decode loop's calls (a KV cache in and out, packed weights summarised once per
+    value, prompts of two lengths) are recorded by native_call from plans learned from a call
+    the Python path recorded (call_plans.py): the same records as the Python path's, through a
+    weight replaced mid-loop and a NaN fed into a step."""
+    native, counts = _both_paths(example, built, tmp_path, mode)
     calls = 1 + 2 * 3 * STEPS  # the cache's creation, then an embed and a prefill or decode per token
     assert len(native["execution"]) == calls
     # The calls a plan was learned from, or that no plan's guard passed (the new weight, the
     # NaN's replay), went to Python; the rest native_call recorded.
     assert counts[2] >= calls - 16, counts
+
+
+def test_plans_relearned_between_a_calls_two_parts_leave_its_records_right(example, built, tmp_path, monkeypatch):
+    """native_call ran call_rows with a learned plan, then hands the call to Python (the NaN
+    step: its first non-finite row); meanwhile the function's plans were forgotten and learned
+    again (what another thread's fifth plan does). Python is handed the very plan that ran,
+    not whichever plan now holds its place, and the records are still the Python path's."""
+    from tvmdbg_tb.tracing import call_plans, fast_tracer
+
+    build, learn = call_plans._Builder.build, call_plans.PlanLearner.learn
+    finish = fast_tracer.CompiledTracer._native_finish
+    built_plans, taught, relearned, handed = [], [], [], []
+
+    def building(self, inputs, outputs):
+        made = build(self, inputs, outputs)
+        if self.function.name == "decode" and made is not None:
+            built_plans.append(made)
+        return made
+
+    def learning(self, call, *rest):
+        if call.function.name == "decode":
+            taught.append((call, *rest))
+        return learn(self, call, *rest)
+
+    def finishing(self, name, *args):
+        rows, plan = args[-2:]
+        if rows is not None and name == "decode":  # call_rows ran with a learned plan
+            handed.append((plan, built_plans[-1]))  # the one that ran: the new weight's
+            # The first weights' plan taught until the plans are forgotten and learned again.
+            with monkeypatch.context() as patch:
+                patch.setattr(call_plans._Builder, "build", lambda *_: built_plans[0])
+                relearned.extend(learn(self._learner, *taught[-1]) for _ in range(call_plans.MAX_PLANS))
+        return finish(self, name, *args)
+
+    monkeypatch.setattr(call_plans._Builder, "build", building)
+    monkeypatch.setattr(call_plans.PlanLearner, "learn", learning)
+    monkeypatch.setattr(fast_tracer.CompiledTracer, "_native_finish", finishing)
+    _both_paths(example, built, tmp_path, "FULL_HEALTH")
+    assert relearned == [True] * call_plans.MAX_PLANS, "the NaN step's decode ran call_rows once, then plans reset"
+    # decode's plans differ only in their Execution's weight summary, which call_rows' result
+    # holds: the plan's identity is what would tell a mix-up here.
+    [(plan, latest)] = handed
+    assert plan is latest and plan is not built_plans[0]

@@ -85,8 +85,9 @@ struct Location {
 };
 
 // A (function, argument count)'s constants, and the guard of a learned plan (None: a static
-// plan, always valid).
+// plan, always valid); described: the 7-tuple they came from, what Python is handed back.
 struct Plan {
+  PyObject* described = nullptr;
   PyObject* statics = nullptr;
   PyObject* width = nullptr;
   PyObject* tails = nullptr;
@@ -137,15 +138,15 @@ extern PyTypeObject kFunctionType;
 extern PyTypeObject kMarkerType;
 
 void HoldPlan(const Plan& plan) {
-  for (PyObject* field :
-       {plan.statics, plan.width, plan.tails, plan.summaries, plan.execution, plan.scan, plan.guard}) {
+  for (PyObject* field : {plan.described, plan.statics, plan.width, plan.tails, plan.summaries, plan.execution,
+                          plan.scan, plan.guard}) {
     Py_XINCREF(field);
   }
 }
 
 void DropPlan(Plan* plan) {
-  for (PyObject** field : {&plan->statics, &plan->width, &plan->tails, &plan->summaries, &plan->execution,
-                           &plan->scan, &plan->guard}) {
+  for (PyObject** field : {&plan->described, &plan->statics, &plan->width, &plan->tails, &plan->summaries,
+                           &plan->execution, &plan->scan, &plan->guard}) {
     Py_CLEAR(*field);
   }
 }
@@ -169,6 +170,7 @@ bool PlanFrom(PyObject* described, Plan* plan) {
   PyObject** fields[7] = {&plan->statics,   &plan->width, &plan->tails, &plan->summaries,
                           &plan->execution, &plan->scan,  &plan->guard};
   for (int k = 0; k < 7; ++k) *fields[k] = PyTuple_GET_ITEM(described, k);
+  plan->described = described;
   HoldPlan(*plan);
   return true;
 }
@@ -728,11 +730,11 @@ struct CallArgs {
 };
 
 // The common case's records, written; else what Python must do (*chosen: the plan call_rows
-// ran with). The call's one buffer is native (a PoolBuffer of the native stats, set to
-// nullptr once back in its pool) or the one (fid, tensor, array) of buffers (handed out by
+// ran with, in plans). The call's one buffer is native (a PoolBuffer of the native stats, set
+// to nullptr once back in its pool) or the one (fid, tensor, array) of buffers (handed out by
 // fast_tracer._stats).
 Outcome Record(Function* function, const Plans& plans, const CallArgs& call, const Location& location, PyObject* index,
-               double start, PyObject* buffers, PoolBuffer** native, int* chosen, PyObject** rows) {
+               double start, PyObject* buffers, PoolBuffer** native, const Plan** chosen, PyObject** rows) {
   Tracer* tracer = function->tracer;
   PyObject* buffer = nullptr;
   PyObject* block = nullptr;
@@ -748,14 +750,14 @@ Outcome Record(Function* function, const Plans& plans, const CallArgs& call, con
     }
     block = PyTuple_GET_ITEM(buffer, 2);
   }
-  *chosen = -1;
-  for (int k = 0; k < plans.count && *chosen < 0; ++k) {
+  *chosen = nullptr;
+  for (int k = 0; k < plans.count && *chosen == nullptr; ++k) {
     const int passes = Passes(plans.plan[k].guard, call.args, call.nargs, call.result, block);
     if (passes < 0) return Outcome::kPython;
-    if (passes == 1) *chosen = k;
+    if (passes == 1) *chosen = &plans.plan[k];
   }
-  if (*chosen < 0) return Outcome::kPython;
-  const Plan& plan = plans.plan[*chosen];
+  if (*chosen == nullptr) return Outcome::kPython;
+  const Plan& plan = **chosen;
   const unsigned long long call_index = PyLong_AsUnsignedLongLong(index);
   if (PyErr_Occurred()) return Outcome::kPython;
   PyObject* replay = PyObject_GetAttr(tracer->session, s_replay);
@@ -832,17 +834,16 @@ int Busy(Tracer* tracer) {
 }
 
 // _native_finish(name, function, index, start, buffers, args, result, error, stack,
-// user_index, rows, plan): Python finishes the call (rows: call_rows' result with the plan of
-// that index); false only for a BaseException.
+// user_index, rows, plan): Python finishes the call (rows: call_rows' result with that plan, as
+// learned: the very object, whatever was learned or forgotten since); false only for a
+// BaseException.
 bool FinishInPython(Function* self, PyObject* const* args, Py_ssize_t nargs, const Location& location,
                     PyObject* index, double start, PyObject* buffers, PyObject* result, PyObject* error,
-                    PyObject* rows, int chosen) {
+                    PyObject* rows, const Plan* chosen) {
   PyObject* arguments = PyTuple_New(nargs);
   PyObject* start_time = arguments == nullptr ? nullptr : PyFloat_FromDouble(start);
-  PyObject* plan = start_time == nullptr ? nullptr : PyLong_FromLong(chosen);
-  if (plan == nullptr) {
+  if (start_time == nullptr) {
     Py_XDECREF(arguments);
-    Py_XDECREF(start_time);
     return Warn(self->tracer);
   }
   for (Py_ssize_t k = 0; k < nargs; ++k) {
@@ -861,11 +862,10 @@ bool FinishInPython(Function* self, PyObject* const* args, Py_ssize_t nargs, con
                              location.stack,
                              location.user_index,
                              rows == nullptr ? Py_None : rows,
-                             plan};
+                             chosen == nullptr ? Py_None : chosen->described};
   PyObject* done =
       PyObject_VectorcallMethod(s_native_finish, forwarded, 13 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
   Py_DECREF(start_time);
-  Py_DECREF(plan);
   Py_DECREF(arguments);
   Py_XDECREF(done);
   return done != nullptr || Warn(self->tracer);  // the hook catches every Exception (_safely)
@@ -935,7 +935,7 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     interrupted = !Warn(tracer);
   }
   PyObject* rows = nullptr;
-  int chosen = -1;
+  const Plan* chosen = nullptr;  // in plans, which hold its references until the call ends
   Outcome outcome = Outcome::kPython;
   if (result != nullptr && !interrupted) {
     outcome = Record(self, plans, {args, nargs, result}, location, index, start, buffers, &native, &chosen, &rows);

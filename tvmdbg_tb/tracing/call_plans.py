@@ -24,7 +24,7 @@ learned again, so a loop that moved on to other shapes gets its plans back).
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -43,29 +43,13 @@ _RANK_COLUMN = 7  # a summary row: stamp, size, <0, >0, ==0, -inf, +inf, rank, d
 MODES = (pb.NO_TENSOR, *execution_template.MODES)
 
 
-class OnePass(NamedTuple):
-    """What fast_tracer._one_pass needs of a plan: (its parts plan, call_rows' tails,
-    summaries and scan, the Execution's constant bytes)."""
-
-    plan: Any
-    tails: tuple
-    summaries: tuple | None
-    static: bytes | None
-    scan: tuple | None
-
-
 class PlanLearner:
-    """The plans one CompiledTracer taught its native_call.Tracer, in the same order."""
+    """Teaches one CompiledTracer's native_call.Tracer its plans. native_call keeps them, and
+    hands a call it leaves to Python the very plan it ran call_rows with (_native_finish)."""
 
     def __init__(self, tracer: Any):
         self.tracer = tracer
-        self._learned: dict[tuple[int, int], list[OnePass]] = {}
         self._attempts: dict[tuple[int, int], int] = {}
-
-    def one_pass(self, fid: int, num_inputs: int, chosen: int) -> OnePass | None:
-        """The learned plan native_call ran call_rows with (its index), if it is one."""
-        learned = self._learned.get((fid, num_inputs), ())
-        return learned[chosen] if 0 <= chosen < len(learned) else None
 
     def wanted(self, call: Any, num_inputs: int) -> int | None:
         """The call's function id when a plan may be learned from it (its records complete,
@@ -105,18 +89,14 @@ class PlanLearner:
         """A plan for calls like this one, taught to native_call; False when none can be."""
         key = (fid, len(inputs))
         self._attempts[key] = self._attempts.get(key, 0) + 1
-        built = _Builder(self.tracer, call, compiled.FUNCTIONS[fid], dims).build(inputs, outputs)
-        if built is None:
+        plan = _Builder(self.tracer, call, compiled.FUNCTIONS[fid], dims).build(inputs, outputs)
+        if plan is None:
             return False
-        plan, one_pass = built
         native = self.tracer._native
-        if not native.learn(fid, len(inputs), plan):  # full: start again from this one
-            native.forget(fid, len(inputs))
-            self._learned.pop(key, None)
-            if not native.learn(fid, len(inputs), plan):
-                return False
-        self._learned.setdefault(key, []).append(one_pass)
-        return True
+        if native.learn(fid, len(inputs), plan):
+            return True
+        native.forget(fid, len(inputs))  # full: start again from this one
+        return native.learn(fid, len(inputs), plan)
 
 
 class _Builder:
@@ -130,7 +110,10 @@ class _Builder:
         self.weights = call.function.weights if session.weight_cache is not None else ()
         self.cache = session.weight_cache
 
-    def build(self, inputs: tuple, outputs: Any) -> tuple[tuple, OnePass] | None:
+    def build(self, inputs: tuple, outputs: Any) -> tuple | None:
+        """The plan native_call.Tracer.learn takes (and fast_tracer._one_pass reads back):
+        (statics, width, call_rows' tails, summaries, the Execution's constant bytes, scan,
+        guard)."""
         tracer, function = self.tracer, self.function
         parts = [self._input(k, value) for k, value in enumerate(inputs)]
         leaves = flatten_with_paths(outputs) if outputs is not None else []
@@ -165,10 +148,7 @@ class _Builder:
             tracer._rate,
         )
         scan = (len(function.rows) + 1, compiled.ROW_WIDTH, function.hunt_mask) if function.health else None
-        guard = tuple(self.guard)
-        return (plan.statics, plan.width, tails, summaries, static, scan, guard), OnePass(
-            plan, tails, summaries, static, scan
-        )
+        return plan.statics, plan.width, tails, summaries, static, scan, tuple(self.guard)
 
     def _input(self, k: int, value: Any) -> tuple | None:
         """The part (execution_template's: tag, row or rows or None, dtype, bytes) of argument k."""

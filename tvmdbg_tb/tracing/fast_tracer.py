@@ -86,7 +86,7 @@ class _FastCall:
         self.skips: list = []
         # The inner-op check's trace bytes by (fid, buffer row), when a kernel's ops made NaN/Inf.
         self.inner: dict[tuple[int, int], bytes] | None = None
-        self.plan = -1  # the plan native_call ran call_rows with (its index), if it did
+        self.plan: tuple | None = None  # the plan native_call ran call_rows with (as learned), if it did
 
 
 class _Local(threading.local):
@@ -295,10 +295,11 @@ class CompiledTracer(Tracer):
 
     def _native_finish(
         self, name: str, invoke, index: int, start: float, buffers: list, args: tuple, result, error,
-        frames, user_index: int, rows: tuple | None, plan: int = -1,
+        frames, user_index: int, rows: tuple | None, plan: tuple | None = None,
     ) -> None:  # fmt: skip
         """What call() does after the VM returned, for a call native_call began and does not
-        finish itself; rows: call_rows' result when it ran, with the plan of that index."""
+        finish itself; rows: call_rows' result when it ran, with plan (the very tuple
+        _native_plan or call_plans made: plans forgotten since cannot change which)."""
         call = _FastCall(self, self.session.function(self.program, name), False, (index, start, buffers))
         call.plan = plan
         self._after_call(call, invoke, args, args, result, error, frames, user_index, rows)
@@ -737,20 +738,19 @@ class CompiledTracer(Tracer):
         if native is None or len(call.buffers) != 1 or call.skips:
             return None
         fid, _, array = call.buffers[0]
-        found = None
-        if rows is not None:  # with the plan native_call chose: a learned one, or the static one
-            found = self._learner.one_pass(fid, num_inputs, call.plan)
-            num_leaves = len(compiled.FUNCTIONS[fid].output_specs)
-        if found is None:
+        if rows is not None and call.plan is not None:  # the plan native_call ran call_rows with
+            statics, width, tails, summaries, static, scan, _ = call.plan
+        else:
             found = self._one_pass_args_of(call.function, fid, num_inputs, num_leaves)
-        if found is None:
-            return None
-        plan, tails, summaries, static, scan = found
+            if found is None:
+                return None
+            plan, tails, summaries, static, scan = found
+            statics, width = plan.statics, plan.width
         if rows is None:
             clear = self._cache is None and (summaries is not None or static is not None)
             rows = native.call_rows(array, tails, summaries, scan if hunting else None, clear)
         which, tail_bytes, execution, bad, cleared, nonfinite = rows
-        parts = TraceParts(plan.statics, which, b"\x18" + _varint(call.index), tail_bytes, plan.width)
+        parts = TraceParts(statics, which, b"\x18" + _varint(call.index), tail_bytes, width)
         return parts, static if summaries is None else execution, bad, cleared, nonfinite
 
     def _one_pass_args_of(self, function: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
