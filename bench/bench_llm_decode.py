@@ -4,7 +4,7 @@ cache's begin/end_forward around them) traced in NO_TENSOR and FULL_HEALTH, agai
 step compiled and run without tvmdbg.
 
     TVM_NUM_THREADS=1 .venv/bin/python bench/bench_llm_decode.py [--width tiny|realistic]
-        [--rounds 3] [--steps 300]
+        [--rounds 3] [--steps 300] [--parts]
 
 Each measurement is a process of its own (it compiles the model, with tvmdbg enabled or not,
 prefills the prompt and times `--steps` decode steps after a warm-up; the figure is the median
@@ -40,8 +40,9 @@ def _example():
     return generate_paged_kv
 
 
-def child(mode: str, width: str, steps: int) -> dict:
-    """One process's measurement: the median decode step in microseconds."""
+def child(mode: str, width: str, steps: int, parts: bool = False) -> dict:
+    """One process's measurement: the median decode step in microseconds; parts: also the
+    median of each part of the step (PARTS), each timed alone."""
     example = _example()
     config = example.Config(**WIDTHS[width])
     import tvmdbg
@@ -52,15 +53,50 @@ def child(mode: str, width: str, steps: int) -> dict:
     warm = max(10, steps // 10)
     generator = example.Generator(executable, example.weights(executable, names, config), max_tokens=steps + warm + 64)
     token = generator.prefill(example.PROMPT)
+    timed = _timed_parts(generator) if parts else None
     times = []
-    for k in range(warm + steps):
+    for _ in range(warm + steps):
         start = time.perf_counter()
         token = generator.decode(token)
-        if k >= warm:
-            times.append(time.perf_counter() - start)
+        times.append(time.perf_counter() - start)
     if mode != "plain":
         tvmdbg.disable_dump_debug_info()
-    return {"mode": mode, "step_us": statistics.median(times) * 1e6}
+    out = {"mode": mode, "step_us": statistics.median(times[warm:]) * 1e6}
+    if timed is not None:
+        timed["rest"] = [t - sum(p[k] for p in timed.values()) for k, t in enumerate(times)]
+        out["parts_us"] = {name: statistics.median(values[warm:]) * 1e6 for name, values in timed.items()}
+    return out
+
+
+# A decode step's parts: the embed call, the cache's begin_forward, the decode call, its
+# end_forward, and the rest (looking up vm[name], reading the logits, argmax).
+PARTS = ("embed", "begin_forward", "decode", "end_forward")
+
+
+def _timed_parts(generator) -> dict[str, list[float]]:
+    """Times each part of generator's steps from now on: {part: seconds per step}."""
+    timed: dict[str, list[float]] = {name: [] for name in PARTS}
+
+    def timing(name, function):
+        def call(*args):
+            start = time.perf_counter()
+            try:
+                return function(*args)
+            finally:
+                timed[name].append(time.perf_counter() - start)
+
+        return call
+
+    class TimedVM:
+        def __getitem__(self, name):
+            return timing(name, vm[name])
+
+    vm = generator.vm
+    generator.embed = timing("embed", generator.embed)
+    generator._begin = timing("begin_forward", generator._begin)
+    generator._end = timing("end_forward", generator._end)
+    generator.vm = TimedVM()
+    return timed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,11 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", choices=sorted(WIDTHS), default="tiny")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=None, help="timed steps per process (tiny 300, realistic 40)")
+    parser.add_argument("--parts", action="store_true", help="also time each part of the step (PARTS)")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     steps = args.steps or (300 if args.width == "tiny" else 40)
     if args.child:
-        print(json.dumps(child(args.child, args.width, steps)))
+        print(json.dumps(child(args.child, args.width, steps, args.parts)))
         return 0
     print(f"load average at start: {os.getloadavg()}", flush=True)
     env = {**os.environ, "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS", "1")}
@@ -80,10 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     for round_ in range(args.rounds):
         for mode in MODES:
             command = [sys.executable, __file__, "--child", mode, "--width", args.width, "--steps", str(steps)]
-            done = subprocess.run(command, capture_output=True, text=True, env=env, check=True)
-            step = json.loads(done.stdout.strip().splitlines()[-1])["step_us"]
-            results[mode].append(step)
-            print(f"round {round_ + 1} {mode:12s} {step:10.1f} us per decode step", flush=True)
+            done = subprocess.run(
+                command + ["--parts"] * args.parts, capture_output=True, text=True, env=env, check=True
+            )
+            measured = json.loads(done.stdout.strip().splitlines()[-1])
+            results[mode].append(measured["step_us"])
+            parts = "".join(f" {name} {us:.1f}" for name, us in measured.get("parts_us", {}).items())
+            print(f"round {round_ + 1} {mode:12s} {measured['step_us']:10.1f} us per decode step{parts}", flush=True)
     print(f"load average at end: {os.getloadavg()}")
     plain = results["plain"]
     print(f"{args.width}: plain step median {statistics.median(plain):.1f} us")

@@ -290,7 +290,9 @@ def test_live_records_and_runs_appear(tmp_path):
     before = s.json("alerts", run="live")["num_alerts"]
     write_execution(w, nan_from=2)  # written between two requests
     w.flush()
-    wait_for(lambda b: b["runs"][0]["num_traces"] == 20)
+    # The call's traces and its execution record are two files, each read as it grows: wait
+    # for both (one update may see the traces before the execution that follows them).
+    wait_for(lambda b: b["runs"][0]["num_traces"] == 20 and b["runs"][0]["num_executions"] == 5)
     assert s.json("alerts", run="live")["num_alerts"] == before + 2
     assert s.json("execution/digests", run="live")["num_digests"] == 5
     w2 = write_nan_chain(tmp_path / "sub", "second", close=True)
