@@ -18,8 +18,16 @@ IN_VIEW = """([el, full]) => {
     const s = getComputedStyle(p);
     if (!/(auto|scroll|hidden|clip)/.test(s.overflowX + s.overflowY)) continue;
     const q = p.getBoundingClientRect();
-    if (r.top < q.top - 1 || r.bottom > q.bottom + 1 || !across(q.left, q.right))
-      return `hidden by ${p.tagName}.${String(p.className.baseVal ?? p.className).split(" ").join(".")}`;
+    if (r.top < q.top - 1 || r.bottom > q.bottom + 1 || !across(q.left, q.right)) {
+      // Where both are, and how the box's scroller is scrolled: enough to tell a scroll the
+      // page never made from a box too small for the element.
+      let sc = p;
+      while (sc && sc.scrollHeight <= sc.clientHeight && sc.scrollWidth <= sc.clientWidth) sc = sc.parentElement;
+      const at = (b) => `x ${Math.round(b.left)}-${Math.round(b.right)} y ${Math.round(b.top)}-${Math.round(b.bottom)}`;
+      const scrolled = sc ? `; scrollTop ${Math.round(sc.scrollTop)} of ${sc.scrollHeight} in ${sc.clientHeight}` : "";
+      return `hidden by ${p.tagName}.${String(p.className.baseVal ?? p.className).split(" ").join(".")}` +
+        ` (element ${at(r)}, box ${at(q)}${scrolled})`;
+    }
   }
   if (r.top < -1 || r.bottom > innerHeight + 1 || !across(0, innerWidth)) return "outside the window";
   return "ok";

@@ -204,7 +204,10 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
         browser.page.screenshot(path=str(shots / "live-paused-dashboard.png"))
 
         # The Op panel shows the paused kernel's inputs as the Live panel does (the program's
-        # counts), though the dump holds no trace of the call yet.
+        # counts), though the dump holds no trace of the call yet. It shows the paused op again
+        # first: the click above reloads it, and under load the previous op's table stays a while.
+        shown_op = re.compile(f"^{re.escape(op_name)}$")
+        frame.locator(".details-panel [data-testid=selected-op]", has_text=shown_op).wait_for(timeout=10_000)
         op_inputs = frame.locator(".details-panel .io-table tbody tr")
         assert op_inputs.count() == len(pause["inputs"]) >= 1
         for k, tensor in enumerate(pause["inputs"]):

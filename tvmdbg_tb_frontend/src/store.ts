@@ -227,13 +227,14 @@ export class Store {
     try {
       // Not cached: a paused call grows kernel by kernel (a step pauses in the same call).
       const page = await this.api.traces(run, 0, TRACE_PAGE, pause.executionIndex);
-      if (this.run !== run || this.pause !== pause) return;
+      // The same pause read again by the Live panel's poll is a new object: compare ids.
+      if (this.run !== run || this.pause?.pauseId !== pause.pauseId) return;
       const own = page.graph_executions.filter((t) => t.op_id === pause.opId);
       const latest = own.length ? own[own.length - 1] : undefined;
       if (latest) await this.selectTrace(latest.position, latest.index);
       else if (pause.callRow !== null) await this.selectPausedTrace(pause.callRow, pause.opId);
       else await this.selectOp(pause.opId);
-      if (this.pause === pause && pause.source)
+      if (this.pause?.pauseId === pause.pauseId && pause.source)
         this.showFrame({ file_path: pause.source.file_path, file_index: -1, line: pause.source.line, function: pause.source.function });
     } catch (err) {
       this.reportError(err);

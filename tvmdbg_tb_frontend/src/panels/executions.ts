@@ -194,7 +194,7 @@ export class ExecutionsPanel {
     const fb = this.store.firstBad;
     if (this.openedOnFirstBad || !fb || fb.tracePosition === null) return;
     this.openedOnFirstBad = true;
-    if (this.store.tracePosition !== null || this.mode !== "all") return;
+    if (this.store.tracePosition !== null || this.store.pausedRow !== null || this.mode !== "all") return;
     if (fb.tracePosition < this.total) this.scrollToRow(fb.tracePosition);
   }
 
@@ -624,7 +624,8 @@ export class ExecutionsPanel {
       this.paused
         .ensure(Math.max(0, w.first - this.total), w.end - this.total)
         .then(() => {
-          if (this.store.pause === pause) this.schedule();
+          // By id: the Live panel's poll reads the same pause again as a new object.
+          if (this.store.pause?.pauseId === pause?.pauseId) this.schedule();
         })
         .catch((err) => this.store.reportError(err));
     }
