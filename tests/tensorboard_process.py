@@ -9,8 +9,11 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+
+from tvmdbg_tb.plugin.guard import DASHBOARD_HEADER
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,6 +57,20 @@ class TensorBoardProcess:
 
     def api(self, route: str):
         return _get_json(f"{self.url}/data/plugin/tvmdbg/{route}")
+
+    def post(self, route: str, body: dict) -> tuple[int, dict]:
+        """(status, JSON answer) of a POST sent as a dashboard sends it (JSON, its header)."""
+        request = urllib.request.Request(
+            f"{self.url}/data/plugin/tvmdbg/{route}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", DASHBOARD_HEADER: "1"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
 
     def close(self):
         self.proc.terminate()

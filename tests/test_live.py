@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import ts_types
 import tvm
 from models import INPUTS, blockbuilder_planted, digits_training
 from tensorboard.backend import application
@@ -31,6 +32,7 @@ import tvmdbg
 from tvmdbg_tb.live.channel import LIVE_FILE, TOKEN_HEADER
 from tvmdbg_tb.plugin.guard import DASHBOARD_HEADER
 from tvmdbg_tb.plugin.plugin import TvmDebuggerPlugin
+from tvmdbg_tb.tracing.state import ACTIVE
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "/data/plugin/tvmdbg/"
@@ -309,6 +311,40 @@ def test_the_paused_call_lists_its_kernels_so_far(live, tmp_path):
     assert [[r[f] for f in fields] for r in dumped[:3]] == [[r[f] for f in fields] for r in stepped]
 
 
+def test_a_keepalive_for_a_pause_that_ended_is_an_answer_and_changes_nothing(live, tmp_path):
+    """The pause a dashboard read can end before its keepalive arrives (another dashboard
+    resumed it, it timed out): the keepalive is answered "over", never refused, and touches
+    nothing (not the current pause's timeout). Answers match the dashboard's KeepaliveAnswer."""
+    writer, model = live
+    one, two = Dashboard(tmp_path), Dashboard(tmp_path)
+    checker = ts_types.Checker(ts_types.declarations())
+    controller = ACTIVE.state.live.controller
+    assert one.post("live/watchpoints", {"condition": "nan_or_inf"})[0] == 200
+    thread = _in_thread(model.run)
+    assert one.wait_paused(1)["pause"]["pause_id"] == 1  # dashboard one shows pause #1
+    assert two.post("live/command", {"action": "step", "pause_id": 1})[0] == 200
+    before = one.wait_paused(2)
+    contact = controller.last_contact
+    status, answer = one.post("live/keepalive", {"pause_id": 1})  # one's keepalive, late
+    assert status == 200 and (answer["ok"], answer["pause_id"], answer["over"], answer["now"]) == (False, 1, True, 2)
+    assert checker.check(answer, ("name", "KeepaliveAnswer")) == []
+    assert controller.last_contact == contact  # pause #2's timeout runs on
+    assert one.get("live/state")[1] == before  # nothing applied, nothing resumed
+    status, answer = one.post("live/keepalive", {"pause_id": 2})
+    assert status == 200 and answer["ok"] is True and answer["timeout"] == controller.timeout, answer
+    assert checker.check(answer, ("name", "KeepaliveAnswer")) == []
+    assert controller.last_contact > contact
+    for bogus in (0, -1, 3):  # a pause this program never had is a bad request
+        status, answer = one.post("live/keepalive", {"pause_id": bogus})
+        assert status == 400 and f"no pause #{bogus} in this program" in answer["error"], answer
+    assert one.post("live/command", {"action": "continue", "pause_id": 2})[0] == 200
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    status, answer = one.post("live/keepalive", {"pause_id": 2})  # the program runs: no pause now
+    assert status == 200 and (answer["ok"], answer["over"], answer["now"]) == (False, True, None), answer
+    assert checker.check(answer, ("name", "KeepaliveAnswer")) == []
+
+
 def test_a_pause_is_read_before_the_state_shows_it(live, tmp_path):
     """The page asks for the paused op, its graph and its stack as soon as live/state shows the
     pause, whenever the plugin's reader last polled: the state route reads the run up to the
@@ -394,7 +430,7 @@ def test_reading_the_state_does_not_keep_a_pause_alive(tmp_path):
                 time.sleep(0.3)
             assert dash.get("live/state")[1]["paused"]
             status, answer = dash.post("live/keepalive", {"pause_id": pause["pause_id"] + 1})
-            assert status == 409 and "is over" in answer["error"]
+            assert status == 400 and "no pause #2 in this program" in answer["error"], answer
             polled = time.time()
             while thread.is_alive():  # GET polling alone: the pause times out
                 assert dash.get("live/state")[0] == 200
@@ -403,7 +439,7 @@ def test_reading_the_state_does_not_keep_a_pause_alive(tmp_path):
         assert 1.4 <= time.time() - last_contact < 20
         assert any("no dashboard contact for 1.5 s; resuming" in str(w.message) for w in caught)
         status, answer = dash.post("live/keepalive", {"pause_id": pause["pause_id"]})
-        assert status == 409 and "not paused" in answer["error"]
+        assert status == 200 and (answer["ok"], answer["over"], answer["now"]) == (False, True, None), answer
     finally:
         tvmdbg.disable_dump_debug_info()
 

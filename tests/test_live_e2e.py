@@ -9,7 +9,9 @@ program starts: its run is selected by itself; the pause is the current state of
 alerts, and in the kernel list the paused call's kernels so far, before the dump holds them,
 the paused one selected), on screen at 1440x900 and 1000x700; the header follows the
 program's exit within a few seconds; a watchpoint hit is a link to its kernel execution; a
-state read delivered after a click never sends a keepalive for the pause the click ended.
+state read delivered after a click never sends a keepalive for the pause the click ended; a
+keepalive for a pause another dashboard ended after the panel read it is an answer, not an
+error in the console.
 """
 
 from __future__ import annotations
@@ -243,6 +245,31 @@ def test_stop_at_first_nan_from_the_dashboard(tmp_path):
             ),
             full=False,
         )
+
+        # The pause ends between a state read and its keepalive (another dashboard steps it):
+        # the keepalive is answered "over" (no failed request in the console), nothing changes,
+        # and the panel shows the pause the program is at.
+        held.clear()
+        browser.page.route("**/live/state?*", hold)
+        while not held:
+            browser.page.wait_for_timeout(100)
+        route, response = held[0]
+        assert response.json()["pause"]["pause_id"] == stepped["pause_id"]
+        status_code, answer = tb.post(f"live/command?run={run}", {"action": "step", "pause_id": stepped["pause_id"]})
+        assert status_code == 200, answer
+        deadline = time.time() + 30
+        while tb.api(f"live/state?run={run}")["pause"]["pause_id"] != stepped["pause_id"] + 1:
+            assert time.time() < deadline
+            time.sleep(0.1)
+        with browser.page.expect_response(lambda r: "/live/keepalive?" in r.url) as kept:
+            route.fulfill(response=response)
+        browser.page.unroute("**/live/state?*")
+        assert kept.value.request.post_data_json == {"pause_id": stepped["pause_id"]}
+        answer = kept.value.json()
+        assert kept.value.status == 200 and answer["over"] and answer["now"] == stepped["pause_id"] + 1, answer
+        status.filter(has_text=f"pause #{stepped['pause_id'] + 1})").wait_for(timeout=30_000)
+        assert tb.api(f"live/state?run={run}")["pause"]["pause_id"] == stepped["pause_id"] + 1
+        assert browser.errors == [], browser.errors
 
         frame.locator("[data-testid=live-continue]").click()
         assert demo.wait(timeout=180) == 0, out_path.read_text()

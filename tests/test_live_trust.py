@@ -284,7 +284,7 @@ def test_malformed_bodies_are_4xx_and_leave_no_traceback(program):
             b'{"action": "pause", "extra": 1}',
             b"x" * 70_000,
         ],
-        "live/keepalive": [b"{}", b'{"pause_id": 1.5}', b'{"pause_id": 1}'],
+        "live/keepalive": [b"{}", b'{"pause_id": 1.5}', b'{"pause_id": 0}', b'{"pause_id": 99}'],
         "live/watchpoints": [
             b'{"condition": "changed", "threshold": 1, "pause": "false"}',
             b'{"condition": 5}',

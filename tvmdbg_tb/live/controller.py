@@ -405,12 +405,18 @@ class LiveController:
                 self.applied.append(entry)
 
     def keepalive(self, pause_id: int) -> dict:
-        """The dashboard still shows the pause `pause_id`: its timeout starts again."""
+        """The dashboard still shows the pause `pause_id`: its timeout starts again.
+
+        A pause that is over is an answer, not an error: it can end (time out, be resumed by a
+        command or another dashboard) between the dashboard's state read and its keepalive,
+        and no dashboard can rule that out. Nothing changes then; `now` is the current pause."""
         with self._lock:
-            if self.paused is None:
-                raise CommandError("the program is not paused; keepalive applies to a paused program")
-            if pause_id != self.paused["pause_id"]:
-                raise CommandError(f"pause #{pause_id} is over; the program is now at pause #{self.paused['pause_id']}")
+            if not 0 < pause_id <= self.pause_id:
+                so_far = f"its last pause is #{self.pause_id}" if self.pause_id else "it has not paused yet"
+                raise CommandError(f"no pause #{pause_id} in this program (pauses count from 1; {so_far})", status=400)
+            now = None if self.paused is None else self.paused["pause_id"]
+            if pause_id != now:
+                return {"ok": False, "pause_id": pause_id, "over": True, "now": now}
             self.touch()
             return {"ok": True, "pause_id": pause_id, "timeout": self.timeout}
 

@@ -342,6 +342,12 @@ export type PausedTrace = Omit<TraceData, "position" | "index" | "wall_time"> & 
   call_position: number;
 };
 
+/** The answer to `POST live/keepalive`: the pause kept alive, or the news that it is over
+ * (it ended after the state the panel shows was read; `now` is the current pause). */
+export type KeepaliveAnswer =
+  | { ok: boolean; pause_id: number; timeout: number; request_id: string }
+  | { ok: boolean; pause_id: number; over: boolean; now: number | null; request_id: string };
+
 export interface PausedCallPage {
   pause_id: number;
   execution_index: number;

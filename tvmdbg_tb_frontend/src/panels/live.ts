@@ -2,6 +2,7 @@
  * enable_dump_debug_info(..., live=True). Talks to the plugin's live/* routes, which relay to
  * the program (docs/routes.md#live). Polls the state every second while a run is selected, and
  * keeps a pause it shows alive (the program resumes on its own when no dashboard does). */
+import type { KeepaliveAnswer } from "../api";
 import { POST_HEADERS, uriEncode } from "../api";
 import { h, setChildren } from "../dom";
 import { formatCount } from "../format";
@@ -141,7 +142,7 @@ export class LivePanel {
   /** The state request in flight (one at a time). */
   private polling: Promise<void> | null = null;
   /** Commands sent so far, and those not answered yet: a keepalive never races a command
-   * (the pause it names may be over by the time it arrives, a 409 for nothing). */
+   * (the pause it names may be over by the time it arrives: a request for nothing). */
   private commandsSent = 0;
   /** Commands answered 504 (withdrawn), by request id: shown if the program applied them. */
   private readonly withdrawn = new Map<string, string>();
@@ -234,7 +235,8 @@ export class LivePanel {
     return this.polling;
   }
 
-  private async readState(): Promise<void> {
+  /** again: read once more when the pause just read is over by the time of its keepalive. */
+  private async readState(again = true): Promise<void> {
     const run = this.store.run;
     if (run === null) return;
     const commands = this.commandsSent;
@@ -243,9 +245,14 @@ export class LivePanel {
       this.state = status === 200 ? (data as unknown as LiveState) : { live: false, reason: String(data.error ?? status) };
       this.noteWithdrawnApplied(this.state);
       // Reading the state is not contact: while this panel shows a pause, keep it alive
-      // explicitly, unless a command sent meanwhile may have ended it.
+      // explicitly, unless a command sent meanwhile may have ended it. It may be over all the
+      // same (timed out, resumed by another dashboard): then this state is stale, read it again.
       const quiet = this.commandsPending === 0 && commands === this.commandsSent;
-      if (this.state.pause && quiet) await call("live/keepalive", run, "POST", { pause_id: this.state.pause.pause_id });
+      if (this.state.pause && quiet) {
+        const kept = await call("live/keepalive", run, "POST", { pause_id: this.state.pause.pause_id });
+        const answer = kept.data as unknown as KeepaliveAnswer;
+        if (again && kept.status === 200 && "over" in answer && answer.over) return this.readState(false);
+      }
       if (!this.state.live) {
         // The program ended (or never was live): the dump still lists its watchpoint hits,
         // read again only when the dump grew.
