@@ -192,21 +192,27 @@ def _replace_root(stmt, realize):
     return stmt
 
 
-def blocks(stmt, loops: tuple = ()):
-    """(block, enclosing loops) of every block under stmt, in program order (None in loops
-    marks a block or a branch between them)."""
+def realized(stmt, loops: tuple = ()):
+    """(block realize, enclosing loops) of every block under stmt, in program order (None in
+    loops marks a block or a branch between them)."""
     if isinstance(stmt, tirx.SeqStmt):
         for item in stmt.seq:
-            yield from blocks(item, loops)
+            yield from realized(item, loops)
     elif isinstance(stmt, tirx.For):
-        yield from blocks(stmt.body, (*loops, stmt))
+        yield from realized(stmt.body, (*loops, stmt))
     elif isinstance(stmt, s_tir.SBlockRealize):
-        yield stmt.block, loops
-        yield from blocks(stmt.block.body, (*loops, None))
+        yield stmt, loops
+        yield from realized(stmt.block.body, (*loops, None))
     elif isinstance(stmt, tirx.IfThenElse):
-        yield from blocks(stmt.then_case, (*loops, None))
+        yield from realized(stmt.then_case, (*loops, None))
         if stmt.else_case is not None:
-            yield from blocks(stmt.else_case, (*loops, None))
+            yield from realized(stmt.else_case, (*loops, None))
+
+
+def blocks(stmt, loops: tuple = ()):
+    """(block, enclosing loops) of every block under stmt, as realized() finds them."""
+    for realize, enclosing in realized(stmt, loops):
+        yield realize.block, enclosing
 
 
 def map_blocks(stmt, change):

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import tvm_ffi
-from tvm import s_tir, tirx
+from tvm import tirx
 
 from tvmdbg_tb.capture import counting, kernel_source
 
@@ -139,7 +139,7 @@ def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Co
     writers = [
         (realize, loops)
         for stmt in top
-        for realize, loops in _realized(stmt, ())
+        for realize, loops in counting.realized(stmt)
         if any(region.source.same_as(out) for region in realize.block.writes)
     ]
     if not writers:
@@ -180,23 +180,6 @@ def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Co
     local = [buffer for c in counts for buffer in c.locals()]
     prim = counting.with_root(prim, realize, body, local, params, stats.bind)
     return Counting(prim, stats, counted, tuple(dict.fromkeys(calls)))
-
-
-def _realized(stmt, loops: tuple):
-    """(block realize, enclosing loops) of every block under stmt (None in loops: a block or
-    a branch between them)."""
-    if isinstance(stmt, tirx.SeqStmt):
-        for item in stmt.seq:
-            yield from _realized(item, loops)
-    elif isinstance(stmt, tirx.For):
-        yield from _realized(stmt.body, (*loops, stmt))
-    elif isinstance(stmt, s_tir.SBlockRealize):
-        yield stmt, loops
-        yield from _realized(stmt.block.body, (*loops, None))
-    elif isinstance(stmt, tirx.IfThenElse):
-        yield from _realized(stmt.then_case, (*loops, None))
-        if stmt.else_case is not None:
-            yield from _realized(stmt.else_case, (*loops, None))
 
 
 def _stores_each_element_once(realize, loops: tuple, buffer) -> bool:
