@@ -24,6 +24,7 @@ import contextlib
 import functools
 import importlib.util
 import os
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -243,3 +244,20 @@ def paged_example():
     sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+TVMDBG = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())"]
+
+
+def check(logdir) -> subprocess.CompletedProcess:
+    """`tvmdbg check LOGDIR`, its output captured."""
+    return subprocess.run([*TVMDBG, "check", str(logdir)], capture_output=True, text=True, timeout=300)
+
+
+def read_run(logdir):
+    """The run a reader of logdir shows, read to its end."""
+    import tvmdbg
+
+    reader = tvmdbg.DebugDataReader(str(logdir))
+    reader.update()
+    return reader.run()

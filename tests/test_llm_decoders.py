@@ -8,9 +8,6 @@ converter made to differ in the later layer is named at its line and layer."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import llm_models
 import numpy as np
 import pytest
@@ -19,21 +16,8 @@ from tvmdbg_tb import analysis
 
 pytestmark = pytest.mark.slow  # three model families, built once each in this module
 
-TVMDBG = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())"]
 # One weight of the later layer's MLP up projection set to +inf, per family.
 PLANTS = {name: llm_models.Plant("model.layers.1.mlp.up_proj.weight") for name in llm_models.DECODERS}
-
-
-def _check(logdir) -> subprocess.CompletedProcess:
-    return subprocess.run([*TVMDBG, "check", str(logdir)], capture_output=True, text=True, timeout=300)
-
-
-def _run(logdir):
-    import tvmdbg
-
-    reader = tvmdbg.DebugDataReader(str(logdir))
-    reader.update()
-    return reader.run()
 
 
 @pytest.mark.parametrize("padding", ["left", "right"])
@@ -46,9 +30,9 @@ def test_a_padded_batch_passes_check(tmp_path, name, padding):
     feed = llm_models.inputs(name, padding)
     np.testing.assert_allclose(built.run(feed), llm_models.reference_outputs(name, feed), atol=1e-4)
     logdir = llm_models.record(built, tmp_path, padding=padding)
-    done = _check(logdir)
+    done = llm_models.check(logdir)
     assert done.returncode == 0, done.stdout + done.stderr
-    page = analysis.alerts(_run(logdir))
+    page = analysis.alerts(llm_models.read_run(logdir))
     assert page["num_alerts"] == 0 and page["benign"]["absorbed"] > 0, page["benign"]
     if padding == "left":  # the safe softmax's NaN, made inside one kernel and selected away
         softmax = [o for o in page["benign"]["ops"] if "relax.nn.softmax" in o["original_ops"]]
@@ -59,14 +43,14 @@ def test_a_padded_batch_passes_check(tmp_path, name, padding):
 def test_a_planted_weight_is_named_by_its_parameter_at_its_line_and_layer(tmp_path, name):
     plant = PLANTS[name]
     logdir = llm_models.record(llm_models.build(name), tmp_path, padding="left", plant=plant)
-    page = analysis.alerts(_run(logdir))
+    page = analysis.alerts(llm_models.read_run(logdir))
     first = page["alerts"][page["first_origin_index"]]
     assert [p["name"] for p in first["bad_parameters"]] == [plant.parameter], first
     where = first["location"]
     assert where["file_path"].endswith(f"models/{name}/modeling_{name}.py"), where
     assert "up_proj" in _line(where) and where["model_node"]["module"] == "model.layers.1.mlp.up_proj", where
     assert page["origin_alerts"] == 1
-    done = _check(logdir)
+    done = llm_models.check(logdir)
     assert done.returncode == 1 and "model.layers.1.mlp.up_proj" in done.stdout, done.stdout
 
 

@@ -7,8 +7,6 @@ PyTorch is clean; and a user's own mask bug in a wrapper around BERT, `(1.0 - ke
 from __future__ import annotations
 
 import linecache
-import subprocess
-import sys
 
 import llm_models
 import numpy as np
@@ -21,7 +19,6 @@ from tvmdbg_tb import analysis
 
 pytestmark = pytest.mark.slow  # three model families and a wrapped BERT, built once each here
 
-TVMDBG = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())"]
 # Per family: the padding its runs use and the weight of the later layer a plant sets to +inf.
 CASES = {
     "vit": ("none", "layers.1.mlp.fc1.weight"),
@@ -30,23 +27,13 @@ CASES = {
 }
 
 
-def _check(logdir) -> subprocess.CompletedProcess:
-    return subprocess.run([*TVMDBG, "check", str(logdir)], capture_output=True, text=True, timeout=300)
-
-
-def _run(logdir):
-    reader = tvmdbg.DebugDataReader(str(logdir))
-    reader.update()
-    return reader.run()
-
-
 @pytest.mark.parametrize("name", llm_models.ENCODERS)
 def test_a_healthy_encoder_passes_check_and_agrees_with_pytorch(tmp_path, name):
     padding, _ = CASES[name]
     built = llm_models.build(name)
     feed = llm_models.inputs(name, padding)
     np.testing.assert_allclose(built.run(feed), llm_models.reference_outputs(name, feed), atol=1e-4)
-    done = _check(llm_models.record(built, tmp_path / "health", padding=padding))
+    done = llm_models.check(llm_models.record(built, tmp_path / "health", padding=padding))
     assert done.returncode == 0, done.stdout + done.stderr
     tvm_run = llm_models.record(built, tmp_path / "tvm", padding=padding, mode="FULL_STATS")
     result = analysis.compare(tvm_run, llm_models.record_reference(name, tmp_path / "torch", padding))
@@ -62,7 +49,7 @@ def test_a_planted_weight_is_named_at_its_line_and_layer(tmp_path, name):
     logdir = llm_models.record(
         llm_models.build(name), tmp_path, padding=padding, plant=llm_models.Plant(parameter, element=1)
     )
-    page = analysis.alerts(_run(logdir))
+    page = analysis.alerts(llm_models.read_run(logdir))
     first = page["alerts"][page["first_origin_index"]]
     assert [p["name"] for p in first["bad_parameters"]] == [parameter], first
     where = first["location"]
@@ -70,7 +57,7 @@ def test_a_planted_weight_is_named_at_its_line_and_layer(tmp_path, name):
     assert where["model_node"]["module"] == module, where
     assert where["file_path"].endswith(f"modeling_{name}.py"), where
     assert module.rsplit(".", 1)[-1] in linecache.getline(where["file_path"], where["line"]), where
-    done = _check(logdir)
+    done = llm_models.check(logdir)
     assert done.returncode == 1 and f"in {module}" in done.stdout, done.stdout
 
 
@@ -118,10 +105,10 @@ def test_a_users_mask_bug_is_named_at_the_multiply(tmp_path, user_masked_bert):
         vm["main"](*[tvm.runtime.tensor(a) for a in feed])
     finally:
         tvmdbg.disable_dump_debug_info()
-    page = analysis.alerts(_run(tmp_path))
+    page = analysis.alerts(llm_models.read_run(tmp_path))
     first = page["alerts"][page["first_origin_index"]]
     assert first["inner_op"] is not None and first["inner_op"]["op_type"] == "relax.multiply", first
     line = line_of(__file__, "# the bug: 0 * -inf")
     assert (first["location"]["file_path"], first["location"]["line"]) == (__file__, line), first["location"]
-    done = _check(tmp_path)
+    done = llm_models.check(tmp_path)
     assert done.returncode == 1 and f"{__file__}:{line}" in done.stdout, done.stdout
