@@ -17,6 +17,7 @@ from tvmdbg_tb.tracing.vm_tracer import Tracer
 def exclude(vm) -> None:
     """Never trace this VM (benchmarks use it for an uninstrumented reference)."""
     vm.__dict__["_tvmdbg_excluded"] = True
+    vm.__dict__.pop("_tvmdbg_bound", None)
 
 
 def tracer_of(vm, state: TracingState | None = None) -> Tracer | None:
@@ -43,6 +44,7 @@ def detach_all(state: TracingState) -> None:
     flush_implicit()
     for vm in list(state.vms):
         vm.__dict__.pop("_tvmdbg_tracer", None)
+        vm.__dict__.pop("_tvmdbg_bound", None)
         try:
             vm._set_instrument(None)
         except Exception:  # a VM torn down meanwhile: nothing left to detach
@@ -84,12 +86,26 @@ def install(active) -> None:
         self._tvmdbg_info = capture.info_of(rt_mod)
 
     def __getitem__(self, key):
+        # A generation loop looks its functions up on every call: the native path's bound
+        # function is kept per VM and session (_tvmdbg_bound: (session, {name: function})).
+        bound = self.__dict__.get("_tvmdbg_bound")
+        if bound is not None and bound[0] is active.state.session and type(key) is str:
+            function = bound[1].get(key)
+            if function is not None:
+                return function
         function = original_getitem(self, key)
         tracer = tracer_of(self, active.state)
         if tracer is None:
             return function
         traced = TracedFunction(tracer, key, function)
-        return tracer.traced(key, function, traced) if isinstance(tracer, CompiledTracer) else traced
+        if not isinstance(tracer, CompiledTracer):
+            return traced
+        native = tracer.traced(key, function, traced)
+        if native is not traced and type(key) is str:
+            if bound is None or bound[0] is not tracer.session:
+                bound = self.__dict__["_tvmdbg_bound"] = (tracer.session, {})
+            bound[1][key] = native
+        return native
 
     def set_input(self, func_name, *args, **kwargs):
         original_set_input(self, func_name, *args, **kwargs)
