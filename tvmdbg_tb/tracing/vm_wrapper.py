@@ -52,6 +52,26 @@ def detach_all(state: TracingState) -> None:
     state.vms.clear()
 
 
+def bound(vm, key, session):
+    """What vm[key] returned in session when native_call traces it, or None. A generation loop
+    looks its functions up on every call: the bound function is kept per VM and session
+    (vm's _tvmdbg_bound: (session, {name: function}))."""
+    kept = vm.__dict__.get("_tvmdbg_bound")
+    if kept is None or kept[0] is not session or type(key) is not str:
+        return None
+    return kept[1].get(key)
+
+
+def keep(vm, key, session, function) -> None:
+    """function is what vm[key] returns while session lasts (see bound)."""
+    if type(key) is not str:
+        return
+    kept = vm.__dict__.get("_tvmdbg_bound")
+    if kept is None or kept[0] is not session:
+        kept = vm.__dict__["_tvmdbg_bound"] = (session, {})
+    kept[1][key] = function
+
+
 class TracedFunction:
     """What vm["f"] returns while tvmdbg is enabled: the VM function, traced."""
 
@@ -86,13 +106,9 @@ def install(active) -> None:
         self._tvmdbg_info = capture.info_of(rt_mod)
 
     def __getitem__(self, key):
-        # A generation loop looks its functions up on every call: the native path's bound
-        # function is kept per VM and session (_tvmdbg_bound: (session, {name: function})).
-        bound = self.__dict__.get("_tvmdbg_bound")
-        if bound is not None and bound[0] is active.state.session and type(key) is str:
-            function = bound[1].get(key)
-            if function is not None:
-                return function
+        function = bound(self, key, active.state.session)
+        if function is not None:
+            return function
         function = original_getitem(self, key)
         tracer = tracer_of(self, active.state)
         if tracer is None:
@@ -101,10 +117,8 @@ def install(active) -> None:
         if not isinstance(tracer, CompiledTracer):
             return traced
         native = tracer.traced(key, function, traced)
-        if native is not traced and type(key) is str:
-            if bound is None or bound[0] is not tracer.session:
-                bound = self.__dict__["_tvmdbg_bound"] = (tracer.session, {})
-            bound[1][key] = native
+        if native is not traced:
+            keep(self, key, tracer.session, native)
         return native
 
     def set_input(self, func_name, *args, **kwargs):
