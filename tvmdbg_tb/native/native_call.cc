@@ -537,6 +537,8 @@ struct GuardCheck {
   long kind = -1;
   Py_ssize_t arg = 0;
   PyObject* path = nullptr;  // kOutType, kOutShape: borrowed from the guard's tuple
+  std::vector<int64_t> items;  // ... its indices
+  int32_t type_index = -1;   // kOutType: the type's tvm_ffi type index (-1: none)
   PyObject* object = nullptr;  // the type, the shape tuple or `same` (borrowed)
   std::vector<int64_t> values;  // the shape's dims; kRows: the (index, value) pairs
   const int64_t* cell = nullptr;  // kArgSame: the generation counter
@@ -564,30 +566,56 @@ void GuardDealloc(PyObject* object) {
   Py_TYPE(object)->tp_free(object);
 }
 
-PyTypeObject* g_tensor_type = nullptr;  // tvm_ffi.core.Tensor
+PyTypeObject* g_object_type = nullptr;  // tvm_ffi.core.CObject, the base of its Python objects
 Py_ssize_t g_chandle_offset = 0;        // of its handle in the Python object (0: not found yet, -1: none)
 
-// The tvm_ffi handle of a tvm_ffi Tensor (nullptr: not one, or its handle cannot be read).
-// The handle is the Cython base object's field; its offset is found once, from the first
-// tensor's __chandle__().
-void* TensorHandle(PyObject* value) {
-  if (g_tensor_type == nullptr || g_chandle_offset < 0 || !PyObject_TypeCheck(value, g_tensor_type)) return nullptr;
+// The tvm_ffi handle of a tvm_ffi object's Python object (nullptr: not one, or its handle
+// cannot be read). The handle is the Cython base object's field; its offset is found once,
+// from the first object's __chandle__().
+void* ObjectHandle(PyObject* value) {
+  if (g_object_type == nullptr || g_chandle_offset < 0 || !PyObject_TypeCheck(value, g_object_type)) return nullptr;
   if (g_chandle_offset == 0) {
     PyObject* address = PyObject_CallMethod(value, "__chandle__", nullptr);
     void* handle = address == nullptr ? nullptr : PyLong_AsVoidPtr(address);
     Py_XDECREF(address);
     PyErr_Clear();
     g_chandle_offset = -1;
-    for (Py_ssize_t at = sizeof(PyObject); handle != nullptr && at + sizeof(void*) <= static_cast<size_t>(g_tensor_type->tp_basicsize);
-         at += sizeof(void*)) {
+    const size_t size = static_cast<size_t>(g_object_type->tp_basicsize);
+    for (size_t at = sizeof(PyObject); handle != nullptr && at + sizeof(void*) <= size; at += sizeof(void*)) {
       if (*reinterpret_cast<void**>(reinterpret_cast<char*>(value) + at) == handle) {
-        g_chandle_offset = at;
+        g_chandle_offset = static_cast<Py_ssize_t>(at);
         break;
       }
     }
     if (g_chandle_offset < 0) return nullptr;
   }
   return *reinterpret_cast<void**>(reinterpret_cast<char*>(value) + g_chandle_offset);
+}
+
+// The value at items (indices into Arrays) of a tvm_ffi object (false: the path does not go
+// through tvm_ffi Arrays: Python reads it).
+bool ValueAt(PyObject* value, const std::vector<int64_t>& items, TVMFFIAny* out) {
+  void* handle = ObjectHandle(value);
+  if (handle == nullptr) return false;
+  TVMFFIAny at{};
+  at.type_index = TVMFFIObjectGetTypeIndex(handle);
+  at.v_obj = static_cast<TVMFFIObject*>(handle);
+  for (const int64_t item : items) {
+    if (at.type_index != kTVMFFIArray) return false;
+    const auto* cell = reinterpret_cast<const TVMFFISeqCell*>(reinterpret_cast<const char*>(at.v_obj) + sizeof(TVMFFIObject));
+    if (item < 0 || item >= cell->size) return false;
+    at = static_cast<const TVMFFIAny*>(cell->data)[item];
+  }
+  *out = at;
+  return true;
+}
+
+// 1 when a tvm_ffi value is a tensor of the check's shape, else 0.
+int DimsAre(const TVMFFIAny& value, const GuardCheck& check) {
+  if (value.type_index != kTVMFFITensor) return 0;
+  const DLTensor* tensor = TVMFFITensorGetDLTensorPtr(value.v_obj);
+  if (tensor->ndim != static_cast<int32_t>(check.values.size())) return 0;
+  return std::memcmp(tensor->shape, check.values.data(), check.values.size() * sizeof(int64_t)) == 0;
 }
 
 // A shape tuple's dims (false with an exception set).
@@ -601,6 +629,21 @@ bool DimsOf(PyObject* shape, std::vector<int64_t>* out) {
     if (PyErr_Occurred()) return false;
   }
   return true;
+}
+
+// The tvm_ffi type index a Python type stands for (its __tvm_ffi_type_info__, when that is
+// its own: tvm_ffi gives values of that index that very type), or -1 (the check compares
+// Python types then).
+int32_t TypeIndexOf(PyObject* type) {
+  PyObject* info = PyObject_GetAttrString(type, "__tvm_ffi_type_info__");
+  PyObject* owner = info == nullptr ? nullptr : PyObject_GetAttrString(info, "type_cls");
+  PyObject* index = owner != type ? nullptr : PyObject_GetAttrString(info, "type_index");
+  const long found = index == nullptr ? -1 : PyLong_AsLong(index);
+  Py_XDECREF(index);
+  Py_XDECREF(owner);
+  Py_XDECREF(info);
+  PyErr_Clear();
+  return found >= 0 && found < INT32_MAX ? static_cast<int32_t>(found) : -1;
 }
 
 // One check of call_plans' tuple, compiled (false with an exception set).
@@ -623,11 +666,13 @@ bool CompileCheck(PyObject* check, GuardCheck* out, std::vector<Py_buffer>* cell
   }
   out->object = PyTuple_GET_ITEM(check, 2);
   if (out->kind == kOutType || out->kind == kOutShape) {
-    if (!PyTuple_Check(where)) {
-      PyErr_SetString(PyExc_TypeError, "a guard's path must be a tuple");
+    if (!PyTuple_Check(where) || !DimsOf(where, &out->items)) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a guard's path must be a tuple of ints");
       return false;
     }
     out->path = where;
+    if (out->kind == kOutType) out->type_index = TypeIndexOf(out->object);
+    if (PyErr_Occurred()) return false;
   } else {
     out->arg = PyLong_AsSsize_t(where);
     if (PyErr_Occurred()) return false;
@@ -659,17 +704,17 @@ PyObject* CompileGuard(PyObject* source) {
     PyErr_SetString(PyExc_TypeError, "a guard must be a tuple of checks or None");
     return nullptr;
   }
-  if (g_tensor_type == nullptr) {
+  if (g_object_type == nullptr) {
     PyObject* core = PyImport_ImportModule("tvm_ffi.core");
-    PyObject* type = core == nullptr ? nullptr : PyObject_GetAttrString(core, "Tensor");
+    PyObject* type = core == nullptr ? nullptr : PyObject_GetAttrString(core, "CObject");
     Py_XDECREF(core);
     if (type == nullptr) return nullptr;
     if (!PyType_Check(type)) {
       Py_DECREF(type);
-      PyErr_SetString(PyExc_TypeError, "tvm_ffi.core.Tensor is not a type");
+      PyErr_SetString(PyExc_TypeError, "tvm_ffi.core.CObject is not a type");
       return nullptr;
     }
-    g_tensor_type = reinterpret_cast<PyTypeObject*>(type);  // held for the process
+    g_object_type = reinterpret_cast<PyTypeObject*>(type);  // held for the process
   }
   Guard* guard = PyObject_New(Guard, &kGuardType);
   if (guard == nullptr) return nullptr;
@@ -713,10 +758,10 @@ PyObject* Returned(PyObject* result, PyObject* path) {
 // 1 when value's shape is the check's, 0 when not, -1 with an exception set. A tvm_ffi
 // Tensor's from its DLTensor; anything else's `shape` read in Python.
 int ShapeIs(PyObject* value, const GuardCheck& check) {
-  if (void* handle = TensorHandle(value)) {
-    const DLTensor* tensor = TVMFFITensorGetDLTensorPtr(handle);
-    if (tensor->ndim != static_cast<int32_t>(check.values.size())) return 0;
-    return std::memcmp(tensor->shape, check.values.data(), check.values.size() * sizeof(int64_t)) == 0;
+  static const std::vector<int64_t> kItself;
+  TVMFFIAny found_value;
+  if (ValueAt(value, kItself, &found_value) && found_value.type_index == kTVMFFITensor) {
+    return DimsAre(found_value, check);
   }
   PyObject* found = PyObject_GetAttr(value, s_shape);
   if (found == nullptr) return -1;
@@ -750,6 +795,11 @@ int Holds(const GuardCheck& check, const Checked& call) {
       return RowsHold(check, call.rows, call.doubles);
     case kOutType:
     case kOutShape: {
+      TVMFFIAny found;  // read in C when the result is tvm_ffi's
+      if (ValueAt(call.result, check.items, &found)) {
+        if (check.kind == kOutShape && found.type_index == kTVMFFITensor) return DimsAre(found, check);
+        if (check.kind == kOutType && check.type_index >= 0) return found.type_index == check.type_index;
+      }
       PyObject* value = Returned(call.result, check.path);
       if (value == nullptr) return -1;
       const int holds = check.kind == kOutType ? reinterpret_cast<PyObject*>(Py_TYPE(value)) == check.object
