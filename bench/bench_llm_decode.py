@@ -4,14 +4,18 @@ cache's begin/end_forward around them) traced in NO_TENSOR and FULL_HEALTH, agai
 step compiled and run without tvmdbg.
 
     TVM_NUM_THREADS=1 .venv/bin/python bench/bench_llm_decode.py [--width tiny|realistic]
-        [--rounds 3] [--steps 300] [--parts]
+        [--rounds 3] [--steps 300] [--parts] [--build default|scheduled]
 
 Each measurement is a process of its own (it compiles the model, with tvmdbg enabled or not,
-prefills the prompt and times `--steps` decode steps after a warm-up; the figure is the median
-step, wall time); the modes alternate round by round, and each mode's ratio is the median of
-its per-round ratios to that round's uninstrumented process. tiny: 32 wide, 2 layers (the
-example's); realistic: 1024 wide, 4 layers, 16 query and 4 key/value heads, a 2816-wide MLP.
-The load average is printed at the start and the end (the machine may be shared).
+prefills the prompt and times `--steps` decode steps after a warm-up; the figures are the median
+step in wall time and in the process's CPU time, which counts tvmdbg's writer thread and not the
+time other programs take the core away); the modes alternate round by round, and each mode's
+ratio is the median of its per-round ratios to that round's uninstrumented process. tiny: 32
+wide, 2 layers; realistic: 1024 wide, 4 layers, 16 query and 4 key/value heads, a 2816-wide MLP
+(the example's WIDTHS). --build: the example's default pipeline or its scheduled one
+(`build(schedule=True)`); realistic is scheduled unless told otherwise, as a CPU runs such a
+model. The load average is printed at the start, after each round and at the end (the machine
+may be shared).
 """
 
 from __future__ import annotations
@@ -27,10 +31,8 @@ import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MODES = ("plain", "NO_TENSOR", "FULL_HEALTH")
-WIDTHS = {
-    "tiny": {},
-    "realistic": {"hidden": 1024, "layers": 4, "heads": 16, "kv_heads": 4, "ffn": 2816, "vocab": 4096},
-}
+WIDTHS = ("tiny", "realistic")
+BUILDS = ("default", "scheduled")
 
 
 def _example():
@@ -40,28 +42,33 @@ def _example():
     return generate_paged_kv
 
 
-def child(mode: str, width: str, steps: int, parts: bool = False) -> dict:
-    """One process's measurement: the median decode step in microseconds; parts: also the
-    median of each part of the step (PARTS), each timed alone."""
+def child(mode: str, width: str, steps: int, parts: bool = False, build: str = "default") -> dict:
+    """One process's measurement: the median decode step in microseconds, wall and CPU time;
+    parts: also the median of each part of the step (PARTS), each timed alone."""
     example = _example()
-    config = example.Config(**WIDTHS[width])
+    config = example.WIDTHS[width]
     import tvmdbg
 
     if mode != "plain":
         tvmdbg.enable_dump_debug_info(tempfile.mkdtemp(prefix="tvmdbg_bench_llm_"), tensor_debug_mode=mode)
-    executable, names = example.build(config)
+    executable, names = example.build(config, schedule=build == "scheduled")
     warm = max(10, steps // 10)
     generator = example.Generator(executable, example.weights(executable, names, config), max_tokens=steps + warm + 64)
     token = generator.prefill(example.PROMPT)
     timed = _timed_parts(generator) if parts else None
-    times = []
+    times, cpu_times = [], []
     for _ in range(warm + steps):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         token = generator.decode(token)
         times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu_start)
     if mode != "plain":
         tvmdbg.disable_dump_debug_info()
-    out = {"mode": mode, "step_us": statistics.median(times[warm:]) * 1e6}
+    out = {
+        "mode": mode,
+        "step_us": statistics.median(times[warm:]) * 1e6,
+        "cpu_us": statistics.median(cpu_times[warm:]) * 1e6,
+    }
     if timed is not None:
         timed["rest"] = [t - sum(p[k] for p in timed.values()) for k, t in enumerate(times)]
         out["parts_us"] = {name: statistics.median(values[warm:]) * 1e6 for name, values in timed.items()}
@@ -101,38 +108,51 @@ def _timed_parts(generator) -> dict[str, list[float]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--width", choices=sorted(WIDTHS), default="tiny")
+    parser.add_argument("--width", choices=WIDTHS, default="tiny")
+    parser.add_argument("--build", choices=BUILDS, help="the example's pipeline (default: scheduled if realistic)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=None, help="timed steps per process (tiny 300, realistic 40)")
     parser.add_argument("--parts", action="store_true", help="also time each part of the step (PARTS)")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    steps = args.steps or (300 if args.width == "tiny" else 40)
+    steps = args.steps or (300 if args.width == "tiny" else 200)
+    build = args.build or ("scheduled" if args.width == "realistic" else "default")
     if args.child:
-        print(json.dumps(child(args.child, args.width, steps, args.parts)))
+        print(json.dumps(child(args.child, args.width, steps, args.parts, build)))
         return 0
-    print(f"load average at start: {os.getloadavg()}", flush=True)
+    print(f"{args.width} width, {build} build; load average at start: {os.getloadavg()}", flush=True)
     env = {**os.environ, "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS", "1")}
-    results: dict[str, list[float]] = {mode: [] for mode in MODES}
+    results: dict[str, dict[str, list[float]]] = {clock: {mode: [] for mode in MODES} for clock in ("wall", "cpu")}
     for round_ in range(args.rounds):
         for mode in MODES:
             command = [sys.executable, __file__, "--child", mode, "--width", args.width, "--steps", str(steps)]
             done = subprocess.run(
-                command + ["--parts"] * args.parts, capture_output=True, text=True, env=env, check=True
+                command + ["--build", build] + ["--parts"] * args.parts,
+                capture_output=True,
+                text=True,
+                env=env,
+                check=True,
             )
             measured = json.loads(done.stdout.strip().splitlines()[-1])
-            results[mode].append(measured["step_us"])
+            results["wall"][mode].append(measured["step_us"])
+            results["cpu"][mode].append(measured["cpu_us"])
             parts = "".join(f" {name} {us:.1f}" for name, us in measured.get("parts_us", {}).items())
-            print(f"round {round_ + 1} {mode:12s} {measured['step_us']:10.1f} us per decode step{parts}", flush=True)
+            print(
+                f"round {round_ + 1} {mode:12s} {measured['step_us']:10.1f} us per decode step "
+                f"(CPU {measured['cpu_us']:.1f} us){parts}",
+                flush=True,
+            )
+        print(f"load average after round {round_ + 1}: {os.getloadavg()}", flush=True)
     print(f"load average at end: {os.getloadavg()}")
-    plain = results["plain"]
-    print(f"{args.width}: plain step median {statistics.median(plain):.1f} us")
-    for mode in MODES[1:]:
-        ratios = [traced / base for traced, base in zip(results[mode], plain)]
-        print(
-            f"{args.width}: {mode:12s} median {statistics.median(results[mode]):10.1f} us, "
-            f"{statistics.median(ratios):.3f}x (rounds {', '.join(f'{r:.3f}' for r in ratios)})"
-        )
+    for clock, by_mode in results.items():
+        plain = by_mode["plain"]
+        print(f"{args.width} {clock}: plain step median {statistics.median(plain):.1f} us")
+        for mode in MODES[1:]:
+            ratios = [traced / base for traced, base in zip(by_mode[mode], plain)]
+            print(
+                f"{args.width} {clock}: {mode:12s} median {statistics.median(by_mode[mode]):10.1f} us, "
+                f"{statistics.median(ratios):.3f}x (rounds {', '.join(f'{r:.3f}' for r in ratios)})"
+            )
     return 0
 
 
