@@ -15,7 +15,8 @@ wide, 2 layers; realistic: 1024 wide, 4 layers, 16 query and 4 key/value heads, 
 (the example's WIDTHS). --build: the example's default pipeline or its scheduled one
 (`build(schedule=True)`); realistic is scheduled unless told otherwise, as a CPU runs such a
 model. The load average is printed at the start, after each round and at the end (the machine
-may be shared).
+may be shared); each round starts with the next mode, and --control adds a second
+uninstrumented process per round, the noise floor of the ratios.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 MODES = ("plain", "NO_TENSOR", "FULL_HEALTH")
+# --control: an uninstrumented process measured like a traced one, whose ratio to "plain" shows
+# how far two processes of the same build differ (the resolution of the traced modes' ratios).
+CONTROL = "plain again"
 WIDTHS = ("tiny", "realistic")
 BUILDS = ("default", "scheduled")
 
@@ -111,8 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", choices=WIDTHS, default="tiny")
     parser.add_argument("--build", choices=BUILDS, help="the example's pipeline (default: scheduled if realistic)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=None, help="timed steps per process (tiny 300, realistic 40)")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per process (tiny 300, realistic 200)")
     parser.add_argument("--parts", action="store_true", help="also time each part of the step (PARTS)")
+    parser.add_argument(
+        "--control", action="store_true", help=f"also a second uninstrumented process per round ({CONTROL!r})"
+    )
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     steps = args.steps or (300 if args.width == "tiny" else 200)
@@ -122,10 +129,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{args.width} width, {build} build; load average at start: {os.getloadavg()}", flush=True)
     env = {**os.environ, "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS", "1")}
-    results: dict[str, dict[str, list[float]]] = {clock: {mode: [] for mode in MODES} for clock in ("wall", "cpu")}
+    runs = MODES + (CONTROL,) * args.control
+    results: dict[str, dict[str, list[float]]] = {clock: {run: [] for run in runs} for clock in ("wall", "cpu")}
     for round_ in range(args.rounds):
-        for mode in MODES:
-            command = [sys.executable, __file__, "--child", mode, "--width", args.width, "--steps", str(steps)]
+        # Each round starts with the next run, so that no mode always follows the same one.
+        for mode in runs[round_ % len(runs) :] + runs[: round_ % len(runs)]:
+            child_mode = "plain" if mode == CONTROL else mode
+            command = [sys.executable, __file__, "--child", child_mode, "--width", args.width, "--steps", str(steps)]
             done = subprocess.run(
                 command + ["--build", build] + ["--parts"] * args.parts,
                 capture_output=True,
@@ -147,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     for clock, by_mode in results.items():
         plain = by_mode["plain"]
         print(f"{args.width} {clock}: plain step median {statistics.median(plain):.1f} us")
-        for mode in MODES[1:]:
+        for mode in runs[1:]:
             ratios = [traced / base for traced, base in zip(by_mode[mode], plain)]
             print(
                 f"{args.width} {clock}: {mode:12s} median {statistics.median(by_mode[mode]):10.1f} us, "
