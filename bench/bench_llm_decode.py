@@ -79,6 +79,48 @@ def child(mode: str, width: str, steps: int, parts: bool = False, build: str = "
     return out
 
 
+def paired_child(mode: str, width: str, steps: int, build: str = "default") -> dict:
+    """One process, two generators over the very same weights: the build compiled without tvmdbg
+    (its VM excluded from tracing) and the build compiled and traced in `mode`, their decode
+    steps alternating (the order swapped every pair), so that the process's memory placement
+    and the machine's load bursts fall on both alike. Medians per step: wall, and the CPU time
+    of the generating thread; tvmdbg's other threads' CPU time (its writer) over the run,
+    per traced step."""
+    example = _example()
+    config = example.WIDTHS[width]
+    import tvmdbg
+    from tvmdbg_tb.tracing import vm_wrapper
+
+    schedule = build == "scheduled"
+    executable, names = example.build(config, schedule=schedule)
+    params = example.weights(executable, names, config)
+    warm = max(10, steps // 10)
+    plain = example.Generator(executable, params, max_tokens=steps + warm + 64)
+    vm_wrapper.exclude(plain.vm)
+    tvmdbg.enable_dump_debug_info(tempfile.mkdtemp(prefix="tvmdbg_bench_llm_"), tensor_debug_mode=mode)
+    try:
+        traced = example.Generator(example.build(config, schedule=schedule)[0], params, max_tokens=steps + warm + 64)
+        generators = {"plain": plain, mode: traced}
+        tokens = {name: g.prefill(example.PROMPT) for name, g in generators.items()}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in generators}
+        process_start, thread_start = time.process_time(), time.thread_time()
+        for pair in range(warm + steps):
+            for name in list(generators)[:: 1 if pair % 2 else -1]:
+                start, cpu_start = time.perf_counter(), time.thread_time()
+                tokens[name] = generators[name].decode(tokens[name])
+                if pair >= warm:
+                    times[name].append((time.perf_counter() - start, time.thread_time() - cpu_start))
+        others = (time.process_time() - process_start) - (time.thread_time() - thread_start)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    out = {"mode": mode, "others_us": others / (warm + steps) * 1e6}
+    for name, values in times.items():
+        key = "plain" if name == "plain" else "traced"
+        out[f"{key}_step_us"] = statistics.median(wall for wall, _ in values) * 1e6
+        out[f"{key}_cpu_us"] = statistics.median(cpu for _, cpu in values) * 1e6
+    return out
+
+
 # A decode step's parts: the embed call, the cache's begin_forward, the decode call, its
 # end_forward, and the rest (looking up vm[name], reading the logits, argmax).
 PARTS = ("embed", "begin_forward", "decode", "end_forward")
@@ -120,15 +162,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--control", action="store_true", help=f"also a second uninstrumented process per round ({CONTROL!r})"
     )
+    parser.add_argument(
+        "--paired", action="store_true", help="plain and traced steps alternating in one process (paired_child)"
+    )
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     steps = args.steps or (300 if args.width == "tiny" else 200)
     build = args.build or ("scheduled" if args.width == "realistic" else "default")
     if args.child:
-        print(json.dumps(child(args.child, args.width, steps, args.parts, build)))
+        if args.paired:
+            print(json.dumps(paired_child(args.child, args.width, steps, build)))
+        else:
+            print(json.dumps(child(args.child, args.width, steps, args.parts, build)))
         return 0
     print(f"{args.width} width, {build} build; load average at start: {os.getloadavg()}", flush=True)
     env = {**os.environ, "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS", "1")}
+    if args.paired:
+        return _paired(args, steps, build, env)
     runs = MODES + (CONTROL,) * args.control
     results: dict[str, dict[str, list[float]]] = {clock: {run: [] for run in runs} for clock in ("wall", "cpu")}
     for round_ in range(args.rounds):
@@ -162,6 +212,37 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{args.width} {clock}: {mode:12s} median {statistics.median(by_mode[mode]):10.1f} us, "
                 f"{statistics.median(ratios):.3f}x (rounds {', '.join(f'{r:.3f}' for r in ratios)})"
+            )
+    return 0
+
+
+def _paired(args, steps: int, build: str, env: dict) -> int:
+    """--paired: per round a process per traced mode (the order rotating), each timing its
+    plain and traced steps alternately; ratios per process, then their medians."""
+    ratios: dict[str, dict[str, list[float]]] = {mode: {"wall": [], "cpu": [], "cpu+others": []} for mode in MODES[1:]}
+    for round_ in range(args.rounds):
+        for mode in MODES[1:][round_ % 2 :] + MODES[1:][: round_ % 2]:
+            command = [sys.executable, __file__, "--child", mode, "--paired", "--width", args.width]
+            done = subprocess.run(
+                command + ["--steps", str(steps), "--build", build], capture_output=True, text=True, env=env, check=True
+            )
+            m = json.loads(done.stdout.strip().splitlines()[-1])
+            ratios[mode]["wall"].append(m["traced_step_us"] / m["plain_step_us"])
+            ratios[mode]["cpu"].append(m["traced_cpu_us"] / m["plain_cpu_us"])
+            ratios[mode]["cpu+others"].append((m["traced_cpu_us"] + m["others_us"]) / m["plain_cpu_us"])
+            print(
+                f"round {round_ + 1} {mode:12s} plain {m['plain_step_us']:10.1f} us (CPU {m['plain_cpu_us']:.1f}), "
+                f"traced {m['traced_step_us']:10.1f} us (CPU {m['traced_cpu_us']:.1f}, "
+                f"+{m['others_us']:.1f} in other threads)",
+                flush=True,
+            )
+        print(f"load average after round {round_ + 1}: {os.getloadavg()}", flush=True)
+    print(f"load average at end: {os.getloadavg()}")
+    for mode, by_clock in ratios.items():
+        for clock, values in by_clock.items():
+            print(
+                f"{args.width} paired {clock:10s}: {mode:12s} {statistics.median(values):.3f}x "
+                f"(processes {', '.join(f'{r:.3f}' for r in values)})"
             )
     return 0
 
