@@ -4,19 +4,20 @@ cache's begin/end_forward around them) traced in NO_TENSOR and FULL_HEALTH, agai
 step compiled and run without tvmdbg.
 
     TVM_NUM_THREADS=1 .venv/bin/python bench/bench_llm_decode.py [--width tiny|realistic]
-        [--rounds 3] [--steps 300] [--parts] [--build default|scheduled]
+        [--rounds 3] [--steps 300] [--parts] [--clock wall|cpu] [--build default|scheduled]
 
 Each measurement is a process of its own (it compiles the model, with tvmdbg enabled or not,
 prefills the prompt and times `--steps` decode steps after a warm-up; the figures are the median
 step in wall time and in the process's CPU time, which counts tvmdbg's writer thread and not the
-time other programs take the core away); the modes alternate round by round, and each mode's
-ratio is the median of its per-round ratios to that round's uninstrumented process. tiny: 32
-wide, 2 layers; realistic: 1024 wide, 4 layers, 16 query and 4 key/value heads, a 2816-wide MLP
-(the example's WIDTHS). --build: the example's default pipeline or its scheduled one
-(`build(schedule=True)`); realistic is scheduled unless told otherwise, as a CPU runs such a
-model. The load average is printed at the start, after each round and at the end (the machine
-may be shared); each round starts with the next mode, and --control adds a second
-uninstrumented process per round, the noise floor of the ratios.
+time other programs take the core away; --clock is the one --parts uses); the modes alternate
+round by round, and each mode's ratio is the median of its per-round ratios to that round's
+uninstrumented process. tiny: 32 wide, 2 layers; realistic: 1024 wide, 4 layers, 16 query and 4
+key/value heads, a 2816-wide MLP (the example's WIDTHS). --build: the example's default pipeline
+or its scheduled one (`build(schedule=True)`); realistic is scheduled unless told otherwise, as a
+CPU runs such a model. The load average is printed at the start, after each round and at the
+end (the machine may be shared); each round starts with the next mode, and --control adds a
+second uninstrumented process per round, the noise floor of the ratios. --paired: plain and
+traced steps alternating in one process instead (paired_child).
 """
 
 from __future__ import annotations
@@ -46,9 +47,10 @@ def _example():
     return generate_paged_kv
 
 
-def child(mode: str, width: str, steps: int, parts: bool = False, build: str = "default") -> dict:
+def child(mode: str, width: str, steps: int, parts: bool = False, build: str = "default", clock: str = "wall") -> dict:
     """One process's measurement: the median decode step in microseconds, wall and CPU time;
-    parts: also the median of each part of the step (PARTS), each timed alone."""
+    parts: also the median of each part of the step (PARTS), each timed alone by the clock."""
+    now = time.perf_counter if clock == "wall" else time.process_time
     example = _example()
     config = example.WIDTHS[width]
     import tvmdbg
@@ -59,7 +61,7 @@ def child(mode: str, width: str, steps: int, parts: bool = False, build: str = "
     warm = max(10, steps // 10)
     generator = example.Generator(executable, example.weights(executable, names, config), max_tokens=steps + warm + 64)
     token = generator.prefill(example.PROMPT)
-    timed = _timed_parts(generator) if parts else None
+    timed = _timed_parts(generator, now) if parts else None
     times, cpu_times = [], []
     for _ in range(warm + steps):
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -74,7 +76,8 @@ def child(mode: str, width: str, steps: int, parts: bool = False, build: str = "
         "cpu_us": statistics.median(cpu_times[warm:]) * 1e6,
     }
     if timed is not None:
-        timed["rest"] = [t - sum(p[k] for p in timed.values()) for k, t in enumerate(times)]
+        steps_by_clock = times if clock == "wall" else cpu_times
+        timed["rest"] = [t - sum(p[k] for p in timed.values()) for k, t in enumerate(steps_by_clock)]
         out["parts_us"] = {name: statistics.median(values[warm:]) * 1e6 for name, values in timed.items()}
     return out
 
@@ -126,17 +129,17 @@ def paired_child(mode: str, width: str, steps: int, build: str = "default") -> d
 PARTS = ("embed", "begin_forward", "decode", "end_forward")
 
 
-def _timed_parts(generator) -> dict[str, list[float]]:
-    """Times each part of generator's steps from now on: {part: seconds per step}."""
+def _timed_parts(generator, now) -> dict[str, list[float]]:
+    """Times each part of generator's steps from now on by the clock now: {part: seconds per step}."""
     timed: dict[str, list[float]] = {name: [] for name in PARTS}
 
     def timing(name, function):
         def call(*args):
-            start = time.perf_counter()
+            start = now()
             try:
                 return function(*args)
             finally:
-                timed[name].append(time.perf_counter() - start)
+                timed[name].append(now() - start)
 
         return call
 
@@ -159,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=None, help="timed steps per process (tiny 300, realistic 200)")
     parser.add_argument("--parts", action="store_true", help="also time each part of the step (PARTS)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="the clock of --parts")
     parser.add_argument(
         "--control", action="store_true", help=f"also a second uninstrumented process per round ({CONTROL!r})"
     )
@@ -173,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.paired:
             print(json.dumps(paired_child(args.child, args.width, steps, build)))
         else:
-            print(json.dumps(child(args.child, args.width, steps, args.parts, build)))
+            print(json.dumps(child(args.child, args.width, steps, args.parts, build, args.clock)))
         return 0
     print(f"{args.width} width, {build} build; load average at start: {os.getloadavg()}", flush=True)
     env = {**os.environ, "TVM_NUM_THREADS": os.environ.get("TVM_NUM_THREADS", "1")}
@@ -187,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             child_mode = "plain" if mode == CONTROL else mode
             command = [sys.executable, __file__, "--child", child_mode, "--width", args.width, "--steps", str(steps)]
             done = subprocess.run(
-                command + ["--build", build] + ["--parts"] * args.parts,
+                command + ["--build", build, "--clock", args.clock] + ["--parts"] * args.parts,
                 capture_output=True,
                 text=True,
                 env=env,
