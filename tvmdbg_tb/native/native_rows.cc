@@ -13,6 +13,13 @@ namespace {
 
 using tvmdbg::Buffer;
 
+// The stats buffer's bytes: call_rows reads its block's buffer once for its passes (a numpy
+// array's buffer export costs ~50 ns each time).
+struct Rows {
+  char* data;
+  size_t size;
+};
+
 // The bytes are written through a cursor into the result's own bytes, sized first: no
 // growing string (an out-of-line append per double, ~110 a FULL_HEALTH call of 10 kernels)
 // and no copy of it into the bytes object.
@@ -90,13 +97,14 @@ char* PutValues(char* out, const Counts& c, long long count, double code, double
 //     per kernel row (FULL_HEALTH, FULL_STATS);
 // returns each traced row that ran (u32 row - 1 each) and its tail, end to end. *nonfinite
 // (when given): set when a traced row's counts hold a NaN or an Inf.
-PyObject* Tails(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
+// (args[0], the block, is read as `block`.)
+PyObject* Tails(const Rows& block, PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
   if (nargs != 8) {
     PyErr_Format(PyExc_TypeError, "trace_tails takes 8 arguments (%zd given)", nargs);
     return nullptr;
   }
-  Buffer block, traced, codes;
-  if (!block.Get(args[0], "block") || !traced.Get(args[3], "traced") || !codes.Get(args[5], "codes")) return nullptr;
+  Buffer traced, codes;
+  if (!traced.Get(args[3], "traced") || !codes.Get(args[5], "codes")) return nullptr;
   const long long rows = PyLong_AsLongLong(args[1]);
   const long long width = PyLong_AsLongLong(args[2]);
   const long long count = PyLong_AsLongLong(args[4]);
@@ -104,13 +112,13 @@ PyObject* Tails(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
   const double rate = PyFloat_AsDouble(args[7]);
   if (PyErr_Occurred()) return nullptr;
   const bool health = count == 1 || count == 4 || count == 10 || count == 15;
-  if (rows < 1 || width < 8 || (count != 0 && !health) || block.size() < static_cast<size_t>(rows * width) * 8 ||
+  if (rows < 1 || width < 8 || (count != 0 && !health) || block.size < static_cast<size_t>(rows * width) * 8 ||
       traced.size() < static_cast<size_t>(rows - 1) ||
       (count >= 10 && codes.size() < static_cast<size_t>(rows - 1) * 8) || (count == 15 && stats + 5 > width)) {
     PyErr_SetString(PyExc_ValueError, "trace_tails: the arguments do not describe the stats rows");
     return nullptr;
   }
-  const char* base = block.data();
+  const char* base = block.data;
   const size_t tail_size = count ? 2 + 8 * count + 9 : 9;
   PyObject* which_bytes = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(4 * (rows - 1)));
   PyObject* tail_bytes =
@@ -158,7 +166,11 @@ PyObject* Tails(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
   return Py_BuildValue("(NN)", which_bytes, tail_bytes);
 }
 
-PyObject* TraceTails(PyObject*, PyObject* const* args, Py_ssize_t nargs) { return Tails(args, nargs, nullptr); }
+PyObject* TraceTails(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  Buffer block;
+  if (nargs == 8 && !block.Get(args[0], "block")) return nullptr;
+  return Tails({block.mutable_data(), block.size()}, args, nargs, nullptr);
+}
 
 // summaries(template, offsets, starts, members, codes, totals, count, block, row_width)
 //   -> bytes | None: execution_template's Execution bytes: a copy of template with, at byte
@@ -167,22 +179,22 @@ PyObject* TraceTails(PyObject*, PyObject* const* args, Py_ssize_t nargs) { retur
 //   bit 0 set for a tuple's totals (rank 0), bit 1 for an output's summary (*nonfinite, when
 //   given, is set when such a block counts a NaN or an Inf). None when a member row was not
 //   written.
-PyObject* Fill(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
+// (args[7], the block, is read as `block`.)
+PyObject* Fill(const Rows& block, PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
   if (nargs != 9) {
     PyErr_Format(PyExc_TypeError, "summaries takes 9 arguments (%zd given)", nargs);
     return nullptr;
   }
-  Buffer tmpl, offsets, starts, members, codes, totals, block;
+  Buffer tmpl, offsets, starts, members, codes, totals;
   if (!tmpl.Get(args[0], "template") || !offsets.Get(args[1], "offsets") || !starts.Get(args[2], "starts") ||
-      !members.Get(args[3], "members") || !codes.Get(args[4], "codes") || !totals.Get(args[5], "totals") ||
-      !block.Get(args[7], "block")) {
+      !members.Get(args[3], "members") || !codes.Get(args[4], "codes") || !totals.Get(args[5], "totals")) {
     return nullptr;
   }
   const long long count = PyLong_AsLongLong(args[6]);
   const long long width = PyLong_AsLongLong(args[8]);
   if (PyErr_Occurred()) return nullptr;
   const size_t blocks = offsets.size() / 4, num_members = members.size() / 4;
-  const size_t rows = block.size() / (8 * (width > 0 ? width : 1));
+  const size_t rows = block.size / (8 * (width > 0 ? width : 1));
   bool valid = (count == 1 || count == 4 || count == 10) && width >= 8 && starts.size() == 4 * (blocks + 1) &&
                codes.size() == 8 * blocks && totals.size() == blocks;
   for (size_t b = 0; valid && b < blocks; ++b) {
@@ -204,7 +216,7 @@ PyObject* Fill(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
   for (size_t m = 0; m < num_members; ++m) {
     uint32_t row;
     std::memcpy(&row, members.data() + 4 * m, 4);
-    if (At(block.data() + 8 * row * width, 0) == 0.0) Py_RETURN_NONE;  // a kernel that did not run
+    if (At(block.data + 8 * row * width, 0) == 0.0) Py_RETURN_NONE;  // a kernel that did not run
   }
   PyObject* out = PyBytes_FromStringAndSize(tmpl.data(), static_cast<Py_ssize_t>(tmpl.size()));
   if (out == nullptr) return nullptr;
@@ -218,7 +230,7 @@ PyObject* Fill(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
     for (uint32_t m = begin; m < end; ++m) {
       uint32_t row;
       std::memcpy(&row, members.data() + 4 * m, 4);
-      counts.Add(block.data() + 8 * row * width);
+      counts.Add(block.data + 8 * row * width);
     }
     PutValues(bytes + offset, counts, count, At(codes.data(), b), (totals.data()[b] & 1) ? 0.0 : counts.rank);
     if (nonfinite != nullptr && (totals.data()[b] & 2) && counts.Nonfinite()) *nonfinite = true;
@@ -226,31 +238,36 @@ PyObject* Fill(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
   return out;
 }
 
-PyObject* Summaries(PyObject*, PyObject* const* args, Py_ssize_t nargs) { return Fill(args, nargs, nullptr); }
+PyObject* Summaries(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  Buffer block;
+  if (nargs == 9 && !block.Get(args[7], "block")) return nullptr;
+  return Fill({block.mutable_data(), block.size()}, args, nargs, nullptr);
+}
 
 // first_nonfinite(block, rows, row_width, health) -> int: the first kernel row (0-based,
 // buffer row + 1) that ran and either holds counts (health[i] & 1) that counted a NaN or an
 // Inf, or counts in which only a NaN matters (health[i] & 4: a kernel writing a mask's -inf,
 // whose NaN is computed) that counted one, or (the call's flag set, health[i] & 2) whose
 // fused ops made one; -1 when none did.
-PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+// (args[0], the block, is read as `block`.)
+PyObject* FirstIn(const Rows& block, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 4) {
     PyErr_Format(PyExc_TypeError, "first_nonfinite takes 4 arguments (%zd given)", nargs);
     return nullptr;
   }
-  Buffer block, health;
-  if (!block.Get(args[0], "block") || !health.Get(args[3], "health")) return nullptr;
+  Buffer health;
+  if (!health.Get(args[3], "health")) return nullptr;
   const long long rows = PyLong_AsLongLong(args[1]);
   const long long width = PyLong_AsLongLong(args[2]);
   if (PyErr_Occurred()) return nullptr;
-  if (rows < 1 || width < 8 || block.size() < static_cast<size_t>(rows * width) * 8 ||
+  if (rows < 1 || width < 8 || block.size < static_cast<size_t>(rows * width) * 8 ||
       health.size() < static_cast<size_t>(rows - 1)) {
     PyErr_SetString(PyExc_ValueError, "first_nonfinite: the arguments do not describe the stats rows");
     return nullptr;
   }
-  const bool inner = InnerFlagged(block.data(), width);
+  const bool inner = InnerFlagged(block.data, width);
   for (long long r = 1; r < rows; ++r) {
-    const char* row = block.data() + 8 * r * width;
+    const char* row = block.data + 8 * r * width;
     const char hunted = health.data()[r - 1];
     if (inner && (hunted & 2) && At(row, 0) != 0.0 && At(row, kInnerColumn) > 0.0) {
       return PyLong_FromLongLong(r - 1);
@@ -263,18 +280,27 @@ PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyLong_FromLong(-1);
 }
 
-// Column 0 of every row set to 0 (no kernel ran): the buffer ready for its next call.
-bool ClearStamps(PyObject* block, long long width) {
-  Buffer buffer;
-  if (!buffer.Get(block, "block", true)) return false;
+PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  Buffer block;
+  if (nargs == 4 && !block.Get(args[0], "block")) return nullptr;
+  return FirstIn({block.mutable_data(), block.size()}, args, nargs);
+}
+
+// Column 0 of every row set to 0 (no kernel ran): the buffer ready for its next call
+// (writable: whether call_rows could read the block as writable).
+bool ClearStamps(const Rows& buffer, long long width, bool writable) {
+  if (!writable) {
+    PyErr_SetString(PyExc_TypeError, "block must be a contiguous writable bytes-like object");
+    return false;
+  }
   if (width < 1) {
     PyErr_SetString(PyExc_ValueError, "call_rows: bad row width");
     return false;
   }
   const size_t row_bytes = 8 * static_cast<size_t>(width);
   const double zero = 0.0;
-  for (size_t offset = 0; offset + row_bytes <= buffer.size(); offset += row_bytes) {
-    std::memcpy(buffer.mutable_data() + offset, &zero, 8);
+  for (size_t offset = 0; offset + row_bytes <= buffer.size; offset += row_bytes) {
+    std::memcpy(buffer.data + offset, &zero, 8);
   }
   return true;
 }
@@ -303,11 +329,18 @@ PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   PyObject* block = args[0];
+  Buffer held;  // the pool's buffers are writable (ClearStamps needs it); another is read as it is
+  const bool writable = held.Get(block, "block", true);
+  if (!writable) {
+    PyErr_Clear();
+    if (!held.Get(block, "block")) return nullptr;
+  }
+  const Rows rows_block = {held.mutable_data(), held.size()};
   PyObject* forwarded[9];
   forwarded[0] = block;
   for (int k = 0; k < 7; ++k) forwarded[k + 1] = PyTuple_GET_ITEM(args[1], k);
   bool nonfinite = false;
-  PyObject* tails = Tails(forwarded, 8, &nonfinite);
+  PyObject* tails = Tails(rows_block, forwarded, 8, &nonfinite);
   if (tails == nullptr) return nullptr;
   const bool counted = PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], 3)) != 0;  // debug values per trace
   PyObject* execution = Py_None;
@@ -317,18 +350,17 @@ PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     forwarded[7] = block;
     forwarded[8] = PyTuple_GET_ITEM(args[2], 7);
     Py_DECREF(execution);
-    execution = Fill(forwarded, 9, &nonfinite);
+    execution = Fill(rows_block, forwarded, 9, &nonfinite);
   }
   PyObject* bad = nullptr;
-  Buffer rows_block;
   bool inner = false;
   long long masked_row = -1;
-  if (execution != nullptr && rows_block.Get(block, "block")) {
+  if (execution != nullptr) {
     const long long width = PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], 1));
     const long long rows = PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], 0));
     // trace_tails checked that the block holds rows * width doubles.
     const long long masked =
-        !PyErr_Occurred() && InnerFlagged(rows_block.data(), width) ? FirstMasked(rows_block.data(), rows, width) : -1;
+        !PyErr_Occurred() && InnerFlagged(rows_block.data, width) ? FirstMasked(rows_block.data, rows, width) : -1;
     inner = masked >= 0;
     masked_row = masked;
     if (inner) nonfinite = true;  // the call holds an alert: kept like a call with a NaN
@@ -340,7 +372,7 @@ PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     } else {
       forwarded[0] = block;
       for (int k = 0; k < 3; ++k) forwarded[k + 1] = PyTuple_GET_ITEM(args[3], k);
-      bad = FirstNonfinite(nullptr, forwarded, 4);
+      bad = FirstIn(rows_block, forwarded, 4);
       if (inner && bad != nullptr && PyLong_AsLongLong(bad) < 0) {  // not hunted (a mask's kernel)
         Py_DECREF(bad);
         bad = PyLong_FromLongLong(masked_row);
@@ -349,7 +381,7 @@ PyObject* CallRows(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   int clear = bad == nullptr ? -1 : (inner ? 0 : PyObject_IsTrue(args[4]));
   if (clear == 1 && (args[2] == Py_None || execution != Py_None)) {
-    clear = ClearStamps(args[0], PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], 1))) ? 1 : -1;
+    clear = ClearStamps(rows_block, PyLong_AsLongLong(PyTuple_GET_ITEM(args[1], 1)), writable) ? 1 : -1;
   } else if (clear == 1) {
     clear = 0;
   }
