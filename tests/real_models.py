@@ -59,96 +59,79 @@ PLANTS = {
 PLANTED_CHANNEL = 3  # bn_eps0: the channel whose variance is zero
 
 
-def _realistic_configs(name: str):
-    if name == "gpt2-768":
-        config = transformers.GPT2Config(
-            n_layer=1,
-            n_embd=768,
-            n_head=12,
-            vocab_size=2048,
-            n_positions=256,
-            use_cache=False,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
-        return transformers.GPT2LMHeadModel, config
-    if name == "bert-768":
-        config = transformers.BertConfig(
-            hidden_size=768,
-            num_hidden_layers=1,
-            num_attention_heads=12,
-            intermediate_size=3072,
-            vocab_size=2048,
-            max_position_embeddings=256,
-        )
-        return transformers.BertModel, config
-    if name == "resnet50w":
-        config = transformers.ResNetConfig(
-            embedding_size=64,
-            hidden_sizes=[256, 512, 1024, 2048],
-            depths=[1, 1, 1, 1],
-            layer_type="bottleneck",
-            num_channels=3,
-        )
-        return transformers.ResNetModel, config
-    if name == "llama-768":
-        config = transformers.LlamaConfig(
-            hidden_size=768,
-            intermediate_size=2048,
-            num_hidden_layers=1,
-            num_attention_heads=12,
-            num_key_value_heads=4,
-            vocab_size=2048,
-            max_position_embeddings=256,
-            use_cache=False,
-        )
-        return transformers.LlamaForCausalLM, config
-    raise ValueError(f"unknown model {name!r}; one of {MODELS + BENCH_ONLY}")
-
-
-def _configs(name: str):
-    if name in REALISTIC:
-        return _realistic_configs(name)
-    if name == "llama":
-        config = transformers.LlamaConfig(
+# Each model: (its transformers class, its config class, the config's arguments).
+_CONFIGS = {
+    "gpt2": ("GPT2LMHeadModel", "GPT2Config", dict(n_layer=3, n_embd=64, n_head=2, vocab_size=256, n_positions=64)),
+    "bert": (
+        "BertModel",
+        "BertConfig",
+        dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=2, intermediate_size=128, vocab_size=256),
+    ),
+    "resnet": (
+        "ResNetModel",
+        "ResNetConfig",
+        dict(embedding_size=16, hidden_sizes=[16, 32, 32], depths=[1, 1, 1], layer_type="basic"),
+    ),
+    "llama": (
+        "LlamaForCausalLM",
+        "LlamaConfig",
+        dict(
             hidden_size=64,
             intermediate_size=128,
             num_hidden_layers=2,
             num_attention_heads=4,
             num_key_value_heads=2,
             vocab_size=256,
-            max_position_embeddings=64,
-            use_cache=False,
-        )
-        return transformers.LlamaForCausalLM, config
-    if name == "gpt2":
-        config = transformers.GPT2Config(
-            n_layer=3,
-            n_embd=64,
-            n_head=2,
-            vocab_size=256,
-            n_positions=64,
-            use_cache=False,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
-        return transformers.GPT2LMHeadModel, config
-    if name == "bert":
-        config = transformers.BertConfig(
-            hidden_size=64,
-            num_hidden_layers=3,
-            num_attention_heads=2,
-            intermediate_size=128,
-            vocab_size=256,
-            max_position_embeddings=64,
-        )
-        return transformers.BertModel, config
-    if name == "resnet":
-        config = transformers.ResNetConfig(
-            embedding_size=16, hidden_sizes=[16, 32, 32], depths=[1, 1, 1], layer_type="basic", num_channels=3
-        )
-        return transformers.ResNetModel, config
-    raise ValueError(f"unknown model {name!r}; one of {MODELS + BENCH_ONLY}")
+        ),
+    ),
+    "gpt2-768": ("GPT2LMHeadModel", "GPT2Config", dict(n_layer=1, n_embd=768, n_head=12, vocab_size=2048)),
+    "bert-768": (
+        "BertModel",
+        "BertConfig",
+        dict(hidden_size=768, num_hidden_layers=1, num_attention_heads=12, intermediate_size=3072, vocab_size=2048),
+    ),
+    "resnet50w": (
+        "ResNetModel",
+        "ResNetConfig",
+        dict(embedding_size=64, hidden_sizes=[256, 512, 1024, 2048], depths=[1, 1, 1, 1], layer_type="bottleneck"),
+    ),
+    "llama-768": (
+        "LlamaForCausalLM",
+        "LlamaConfig",
+        dict(
+            hidden_size=768,
+            intermediate_size=2048,
+            num_hidden_layers=1,
+            num_attention_heads=12,
+            num_key_value_heads=4,
+            vocab_size=2048,
+        ),
+    ),
+}
+# What every config of a family shares: positions for the longest input, no KV cache (one call
+# of a whole sequence), GPT-2's special tokens inside the small vocabulary, RGB images.
+_FAMILY = {
+    "GPT2Config": dict(use_cache=False, bos_token_id=0, eos_token_id=0),
+    "BertConfig": {},
+    "ResNetConfig": dict(num_channels=3),
+    "LlamaConfig": dict(use_cache=False),
+}
+_POSITIONS = {
+    "GPT2Config": "n_positions",
+    "BertConfig": "max_position_embeddings",
+    "LlamaConfig": "max_position_embeddings",
+}
+
+
+def _configs(name: str):
+    """(the transformers model class, its config) of a model by name."""
+    if name not in _CONFIGS:
+        raise ValueError(f"unknown model {name!r}; one of {MODELS + BENCH_ONLY}")
+    model_class, config_class, arguments = _CONFIGS[name]
+    arguments = {**_FAMILY[config_class], **arguments}
+    if config_class in _POSITIONS:
+        arguments[_POSITIONS[config_class]] = 256 if name in REALISTIC else 64
+    return getattr(transformers, model_class), getattr(transformers, config_class)(**arguments)
 
 
 def _inputs(name: str) -> dict[str, np.ndarray]:

@@ -252,3 +252,26 @@ def test_once_per_value_keeps_the_parameters_separate_summary(tmp_path):
     reader.update()
     second = reader.run().execution(1).inputs[0]
     assert list(second.debug_values) == _expected("FULL_HEALTH", data) and second.summarized_in_execution == 0
+
+
+def test_a_fused_kernel_counts_a_parameter_in_the_op_that_reads_it(tmp_path):
+    """`x * 1.0001 + 0.5` fused (the acceptance's 1M shape): the output's block reads the
+    multiply's values, not x, so the multiply's block counts x as it reads it (no separate
+    pass over 4 MB); with planted NaN, infinities and zeros, then finite data, the input and
+    output summaries are numpy's and the output is unchanged."""
+    from models import fused_scale_shift
+
+    data = np.linspace(-1, 1, 1 << 20, dtype="float32")
+    poisoned = data.copy()
+    poisoned[[3, 70000, 500000, 800000, 900000]] = [np.nan, np.inf, -np.inf, 0.0, np.nan]
+
+    def build():
+        executable, _ = fused_scale_shift()
+        return executable, [("main", (poisoned,)), ("main", (data,))]
+
+    outputs, run, functions = _traced(tmp_path, "FULL_HEALTH", build)
+    assert functions["main"].params_in_kernels == [0] and functions["main"].rows[0].fused
+    for k, (array, out) in enumerate(zip((poisoned, data), outputs)):
+        np.testing.assert_array_equal(out, array * np.float32(1.0001) + np.float32(0.5))
+        assert list(run.execution(k).inputs[0].debug_values) == _expected("FULL_HEALTH", array), k
+        assert list(run.trace(k).debug_values) == _expected("FULL_HEALTH", out), k

@@ -193,8 +193,11 @@ def test_a_call_that_cannot_be_recorded_makes_the_dump_incomplete(example, built
 
 class _Swaps:
     """A generation loop whose decode steps change what the native path's learned plans
-    assume: step 3 gets a new tensor object for one weight (its summary is made again), step 5
-    a NaN in its input (the replay's first non-finite call)."""
+    assume: step 2 writes a row of zeros into one weight in place (the same object: the
+    parameter cache's generation says its summary no longer holds), step 3 gets a new tensor
+    object for another weight (its summary is made again), step 5 a NaN in its input (the
+    replay's first non-finite call), step 6 an extra embed of five tokens (a symbolic shape the
+    plans learned from one token do not hold)."""
 
     def __init__(self, generator):
         self.generator = generator
@@ -212,10 +215,17 @@ class _Swaps:
                     params = list(generator.params)
                     params[0] = tvm.runtime.tensor(params[0].numpy())
                     generator.params = tuple(params)
+                if self.steps == 2:
+                    weight = generator.params[1]
+                    value = weight.numpy()
+                    value[0] = 0
+                    weight.copyfrom(value)
                 if self.steps == 5:
                     value = x.numpy()
                     value[0, 0, 1] = np.nan
                     x = tvm.runtime.tensor(value)
+                if self.steps == 6:
+                    embed(tokens * 5)
             return x
 
         generator.embed = changed
@@ -253,7 +263,7 @@ def test_native_and_python_call_paths_write_the_same_generation(example, built, 
     the Python path recorded (call_plans.py): the same records as the Python path's, through a
     weight replaced mid-loop and a NaN fed into a step."""
     native, counts = _both_paths(example, built, tmp_path, mode)
-    calls = 1 + 2 * 3 * STEPS  # the cache's creation, then an embed and a prefill or decode per token
+    calls = 2 + 2 * 3 * STEPS  # the cache's creation, an embed and a prefill or decode per token, the extra embed
     assert len(native["execution"]) == calls
     # The calls a plan was learned from, or that no plan's guard passed (the new weight, the
     # NaN's replay), went to Python; the rest native_call recorded.

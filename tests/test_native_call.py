@@ -168,6 +168,54 @@ def test_a_vm_call_inside_a_traced_call_is_part_of_it(tmp_path):
     assert len(native["execution"]) == 3
 
 
+def _sum_of_any_length():
+    """main(x: n floats) -> sum(x): an argument of symbolic shape, a result of static shape."""
+    n = tvm.tirx.Var("n", "int64")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((n,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.sum(x))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _lengths_run(logdir, path: str, lengths) -> tuple:
+    """main called with each length in turn, looked up by vm["main"] at every call: (whether
+    the lookups returned one object, the native tracer's counts or None)."""
+    with trace_paths.using(path):
+        tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+        try:
+            vm = relax.VirtualMachine(tvm.compile(_sum_of_any_length(), "llvm"), tvm.cpu())
+            functions = []
+            for n in lengths:
+                functions.append(vm["main"])
+                functions[-1](tvm.runtime.tensor(np.arange(n, dtype="float32") - 2))
+            native = vm_wrapper.tracer_of(vm)._native
+            counts = native.counts() if native else None
+        finally:
+            tvmdbg.disable_dump_debug_info()
+        assert vm["main"] is not functions[-1], "a function bound to the session that ended"
+    return all(f is functions[0] for f in functions), counts
+
+
+def test_a_learned_plan_holds_for_its_argument_shape_only(tmp_path):
+    """A function of an argument of symbolic shape (its result's is static): native_call's
+    plan learned at one length passes its guard for that length only (the argument's shape,
+    read from its DLTensor), so every call's Execution carries its own shape, as the Python
+    path writes it. vm["main"] returns the one bound function while the session lasts."""
+    lengths = (4, 4, 4, 6, 6, 4, 6)
+    (bound_once, counts), (_, python_counts) = [
+        _lengths_run(tmp_path / p, p, lengths) for p in ("compiled", "python_call")
+    ]
+    assert bound_once and python_counts is None
+    native, python = trace_paths.records(tmp_path / "compiled"), trace_paths.records(tmp_path / "python_call")
+    assert native == python
+    executions = [pb.DebugEvent.FromString(e).execution for e in native["execution"]]
+    assert [list(e.inputs[0].shape) for e in executions] == [[n] for n in lengths]
+    assert counts[2] >= 3, counts  # the calls after each length's first (and its plan learned)
+
+
 def test_a_failing_hook_warns_and_leaves_the_call_unchanged(tmp_path, monkeypatch):
     """A bug in tvmdbg's own code on the native path (here: the plan hook raising) is a
     RuntimeWarning; the user's call returns what it returns, and the Python path records it."""

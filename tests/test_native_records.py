@@ -286,6 +286,33 @@ def test_queue_call_fails_the_writer_on_parts_it_cannot_frame_and_drops_calls_on
     assert closed._next_trace == 0 and closed.failed is None
 
 
+def test_queued_runs_wait_for_the_flush_outside_the_garbage_collector(tmp_path):
+    """What queue_call leaves in the writer's queue until the flush (each call's run of trace
+    records: its bytes and sizes) is not tracked by the collector: tracked, every call would
+    leave young objects behind, and their promotions set off full collections of the
+    program's heap."""
+    import gc
+
+    native = native_records.LIBRARY.load()
+    assert native is not None, native_records.LIBRARY.failure()
+    statics = [b"\x08\x01"]
+    execution = pb.Execution(function_name="f").SerializeToString()
+    w = writer.DebugEventsWriter(
+        tmp_path / "run", DumpOptions(circular_buffer_size=-1), run_id="run", flush_interval=3600
+    )
+    for k in range(3):
+        which = np.zeros(k + 1, np.uint32).tobytes()
+        tails = (b"\x59" + bytes(8)) * (k + 1)  # each trace's duration field
+        native.queue_call(w, 1.0, 0, execution, statics, which, b"\x18\x00", tails, 9, False)
+    runs = w._pending[layout.GRAPH_EXECUTION_TRACES]
+    assert [len(sizes) for _, sizes in runs] == [1, 2, 3]
+    assert not any(gc.is_tracked(run) or gc.is_tracked(run[1]) for run in runs)
+    w.close()
+    reader = DebugDataReader(tmp_path / "run")
+    reader.update()
+    assert reader.corruptions == [] and reader.run("run").num_executions() == 3
+
+
 @pytest.mark.parametrize("ring", [True, False])
 def test_join_chunks_writes_what_the_python_append_writes(tmp_path, monkeypatch, ring):
     """A ring file's flush joined natively (one call per stream) holds the bytes and the

@@ -230,6 +230,25 @@ def map_blocks(stmt, change):
     return stmt
 
 
+def stored(block):
+    """The store of a block whose body is one store, or that store followed by the updates
+    of local counters epilogue.py appended after it; else None."""
+    body = block.body
+    if isinstance(body, tirx.SeqStmt):
+        first, *rest = list(body.seq) or [None]
+        if not all(isinstance(s, tirx.BufferStore) and str(s.buffer.scope()) == "local" for s in rest):
+            return None
+        body = first
+    return body if isinstance(body, tirx.BufferStore) else None
+
+
+def appended(block, statements: list) -> object:
+    """block with statements after its body (with_body's regions)."""
+    body = block.body
+    items = list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    return with_body(block, tirx.SeqStmt([*items, *statements]))
+
+
 def with_body(block, body) -> object:
     """block with another body (its regions as they were: the added statements read buffers
     the block already reads, or local ones of the root block)."""

@@ -16,8 +16,10 @@ itself where that saves work:
 
 The same block can count an input it reads one element at a time, at its own indices (a
 buffer of the output's shape): the Relax function's parameters, which a separate summary
-kernel would otherwise read once more on every call. Each counted buffer has its own
-counters and its own row.
+kernel would otherwise read once more on every call. An input too large for the cache that
+the output's block does not read (a fused kernel's first op reads it: `x * 1.0001` of
+`x * 1.0001 + 0.5`) is counted the same way by the block that does. Each counted buffer has
+its own counters and its own row.
 
 The kernel takes the stats buffer and the rows (the output's, then each counted input's) as
 extra parameters; it only reads its buffers, so its outputs are bit-identical. Outputs of a
@@ -145,29 +147,24 @@ def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Co
     if not writers:
         return None
     block = writers[0][0].block if len(writers) == 1 and _stores_each_element_once(*writers[0], out) else None
-    counted = ()
-    if block is not None:
-        counted = tuple(
-            q
-            for q in dict.fromkeys(inputs)
-            if q != position
-            and q < len(prim.params)
-            and _countable(prim.params[q])
-            and _read_elementwise(block, prim.params[q], out.shape)
-        )
-    buffers = [out, *(prim.params[q] for q in counted)]
     if block is None or not counting.in_loop(out):
         return None  # the separate summary kernel reads it back from cache, at no LLVM cost
+    counting_block = _counting_blocks(top, block, prim.params, position, inputs)
+    counted = tuple(counting_block)
+    buffers = [out, *(prim.params[q] for q in counted)]
     counts = [_Counts(buffer, k) for k, buffer in enumerate(buffers)]
+    counters = [block, *counting_block.values()]  # the block counting each of counts
+
     stats = counting.StatsParams()
     rows = [stats.row, *(tirx.Var(f"input_row{k}", _INT64) for k in range(len(counted)))]
     params = [*prim.params, stats.handle, *rows]
 
     def change(candidate):
-        if not candidate.same_as(block):
+        here = [c for c, counter in zip(counts, counters) if counter.same_as(candidate)]
+        if not here:
             return candidate
         store = candidate.body
-        updates = [stmt for c in counts for stmt in c.update(tirx.BufferLoad(c.buffer, store.indices))]
+        updates = [stmt for c in here for stmt in c.update(tirx.BufferLoad(c.buffer, store.indices))]
         return counting.with_body(candidate, tirx.SeqStmt([store, *updates]))
 
     body = [stmt for c in counts for stmt in c.clear()]
@@ -180,6 +177,33 @@ def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Co
     local = [buffer for c in counts for buffer in c.locals()]
     prim = counting.with_root(prim, realize, body, local, params, stats.bind)
     return Counting(prim, stats, counted, tuple(dict.fromkeys(calls)))
+
+
+def _counting_blocks(top: list, output_block, params, position: int, inputs: tuple[int, ...]) -> dict:
+    """The parameters `inputs` counted in the kernel's loops, each with the block that counts
+    it: the output's block when it reads it element by element, else (a buffer too large for
+    the cache: a separate summary would read it from memory again) another block storing one
+    element of a buffer of its shape per iteration and reading it at the same indices (an
+    earlier op of a fused kernel: `x * 1.0001` of `x * 1.0001 + 0.5`)."""
+    elementwise = [
+        realize.block
+        for stmt in top
+        for realize, loops in counting.realized(stmt)
+        if isinstance(realize.block.body, tirx.BufferStore)
+        and _stores_each_element_once(realize, loops, realize.block.body.buffer)
+    ]
+    out = params[position]
+    found = {}
+    for q in dict.fromkeys(inputs):
+        if q == position or q >= len(params) or not _countable(params[q]):
+            continue
+        if _read_elementwise(output_block, params[q], out.shape):
+            found[q] = output_block
+        elif counting.in_loop(params[q]):
+            reader = next((b for b in elementwise if _read_elementwise(b, params[q], b.body.buffer.shape)), None)
+            if reader is not None:
+                found[q] = reader
+    return found
 
 
 def _stores_each_element_once(realize, loops: tuple, buffer) -> bool:

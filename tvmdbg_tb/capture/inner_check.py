@@ -168,23 +168,23 @@ def _stores_elementwise(block, loops: tuple, buffer) -> bool:
         return False
     if any(loop is None or loop.kind not in _SERIAL or loop.thread_binding is not None for loop in loops):
         return False
-    store = block.body
-    return isinstance(store, tirx.BufferStore) and store.buffer.same_as(buffer)
+    store = counting.stored(block)
+    return store is not None and store.buffer.same_as(buffer)
 
 
 def _copies(block) -> bool:
     """Whether block only stores a value it loads (a reshape, a copy): nothing it could make."""
-    store = block.body
-    return block.init is None and isinstance(store, tirx.BufferStore) and isinstance(store.value, TensorLoad)
+    store = counting.stored(block)
+    return block.init is None and store is not None and isinstance(store.value, TensorLoad)
 
 
 def _counting_block(block, flags: list, in_block: dict[str, int]):
     j = in_block.get(block.name_hint)
     if j is None:
         return block
-    store = block.body
+    store = counting.stored(block)
     noted = counting.note(flags[j], tirx.BufferLoad(store.buffer, store.indices), str(store.buffer.dtype))
-    return counting.with_body(block, tirx.SeqStmt([store, noted]))
+    return counting.appended(block, [noted])
 
 
 def _count_buffer(flag, buffer):

@@ -52,7 +52,6 @@ PyObject* s_native_finish;
 PyObject* s_native_emit;
 PyObject* s_native_warn;
 PyObject* s_shape;
-PyObject* s_generation;
 
 double Clock(clockid_t which) {
   timespec now;
@@ -160,18 +159,24 @@ void DropPlans(Plans* plans) {
   plans->count = 0;
 }
 
+PyObject* CompileGuard(PyObject* source);
+
 // A plan from _native_plan's or learn's 7-tuple (statics, width, tails, summaries, execution,
-// scan, guard), holding new references; false with a TypeError when it is none.
+// scan, guard), its guard compiled, holding new references; false with an exception set when
+// it is none.
 bool PlanFrom(PyObject* described, Plan* plan) {
   if (!PyTuple_Check(described) || PyTuple_GET_SIZE(described) != 7) {
     PyErr_SetString(PyExc_TypeError, "a plan is a 7-tuple (statics, width, tails, summaries, execution, scan, guard)");
     return false;
   }
-  PyObject** fields[7] = {&plan->statics,   &plan->width, &plan->tails, &plan->summaries,
-                          &plan->execution, &plan->scan,  &plan->guard};
-  for (int k = 0; k < 7; ++k) *fields[k] = PyTuple_GET_ITEM(described, k);
+  PyObject* guard = CompileGuard(PyTuple_GET_ITEM(described, 6));
+  if (guard == nullptr) return false;
+  PyObject** fields[6] = {&plan->statics, &plan->width, &plan->tails, &plan->summaries, &plan->execution, &plan->scan};
+  for (int k = 0; k < 6; ++k) *fields[k] = PyTuple_GET_ITEM(described, k);
   plan->described = described;
+  plan->guard = nullptr;
   HoldPlan(*plan);
+  plan->guard = guard;  // its new reference
   return true;
 }
 
@@ -509,18 +514,222 @@ bool PlanOf(Function* function, Py_ssize_t nargs, Plans* out) {
 }
 
 // -- the guards of learned plans -----------------------------------------------------------------
+//
+// A guard comes from call_plans.py as a tuple of checks; PlanFrom compiles it once into a
+// Guard (the checks as C++ values), so that the checks after each call read the tensors'
+// DLTensor shapes and the parameter cache's generation counter in C, with no Python attribute
+// read or object made.
 
 enum Check : long {
   kArgType = 0,   // (0, k, type): args[k] is of exactly that type (an object: its summary names it)
   kArgShape = 1,  // (1, k, shape): args[k].shape == shape (a tensor of symbolic shape)
-  kArgSame = 2,   // (2, k, same, holder, generation): args[k] is `same`, or a list or tuple of
-                  // exactly same's items (a tuple), and holder.generation == generation (weights
-                  // whose summary repeats: param_cache.SummaryCache)
+  kArgSame = 2,   // (2, k, same, cell, generation): args[k] is `same`, or a list or tuple of
+                  // exactly same's items (a tuple), and cell (a buffer of one int64, the
+                  // parameter cache's generation: param_cache.SummaryCache) holds generation
+                  // (weights whose summary repeats)
   kOutType = 3,   // (3, path, type): the returned value at path (item indices) is of that type
   kOutShape = 4,  // (4, path, shape): ... has that shape
   kRows = 5,      // (5, checks): int64 pairs (index of a double in the stats buffer, value): the
                   // buffer holds them (the dims a kernel's summary wrote of a symbolic shape)
 };
+
+struct GuardCheck {
+  long kind = -1;
+  Py_ssize_t arg = 0;
+  PyObject* path = nullptr;  // kOutType, kOutShape: borrowed from the guard's tuple
+  std::vector<int64_t> items;  // ... its indices
+  int32_t type_index = -1;   // kOutType: the type's tvm_ffi type index (-1: none)
+  PyObject* object = nullptr;  // the type, the shape tuple or `same` (borrowed)
+  std::vector<int64_t> values;  // the shape's dims; kRows: the (index, value) pairs
+  const int64_t* cell = nullptr;  // kArgSame: the generation counter
+  int64_t generation = 0;
+};
+
+// A compiled guard: a Python object, held by its plans like their other fields.
+struct Guard {
+  PyObject_HEAD
+  PyObject* source;  // the tuple compiled (holds what the checks borrow)
+  std::vector<GuardCheck>* checks;
+  std::vector<Py_buffer>* cells;  // the generation counters' buffers, held
+};
+
+extern PyTypeObject kGuardType;
+
+void GuardDealloc(PyObject* object) {
+  Guard* self = reinterpret_cast<Guard*>(object);
+  if (self->cells != nullptr) {
+    for (Py_buffer& view : *self->cells) PyBuffer_Release(&view);
+  }
+  delete self->cells;
+  delete self->checks;
+  Py_XDECREF(self->source);
+  Py_TYPE(object)->tp_free(object);
+}
+
+PyTypeObject* g_object_type = nullptr;  // tvm_ffi.core.CObject, the base of its Python objects
+Py_ssize_t g_chandle_offset = 0;        // of its handle in the Python object (0: not found yet, -1: none)
+
+// The tvm_ffi handle of a tvm_ffi object's Python object (nullptr: not one, or its handle
+// cannot be read). The handle is the Cython base object's field; its offset is found once,
+// from the first object's __chandle__().
+void* ObjectHandle(PyObject* value) {
+  if (g_object_type == nullptr || g_chandle_offset < 0 || !PyObject_TypeCheck(value, g_object_type)) return nullptr;
+  if (g_chandle_offset == 0) {
+    PyObject* address = PyObject_CallMethod(value, "__chandle__", nullptr);
+    void* handle = address == nullptr ? nullptr : PyLong_AsVoidPtr(address);
+    Py_XDECREF(address);
+    PyErr_Clear();
+    g_chandle_offset = -1;
+    const size_t size = static_cast<size_t>(g_object_type->tp_basicsize);
+    for (size_t at = sizeof(PyObject); handle != nullptr && at + sizeof(void*) <= size; at += sizeof(void*)) {
+      if (*reinterpret_cast<void**>(reinterpret_cast<char*>(value) + at) == handle) {
+        g_chandle_offset = static_cast<Py_ssize_t>(at);
+        break;
+      }
+    }
+    if (g_chandle_offset < 0) return nullptr;
+  }
+  return *reinterpret_cast<void**>(reinterpret_cast<char*>(value) + g_chandle_offset);
+}
+
+// The value at items (indices into Arrays) of a tvm_ffi object (false: the path does not go
+// through tvm_ffi Arrays: Python reads it).
+bool ValueAt(PyObject* value, const std::vector<int64_t>& items, TVMFFIAny* out) {
+  void* handle = ObjectHandle(value);
+  if (handle == nullptr) return false;
+  TVMFFIAny at{};
+  at.type_index = TVMFFIObjectGetTypeIndex(handle);
+  at.v_obj = static_cast<TVMFFIObject*>(handle);
+  for (const int64_t item : items) {
+    if (at.type_index != kTVMFFIArray) return false;
+    const auto* cell = reinterpret_cast<const TVMFFISeqCell*>(reinterpret_cast<const char*>(at.v_obj) + sizeof(TVMFFIObject));
+    if (item < 0 || item >= cell->size) return false;
+    at = static_cast<const TVMFFIAny*>(cell->data)[item];
+  }
+  *out = at;
+  return true;
+}
+
+// 1 when a tvm_ffi value is a tensor of the check's shape, else 0.
+int DimsAre(const TVMFFIAny& value, const GuardCheck& check) {
+  if (value.type_index != kTVMFFITensor) return 0;
+  const DLTensor* tensor = TVMFFITensorGetDLTensorPtr(value.v_obj);
+  if (tensor->ndim != static_cast<int32_t>(check.values.size())) return 0;
+  return std::memcmp(tensor->shape, check.values.data(), check.values.size() * sizeof(int64_t)) == 0;
+}
+
+// A shape tuple's dims (false with an exception set).
+bool DimsOf(PyObject* shape, std::vector<int64_t>* out) {
+  if (!PyTuple_Check(shape)) {
+    PyErr_SetString(PyExc_TypeError, "a guard's shape must be a tuple of ints");
+    return false;
+  }
+  for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(shape); ++d) {
+    out->push_back(PyLong_AsLongLong(PyTuple_GET_ITEM(shape, d)));
+    if (PyErr_Occurred()) return false;
+  }
+  return true;
+}
+
+// The tvm_ffi type index a Python type stands for (its __tvm_ffi_type_info__, when that is
+// its own: tvm_ffi gives values of that index that very type), or -1 (the check compares
+// Python types then).
+int32_t TypeIndexOf(PyObject* type) {
+  PyObject* info = PyObject_GetAttrString(type, "__tvm_ffi_type_info__");
+  PyObject* owner = info == nullptr ? nullptr : PyObject_GetAttrString(info, "type_cls");
+  PyObject* index = owner != type ? nullptr : PyObject_GetAttrString(info, "type_index");
+  const long found = index == nullptr ? -1 : PyLong_AsLong(index);
+  Py_XDECREF(index);
+  Py_XDECREF(owner);
+  Py_XDECREF(info);
+  PyErr_Clear();
+  return found >= 0 && found < INT32_MAX ? static_cast<int32_t>(found) : -1;
+}
+
+// One check of call_plans' tuple, compiled (false with an exception set).
+bool CompileCheck(PyObject* check, GuardCheck* out, std::vector<Py_buffer>* cells) {
+  const Py_ssize_t size = PyTuple_Check(check) ? PyTuple_GET_SIZE(check) : 0;
+  out->kind = size >= 2 ? PyLong_AsLong(PyTuple_GET_ITEM(check, 0)) : -1;
+  if (PyErr_Occurred()) return false;
+  const Py_ssize_t want[] = {3, 3, 5, 3, 3, 2};
+  if (out->kind < kArgType || out->kind > kRows || size != want[out->kind]) {
+    PyErr_SetString(PyExc_TypeError, "a guard's check has an unknown kind or size");
+    return false;
+  }
+  PyObject* where = PyTuple_GET_ITEM(check, 1);
+  if (out->kind == kRows) {
+    tvmdbg::Buffer pairs;
+    if (!pairs.Get(where, "row checks")) return false;
+    out->values.resize(pairs.size() / 8);
+    std::memcpy(out->values.data(), pairs.data(), out->values.size() * 8);
+    return true;
+  }
+  out->object = PyTuple_GET_ITEM(check, 2);
+  if (out->kind == kOutType || out->kind == kOutShape) {
+    if (!PyTuple_Check(where) || !DimsOf(where, &out->items)) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a guard's path must be a tuple of ints");
+      return false;
+    }
+    out->path = where;
+    if (out->kind == kOutType) out->type_index = TypeIndexOf(out->object);
+    if (PyErr_Occurred()) return false;
+  } else {
+    out->arg = PyLong_AsSsize_t(where);
+    if (PyErr_Occurred()) return false;
+  }
+  if (out->kind == kArgShape || out->kind == kOutShape) return DimsOf(out->object, &out->values);
+  if (out->kind == kArgSame) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(check, 3), &view, PyBUF_SIMPLE) != 0) return false;
+    cells->push_back(view);
+    if (view.len != sizeof(int64_t)) {
+      PyErr_SetString(PyExc_TypeError, "a guard's generation cell must hold one int64");
+      return false;
+    }
+    out->cell = static_cast<const int64_t*>(view.buf);
+    out->generation = PyLong_AsLongLong(PyTuple_GET_ITEM(check, 4));
+    return !PyErr_Occurred();
+  }
+  return true;
+}
+
+// A Guard of call_plans' tuple of checks (None: a static plan, always valid: None again); a
+// new reference, nullptr with an exception set.
+PyObject* CompileGuard(PyObject* source) {
+  if (source == Py_None) {
+    Py_INCREF(source);
+    return source;
+  }
+  if (!PyTuple_Check(source)) {
+    PyErr_SetString(PyExc_TypeError, "a guard must be a tuple of checks or None");
+    return nullptr;
+  }
+  if (g_object_type == nullptr) {
+    PyObject* core = PyImport_ImportModule("tvm_ffi.core");
+    PyObject* type = core == nullptr ? nullptr : PyObject_GetAttrString(core, "CObject");
+    Py_XDECREF(core);
+    if (type == nullptr) return nullptr;
+    if (!PyType_Check(type)) {
+      Py_DECREF(type);
+      PyErr_SetString(PyExc_TypeError, "tvm_ffi.core.CObject is not a type");
+      return nullptr;
+    }
+    g_object_type = reinterpret_cast<PyTypeObject*>(type);  // held for the process
+  }
+  Guard* guard = PyObject_New(Guard, &kGuardType);
+  if (guard == nullptr) return nullptr;
+  Py_INCREF(source);
+  guard->source = source;
+  guard->checks = new std::vector<GuardCheck>(static_cast<size_t>(PyTuple_GET_SIZE(source)));
+  guard->cells = new std::vector<Py_buffer>();
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(source); ++i) {
+    if (!CompileCheck(PyTuple_GET_ITEM(source, i), &(*guard->checks)[i], guard->cells)) {
+      Py_DECREF(guard);
+      return nullptr;
+    }
+  }
+  return reinterpret_cast<PyObject*>(guard);
+}
 
 // 1 when the value is the same objects as `same` (see kArgSame), 0 when not.
 int SameObjects(PyObject* value, PyObject* same) {
@@ -546,61 +755,70 @@ PyObject* Returned(PyObject* result, PyObject* path) {
   return result;
 }
 
-// 1 when value.shape == shape, 0 when not, -1 with an exception set.
-int ShapeIs(PyObject* value, PyObject* shape) {
+// 1 when value's shape is the check's, 0 when not, -1 with an exception set. A tvm_ffi
+// Tensor's from its DLTensor; anything else's `shape` read in Python.
+int ShapeIs(PyObject* value, const GuardCheck& check) {
+  static const std::vector<int64_t> kItself;
+  TVMFFIAny found_value;
+  if (ValueAt(value, kItself, &found_value) && found_value.type_index == kTVMFFITensor) {
+    return DimsAre(found_value, check);
+  }
   PyObject* found = PyObject_GetAttr(value, s_shape);
   if (found == nullptr) return -1;
-  const int same = PyObject_RichCompareBool(found, shape, Py_EQ);
+  const int same = PyObject_RichCompareBool(found, check.object, Py_EQ);
   Py_DECREF(found);
   return same;
 }
 
-// 1 when the buffer holds the values of checks (kRows), 0 when not, -1 with an exception set.
-int RowsHold(PyObject* block, PyObject* checks) {
-  tvmdbg::Buffer rows, wanted;
-  if (!rows.Get(block, "block") || !wanted.Get(checks, "row checks")) return -1;
-  const size_t count = wanted.size() / 16, doubles = rows.size() / 8;
-  for (size_t k = 0; k < count; ++k) {
-    long long pair[2];
-    std::memcpy(pair, wanted.data() + 16 * k, 16);
-    if (pair[0] < 0 || static_cast<size_t>(pair[0]) >= doubles) return 0;
-    double held;
-    std::memcpy(&held, rows.data() + 8 * pair[0], 8);
-    if (held != static_cast<double>(pair[1])) return 0;
+// 1 when the stats buffer (doubles of it) holds the pairs of a kRows check, else 0.
+int RowsHold(const GuardCheck& check, const double* rows, size_t doubles) {
+  for (size_t k = 0; k + 1 < check.values.size(); k += 2) {
+    const int64_t at = check.values[k];
+    if (at < 0 || static_cast<size_t>(at) >= doubles || rows[at] != static_cast<double>(check.values[k + 1])) return 0;
   }
   return 1;
 }
 
-// One check of a guard (see Check) on a call's arguments, result and stats buffer: 1 passes,
-// 0 fails, -1 with an exception set.
-int Holds(PyObject* check, PyObject* const* args, Py_ssize_t nargs, PyObject* result, PyObject* block) {
-  if (!PyTuple_Check(check) || PyTuple_GET_SIZE(check) < 2) return 0;
-  const long kind = PyLong_AsLong(PyTuple_GET_ITEM(check, 0));
-  if (kind == kRows) return RowsHold(block, PyTuple_GET_ITEM(check, 1));
-  if (kind == kOutType || kind == kOutShape) {
-    PyObject* value = Returned(result, PyTuple_GET_ITEM(check, 1));
-    if (value == nullptr) return -1;
-    const int holds = kind == kOutType ? reinterpret_cast<PyObject*>(Py_TYPE(value)) == PyTuple_GET_ITEM(check, 2)
-                                       : ShapeIs(value, PyTuple_GET_ITEM(check, 2));
-    Py_DECREF(value);
-    return holds;
-  }
-  const Py_ssize_t k = PyLong_AsSsize_t(PyTuple_GET_ITEM(check, 1));
-  if (PyErr_Occurred()) return -1;
-  if (k < 0 || k >= nargs) return 0;
-  switch (kind) {
-    case kArgType:
-      return reinterpret_cast<PyObject*>(Py_TYPE(args[k])) == PyTuple_GET_ITEM(check, 2);
-    case kArgShape:
-      return ShapeIs(args[k], PyTuple_GET_ITEM(check, 2));
-    case kArgSame: {
-      if (PyTuple_GET_SIZE(check) != 5 || !SameObjects(args[k], PyTuple_GET_ITEM(check, 2))) return 0;
-      PyObject* generation = PyObject_GetAttr(PyTuple_GET_ITEM(check, 3), s_generation);
-      if (generation == nullptr) return -1;
-      const int same = PyObject_RichCompareBool(generation, PyTuple_GET_ITEM(check, 4), Py_EQ);
-      Py_DECREF(generation);
-      return same;
+// The call's arguments, result and stats buffer, as the checks read them.
+struct Checked {
+  PyObject* const* args;
+  Py_ssize_t nargs;
+  PyObject* result;
+  const double* rows;
+  size_t doubles;
+};
+
+// One check (see Check): 1 passes, 0 fails, -1 with an exception set.
+int Holds(const GuardCheck& check, const Checked& call) {
+  switch (check.kind) {
+    case kRows:
+      return RowsHold(check, call.rows, call.doubles);
+    case kOutType:
+    case kOutShape: {
+      TVMFFIAny found;  // read in C when the result is tvm_ffi's
+      if (ValueAt(call.result, check.items, &found)) {
+        if (check.kind == kOutShape && found.type_index == kTVMFFITensor) return DimsAre(found, check);
+        if (check.kind == kOutType && check.type_index >= 0) return found.type_index == check.type_index;
+      }
+      PyObject* value = Returned(call.result, check.path);
+      if (value == nullptr) return -1;
+      const int holds = check.kind == kOutType ? reinterpret_cast<PyObject*>(Py_TYPE(value)) == check.object
+                                               : ShapeIs(value, check);
+      Py_DECREF(value);
+      return holds;
     }
+    default:
+      break;
+  }
+  if (check.arg < 0 || check.arg >= call.nargs) return 0;
+  PyObject* arg = call.args[check.arg];
+  switch (check.kind) {
+    case kArgType:
+      return reinterpret_cast<PyObject*>(Py_TYPE(arg)) == check.object;
+    case kArgShape:
+      return ShapeIs(arg, check);
+    case kArgSame:
+      return SameObjects(arg, check.object) && *check.cell == check.generation;
     default:
       return 0;
   }
@@ -608,11 +826,10 @@ int Holds(PyObject* check, PyObject* const* args, Py_ssize_t nargs, PyObject* re
 
 // Whether a plan's guard passes for this call (None: a static plan): 1, 0, -1 with an
 // exception set.
-int Passes(PyObject* guard, PyObject* const* args, Py_ssize_t nargs, PyObject* result, PyObject* block) {
+int Passes(PyObject* guard, const Checked& call) {
   if (guard == Py_None) return 1;
-  if (!PyTuple_Check(guard)) return 0;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(guard); ++i) {
-    const int holds = Holds(PyTuple_GET_ITEM(guard, i), args, nargs, result, block);
+  for (const GuardCheck& check : *reinterpret_cast<Guard*>(guard)->checks) {
+    const int holds = Holds(check, call);
     if (holds != 1) return holds;
   }
   return 1;
@@ -750,9 +967,19 @@ Outcome Record(Function* function, const Plans& plans, const CallArgs& call, con
     }
     block = PyTuple_GET_ITEM(buffer, 2);
   }
+  Checked checked{call.args, call.nargs, call.result, nullptr, 0};
+  tvmdbg::Buffer view;
+  if (*native != nullptr) {
+    checked.rows = (*native)->data;
+    checked.doubles = static_cast<size_t>((*native)->nrows * g_row_width);
+  } else {
+    if (!view.Get(block, "block")) return Outcome::kPython;
+    checked.rows = reinterpret_cast<const double*>(view.data());
+    checked.doubles = view.size() / sizeof(double);
+  }
   *chosen = nullptr;
   for (int k = 0; k < plans.count && *chosen == nullptr; ++k) {
-    const int passes = Passes(plans.plan[k].guard, call.args, call.nargs, call.result, block);
+    const int passes = Passes(plans.plan[k].guard, checked);
     if (passes < 0) return Outcome::kPython;
     if (passes == 1) *chosen = &plans.plan[k];
   }
@@ -1186,6 +1413,7 @@ PyGetSetDef kMarkerGetSet[] = {
 };
 
 PyTypeObject kTracerType = {PyVarObject_HEAD_INIT(nullptr, 0) "native_call.Tracer"};
+PyTypeObject kGuardType = {PyVarObject_HEAD_INIT(nullptr, 0) "native_call.Guard"};
 PyTypeObject kFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0) "native_call.Function"};
 PyTypeObject kMarkerType = {PyVarObject_HEAD_INIT(nullptr, 0) "native_call.Marker"};
 
@@ -1217,8 +1445,7 @@ bool Intern() {
       {&s_native_emit, "_native_emit"},
       {&s_native_warn, "_native_warn"},
       {&s_shape, "shape"},
-      {&s_generation, "generation"},
-  };
+      };
   return tvmdbg::InternAll(names) && (s_zero = PyLong_FromLong(0)) != nullptr;
 }
 
@@ -1251,7 +1478,13 @@ PyMODINIT_FUNC PyInit_native_call() {
   kMarkerType.tp_dealloc = MarkerDealloc;
   kMarkerType.tp_getset = kMarkerGetSet;
 
-  if (PyType_Ready(&kTracerType) < 0 || PyType_Ready(&kFunctionType) < 0 || PyType_Ready(&kMarkerType) < 0) {
+  kGuardType.tp_basicsize = sizeof(Guard);
+  kGuardType.tp_flags = Py_TPFLAGS_DEFAULT;
+  kGuardType.tp_doc = "A learned plan's guard, compiled";
+  kGuardType.tp_dealloc = GuardDealloc;
+
+  if (PyType_Ready(&kTracerType) < 0 || PyType_Ready(&kFunctionType) < 0 || PyType_Ready(&kMarkerType) < 0 ||
+      PyType_Ready(&kGuardType) < 0) {
     return nullptr;
   }
   PyObject* module = PyModule_Create(&kModule);

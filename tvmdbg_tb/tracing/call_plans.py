@@ -14,7 +14,8 @@ guard checking exactly that after each call (native_call.cc, Passes):
 - a tensor of symbolic shape (an argument, a result): its shape; a kernel output of symbolic
   shape: the dims its summary row holds (health modes);
 - the weights summarised once per value: the same tensor objects, and the parameter cache's
-  generation (it grows when any summary it holds stops holding: a write or an export seen).
+  generation (it grows when any summary it holds stops holding: a write or an export seen;
+  native_call reads its generation_cell).
 
 The Python path records every call no plan's guard passes for, and may teach another plan
 then: up to MAX_PLANS per function and argument count (then they are all forgotten and
@@ -225,7 +226,7 @@ class _Builder:
             same = tuple(value) if isinstance(value, (list, tuple)) else value
         if summary is None or not summary.HasField("summarized_in_execution"):
             return None
-        self.guard.append((_ARG_SAME, k, same, cache, cache.generation))
+        self.guard.append((_ARG_SAME, k, same, cache.generation_cell, cache.generation))
         return _INPUTS, None, None, summary.SerializeToString()
 
     def _object(self, tag: bytes, value: Any, where: tuple) -> tuple | None:

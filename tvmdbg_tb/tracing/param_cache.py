@@ -28,6 +28,7 @@ Memory: one tensor per (function, argument slot) is kept referenced (the last on
 
 from __future__ import annotations
 
+import array
 from typing import Any
 
 from tvmdbg_tb.events.summaries import dtype_code
@@ -68,19 +69,28 @@ class SummaryCache:
 
     generation grows whenever a summary it holds stops holding (an entry dropped or replaced,
     its memory written or exported, the cache cleared): native_call's plans that repeat a
-    summary (call_plans.py) hold while it is the one they were made at."""
+    summary (call_plans.py) hold while it is the one they were made at. It lives in
+    generation_cell (one int64), which native_call's guards read in C after every call."""
 
     def __init__(self, exports: ExportWatch | None = None) -> None:
         self._by_slot: dict[tuple, _Entry] = {}
         self._by_id: dict[int, _Entry] = {}
         self._pointers: dict[int, int] = {}  # data pointer -> entries holding it
-        self.generation = 0
+        self.generation_cell = array.array("q", [0])
         # A tuple argument whose tensors all hit: (their entries, its reused TensorSummary).
         self.tuples: dict[tuple, tuple[list[_Entry], Any]] = {}
         self._exports = exports if exports is not None else ACTIVE.state.exports
         install()
         self._exports.watched = True
         self._exports.caches.append(self)
+
+    @property
+    def generation(self) -> int:
+        return self.generation_cell[0]
+
+    def _changed(self) -> None:
+        """A summary held stops holding: plans made before no longer apply."""
+        self.generation_cell[0] += 1
 
     def close(self) -> None:
         exports = self._exports
@@ -130,7 +140,7 @@ class SummaryCache:
         self._by_id.clear()
         self._pointers.clear()
         self.tuples.clear()
-        self.generation += 1
+        self._changed()
 
     def forget_pointer(self, pointer: int) -> None:
         if pointer not in self._pointers:
@@ -142,7 +152,7 @@ class SummaryCache:
         """The memory at pointer may be written from outside from now on (lookup drops its
         entries when asked): the summaries holding it hold no more."""
         if pointer in self._pointers:
-            self.generation += 1
+            self._changed()
 
     def _drop(self, entry: _Entry) -> None:
         if self._by_id.get(_key(entry.tensor)) is entry:
@@ -157,7 +167,7 @@ class SummaryCache:
             self._pointers[entry.pointer] = left
         else:
             self._pointers.pop(entry.pointer, None)
-        self.generation += 1
+        self._changed()
 
 
 def _key(tensor: Any) -> int:

@@ -17,6 +17,7 @@ from tvmdbg_tb.tracing.vm_tracer import Tracer
 def exclude(vm) -> None:
     """Never trace this VM (benchmarks use it for an uninstrumented reference)."""
     vm.__dict__["_tvmdbg_excluded"] = True
+    vm.__dict__.pop("_tvmdbg_bound", None)
 
 
 def tracer_of(vm, state: TracingState | None = None) -> Tracer | None:
@@ -43,11 +44,32 @@ def detach_all(state: TracingState) -> None:
     flush_implicit()
     for vm in list(state.vms):
         vm.__dict__.pop("_tvmdbg_tracer", None)
+        vm.__dict__.pop("_tvmdbg_bound", None)
         try:
             vm._set_instrument(None)
         except Exception:  # a VM torn down meanwhile: nothing left to detach
             pass
     state.vms.clear()
+
+
+def bound(vm, key, session):
+    """What vm[key] returned in session when native_call traces it, or None. A generation loop
+    looks its functions up on every call: the bound function is kept per VM and session
+    (vm's _tvmdbg_bound: (session, {name: function}))."""
+    kept = vm.__dict__.get("_tvmdbg_bound")
+    if kept is None or kept[0] is not session or type(key) is not str:
+        return None
+    return kept[1].get(key)
+
+
+def keep(vm, key, session, function) -> None:
+    """function is what vm[key] returns while session lasts (see bound)."""
+    if type(key) is not str:
+        return
+    kept = vm.__dict__.get("_tvmdbg_bound")
+    if kept is None or kept[0] is not session:
+        kept = vm.__dict__["_tvmdbg_bound"] = (session, {})
+    kept[1][key] = function
 
 
 class TracedFunction:
@@ -84,12 +106,20 @@ def install(active) -> None:
         self._tvmdbg_info = capture.info_of(rt_mod)
 
     def __getitem__(self, key):
+        function = bound(self, key, active.state.session)
+        if function is not None:
+            return function
         function = original_getitem(self, key)
         tracer = tracer_of(self, active.state)
         if tracer is None:
             return function
         traced = TracedFunction(tracer, key, function)
-        return tracer.traced(key, function, traced) if isinstance(tracer, CompiledTracer) else traced
+        if not isinstance(tracer, CompiledTracer):
+            return traced
+        native = tracer.traced(key, function, traced)
+        if native is not traced:
+            keep(self, key, tracer.session, native)
+        return native
 
     def set_input(self, func_name, *args, **kwargs):
         original_set_input(self, func_name, *args, **kwargs)
