@@ -124,3 +124,20 @@ def test_without_the_library_and_a_compiler_each_process_compiles_and_says_why(t
     assert sorted(result["compiled"]) == sorted(name.removeprefix("tvmdbg.") for name in result["names"])
     assert "summary kernels are compiled in each process" in done.stderr
     assert "no prebuilt summary kernels" in done.stderr
+
+
+def test_summary_kernels_keep_their_own_buffers_on_the_stack():
+    """The generic kernels (health of floats and ints, FULL_STATS', the inner-op check's
+    recount) have no TVMBackendAllocWorkspace in their code: their counters and lane sums are
+    stack memory, not a workspace allocated and freed on every call (kernel_source.SCRATCH)."""
+    names = [
+        kernel_source.kernel_name("float32"),
+        kernel_source.kernel_name("int32"),
+        kernel_source.kernel_name("float16", stats=True),
+        kernel_source.recount_name("float64"),
+    ]
+    sources = kernel_source.catalogue()
+    functions = {name: tvm.script.from_source(sources[name]).with_attr("global_symbol", name) for name in names}
+    code = tvm.tirx.build(tvm.IRModule(functions), target=kernel_cache.TARGET).inspect_source("ll")
+    assert all(f"{name}_compute_" in code for name in names)
+    assert "@__TVMBackendAllocWorkspace" not in code

@@ -311,3 +311,41 @@ def test_plans_relearned_between_a_calls_two_parts_leave_its_records_right(examp
     # holds: the plan's identity is what would tell a mix-up here.
     [(plan, latest)] = handed
     assert plan is latest and plan is not built_plans[0]
+
+
+@pytest.fixture(scope="module")
+def scheduled(example):
+    """The decoder compiled with the example's scheduled pipeline (FuseTransposeMatmul, the
+    decode step's matmuls dlight GEMVs: parallel loops, vectorized partial sums), while
+    tvmdbg records."""
+    with llm_models.recording("FULL_HEALTH"):
+        return example.build(schedule=True)
+
+
+def test_the_scheduled_build_is_traced_like_the_default_one(example, built, scheduled, tmp_path):
+    """Healthy: the scheduled build generates the default build's tokens, every call recorded,
+    and passes `check`. An inf written into layer 1's QKV weight after the prefill is first
+    read by decode call 1's scheduled GEMV: the origin, named by the weight's name at the
+    projection's line."""
+    tokens, run, warned = _generate(example, scheduled, tmp_path / "healthy")
+    assert warned == [] and tokens == _generate(example, built, tmp_path / "default")[0]
+    assert _functions(run) == ["create_paged_kv_cache"] + ["embed", "prefill"] + ["embed", "decode"] * (STEPS - 1)
+    done = _check(tmp_path / "healthy")
+    assert done.returncode == 0 and "all finite" in done.stdout, done.stdout + done.stderr
+
+    class PlantsAfterPrefill(example.Generator):
+        def decode(self, token):
+            k = names.index("layers.1.attn.qkv_proj.weight")
+            value = self.params[k].numpy()
+            if np.isfinite(value).all():  # the first decode step
+                value[2, 3] = np.inf
+                self.params = [*self.params[:k], tvm.runtime.tensor(value), *self.params[k + 1 :]]
+            return super().decode(token)
+
+    _, names = scheduled
+    _, run, _ = _generate(example, scheduled, tmp_path / "planted", generator=PlantsAfterPrefill)
+    first = _first_origin(run)
+    assert (first["function_name"], first["call"]) == ("decode", 1), first
+    assert "NT_matmul" in first["kernel"], first  # the GEMV FuseTransposeMatmul made, scheduled
+    assert [p["name"] for p in first["bad_parameters"]] == ["layers.1.attn.qkv_proj.weight"], first
+    assert first["location"]["line"] == line_of(EXAMPLE, "self.qkv_proj(x)")

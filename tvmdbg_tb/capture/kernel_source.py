@@ -18,6 +18,11 @@ INNER_COLUMN = 21
 INNER_FLAG_COLUMN = 1
 INNER_OPS_PER_ROW = 7
 MAX_RANK = 8
+# The storage scope of a kernel's own small buffers (counters, flags, lane sums): TVM's
+# LowerTVMBuiltin keeps a CPU allocation of under 1 KiB on the stack only in the "global"
+# scope; a "local" one costs a TVMBackendAllocWorkspace and FreeWorkspace pair on every call
+# (four to nine of them in a summary kernel, most of its cost on a small tensor).
+SCRATCH = "global"
 HEALTH_DTYPES = {
     "float16",
     "float32",
@@ -76,7 +81,7 @@ def recount_source(name: str, dtype: str) -> str:
     counting.py), so that the counting by kind is compiled once, not into every kernel."""
     lines = _any_rank_signature(name, dtype, extra=", col: T.int64, total_row: T.int64")
     lines += [
-        '    acc = T.alloc_buffer((3,), "int64", scope="local")',
+        f'    acc = T.alloc_buffer((3,), "int64", scope="{SCRATCH}")',
         "    for k in range(3):",
         "        acc[k] = T.int64(0)",
         "    for i in range(size):",
@@ -109,7 +114,7 @@ def summary_source(name: str, dtype: str, health: bool, stats: bool = False) -> 
     producer counted itself (epilogue.py)."""
     lines = _any_rank_signature(name, dtype)
     if stats and dtype != "bool":  # the counts and the statistics in one pass
-        lines += stats_kernel.stats_lines(dtype, "size", STATS_COLUMN)
+        lines += stats_kernel.stats_lines(dtype, "size", STATS_COLUMN, SCRATCH)
     elif health:
         lines += _health_lines(dtype, "size")
     lines += _any_rank_stamp_lines()
@@ -124,14 +129,14 @@ def _accumulators(dtype: str, size: str, rows: int, lanes: int, sum_dtype: str |
     """`rows` rows of per-lane int32 counters and, for floats, the per-lane sums, all zeroed
     (the tensor's flat view F is the signature's)."""
     lines = [
-        f'    acc = T.alloc_buffer(({rows}, {lanes}), "int32", scope="local")',
+        f'    acc = T.alloc_buffer(({rows}, {lanes}), "int32", scope="{SCRATCH}")',
         f"    for k in range({rows}):",
         f"        for j in T.vectorized({lanes}):",
         "            acc[k, j] = 0",
     ]
     if sum_dtype:
         lines += [
-            f'    fs = T.alloc_buffer(({lanes},), "{sum_dtype}", scope="local")',
+            f'    fs = T.alloc_buffer(({lanes},), "{sum_dtype}", scope="{SCRATCH}")',
             f"    for j in T.vectorized({lanes}):",
             f"        fs[j] = T.{sum_dtype}(0)",
         ]
@@ -216,7 +221,7 @@ def _lane_totals(rows: int, lanes: int, indent: str = "    ") -> list[str]:
     """tot[k]: the sum of acc row k's lanes, in int64 (integer adds: a short dependency chain
     where float64 adds of each lane cost much of a small tensor's summary)."""
     return [
-        f'{indent}tot = T.alloc_buffer(({rows},), "int64", scope="local")',
+        f'{indent}tot = T.alloc_buffer(({rows},), "int64", scope="{SCRATCH}")',
         f"{indent}for k in range({rows}):",
         f"{indent}    tot[k] = T.int64(0)",
         f"{indent}    for j in range({lanes}):",
@@ -227,7 +232,7 @@ def _lane_totals(rows: int, lanes: int, indent: str = "    ") -> list[str]:
 def _total(sum_dtype: str, lanes: int) -> list[str]:
     """total[0]: the sum of the lanes' sums (not finite when an element is NaN or infinite)."""
     return [
-        f'    total = T.alloc_buffer((1,), "{sum_dtype}", scope="local")',
+        f'    total = T.alloc_buffer((1,), "{sum_dtype}", scope="{SCRATCH}")',
         f"    total[0] = T.{sum_dtype}(0)",
         f"    for j in range({lanes}):",
         "        total[0] = total[0] + fs[j]",

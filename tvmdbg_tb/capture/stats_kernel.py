@@ -25,10 +25,11 @@ def extreme(dtype: str, largest: bool) -> str:
     return f'T.{"max" if largest else "min"}_value("{dtype}")'
 
 
-def stats_lines(dtype: str, size: str, stats_column: int) -> list[str]:
+def stats_lines(dtype: str, size: str, stats_column: int, scratch: str) -> list[str]:
     """Body lines (4-space indented, after the tensor's flat view F and S are declared) writing S[row, 2:7] = lt0,
     gt0, eq0, -inf, +inf and S[row, stats_column:stats_column + 5] = min, max, mean,
-    l2_norm, abs_max of A's finite elements (NaN when there are none). Not for bool.
+    l2_norm, abs_max of A's finite elements (NaN when there are none). Not for bool. Its own
+    buffers take the storage scope `scratch` (kernel_source.SCRATCH).
 
     Sums of 16- and 32-bit floats run in float32 within blocks of LANES * BLOCK elements
     and are added in float64 per block: precision near float64's at float32 speed."""
@@ -37,14 +38,14 @@ def stats_lines(dtype: str, size: str, stats_column: int) -> list[str]:
     span = LANES * BLOCK
     zero = f"T.{dtype}(0)"
     lines = [
-        f'    acc = T.alloc_buffer((6, {LANES}), "int32", scope="local")',
-        f'    mn = T.alloc_buffer(({LANES},), "{dtype}", scope="local")',
-        f'    mx = T.alloc_buffer(({LANES},), "{dtype}", scope="local")',
-        f'    sm = T.alloc_buffer(({LANES},), "float64", scope="local")',
-        f'    sq = T.alloc_buffer(({LANES},), "float64", scope="local")',
-        f'    bs = T.alloc_buffer(({LANES},), "{block_dtype}", scope="local")',
-        f'    bq = T.alloc_buffer(({LANES},), "{block_dtype}", scope="local")',
-        '    bad = T.alloc_buffer((1,), "int64", scope="local")',
+        f'    acc = T.alloc_buffer((6, {LANES}), "int32", scope="{scratch}")',
+        f'    mn = T.alloc_buffer(({LANES},), "{dtype}", scope="{scratch}")',
+        f'    mx = T.alloc_buffer(({LANES},), "{dtype}", scope="{scratch}")',
+        f'    sm = T.alloc_buffer(({LANES},), "float64", scope="{scratch}")',
+        f'    sq = T.alloc_buffer(({LANES},), "float64", scope="{scratch}")',
+        f'    bs = T.alloc_buffer(({LANES},), "{block_dtype}", scope="{scratch}")',
+        f'    bq = T.alloc_buffer(({LANES},), "{block_dtype}", scope="{scratch}")',
+        f'    bad = T.alloc_buffer((1,), "int64", scope="{scratch}")',
     ]
 
     def reset(indent: str) -> list[str]:

@@ -7,17 +7,18 @@
 
 #include <cstdint>
 #include <cstring>
-#include <new>
-#include <string>
+#include <initializer_list>
 
 namespace {
 
 using tvmdbg::Buffer;
 
-void AppendDouble(std::string* out, double value) {
-  char bytes[8];
-  std::memcpy(bytes, &value, 8);  // little-endian hosts only (the fast path is x86-64)
-  out->append(bytes, 8);
+// The bytes are written through a cursor into the result's own bytes, sized first: no
+// growing string (an out-of-line append per double, ~110 a FULL_HEALTH call of 10 kernels)
+// and no copy of it into the bytes object.
+char* PutDouble(char* out, double value) {
+  std::memcpy(out, &value, 8);  // little-endian hosts only (the fast path is x86-64)
+  return out + 8;
 }
 
 double At(const char* base, size_t index) {
@@ -63,18 +64,21 @@ long long FirstMasked(const char* block, long long rows, long long width) {
   return -1;
 }
 
-// The debug values of counts in a mode of `count` values (1, 4 or 10; see Tails).
-void AppendValues(std::string* out, const Counts& c, long long count, double code, double rank) {
+// The debug values of counts in a mode of `count` values (1, 4 or 10; see Tails), written
+// at out; returns their end.
+char* PutValues(char* out, const Counts& c, long long count, double code, double rank) {
   const double nan = c.Nan();
   if (count == 1) {
-    AppendDouble(out, c.neg_inf + c.pos_inf + nan > 0 ? 1.0 : 0.0);
-  } else if (count == 4) {
-    for (double v : {c.size, c.neg_inf, c.pos_inf, nan}) AppendDouble(out, v);
-  } else {
-    for (double v : {0.0, code, rank, c.size, c.neg_inf, c.pos_inf, nan, c.lt - c.neg_inf, c.eq, c.gt - c.pos_inf}) {
-      AppendDouble(out, v);
-    }
+    return PutDouble(out, c.neg_inf + c.pos_inf + nan > 0 ? 1.0 : 0.0);
   }
+  if (count == 4) {
+    for (double v : {c.size, c.neg_inf, c.pos_inf, nan}) out = PutDouble(out, v);
+    return out;
+  }
+  for (double v : {0.0, code, rank, c.size, c.neg_inf, c.pos_inf, nan, c.lt - c.neg_inf, c.eq, c.gt - c.pos_inf}) {
+    out = PutDouble(out, v);
+  }
+  return out;
 }
 
 // trace_tails(block, rows, row_width, traced, count, codes, stats_column, rate) -> (which, tails)
@@ -108,46 +112,50 @@ PyObject* Tails(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
   }
   const char* base = block.data();
   const size_t tail_size = count ? 2 + 8 * count + 9 : 9;
-  try {
-    std::string which, tails;
-    which.reserve(4 * rows);
-    tails.reserve(tail_size * rows);
-    double previous = At(base, 0);
-    for (long long r = 1; r < rows; ++r) {
-      const char* row = base + 8 * r * width;
-      const double cycles = At(row, 0);
-      if (cycles == 0.0) continue;  // did not run
-      const double duration = (cycles - previous) / rate;
-      previous = cycles;
-      if (!traced.data()[r - 1]) continue;
-      const uint32_t k = static_cast<uint32_t>(r - 1);
-      which.append(reinterpret_cast<const char*>(&k), 4);
-      if (count) {
-        Counts counts;
-        counts.Add(row);
-        if (nonfinite != nullptr && counts.Nonfinite()) *nonfinite = true;
-        tails.push_back(0x42);  // debug_values, packed
-        tails.push_back(static_cast<char>(8 * count));
-        const double code = count >= 10 ? At(codes.data(), r - 1) : 0.0;
-        AppendValues(&tails, counts, count > 10 ? 10 : count, code, counts.rank);
-        if (count == 15) {
-          for (long long c = 0; c < 5; ++c) AppendDouble(&tails, At(row, stats + c));
-        }
-      }
-      tails.push_back(0x59);  // duration_us, a double
-      AppendDouble(&tails, duration);
-    }
-    PyObject* which_bytes = PyBytes_FromStringAndSize(which.data(), static_cast<Py_ssize_t>(which.size()));
-    PyObject* tail_bytes = PyBytes_FromStringAndSize(tails.data(), static_cast<Py_ssize_t>(tails.size()));
-    if (which_bytes == nullptr || tail_bytes == nullptr) {
-      Py_XDECREF(which_bytes);
-      Py_XDECREF(tail_bytes);
-      return nullptr;
-    }
-    return Py_BuildValue("(NN)", which_bytes, tail_bytes);
-  } catch (const std::bad_alloc&) {
-    return PyErr_NoMemory();
+  PyObject* which_bytes = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(4 * (rows - 1)));
+  PyObject* tail_bytes =
+      which_bytes == nullptr ? nullptr : PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(tail_size * (rows - 1)));
+  if (tail_bytes == nullptr) {
+    Py_XDECREF(which_bytes);
+    return nullptr;
   }
+  char* which = PyBytes_AS_STRING(which_bytes);
+  char* tails = PyBytes_AS_STRING(tail_bytes);
+  double previous = At(base, 0);
+  for (long long r = 1; r < rows; ++r) {
+    const char* row = base + 8 * r * width;
+    const double cycles = At(row, 0);
+    if (cycles == 0.0) continue;  // did not run
+    const double duration = (cycles - previous) / rate;
+    previous = cycles;
+    if (!traced.data()[r - 1]) continue;
+    const uint32_t k = static_cast<uint32_t>(r - 1);
+    std::memcpy(which, &k, 4);
+    which += 4;
+    if (count) {
+      Counts counts;
+      counts.Add(row);
+      if (nonfinite != nullptr && counts.Nonfinite()) *nonfinite = true;
+      *tails++ = 0x42;  // debug_values, packed
+      *tails++ = static_cast<char>(8 * count);
+      const double code = count >= 10 ? At(codes.data(), r - 1) : 0.0;
+      tails = PutValues(tails, counts, count > 10 ? 10 : count, code, counts.rank);
+      if (count == 15) {
+        for (long long c = 0; c < 5; ++c) tails = PutDouble(tails, At(row, stats + c));
+      }
+    }
+    *tails++ = 0x59;  // duration_us, a double
+    tails = PutDouble(tails, duration);
+  }
+  if (_PyBytes_Resize(&which_bytes, which - PyBytes_AS_STRING(which_bytes)) != 0) {
+    Py_DECREF(tail_bytes);
+    return nullptr;
+  }
+  if (_PyBytes_Resize(&tail_bytes, tails - PyBytes_AS_STRING(tail_bytes)) != 0) {
+    Py_DECREF(which_bytes);
+    return nullptr;
+  }
+  return Py_BuildValue("(NN)", which_bytes, tail_bytes);
 }
 
 PyObject* TraceTails(PyObject*, PyObject* const* args, Py_ssize_t nargs) { return Tails(args, nargs, nullptr); }
@@ -201,7 +209,6 @@ PyObject* Fill(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
   PyObject* out = PyBytes_FromStringAndSize(tmpl.data(), static_cast<Py_ssize_t>(tmpl.size()));
   if (out == nullptr) return nullptr;
   char* bytes = PyBytes_AS_STRING(out);
-  std::string values;
   for (size_t b = 0; b < blocks; ++b) {
     uint32_t offset, begin, end;
     std::memcpy(&offset, offsets.data() + 4 * b, 4);
@@ -213,10 +220,8 @@ PyObject* Fill(PyObject* const* args, Py_ssize_t nargs, bool* nonfinite) {
       std::memcpy(&row, members.data() + 4 * m, 4);
       counts.Add(block.data() + 8 * row * width);
     }
-    values.clear();
-    AppendValues(&values, counts, count, At(codes.data(), b), (totals.data()[b] & 1) ? 0.0 : counts.rank);
+    PutValues(bytes + offset, counts, count, At(codes.data(), b), (totals.data()[b] & 1) ? 0.0 : counts.rank);
     if (nonfinite != nullptr && (totals.data()[b] & 2) && counts.Nonfinite()) *nonfinite = true;
-    std::memcpy(bytes + offset, values.data(), values.size());
   }
   return out;
 }
