@@ -6,7 +6,7 @@ and never leave it: a NaN that `where(mask, log(x), 0)` or `maximum(sqrt(x), 0)`
 masks does not show in the kernel's output. Here the kernel counts, for each of its ops,
 the NaN, -inf and +inf its buffers held:
 
-Counting is counting.py's shape: once the kernel is done, a packed call of the recount
+Counting is counting.py's shape: once a buffer is complete, a packed call of the recount
 kernel compiled once (kernel_source.recount_source) on each buffer, still in cache, counts by
 kind; a buffer too large for the cache (counting.IN_LOOP_BYTES) is instead flagged as it is
 made (one integer OR per value, which LLVM vectorizes with the op's loop): in the block that
@@ -107,8 +107,9 @@ def add(
             where[block.name_hint] = t
             blocks[block.name_hint] = (block, loops)
     # (buffer, op, the writing block's name when flagged in it, the statement after which it is
-    # flagged by a loop, or neither: recounted once the kernel is done)
+    # flagged by a loop, or neither: recounted once complete)
     counted = []
+    complete: dict[int, list[int]] = {}  # top statement -> the counted buffers it completes
     for buffer in realize.block.alloc_buffers:
         if str(buffer.dtype) not in counting.FLOATS or str(buffer.scope()) not in ("", "global"):
             continue
@@ -119,6 +120,7 @@ def add(
         if len(writers) == 1 and _copies(blocks[last][0]):
             continue  # a reshape inside an op (batch_norm's): it only moves values
         op = block_owner[last]
+        complete.setdefault(where[last], []).append(len(counted))
         if not counting.in_loop(buffer):
             counted.append((buffer, op, None, None))
         elif len(writers) == 1 and _stores_elementwise(*blocks[last], buffer):
@@ -137,10 +139,6 @@ def add(
     for j, (_, _, _, t) in enumerate(counted):
         if t is not None:
             after.setdefault(t, []).append(j)
-    body = [counting.clear(flag) for flag in flags if flag is not None]
-    for t, stmt in enumerate(top):
-        body.append(counting.map_blocks(stmt, lambda block: _counting_block(block, flags, in_block)))
-        body += [_count_buffer(flags[j], counted[j][0]) for j in after.get(t, ())]
     params = list(prim.params)
     bind = None
     if stats is None:
@@ -149,8 +147,13 @@ def add(
         bind = stats.bind
     inner_row = tirx.Var("inner_row", "int64")
     params.append(inner_row)
-    buffers = [(buffer, op) for buffer, op, _, _ in counted]
-    body += _write(stats.buffer, stats.row, inner_row, flags, buffers, ops)
+    cells = _Cells(stats.buffer, stats.row, inner_row, ops)
+    body = [counting.clear(flag) for flag in flags if flag is not None] + cells.clear()
+    for t, stmt in enumerate(top):
+        body.append(counting.map_blocks(stmt, lambda block: _counting_block(block, flags, in_block)))
+        body += [_count_buffer(flags[j], counted[j][0]) for j in after.get(t, ())]
+        body += [cells.recount(counted[j][0], counted[j][1], flags[j]) for j in complete.get(t, ())]
+    body.append(cells.raise_flag())
     calls = tuple(dict.fromkeys(recount_name(str(buffer.dtype)) for buffer, *_ in counted))
     local = [flag for flag in flags if flag is not None]
     return counting.with_root(prim, realize, body, local, params, bind), InnerCheck(ops, calls)
@@ -191,27 +194,39 @@ def _count_buffer(flag, buffer):
     )
 
 
-def _write(stats, row, inner_row, flags: list, buffers: list[tuple], ops: tuple[int, ...]) -> list:
-    """Each op's (nan, neg_inf, pos_inf) in its slot of the inner rows and their total in the
-    kernel's row, added by the recount kernel of each buffer (of a flagged one only when its
-    flag is up), then row 0's flag when the total is not 0."""
-    slot_of = {op: slot for slot, op in enumerate(ops)}
+class _Cells:
+    """The stats cells of a kernel's inner check: each op's (nan, neg_inf, pos_inf) in its slot
+    of the inner rows, their total in the kernel's own row, and row 0's flag."""
 
-    def cell(slot: int, c: int) -> list:
-        r = inner_row + tirx.const(slot // INNER_OPS_PER_ROW, "int64")
+    def __init__(self, stats, row, inner_row, ops: tuple[int, ...]):
+        self.stats, self.row, self.inner_row = stats, row, inner_row
+        self.slot_of = {op: slot for slot, op in enumerate(ops)}
+        self.total = [row, tirx.const(INNER_COLUMN, "int64")]
+
+    def cell(self, slot: int, c: int) -> list:
+        r = self.inner_row + tirx.const(slot // INNER_OPS_PER_ROW, "int64")
         return [r, tirx.const(3 * (slot % INNER_OPS_PER_ROW) + c, "int64")]
 
-    zero = tirx.const(0.0, "float64")
-    total = [row, tirx.const(INNER_COLUMN, "int64")]
-    out = [tirx.BufferStore(stats, zero, total)]
-    out += [tirx.BufferStore(stats, zero, cell(slot, c)) for slot in range(len(ops)) for c in range(3)]
-    for flag, (buffer, op) in zip(flags, buffers):
+    def clear(self) -> list:
+        """The cells zeroed, before any recount adds to them."""
+        zero = tirx.const(0.0, "float64")
+        cells = [self.cell(slot, c) for slot in range(len(self.slot_of)) for c in range(3)]
+        return [tirx.BufferStore(self.stats, zero, index) for index in [self.total, *cells]]
+
+    def recount(self, buffer, op: int, flag) -> tirx.Stmt:
+        """The recount kernel's packed call on buffer (a flagged one's only when its flag is
+        up), placed right after the statement that completes buffer: the buffer lives no
+        longer than in the uninstrumented kernel, so TVM reuses its storage as it does there
+        (a call at the kernel's end kept every counted buffer alive to the end, and LLVM
+        compiled the copies that reuse made unnecessary: up to 25 ms for one kernel)."""
         name = "tvmdbg." + recount_name(str(buffer.dtype))
-        recount = counting.packed(name, buffer, stats, *cell(slot_of[op], 0), row)
-        out.append(recount if flag is None else tirx.IfThenElse(counting.raised(flag), recount, None))
-    start = tirx.const(0, "int64")
-    flag_row = tirx.BufferStore(
-        stats, tirx.BufferLoad(stats, [start, start]), [start, tirx.const(INNER_FLAG_COLUMN, "int64")]
-    )
-    out.append(tirx.IfThenElse(tirx.BufferLoad(stats, total) > zero, flag_row, None))
-    return out
+        call = counting.packed(name, buffer, self.stats, *self.cell(self.slot_of[op], 0), self.row)
+        return call if flag is None else tirx.IfThenElse(counting.raised(flag), call, None)
+
+    def raise_flag(self) -> tirx.Stmt:
+        """Row 0's flag column takes the call's start stamp when any op made a non-finite value."""
+        start = tirx.const(0, "int64")
+        flag_row = tirx.BufferStore(
+            self.stats, tirx.BufferLoad(self.stats, [start, start]), [start, tirx.const(INNER_FLAG_COLUMN, "int64")]
+        )
+        return tirx.IfThenElse(tirx.BufferLoad(self.stats, self.total) > tirx.const(0.0, "float64"), flag_row, None)
