@@ -199,13 +199,15 @@ class RowGEMV(dlight.cpu.GEMV):
 
 
 def scheduled_pipeline(target: Target):
-    """TVM's CPU pipeline with dlight scheduling the decode step's matmuls as GEMVs (MLC-LLM's
-    pipeline does the same on llvm, with dlight's own rule)."""
+    """TVM's CPU pipeline after FuseTransposeMatmul (each matmul by a transposed weight made one
+    op), with dlight scheduling the decode step's matmuls as GEMVs (MLC-LLM's pipeline does the
+    same on llvm, with dlight's own rule)."""
 
     @tvm.transform.module_pass(opt_level=0)
     def pipeline(mod: tvm.IRModule, _context) -> tvm.IRModule:
         with target:
             passes = [
+                relax.transform.FuseTransposeMatmul(),
                 *cpu_generic.library_dispatch_passes(target),
                 *cpu_generic.legalize_passes(target),
                 dlight.ApplyDefaultSchedule(RowGEMV()),
@@ -219,13 +221,10 @@ def scheduled_pipeline(target: Target):
 
 def build(config: Config = Config(), schedule: bool = False):
     """(the compiled executable, the parameter names in the order of the packed tuple).
-    schedule: each matmul by a transposed weight made one op first (FuseTransposeMatmul, as
-    MLC-LLM does), then scheduled_pipeline instead of TVM's default one, which leaves every
-    matmul a naive loop after a transpose of its weight on every call."""
+    schedule: scheduled_pipeline instead of TVM's default one, which leaves every matmul a
+    naive loop after a transpose of its weight on every call."""
     model = Decoder(config)
     mod, named_params = model.export_tvm(spec=model.spec())
-    if schedule:  # before the build: tvmdbg follows a pass applied here to the user's lines
-        mod = relax.transform.FuseTransposeMatmul()(mod)
     pipeline = scheduled_pipeline(TARGET) if schedule else relax.get_default_pipeline(TARGET)
     executable = tvm.compile(mod, TARGET, relax_pipeline=pipeline)
     return executable, [name for name, _ in named_params]

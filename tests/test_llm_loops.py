@@ -322,6 +322,26 @@ def scheduled(example):
         return example.build(schedule=True)
 
 
+def test_a_rewriting_pass_inside_the_pipeline_keeps_the_users_lines(scheduled):
+    """FuseTransposeMatmul as the pipeline's first pass (as MLC-LLM runs it) makes NT_matmul
+    calls whose vars reuse the names of other ops (`lv4`, layer 1's attention call): each is
+    named at its projection's line and by the pass, never at the attention call's line."""
+    from tvmdbg_tb.capture import hooks
+
+    info = hooks.info_of(scheduled[0])
+    projection, attention = line_of(EXAMPLE, "self.qkv_proj(x)"), line_of(EXAMPLE, "attention_with_fused_qkv(")
+    sites = [site for function in info.functions.values() for site in function.sites]
+    for site in sites:
+        if "NT_matmul" in site.kernel:
+            assert all(o.frames[o.user_index][1] != attention for o in site.origins if o.user_index >= 0), site
+    qkv = [site for site in sites if any("qkv_proj" in source.name for source in site.inputs)]
+    assert sorted(site.kernel for site in qkv) == ["NT_matmul"] * 2 + ["NT_matmul4"] * 2, [s.kernel for s in sites]
+    for site in qkv:  # prefill's and decode's, layers 0 and 1
+        [origin] = site.origins
+        assert origin.frames[origin.user_index][1] == projection, origin
+        assert origin.rewritten_by.startswith("FuseTransposeMatmul: NT_matmul"), origin
+
+
 def test_the_scheduled_build_is_traced_like_the_default_one(example, built, scheduled, tmp_path):
     """Healthy: the scheduled build generates the default build's tokens, every call recorded,
     and passes `check`. An inf written into layer 1's QKV weight after the prefill is first

@@ -4,7 +4,8 @@
   they bind (this covers nn.Module export, hand-written BlockBuilder code and the torch
   importer, where the fx node's own stack trace is preferred).
 - Pass.__call__ is wrapped to follow the vars through passes the user applies before the
-  build (lineage.py: ToMixedPrecision's re-typed ops keep their lines).
+  build (lineage.py: ToMixedPrecision's re-typed ops keep their lines), and the build's pass
+  instrument follows those its pipeline runs before lowering ops the same way.
 - relax.build (which tvm.compile calls) is wrapped to run the pipeline under a
   PassContext with one more pass instrument that keeps the three module snapshots
   graphs.py needs, then to describe the executable and attach that description to it.
@@ -156,21 +157,24 @@ class CaptureState:
 @tvm.instrument.pass_instrument
 class _Snapshots:
     """Keeps the module before and after FuseOps and before the first of
-    ToNonDataflow/CallTIRRewrite."""
+    ToNonDataflow/CallTIRRewrite, and follows the passes before LegalizeOps (lineage.py)."""
 
-    def __init__(self):
+    def __init__(self, registry: EmitRegistry):
         self.pre_fuse = None
         self.fused = None
         self.sites = None
         self.final = None
+        self.passes = lineage.PipelinePasses(registry)
 
     def run_before_pass(self, mod, info):
+        self.passes.before(mod, info.name)
         if info.name == "FuseOps":
             self.pre_fuse = mod
         if self.sites is None and info.name in ("ToNonDataflow", "RemovePurityChecking", "CallTIRRewrite"):
             self.sites = mod
 
     def run_after_pass(self, mod, info):
+        self.passes.after(mod, info.name)
         if info.name == "FuseOps":
             self.fused = mod
 
@@ -318,7 +322,7 @@ def _wrap_build(original, current: Callable[[], CaptureState]):
         if not state.recording or state.on_executable is None:
             return original(mod, *args, **kwargs)
         frames, user_index = frames_mod.capture(1)
-        snapshots = _Snapshots()
+        snapshots = _Snapshots(state.registry)
         outer_context = tvm.transform.PassContext.current()
         context = tvm.transform.PassContext(
             opt_level=outer_context.opt_level,
@@ -384,7 +388,10 @@ def describe(
     """The ExecutableInfo of one build; never raises (a failure becomes a note)."""
     executable_id = uuid.uuid4().hex[:12]
     try:
-        origins, by_name, by_operand, names = graphs.collect_origins(mod, registry, snapshots.fused is not None)
+        snapshots.passes.finish()
+        # The ops as the lowering met them: those the pipeline's first passes made included.
+        source = snapshots.passes.lowered if snapshots.passes.lowered is not None else mod
+        origins, by_name, by_operand, names = graphs.collect_origins(source, registry, snapshots.fused is not None)
         fused = graphs.fused_members(snapshots.fused, by_operand, snapshots.pre_fuse, origins)
         sites_mod = snapshots.sites if snapshots.sites is not None else mod
         flows = graphs.fused_dataflow(snapshots.fused)

@@ -1,5 +1,6 @@
-"""Lines through passes the user applies before the build: an op a pass made in place of the
-user's keeps the user's op, line and identity (OriginalOp.rewritten_by names the pass).
+"""Lines through passes the user applies before the build, or runs first in the build's own
+pipeline (PipelinePasses): an op a pass made in place of the user's keeps the user's op, line
+and identity (OriginalOp.rewritten_by names the pass).
 
 `relax.transform.ToMixedPrecision()(mod)` re-creates most vars (re-typed ops, with the old
 names reused for other ops) and inserts casts; `FastMathTransform()(mod)` keeps the vars but
@@ -61,6 +62,54 @@ def wrap_pass_call(original, current, active):
     __call__.__wrapped__ = original
     __call__.__doc__ = original.__doc__
     return __call__
+
+
+# Where a build's pipeline starts lowering the user's ops: the passes before the first of these
+# rewrite ops as a pass applied before the build would (FuseTransposeMatmul, as MLC-LLM runs it).
+_LOWERING = frozenset({"LegalizeOps", "FuseOps", "FuseTIR", "ToNonDataflow", "RemovePurityChecking", "CallTIRRewrite"})
+
+
+class PipelinePasses:
+    """Follows the passes a build's pipeline runs before it lowers ops like those applied before
+    the build (record): fed by a pass instrument (capture.hooks._Snapshots), it records the
+    outermost passes that end before the first lowering pass starts, in the order they end (a
+    pass's inner passes are covered by its own record; one that spans the lowering is not)."""
+
+    def __init__(self, registry) -> None:
+        self.registry = registry
+        self.running: list[tuple[object, str, list]] = []  # (input module, name, inner passes ended)
+        self.ended: list[tuple[object, object, str]] = []  # outermost passes ended: (input, output, name)
+        self.lowering = False
+        self.lowered = None  # the module the lowering starts from: the vars the build's ops keep
+
+    def before(self, mod, name: str) -> None:
+        if self.lowering:
+            return
+        if name in _LOWERING:
+            self.lowered = mod
+            self.finish()
+            return
+        self.running.append((mod, name, []))
+
+    def after(self, mod, name: str) -> None:
+        if self.lowering or not self.running:
+            return
+        before, started, _ = self.running.pop()
+        if started == name:
+            (self.running[-1][2] if self.running else self.ended).append((before, mod, name))
+
+    def finish(self) -> None:
+        """Records the passes ended so far (once: at the first lowering pass, or the build's end)."""
+        if self.lowering:
+            return
+        self.lowering = True
+        for before, after, name in [*self.ended, *(p for _, _, inner in self.running for p in inner)]:
+            try:
+                if isinstance(after, tvm.IRModule) and not after.same_as(before):
+                    record(before, after, name, self.registry)
+            except Exception:  # lineage is best effort; never break the build
+                pass
+        self.running, self.ended = [], []
 
 
 def _pass_name(pass_obj) -> str:
