@@ -914,15 +914,24 @@ def extract_functions(
     return functions
 
 
-def _origin_of(key: MemberKey, fname: str, origins, origins_by_name) -> Origin | None:
-    """The original op of a var (hash, name) of function fname: by identity, else by a name
-    that is unique in that function."""
+def _origin_of(key: MemberKey, fname: str, origins, origins_by_name, kernel: str) -> Origin | None:
+    """The original op of a var (hash, name) of function fname, computed by kernel: by
+    identity, else by a name that is unique in that function, unless that op calls another
+    function than kernel (a pass's op reusing the name of a builtin call's var): no line
+    rather than a wrong one."""
     origin = origins.get(key[0])
     if origin is None:
         named = origins_by_name.get((fname, key[1]), [])
-        if len(named) == 1:
+        if len(named) == 1 and _called_function(named[0].op_type) in (None, kernel):
             origin = named[0]
     return origin
+
+
+def _called_function(op_type: str) -> str | None:
+    """The function a packed call or a function call calls; None for any other op (a Relax op
+    or a call_tir, which lowering may rename or fuse)."""
+    head, _, callee = op_type.partition(":")
+    return callee if head in ("relax.call_dps_packed", "call", *_PACKED_OPS) else None
 
 
 # Bindings a site's argument is looked through (resolve): the same tensor under another name
@@ -1113,11 +1122,11 @@ class _FunctionWalk:
             members = self.fused.get(key) or self.fused.get(call) or self.fused.get(kernel)
         found: list[Origin | None] = []
         if members is not None:
-            found = [_origin_of(member, self.fname, self.origins, self.origins_by_name) for member in members]
+            found = [_origin_of(member, self.fname, self.origins, self.origins_by_name, kernel) for member in members]
             site_origins = [o for o in found if o is not None]
         else:
             origin = self.origins.get(key) or _origin_of(
-                (key, var_name), self.fname, self.origins, self.origins_by_name
+                (key, var_name), self.fname, self.origins, self.origins_by_name, kernel
             )
             site_origins = [origin] if origin is not None else []
         unique: list[Origin] = []  # repeats dropped (an alias resolves to the op it names)
