@@ -187,6 +187,9 @@ class _Resolver:
 def _record_function(before, after, function_name: str, pass_name: str, registry) -> None:
     old = [b for b in graphs._bindings(before.body) if isinstance(b.value, relax.Call)]
     entries = {hash(b.var): _entry(registry, b, function_name) for b in old}
+    # What each kept var computed before this pass (an earlier pass may have rewritten the
+    # user's op already: the op is this pass's only if it changed here).
+    old_ops = {hash(b.var): graphs.op_type_of(b.value) for b in old}
     old_resolver = _Resolver(before.params)
     candidates: dict[tuple, list[int]] = defaultdict(list)
     for b in old:
@@ -201,7 +204,7 @@ def _record_function(before, after, function_name: str, pass_name: str, registry
         op_type = graphs.op_type_of(value)
         if key in entries:  # a var the pass kept
             entry = entries[key]
-            if entry is not None and not graphs.same_op(entry.op_type, op_type):
+            if entry is not None and not graphs.same_op(old_ops[key], op_type):
                 registry.register(var, _rewritten(entry, pass_name, op_type))
             elif entry is not None and entry.frames and registry.lookup(var) is None:
                 registry.register(var, entry)  # a span the new value lost
