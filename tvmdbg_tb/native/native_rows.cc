@@ -163,7 +163,15 @@ PyObject* Tails(const Rows& block, PyObject* const* args, Py_ssize_t nargs, bool
     Py_DECREF(which_bytes);
     return nullptr;
   }
-  return Py_BuildValue("(NN)", which_bytes, tail_bytes);
+  PyObject* out = PyTuple_New(2);
+  if (out == nullptr) {
+    Py_DECREF(which_bytes);
+    Py_DECREF(tail_bytes);
+    return nullptr;
+  }
+  PyTuple_SET_ITEM(out, 0, which_bytes);
+  PyTuple_SET_ITEM(out, 1, tail_bytes);
+  return out;
 }
 
 PyObject* TraceTails(PyObject*, PyObject* const* args, Py_ssize_t nargs) {

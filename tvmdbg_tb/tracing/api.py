@@ -30,6 +30,8 @@ Hooks for tools built on top (the CLI, notebooks):
 
 from __future__ import annotations
 
+import functools
+import operator
 import os
 import warnings
 from collections.abc import Callable
@@ -71,16 +73,16 @@ class _ListenerSink:
 
     def __init__(self, listeners: list[ExecutionListener]):
         self._listeners = listeners  # the tracing state's: listeners added later are heard
+        # idle() -> bool: no listener, nothing to deliver (Session.serialized_execution_done
+        # skips this sink). A C callable, not a method: native_call asks it after every
+        # traced call, and a Python frame per call costs more than the test.
+        self.idle = functools.partial(operator.not_, listeners)
 
     def on_graph(self, graph, ops) -> None:
         return None
 
     def on_kernel(self, call) -> None:
         return None
-
-    def idle(self) -> bool:
-        """No listener: nothing to deliver (Session.serialized_execution_done skips this sink)."""
-        return not self._listeners
 
     def on_execution(self, execution, traces) -> None:
         if not self._listeners:
