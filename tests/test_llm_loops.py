@@ -324,8 +324,9 @@ def scheduled(example):
 
 def test_a_rewriting_pass_inside_the_pipeline_keeps_the_users_lines(scheduled):
     """FuseTransposeMatmul as the pipeline's first pass (as MLC-LLM runs it) makes NT_matmul
-    calls whose vars reuse the names of other ops (`lv4`, layer 1's attention call): each is
-    named at its projection's line and by the pass, never at the attention call's line."""
+    calls whose vars reuse the names of other ops (`lv4`, layer 1's attention call): each
+    stands for the user's matmul it replaces, at its line (the projection's, the lm_head's),
+    named by the pass, never at the attention call's line."""
     from tvmdbg_tb.capture import hooks
 
     info = hooks.info_of(scheduled[0])
@@ -336,10 +337,17 @@ def test_a_rewriting_pass_inside_the_pipeline_keeps_the_users_lines(scheduled):
             assert all(o.frames[o.user_index][1] != attention for o in site.origins if o.user_index >= 0), site
     qkv = [site for site in sites if any("qkv_proj" in source.name for source in site.inputs)]
     assert sorted(site.kernel for site in qkv) == ["NT_matmul"] * 2 + ["NT_matmul4"] * 2, [s.kernel for s in sites]
-    for site in qkv:  # prefill's and decode's, layers 0 and 1
-        [origin] = site.origins
-        assert origin.frames[origin.user_index][1] == projection, origin
+    head = [site for site in sites if any("lm_head" in source.name for source in site.inputs)]
+    at = {}
+    for site in qkv + head:
+        [origin] = site.origins  # the user's matmul, which the pass's op stands for
+        assert origin.op_type == "relax.matmul", origin
         assert origin.rewritten_by.startswith("FuseTransposeMatmul: NT_matmul"), origin
+        at.setdefault(origin.frames[origin.user_index][1], []).append(site.kernel)
+    prefill_head = line_of(EXAMPLE, "return self.lm_head(self.norm(h))")
+    decode_head = line_of(EXAMPLE, "return self.lm_head(self.norm(self._layers")
+    assert at == {projection: at[projection], prefill_head: ["NT_matmul"], decode_head: ["NT_matmul"]}, at
+    assert len(at[projection]) == 4  # prefill's and decode's, layers 0 and 1
 
 
 def test_the_scheduled_build_is_traced_like_the_default_one(example, built, scheduled, tmp_path):

@@ -196,7 +196,9 @@ def _record_function(before, after, function_name: str, pass_name: str, registry
         candidates[old_resolver.signature(b.value)].append(hash(b.var))
     claimed: set[int] = set()
     new = _Resolver(after.params)
-    for binding in graphs._bindings(after.body):
+    bindings = list(graphs._bindings(after.body))
+    folded = _folded(old, {hash(b.var) for b in bindings}, old_resolver)
+    for binding in bindings:
         var, value = binding.var, binding.value
         if not isinstance(value, relax.Call):
             continue
@@ -212,6 +214,9 @@ def _record_function(before, after, function_name: str, pass_name: str, registry
         if registry.lookup(var) is not None:
             continue
         matches = [h for h in candidates.get(new.signature(value), ()) if h not in claimed]
+        if not matches:  # an op made of several: the one op it reads the same operands as
+            matches = [h for h in folded.get(tuple(map(new.key, _operands(value))), ()) if h not in claimed]
+            matches = matches if len(matches) == 1 else []
         if matches:
             claimed.add(matches[0])
             new.mapped[key] = matches[0]
@@ -229,3 +234,28 @@ def _record_function(before, after, function_name: str, pass_name: str, registry
                 continue
         # An op of the pass's own (a cast of an input, a decomposition): its consumer's line.
         registry.register(var, Emitted(op_type, [], -1, str(var.name), None, _made(pass_name, op_type)))
+
+
+def _operands(value) -> list:
+    """A call's tensor operands (a DPS call's arguments, not its callee)."""
+    args = graphs.items(value.args)
+    if graphs._op_name(value) in graphs._DPS_OPS and len(args) > 1:
+        return graphs.items(args[1].fields) if isinstance(args[1], relax.Tuple) else [args[1]]
+    return args
+
+
+def _folded(old, kept: set[int], resolver: _Resolver) -> dict[tuple, list[int]]:
+    """The ops the pass removed by their operands, with the removed ops they read looked
+    through to their first operand: matmul(x, permute_dims(w)) as (x, w), the operands of the
+    one op FuseTransposeMatmul makes of both (NT_matmul(x, w))."""
+    removed = {hash(b.var): b.value for b in old if hash(b.var) not in kept}
+
+    def key(arg):
+        folded = removed.get(hash(arg)) if isinstance(arg, relax.Var) else None
+        inner = _operands(folded) if folded is not None else []
+        return resolver.key(inner[0] if inner else arg)
+
+    by_operands: dict[tuple, list[int]] = defaultdict(list)
+    for var, value in removed.items():
+        by_operands[tuple(key(a) for a in _operands(value))].append(var)
+    return by_operands
