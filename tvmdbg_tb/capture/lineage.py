@@ -13,7 +13,9 @@ input, function by function, and registers each output var the build will meet:
 - a var the pass kept: the input op's entry (its emit record, or its TVMScript span), marked
   rewritten when the op changed (fast_exp for exp);
 - a new var: the input op computing the same thing, matched by op and operands (operands
-  mapped the same way, looking through the casts the pass inserted, parameters by position);
+  mapped the same way, looking through the casts the pass inserted, parameters by position),
+  else the one op the pass removed that reads the same operands, the removed ops it read
+  looked through (FuseTransposeMatmul's NT_matmul(x, w) for matmul(x, permute_dims(w)));
 - a new cast of an op's output: that op's entry (the same value in another dtype, so it
   compares with the op); any other new op: no line of its own, so collect_origins gives it
   its consumer's.
