@@ -15,7 +15,8 @@ input, function by function, and registers each output var the build will meet:
 - a new var: the input op computing the same thing, matched by op and operands (operands
   mapped the same way, looking through the casts the pass inserted, parameters by position),
   else the one op the pass removed that reads the same operands, the removed ops it read
-  looked through (FuseTransposeMatmul's NT_matmul(x, w) for matmul(x, permute_dims(w)));
+  looked through, and that the new op is named after (FuseTransposeMatmul's NT_matmul(x, w)
+  for matmul(x, permute_dims(w)));
 - a new cast of an op's output: that op's entry (the same value in another dtype, so it
   compares with the op); any other new op: no line of its own, so collect_origins gives it
   its consumer's.
@@ -216,8 +217,13 @@ def _record_function(before, after, function_name: str, pass_name: str, registry
         if registry.lookup(var) is not None:
             continue
         matches = [h for h in candidates.get(new.signature(value), ()) if h not in claimed]
-        if not matches:  # an op made of several: the one op it reads the same operands as
-            matches = [h for h in folded.get(tuple(map(new.key, _operands(value))), ()) if h not in claimed]
+        if not matches:  # an op made of several: the one op of its kind reading the same operands
+            made = graphs._base_op(op_type)
+            matches = [
+                h
+                for h in folded.get(tuple(map(new.key, _operands(value))), ())
+                if h not in claimed and made.endswith(graphs._base_op(old_ops[h]))
+            ]
             matches = matches if len(matches) == 1 else []
         if matches:
             claimed.add(matches[0])
