@@ -161,7 +161,7 @@ void DropPlans(Plans* plans) {
 
 PyObject* CompileGuard(PyObject* source);
 
-// A plan from _native_plan's or learn's 7-tuple (statics, width, tails, summaries, execution,
+// A plan from a NativePlan (tracing/native_call.py: the 7-tuple statics, width, tails, summaries, execution,
 // scan, guard), its guard compiled, holding new references; false with an exception set when
 // it is none.
 bool PlanFrom(PyObject* described, Plan* plan) {

@@ -33,6 +33,7 @@ from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing import execution_template, param_cache
+from tvmdbg_tb.tracing.native_call import NativePlan, native_plan
 from tvmdbg_tb.tracing.summary import flatten, flatten_with_paths, is_opaque, is_tensor, tensor_summary
 
 MAX_PLANS = 4  # native_call.cc kMaxVariants
@@ -111,10 +112,8 @@ class _Builder:
         self.weights = call.function.weights if session.weight_cache is not None else ()
         self.cache = session.weight_cache
 
-    def build(self, inputs: tuple, outputs: Any) -> tuple | None:
-        """The plan native_call.Tracer.learn takes (and fast_tracer._one_pass reads back):
-        (statics, width, call_rows' tails, summaries, the Execution's constant bytes, scan,
-        guard)."""
+    def build(self, inputs: tuple, outputs: Any) -> NativePlan | None:
+        """The plan native_call.Tracer.learn takes (and fast_tracer._one_pass reads back)."""
         tracer, function = self.tracer, self.function
         parts = [self._input(k, value) for k, value in enumerate(inputs)]
         leaves = flatten_with_paths(outputs) if outputs is not None else []
@@ -139,17 +138,7 @@ class _Builder:
                 return None
             template = execution_template.ExecutionTemplate(self.mode, header.SerializeToString(), parts)
             summaries = (*template.native, compiled.ROW_WIDTH)
-        tails = (
-            plan.rows,
-            compiled.ROW_WIDTH,
-            plan.traced,
-            plan.count,
-            plan.codes,
-            compiled.STATS_COLUMN,
-            tracer._rate,
-        )
-        scan = (len(function.rows) + 1, compiled.ROW_WIDTH, function.hunt_mask) if function.health else None
-        return plan.statics, plan.width, tails, summaries, static, scan, tuple(self.guard)
+        return native_plan(plan, function, tracer._rate, summaries, static, tuple(self.guard))
 
     def _input(self, k: int, value: Any) -> tuple | None:
         """The part (execution_template's: tag, row or rows or None, dtype, bytes) of argument k."""

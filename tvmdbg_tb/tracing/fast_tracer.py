@@ -30,6 +30,7 @@ from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import varint as _varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing import call_plans, execution_template, native_call, native_rows, param_cache
+from tvmdbg_tb.tracing.native_call import NativePlan, native_plan
 from tvmdbg_tb.tracing.session import RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.tracing.summary import debug_values, flatten, is_tensor, top_level_size, tuple_health_values
 from tvmdbg_tb.tracing.vm_tracer import Tracer, _message
@@ -86,7 +87,7 @@ class _FastCall:
         self.skips: list = []
         # The inner-op check's trace bytes by (fid, buffer row), when a kernel's ops made NaN/Inf.
         self.inner: dict[tuple[int, int], bytes] | None = None
-        self.plan: tuple | None = None  # the plan native_call ran call_rows with (as learned), if it did
+        self.plan: NativePlan | None = None  # the plan native_call ran call_rows with, if it did
 
 
 class _Local(threading.local):
@@ -274,31 +275,26 @@ class CompiledTracer(Tracer):
         frames, user_index = frames_mod.capture_call(1)
         return self._location_bytes(frames, user_index), frames, user_index
 
-    def _native_plan(self, name: str, num_inputs: int) -> tuple | None:
-        """call_rows' arguments of name called with num_inputs arguments, with the traces'
-        statics and width: (statics, width, tails, summaries, Execution bytes, scan, guard:
-        None); None when native_call serves it only with the plans call_plans learns. Its
-        outputs' count is the function's static one (a Relax function's return structure is
-        fixed at compile time)."""
+    def _native_plan(self, name: str, num_inputs: int) -> NativePlan | None:
+        """The static plan (no guard) of name called with num_inputs arguments; None when
+        native_call serves it only with the plans call_plans learns. Its outputs' count is the
+        function's static one (a Relax function's return structure is fixed at compile time)."""
         fid = self._fids[name]
         function = compiled.FUNCTIONS.get(fid)
         if function is None or not function.output_specs or not all(function.output_specs):
             return None
         runtime = self.session.function(self.program, name)
-        found = self._one_pass_args_of(runtime, fid, num_inputs, len(function.output_specs))
-        if found is None:
+        plan = self._one_pass_args_of(runtime, fid, num_inputs, len(function.output_specs))
+        if plan is None or (plan.summaries is None and plan.execution is None):
             return None
-        plan, tails, summaries, static, scan = found
-        if summaries is None and static is None:
-            return None
-        return plan.statics, plan.width, tails, summaries, static, scan, None
+        return plan
 
     def _native_finish(
         self, name: str, invoke, index: int, start: float, buffers: list, args: tuple, result, error,
-        frames, user_index: int, rows: tuple | None, plan: tuple | None = None,
+        frames, user_index: int, rows: tuple | None, plan: NativePlan | None = None,
     ) -> None:  # fmt: skip
         """What call() does after the VM returned, for a call native_call began and does not
-        finish itself; rows: call_rows' result when it ran, with plan (the very tuple
+        finish itself; rows: call_rows' result when it ran, with plan (the very object
         _native_plan or call_plans made: plans forgotten since cannot change which)."""
         call = _FastCall(self, self.session.function(self.program, name), False, (index, start, buffers))
         call.plan = plan
@@ -739,33 +735,34 @@ class CompiledTracer(Tracer):
             return None
         fid, _, array = call.buffers[0]
         if rows is not None and call.plan is not None:  # the plan native_call ran call_rows with
-            statics, width, tails, summaries, static, scan, _ = call.plan
+            plan = call.plan
         else:
-            found = self._one_pass_args_of(call.function, fid, num_inputs, num_leaves)
-            if found is None:
+            plan = self._one_pass_args_of(call.function, fid, num_inputs, num_leaves)
+            if plan is None:
                 return None
-            plan, tails, summaries, static, scan = found
-            statics, width = plan.statics, plan.width
         if rows is None:
-            clear = self._cache is None and (summaries is not None or static is not None)
-            rows = native.call_rows(array, tails, summaries, scan if hunting else None, clear)
+            clear = self._cache is None and (plan.summaries is not None or plan.execution is not None)
+            rows = native.call_rows(array, plan.tails, plan.summaries, plan.scan if hunting else None, clear)
         which, tail_bytes, execution, bad, cleared, nonfinite = rows
-        parts = TraceParts(statics, which, b"\x18" + _varint(call.index), tail_bytes, width)
-        return parts, static if summaries is None else execution, bad, cleared, nonfinite
+        parts = TraceParts(plan.statics, which, b"\x18" + _varint(call.index), tail_bytes, plan.width)
+        return parts, plan.execution if plan.summaries is None else execution, bad, cleared, nonfinite
 
-    def _one_pass_args_of(self, function: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
+    def _one_pass_args_of(
+        self, function: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int
+    ) -> NativePlan | None:
         """_call_rows_args, cached per (fid, inputs, leaves)."""
         key = (fid, num_inputs, num_leaves)
         return _memo(self._one_pass_args, key, self._call_rows_args, function, fid, num_inputs, num_leaves)
 
-    def _call_rows_args(self, runtime: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
-        """_one_pass's constants of a function, once per session: (its parts plan, call_rows'
-        tails, summaries and scan arguments, the Execution's static bytes in NO_TENSOR and
-        SHAPE); None when a pass does not qualify."""
-        plan = _memo(self._plans, fid, self._parts_plan, fid)
-        if plan is None:
+    def _call_rows_args(
+        self, runtime: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int
+    ) -> NativePlan | None:
+        """_one_pass's constants of a function, once per session (the Execution's static bytes
+        in NO_TENSOR and SHAPE, its template's in the health modes); None when a pass does not
+        qualify."""
+        parts = _memo(self._plans, fid, self._parts_plan, fid)
+        if parts is None:
             return None
-        tails = (plan.rows, compiled.ROW_WIDTH, plan.traced, plan.count, plan.codes, compiled.STATS_COLUMN, self._rate)
         summaries = static = None
         if self.mode in (pb.NO_TENSOR, pb.SHAPE):
             static = self._static_execution(runtime, num_inputs, num_leaves)
@@ -774,11 +771,7 @@ class CompiledTracer(Tracer):
             if template is None or template[3] is None:
                 return None
             summaries = (*template[3].native, compiled.ROW_WIDTH)
-        function = compiled.FUNCTIONS[fid]
-        scan = None
-        if function.health:
-            scan = (len(function.rows) + 1, compiled.ROW_WIDTH, function.hunt_mask)
-        return plan, tails, summaries, static, scan
+        return native_plan(parts, compiled.FUNCTIONS[fid], self._rate, summaries, static)
 
     def _num_leaves(self, name: str, outputs) -> int:
         """len(flatten(outputs)) without walking them on every call: a Relax function's

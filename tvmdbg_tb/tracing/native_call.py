@@ -19,8 +19,34 @@ and without a compiler or with TVMDBG_NATIVE_CALL=0, vm[name] returns the Python
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
+from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.native import TvmPythonExtension, source
 
 ENV_SWITCH = "TVMDBG_NATIVE_CALL"  # "0": the Python call path
 
 LIBRARY = TvmPythonExtension(source("native_call.cc"), ENV_SWITCH, "native VM call path")
+
+
+class NativePlan(NamedTuple):
+    """How native_call records one kind of call (native_call.cc PlanFrom reads it by position,
+    and hands the very object back to CompiledTracer._native_finish): the traces' statics and
+    width, native_rows.call_rows' tails, summaries and scan, the Execution's constant bytes,
+    and the guard of a plan call_plans.py learned (None: a function's static plan)."""
+
+    statics: Any
+    width: int
+    tails: tuple
+    summaries: tuple | None
+    execution: bytes | None
+    scan: tuple | None
+    guard: tuple | None
+
+
+def native_plan(parts: Any, function: Any, rate: Any, summaries, execution, guard=None) -> NativePlan:
+    """The NativePlan of a compiled function's (compiled.FUNCTIONS) calls whose traces follow
+    parts (fast_tracer's parts plan) at the tracer's sampling rate."""
+    tails = (parts.rows, compiled.ROW_WIDTH, parts.traced, parts.count, parts.codes, compiled.STATS_COLUMN, rate)
+    scan = (len(function.rows) + 1, compiled.ROW_WIDTH, function.hunt_mask) if function.health else None
+    return NativePlan(parts.statics, parts.width, tails, summaries, execution, scan, guard)
