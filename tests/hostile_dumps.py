@@ -31,13 +31,12 @@ from pathlib import Path
 import dump_records
 import numpy as np
 from models_hostile import ESCAPES
-from plugin_dumps import write_graph, write_nan_chain
+from plugin_dumps import write_graph, write_nan_chain, write_tensor_call
 
 from tvmdbg_tb.events import layout, records
 from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.live.channel import LIVE_FILE
-from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 TESTS = Path(__file__).resolve().parent
 FILES = [*dump_records.FILES, LIVE_FILE]
@@ -250,22 +249,6 @@ def values_run(logdir: Path) -> Path:
         logdir, DumpOptions(tensor_debug_mode="FULL_TENSOR", circular_buffer_size=-1), run_id="values"
     )
     write_graph(w)
-    index = w.allocate_execution_index()
-    w.write_graph_execution_traces(
-        [
-            pb.GraphExecutionTrace(
-                op_id=0,
-                execution_index=index,
-                op_name="lv0",
-                kernel="matmul",
-                tensor_debug_mode=pb.FULL_TENSOR,
-                tensor_value=pb.TensorValue(dtype=dtype, shape=shape, content=content),
-                dtype=dtype,
-                shape=shape,
-            )
-            for dtype, shape, content in VALUES
-        ]
-    )
-    w.write_execution(pb.Execution(index=index, function_name="main", graph_id=0, num_traces=len(VALUES)))
+    write_tensor_call(w, [(0, "lv0", "matmul", dtype, shape, content) for dtype, shape, content in VALUES])
     w.close()
     return logdir / "values"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from unittest import mock
 
 
 def free_port() -> int:
@@ -77,26 +78,11 @@ class S3Server:
 
 
 @contextlib.contextmanager
-def environment(updates: dict[str, str]):
-    """os.environ with updates, restored after."""
-    saved = {k: os.environ.get(k) for k in updates}
-    os.environ.update(updates)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-@contextlib.contextmanager
 def s3_server(process: bool = False):
     """A running S3Server with its environment set in this process (restored after)."""
     server = S3Server(process)
     try:
-        with environment(server.env):
+        with mock.patch.dict(os.environ, server.env):
             yield server
     finally:
         server.stop()
@@ -113,7 +99,7 @@ def gcs_emulator():
     server.start()
     env = {"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
     try:
-        with environment(env):
+        with mock.patch.dict(os.environ, env):
             yield "gs://tvmdbg-gcs"
     finally:
         server.stop()

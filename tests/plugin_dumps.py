@@ -140,6 +140,33 @@ def write_nan_chain(logdir, run_name: str = "run_a", close: bool = True) -> Debu
     return w
 
 
+def write_tensor_call(w: DebugEventsWriter, tensors: list[tuple], graph_id: int = 0) -> None:
+    """One call of graph graph_id whose traces hold FULL_TENSOR values, each given as
+    (op_id, op_name, kernel, dtype, shape, content bytes)."""
+    index = w.allocate_execution_index()
+    w.write_graph_execution_traces(
+        [
+            pb.GraphExecutionTrace(
+                op_id=op_id,
+                execution_index=index,
+                op_name=op_name,
+                kernel=kernel,
+                tensor_debug_mode=pb.FULL_TENSOR,
+                tensor_value=pb.TensorValue(dtype=dtype, shape=shape, content=content),
+                dtype=dtype,
+                shape=shape,
+            )
+            for op_id, op_name, kernel, dtype, shape, content in tensors
+        ]
+    )
+    w.write_execution(pb.Execution(index=index, function_name="main", graph_id=graph_id, num_traces=len(tensors)))
+
+
+def float32_tensor(op_id: int, op_name: str, kernel: str, value: np.ndarray) -> tuple:
+    """A float32 array as write_tensor_call's tuple."""
+    return (op_id, op_name, kernel, "float32", list(value.shape), value.astype(np.float32).tobytes())
+
+
 def write_full_tensor(logdir, run_name: str = "run_t") -> np.ndarray:
     """A FULL_TENSOR run whose only trace holds a 3x4 float32 value with a NaN and an Inf."""
     w = DebugEventsWriter(
@@ -149,21 +176,6 @@ def write_full_tensor(logdir, run_name: str = "run_t") -> np.ndarray:
     value = np.arange(12, dtype=np.float32).reshape(3, 4)
     value[1, 2] = np.nan
     value[2, 3] = np.inf
-    index = w.allocate_execution_index()
-    w.write_graph_execution_traces(
-        [
-            pb.GraphExecutionTrace(
-                op_id=0,
-                execution_index=index,
-                op_name="lv0",
-                kernel="matmul",
-                tensor_debug_mode=pb.FULL_TENSOR,
-                tensor_value=pb.TensorValue(dtype="float32", shape=[3, 4], content=value.tobytes()),
-                dtype="float32",
-                shape=[3, 4],
-            )
-        ]
-    )
-    w.write_execution(pb.Execution(index=index, function_name="main", graph_id=0, num_traces=1))
+    write_tensor_call(w, [float32_tensor(0, "lv0", "matmul", value)])
     w.close()
     return value

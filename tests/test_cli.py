@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import terminal
+from plugin_dumps import float32_tensor, write_tensor_call
 
 from tvmdbg_tb import analysis
 from tvmdbg_tb.cli import filters
@@ -174,22 +175,7 @@ def write_full_tensor(logdir: Path) -> np.ndarray:
     value = np.arange(24, dtype=np.float32).reshape(4, 6) - 5
     value[1, 2] = np.nan
     value[3, 5] = np.inf
-    index = w.allocate_execution_index()
-    w.write_graph_execution_traces(
-        [
-            pb.GraphExecutionTrace(
-                op_id=0,
-                execution_index=index,
-                op_name="val",
-                kernel="exp",
-                tensor_debug_mode=pb.FULL_TENSOR,
-                tensor_value=pb.TensorValue(dtype="float32", shape=[4, 6], content=value.tobytes()),
-                dtype="float32",
-                shape=[4, 6],
-            )
-        ]
-    )
-    w.write_execution(pb.Execution(index=index, function_name="main", num_traces=1))
+    write_tensor_call(w, [float32_tensor(0, "val", "exp", value)])
     w.close()
     return value
 

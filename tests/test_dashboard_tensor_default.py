@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from plugin_dumps import write_graph
+from plugin_dumps import float32_tensor, write_graph, write_tensor_call
 from test_dashboard_e2e import Browser, TensorBoardProcess
 from test_plugin import Server
 
 from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.writer import DebugEventsWriter
-from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 
 def _write(logdir) -> tuple[np.ndarray, np.ndarray]:
@@ -24,23 +23,7 @@ def _write(logdir) -> tuple[np.ndarray, np.ndarray]:
     vector[15] = np.inf
     w = DebugEventsWriter(logdir, DumpOptions(tensor_debug_mode="FULL_TENSOR", circular_buffer_size=-1), run_id="full")
     write_graph(w)
-    index = w.allocate_execution_index()
-    w.write_graph_execution_traces(
-        [
-            pb.GraphExecutionTrace(
-                op_id=op_id,
-                execution_index=index,
-                op_name=f"lv{op_id}",
-                kernel="k",
-                tensor_debug_mode=pb.FULL_TENSOR,
-                tensor_value=pb.TensorValue(dtype="float32", shape=list(a.shape), content=a.tobytes()),
-                dtype="float32",
-                shape=list(a.shape),
-            )
-            for op_id, a in ((0, matrix), (1, vector))
-        ]
-    )
-    w.write_execution(pb.Execution(index=index, function_name="main", graph_id=0, num_traces=2))
+    write_tensor_call(w, [float32_tensor(0, "lv0", "k", matrix), float32_tensor(1, "lv1", "k", vector)])
     w.close()
     return matrix, vector
 

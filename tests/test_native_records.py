@@ -13,7 +13,7 @@ pytest.importorskip("tvm")
 
 from eventgen import trace  # noqa: E402
 
-from tvmdbg_tb.events import layout, native_records, writer  # noqa: E402
+from tvmdbg_tb.events import layout, native_records, record_file, writer  # noqa: E402
 from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.reader import DebugDataReader  # noqa: E402
 from tvmdbg_tb.events.trace_parts import TraceParts  # noqa: E402
@@ -286,11 +286,12 @@ def test_queue_call_fails_the_writer_on_parts_it_cannot_frame_and_drops_calls_on
     assert closed._next_trace == 0 and closed.failed is None
 
 
-def test_queued_runs_wait_for_the_flush_outside_the_garbage_collector(tmp_path):
-    """What queue_call leaves in the writer's queue until the flush (each call's run of trace
-    records: its bytes and sizes) is not tracked by the collector: tracked, every call would
-    leave young objects behind, and their promotions set off full collections of the
-    program's heap."""
+def test_queued_calls_wait_for_the_flush_in_one_spool_per_stream(tmp_path, monkeypatch):
+    """What queue_call leaves in the writer's queue until the flush is one spool per stream
+    (each call's records appended to one buffer, not objects per call: those sat in the
+    allocator's heap between the program's own allocations, and tracked by the collector they
+    set off collections); records the Python paths queue meanwhile join that spool in their
+    order; the flush writes a spool alone without a copy, and without the library too."""
     import gc
 
     native = native_records.LIBRARY.load()
@@ -304,31 +305,51 @@ def test_queued_runs_wait_for_the_flush_outside_the_garbage_collector(tmp_path):
         which = np.zeros(k + 1, np.uint32).tobytes()
         tails = (b"\x59" + bytes(8)) * (k + 1)  # each trace's duration field
         native.queue_call(w, 1.0, 0, execution, statics, which, b"\x18\x00", tails, 9, False)
-    runs = w._pending[layout.GRAPH_EXECUTION_TRACES]
-    assert [len(sizes) for _, sizes in runs] == [1, 2, 3]
-    assert not any(gc.is_tracked(run) or gc.is_tracked(run[1]) for run in runs)
+        w.write_graph_execution_trace_payloads([b"\x08\x02"] * 2)  # the Python path, between calls
+    w.write_execution(pb.Execution(function_name="g"))
+    queued = {stream: w._pending[stream] for stream in (layout.GRAPH_EXECUTION_TRACES, layout.EXECUTION)}
+    assert all(len(queue) == 1 and type(queue[0]) is native.Spool for queue in queued.values())
+    assert not any(gc.is_tracked(queue[0]) for queue in queued.values())
+    assert len(queued[layout.GRAPH_EXECUTION_TRACES][0].sizes()) == 1 + 2 + 3 + 3 * 2
+    assert len(queued[layout.EXECUTION][0].sizes()) == 4
+    spool = queued[layout.GRAPH_EXECUTION_TRACES][0]
+    data, ends = record_file.join_chunks([spool], 100, True)
+    assert type(data) is memoryview and list(ends) == list(itertools.accumulate(spool.sizes(), initial=100))[1:]
+    monkeypatch.setattr(native_records.LIBRARY, "_state", {"error": RuntimeError("off in this test")})
+    python_data, python_ends = record_file.join_chunks([b"ab", spool], 0, True)
+    assert python_data == b"ab" + bytes(spool) and list(python_ends) == list(itertools.accumulate([2, *spool.sizes()]))
+    monkeypatch.undo()
     w.close()
     reader = DebugDataReader(tmp_path / "run")
     reader.update()
-    assert reader.corruptions == [] and reader.run("run").num_executions() == 3
+    run = reader.run("run")
+    assert reader.corruptions == [] and run.num_executions() == 4
+    assert list(run.trace_digests()["index"]) == list(range(12))
 
 
 @pytest.mark.parametrize("ring", [True, False])
 def test_join_chunks_writes_what_the_python_append_writes(tmp_path, monkeypatch, ring):
     """A ring file's flush joined natively (one call per stream) holds the bytes and the
     record ends that _RecordFile.append's Python loop gives, for records and runs of records
-    (queue_call's plain tuples and _Framed); a chunk that is neither is a clear error."""
+    (tuples and _Framed) and spools (queue_call's: record ends read from the records'
+    framing); a chunk that is neither, or a spool its records do not fill, is a clear error."""
+    from tvmdbg_tb.events import records as record_codec
+
     native = native_records.LIBRARY.load()
     assert native is not None, native_records.LIBRARY.failure()
     records = [bytes([k]) * (k * 7 + 1) for k in range(12)]
+    records += [record_codec.encode(bytes([k]) * (k * 300)) for k in range(12, 15)]  # framed, for a spool
+    spool = native.Spool()
+    spool.extend([records[12], (b"".join(records[13:15]), [len(r) for r in records[13:15]])])
     chunks = [
         records[0],
         (b"".join(records[1:4]), [len(r) for r in records[1:4]]),
         writer._Framed(b"".join(records[4:6]), [len(r) for r in records[4:6]]),
         records[6],
         (b"".join(records[7:10]), [len(r) for r in records[7:10]]),
-        (b"".join(records[10:12]), tuple(len(r) for r in records[10:12])),  # queue_call's runs
+        (b"".join(records[10:12]), tuple(len(r) for r in records[10:12])),  # sizes as a tuple
         (b"", []),
+        spool,
     ]
     files = {}
     for name in ("native", "python"):
@@ -344,7 +365,11 @@ def test_join_chunks_writes_what_the_python_append_writes(tmp_path, monkeypatch,
     data, ends, size = files["native"]
     assert data == b"".join(records) and size == len(data)
     assert ends == (list(itertools.accumulate(map(len, records))) if ring else [])
-    with pytest.raises(TypeError, match="a chunk is bytes or a"):
+    with pytest.raises(TypeError, match="a chunk is bytes, a"):
         native.join_chunks([records[0], "text"], 0, True)
     with pytest.raises(ValueError, match="do not add up"):
         native.join_chunks([(b"abc", [2])], 0, True)
+    torn = native.Spool()
+    torn.extend([records[12][:-1]])
+    with pytest.raises(ValueError, match="records do not fill it"):
+        native.join_chunks([torn], 0, True)

@@ -23,6 +23,13 @@ MIN_BATCH = 2  # a single trace: the Python loop is as fast as the call
 LIBRARY = PythonExtension(source("native_records.cc"), ENV_SWITCH, "native record framing")
 
 
+def spool_type() -> type | None:
+    """The type of the buffers queue_call queues each stream's records into (native_records.cc
+    Spool: records end to end outside the allocator's heap), or None before the library is loaded."""
+    module = LIBRARY.loaded()
+    return None if module is None else module.Spool
+
+
 def frame(prefix: bytes, payloads: Sequence[bytes], first: int) -> tuple[bytes, list[int]] | None:
     """The framed records of payloads (trace k gets index first + k; a list, or TraceParts
     whose payloads are never built) and each record's size; None to frame in Python: the

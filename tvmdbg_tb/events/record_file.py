@@ -11,9 +11,10 @@ from typing import NamedTuple
 from tvmdbg_tb.events import native_records
 
 
-def join_chunks(chunks: list, base: int, track_ends: bool) -> tuple[bytes, array.array | None]:
-    """chunks (records as bytes, or runs of records as (blob, sizes)) joined, and with
-    track_ends each record's end offset counted from base; by native_records when built."""
+def join_chunks(chunks: list, base: int, track_ends: bool) -> tuple[bytes | memoryview, array.array | None]:
+    """chunks (records as bytes, runs of records as (blob, sizes), spools) joined (one spool
+    alone: a view of it), and with track_ends each record's end offset counted from base; by
+    native_records when built."""
     native = native_records.LIBRARY.loaded()
     if native is not None:
         data, ends = native.join_chunks(chunks, base, track_ends)
@@ -22,12 +23,14 @@ def join_chunks(chunks: list, base: int, track_ends: bool) -> tuple[bytes, array
         found = array.array("q")
         found.frombytes(ends)
         return data, found
-    data = b"".join([c[0] if type(c) is not bytes else c for c in chunks])
+    # A spool (native_records.Spool: queued before the library was switched off) is a run too.
+    runs = [c if isinstance(c, (bytes, tuple)) else (c, c.sizes()) for c in chunks]
+    data = b"".join([c[0] if type(c) is not bytes else c for c in runs])
     if not track_ends:
         return data, None
     found = array.array("q")
     end = base
-    for chunk in chunks:
+    for chunk in runs:
         if type(chunk) is not bytes:  # a run of records
             running = itertools.accumulate(chunk[1], initial=end)
             next(running)  # `end` itself: no record of this run ends there
@@ -69,7 +72,7 @@ class RecordFile:
 
     def append(self, chunks: list) -> None:
         """Writes chunks: records (bytes) or runs of records ((blob, sizes): _Framed, or the
-        plain tuples native_records.queue_call queues), joined by native_records when built."""
+        spools native_records.queue_call queues into), joined by native_records when built."""
         data, ends = join_chunks(chunks, self.size, self.ring)
         self.handle.write(data)
         if ends is not None:

@@ -96,8 +96,8 @@ def _frame_traces(prefix: bytes, payloads: Sequence[bytes], first: int) -> list[
 
 
 class _Framed(NamedTuple):
-    """Records framed natively: their bytes end to end, and each one's size (native_records'
-    queue_call queues plain (blob, sizes) tuples: any tuple chunk is such a run)."""
+    """Records framed natively: their bytes end to end, and each one's size (any tuple chunk
+    is such a run; native_records.queue_call queues a call's records into a Spool instead)."""
 
     blob: bytes
     sizes: tuple[int, ...]
@@ -433,13 +433,13 @@ class DebugEventsWriter:
                 else:
                     chunks, size, count = [], 0, 0
                 self._next_trace += count
-                self._pending[layout.GRAPH_EXECUTION_TRACES].extend(chunks)
+                self._enqueue(layout.GRAPH_EXECUTION_TRACES, chunks)
                 sequence = None
                 if head is not None:
                     sequence = self._sequences[layout.EXECUTION]
                     self._sequences[layout.EXECUTION] += 1
                     record = records.encode(head + _SEQUENCE_TAG + varint(sequence))
-                    self._pending[layout.EXECUTION].append(record)
+                    self._enqueue(layout.EXECUTION, [record])
                     size += len(record)
                 if self._counts_health and nonfinite is not False and (sequence is not None or count):
                     self._count_locked(sequence, first, count, nonfinite, execution_index)
@@ -517,11 +517,22 @@ class DebugEventsWriter:
                 return
             if callable(chunks):
                 chunks = chunks()
-            self._pending[stream].extend(chunks)
+            self._enqueue(stream, chunks)
             self._pending_bytes += sum(map(len, chunks))
             pending = self._pending_bytes
         if pending >= self._eager_bytes:
             self._eager_write(pending)
+
+    def _enqueue(self, stream: str, chunks: list) -> None:
+        """Under _lock: chunks at the end of the stream's queue, copied into the spool at its
+        end when there is one (native_records.queue_call's: the stream's records stay in their
+        order, and in one buffer outside the allocator's heap)."""
+        queue = self._pending[stream]
+        spool = queue[-1] if queue else None
+        if type(spool) is native_records.spool_type():
+            spool.extend(chunks)
+        else:
+            queue.extend(chunks)
 
     def _eager_write(self, pending: int) -> None:
         """Many bytes pending: the flushing thread writes them (a training loop queues

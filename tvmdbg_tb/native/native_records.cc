@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <sys/mman.h>
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <nmmintrin.h>
 #define TVMDBG_HAVE_SSE42 1
@@ -233,55 +235,67 @@ PyObject* FrameTraces(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return result;
 }
 
-// The records of frame_trace_parts' arguments after the prefix (statics, which, middle,
-// tails, width, first), each data starting with prefix.
-PyObject* PartsRecords(Span prefix, PyObject* const* args) {
-  Span middle;
-  Buffer which, tails;
-  if (!which.Get(args[1], "which") || !GetBytes(args[2], "middle", &middle) || !tails.Get(args[3], "tails")) {
-    return nullptr;
+// One call's traces as frame_trace_parts takes them (statics, which, middle, tails, width):
+// trace k's payload is statics[which[k]] (which: u32 each), then middle, then bytes
+// k * width to (k + 1) * width of tails.
+class Parts {
+ public:
+  // False with an exception set when the arguments do not fit together.
+  bool Read(PyObject* const* args) {
+    if (!which_.Get(args[1], "which") || !GetBytes(args[2], "middle", &middle_) || !tails_.Get(args[3], "tails")) {
+      return false;
+    }
+    if (!PyList_Check(args[0])) {
+      PyErr_SetString(PyExc_TypeError, "statics must be a list of bytes");
+      return false;
+    }
+    statics_ = args[0];
+    const long long width = PyLong_AsLongLong(args[4]);
+    if (width == -1 && PyErr_Occurred()) return false;
+    count_ = which_.size() / 4;
+    if (which_.size() % 4 != 0 || width < 0 || tails_.size() != count_ * static_cast<size_t>(width)) {
+      PyErr_SetString(PyExc_ValueError, "frame_trace_parts: tails do not match the traces");
+      return false;
+    }
+    width_ = static_cast<size_t>(width);
+    return true;
   }
-  if (!PyList_Check(args[0])) {
-    PyErr_SetString(PyExc_TypeError, "statics must be a list of bytes");
-    return nullptr;
+  size_t count() const { return count_; }
+  // The size of their records, each data starting with prefix; false (an exception set) when a
+  // static is out of range or not bytes.
+  bool Size(Span prefix, size_t* total) const {
+    *total = 0;
+    for (size_t k = 0; k < count_; ++k) {
+      Span head;
+      if (!Static(k, &head)) return false;
+      *total += TraceRecordSize(prefix, head.size + middle_.size + width_);
+    }
+    return true;
   }
-  const long long width = PyLong_AsLongLong(args[4]);
-  const long long first = PyLong_AsLongLong(args[5]);
-  if (PyErr_Occurred()) return nullptr;
-  const size_t n = which.size() / 4;
-  const size_t num_statics = static_cast<size_t>(PyList_GET_SIZE(args[0]));
-  if (which.size() % 4 != 0 || width < 0 || tails.size() != n * static_cast<size_t>(width)) {
-    PyErr_SetString(PyExc_ValueError, "frame_trace_parts: tails do not match the traces");
-    return nullptr;
+  // Writes trace k's record (index `index`) at out, after Size succeeded; returns its end.
+  char* Put(char* out, Span prefix, size_t k, long long index) const {
+    Span head;
+    Static(k, &head);  // checked by Size
+    const Span parts[3] = {head, middle_, {tails_.data() + k * width_, width_}};
+    return PutTraceRecord(out, prefix, parts, 3, head.size + middle_.size + width_, index);
   }
-  auto head = [&](size_t k, Span* out) {
+
+ private:
+  bool Static(size_t k, Span* out) const {
     uint32_t i;
-    std::memcpy(&i, which.data() + 4 * k, 4);
-    if (i >= num_statics) {
+    std::memcpy(&i, which_.data() + 4 * k, 4);
+    if (i >= static_cast<size_t>(PyList_GET_SIZE(statics_))) {
       PyErr_SetString(PyExc_ValueError, "frame_trace_parts: a static out of range");
       return false;
     }
-    return GetBytes(PyList_GET_ITEM(args[0], i), "each static", out);
-  };
-  size_t total = 0;
-  for (size_t k = 0; k < n; ++k) {
-    Span static_part;
-    if (!head(k, &static_part)) return nullptr;
-    total += TraceRecordSize(prefix, static_part.size + middle.size + static_cast<size_t>(width));
+    return GetBytes(PyList_GET_ITEM(statics_, i), "each static", out);
   }
-  Records records(total, n);
-  if (!records.ok()) return nullptr;
-  for (size_t k = 0; k < n; ++k) {
-    Span static_part;
-    head(k, &static_part);  // checked above
-    const Span parts[3] = {static_part, middle, {tails.data() + k * width, static_cast<size_t>(width)}};
-    const size_t payload = static_part.size + middle.size + static_cast<size_t>(width);
-    if (!records.Ended(k, PutTraceRecord(records.at(), prefix, parts, 3, payload, first + static_cast<long long>(k)))) {
-      return nullptr;
-    }
-  }
-  return records.Result();
-}
+
+  PyObject* statics_ = nullptr;
+  Buffer which_, tails_;
+  Span middle_{};
+  size_t width_ = 0, count_ = 0;
+};
 
 // frame_trace_parts(prefix, statics, which, middle, tails, width, first) -> (bytes, [int]):
 // trace k's payload is statics[which[k]] (which: u32 each), then middle, then bytes
@@ -289,60 +303,299 @@ PyObject* PartsRecords(Span prefix, PyObject* const* args) {
 PyObject* FrameTraceParts(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!CheckArgs(nargs, 7, "frame_trace_parts")) return nullptr;
   Span prefix;
-  if (!GetBytes(args[0], "prefix", &prefix)) return nullptr;
-  return PartsRecords(prefix, args + 1);
+  Parts parts;
+  size_t total = 0;
+  if (!GetBytes(args[0], "prefix", &prefix) || !parts.Read(args + 1) || !parts.Size(prefix, &total)) return nullptr;
+  const long long first = PyLong_AsLongLong(args[6]);
+  if (first == -1 && PyErr_Occurred()) return nullptr;
+  Records records(total, parts.count());
+  if (!records.ok()) return nullptr;
+  for (size_t k = 0; k < parts.count(); ++k) {
+    if (!records.Ended(k, parts.Put(records.at(), prefix, k, first + static_cast<long long>(k)))) return nullptr;
+  }
+  return records.Result();
 }
 
 constexpr uint8_t kExecutionTag = 8 << 3 | 2;  // DebugEvent.execution
 constexpr uint8_t kTraceTag = 9 << 3 | 2;      // DebugEvent.graph_execution_trace
 constexpr uint8_t kSequenceTag = 13 << 3;      // DebugEvent.sequence, a varint
 
-// frame_call(envelope, execution, statics, which, middle, tails, width, first, sequence)
-//   -> (execution record, trace records, sizes):
-// one VM call's records in one call: its Execution (bytes) framed as a record (writer.py's
-// records.encode of envelope, the execution field's tag and length, the Execution, and the
-// record's sequence), and its traces as frame_trace_parts frames them with the envelope and
-// the trace field's tag.
-PyObject* FrameCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!CheckArgs(nargs, 9, "frame_call")) return nullptr;
-  Span envelope, execution;
-  if (!GetBytes(args[0], "envelope", &envelope) || !GetBytes(args[1], "execution", &execution)) return nullptr;
-  const long long sequence = PyLong_AsLongLong(args[8]);
-  if (sequence == -1 && PyErr_Occurred()) return nullptr;
-  const size_t size = kFraming + envelope.size + 1 + VarintSize(execution.size) + execution.size + 1 +
-                      VarintSize(static_cast<uint64_t>(sequence));
-  PyObject* record = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
-  if (record == nullptr) return nullptr;
-  char* out = PyBytes_AS_STRING(record);
+// The size of a call's Execution record: writer.py's records.encode of the envelope, the
+// execution field's tag and length, the Execution, and the record's sequence.
+size_t ExecutionRecordSize(Span envelope, Span execution, uint64_t sequence) {
+  return kFraming + envelope.size + 1 + VarintSize(execution.size) + execution.size + 1 + VarintSize(sequence);
+}
+
+char* PutExecutionRecord(char* out, Span envelope, Span execution, uint64_t sequence) {
   char* p = PutSpan(out + 12, envelope);
   *p++ = static_cast<char>(kExecutionTag);
   p = PutSpan(PutVarint(p, execution.size), execution);
   *p++ = static_cast<char>(kSequenceTag);
-  p = PutVarint(p, static_cast<uint64_t>(sequence));
-  Frame(out, p);
-  char prefix[64];
-  if (envelope.size >= sizeof(prefix)) {
-    Py_DECREF(record);
-    PyErr_SetString(PyExc_ValueError, "frame_call: the envelope is too long");
-    return nullptr;
+  return Frame(out, PutVarint(p, sequence));
+}
+
+uint64_t GetLe64(const char* p) {
+  uint64_t value = 0;
+  for (int k = 7; k >= 0; --k) value = value << 8 | static_cast<uint8_t>(p[k]);
+  return value;
+}
+
+// Calls each(end) with the end of each record framed in data[0, size) (a record: its u64
+// length, 4 bytes, the data, 4 bytes); false when the records do not fill it exactly.
+template <class Each>
+bool EachRecord(const char* data, size_t size, Each each) {
+  size_t at = 0;
+  while (at < size) {
+    if (size - at < kFraming) return false;
+    const uint64_t length = GetLe64(data + at);
+    if (length > size - at - kFraming) return false;
+    at += kFraming + length;
+    each(at);
   }
-  std::memcpy(prefix, envelope.data, envelope.size);
-  prefix[envelope.size] = static_cast<char>(kTraceTag);
-  PyObject* traces = PartsRecords({prefix, envelope.size + 1}, args + 2);
-  if (traces == nullptr) {
-    Py_DECREF(record);
-    return nullptr;
+  return true;
+}
+
+// -- Spool: one stream's queued records, end to end, in memory of their own ---------------------
+//
+// What queue_call queues waits about a second for the flush. As objects per call (bytes of
+// a few hundred bytes to kilobytes: malloc blocks) they sat in glibc's heap between the traced
+// program's own short-lived allocations and made the program's next code slower (TVM's
+// kv_state_begin_forward after a traced decode step: 3.1-3.5 us against 1.0 untraced, 0.94
+// with the records dropped). A spool appends each call's records to one buffer per stream, in
+// an anonymous mapping (never the allocator's heap), grown in place by mremap. The mappings
+// of spools the flush wrote are kept for the next ones, so their pages stay mapped. The GIL
+// guards the kept mappings; the writer's lock guards a queued spool (queue_call appends only to
+// the spool at the end of a stream's pending list, which the flush takes away under that lock).
+
+struct Mapping {
+  char* data;
+  size_t size;
+};
+
+constexpr size_t kFirstMapping = size_t{1} << 20;
+constexpr size_t kMaxKeptMapping = size_t{64} << 20;  // larger ones go back to the system
+constexpr int kMaxKept = 4;
+Mapping g_kept[kMaxKept];
+int g_num_kept = 0;
+
+// A mapping of at least `size` bytes (the largest kept one when it is large enough), its pages
+// populated: a page faulted in while a call writes its records costs the call a trap each
+// (~1 us here; FULL_HEALTH's records fill a page every ~2 calls of a small model), populated
+// in bulk it costs their zeroing. data nullptr when the system has no memory.
+Mapping TakeMapping(size_t size) {
+  int largest = -1;
+  for (int k = 0; k < g_num_kept; ++k) {
+    if (g_kept[k].size >= size && (largest < 0 || g_kept[k].size > g_kept[largest].size)) largest = k;
   }
-  PyObject* items[3] = {record, PyTuple_GET_ITEM(traces, 0), PyTuple_GET_ITEM(traces, 1)};
-  Py_INCREF(items[1]);
-  Py_INCREF(items[2]);
-  Py_DECREF(traces);
-  return TupleOf(items, 3);
+  if (largest >= 0) {
+    const Mapping found = g_kept[largest];
+    g_kept[largest] = g_kept[--g_num_kept];
+    return found;
+  }
+  void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  return {data == MAP_FAILED ? nullptr : static_cast<char*>(data), size};
+}
+
+void GiveMapping(Mapping mapping) {
+  if (mapping.data == nullptr) return;
+  if (mapping.size <= kMaxKeptMapping && g_num_kept < kMaxKept) {
+    g_kept[g_num_kept++] = mapping;
+  } else {
+    munmap(mapping.data, mapping.size);
+  }
+}
+
+struct SpoolObject {
+  PyObject_HEAD Mapping mapping;
+  size_t size;         // bytes of records
+  Py_ssize_t exports;  // buffers handed out: the records neither move nor grow meanwhile
+};
+
+PyTypeObject kSpoolType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// Room for `extra` more bytes at the spool's end (the mapping grown or moved); false with an
+// exception set.
+bool Reserve(SpoolObject* spool, size_t extra) {
+  const size_t need = spool->size + extra;
+  if (need <= spool->mapping.size) return true;
+  if (spool->exports > 0) {
+    PyErr_SetString(PyExc_BufferError, "a spool cannot grow while its records are exported");
+    return false;
+  }
+  size_t size = spool->mapping.size ? spool->mapping.size : kFirstMapping;
+  while (size < need) size *= 2;
+  if (spool->mapping.data == nullptr) {
+    spool->mapping = TakeMapping(size);
+    if (spool->mapping.data == nullptr) spool->mapping.size = 0;
+  } else {
+    const size_t old_size = spool->mapping.size;
+    void* moved = mremap(spool->mapping.data, old_size, size, MREMAP_MAYMOVE);
+    if (moved != MAP_FAILED) {
+      spool->mapping = {static_cast<char*>(moved), size};
+#ifdef MADV_POPULATE_WRITE
+      madvise(spool->mapping.data + old_size, size - old_size, MADV_POPULATE_WRITE);  // else faulted in as written
+#endif
+    }
+  }
+  if (spool->mapping.size < need) {  // no memory: what is written stays
+    PyErr_NoMemory();
+    return false;
+  }
+  return true;
+}
+
+PyObject* NewSpool(PyTypeObject* type, PyObject*, PyObject*) {
+  auto* spool = reinterpret_cast<SpoolObject*>(type->tp_alloc(type, 0));
+  if (spool != nullptr) {
+    spool->mapping = {nullptr, 0};
+    spool->size = 0;
+    spool->exports = 0;
+  }
+  return reinterpret_cast<PyObject*>(spool);
+}
+
+void SpoolDealloc(PyObject* self) {
+  auto* spool = reinterpret_cast<SpoolObject*>(self);
+  GiveMapping(spool->mapping);
+  Py_TYPE(self)->tp_free(self);
+}
+
+int SpoolGetBuffer(PyObject* self, Py_buffer* view, int flags) {
+  auto* spool = reinterpret_cast<SpoolObject*>(self);
+  static char empty[1];
+  char* data = spool->mapping.data != nullptr ? spool->mapping.data : empty;
+  if (PyBuffer_FillInfo(view, self, data, static_cast<Py_ssize_t>(spool->size), 1, flags) != 0) return -1;
+  ++spool->exports;
+  return 0;
+}
+
+void SpoolReleaseBuffer(PyObject* self, Py_buffer*) { --reinterpret_cast<SpoolObject*>(self)->exports; }
+
+// Appends data (whole records) to the spool; false with an exception set.
+bool Append(SpoolObject* spool, const char* data, size_t size) {
+  if (!Reserve(spool, size)) return false;
+  std::memcpy(spool->mapping.data + spool->size, data, size);
+  spool->size += size;
+  return true;
+}
+
+// A chunk of a pending list: one record (bytes), a run of records ((bytes, sizes), sizes a
+// list or a tuple of ints: their sum is checked against the bytes' size) or a spool.
+struct Chunk {
+  const char* data;
+  size_t size;
+  PyObject* sizes;  // a run's sizes; nullptr for a record or a spool
+  bool spool;
+};
+
+bool ReadChunk(PyObject* chunk, Chunk* out) {
+  if (PyBytes_Check(chunk)) {
+    *out = {PyBytes_AS_STRING(chunk), static_cast<size_t>(PyBytes_GET_SIZE(chunk)), nullptr, false};
+    return true;
+  }
+  if (Py_IS_TYPE(chunk, &kSpoolType)) {
+    const auto* spool = reinterpret_cast<SpoolObject*>(chunk);
+    *out = {spool->mapping.data, spool->size, nullptr, true};
+    return true;
+  }
+  if (PyTuple_Check(chunk) && PyTuple_GET_SIZE(chunk) == 2 && PyBytes_Check(PyTuple_GET_ITEM(chunk, 0)) &&
+      (PyList_Check(PyTuple_GET_ITEM(chunk, 1)) || PyTuple_Check(PyTuple_GET_ITEM(chunk, 1)))) {
+    PyObject* blob = PyTuple_GET_ITEM(chunk, 0);
+    *out = {PyBytes_AS_STRING(blob), static_cast<size_t>(PyBytes_GET_SIZE(blob)), PyTuple_GET_ITEM(chunk, 1), false};
+    return true;
+  }
+  PyErr_SetString(PyExc_TypeError, "join_chunks: a chunk is bytes, a (bytes, sizes) run or a spool");
+  return false;
+}
+
+// Calls each(size) for each record of the chunk; false with an exception set when a run's
+// sizes are not ints or do not add up to its bytes, or a spool's records do not fill it.
+template <class Each>
+bool EachSize(const Chunk& chunk, Each each) {
+  if (chunk.spool) {
+    size_t last = 0;
+    const bool whole = EachRecord(chunk.data, chunk.size, [&](size_t end) {
+      each(end - last);
+      last = end;
+    });
+    if (!whole) PyErr_SetString(PyExc_ValueError, "join_chunks: a spool's records do not fill it");
+    return whole;
+  }
+  if (chunk.sizes == nullptr) {
+    each(chunk.size);
+    return true;
+  }
+  size_t total = 0;
+  for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(chunk.sizes); ++j) {
+    PyObject* size = PySequence_Fast_ITEMS(chunk.sizes)[j];
+    const long long value = PyLong_Check(size) ? PyLong_AsLongLong(size) : -1;
+    if (value < 0) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "join_chunks: a run's sizes must be ints");
+      return false;
+    }
+    total += static_cast<size_t>(value);
+    each(static_cast<size_t>(value));
+  }
+  if (total != chunk.size) PyErr_SetString(PyExc_ValueError, "join_chunks: a run's sizes do not add up to its bytes");
+  return total == chunk.size;
+}
+
+// Spool.extend(chunks): appends records and runs of records (bytes, (bytes, sizes)) to the
+// spool, as the writer's Python paths queue them once queue_call started a spool.
+PyObject* SpoolExtend(PyObject* self, PyObject* chunks) {
+  PyObject* items = PySequence_Fast(chunks, "Spool.extend takes a sequence of chunks");
+  if (items == nullptr) return nullptr;
+  bool ok = true;
+  for (Py_ssize_t k = 0; ok && k < PySequence_Fast_GET_SIZE(items); ++k) {
+    Chunk chunk;
+    PyObject* item = PySequence_Fast_GET_ITEM(items, k);
+    ok = ReadChunk(item, &chunk) && (!chunk.sizes || EachSize(chunk, [](size_t) {})) &&
+         Append(reinterpret_cast<SpoolObject*>(self), chunk.data, chunk.size);
+  }
+  Py_DECREF(items);
+  if (!ok) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// Spool.sizes() -> tuple of each record's size (read from the records' framing).
+PyObject* SpoolSizes(PyObject* self, PyObject*) {
+  const auto* spool = reinterpret_cast<SpoolObject*>(self);
+  PyObject* sizes = PyList_New(0);
+  if (sizes == nullptr) return nullptr;
+  bool appended = true;
+  const bool whole = EachSize({spool->mapping.data, spool->size, nullptr, true}, [&](size_t size) {
+    PyObject* value = appended ? PyLong_FromSize_t(size) : nullptr;
+    appended = value != nullptr && PyList_Append(sizes, value) == 0;
+    Py_XDECREF(value);
+  });
+  PyObject* tuple = whole && appended ? PyList_AsTuple(sizes) : nullptr;
+  Py_DECREF(sizes);
+  return tuple;
+}
+
+PyMethodDef kSpoolMethods[] = {
+    {"extend", SpoolExtend, METH_O, "extend(chunks): appends records (bytes) and runs ((bytes, sizes))"},
+    {"sizes", SpoolSizes, METH_NOARGS, "sizes() -> each record's size"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyBufferProcs kSpoolBuffer = {SpoolGetBuffer, SpoolReleaseBuffer};
+
+bool ReadySpoolType() {
+  kSpoolType.tp_name = "native_records.Spool";
+  kSpoolType.tp_basicsize = sizeof(SpoolObject);
+  kSpoolType.tp_flags = Py_TPFLAGS_DEFAULT;  // holds no objects: never tracked by the collector
+  kSpoolType.tp_doc = "Spool(): a stream's queued records end to end, in memory outside the allocator's heap";
+  kSpoolType.tp_new = NewSpool;
+  kSpoolType.tp_dealloc = SpoolDealloc;
+  kSpoolType.tp_as_buffer = &kSpoolBuffer;
+  kSpoolType.tp_methods = kSpoolMethods;
+  return PyType_Ready(&kSpoolType) == 0;
 }
 
 // join_chunks(chunks, start, ring) -> (data, ends): the writer's flush of one stream. data:
-// the chunks' bytes end to end (a chunk is one record, bytes, or a run of records, a tuple
-// (blob, sizes), sizes a list or a tuple of ints); ends: with ring, where each record ends in the file (start: the file's
+// the chunks' bytes end to end (chunks as ReadChunk takes them; one spool alone: a memoryview
+// of it, not a copy); ends: with ring, where each record ends in the file (start: the file's
 // size), as packed int64 (the ring file's bookkeeping), else None. What _RecordFile.append
 // does per chunk and per record in Python, in one call.
 PyObject* JoinChunks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -353,69 +606,38 @@ PyObject* JoinChunks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const int ring = PyObject_IsTrue(args[2]);
   const Py_ssize_t count = PySequence_Fast_GET_SIZE(chunks);
   PyObject** items = PySequence_Fast_ITEMS(chunks);
-  Py_ssize_t total = 0, records = 0;
+  size_t total = 0, records = 0;
   bool ok = !(start == -1 && PyErr_Occurred()) && ring >= 0;
   for (Py_ssize_t k = 0; ok && k < count; ++k) {
-    PyObject* chunk = items[k];
-    if (PyBytes_Check(chunk)) {
-      total += PyBytes_GET_SIZE(chunk);
-      ++records;
-    } else if (PyTuple_Check(chunk) && PyTuple_GET_SIZE(chunk) == 2 && PyBytes_Check(PyTuple_GET_ITEM(chunk, 0)) &&
-               (PyList_Check(PyTuple_GET_ITEM(chunk, 1)) || PyTuple_Check(PyTuple_GET_ITEM(chunk, 1)))) {
-      total += PyBytes_GET_SIZE(PyTuple_GET_ITEM(chunk, 0));
-      records += PySequence_Fast_GET_SIZE(PyTuple_GET_ITEM(chunk, 1));
-    } else {
-      PyErr_SetString(PyExc_TypeError, "join_chunks: a chunk is bytes or a (bytes, sizes) run");
-      ok = false;
-    }
+    Chunk chunk;
+    ok = ReadChunk(items[k], &chunk) && EachSize(chunk, [&](size_t) { ++records; });
+    total += chunk.size;
   }
-  PyObject* data = ok ? PyBytes_FromStringAndSize(nullptr, total) : nullptr;
-  PyObject* ends = data != nullptr && ring ? PyBytes_FromStringAndSize(nullptr, records * 8) : nullptr;
+  const bool alone = ok && count == 1 && Py_IS_TYPE(items[0], &kSpoolType);
+  PyObject* data = !ok ? nullptr
+                   : alone ? PyMemoryView_FromObject(items[0])
+                           : PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(total));
+  PyObject* ends = data != nullptr && ring ? PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(records * 8)) : nullptr;
   if (data == nullptr || (ring && ends == nullptr)) {
     Py_XDECREF(data);
     Py_DECREF(chunks);
     return nullptr;
   }
-  char* out = PyBytes_AS_STRING(data);
+  char* out = alone ? nullptr : PyBytes_AS_STRING(data);
   char* end_out = ends != nullptr ? PyBytes_AS_STRING(ends) : nullptr;
   long long end = start;
   for (Py_ssize_t k = 0; k < count; ++k) {
-    PyObject* chunk = items[k];
-    PyObject* blob = PyBytes_Check(chunk) ? chunk : PyTuple_GET_ITEM(chunk, 0);
-    const Py_ssize_t size = PyBytes_GET_SIZE(blob);
-    std::memcpy(out, PyBytes_AS_STRING(blob), size);
-    out += size;
+    Chunk chunk;
+    ReadChunk(items[k], &chunk);  // read above
+    if (out != nullptr) out = PutSpan(out, {chunk.data, chunk.size});
     if (end_out == nullptr) continue;
-    if (blob == chunk) {
-      end += size;
+    EachSize(chunk, [&](size_t size) {  // checked above
+      end += static_cast<long long>(size);
       std::memcpy(end_out, &end, 8);
       end_out += 8;
-      continue;
-    }
-    PyObject* sizes = PyTuple_GET_ITEM(chunk, 1);  // a list or a tuple (checked above)
-    for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(sizes) && !PyErr_Occurred(); ++j) {
-      PyObject* size = PySequence_Fast_ITEMS(sizes)[j];
-      if (!PyLong_Check(size)) {
-        PyErr_SetString(PyExc_TypeError, "join_chunks: a run's sizes must be ints");
-        break;
-      }
-      end += PyLong_AsLongLong(size);
-      std::memcpy(end_out, &end, 8);
-      end_out += 8;
-    }
+    });
   }
   Py_DECREF(chunks);
-  if (PyErr_Occurred()) {  // a size that is not an int
-    Py_DECREF(data);
-    Py_XDECREF(ends);
-    return nullptr;
-  }
-  if (end_out != nullptr && end != start + total) {
-    Py_DECREF(data);
-    Py_DECREF(ends);
-    PyErr_SetString(PyExc_ValueError, "join_chunks: a run's sizes do not add up to its bytes");
-    return nullptr;
-  }
   PyObject* pair[2] = {data, ends != nullptr ? ends : Py_None};
   if (ends == nullptr) Py_INCREF(Py_None);
   return TupleOf(pair, 2);
@@ -472,10 +694,72 @@ int Flag(PyObject* writer, PyObject* name) {
   return truth;
 }
 
-// Under writer._lock: the call framed with the next trace index and execution sequence, its
-// records queued, the counters advanced, and, unless it is known finite, its health counted
+// The spool at the end of pending[stream] (a list), a new one appended there when the end is
+// anything else (records the Python paths queued, or a spool being written); borrowed.
+SpoolObject* TailSpool(PyObject* pending, PyObject* stream) {
+  PyObject* queue = PyDict_GetItemWithError(pending, stream);
+  if (queue == nullptr || !PyList_Check(queue)) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "queue_call: the writer's pending queues are not lists");
+    return nullptr;
+  }
+  const Py_ssize_t n = PyList_GET_SIZE(queue);
+  PyObject* tail = n ? PyList_GET_ITEM(queue, n - 1) : nullptr;
+  if (tail != nullptr && Py_IS_TYPE(tail, &kSpoolType) && reinterpret_cast<SpoolObject*>(tail)->exports == 0) {
+    return reinterpret_cast<SpoolObject*>(tail);
+  }
+  PyObject* spool = NewSpool(&kSpoolType, nullptr, nullptr);
+  const bool added = spool != nullptr && PyList_Append(queue, spool) == 0;
+  Py_XDECREF(spool);  // the list holds it
+  return added ? reinterpret_cast<SpoolObject*>(spool) : nullptr;
+}
+
+// One call's records as queue_call takes them, read before the writer's lock.
+struct Call {
+  Span envelope;
+  Span execution;
+  Parts parts;
+};
+
+// Writes the call's records at the ends of the writer's execution and trace spools, its
+// traces numbered from `first`, its Execution sequence `sequence`; their size in *size.
+bool Spool(PyObject* writer, const Call& call, long long first, long long sequence, size_t* size) {
+  char prefix[64];
+  if (call.envelope.size >= sizeof(prefix)) {
+    PyErr_SetString(PyExc_ValueError, "queue_call: the envelope is too long");
+    return false;
+  }
+  std::memcpy(prefix, call.envelope.data, call.envelope.size);
+  prefix[call.envelope.size] = static_cast<char>(kTraceTag);
+  const Span trace_prefix = {prefix, call.envelope.size + 1};
+  size_t traces_size = 0;
+  if (!call.parts.Size(trace_prefix, &traces_size)) return false;
+  const size_t execution_size = ExecutionRecordSize(call.envelope, call.execution, static_cast<uint64_t>(sequence));
+  PyObject* pending = PyObject_GetAttr(writer, s_pending);
+  if (pending == nullptr) return false;
+  bool ok = PyDict_Check(pending);
+  if (!ok) PyErr_SetString(PyExc_TypeError, "queue_call: the writer's _pending is not a dict");
+  SpoolObject* traces = ok && call.parts.count() ? TailSpool(pending, s_traces_stream) : nullptr;
+  ok = ok && (traces != nullptr || !call.parts.count());
+  SpoolObject* executions = ok ? TailSpool(pending, s_execution_stream) : nullptr;
+  ok = executions != nullptr && (traces == nullptr || Reserve(traces, traces_size)) && Reserve(executions, execution_size);
+  if (ok && traces != nullptr) {
+    char* out = traces->mapping.data + traces->size;
+    for (size_t k = 0; k < call.parts.count(); ++k) out = call.parts.Put(out, trace_prefix, k, first + static_cast<long long>(k));
+    traces->size += traces_size;
+  }
+  if (ok) {
+    PutExecutionRecord(executions->mapping.data + executions->size, call.envelope, call.execution, static_cast<uint64_t>(sequence));
+    executions->size += execution_size;
+  }
+  Py_XDECREF(pending);
+  *size = traces_size + execution_size;
+  return ok;
+}
+
+// Under writer._lock: the call's records spooled with the next trace index and execution
+// sequence, the counters advanced, and, unless it is known finite, its health counted
 // (writer._count_locked); the pending byte count in *pending. False with an exception set.
-bool QueueLocked(PyObject* writer, PyObject* const* framing, PyObject* nonfinite, long long* pending) {
+bool QueueLocked(PyObject* writer, const Call& call, PyObject* nonfinite, long long* pending) {
   // Checked again under the lock: close() may have taken the last batch meanwhile.
   const int failed = Flag(writer, s_failed);
   const int closed = failed == 0 ? Flag(writer, s_closed) : 0;
@@ -496,49 +780,14 @@ bool QueueLocked(PyObject* writer, PyObject* const* framing, PyObject* nonfinite
   Py_INCREF(sequence);  // held: the dict item is replaced below
   const long long start = PyLong_AsLongLong(first);
   const long long execution_sequence = PyLong_AsLongLong(sequence);
-  if (PyErr_Occurred()) {
-    Py_DECREF(first);
-    Py_DECREF(sequence);
-    Py_DECREF(sequences);
-    return false;
-  }
-  PyObject* arguments[9] = {framing[0], framing[1], framing[2], framing[3], framing[4],
-                            framing[5], framing[6], first,      sequence};
-  PyObject* framed = FrameCall(nullptr, arguments, 9);
   Py_DECREF(first);
-  if (framed == nullptr) {
-    Py_DECREF(sequence);
-    Py_DECREF(sequences);
-    return false;
-  }
-  PyObject* record = PyTuple_GET_ITEM(framed, 0);
-  PyObject* blob = PyTuple_GET_ITEM(framed, 1);
-  PyObject* sizes = PyTuple_GET_ITEM(framed, 2);
-  PyObject* streams = PyObject_GetAttr(writer, s_pending);
-  PyObject* traces = streams == nullptr ? nullptr : PyDict_GetItemWithError(streams, s_traces_stream);
-  PyObject* executions = traces == nullptr ? nullptr : PyDict_GetItemWithError(streams, s_execution_stream);
-  PyObject* queued = PyObject_GetAttr(writer, s_pending_bytes);
-  bool ok = executions != nullptr && queued != nullptr && PyList_Check(traces) && PyList_Check(executions);
-  const Py_ssize_t count = PyList_GET_SIZE(sizes);
-  if (ok && count) {
-    // A run of records (writer._Framed's fields). Its sizes as a tuple: a tuple of ints, and
-    // the run holding it (bytes and that tuple), can be in no reference cycle, so neither is
-    // tracked by the collector: tracked, they would wait in its youngest generation until
-    // its next pass (a list would stay tracked until the flush, ~13k calls a second in a
-    // training loop, and its promotions would set off full collections).
-    PyObject* frozen = PyList_AsTuple(sizes);
-    PyObject* run = frozen == nullptr ? nullptr : PyTuple_Pack(2, blob, frozen);
-    if (run != nullptr) {
-      PyObject_GC_UnTrack(frozen);
-      PyObject_GC_UnTrack(run);
-    }
-    ok = run != nullptr && PyList_Append(traces, run) == 0;
-    Py_XDECREF(run);
-    Py_XDECREF(frozen);
-  }
-  ok = ok && PyList_Append(executions, record) == 0;
+  const Py_ssize_t count = static_cast<Py_ssize_t>(call.parts.count());
+  size_t size = 0;
+  PyObject* queued = nullptr;
+  bool ok = !PyErr_Occurred() && Spool(writer, call, start, execution_sequence, &size) &&
+            (queued = PyObject_GetAttr(writer, s_pending_bytes)) != nullptr;
   if (ok) {
-    *pending = PyLong_AsLongLong(queued) + PyBytes_GET_SIZE(blob) + PyBytes_GET_SIZE(record);
+    *pending = PyLong_AsLongLong(queued) + static_cast<long long>(size);
     PyObject* next = PyLong_FromLongLong(start + count);
     PyObject* next_sequence = PyLong_FromLongLong(execution_sequence + 1);
     PyObject* total = PyLong_FromLongLong(*pending);
@@ -549,8 +798,6 @@ bool QueueLocked(PyObject* writer, PyObject* const* framing, PyObject* nonfinite
     Py_XDECREF(next);
     Py_XDECREF(next_sequence);
     Py_XDECREF(total);
-  } else if (!PyErr_Occurred()) {
-    PyErr_SetString(PyExc_TypeError, "queue_call: the writer's pending queues are not lists");
   }
   // A call not known finite: counted (a NaN or an Inf: kept whole by the ring, if among the
   // first); a finite one costs nothing more.
@@ -570,9 +817,49 @@ bool QueueLocked(PyObject* writer, PyObject* const* framing, PyObject* nonfinite
   Py_DECREF(sequence);
   Py_DECREF(sequences);
   Py_XDECREF(queued);
-  Py_XDECREF(streams);
-  Py_DECREF(framed);
   return ok;
+}
+
+// Queues the call under writer._lock (QueueLocked); false with the exception set.
+bool QueueUnderLock(PyObject* writer, const Call& call, PyObject* nonfinite, long long* pending) {
+  PyObject* lock = PyObject_GetAttr(writer, s_lock);
+  PyObject* held = lock == nullptr ? nullptr : PyObject_CallMethodNoArgs(lock, s_acquire);
+  if (held == nullptr) {
+    Py_XDECREF(lock);
+    return false;
+  }
+  Py_DECREF(held);
+  const bool queued = QueueLocked(writer, call, nonfinite, pending);
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  if (!queued) PyErr_Fetch(&type, &value, &traceback);
+  PyObject* released = PyObject_CallMethodNoArgs(lock, s_release);
+  Py_DECREF(lock);
+  if (released == nullptr) {  // this error wins
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+    return false;
+  }
+  Py_DECREF(released);
+  if (!queued) PyErr_Restore(type, value, traceback);
+  return queued;
+}
+
+// The writer failed with why the call could not be queued (the exception set); nullptr when
+// that raised too.
+PyObject* FailWriter(PyObject* writer) {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  PyObject* message = PyUnicode_FromFormat("could not encode a call's records: %R", value ? value : Py_None);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  PyObject* done = message == nullptr ? nullptr : PyObject_CallMethodOneArg(writer, s_fail, message);
+  Py_XDECREF(message);
+  if (done == nullptr) return nullptr;
+  Py_DECREF(done);
+  Py_RETURN_NONE;
 }
 
 // queue_call(writer, wall_time, step, execution, statics, which, middle, tails, width, nonfinite)
@@ -581,10 +868,10 @@ bool QueueLocked(PyObject* writer, PyObject* const* framing, PyObject* nonfinite
 // TraceParts' fields, whether they hold a NaN or an Inf: True, False or None for not known)
 // in C++, for the Python writer and for native_call alike. It reads and updates, under
 // writer._lock, what write_call does (_next_trace, _sequences' execution entry, _pending's
-// execution and trace queues, _pending_bytes, and, for a call not known finite,
-// _count_locked); does nothing once _failed or _closed; calls
-// writer._eager_write(pending) from writer._eager_bytes pending; and, like write_call, never
-// raises what framing raises: it goes to writer._fail.
+// execution and trace queues: the records go to the spool at each one's end, _pending_bytes,
+// and, for a call not known finite, _count_locked); does nothing once _failed or _closed;
+// calls writer._eager_write(pending) from writer._eager_bytes pending; and, like write_call,
+// never raises what framing raises: it goes to writer._fail.
 PyObject* QueueCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!CheckArgs(nargs, 10, "queue_call")) return nullptr;
   PyObject* writer = args[0];
@@ -612,41 +899,12 @@ PyObject* QueueCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   end = PutSpan(end, {PyBytes_AS_STRING(key), static_cast<size_t>(PyBytes_GET_SIZE(key))});
   Py_DECREF(key);
-  PyObject* envelope = PyBytes_FromStringAndSize(prefix, end - prefix);
-  PyObject* lock = envelope == nullptr ? nullptr : PyObject_GetAttr(writer, s_lock);
-  PyObject* held = lock == nullptr ? nullptr : PyObject_CallMethodNoArgs(lock, s_acquire);
-  if (held == nullptr) {
-    Py_XDECREF(lock);
-    Py_XDECREF(envelope);
-    return nullptr;
-  }
-  Py_DECREF(held);
-  PyObject* framing[7] = {envelope, args[3], args[4], args[5], args[6], args[7], args[8]};
+  Call call;
+  call.envelope = {prefix, static_cast<size_t>(end - prefix)};
   long long pending = 0;
-  const bool queued = QueueLocked(writer, framing, args[9], &pending);
-  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
-  if (!queued) PyErr_Fetch(&type, &value, &traceback);
-  PyObject* released = PyObject_CallMethodNoArgs(lock, s_release);
-  Py_DECREF(lock);
-  Py_DECREF(envelope);
-  if (released == nullptr) {
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(traceback);
-    return nullptr;
-  }
-  Py_DECREF(released);
-  if (!queued) {
-    PyErr_NormalizeException(&type, &value, &traceback);
-    PyObject* message = PyUnicode_FromFormat("could not encode a call's records: %R", value ? value : Py_None);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(traceback);
-    PyObject* done = message == nullptr ? nullptr : PyObject_CallMethodOneArg(writer, s_fail, message);
-    Py_XDECREF(message);
-    if (done == nullptr) return nullptr;
-    Py_DECREF(done);
-    Py_RETURN_NONE;
+  if (!GetBytes(args[3], "execution", &call.execution) || !call.parts.Read(args + 4) ||
+      !QueueUnderLock(writer, call, args[9], &pending)) {
+    return FailWriter(writer);
   }
   PyObject* bound = PyObject_GetAttr(writer, s_eager_bytes);
   const long long eager = bound == nullptr ? -1 : PyLong_AsLongLong(bound);
@@ -667,9 +925,6 @@ PyMethodDef kMethods[] = {
      "frame_traces(prefix, payloads, first) -> (records, sizes)"},
     {"frame_trace_parts", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrameTraceParts)),
      METH_FASTCALL, "frame_trace_parts(prefix, statics, which, middle, tails, width, first) -> (records, sizes)"},
-    {"frame_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(FrameCall)), METH_FASTCALL,
-     "frame_call(envelope, execution, statics, which, middle, tails, width, first, sequence) -> (record, records, "
-     "sizes)"},
     {"join_chunks", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(JoinChunks)), METH_FASTCALL,
      "join_chunks(chunks, start, ring) -> (data, ends as packed int64 or None)"},
     {"queue_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(QueueCall)), METH_FASTCALL,
@@ -681,4 +936,13 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "native_records", "TFRecord framin
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit_native_records() { return Intern() ? PyModule_Create(&kModule) : nullptr; }
+PyMODINIT_FUNC PyInit_native_records() {
+  if (!Intern() || !ReadySpoolType()) return nullptr;
+  PyObject* module = PyModule_Create(&kModule);
+  Py_INCREF(&kSpoolType);
+  if (module != nullptr && PyModule_AddObject(module, "Spool", reinterpret_cast<PyObject*>(&kSpoolType)) != 0) {
+    Py_DECREF(&kSpoolType);
+    Py_CLEAR(module);
+  }
+  return module;
+}
