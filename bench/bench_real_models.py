@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import json
 import os
 import shutil
 import statistics
@@ -46,26 +47,78 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 MODES = ("NO_TENSOR", "FULL_HEALTH", "FULL_STATS")
 
 
-def _compile_once(name: str, mode: str) -> float:
-    """CPU seconds of one tvm.compile of the model in this (fresh) process; mode "plain",
-    a tensor debug mode, "FULL_HEALTH-noinner" (inner_op_check=False) or "FULL_HEALTH-cold"
-    (the summary kernels compiled: the caller points TVMDBG_CACHE_DIR at a cache without them)."""
+STAGES = ("total", "import", "pipeline", "codegen", "llvm", "rest")
+
+
+def _compile_once(name: str, mode: str) -> dict[str, tuple[float, float]]:
+    """(CPU, wall) seconds of one import and tvm.compile of the model in this (fresh) process,
+    in total and by stage (_StageClock); mode "plain", a tensor debug mode,
+    "FULL_HEALTH-noinner" (inner_op_check=False) or "FULL_HEALTH-cold" (the summary kernels
+    compiled: the caller points TVMDBG_CACHE_DIR at a cache without them)."""
     import real_models
 
     exported = real_models.exported(name)
-    start = time.process_time()
-    _build(exported, mode)
-    return time.process_time() - start
+    clock = _StageClock()
+    _build(exported, mode, clock)
+    return clock.stages()
 
 
-def _build(exported, mode: str):
+class _StageClock:
+    """Where a compile's time goes (STAGES), so that a ratio rests on its stages and not only
+    on a noisy total: "import" (from_exported_program: tvmdbg's emit hooks), "pipeline" (the
+    Relax passes: tvmdbg's pass instrument), "codegen" (relax.vm_build._vmcodegen: tvmdbg's
+    capture and kernel rewrites, then VM codegen), "llvm" (relax.vm_build._vmlink: TIR
+    lowering and LLVM), "rest" (enabling tvmdbg, describing the executable afterwards)."""
+
+    def __init__(self):
+        self.marks: dict[str, tuple[float, float]] = {}
+        self.spans: dict[str, tuple[float, float]] = {}
+
+    def mark(self, name: str) -> None:
+        self.marks[name] = (time.process_time(), time.perf_counter())
+
+    @contextlib.contextmanager
+    def timing(self, owner, attribute: str, stage: str):
+        """owner.attribute timed as stage while the block runs."""
+        original = getattr(owner, attribute)
+
+        def timed(*args, **kwargs):
+            self.mark(stage)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.spans[stage] = _since(self.marks[stage], (time.process_time(), time.perf_counter()))
+
+        setattr(owner, attribute, timed)
+        try:
+            yield
+        finally:
+            setattr(owner, attribute, original)
+
+    def stages(self) -> dict[str, tuple[float, float]]:
+        out = {"total": _since(self.marks["start"], self.marks["end"]), **self.spans}
+        out["import"] = _since(self.marks["start"], self.marks["imported"])
+        out["pipeline"] = _since(self.marks["imported"], self.marks["codegen"])
+        out["rest"] = tuple(out["total"][k] - sum(out[s][k] for s in STAGES[1:-1]) for k in (0, 1))
+        return out
+
+
+def _since(start: tuple[float, float], end: tuple[float, float]) -> tuple[float, float]:
+    return end[0] - start[0], end[1] - start[1]
+
+
+def _build(exported, mode: str, clock: _StageClock | None = None):
     """The executable of an exported model imported and compiled as a user's program does
-    under tvmdbg in mode (see _compile_once), or without tvmdbg ("plain")."""
+    under tvmdbg in mode (see _compile_once), or without tvmdbg ("plain"); clock, if given,
+    times its stages."""
     import real_models
+    from tvm.relax import vm_build
     from tvm.relax.frontend.torch import from_exported_program
 
     import tvmdbg
 
+    clock = clock or _StageClock()
+    clock.mark("start")
     if mode != "plain":
         tvmdbg.enable_dump_debug_info(
             tempfile.mkdtemp(prefix="tvmdbg_bench_"),
@@ -73,12 +126,15 @@ def _build(exported, mode: str):
             circular_buffer_size=-1,
             inner_op_check=not mode.endswith("-noinner"),
         )
-    try:
-        mod = from_exported_program(exported)  # imported under tvmdbg, as a user's model is
-        return real_models.compile_module(mod, fuse=True)
+    try:  # timed after enable: outside tvmdbg's wrappers, its own work inside "codegen"
+        with clock.timing(vm_build, "_vmcodegen", "codegen"), clock.timing(vm_build, "_vmlink", "llvm"):
+            mod = from_exported_program(exported)  # imported under tvmdbg, as a user's model is
+            clock.mark("imported")
+            return real_models.compile_module(mod, fuse=True)
     finally:
         if mode != "plain":
             tvmdbg.disable_dump_debug_info()
+        clock.mark("end")
 
 
 def _cold_cache() -> str:
@@ -96,7 +152,7 @@ def _cold_cache() -> str:
 BASELINE: list[str] = []  # --baseline: the other checkout's root
 
 
-def _compile_in_fresh_process(name: str, mode: str) -> float:
+def _compile_in_fresh_process(name: str, mode: str) -> dict[str, tuple[float, float]]:
     env = {**os.environ, "PYTHONPATH": BASELINE[0] if mode.endswith("-base") else ROOT}
     cold = _cold_cache() if mode.endswith("-cold") else None
     if cold is not None:
@@ -115,7 +171,7 @@ def _compile_in_fresh_process(name: str, mode: str) -> float:
             shutil.rmtree(cold, ignore_errors=True)
     if done.returncode != 0:
         raise RuntimeError(f"compile of {name} ({mode}) failed: {done.stderr[-2000:]}")
-    return float(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _compile_bytecode() -> None:
@@ -133,21 +189,58 @@ def _compile_bytecode() -> None:
 COMPILE_MODES = ("plain", "FULL_HEALTH", "FULL_HEALTH-cold", "FULL_HEALTH-noinner", "FULL_STATS", "NO_TENSOR")
 
 
-def compile_rows(name: str, pairs: int, modes: tuple[str, ...] = COMPILE_MODES) -> dict[str, tuple[float, float]]:
-    """Per mode: (median CPU seconds, median ratio to plain of the alternating rounds)."""
+def compile_rows(name: str, pairs: int, modes: tuple[str, ...] = COMPILE_MODES) -> dict[str, dict]:
+    """Per mode and stage (STAGES): "cpu" and "wall", the median seconds, "ratio" and
+    "wall_ratio", the medians of the per-round ratios to plain, "extra", the median of the
+    per-round CPU differences to plain, "min" and "min_extra", the least CPU seconds and
+    their difference to plain's least (another process only ever adds time: the least of
+    several rounds is what the compile itself costs, where the medians move with the load).
+    The modes alternate round by round, in reverse order every other round (no mode always
+    runs right after another)."""
     _compile_bytecode()
     modes = ("plain", *(m for m in modes if m != "plain"))
     for warm in ("FULL_HEALTH", "FULL_STATS", *(["FULL_HEALTH-base"] if "FULL_HEALTH-base" in modes else [])):
         _compile_in_fresh_process(name, warm)  # the kernel cache, once per machine
-    seconds: dict[str, list[float]] = {m: [] for m in modes}
-    for _ in range(pairs):
-        for mode in modes:
-            seconds[mode].append(_compile_in_fresh_process(name, mode))
-    plain = seconds["plain"]
-    return {
-        mode: (statistics.median(values), statistics.median(v / p for v, p in zip(values, plain)))
-        for mode, values in seconds.items()
-    }
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
+    for round_ in range(pairs):
+        for mode in modes if round_ % 2 == 0 else reversed(modes):
+            runs[mode].append(_compile_in_fresh_process(name, mode))
+    median = statistics.median
+    rows = {}
+    for mode, values in runs.items():
+        rows[mode] = {}
+        for stage in STAGES:
+            cpu = [v[stage][0] for v in values]
+            plain = [p[stage][0] for p in runs["plain"]]
+            wall, plain_wall = [v[stage][1] for v in values], [p[stage][1] for p in runs["plain"]]
+            rows[mode][stage] = {
+                "cpu": median(cpu),
+                "wall": median(wall),
+                "ratio": median(a / b for a, b in zip(cpu, plain)) if min(plain) > 0 else float("nan"),
+                "wall_ratio": median(a / b for a, b in zip(wall, plain_wall)) if min(plain_wall) > 0 else float("nan"),
+                "extra": median(a - b for a, b in zip(cpu, plain)),
+                "min": min(cpu),
+                "min_extra": min(cpu) - min(plain),
+            }
+    return rows
+
+
+def _print_compile_rows(name: str, rows: dict[str, dict]) -> None:
+    for mode, stages in rows.items():
+        total = stages["total"]
+        plain_min = rows["plain"]["total"]["min"]
+        print(
+            f"{name:<7} compile {mode:<28} CPU {total['cpu']:7.2f} s  ratio to plain {total['ratio']:.3f}   "
+            f"wall {total['wall']:7.2f} s  ratio {total['wall_ratio']:.3f}   "
+            f"least CPU {total['min']:7.2f} s  ratio {total['min'] / plain_min:.3f}",
+            flush=True,
+        )
+        for key, label in (("extra", "median"), ("min_extra", "least")):
+            value = "cpu" if key == "extra" else "min"
+            parts = [
+                f"{stage} {stages[stage][value]:.3f} s {stages[stage][key] * 1000:+.0f} ms" for stage in STAGES[1:]
+            ]
+            print(f"{name:<7}   stages CPU ({label}, extra to plain): {'  '.join(parts)}", flush=True)
 
 
 CALL_MODES = (*MODES, "inner", "saved")
@@ -249,7 +342,7 @@ def main() -> None:
     parser.add_argument("--one-compile", nargs=2, metavar=("MODEL", "MODE"), help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.one_compile:
-        print(_compile_once(*options.one_compile))
+        print(json.dumps(_compile_once(*options.one_compile)))
         return
     if options.baseline:
         BASELINE.append(os.path.abspath(options.baseline))
@@ -261,8 +354,7 @@ def main() -> None:
     print(f"load average at start: {os.getloadavg()}", flush=True)
     for name in options.models.split(","):
         if options.compile_pairs:
-            for mode, (cpu_s, ratio) in compile_rows(name, options.compile_pairs, compile_modes).items():
-                print(f"{name:<7} compile {mode:<28} CPU {cpu_s:7.2f} s  ratio to plain {ratio:.3f}", flush=True)
+            _print_compile_rows(name, compile_rows(name, options.compile_pairs, compile_modes))
         rows = call_rows(name, options.seconds, options.pairs, call_modes) if call_modes else []
         for label, base_us, traced_us, ratio, cpu_base, cpu_traced in rows:
             print(

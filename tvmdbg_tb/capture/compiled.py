@@ -394,6 +394,7 @@ def _rewritten_kernels(
         if isinstance(func, relax.Function) and gvar.name_hint not in plan.instrumented:
             elsewhere.update(used.name_hint for used in relax.analysis.all_global_vars(func))
     kernels = {}
+    fused = _FusedModule(info.fused_module) if inner_ops else None
     for gvar, func in mod.functions_items():
         name = gvar.name_hint
         if not isinstance(func, tvm.tirx.PrimFunc) or name in elsewhere or name not in plan.outputs:
@@ -413,7 +414,7 @@ def _rewritten_kernels(
         site = plan.fused_sites.get(name)
         if inner_ops and site is not None:
             try:
-                rewritten = _with_inner_check(rewritten, func, site, info.fused_module)
+                rewritten = _with_inner_check(rewritten, func, site, fused)
             except Exception:  # an unexpected kernel shape: no inner check
                 pass
         if rewritten.prim is not func:
@@ -457,22 +458,44 @@ def _kernel_plan(info: graphs.ExecutableInfo, params_in_kernels: bool, weights_i
     return plan
 
 
-def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fused_module) -> _Rewritten:
+class _FusedModule:
+    """The FuseOps snapshot as the inner check reads it, kernel after kernel: its functions by
+    name and its PrimFuncs' block names, each found once per build (the kernels of a model
+    share most of their member PrimFuncs)."""
+
+    def __init__(self, module):
+        self.module = module
+        self.by_name = {gvar.name_hint: gvar for gvar in module.get_global_vars()}
+        self._block_names: dict[str, list[str] | None] = {}
+
+    def members(self, kernel: str) -> list[list[str] | None] | None:
+        """The block names of each binding of the fused function named kernel (None for a
+        binding that calls no PrimFunc); None when there is no such Relax function."""
+        gvar = self.by_name.get(kernel)
+        group = self.module[gvar] if gvar is not None else None
+        if not isinstance(group, relax.Function):
+            return None
+        members = []
+        for binding in graphs._bindings(group.body):
+            value = binding.value
+            callee = value.args[0] if isinstance(value, relax.Call) and len(value.args) else None
+            members.append(self._names(callee) if isinstance(callee, relax.GlobalVar) else None)
+        return members
+
+    def _names(self, callee) -> list[str] | None:
+        name = callee.name_hint
+        if name not in self._block_names:
+            func = self.module[callee]
+            self._block_names[name] = inner_check.block_names(func) if isinstance(func, tvm.tirx.PrimFunc) else None
+        return self._block_names[name]
+
+
+def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fused: _FusedModule) -> _Rewritten:
     """rewritten also counting the NaN and infinities its fused ops make (inner_check.py): its
     blocks matched to the ops of its group in the FuseOps snapshot."""
-    group = (
-        fused_module[site.kernel] if any(gv.name_hint == site.kernel for gv in fused_module.get_global_vars()) else None
-    )
-    if not isinstance(group, relax.Function):
+    members = fused.members(site.kernel)
+    if members is None:
         return rewritten
-    members = []
-    for binding in graphs._bindings(group.body):
-        value = binding.value
-        callee = value.args[0] if isinstance(value, relax.Call) and len(value.args) else None
-        if isinstance(callee, relax.GlobalVar) and isinstance(fused_module[callee], tvm.tirx.PrimFunc):
-            members.append(inner_check.block_names(fused_module[callee]))
-        else:
-            members.append(None)
     owners = inner_check.owners(original, members)
     if owners is None:
         return rewritten

@@ -102,10 +102,13 @@ def add(
     top = counting.top_statements(realize)
     where: dict[str, int] = {}  # block name -> the top-level statement holding it
     blocks: dict[str, tuple] = {}  # block name -> (block, enclosing loops)
+    written_by: dict[int, list[str]] = {}  # hash(buffer) (its address) -> the blocks writing it
     for t, stmt in enumerate(top):
         for block, loops in counting.blocks(stmt):
             where[block.name_hint] = t
             blocks[block.name_hint] = (block, loops)
+            for region in block.writes:
+                written_by.setdefault(hash(region.source), []).append(block.name_hint)
     # (buffer, op, the writing block's name when flagged in it, the statement after which it is
     # flagged by a loop, or neither: recounted once complete)
     counted = []
@@ -113,7 +116,7 @@ def add(
     for buffer in realize.block.alloc_buffers:
         if str(buffer.dtype) not in counting.FLOATS or str(buffer.scope()) not in ("", "global"):
             continue
-        writers = [name for name, (block, _) in blocks.items() if any(r.source.same_as(buffer) for r in block.writes)]
+        writers = list(dict.fromkeys(written_by.get(hash(buffer), ())))
         if not writers or any(name not in block_owner for name in writers):
             continue
         last = max(writers, key=lambda name: where[name])
@@ -147,7 +150,7 @@ def add(
         bind = stats.bind
     inner_row = tirx.Var("inner_row", "int64")
     params.append(inner_row)
-    cells = _Cells(stats.buffer, stats.row, inner_row, ops)
+    cells = _Cells(stats, inner_row, ops)
     body = [counting.clear(flag) for flag in flags if flag is not None] + cells.clear()
     for t, stmt in enumerate(top):
         body.append(counting.map_blocks(stmt, lambda block: _counting_block(block, flags, in_block)))
@@ -198,10 +201,13 @@ class _Cells:
     """The stats cells of a kernel's inner check: each op's (nan, neg_inf, pos_inf) in its slot
     of the inner rows, their total in the kernel's own row, and row 0's flag."""
 
-    def __init__(self, stats, row, inner_row, ops: tuple[int, ...]):
-        self.stats, self.row, self.inner_row = stats, row, inner_row
+    def __init__(self, params: counting.StatsParams, inner_row, ops: tuple[int, ...]):
+        self.stats, self.row, self.inner_row = params.buffer, params.row, inner_row
+        # The recount calls pass on the kernel's own stats argument (a DLTensor already),
+        # not a new one made from its data pointer: one DLTensor less to build per call.
+        self.handle = params.handle
         self.slot_of = {op: slot for slot, op in enumerate(ops)}
-        self.total = [row, tirx.const(INNER_COLUMN, "int64")]
+        self.total = [self.row, tirx.const(INNER_COLUMN, "int64")]
 
     def cell(self, slot: int, c: int) -> list:
         r = self.inner_row + tirx.const(slot // INNER_OPS_PER_ROW, "int64")
@@ -220,7 +226,7 @@ class _Cells:
         (a call at the kernel's end kept every counted buffer alive to the end, and LLVM
         compiled the copies that reuse made unnecessary: up to 25 ms for one kernel)."""
         name = "tvmdbg." + recount_name(str(buffer.dtype))
-        call = counting.packed(name, buffer, self.stats, *self.cell(self.slot_of[op], 0), self.row)
+        call = counting.packed(name, buffer, self.handle, *self.cell(self.slot_of[op], 0), self.row)
         return call if flag is None else tirx.IfThenElse(counting.raised(flag), call, None)
 
     def raise_flag(self) -> tirx.Stmt:

@@ -121,24 +121,26 @@ def summary_source(name: str, dtype: str, health: bool, stats: bool = False) -> 
     return _guarded("\n".join(lines) + "\n")
 
 
-LANES = 16
+# 8 lanes (two SSE registers per counter row): 16 spilled the counters and the sums out of
+# the registers, and the sums' add chains bound the loop (a small tensor counts ~1.5x faster).
+LANES = 8
 _COUNT = 'T.Cast("int32", {})'  # a test of one element, as a count
 
 
-def _accumulators(dtype: str, size: str, rows: int, lanes: int, sum_dtype: str | None) -> list[str]:
-    """`rows` rows of per-lane int32 counters and, for floats, the per-lane sums, all zeroed
-    (the tensor's flat view F is the signature's)."""
+def _accumulators(rows: int, lanes: int, sum_dtype: str | None, first: int = 0, indent: str = "    ") -> list[str]:
+    """Rows first .. first + rows - 1 of the per-lane int32 counters acc zeroed and, for floats
+    (sum_dtype), the per-lane sums fs (the tensor's flat view F is the signature's)."""
+    row = f"{first} + k" if first else "k"
     lines = [
-        f'    acc = T.alloc_buffer(({rows}, {lanes}), "int32", scope="{SCRATCH}")',
-        f"    for k in range({rows}):",
-        f"        for j in T.vectorized({lanes}):",
-        "            acc[k, j] = 0",
+        f"{indent}for k in range({rows}):",
+        f"{indent}    for j in T.vectorized({lanes}):",
+        f"{indent}        acc[{row}, j] = 0",
     ]
     if sum_dtype:
         lines += [
-            f'    fs = T.alloc_buffer(({lanes},), "{sum_dtype}", scope="{SCRATCH}")',
-            f"    for j in T.vectorized({lanes}):",
-            f"        fs[j] = T.{sum_dtype}(0)",
+            f'{indent}fs = T.alloc_buffer(({lanes},), "{sum_dtype}", scope="{SCRATCH}")',
+            f"{indent}for j in T.vectorized({lanes}):",
+            f"{indent}    fs[j] = T.{sum_dtype}(0)",
         ]
     return lines
 
@@ -190,14 +192,23 @@ def _health_lines(dtype: str, size: str) -> list[str]:
     Floats take one pass of two compares (< 0, > 0) plus a per-lane sum, which is finite only
     when no element is NaN or infinite; only a tensor whose sum is not finite (NaN,
     infinities, or finite values that overflow it) gets a second pass that counts NaN, -inf
-    and +inf exactly. == 0 is what is left (_zeros_line). The first pass runs at the speed of
-    a plain read of the tensor (a per-element finiteness test is slower)."""
+    and +inf exactly, and only then are its counters zeroed and added up (on a small tensor
+    the fixed work around the loop is much of the kernel's cost). == 0 is what is left
+    (_zeros_line). The first pass runs at the speed of a plain read of the tensor (a
+    per-element finiteness test is slower)."""
     tests, sum_dtype = _first_pass_tests(dtype)
-    lines = _accumulators(dtype, size, 5, LANES, sum_dtype)  # lt0, gt0, then -inf, +inf, NaN
+    lines = [
+        f'    acc = T.alloc_buffer((5, {LANES}), "int32", scope="{SCRATCH}")',  # lt0, gt0, then -inf, +inf, NaN
+        f'    tot = T.alloc_buffer((5,), "int64", scope="{SCRATCH}")',
+        "    for k in range(3):",
+        "        tot[2 + k] = T.int64(0)",  # the second pass's: only when it runs
+    ]
+    lines += _accumulators(2, LANES, sum_dtype)
     lines += _counting_loop(size, tests, sum_dtype)
     if sum_dtype is not None:
         lines += _total(sum_dtype, LANES)
         lines.append("    if not T.isfinite(total[0]):")
+        lines += _accumulators(3, LANES, None, first=2, indent="        ")
         second = _counting_loop(
             size,
             {
@@ -207,7 +218,8 @@ def _health_lines(dtype: str, size: str) -> list[str]:
             },
         )
         lines += ["    " + line for line in second]
-    lines += _lane_totals(5, LANES)
+        lines += _lane_totals(3, LANES, first=2, indent="        ")
+    lines += _lane_totals(2, LANES)
     lines += [
         "    for k in range(2):",
         '        S[row, 2 + k] = T.Cast("float64", tot[k])',
@@ -217,15 +229,15 @@ def _health_lines(dtype: str, size: str) -> list[str]:
     return lines
 
 
-def _lane_totals(rows: int, lanes: int, indent: str = "    ") -> list[str]:
-    """tot[k]: the sum of acc row k's lanes, in int64 (integer adds: a short dependency chain
-    where float64 adds of each lane cost much of a small tensor's summary)."""
+def _lane_totals(rows: int, lanes: int, first: int = 0, indent: str = "    ") -> list[str]:
+    """tot[first + k]: the sum of acc row first + k's lanes, in int64 (integer adds: a short
+    dependency chain where float64 adds of each lane cost much of a small tensor's summary)."""
+    row = f"{first} + k" if first else "k"
     return [
-        f'{indent}tot = T.alloc_buffer(({rows},), "int64", scope="{SCRATCH}")',
         f"{indent}for k in range({rows}):",
-        f"{indent}    tot[k] = T.int64(0)",
+        f"{indent}    tot[{row}] = T.int64(0)",
         f"{indent}    for j in range({lanes}):",
-        f'{indent}        tot[k] = tot[k] + T.Cast("int64", acc[k, j])',
+        f'{indent}        tot[{row}] = tot[{row}] + T.Cast("int64", acc[{row}, j])',
     ]
 
 
