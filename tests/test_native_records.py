@@ -273,17 +273,17 @@ def test_queue_call_fails_the_writer_on_parts_it_cannot_frame_and_drops_calls_on
         tmp_path / "bad", DumpOptions(circular_buffer_size=-1), run_id="run", flush_interval=3600
     )
     native.queue_call(w, 1.0, 0, execution, statics, b"\x00\x00\x00\x00", b"\x18\x00", b"\x59" + bytes(8), 9, False)
-    assert w._next_trace == 1 and w.failed is None
+    assert w._tally.next_trace == 1 and w.failed is None
     with pytest.warns(RuntimeWarning, match="could not encode a call's records"):
         native.queue_call(w, 2.0, 0, execution, statics, b"\x07\x00\x00\x00", b"\x18\x01", b"\x59" + bytes(8), 9, False)
-    assert "could not encode a call's records" in w.failed and w._next_trace == 1
+    assert "could not encode a call's records" in w.failed and w._tally.next_trace == 1
     w.close()
     closed = writer.DebugEventsWriter(tmp_path / "closed", DumpOptions(circular_buffer_size=-1), run_id="run")
     closed.close()
     native.queue_call(
         closed, 3.0, 0, execution, statics, b"\x00\x00\x00\x00", b"\x18\x02", b"\x59" + bytes(8), 9, False
     )
-    assert closed._next_trace == 0 and closed.failed is None
+    assert closed._tally.next_trace == 0 and closed.failed is None
 
 
 def test_queued_calls_wait_for_the_flush_in_one_spool_per_stream(tmp_path, monkeypatch):
@@ -325,6 +325,37 @@ def test_queued_calls_wait_for_the_flush_in_one_spool_per_stream(tmp_path, monke
     run = reader.run("run")
     assert reader.corruptions == [] and run.num_executions() == 4
     assert list(run.trace_digests()["index"]) == list(range(12))
+
+
+def test_the_writers_counters_move_into_a_native_tally_with_their_counts(tmp_path, monkeypatch):
+    """Until the library is loaded a writer keeps the counters each call advances in Python
+    (queue_call reads and advances them by attribute); its next flush moves them into a native
+    Tally (read and advanced with no attribute round trip), counts and all: the records numbered
+    before and after the move follow on."""
+    native = native_records.LIBRARY.load()
+    assert native is not None, native_records.LIBRARY.failure()
+    statics = [b"\x08\x01"]
+    execution = pb.Execution(function_name="f").SerializeToString()
+    monkeypatch.setattr(native_records.LIBRARY, "_state", {"error": RuntimeError("not loaded yet")})
+    w = writer.DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=-1), run_id="run", flush_interval=3600)
+    assert type(w._tally) is native_records.PythonTally
+    which, tails = np.zeros(2, np.uint32).tobytes(), (b"\x59" + bytes(8)) * 2
+    native.queue_call(w, 1.0, 0, execution, statics, which, b"\x18\x00", tails, 9, False)
+    w.write_graph_execution_trace_payloads([b"\x08\x02"] * 3)
+    w.write_execution(pb.Execution(function_name="g"))
+    monkeypatch.undo()
+    w.flush()
+    assert type(w._tally) is native.Tally
+    assert (w._tally.next_trace, w._tally.execution_sequence, w._tally.pending_bytes) == (5, 2, 0)
+    native.queue_call(w, 2.0, 0, execution, statics, which, b"\x18\x02", tails, 9, False)
+    w.write_execution(pb.Execution(function_name="h"))
+    assert (w._tally.next_trace, w._tally.execution_sequence) == (7, 4) and w._tally.pending_bytes > 0
+    w.close()
+    reader = DebugDataReader(tmp_path)
+    reader.update()
+    run = reader.run("run")
+    assert reader.corruptions == [] and run.num_executions() == 4
+    assert list(run.trace_digests()["index"]) == list(range(7))
 
 
 @pytest.mark.parametrize("ring", [True, False])

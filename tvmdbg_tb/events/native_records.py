@@ -23,6 +23,33 @@ MIN_BATCH = 2  # a single trace: the Python loop is as fast as the call
 LIBRARY = PythonExtension(source("native_records.cc"), ENV_SWITCH, "native record framing")
 
 
+class PythonTally:
+    """native_records.Tally's fields (a writer's counters that each call advances), kept in
+    Python until the library is loaded."""
+
+    __slots__ = ("next_trace", "execution_sequence", "pending_bytes")
+
+    def __init__(self) -> None:
+        self.next_trace = self.execution_sequence = self.pending_bytes = 0
+
+
+def tally(old: object | None = None) -> object:
+    """A writer's counters (next_trace, execution_sequence, pending_bytes), old's carried
+    over: native once the library is loaded (queue_call then advances them with no Python
+    attribute round trip), else a PythonTally; old itself when it is already the best."""
+    module = LIBRARY.loaded()
+    if module is None:
+        return old if old is not None else PythonTally()
+    if type(old) is module.Tally:
+        return old
+    new = module.Tally()
+    if old is not None:
+        new.next_trace, new.execution_sequence, new.pending_bytes = (
+            old.next_trace, old.execution_sequence, old.pending_bytes
+        )  # fmt: skip
+    return new
+
+
 def spool_type() -> type | None:
     """The type of the buffers queue_call queues each stream's records into (native_records.cc
     Spool: records end to end outside the allocator's heap), or None before the library is loaded."""

@@ -149,7 +149,6 @@ class DebugEventsWriter:
         self._lock = threading.Lock()  # guards pending buffers and counters
         self._io_lock = threading.Lock()  # serialises file writes and compaction
         self._pending: dict[str, list[bytes]] = {s: [] for s in layout.STREAMS}
-        self._pending_bytes = 0
         self._eager_bytes = _EAGER_WRITE_BYTES  # pending bytes that wake the flushing thread
         self._failed: str | None = None
         self._ended = False  # the RunEnd record is written
@@ -178,11 +177,13 @@ class DebugEventsWriter:
     def _start_accounting(self) -> None:
         """Ids, sequences, the accounting of calls by health and what the ring keeps whole."""
         self._next_execution = 0
-        self._next_trace = 0  # traces: their index is their sequence
-        # The run's key in every record, and each file's next sequence (see debug_event.proto).
+        # The counters each call advances: the next trace's index (a trace's index is its
+        # sequence), the execution file's next sequence, the bytes pending (native_records).
+        self._tally = native_records.tally()
+        # The run's key in every record, and each other file's next sequence (see debug_event.proto).
         self.run_key = secrets.randbits(64) or 1
         self._run_key_field = _RUN_KEY.pack(12 << 3 | 1, self.run_key)
-        self._sequences = {s: 0 for s in layout.STREAMS}
+        self._sequences = {s: 0 for s in layout.STREAMS if s != layout.EXECUTION}
         # The accounting of calls by health, and the ring's records kept whole (sequence ranges).
         self._nonfinite_calls = 0
         self._unchecked_calls = 0
@@ -285,8 +286,8 @@ class DebugEventsWriter:
                 nonfinite = health.trace_nonfinite(trace) if self._counts_health else None
 
                 def numbered() -> list[bytes]:  # under the lock: a trace is never counted and dropped
-                    trace.index = self._next_trace
-                    self._next_trace += 1
+                    trace.index = self._tally.next_trace
+                    self._tally.next_trace += 1
                     if self._counts_health:
                         self._count_locked(None, trace.index, 1, nonfinite, trace.execution_index)
                     return [records.encode(event.SerializeToString())]
@@ -298,8 +299,7 @@ class DebugEventsWriter:
             nonfinite = health.execution_nonfinite(execution) if execution and self._counts_health else None
 
             def sequenced() -> list[bytes]:  # under the lock: sequences in queue order
-                sequence = self._sequences[stream]
-                self._sequences[stream] += 1
+                sequence = self._take_sequence(stream)
                 if execution is not None and self._counts_health:
                     self._count_locked(sequence, 0, 0, nonfinite, execution.index)
                 return [records.encode(data + _SEQUENCE_TAG + varint(sequence))]
@@ -426,25 +426,26 @@ class DebugEventsWriter:
             with self._lock:
                 if self._closed:  # close() took the last batch after the first check
                     return
-                first = self._next_trace
+                tally = self._tally
+                first = tally.next_trace
                 if payloads:
                     chunks, size = self._framed_traces(prefix + _TRACE_TAG, payloads, first)
                     count = len(payloads)
                 else:
                     chunks, size, count = [], 0, 0
-                self._next_trace += count
+                tally.next_trace += count
                 self._enqueue(layout.GRAPH_EXECUTION_TRACES, chunks)
                 sequence = None
                 if head is not None:
-                    sequence = self._sequences[layout.EXECUTION]
-                    self._sequences[layout.EXECUTION] += 1
+                    sequence = tally.execution_sequence
+                    tally.execution_sequence += 1
                     record = records.encode(head + _SEQUENCE_TAG + varint(sequence))
                     self._enqueue(layout.EXECUTION, [record])
                     size += len(record)
                 if self._counts_health and nonfinite is not False and (sequence is not None or count):
                     self._count_locked(sequence, first, count, nonfinite, execution_index)
-                self._pending_bytes += size
-                pending = self._pending_bytes
+                tally.pending_bytes += size
+                pending = tally.pending_bytes
             if pending >= self._eager_bytes:
                 self._eager_write(pending)
         except Exception as error:
@@ -503,8 +504,7 @@ class DebugEventsWriter:
         self._source_files[path] = index
         source = pb.SourceFile(host_name=self.host_name, file_path=path, lines=[ln.rstrip("\r\n") for ln in lines])
         # Queued under _lock, so file indices match the order of records in the file.
-        sequence = self._sequences[layout.SOURCE_FILES]
-        self._sequences[layout.SOURCE_FILES] += 1
+        sequence = self._take_sequence(layout.SOURCE_FILES)
         event = pb.DebugEvent(wall_time=time.time(), run_key=self.run_key, sequence=sequence, source_file=source)
         self._pending[layout.SOURCE_FILES].append(records.encode(event.SerializeToString()))
         return index
@@ -518,10 +518,20 @@ class DebugEventsWriter:
             if callable(chunks):
                 chunks = chunks()
             self._enqueue(stream, chunks)
-            self._pending_bytes += sum(map(len, chunks))
-            pending = self._pending_bytes
+            self._tally.pending_bytes += sum(map(len, chunks))
+            pending = self._tally.pending_bytes
         if pending >= self._eager_bytes:
             self._eager_write(pending)
+
+    def _take_sequence(self, stream: str) -> int:
+        """Under _lock: the stream's next sequence, taken."""
+        if stream == layout.EXECUTION:
+            sequence = self._tally.execution_sequence
+            self._tally.execution_sequence += 1
+        else:
+            sequence = self._sequences[stream]
+            self._sequences[stream] += 1
+        return sequence
 
     def _enqueue(self, stream: str, chunks: list) -> None:
         """Under _lock: chunks at the end of the stream's queue, copied into the spool at its
@@ -557,8 +567,9 @@ class DebugEventsWriter:
         with self._lock:
             pending = {s: chunks for s, chunks in self._pending.items() if chunks}
             self._pending = {s: [] for s in layout.STREAMS}
-            self._pending_bytes = 0
-            taken = (self._next_execution, self._next_trace)
+            self._tally = native_records.tally(self._tally)  # native from the first flush after the library loads
+            self._tally.pending_bytes = 0
+            taken = (self._next_execution, self._tally.next_trace)
         if self._failed:
             return
         try:
@@ -602,7 +613,8 @@ class DebugEventsWriter:
         self._ended = True
         with self._lock:
             written = dict(self._sequences)
-            written[layout.GRAPH_EXECUTION_TRACES] = self._next_trace
+            written[layout.EXECUTION] = self._tally.execution_sequence
+            written[layout.GRAPH_EXECUTION_TRACES] = self._tally.next_trace
             sequence = written[layout.METADATA]
             written[layout.METADATA] += 1  # this record
             executions = written[layout.EXECUTION]
@@ -610,7 +622,7 @@ class DebugEventsWriter:
                 how=pb.RunEnd.ABORTED if self._failed else pb.RunEnd.CLOSED,
                 reason=self._failed or "",
                 num_executions=self._next_execution,
-                num_traces=self._next_trace,
+                num_traces=self._tally.next_trace,
                 num_stack_frames=len(self._frames),
                 num_source_files=sum(1 for i in self._source_files.values() if i >= 0),
                 nonfinite_executions=self._nonfinite_calls,

@@ -8,8 +8,11 @@
 // fields and its `index` (field 13, sfixed64).
 #include "python_buffer.h"
 
+#include <structmember.h>
+
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include <sys/mman.h>
 
@@ -650,15 +653,16 @@ PyObject* s_closed;
 PyObject* s_lock;
 PyObject* s_acquire;
 PyObject* s_release;
-PyObject* s_next_trace;
+PyObject* s_tally;
+PyObject* s_next_trace_field;
+PyObject* s_execution_sequence_field;
+PyObject* s_pending_bytes_field;
 PyObject* s_pending;
-PyObject* s_pending_bytes;
 PyObject* s_eager_bytes;
 PyObject* s_eager_write;
 PyObject* s_fail;
 PyObject* s_traces_stream;
 PyObject* s_execution_stream;
-PyObject* s_sequences;
 PyObject* s_run_key_field;
 PyObject* s_counts_health;
 PyObject* s_count_locked;
@@ -670,20 +674,94 @@ bool Intern() {
       {&s_lock, "_lock"},
       {&s_acquire, "acquire"},
       {&s_release, "release"},
-      {&s_next_trace, "_next_trace"},
+      {&s_tally, "_tally"},
+      {&s_next_trace_field, "next_trace"},
+      {&s_execution_sequence_field, "execution_sequence"},
+      {&s_pending_bytes_field, "pending_bytes"},
       {&s_pending, "_pending"},
-      {&s_pending_bytes, "_pending_bytes"},
       {&s_eager_bytes, "_eager_bytes"},
       {&s_eager_write, "_eager_write"},
       {&s_fail, "_fail"},
       {&s_traces_stream, "graph_execution_traces"},  // layout.GRAPH_EXECUTION_TRACES
       {&s_execution_stream, "execution"},            // layout.EXECUTION
-      {&s_sequences, "_sequences"},
       {&s_run_key_field, "_run_key_field"},
       {&s_counts_health, "_counts_health"},
       {&s_count_locked, "_count_locked"},
   };
   return tvmdbg::InternAll(names);
+}
+
+// -- Tally: the writer's counters that every call advances -----------------------------------
+//
+// DebugEventsWriter._tally: the next trace index, the execution file's next sequence and the
+// bytes pending, as C fields that queue_call reads and advances under the writer's lock without
+// a Python attribute round trip each (the writer's Python paths use them as attributes;
+// before the library is loaded the writer keeps them in a Python object of the same fields,
+// which queue_call reads by attribute).
+
+struct Counts {
+  long long next_trace;
+  long long execution_sequence;
+  long long pending_bytes;
+};
+
+struct TallyObject {
+  PyObject_HEAD Counts counts;
+};
+
+PyMemberDef kTallyMembers[] = {
+    {"next_trace", T_LONGLONG, offsetof(TallyObject, counts.next_trace), 0, "the next trace's index"},
+    {"execution_sequence", T_LONGLONG, offsetof(TallyObject, counts.execution_sequence), 0,
+     "the execution file's next sequence"},
+    {"pending_bytes", T_LONGLONG, offsetof(TallyObject, counts.pending_bytes), 0, "bytes queued, not yet written"},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyTypeObject kTallyType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+bool ReadyTallyType() {
+  kTallyType.tp_name = "native_records.Tally";
+  kTallyType.tp_basicsize = sizeof(TallyObject);
+  kTallyType.tp_flags = Py_TPFLAGS_DEFAULT;
+  kTallyType.tp_doc = "Tally(): a writer's next trace index, next execution sequence and pending bytes";
+  kTallyType.tp_new = PyType_GenericNew;  // zeroed
+  kTallyType.tp_members = kTallyMembers;
+  return PyType_Ready(&kTallyType) == 0;
+}
+
+const std::pair<PyObject**, long long Counts::*> kCountFields[] = {
+    {&s_next_trace_field, &Counts::next_trace},
+    {&s_execution_sequence_field, &Counts::execution_sequence},
+    {&s_pending_bytes_field, &Counts::pending_bytes},
+};
+
+// The tally's counts (a Tally's fields, or any object's attributes of those names).
+bool ReadCounts(PyObject* tally, Counts* counts) {
+  if (Py_IS_TYPE(tally, &kTallyType)) {
+    *counts = reinterpret_cast<TallyObject*>(tally)->counts;
+    return true;
+  }
+  for (const auto& [name, field] : kCountFields) {
+    PyObject* value = PyObject_GetAttr(tally, *name);
+    counts->*field = value == nullptr ? -1 : PyLong_AsLongLong(value);
+    Py_XDECREF(value);
+    if (PyErr_Occurred()) return false;
+  }
+  return true;
+}
+
+bool WriteCounts(PyObject* tally, const Counts& counts) {
+  if (Py_IS_TYPE(tally, &kTallyType)) {
+    reinterpret_cast<TallyObject*>(tally)->counts = counts;
+    return true;
+  }
+  for (const auto& [name, field] : kCountFields) {
+    PyObject* value = PyLong_FromLongLong(counts.*field);
+    const bool set = value != nullptr && PyObject_SetAttr(tally, *name, value) == 0;
+    Py_XDECREF(value);
+    if (!set) return false;
+  }
+  return true;
 }
 
 // 1 when writer.<name> is true, 0 when false, -1 on error.
@@ -757,55 +835,36 @@ bool Spool(PyObject* writer, const Call& call, long long first, long long sequen
 }
 
 // Under writer._lock: the call's records spooled with the next trace index and execution
-// sequence, the counters advanced, and, unless it is known finite, its health counted
+// sequence, writer._tally's counts advanced, and, unless it is known finite, its health counted
 // (writer._count_locked); the pending byte count in *pending. False with an exception set.
 bool QueueLocked(PyObject* writer, const Call& call, PyObject* nonfinite, long long* pending) {
-  // Checked again under the lock: close() may have taken the last batch meanwhile.
+  // Checked under the lock: close() may have taken the last batch after the caller's check.
   const int failed = Flag(writer, s_failed);
   const int closed = failed == 0 ? Flag(writer, s_closed) : 0;
   if (failed || closed) return failed >= 0 && closed >= 0;  // dropped, as write_call drops
-  PyObject* sequences = PyObject_GetAttr(writer, s_sequences);
-  if (sequences != nullptr && !PyDict_Check(sequences)) {
-    Py_DECREF(sequences);
-    PyErr_SetString(PyExc_TypeError, "queue_call: the writer's sequences are not a dict");
-    return false;
-  }
-  PyObject* sequence = sequences == nullptr ? nullptr : PyDict_GetItemWithError(sequences, s_execution_stream);
-  PyObject* first = sequence == nullptr ? nullptr : PyObject_GetAttr(writer, s_next_trace);
-  if (first == nullptr) {
-    if (sequences != nullptr && !PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "_sequences['execution']");
-    Py_XDECREF(sequences);
-    return false;
-  }
-  Py_INCREF(sequence);  // held: the dict item is replaced below
-  const long long start = PyLong_AsLongLong(first);
-  const long long execution_sequence = PyLong_AsLongLong(sequence);
-  Py_DECREF(first);
-  const Py_ssize_t count = static_cast<Py_ssize_t>(call.parts.count());
+  PyObject* tally = PyObject_GetAttr(writer, s_tally);
+  Counts counts;
+  bool ok = tally != nullptr && ReadCounts(tally, &counts);
+  const Counts before = counts;
+  const long long count = static_cast<long long>(call.parts.count());
   size_t size = 0;
-  PyObject* queued = nullptr;
-  bool ok = !PyErr_Occurred() && Spool(writer, call, start, execution_sequence, &size) &&
-            (queued = PyObject_GetAttr(writer, s_pending_bytes)) != nullptr;
+  ok = ok && Spool(writer, call, before.next_trace, before.execution_sequence, &size);
   if (ok) {
-    *pending = PyLong_AsLongLong(queued) + static_cast<long long>(size);
-    PyObject* next = PyLong_FromLongLong(start + count);
-    PyObject* next_sequence = PyLong_FromLongLong(execution_sequence + 1);
-    PyObject* total = PyLong_FromLongLong(*pending);
-    ok = next != nullptr && next_sequence != nullptr && total != nullptr &&
-         PyObject_SetAttr(writer, s_next_trace, next) == 0 &&
-         PyDict_SetItem(sequences, s_execution_stream, next_sequence) == 0 &&
-         PyObject_SetAttr(writer, s_pending_bytes, total) == 0;
-    Py_XDECREF(next);
-    Py_XDECREF(next_sequence);
-    Py_XDECREF(total);
+    counts.next_trace += count;
+    counts.execution_sequence += 1;
+    counts.pending_bytes += static_cast<long long>(size);
+    *pending = counts.pending_bytes;
+    ok = WriteCounts(tally, counts);
   }
+  Py_XDECREF(tally);
   // A call not known finite: counted (a NaN or an Inf: kept whole by the ring, if among the
   // first); a finite one costs nothing more.
   const int counted = !ok || nonfinite == Py_False ? 0 : nonfinite == Py_True ? 1 : Flag(writer, s_counts_health);
   if (counted < 0) ok = false;
   if (counted > 0) {
-    PyObject* first_trace = PyLong_FromLongLong(start);
-    PyObject* num_traces = first_trace == nullptr ? nullptr : PyLong_FromSsize_t(count);
+    PyObject* sequence = PyLong_FromLongLong(before.execution_sequence);
+    PyObject* first_trace = sequence == nullptr ? nullptr : PyLong_FromLongLong(before.next_trace);
+    PyObject* num_traces = first_trace == nullptr ? nullptr : PyLong_FromLongLong(count);
     PyObject* done = num_traces == nullptr ? nullptr
                                            : PyObject_CallMethodObjArgs(writer, s_count_locked, sequence, first_trace,
                                                                         num_traces, nonfinite, nullptr);
@@ -813,10 +872,8 @@ bool QueueLocked(PyObject* writer, const Call& call, PyObject* nonfinite, long l
     Py_XDECREF(done);
     Py_XDECREF(num_traces);
     Py_XDECREF(first_trace);
+    Py_XDECREF(sequence);
   }
-  Py_DECREF(sequence);
-  Py_DECREF(sequences);
-  Py_XDECREF(queued);
   return ok;
 }
 
@@ -867,18 +924,14 @@ PyObject* FailWriter(PyObject* writer) {
 // DebugEventsWriter.write_call for the compiled path's call (its Execution, its traces as
 // TraceParts' fields, whether they hold a NaN or an Inf: True, False or None for not known)
 // in C++, for the Python writer and for native_call alike. It reads and updates, under
-// writer._lock, what write_call does (_next_trace, _sequences' execution entry, _pending's
-// execution and trace queues: the records go to the spool at each one's end, _pending_bytes,
-// and, for a call not known finite, _count_locked); does nothing once _failed or _closed;
+// writer._lock, what write_call does (_tally's counts, _pending's execution and trace
+// queues: the records go to the spool at each one's end, and, for a call not known finite,
+// _count_locked); does nothing once _failed or _closed;
 // calls writer._eager_write(pending) from writer._eager_bytes pending; and, like write_call,
 // never raises what framing raises: it goes to writer._fail.
 PyObject* QueueCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!CheckArgs(nargs, 10, "queue_call")) return nullptr;
-  PyObject* writer = args[0];
-  const int failed = Flag(writer, s_failed);
-  const int closed = failed == 0 ? Flag(writer, s_closed) : 0;
-  if (failed < 0 || closed < 0) return nullptr;
-  if (failed || closed) Py_RETURN_NONE;
+  PyObject* writer = args[0];  // its _failed and _closed are read under its lock
   const double wall_time = PyFloat_AsDouble(args[1]);
   const unsigned long long step = PyLong_AsUnsignedLongLongMask(args[2]);
   if (PyErr_Occurred()) return nullptr;
@@ -937,12 +990,14 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "native_records", "TFRecord framin
 }  // namespace
 
 PyMODINIT_FUNC PyInit_native_records() {
-  if (!Intern() || !ReadySpoolType()) return nullptr;
+  if (!Intern() || !ReadySpoolType() || !ReadyTallyType()) return nullptr;
   PyObject* module = PyModule_Create(&kModule);
-  Py_INCREF(&kSpoolType);
-  if (module != nullptr && PyModule_AddObject(module, "Spool", reinterpret_cast<PyObject*>(&kSpoolType)) != 0) {
-    Py_DECREF(&kSpoolType);
-    Py_CLEAR(module);
+  for (auto [name, type] : {std::pair{"Spool", &kSpoolType}, std::pair{"Tally", &kTallyType}}) {
+    Py_INCREF(type);
+    if (module != nullptr && PyModule_AddObject(module, name, reinterpret_cast<PyObject*>(type)) != 0) {
+      Py_DECREF(type);
+      Py_CLEAR(module);
+    }
   }
   return module;
 }
