@@ -12,7 +12,8 @@ one layer; resnet50w: ResNet-50's widths on a 64x64 image).
 
 Compile: each tvm.compile runs in a fresh process, as a program compiles its model once;
 the modes alternate round by round, the model is exported before the clock starts, and the
-figure is the process's CPU time of tvm.compile (the machine may be shared); tvmdbg's modules
+figure is the process's CPU time of the import and tvm.compile (the machine may be shared), in
+total and by stage (_StageClock), as medians and as the least of the rounds; tvmdbg's modules
 are imported from bytecode compiled before the rounds, as an installed package's are. The summary
 kernels are compiled once per machine (tvmdbg_tb/capture/kernel_cache.py): "warm" rows
 use the user cache filled before the rounds, "cold" ones a fresh cache directory holding
