@@ -188,6 +188,20 @@ def test_inner_op_check_false_builds_without_it(tmp_path):
         tvmdbg.enable_dump_debug_info(tmp_path, inner_op_check="no")
 
 
+def test_a_kernel_the_check_fails_on_is_named_in_a_warning(tmp_path, monkeypatch):
+    """An error while adding the check (a bug, not a kernel it does not fit) leaves the kernel
+    unchecked: the build says so, naming the kernel, rather than showing a quiet run."""
+    from tvmdbg_tb.capture import inner_check
+
+    def broken(*args, **kwargs):
+        raise ValueError("planted")
+
+    monkeypatch.setattr(inner_check, "add", broken)
+    with pytest.warns(RuntimeWarning, match=r"no inner-op check in kernel fused_\w+ \(ValueError\('planted'\)\)"):
+        out, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=1)
+    assert np.isfinite(out).all() and _masked(run) == []
+
+
 @pytest.mark.parametrize("mode", ["CURT_HEALTH", "FULL_STATS"])
 def test_other_modes_with_counts_check_too(tmp_path, mode):
     out, run = _record(tmp_path, mm.MaskedLog, mm.inputs("MaskedLog"), calls=2, mode=mode)

@@ -28,6 +28,7 @@ import itertools
 import math
 import secrets
 import threading
+import warnings
 import weakref
 from dataclasses import dataclass, field
 
@@ -413,10 +414,15 @@ def _rewritten_kernels(
             pass
         site = plan.fused_sites.get(name)
         if inner_ops and site is not None:
-            try:
+            try:  # a kernel the check does not fit returns unchanged; an error is a bug, said
                 rewritten = _with_inner_check(rewritten, func, site, fused)
-            except Exception:  # an unexpected kernel shape: no inner check
-                pass
+            except Exception as error:
+                warnings.warn(
+                    f"tvmdbg: no inner-op check in kernel {name} ({error!r}): a NaN or Inf its ops make and "
+                    "hide inside it is not seen",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         if rewritten.prim is not func:
             for called in rewritten.calls:
                 register_kernel(called)
