@@ -398,9 +398,9 @@ PyObject* Payload(PyObject* execution, unsigned long long index, double duration
                   unsigned long long num_traces) {
   const Py_ssize_t head = PyBytes_GET_SIZE(execution);
   const Py_ssize_t location_size = PyBytes_GET_SIZE(location);
-  PyObject* out = PyBytes_FromStringAndSize(nullptr, head + location_size + 48);
-  if (out == nullptr) return nullptr;
-  char* start = PyBytes_AS_STRING(out);
+  thread_local std::vector<char> scratch;  // then copied into bytes of the exact size (RecycledBytes)
+  scratch.resize(static_cast<size_t>(head + location_size + 48));
+  char* start = scratch.data();
   char* p = start;
   std::memcpy(p, PyBytes_AS_STRING(execution), head);
   p += head;
@@ -415,8 +415,7 @@ PyObject* Payload(PyObject* execution, unsigned long long index, double duration
   p += location_size;
   *p++ = 0x48;
   p = PutVarint(p, num_traces);
-  if (_PyBytes_Resize(&out, p - start) != 0) return nullptr;
-  return out;
+  return tvmdbg::RecycledBytes(start, p - start);
 }
 
 // -- the caches --------------------------------------------------------------------------------

@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace {
 
 using tvmdbg::Buffer;
+using tvmdbg::RecycledBytes;
 
 // The stats buffer's bytes: call_rows reads its block's buffer once for its passes (a numpy
 // array's buffer export costs ~50 ns each time).
@@ -129,15 +131,12 @@ PyObject* Tails(const Rows& block, PyObject* const* args, Py_ssize_t nargs, bool
   }
   const char* base = block.data;
   const size_t tail_size = count ? 2 + 8 * count + 9 : 9;
-  PyObject* which_bytes = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(4 * (rows - 1)));
-  PyObject* tail_bytes =
-      which_bytes == nullptr ? nullptr : PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(tail_size * (rows - 1)));
-  if (tail_bytes == nullptr) {
-    Py_XDECREF(which_bytes);
-    return nullptr;
-  }
-  char* which = PyBytes_AS_STRING(which_bytes);
-  char* tails = PyBytes_AS_STRING(tail_bytes);
+  // Written here first, then copied into bytes of their exact size (RecycledBytes).
+  thread_local std::vector<char> which_scratch, tail_scratch;
+  which_scratch.resize(static_cast<size_t>(4 * (rows - 1)));
+  tail_scratch.resize(tail_size * static_cast<size_t>(rows - 1));
+  char* which = which_scratch.data();
+  char* tails = tail_scratch.data();
   double previous = At(base, 0);
   for (long long r = 1; r < rows; ++r) {
     const char* row = base + 8 * r * width;
@@ -164,12 +163,10 @@ PyObject* Tails(const Rows& block, PyObject* const* args, Py_ssize_t nargs, bool
     *tails++ = 0x59;  // duration_us, a double
     tails = PutDouble(tails, duration);
   }
-  if (_PyBytes_Resize(&which_bytes, which - PyBytes_AS_STRING(which_bytes)) != 0) {
-    Py_DECREF(tail_bytes);
-    return nullptr;
-  }
-  if (_PyBytes_Resize(&tail_bytes, tails - PyBytes_AS_STRING(tail_bytes)) != 0) {
-    Py_DECREF(which_bytes);
+  PyObject* which_bytes = RecycledBytes(which_scratch.data(), which - which_scratch.data());
+  PyObject* tail_bytes = which_bytes == nullptr ? nullptr : RecycledBytes(tail_scratch.data(), tails - tail_scratch.data());
+  if (tail_bytes == nullptr) {
+    Py_XDECREF(which_bytes);
     return nullptr;
   }
   PyObject* out = PyTuple_New(2);
@@ -235,7 +232,7 @@ PyObject* Fill(const Rows& block, PyObject* const* args, Py_ssize_t nargs, bool*
     std::memcpy(&row, members.data() + 4 * m, 4);
     if (At(block.data + 8 * row * width, 0) == 0.0) Py_RETURN_NONE;  // a kernel that did not run
   }
-  PyObject* out = PyBytes_FromStringAndSize(tmpl.data(), static_cast<Py_ssize_t>(tmpl.size()));
+  PyObject* out = RecycledBytes(tmpl.data(), static_cast<Py_ssize_t>(tmpl.size()));
   if (out == nullptr) return nullptr;
   char* bytes = PyBytes_AS_STRING(out);
   for (size_t b = 0; b < blocks; ++b) {

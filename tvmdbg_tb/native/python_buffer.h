@@ -7,6 +7,7 @@
 #include <Python.h>
 
 #include <cstddef>
+#include <cstring>
 
 namespace tvmdbg {
 
@@ -50,6 +51,45 @@ bool InternAll(const InternedName (&names)[N]) {
     if ((*name.slot = PyUnicode_InternFromString(name.text)) == nullptr) return false;
   }
   return true;
+}
+
+// A new reference to bytes equal to data[0, size). A kilobyte-sized result made per traced
+// call would come from glibc's malloc, and a request of that size makes glibc empty its
+// fastbins (malloc_consolidate), which slows the traced program's own small allocations after
+// the call. So such results are taken from a few kept objects: one that only this pool holds
+// and that has the size is rewritten (its cached hash reset), and a new one is kept in turn.
+inline PyObject* RecycledBytes(const char* data, Py_ssize_t size) {
+#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+  constexpr Py_ssize_t kSmall = 512;  // pymalloc serves these
+  constexpr int kKept = 8;
+  static PyObject* kept[kKept] = {};
+  static int next = 0;
+  if (size <= kSmall) return PyBytes_FromStringAndSize(data, size);
+  for (PyObject* object : kept) {
+    if (object != nullptr && Py_REFCNT(object) == 1 && PyBytes_GET_SIZE(object) == size) {
+      std::memcpy(PyBytes_AS_STRING(object), data, static_cast<size_t>(size));
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+      reinterpret_cast<PyBytesObject*>(object)->ob_shash = -1;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+      Py_INCREF(object);
+      return object;
+    }
+  }
+  PyObject* out = PyBytes_FromStringAndSize(data, size);
+  if (out != nullptr) {
+    Py_INCREF(out);
+    Py_XSETREF(kept[next], out);
+    next = (next + 1) % kKept;
+  }
+  return out;
+#else
+  return PyBytes_FromStringAndSize(data, size);
+#endif
 }
 
 }  // namespace tvmdbg
