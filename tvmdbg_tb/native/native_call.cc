@@ -40,6 +40,7 @@ constexpr int kMaxVariants = 4;  // plans per (function, argument count)
 
 PyObject* s_call;
 PyObject* s_implicit;
+PyObject* s_dict;
 PyObject* s_pool;
 PyObject* s_replay;
 PyObject* s_hunting;
@@ -932,6 +933,21 @@ bool Release(Tracer* tracer, PyObject* buffer, PoolBuffer* native, PyObject* cle
   return ok;
 }
 
+// Whether the session's replay hunts for the run's first non-finite value (1, 0; -1 with an
+// exception set).
+int Hunting(PyObject* session) {
+  PyObject* replay = PyObject_GetAttr(session, s_replay);
+  if (replay == nullptr) return -1;
+  int hunting = 0;
+  if (replay != Py_None) {
+    PyObject* flag = PyObject_GetAttr(replay, s_hunting);
+    hunting = flag == nullptr ? -1 : PyObject_IsTrue(flag);
+    Py_XDECREF(flag);
+  }
+  Py_DECREF(replay);
+  return hunting;
+}
+
 enum class Outcome {
   kRecorded,     // written here (or, after the buffer went back to its pool, warned about)
   kPython,       // Python finishes the call (*rows set when call_rows ran); an Exception may be set
@@ -986,15 +1002,7 @@ Outcome Record(Function* function, const Plans& plans, const CallArgs& call, con
   const Plan& plan = **chosen;
   const unsigned long long call_index = PyLong_AsUnsignedLongLong(index);
   if (PyErr_Occurred()) return Outcome::kPython;
-  PyObject* replay = PyObject_GetAttr(tracer->session, s_replay);
-  if (replay == nullptr) return Outcome::kPython;
-  int hunting = 0;
-  if (replay != Py_None) {
-    PyObject* flag = PyObject_GetAttr(replay, s_hunting);
-    hunting = flag == nullptr ? -1 : PyObject_IsTrue(flag);
-    Py_XDECREF(flag);
-  }
-  Py_DECREF(replay);
+  const int hunting = plan.scan == Py_None ? 0 : Hunting(tracer->session);  // no scan: no health to hunt in
   if (hunting < 0) return Outcome::kPython;
   PyObject* arguments[5] = {block, plan.tails, plan.summaries, hunting ? plan.scan : Py_None, Py_True};
   *rows = PyObject_Vectorcall(tracer->call_rows, arguments, 5, nullptr);
@@ -1048,12 +1056,30 @@ PyObject* Fallback(Function* self, PyObject* const* args, size_t nargsf, PyObjec
   return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
 }
 
-// Whether this thread is inside a traced call or a time_evaluator run (-1: error).
-int Busy(Tracer* tracer) {
+// This thread's attributes of the tracer's threading.local (fast_tracer._LOCAL): its
+// __dict__, one dict for the thread's life. `call` and `implicit` are plain attributes, so a
+// call reads and sets them as that dict's items, a fraction of the cost of the local's
+// attribute protocol (~60 ns an access). A new reference; nullptr with an exception set.
+PyObject* ThreadAttributes(Tracer* tracer) {
+  PyObject* attributes = PyObject_GetAttr(tracer->local, s_dict);
+  if (attributes != nullptr && !PyDict_Check(attributes)) {
+    Py_CLEAR(attributes);
+    PyErr_SetString(PyExc_TypeError, "the tracer's thread-local __dict__ is not a dict");
+  }
+  return attributes;
+}
+
+// Whether this thread is inside a traced call or a time_evaluator run (-1: error): its `call`
+// or `implicit` is not None (one this thread never set: the local's class default).
+int Busy(Tracer* tracer, PyObject* attributes) {
   for (PyObject* name : {s_call, s_implicit}) {
-    PyObject* value = PyObject_GetAttr(tracer->local, name);
-    if (value == nullptr) return -1;
-    Py_DECREF(value);
+    PyObject* value = PyDict_GetItemWithError(attributes, name);  // borrowed
+    if (value == nullptr) {
+      if (PyErr_Occurred()) return -1;
+      value = PyObject_GetAttr(tracer->local, name);
+      if (value == nullptr) return -1;
+      Py_DECREF(value);  // compared only
+    }
     if (value != Py_None) return 1;
   }
   return 0;
@@ -1106,20 +1132,10 @@ PyObject* Interrupted(PyObject* result, PyObject* type, PyObject* error, PyObjec
   return nullptr;
 }
 
-PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  Function* self = reinterpret_cast<Function*>(callable);
+// The call traced, this thread not inside another (attributes: its ThreadAttributes).
+PyObject* Traced(Function* self, PyObject* attributes, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   Tracer* tracer = self->tracer;
-  if (tracer == nullptr || self->function == nullptr || self->fallback == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "tvmdbg: this traced VM function was released with its session");
-    return nullptr;
-  }
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) return Fallback(self, args, nargsf, kwnames);
-  const int busy = Busy(tracer);
-  if (busy != 0) {
-    if (busy < 0 && !Warn(tracer)) return nullptr;
-    return Fallback(self, args, nargsf, kwnames);
-  }
   Plans plans;
   Location location;
   if (!PlanOf(self, nargs, &plans) || plans.count == 0 || !Locate(tracer, &location)) {
@@ -1130,7 +1146,7 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
   PyObject* index = PyIter_Next(tracer->ids);
   Marker* marker = index == nullptr ? nullptr : PyObject_New(Marker, &kMarkerType);
   if (marker != nullptr && (marker->buffers = PyList_New(0)) == nullptr) Py_CLEAR(marker);
-  if (marker == nullptr || PyObject_SetAttr(tracer->local, s_call, reinterpret_cast<PyObject*>(marker)) != 0) {
+  if (marker == nullptr || PyDict_SetItem(attributes, s_call, reinterpret_cast<PyObject*>(marker)) != 0) {
     Py_XDECREF(marker);
     Py_XDECREF(index);
     DropPlans(&plans);
@@ -1149,7 +1165,7 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     PyErr_NormalizeException(&type, &error, &traceback);
     if (traceback != nullptr && error != nullptr) PyException_SetTraceback(error, traceback);
   }
-  bool interrupted = PyObject_SetAttr(tracer->local, s_call, Py_None) != 0 && !Warn(tracer);
+  bool interrupted = PyDict_SetItem(attributes, s_call, Py_None) != 0 && !Warn(tracer);
   PyObject* buffers = marker->buffers;
   Py_INCREF(buffers);
   Py_DECREF(marker);
@@ -1185,6 +1201,26 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     PyErr_Restore(type, error, traceback);
     return nullptr;
   }
+  return result;
+}
+
+PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  Function* self = reinterpret_cast<Function*>(callable);
+  Tracer* tracer = self->tracer;
+  if (tracer == nullptr || self->function == nullptr || self->fallback == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "tvmdbg: this traced VM function was released with its session");
+    return nullptr;
+  }
+  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) return Fallback(self, args, nargsf, kwnames);
+  PyObject* attributes = ThreadAttributes(tracer);
+  const int busy = attributes == nullptr ? -1 : Busy(tracer, attributes);
+  if (busy != 0) {
+    Py_XDECREF(attributes);
+    if (busy < 0 && !Warn(tracer)) return nullptr;
+    return Fallback(self, args, nargsf, kwnames);
+  }
+  PyObject* result = Traced(self, attributes, args, nargsf, kwnames);
+  Py_DECREF(attributes);
   return result;
 }
 
@@ -1433,6 +1469,7 @@ bool Intern() {
   const tvmdbg::InternedName names[] = {
       {&s_call, "call"},
       {&s_implicit, "implicit"},
+      {&s_dict, "__dict__"},
       {&s_pool, "pool"},
       {&s_replay, "replay"},
       {&s_hunting, "hunting"},

@@ -69,7 +69,19 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const uint8_t* p, size_t 
     n -= 8;
   }
   uint32_t c = static_cast<uint32_t>(crc);
-  while (n--) c = _mm_crc32_u8(c, *p++);
+  if (n & 4) {  // the rest in at most three steps, each waiting for the one before
+    uint32_t word;
+    std::memcpy(&word, p, 4);
+    c = _mm_crc32_u32(c, word);
+    p += 4;
+  }
+  if (n & 2) {
+    uint16_t word;
+    std::memcpy(&word, p, 2);
+    c = _mm_crc32_u16(c, word);
+    p += 2;
+  }
+  if (n & 1) c = _mm_crc32_u8(c, *p);
   return c ^ 0xFFFFFFFFu;
 }
 #endif
@@ -85,8 +97,13 @@ uint32_t Crc32c(const uint8_t* p, size_t n) {
 uint32_t Masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kMaskDelta; }
 
 char* PutLe(char* p, uint64_t value, int width) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  std::memcpy(p, &value, static_cast<size_t>(width));  // one store: the CRC reads it back at once
+  return p + width;
+#else
   for (int k = 0; k < width; ++k) *p++ = static_cast<char>((value >> (8 * k)) & 0xFF);
   return p;
+#endif
 }
 
 size_t VarintSize(uint64_t value) {
@@ -650,7 +667,6 @@ PyObject* JoinChunks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyObject* s_failed;
 PyObject* s_closed;
-PyObject* s_lock;
 PyObject* s_acquire;
 PyObject* s_release;
 PyObject* s_tally;
@@ -658,20 +674,20 @@ PyObject* s_next_trace_field;
 PyObject* s_execution_sequence_field;
 PyObject* s_pending_bytes_field;
 PyObject* s_pending;
-PyObject* s_eager_bytes;
 PyObject* s_eager_write;
 PyObject* s_fail;
 PyObject* s_traces_stream;
 PyObject* s_execution_stream;
-PyObject* s_run_key_field;
-PyObject* s_counts_health;
 PyObject* s_count_locked;
+PyObject* s_lock_setting;
+PyObject* s_run_key_setting;
+PyObject* s_eager_setting;
+PyObject* s_counts_health_setting;
 
 bool Intern() {
   const tvmdbg::InternedName names[] = {
       {&s_failed, "_failed"},
       {&s_closed, "_closed"},
-      {&s_lock, "_lock"},
       {&s_acquire, "acquire"},
       {&s_release, "release"},
       {&s_tally, "_tally"},
@@ -679,14 +695,15 @@ bool Intern() {
       {&s_execution_sequence_field, "execution_sequence"},
       {&s_pending_bytes_field, "pending_bytes"},
       {&s_pending, "_pending"},
-      {&s_eager_bytes, "_eager_bytes"},
       {&s_eager_write, "_eager_write"},
       {&s_fail, "_fail"},
       {&s_traces_stream, "graph_execution_traces"},  // layout.GRAPH_EXECUTION_TRACES
       {&s_execution_stream, "execution"},            // layout.EXECUTION
-      {&s_run_key_field, "_run_key_field"},
-      {&s_counts_health, "_counts_health"},
       {&s_count_locked, "_count_locked"},
+      {&s_lock_setting, "lock"},
+      {&s_run_key_setting, "run_key_field"},
+      {&s_eager_setting, "eager_bytes"},
+      {&s_counts_health_setting, "counts_health"},
   };
   return tvmdbg::InternAll(names);
 }
@@ -697,7 +714,9 @@ bool Intern() {
 // bytes pending, as C fields that queue_call reads and advances under the writer's lock without
 // a Python attribute round trip each (the writer's Python paths use them as attributes;
 // before the library is loaded the writer keeps them in a Python object of the same fields,
-// which queue_call reads by attribute).
+// which queue_call reads by attribute). With them, the writer's settings that queue_call reads
+// on every call (constants of a writer, carried from tally to tally): its lock, its run key
+// field, the pending bytes that wake its flushing thread and whether it counts calls' health.
 
 struct Counts {
   long long next_trace;
@@ -707,6 +726,10 @@ struct Counts {
 
 struct TallyObject {
   PyObject_HEAD Counts counts;
+  PyObject* lock;
+  PyObject* run_key_field;
+  long long eager_bytes;
+  char counts_health;
 };
 
 PyMemberDef kTallyMembers[] = {
@@ -714,10 +737,21 @@ PyMemberDef kTallyMembers[] = {
     {"execution_sequence", T_LONGLONG, offsetof(TallyObject, counts.execution_sequence), 0,
      "the execution file's next sequence"},
     {"pending_bytes", T_LONGLONG, offsetof(TallyObject, counts.pending_bytes), 0, "bytes queued, not yet written"},
+    {"lock", T_OBJECT, offsetof(TallyObject, lock), 0, "the writer's lock"},
+    {"run_key_field", T_OBJECT, offsetof(TallyObject, run_key_field), 0, "the run key field of every record"},
+    {"eager_bytes", T_LONGLONG, offsetof(TallyObject, eager_bytes), 0, "pending bytes that wake the flushing thread"},
+    {"counts_health", T_BOOL, offsetof(TallyObject, counts_health), 0, "whether calls' health is counted"},
     {nullptr, 0, 0, 0, nullptr},
 };
 
 PyTypeObject kTallyType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+void TallyDealloc(PyObject* self) {
+  auto* tally = reinterpret_cast<TallyObject*>(self);
+  Py_XDECREF(tally->lock);
+  Py_XDECREF(tally->run_key_field);
+  Py_TYPE(self)->tp_free(self);
+}
 
 bool ReadyTallyType() {
   kTallyType.tp_name = "native_records.Tally";
@@ -725,6 +759,7 @@ bool ReadyTallyType() {
   kTallyType.tp_flags = Py_TPFLAGS_DEFAULT;
   kTallyType.tp_doc = "Tally(): a writer's next trace index, next execution sequence and pending bytes";
   kTallyType.tp_new = PyType_GenericNew;  // zeroed
+  kTallyType.tp_dealloc = TallyDealloc;  // holds a lock and bytes: no cycle, never tracked by the collector
   kTallyType.tp_members = kTallyMembers;
   return PyType_Ready(&kTallyType) == 0;
 }
@@ -763,6 +798,49 @@ bool WriteCounts(PyObject* tally, const Counts& counts) {
   }
   return true;
 }
+
+// The writer's settings its tally carries (new references; see Tally).
+struct Settings {
+  PyObject* lock = nullptr;
+  PyObject* run_key_field = nullptr;
+  long long eager_bytes = 0;
+  int counts_health = 0;
+
+  Settings() = default;
+  Settings(const Settings&) = delete;
+  Settings& operator=(const Settings&) = delete;
+  ~Settings() {
+    Py_XDECREF(lock);
+    Py_XDECREF(run_key_field);
+  }
+  // Read from a Tally's fields, or any object's attributes of those names; false with an
+  // exception set.
+  bool Read(PyObject* tally) {
+    if (Py_IS_TYPE(tally, &kTallyType)) {
+      const auto* fields = reinterpret_cast<TallyObject*>(tally);
+      lock = Py_XNewRef(fields->lock);
+      run_key_field = Py_XNewRef(fields->run_key_field);
+      eager_bytes = fields->eager_bytes;
+      counts_health = fields->counts_health;
+    } else {
+      lock = PyObject_GetAttr(tally, s_lock_setting);
+      run_key_field = lock ? PyObject_GetAttr(tally, s_run_key_setting) : nullptr;
+      PyObject* eager = run_key_field ? PyObject_GetAttr(tally, s_eager_setting) : nullptr;
+      eager_bytes = eager ? PyLong_AsLongLong(eager) : -1;
+      Py_XDECREF(eager);
+      PyObject* health = eager ? PyObject_GetAttr(tally, s_counts_health_setting) : nullptr;
+      counts_health = health ? PyObject_IsTrue(health) : -1;
+      Py_XDECREF(health);
+      if (PyErr_Occurred()) return false;
+    }
+    if (lock == nullptr || run_key_field == nullptr || !PyBytes_Check(run_key_field) ||
+        PyBytes_GET_SIZE(run_key_field) > 16) {
+      PyErr_SetString(PyExc_TypeError, "queue_call: the writer's tally has no lock or run key field (bytes)");
+      return false;
+    }
+    return true;
+  }
+};
 
 // 1 when writer.<name> is true, 0 when false, -1 on error.
 int Flag(PyObject* writer, PyObject* name) {
@@ -835,14 +913,18 @@ bool Spool(PyObject* writer, const Call& call, long long first, long long sequen
 }
 
 // Under writer._lock: the call's records spooled with the next trace index and execution
-// sequence, writer._tally's counts advanced, and, unless it is known finite, its health counted
+// sequence, the tally's counts advanced, and, unless it is known finite, its health counted
 // (writer._count_locked); the pending byte count in *pending. False with an exception set.
-bool QueueLocked(PyObject* writer, const Call& call, PyObject* nonfinite, long long* pending) {
+// read: writer._tally as read before the lock.
+bool QueueLocked(PyObject* writer, PyObject* read, bool counts_health, const Call& call, PyObject* nonfinite,
+                 long long* pending) {
   // Checked under the lock: close() may have taken the last batch after the caller's check.
   const int failed = Flag(writer, s_failed);
   const int closed = failed == 0 ? Flag(writer, s_closed) : 0;
   if (failed || closed) return failed >= 0 && closed >= 0;  // dropped, as write_call drops
-  PyObject* tally = PyObject_GetAttr(writer, s_tally);
+  // A native Tally is the writer's for good; a Python one may have been replaced meanwhile
+  // (by the first flush after the library loaded).
+  PyObject* tally = Py_IS_TYPE(read, &kTallyType) ? Py_NewRef(read) : PyObject_GetAttr(writer, s_tally);
   Counts counts;
   bool ok = tally != nullptr && ReadCounts(tally, &counts);
   const Counts before = counts;
@@ -859,8 +941,7 @@ bool QueueLocked(PyObject* writer, const Call& call, PyObject* nonfinite, long l
   Py_XDECREF(tally);
   // A call not known finite: counted (a NaN or an Inf: kept whole by the ring, if among the
   // first); a finite one costs nothing more.
-  const int counted = !ok || nonfinite == Py_False ? 0 : nonfinite == Py_True ? 1 : Flag(writer, s_counts_health);
-  if (counted < 0) ok = false;
+  const int counted = !ok || nonfinite == Py_False ? 0 : nonfinite == Py_True ? 1 : counts_health;
   if (counted > 0) {
     PyObject* sequence = PyLong_FromLongLong(before.execution_sequence);
     PyObject* first_trace = sequence == nullptr ? nullptr : PyLong_FromLongLong(before.next_trace);
@@ -877,20 +958,17 @@ bool QueueLocked(PyObject* writer, const Call& call, PyObject* nonfinite, long l
   return ok;
 }
 
-// Queues the call under writer._lock (QueueLocked); false with the exception set.
-bool QueueUnderLock(PyObject* writer, const Call& call, PyObject* nonfinite, long long* pending) {
-  PyObject* lock = PyObject_GetAttr(writer, s_lock);
-  PyObject* held = lock == nullptr ? nullptr : PyObject_CallMethodNoArgs(lock, s_acquire);
-  if (held == nullptr) {
-    Py_XDECREF(lock);
-    return false;
-  }
+// Queues the call under the writer's lock (QueueLocked; tally: writer._tally, settings: its
+// settings); false with the exception set.
+bool QueueUnderLock(PyObject* writer, PyObject* tally, const Settings& settings, const Call& call,
+                    PyObject* nonfinite, long long* pending) {
+  PyObject* held = PyObject_CallMethodNoArgs(settings.lock, s_acquire);
+  if (held == nullptr) return false;
   Py_DECREF(held);
-  const bool queued = QueueLocked(writer, call, nonfinite, pending);
+  const bool queued = QueueLocked(writer, tally, settings.counts_health, call, nonfinite, pending);
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   if (!queued) PyErr_Fetch(&type, &value, &traceback);
-  PyObject* released = PyObject_CallMethodNoArgs(lock, s_release);
-  Py_DECREF(lock);
+  PyObject* released = PyObject_CallMethodNoArgs(settings.lock, s_release);
   if (released == nullptr) {  // this error wins
     Py_XDECREF(type);
     Py_XDECREF(value);
@@ -924,25 +1002,24 @@ PyObject* FailWriter(PyObject* writer) {
 // DebugEventsWriter.write_call for the compiled path's call (its Execution, its traces as
 // TraceParts' fields, whether they hold a NaN or an Inf: True, False or None for not known)
 // in C++, for the Python writer and for native_call alike. It reads and updates, under
-// writer._lock, what write_call does (_tally's counts, _pending's execution and trace
+// the writer's lock, what write_call does (_tally's counts, _pending's execution and trace
 // queues: the records go to the spool at each one's end, and, for a call not known finite,
-// _count_locked); does nothing once _failed or _closed;
-// calls writer._eager_write(pending) from writer._eager_bytes pending; and, like write_call,
-// never raises what framing raises: it goes to writer._fail.
+// _count_locked); does nothing once _failed or _closed; reads the writer's settings from its
+// tally (Tally); calls writer._eager_write(pending) from the eager bound's pending bytes; and,
+// like write_call, never raises what framing raises: it goes to writer._fail.
 PyObject* QueueCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!CheckArgs(nargs, 10, "queue_call")) return nullptr;
   PyObject* writer = args[0];  // its _failed and _closed are read under its lock
   const double wall_time = PyFloat_AsDouble(args[1]);
   const unsigned long long step = PyLong_AsUnsignedLongLongMask(args[2]);
   if (PyErr_Occurred()) return nullptr;
-  PyObject* key = PyObject_GetAttr(writer, s_run_key_field);
-  if (key == nullptr) return nullptr;
-  if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) > 16) {
-    Py_DECREF(key);
-    PyErr_SetString(PyExc_TypeError, "queue_call: the writer's run key field must be bytes");
+  PyObject* tally = PyObject_GetAttr(writer, s_tally);
+  Settings settings;
+  if (tally == nullptr || !settings.Read(tally)) {
+    Py_XDECREF(tally);
     return nullptr;
   }
-  // DebugEvent.wall_time (double), step (varint) if set, then run_key (writer._run_key_field).
+  // DebugEvent.wall_time (double), step (varint) if set, then run_key (the run key field).
   char prefix[48] = {1 << 3 | 1};
   std::memcpy(prefix + 1, &wall_time, 8);
   char* end = prefix + 9;
@@ -950,20 +1027,16 @@ PyObject* QueueCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     *end++ = 2 << 3;
     end = PutVarint(end, step);
   }
+  PyObject* key = settings.run_key_field;
   end = PutSpan(end, {PyBytes_AS_STRING(key), static_cast<size_t>(PyBytes_GET_SIZE(key))});
-  Py_DECREF(key);
   Call call;
   call.envelope = {prefix, static_cast<size_t>(end - prefix)};
   long long pending = 0;
-  if (!GetBytes(args[3], "execution", &call.execution) || !call.parts.Read(args + 4) ||
-      !QueueUnderLock(writer, call, args[9], &pending)) {
-    return FailWriter(writer);
-  }
-  PyObject* bound = PyObject_GetAttr(writer, s_eager_bytes);
-  const long long eager = bound == nullptr ? -1 : PyLong_AsLongLong(bound);
-  Py_XDECREF(bound);
-  if (eager == -1 && PyErr_Occurred()) return nullptr;
-  if (pending >= eager) {
+  const bool queued = GetBytes(args[3], "execution", &call.execution) && call.parts.Read(args + 4) &&
+                      QueueUnderLock(writer, tally, settings, call, args[9], &pending);
+  Py_DECREF(tally);
+  if (!queued) return FailWriter(writer);
+  if (pending >= settings.eager_bytes) {
     PyObject* count = PyLong_FromLongLong(pending);
     PyObject* done = count == nullptr ? nullptr : PyObject_CallMethodOneArg(writer, s_eager_write, count);
     Py_XDECREF(count);
