@@ -6,7 +6,7 @@
 // (u64 length, its masked CRC32C, the data, the data's masked CRC32C) around a DebugEvent
 // whose data is the envelope prefix, the trace field's length, the trace's serialized
 // fields and its `index` (field 13, sfixed64).
-#include "python_buffer.h"
+#include "queued_call.h"
 
 #include <structmember.h>
 
@@ -106,22 +106,9 @@ char* PutLe(char* p, uint64_t value, int width) {
 #endif
 }
 
-size_t VarintSize(uint64_t value) {
-  size_t n = 1;
-  for (; value >= 0x80; value >>= 7) ++n;
-  return n;
-}
-
-char* PutVarint(char* p, uint64_t value) {
-  for (; value >= 0x80; value >>= 7) *p++ = static_cast<char>((value & 0x7F) | 0x80);
-  *p++ = static_cast<char>(value);
-  return p;
-}
-
-struct Span {
-  const char* data;
-  size_t size;
-};
+using tvmdbg::PutVarint64;
+using tvmdbg::VarintLength;
+using Span = tvmdbg::Bytes;
 
 char* PutSpan(char* p, Span span) {
   std::memcpy(p, span.data, span.size);
@@ -143,14 +130,14 @@ char* Frame(char* out, char* end) {
 // The size of a trace record whose payload (the trace's fields before its index) has
 // `payload` bytes: prefix, the trace field's length, the payload, its index field.
 size_t TraceRecordSize(Span prefix, size_t payload) {
-  return kFraming + prefix.size + VarintSize(payload + 9) + payload + 9;
+  return kFraming + prefix.size + VarintLength(payload + 9) + payload + 9;
 }
 
 // Writes one trace record at out: its payload is the concatenation of parts (`payload`
 // bytes), its index `index`; returns the record's end.
 char* PutTraceRecord(char* out, Span prefix, const Span* parts, int num_parts, size_t payload, int64_t index) {
   char* p = PutSpan(out + 12, prefix);
-  p = PutVarint(p, payload + 9);
+  p = PutVarint64(p, payload + 9);
   for (int k = 0; k < num_parts; ++k) p = PutSpan(p, parts[k]);
   *p++ = static_cast<char>(kIndexTag);
   p = PutLe(p, static_cast<uint64_t>(index), 8);
@@ -260,20 +247,31 @@ PyObject* FrameTraces(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // k * width to (k + 1) * width of tails.
 class Parts {
  public:
-  // False with an exception set when the arguments do not fit together.
+  // From Python arguments (statics, which, middle, tails, width), held while this lives; false
+  // with an exception set when they do not fit together.
   bool Read(PyObject* const* args) {
-    if (!which_.Get(args[1], "which") || !GetBytes(args[2], "middle", &middle_) || !tails_.Get(args[3], "tails")) {
+    Span middle;
+    if (!which_buffer_.Get(args[1], "which") || !GetBytes(args[2], "middle", &middle) ||
+        !tails_buffer_.Get(args[3], "tails")) {
       return false;
     }
-    if (!PyList_Check(args[0])) {
+    const long long width = PyLong_AsLongLong(args[4]);
+    if (width == -1 && PyErr_Occurred()) return false;
+    return Set(args[0], {which_buffer_.data(), which_buffer_.size()}, middle,
+               {tails_buffer_.data(), tails_buffer_.size()}, width);
+  }
+  // From memory the caller holds; false with an exception set when they do not fit together.
+  bool Set(PyObject* statics, Span which, Span middle, Span tails, long long width) {
+    if (!PyList_Check(statics)) {
       PyErr_SetString(PyExc_TypeError, "statics must be a list of bytes");
       return false;
     }
-    statics_ = args[0];
-    const long long width = PyLong_AsLongLong(args[4]);
-    if (width == -1 && PyErr_Occurred()) return false;
-    count_ = which_.size() / 4;
-    if (which_.size() % 4 != 0 || width < 0 || tails_.size() != count_ * static_cast<size_t>(width)) {
+    statics_ = statics;
+    which_ = which;
+    middle_ = middle;
+    tails_ = tails;
+    count_ = which.size / 4;
+    if (which.size % 4 != 0 || width < 0 || tails.size != count_ * static_cast<size_t>(width)) {
       PyErr_SetString(PyExc_ValueError, "frame_trace_parts: tails do not match the traces");
       return false;
     }
@@ -296,14 +294,14 @@ class Parts {
   char* Put(char* out, Span prefix, size_t k, long long index) const {
     Span head;
     Static(k, &head);  // checked by Size
-    const Span parts[3] = {head, middle_, {tails_.data() + k * width_, width_}};
+    const Span parts[3] = {head, middle_, {tails_.data + k * width_, width_}};
     return PutTraceRecord(out, prefix, parts, 3, head.size + middle_.size + width_, index);
   }
 
  private:
   bool Static(size_t k, Span* out) const {
     uint32_t i;
-    std::memcpy(&i, which_.data() + 4 * k, 4);
+    std::memcpy(&i, which_.data + 4 * k, 4);
     if (i >= static_cast<size_t>(PyList_GET_SIZE(statics_))) {
       PyErr_SetString(PyExc_ValueError, "frame_trace_parts: a static out of range");
       return false;
@@ -312,8 +310,8 @@ class Parts {
   }
 
   PyObject* statics_ = nullptr;
-  Buffer which_, tails_;
-  Span middle_{};
+  Buffer which_buffer_, tails_buffer_;
+  Span which_{}, middle_{}, tails_{};
   size_t width_ = 0, count_ = 0;
 };
 
@@ -340,18 +338,27 @@ constexpr uint8_t kExecutionTag = 8 << 3 | 2;  // DebugEvent.execution
 constexpr uint8_t kTraceTag = 9 << 3 | 2;      // DebugEvent.graph_execution_trace
 constexpr uint8_t kSequenceTag = 13 << 3;      // DebugEvent.sequence, a varint
 
+// A call's Execution: its serialized fields, then its per-call ones unless fields is nullptr.
+struct Execution {
+  Span head;
+  const tvmdbg::ExecutionFields* fields;
+  size_t size() const { return head.size + (fields != nullptr ? tvmdbg::ExecutionFieldsSize(*fields) : 0); }
+};
+
 // The size of a call's Execution record: writer.py's records.encode of the envelope, the
 // execution field's tag and length, the Execution, and the record's sequence.
-size_t ExecutionRecordSize(Span envelope, Span execution, uint64_t sequence) {
-  return kFraming + envelope.size + 1 + VarintSize(execution.size) + execution.size + 1 + VarintSize(sequence);
+size_t ExecutionRecordSize(Span envelope, const Execution& execution, uint64_t sequence) {
+  const size_t size = execution.size();
+  return kFraming + envelope.size + 1 + VarintLength(size) + size + 1 + VarintLength(sequence);
 }
 
-char* PutExecutionRecord(char* out, Span envelope, Span execution, uint64_t sequence) {
+char* PutExecutionRecord(char* out, Span envelope, const Execution& execution, uint64_t sequence) {
   char* p = PutSpan(out + 12, envelope);
   *p++ = static_cast<char>(kExecutionTag);
-  p = PutSpan(PutVarint(p, execution.size), execution);
+  p = PutSpan(PutVarint64(p, execution.size()), execution.head);
+  if (execution.fields != nullptr) p = tvmdbg::PutExecutionFields(p, *execution.fields);
   *p++ = static_cast<char>(kSequenceTag);
-  return Frame(out, PutVarint(p, sequence));
+  return Frame(out, PutVarint64(p, sequence));
 }
 
 uint64_t GetLe64(const char* p) {
@@ -872,8 +879,8 @@ SpoolObject* TailSpool(PyObject* pending, PyObject* stream) {
 // One call's records as queue_call takes them, read before the writer's lock.
 struct Call {
   Span envelope;
-  Span execution;
-  Parts parts;
+  Execution execution;
+  const Parts& parts;
 };
 
 // Writes the call's records at the ends of the writer's execution and trace spools, its
@@ -997,6 +1004,48 @@ PyObject* FailWriter(PyObject* writer) {
   Py_RETURN_NONE;
 }
 
+// The writer failed with why a call could not be queued (FailWriter): 0, or -1 with an
+// exception set when that raised too.
+int Failed(PyObject* writer) {
+  PyObject* done = FailWriter(writer);
+  Py_XDECREF(done);
+  return done != nullptr ? 0 : -1;
+}
+
+// queue_call's work (below) for a call given as memory, its traces as parts: 0, or -1 with an
+// exception set.
+int Queue(PyObject* writer, const tvmdbg::QueuedCall& queued, const Parts& parts) {
+  PyObject* tally = PyObject_GetAttr(writer, s_tally);
+  Settings settings;
+  if (tally == nullptr || !settings.Read(tally)) {
+    Py_XDECREF(tally);
+    return -1;
+  }
+  // DebugEvent.wall_time (double), step (varint) if set, then run_key (the run key field).
+  char prefix[48] = {1 << 3 | 1};
+  std::memcpy(prefix + 1, &queued.wall_time, 8);
+  char* end = prefix + 9;
+  if (queued.step) {
+    *end++ = 2 << 3;
+    end = PutVarint64(end, queued.step);
+  }
+  PyObject* key = settings.run_key_field;
+  end = PutSpan(end, {PyBytes_AS_STRING(key), static_cast<size_t>(PyBytes_GET_SIZE(key))});
+  const Call call{{prefix, static_cast<size_t>(end - prefix)}, {queued.execution, queued.fields}, parts};
+  long long pending = 0;
+  const bool ok = QueueUnderLock(writer, tally, settings, call, queued.nonfinite, &pending);
+  Py_DECREF(tally);
+  if (!ok) return Failed(writer);
+  if (pending >= settings.eager_bytes) {
+    PyObject* count = PyLong_FromLongLong(pending);
+    PyObject* done = count == nullptr ? nullptr : PyObject_CallMethodOneArg(writer, s_eager_write, count);
+    Py_XDECREF(count);
+    if (done == nullptr) return -1;
+    Py_DECREF(done);
+  }
+  return 0;
+}
+
 // queue_call(writer, wall_time, step, execution, statics, which, middle, tails, width, nonfinite)
 //   -> None:
 // DebugEventsWriter.write_call for the compiled path's call (its Execution, its traces as
@@ -1010,40 +1059,21 @@ PyObject* FailWriter(PyObject* writer) {
 PyObject* QueueCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!CheckArgs(nargs, 10, "queue_call")) return nullptr;
   PyObject* writer = args[0];  // its _failed and _closed are read under its lock
-  const double wall_time = PyFloat_AsDouble(args[1]);
-  const unsigned long long step = PyLong_AsUnsignedLongLongMask(args[2]);
+  tvmdbg::QueuedCall call{};
+  call.wall_time = PyFloat_AsDouble(args[1]);
+  call.step = PyLong_AsUnsignedLongLongMask(args[2]);
   if (PyErr_Occurred()) return nullptr;
-  PyObject* tally = PyObject_GetAttr(writer, s_tally);
-  Settings settings;
-  if (tally == nullptr || !settings.Read(tally)) {
-    Py_XDECREF(tally);
-    return nullptr;
-  }
-  // DebugEvent.wall_time (double), step (varint) if set, then run_key (the run key field).
-  char prefix[48] = {1 << 3 | 1};
-  std::memcpy(prefix + 1, &wall_time, 8);
-  char* end = prefix + 9;
-  if (step) {
-    *end++ = 2 << 3;
-    end = PutVarint(end, step);
-  }
-  PyObject* key = settings.run_key_field;
-  end = PutSpan(end, {PyBytes_AS_STRING(key), static_cast<size_t>(PyBytes_GET_SIZE(key))});
-  Call call;
-  call.envelope = {prefix, static_cast<size_t>(end - prefix)};
-  long long pending = 0;
-  const bool queued = GetBytes(args[3], "execution", &call.execution) && call.parts.Read(args + 4) &&
-                      QueueUnderLock(writer, tally, settings, call, args[9], &pending);
-  Py_DECREF(tally);
-  if (!queued) return FailWriter(writer);
-  if (pending >= settings.eager_bytes) {
-    PyObject* count = PyLong_FromLongLong(pending);
-    PyObject* done = count == nullptr ? nullptr : PyObject_CallMethodOneArg(writer, s_eager_write, count);
-    Py_XDECREF(count);
-    if (done == nullptr) return nullptr;
-    Py_DECREF(done);
-  }
-  Py_RETURN_NONE;
+  call.nonfinite = args[9];
+  Parts parts;  // holds the arguments' buffers
+  if (!GetBytes(args[3], "execution", &call.execution) || !parts.Read(args + 4)) return FailWriter(writer);
+  return Queue(writer, call, parts) == 0 ? Py_NewRef(Py_None) : nullptr;
+}
+
+// The C entry (capsule QUEUE_CALL): queue_call for native_call, the call's parts as memory.
+int QueueFromC(PyObject* writer, const tvmdbg::QueuedCall& call) {
+  Parts parts;
+  if (!parts.Set(call.statics, call.which, call.middle, call.tails, call.width)) return Failed(writer);
+  return Queue(writer, call, parts);
 }
 
 PyMethodDef kMethods[] = {
@@ -1065,6 +1095,12 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "native_records", "TFRecord framin
 PyMODINIT_FUNC PyInit_native_records() {
   if (!Intern() || !ReadySpoolType() || !ReadyTallyType()) return nullptr;
   PyObject* module = PyModule_Create(&kModule);
+  if (module == nullptr) return nullptr;
+  PyObject* entry = PyCapsule_New(reinterpret_cast<void*>(&QueueFromC), tvmdbg::kQueueCallCapsule, nullptr);
+  if (entry == nullptr || PyModule_AddObject(module, "QUEUE_CALL", entry) != 0) {
+    Py_XDECREF(entry);
+    Py_CLEAR(module);
+  }
   for (auto [name, type] : {std::pair{"Spool", &kSpoolType}, std::pair{"Tally", &kTallyType}}) {
     Py_INCREF(type);
     if (module != nullptr && PyModule_AddObject(module, name, reinterpret_cast<PyObject*>(type)) != 0) {
