@@ -441,53 +441,57 @@ def test_the_writers_rule_for_records_it_is_handed_counts_the_ops_counts():
 # -- one flag for the values that reach the output ---------------------------------------------
 
 
-def _scale_shift(masked: bool):
-    """`x * 2 + 0.5` fused into one kernel, or `minimum(x * 2, 1) + 0.5` (the minimum hides
-    the multiply's +inf)."""
+def _scale_shift(shape: str):
+    """`x * 2 + 0.5` fused into one kernel ("carried"), `minimum(x * 2, 1) + 0.5` ("masked":
+    the minimum hides the multiply's +inf), or `x + 0.5` ("own loop")."""
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((64,), "float32"))
     with bb.function("main", [x]):
         with bb.dataflow():
-            value = bb.emit(relax.op.multiply(x, relax.const(2.0, "float32")))
-            if masked:
+            value = x if shape == "own loop" else bb.emit(relax.op.multiply(x, relax.const(2.0, "float32")))
+            if shape == "masked":
                 value = bb.emit(relax.op.minimum(value, relax.const(1.0, "float32")))
             out = bb.emit_output(relax.op.add(value, relax.const(0.5, "float32")))
         bb.emit_func_output(out)
     return bb.get()
 
 
-@pytest.mark.parametrize("masked", [False, True])
-def test_a_value_that_always_reaches_the_output_is_flagged_by_the_outputs_flag(tmp_path, monkeypatch, masked):
+@pytest.mark.parametrize("shape", ["carried", "masked", "own loop"])
+def test_a_value_that_always_reaches_the_output_is_flagged_by_the_outputs_flag(tmp_path, monkeypatch, shape):
     """In `x * 2 + 0.5` (counted in the kernel's loops) a NaN or an infinity of x or of the
     multiply's values always reaches the output at the same position, so only the output's
     flag is built (less work per value on a memory-bound kernel); when it is up, x is
     recounted: x's and the output's summaries are numpy's, with planted NaN, infinities and
     values the multiply overflows. Under a minimum that hides the multiply's +inf, the
-    multiply keeps its own flag and its exact count."""
+    multiply keeps its own flag and its exact count. An input that the output's own loop
+    counts (`x + 0.5`) keeps its flag: the leaner loop ran slower (epilogue.py)."""
     from test_instrument_modes import _expected
 
     from tvmdbg_tb.capture import counting
 
     monkeypatch.setattr(counting, "IN_LOOP_BYTES", 0)  # every buffer counted in the kernel's loops
+    masked = shape == "masked"
     x = np.linspace(-1, 1, 64, dtype="float32")
     if masked:  # x * 2: +inf twice, which minimum(., 1) hides
         x[[10, 30]] = [2e38, 3e38]
     else:  # x * 2: nan, +inf, -inf, +inf, 0
         x[[3, 10, 20, 30, 40]] = [np.nan, 2e38, -2e38, np.inf, 0.0]
     finite = np.linspace(-1, 1, 64, dtype="float32")
-    plain = relax.VirtualMachine(compile_module(_scale_shift(masked), fuse=True), tvm.cpu())
+    plain = relax.VirtualMachine(compile_module(_scale_shift(shape), fuse=True), tvm.cpu())
     expected = [plain["main"](tvm.runtime.tensor(a)).numpy() for a in (x, finite)]
     tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
     try:
-        executable = compile_module(_scale_shift(masked), fuse=True)
+        executable = compile_module(_scale_shift(shape), fuse=True)
         vm = relax.VirtualMachine(executable, tvm.cpu())
         outs = [vm["main"](tvm.runtime.tensor(a)).numpy() for a in (x, finite)]
     finally:
         tvmdbg.disable_dump_debug_info()
     code = executable.mod.imports[0].inspect_source("ll")
     flags = sorted(set(re.findall(r"%(tvmdbg_nf\d+|tvmdbg_inner\d+) = ", code)))
-    # the output's flag; x's and the multiply's own only where the minimum can hide them
-    assert flags == (["tvmdbg_inner0", "tvmdbg_nf0", "tvmdbg_nf1"] if masked else ["tvmdbg_nf0"])
+    # the output's flag; x's and the multiply's own only where the minimum can hide them, and
+    # x's where the output's loop counts it
+    expected_flags = {"carried": ["tvmdbg_nf0"], "masked": ["tvmdbg_inner0", "tvmdbg_nf0", "tvmdbg_nf1"]}
+    assert flags == expected_flags.get(shape, ["tvmdbg_nf0", "tvmdbg_nf1"])
     reader = tvmdbg.DebugDataReader(str(tmp_path))
     reader.update()
     run = reader.run()

@@ -164,7 +164,11 @@ def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Co
     counted = tuple(counting_block)
     counts = [_Counts(out, 0)]
     for k, q in enumerate(counted, 1):
-        carried = counts[0].flag is not None and _carried_to(counting_block[q], prim.params[q], block, elementwise)
+        # An input the output's own loop counts keeps its flag: without it LLVM interleaved
+        # that loop and reloaded its constants (`x + 1` on 1M floats: 342 -> 376 us).
+        elsewhere = not counting_block[q].same_as(block)
+        carried = elsewhere and counts[0].flag is not None
+        carried = carried and _carried_to(counting_block[q], prim.params[q], block, elementwise)
         counts.append(_Counts(prim.params[q], k, counts[0].flag if carried else None))
     counters = [block, *counting_block.values()]  # the block counting each of counts
 
