@@ -443,7 +443,8 @@ def test_the_writers_rule_for_records_it_is_handed_counts_the_ops_counts():
 
 def _scale_shift(shape: str):
     """`x * 2 + 0.5` fused into one kernel ("carried"), `minimum(x * 2, 1) + 0.5` ("masked":
-    the minimum hides the multiply's +inf), or `x + 0.5` ("own loop")."""
+    the minimum hides the multiply's +inf), `x + 0.5` ("own loop") or `x * 2 + 1 + 0.5`
+    ("chain")."""
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((64,), "float32"))
     with bb.function("main", [x]):
@@ -451,12 +452,14 @@ def _scale_shift(shape: str):
             value = x if shape == "own loop" else bb.emit(relax.op.multiply(x, relax.const(2.0, "float32")))
             if shape == "masked":
                 value = bb.emit(relax.op.minimum(value, relax.const(1.0, "float32")))
+            if shape == "chain":
+                value = bb.emit(relax.op.add(value, relax.const(1.0, "float32")))
             out = bb.emit_output(relax.op.add(value, relax.const(0.5, "float32")))
         bb.emit_func_output(out)
     return bb.get()
 
 
-@pytest.mark.parametrize("shape", ["carried", "masked", "own loop"])
+@pytest.mark.parametrize("shape", ["carried", "masked", "own loop", "chain"])
 def test_a_value_that_always_reaches_the_output_is_flagged_by_the_outputs_flag(tmp_path, monkeypatch, shape):
     """In `x * 2 + 0.5` (counted in the kernel's loops) a NaN or an infinity of x or of the
     multiply's values always reaches the output at the same position, so only the output's
@@ -464,7 +467,9 @@ def test_a_value_that_always_reaches_the_output_is_flagged_by_the_outputs_flag(t
     recounted: x's and the output's summaries are numpy's, with planted NaN, infinities and
     values the multiply overflows. Under a minimum that hides the multiply's +inf, the
     multiply keeps its own flag and its exact count. An input that the output's own loop
-    counts (`x + 0.5`) keeps its flag: the leaner loop ran slower (epilogue.py)."""
+    counts (`x + 0.5`) keeps its flag: the leaner loop ran slower (epilogue.py). Through two
+    adds (`x * 2 + 1 + 0.5`) x needs no flag either; the multiply, two ops from the output, keeps
+    its own (its recount stays right after the loop that reads it last)."""
     from test_instrument_modes import _expected
 
     from tvmdbg_tb.capture import counting
@@ -490,7 +495,11 @@ def test_a_value_that_always_reaches_the_output_is_flagged_by_the_outputs_flag(t
     flags = sorted(set(re.findall(r"%(tvmdbg_nf\d+|tvmdbg_inner\d+) = ", code)))
     # the output's flag; x's and the multiply's own only where the minimum can hide them, and
     # x's where the output's loop counts it
-    expected_flags = {"carried": ["tvmdbg_nf0"], "masked": ["tvmdbg_inner0", "tvmdbg_nf0", "tvmdbg_nf1"]}
+    expected_flags = {
+        "carried": ["tvmdbg_nf0"],
+        "masked": ["tvmdbg_inner0", "tvmdbg_nf0", "tvmdbg_nf1"],
+        "chain": ["tvmdbg_inner0", "tvmdbg_nf0"],
+    }
     assert flags == expected_flags.get(shape, ["tvmdbg_nf0", "tvmdbg_nf1"])
     reader = tvmdbg.DebugDataReader(str(tmp_path))
     reader.update()
