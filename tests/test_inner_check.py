@@ -11,6 +11,7 @@ uninstrumented build, and inner_op_check=False builds without the check.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -435,3 +436,113 @@ def test_the_writers_rule_for_records_it_is_handed_counts_the_ops_counts():
     trace.inner_nonfinite.add(index=1, op_type="relax.log", nan=3)
     assert health.trace_nonfinite(trace)
     assert health.call_nonfinite(pb.FULL_HEALTH, None, [trace.SerializeToString()])
+
+
+# -- one flag for the values that reach the output ---------------------------------------------
+
+
+def _scale_shift(shape: str):
+    """`x * 2 + 0.5` fused into one kernel ("carried"), `minimum(x * 2, 1) + 0.5` ("masked":
+    the minimum hides the multiply's +inf), `x + 0.5` ("own loop") or `x * 2 + 1 + 0.5`
+    ("chain")."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((64,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            value = x if shape == "own loop" else bb.emit(relax.op.multiply(x, relax.const(2.0, "float32")))
+            if shape == "masked":
+                value = bb.emit(relax.op.minimum(value, relax.const(1.0, "float32")))
+            if shape == "chain":
+                value = bb.emit(relax.op.add(value, relax.const(1.0, "float32")))
+            out = bb.emit_output(relax.op.add(value, relax.const(0.5, "float32")))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+@pytest.mark.parametrize("shape", ["carried", "masked", "own loop", "chain"])
+def test_a_value_that_always_reaches_the_output_is_flagged_by_the_outputs_flag(tmp_path, monkeypatch, shape):
+    """In `x * 2 + 0.5` (counted in the kernel's loops) a NaN or an infinity of x or of the
+    multiply's values always reaches the output at the same position, so only the output's
+    flag is built (less work per value on a memory-bound kernel); when it is up, x is
+    recounted: x's and the output's summaries are numpy's, with planted NaN, infinities and
+    values the multiply overflows. Under a minimum that hides the multiply's +inf, the
+    multiply keeps its own flag and its exact count. An input that the output's own loop
+    counts (`x + 0.5`) keeps its flag: the leaner loop ran slower (epilogue.py). Through two
+    adds (`x * 2 + 1 + 0.5`) x needs no flag either; the multiply, two ops from the output, keeps
+    its own (its recount stays right after the loop that reads it last)."""
+    from test_instrument_modes import _expected
+
+    from tvmdbg_tb.capture import counting
+
+    monkeypatch.setattr(counting, "IN_LOOP_BYTES", 0)  # every buffer counted in the kernel's loops
+    masked = shape == "masked"
+    x = np.linspace(-1, 1, 64, dtype="float32")
+    if masked:  # x * 2: +inf twice, which minimum(., 1) hides
+        x[[10, 30]] = [2e38, 3e38]
+    else:  # x * 2: nan, +inf, -inf, +inf, 0
+        x[[3, 10, 20, 30, 40]] = [np.nan, 2e38, -2e38, np.inf, 0.0]
+    finite = np.linspace(-1, 1, 64, dtype="float32")
+    plain = relax.VirtualMachine(compile_module(_scale_shift(shape), fuse=True), tvm.cpu())
+    expected = [plain["main"](tvm.runtime.tensor(a)).numpy() for a in (x, finite)]
+    tvmdbg.enable_dump_debug_info(tmp_path, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        executable = compile_module(_scale_shift(shape), fuse=True)
+        vm = relax.VirtualMachine(executable, tvm.cpu())
+        outs = [vm["main"](tvm.runtime.tensor(a)).numpy() for a in (x, finite)]
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    code = executable.mod.imports[0].inspect_source("ll")
+    flags = sorted(set(re.findall(r"%(tvmdbg_nf\d+|tvmdbg_inner\d+) = ", code)))
+    # the output's flag; x's and the multiply's own only where the minimum can hide them, and
+    # x's where the output's loop counts it
+    expected_flags = {
+        "carried": ["tvmdbg_nf0"],
+        "masked": ["tvmdbg_inner0", "tvmdbg_nf0", "tvmdbg_nf1"],
+        "chain": ["tvmdbg_inner0", "tvmdbg_nf0"],
+    }
+    assert flags == expected_flags.get(shape, ["tvmdbg_nf0", "tvmdbg_nf1"])
+    reader = tvmdbg.DebugDataReader(str(tmp_path))
+    reader.update()
+    run = reader.run()
+    for k, (array, out) in enumerate(zip((x, finite), outs)):
+        np.testing.assert_array_equal(out, expected[k])  # bit for bit the plain build's
+        assert list(run.execution(k).inputs[0].debug_values) == _expected("FULL_HEALTH", array), k
+        assert list(run.trace(k).debug_values) == _expected("FULL_HEALTH", out), k
+    assert np.isfinite(outs[0]).all() == masked
+    entries = [(e.op_type, e.nan, e.neg_inf, e.pos_inf) for e in run.trace(0).inner_nonfinite]
+    # An output that shows it is an alert of its own (no inner counts); a hidden +inf is counted.
+    assert entries == ([("relax.multiply", 0, 0, 2)] if masked else [])
+    assert not len(run.trace(1).inner_nonfinite)
+
+
+def test_the_rule_of_values_that_reach_the_output():
+    """counting.carries: a NaN or an infinity read once goes through adds, subtracts, casts
+    between floats, a multiply by a non-zero literal or a value read and a division's
+    numerator; not through a zero literal (TVM folds `m * 0`), a value read twice (`m - m`),
+    a denominator, min/max/select, a call or a cast to an integer."""
+    from tvm import tirx
+
+    from tvmdbg_tb.capture import counting
+
+    m, y = (tirx.decl_buffer((8,), "float32", name=name) for name in "my")
+    i, j = tirx.Var("i", "int64"), tirx.Var("j", "int64")
+    at, other = tirx.BufferLoad(m, [i]), tirx.BufferLoad(y, [i])
+
+    def f(v):
+        return tirx.const(v, "float32")
+
+    carried = [at * f(1.0001) + f(0.5), other - at, at * other, at / other, tirx.Cast("float16", at) + f(1.0)]
+    hidden = [
+        at * f(0.0),
+        at * f(float("inf")),
+        at - at,
+        other / at,
+        tirx.Max(at, f(0.0)),
+        tirx.Select(at > f(0.0), at, f(0.0)),
+        tirx.call_intrin("float32", "tirx.exp", at),
+        tirx.Cast("float32", tirx.Cast("int32", at)),
+        tirx.BufferLoad(m, [j]) + f(1.0),
+        other + f(1.0),
+    ]
+    assert [counting.carries(v, m, [i]) for v in carried] == [True] * len(carried)
+    assert [counting.carries(v, m, [i]) for v in hidden] == [False] * len(hidden)

@@ -317,3 +317,20 @@ def test_an_interrupt_in_tvmdbg_code_reaches_the_user(tmp_path, monkeypatch, hoo
                 function(tvm.runtime.tensor(inputs[0]))
         finally:
             tvmdbg.disable_dump_debug_info()
+
+
+def test_the_tracer_queues_records_through_the_writers_c_entry_only():
+    """native_call hands each call's records to native_records' C entry (its capsule
+    QUEUE_CALL, no Python object made for them): anything else is refused when the tracer is
+    made, not on a call."""
+    from tvmdbg_tb.events import native_records
+    from tvmdbg_tb.tracing import native_call, native_rows
+
+    call, rows, framing = (
+        library.load() for library in (native_call.LIBRARY, native_rows.LIBRARY, native_records.LIBRARY)
+    )
+    assert None not in (call, rows, framing)
+    made = call.Tracer(None, fast_tracer._LOCAL, iter(()), None, rows.call_rows, framing.QUEUE_CALL)
+    assert made.counts() == (0, 0, 0)
+    with pytest.raises(TypeError, match="native_records.QUEUE_CALL"):
+        call.Tracer(None, fast_tracer._LOCAL, iter(()), None, rows.call_rows, framing.queue_call)

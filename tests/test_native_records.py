@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -45,6 +46,15 @@ def test_the_same_bytes_as_the_python_path(native, first):
     expected = writer._frame_traces(prefix, payloads, first)
     assert bytes(blob) == b"".join(expected)
     assert sizes == [len(r) for r in expected]
+
+
+def test_records_of_every_length_are_the_python_paths(native):
+    """Every record length modulo 8 (the checksum's word loop and each of its tail steps)."""
+    prefix = writer._envelope_prefix(5.0, 1) + writer._TRACE_TAG
+    payloads = [bytes(range(n)) for n in range(40)]
+    blob, sizes = native_records.frame(prefix, payloads, 3)
+    expected = writer._frame_traces(prefix, payloads, 3)
+    assert bytes(blob) == b"".join(expected) and sizes == [len(r) for r in expected]
 
 
 @pytest.mark.parametrize("width", [0, 9, 91])
@@ -347,15 +357,24 @@ def test_the_writers_counters_move_into_a_native_tally_with_their_counts(tmp_pat
     w.flush()
     assert type(w._tally) is native.Tally
     assert (w._tally.next_trace, w._tally.execution_sequence, w._tally.pending_bytes) == (5, 2, 0)
+    settings = (w._tally.lock, w._tally.run_key_field, w._tally.eager_bytes, w._tally.counts_health)
+    assert settings == (w._lock, w._run_key_field, w._eager_bytes, w._counts_health)  # carried over
     native.queue_call(w, 2.0, 0, execution, statics, which, b"\x18\x02", tails, 9, False)
     w.write_execution(pb.Execution(function_name="h"))
     assert (w._tally.next_trace, w._tally.execution_sequence) == (7, 4) and w._tally.pending_bytes > 0
+    # queue_call wakes the flushing thread at the tally's eager bound (the writer's own is 8 MiB).
+    w._tally.eager_bytes = 1
+    native.queue_call(w, 3.0, 0, execution, statics, which, b"\x18\x03", tails, 9, False)
+    deadline = time.monotonic() + 30
+    while w._tally.pending_bytes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert w._tally.pending_bytes == 0  # written by the flushing thread, its interval an hour
     w.close()
     reader = DebugDataReader(tmp_path)
     reader.update()
     run = reader.run("run")
-    assert reader.corruptions == [] and run.num_executions() == 4
-    assert list(run.trace_digests()["index"]) == list(range(7))
+    assert reader.corruptions == [] and run.num_executions() == 5
+    assert list(run.trace_digests()["index"]) == list(range(9))
 
 
 @pytest.mark.parametrize("ring", [True, False])

@@ -369,6 +369,7 @@ class _Rewritten:
     counted: tuple[int, ...] = ()
     inner: inner_check.InnerCheck | None = None  # its ops' check: an inner_row parameter last
     calls: tuple[str, ...] = ()  # the summary kernels it calls itself (packed calls)
+    flagged: tuple = ()  # its output and that output's non-finite flag (epilogue.Counting.flagged)
 
 
 def _rewritten_kernels(
@@ -409,7 +410,9 @@ def _rewritten_kernels(
             else:
                 found = None
             if found is not None:
-                rewritten = _Rewritten(found.prim, True, found.stats, found.inputs, calls=found.calls)
+                rewritten = _Rewritten(
+                    found.prim, True, found.stats, found.inputs, calls=found.calls, flagged=found.flagged
+                )
         except Exception:
             pass
         site = plan.fused_sites.get(name)
@@ -508,7 +511,7 @@ def _with_inner_check(rewritten: _Rewritten, original, site: graphs.SiteInfo, fu
     origins = site.member_origins
     moved = {k for k, origin in enumerate(origins) if origin is not None and origin.op_type in inner_check.PASS_THROUGH}
     owners = {block: k for block, k in owners.items() if k not in moved}
-    found = inner_check.add(rewritten.prim, owners, rewritten.stats)  # the epilogue's stats parameters
+    found = inner_check.add(rewritten.prim, owners, rewritten.stats, rewritten.flagged)  # the epilogue's parameters
     if found is None:
         return rewritten
     prim, check = found

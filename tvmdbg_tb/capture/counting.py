@@ -18,8 +18,11 @@ int64 sums per value) kept memory-bound loops from vectorizing (1.8x on a 1M-ele
 
 from __future__ import annotations
 
+import math
+
 import tvm
 from tvm import s_tir, tirx
+from tvm.ir.expr import Expr, TensorLoad  # TensorLoad: what tirx.BufferLoad makes
 
 from tvmdbg_tb.capture.kernel_source import ROW_WIDTH
 
@@ -69,6 +72,54 @@ def raised(flag) -> tirx.PrimExpr:
     unsigned = str(flag.dtype)
     top = 1 << (int(unsigned[4:]) - 1)
     return tirx.BufferLoad(flag, [tirx.const(0, "int64")]) >= tirx.const(top, unsigned)
+
+
+def carries(value, buffer, indices) -> bool:
+    """Whether a NaN or an infinity at buffer[indices] always makes value non-finite, so that
+    a flag noting value stands for buffer's too (the flagged call recounts both): value reads
+    buffer once, there, through adds and subtracts (of anything), multiplies (by a non-zero
+    constant or a value read from memory: an infinity times zero is NaN, but a zero literal
+    lets TVM fold the product away), a division's numerator and casts between float types."""
+    return _reads(value, buffer) == 1 and _carried(value, buffer, indices)
+
+
+def _carried(value, buffer, indices) -> bool:
+    if isinstance(value, TensorLoad):
+        return value.source.same_as(buffer) and all(a.same_as(b) for a, b in zip(value.indices, indices))
+    if isinstance(value, tirx.Cast):
+        return str(value.ty) in FLOATS and str(value.value.ty) in FLOATS and _carried(value.value, buffer, indices)
+    if isinstance(value, (tirx.Add, tirx.Sub)):
+        return _carried(value.a, buffer, indices) or _carried(value.b, buffer, indices)
+    if isinstance(value, tirx.Mul):
+        return any(
+            _carried(mine, buffer, indices) and _nonzero(other)
+            for mine, other in ((value.a, value.b), (value.b, value.a))
+        )
+    if isinstance(value, tirx.Div):
+        return _carried(value.a, buffer, indices)
+    return False
+
+
+def _nonzero(value) -> bool:
+    """A non-zero finite literal, or a value read from memory (possibly cast)."""
+    if isinstance(value, tirx.Cast):
+        value = value.value
+    if isinstance(value, tirx.FloatImm):
+        return value.value != 0 and math.isfinite(value.value)
+    return isinstance(value, TensorLoad)
+
+
+def _reads(value, buffer) -> int:
+    """How many loads of buffer value holds."""
+    if isinstance(value, TensorLoad):
+        own = 1 if value.source.same_as(buffer) else 0
+        return own + sum(_reads(index, buffer) for index in value.indices)
+    children = [getattr(value, field, None) for field in _OPERANDS]
+    children += list(getattr(value, "args", ()) or ())
+    return sum(_reads(child, buffer) for child in children if isinstance(child, Expr))
+
+
+_OPERANDS = ("a", "b", "value", "condition", "true_value", "false_value", "body", "base", "stride")
 
 
 def counter(name: str, dtype: str = "int64"):

@@ -19,7 +19,10 @@ buffer of the output's shape): the Relax function's parameters, which a separate
 kernel would otherwise read once more on every call. An input too large for the cache that
 the output's block does not read (a fused kernel's first op reads it: `x * 1.0001` of
 `x * 1.0001 + 0.5`) is counted the same way by the block that does. Each counted buffer has
-its own counters and its own row.
+its own counters and its own row. An input whose every NaN or infinity reaches the output at
+the same position (counting.carries: `x * 1.0001 + 0.5` again) has no flag of its own: the
+output's, when up, recounts it too. On a memory-bound kernel whose buffers stay in the last
+level cache the loops are bound by their instructions, and each flag costs as much as a pass.
 
 The kernel takes the stats buffer and the rows (the output's, then each counted input's) as
 extra parameters; it only reads its buffers, so its outputs are bit-identical. Outputs of a
@@ -49,6 +52,9 @@ class Counting:
     stats: counting.StatsParams
     inputs: tuple[int, ...] = ()
     calls: tuple[str, ...] = ()
+    # The output and its non-finite flag, for the inner check (a value that always reaches
+    # the output at its position needs no flag of its own: counting.carries).
+    flagged: tuple = ()
 
 
 def _store(stats, row, column: int, value) -> tirx.Stmt:
@@ -76,13 +82,17 @@ def stamp(prim: tirx.PrimFunc, outputs: int) -> Counting | None:
 class _Counts:
     """The counters of one counted buffer and the statements that update and write them."""
 
-    def __init__(self, buffer, k: int):
+    def __init__(self, buffer, k: int, guard=None):
+        """guard: the flag of another buffer that a NaN or an infinity of this one always
+        reaches (counting.carries): raised, it recounts both; this one needs no flag."""
         self.buffer = buffer
         self.dtype = str(buffer.dtype)
         self.floating = self.dtype in counting.FLOATS
         self.lt = counting.counter(f"tvmdbg_lt{k}", self._count_dtype())
         self.gt = counting.counter(f"tvmdbg_gt{k}", self._count_dtype())
-        self.flag = counting.flag_buffer(self.dtype, f"tvmdbg_nf{k}") if self.floating else None
+        own = self.floating and guard is None
+        self.flag = counting.flag_buffer(self.dtype, f"tvmdbg_nf{k}") if own else None
+        self.guard = self.flag if own else guard  # the flag whose raising recounts this buffer
 
     def _count_dtype(self) -> str:
         return "int32" if _size(self.buffer.shape) < (1 << 31) else _INT64
@@ -119,11 +129,11 @@ class _Counts:
             *[_store(stats, row, 8 + i, dim) for i, dim in enumerate(shape)],
             _stamp(stats, row),  # last: a row is written once its stamp is
         ]
-        if self.flag is None:
+        if self.guard is None:
             return counting.seq(written), None
         name = kernel_source.kernel_name(self.dtype)
         recount = counting.packed("tvmdbg." + name, self.buffer, stats, row)
-        return tirx.IfThenElse(counting.raised(self.flag), recount, counting.seq(written)), name
+        return tirx.IfThenElse(counting.raised(self.guard), recount, counting.seq(written)), name
 
 
 def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Counting | None:
@@ -149,10 +159,17 @@ def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Co
     block = writers[0][0].block if len(writers) == 1 and _stores_each_element_once(*writers[0], out) else None
     if block is None or not counting.in_loop(out):
         return None  # the separate summary kernel reads it back from cache, at no LLVM cost
-    counting_block = _counting_blocks(top, block, prim.params, position, inputs)
+    elementwise = _elementwise_blocks(top)
+    counting_block = _counting_blocks(elementwise, block, prim.params, position, inputs)
     counted = tuple(counting_block)
-    buffers = [out, *(prim.params[q] for q in counted)]
-    counts = [_Counts(buffer, k) for k, buffer in enumerate(buffers)]
+    counts = [_Counts(out, 0)]
+    for k, q in enumerate(counted, 1):
+        # An input the output's own loop counts keeps its flag: without it LLVM interleaved
+        # that loop and reloaded its constants (`x + 1` on 1M floats: 342 -> 376 us).
+        elsewhere = not counting_block[q].same_as(block)
+        carried = elsewhere and counts[0].flag is not None
+        carried = carried and _carried_to(counting_block[q], prim.params[q], block, elementwise)
+        counts.append(_Counts(prim.params[q], k, counts[0].flag if carried else None))
     counters = [block, *counting_block.values()]  # the block counting each of counts
 
     stats = counting.StatsParams()
@@ -176,22 +193,45 @@ def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Co
         calls += [name] if name is not None else []
     local = [buffer for c in counts for buffer in c.locals()]
     prim = counting.with_root(prim, realize, body, local, params, stats.bind)
-    return Counting(prim, stats, counted, tuple(dict.fromkeys(calls)))
+    flagged = ((out, counts[0].flag),) if counts[0].flag is not None else ()
+    return Counting(prim, stats, counted, tuple(dict.fromkeys(calls)), flagged)
 
 
-def _counting_blocks(top: list, output_block, params, position: int, inputs: tuple[int, ...]) -> dict:
-    """The parameters `inputs` counted in the kernel's loops, each with the block that counts
-    it: the output's block when it reads it element by element, else (a buffer too large for
-    the cache: a separate summary would read it from memory again) another block storing one
-    element of a buffer of its shape per iteration and reading it at the same indices (an
-    earlier op of a fused kernel: `x * 1.0001` of `x * 1.0001 + 0.5`)."""
-    elementwise = [
+def _elementwise_blocks(top: list) -> list:
+    """The blocks storing one element per iteration (of the buffer they store)."""
+    return [
         realize.block
         for stmt in top
         for realize, loops in counting.realized(stmt)
         if isinstance(realize.block.body, tirx.BufferStore)
         and _stores_each_element_once(realize, loops, realize.block.body.buffer)
     ]
+
+
+def _carried_to(block, buffer, output_block, elementwise: list) -> bool:
+    """Whether a NaN or an infinity of buffer, which block reads element by element, always
+    reaches the output output_block stores, at the same position (block after block of
+    elementwise, counting.carries): then the output's flag stands for buffer's."""
+    for _ in range(len(elementwise) + 1):
+        store = block.body
+        if not counting.carries(store.value, buffer, store.indices):
+            return False
+        if block.same_as(output_block):
+            return True
+        buffer = store.buffer
+        block = next((b for b in elementwise if _read_elementwise(b, buffer, b.body.buffer.shape)), None)
+        if block is None:
+            return False
+    return False
+
+
+def _counting_blocks(elementwise: list, output_block, params, position: int, inputs: tuple[int, ...]) -> dict:
+    """The parameters `inputs` counted in the kernel's loops, each with the block that counts
+    it: the output's block when it reads it element by element, else (a buffer too large for
+    the cache: a separate summary would read it from memory again) another block storing one
+    element of a buffer of its shape per iteration and reading it at the same indices (an
+    earlier op of a fused kernel: `x * 1.0001` of `x * 1.0001 + 0.5`; elementwise:
+    _elementwise_blocks)."""
     out = params[position]
     found = {}
     for q in dict.fromkeys(inputs):

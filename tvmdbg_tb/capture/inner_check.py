@@ -11,7 +11,9 @@ kernel compiled once (kernel_source.recount_source) on each buffer, still in cac
 kind; a buffer too large for the cache (counting.IN_LOOP_BYTES) is instead flagged as it is
 made (one integer OR per value, which LLVM vectorizes with the op's loop): in the block that
 stores one element per iteration (element-wise ops), else by a loop over it right after the
-loop nest that finished it; only on a call where its flag is up is it recounted. The counts
+loop nest that finished it; only on a call where its flag is up is it recounted. A buffer
+whose every NaN or infinity reaches the kernel's flagged output at the same position
+(epilogue.py's; counting.carries) has no flag of its own: the output's stands for it. The counts
 go to the call's stats buffer (kernel_source's layout): the total to the kernel's own row
 (INNER_COLUMN, 0 on every call where no op made one), each op's (nan, neg_inf, pos_inf) to
 rows of their own, and, when any op made one, row 0's INNER_FLAG_COLUMN takes the call's start
@@ -24,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import tvm_ffi
 from tvm import tirx
 from tvm.ir.expr import TensorLoad  # what tirx.BufferLoad makes
 
@@ -90,12 +93,14 @@ _NUMBERED = re.compile(r"_?\d+$")
 
 
 def add(
-    prim: tirx.PrimFunc, block_owner: dict[str, int], stats: counting.StatsParams | None = None
+    prim: tirx.PrimFunc, block_owner: dict[str, int], stats: counting.StatsParams | None = None, flagged: tuple = ()
 ) -> tuple[tirx.PrimFunc, InnerCheck] | None:
     """prim counting the non-finite values of its float intermediates, by op (block_owner:
     owners()), into the stats buffer: with new parameters (stats, row, inner_row) appended,
     or, when stats is given (the kernel writes its output's row already, epilogue.py),
-    reusing them and appending inner_row only. None when no intermediate is countable."""
+    reusing them and appending inner_row only. None when no intermediate is countable.
+    flagged: (buffer, flag) of the kernel's flagged output (epilogue.Counting.flagged): an
+    intermediate whose every NaN or infinity reaches it needs no flag of its own."""
     realize = counting.root(prim.body)
     if realize is None:
         return None
@@ -110,7 +115,8 @@ def add(
             for region in block.writes:
                 written_by.setdefault(hash(region.source), []).append(block.name_hint)
     # (buffer, op, the writing block's name when flagged in it, the statement after which it is
-    # flagged by a loop, or neither: recounted once complete)
+    # flagged by a loop, or neither: recounted once complete; the flag of a flagged buffer that
+    # carries its NaN and infinities, which then stands for its own)
     counted = []
     complete: dict[int, list[int]] = {}  # top statement -> the counted buffers it completes
     for buffer in realize.block.alloc_buffers:
@@ -123,23 +129,27 @@ def add(
         if len(writers) == 1 and _copies(blocks[last][0]):
             continue  # a reshape inside an op (batch_norm's): it only moves values
         op = block_owner[last]
-        complete.setdefault(where[last], []).append(len(counted))
-        if not counting.in_loop(buffer):
-            counted.append((buffer, op, None, None))
+        carrier = _carrier(buffer, flagged, written_by, blocks)
+        complete.setdefault(where[last if carrier is None else carrier[1]], []).append(len(counted))
+        if carrier is not None:
+            counted.append((buffer, op, None, None, carrier[0]))
+        elif not counting.in_loop(buffer):
+            counted.append((buffer, op, None, None, None))
         elif len(writers) == 1 and _stores_elementwise(*blocks[last], buffer):
-            counted.append((buffer, op, last, None))
+            counted.append((buffer, op, last, None, None))
         else:
-            counted.append((buffer, op, None, where[last]))
+            counted.append((buffer, op, None, where[last], None))
     if not counted:
         return None
-    ops = tuple(sorted({op for _, op, _, _ in counted}))
-    flags = [
+    ops = tuple(sorted({op for _, op, *_ in counted}))
+    own = [
         counting.flag_buffer(str(buffer.dtype), f"tvmdbg_inner{j}") if name is not None or t is not None else None
-        for j, (buffer, _, name, t) in enumerate(counted)
+        for j, (buffer, _, name, t, _) in enumerate(counted)
     ]
-    in_block = {name: j for j, (_, _, name, _) in enumerate(counted) if name is not None}
+    flags = [guard if guard is not None else flag for flag, (*_, guard) in zip(own, counted)]
+    in_block = {name: j for j, (_, _, name, _, _) in enumerate(counted) if name is not None}
     after: dict[int, list[int]] = {}
-    for j, (_, _, _, t) in enumerate(counted):
+    for j, (_, _, _, t, _) in enumerate(counted):
         if t is not None:
             after.setdefault(t, []).append(j)
     params = list(prim.params)
@@ -151,15 +161,32 @@ def add(
     inner_row = tirx.Var("inner_row", "int64")
     params.append(inner_row)
     cells = _Cells(stats, inner_row, ops)
-    body = [counting.clear(flag) for flag in flags if flag is not None] + cells.clear()
+    body = [counting.clear(flag) for flag in own if flag is not None] + cells.clear()
     for t, stmt in enumerate(top):
         body.append(counting.map_blocks(stmt, lambda block: _counting_block(block, flags, in_block)))
         body += [_count_buffer(flags[j], counted[j][0]) for j in after.get(t, ())]
         body += [cells.recount(counted[j][0], counted[j][1], flags[j]) for j in complete.get(t, ())]
     body.append(cells.raise_flag())
     calls = tuple(dict.fromkeys(recount_name(str(buffer.dtype)) for buffer, *_ in counted))
-    local = [flag for flag in flags if flag is not None]
+    local = [flag for flag in own if flag is not None]
     return counting.with_root(prim, realize, body, local, params, bind), InnerCheck(ops, calls)
+
+
+def _carrier(buffer, flagged: tuple, written_by: dict, blocks: dict) -> tuple | None:
+    """(flag, writing block's name) of a flagged buffer of buffer's shape whose one writer
+    stores each element from buffer's at the same position, carrying its NaN and infinities
+    (counting.carries): a recount of buffer when that flag is up, after that block's loops,
+    counts exactly what a flag of its own would have. None when there is none."""
+    for target, flag in flagged:
+        names = list(dict.fromkeys(written_by.get(hash(target), ())))
+        if len(names) != 1 or len(target.shape) != len(buffer.shape):
+            continue
+        if not all(tvm_ffi.structural_equal(a, b) for a, b in zip(target.shape, buffer.shape)):
+            continue
+        store = counting.stored(blocks[names[0]][0])
+        if store is not None and store.buffer.same_as(target) and counting.carries(store.value, buffer, store.indices):
+            return flag, names[0]
+    return None
 
 
 def _stores_elementwise(block, loops: tuple, buffer) -> bool:

@@ -23,20 +23,30 @@ MIN_BATCH = 2  # a single trace: the Python loop is as fast as the call
 LIBRARY = PythonExtension(source("native_records.cc"), ENV_SWITCH, "native record framing")
 
 
-class PythonTally:
-    """native_records.Tally's fields (a writer's counters that each call advances), kept in
-    Python until the library is loaded."""
+# A tally's fields: the counters each call advances, then the writer's settings queue_call
+# reads with them (constants of a writer: its lock, run key field, the pending bytes that wake
+# its flushing thread, whether it counts calls' health), carried from tally to tally.
+FIELDS = (
+    "next_trace", "execution_sequence", "pending_bytes", "lock", "run_key_field", "eager_bytes", "counts_health"
+)  # fmt: skip
 
-    __slots__ = ("next_trace", "execution_sequence", "pending_bytes")
+
+class PythonTally:
+    """native_records.Tally's fields (a writer's counters that each call advances, and its
+    settings), kept in Python until the library is loaded."""
+
+    __slots__ = FIELDS
 
     def __init__(self) -> None:
-        self.next_trace = self.execution_sequence = self.pending_bytes = 0
+        self.next_trace = self.execution_sequence = self.pending_bytes = self.eager_bytes = 0
+        self.lock = self.run_key_field = None
+        self.counts_health = False
 
 
 def tally(old: object | None = None) -> object:
-    """A writer's counters (next_trace, execution_sequence, pending_bytes), old's carried
-    over: native once the library is loaded (queue_call then advances them with no Python
-    attribute round trip), else a PythonTally; old itself when it is already the best."""
+    """A writer's tally (FIELDS), old's carried over: native once the library is loaded
+    (queue_call then reads and advances it with no Python attribute round trip; a writer's
+    native tally is never replaced), else a PythonTally; old itself when it is already the best."""
     module = LIBRARY.loaded()
     if module is None:
         return old if old is not None else PythonTally()
@@ -44,9 +54,8 @@ def tally(old: object | None = None) -> object:
         return old
     new = module.Tally()
     if old is not None:
-        new.next_trace, new.execution_sequence, new.pending_bytes = (
-            old.next_trace, old.execution_sequence, old.pending_bytes
-        )  # fmt: skip
+        for field in FIELDS:
+            setattr(new, field, getattr(old, field))
     return new
 
 

@@ -194,6 +194,10 @@ class DebugEventsWriter:
         self._kept_executions: set[int] = set()  # execution indices of calls kept whole
         self._nonfinite_traces_of: dict[int, bool] = {}  # executions whose traces came first, non-finite
         self._counts_health = self.tensor_debug_mode in health.HEALTH_MODES
+        # What native_records.queue_call reads on every call, kept with the counters.
+        tally = self._tally
+        tally.lock, tally.run_key_field = self._lock, self._run_key_field
+        tally.eager_bytes, tally.counts_health = self._eager_bytes, self._counts_health
         self._source_files: dict[str, int] = {}
         self._frames: dict[tuple[str, int, str], int] = {}
 

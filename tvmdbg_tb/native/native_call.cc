@@ -11,7 +11,9 @@
 // and, after the VM returned, anything but one buffer of the function whose rows and
 // Execution are complete and finite (hooks._native_finish, with call_rows' result when it
 // ran). Errors of tvmdbg's own go to hooks._native_warn (a warning, as CompiledTracer._safely
-// gives): a debugger bug never changes what the user's call returns or raises.
+// gives): a debugger bug never changes what the user's call returns or raises. The records go
+// to the session's writer through queue_call, native_records' C entry (its capsule
+// QUEUE_CALL, queued_call.h): no Python object is made for them.
 //
 // A (function, argument count) has a static plan (a function of tensors of static shapes), or
 // up to kMaxVariants plans learned from calls the Python path recorded (call_plans.py: objects
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "python_buffer.h"
+#include "queued_call.h"
 
 namespace {
 
@@ -40,12 +43,12 @@ constexpr int kMaxVariants = 4;  // plans per (function, argument count)
 
 PyObject* s_call;
 PyObject* s_implicit;
+PyObject* s_dict;
 PyObject* s_pool;
 PyObject* s_replay;
 PyObject* s_hunting;
 PyObject* s_sole_writer;
 PyObject* s_idle_checks;
-PyObject* s_zero;
 PyObject* s_native_location;
 PyObject* s_native_plan;
 PyObject* s_native_finish;
@@ -109,7 +112,8 @@ struct Tracer {
   PyObject* ids;
   PyObject* session;
   PyObject* call_rows;
-  PyObject* queue_call;
+  PyObject* queue_call;  // native_records.QUEUE_CALL, the capsule of queue
+  tvmdbg::QueueCallFunction queue;
   std::unordered_map<Key, Location, KeyHash>* locations;
   std::unordered_map<long long, Plans>* plans;
   unsigned long long recorded;  // calls whose records this C++ wrote (counts())
@@ -381,41 +385,16 @@ PyObject* ReleaseToPool(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_NONE;
 }
 
-// -- varints and the Execution's per-call fields --------------------------------------------
+// -- the Execution's bytes for Python ------------------------------------------------------------
 
-char* PutVarint(char* out, unsigned long long value) {
-  while (value >= 0x80) {
-    *out++ = static_cast<char>((value & 0x7F) | 0x80);
-    value >>= 7;
-  }
-  *out++ = static_cast<char>(value);
-  return out;
-}
-
-// _finish_fast's payload: the Execution's constant bytes, then index (1), duration_us (7),
-// code_location (8) and num_traces (9).
-PyObject* Payload(PyObject* execution, unsigned long long index, double duration_us, PyObject* location,
-                  unsigned long long num_traces) {
+// _native_emit's payload: the Execution's constant bytes, then its per-call fields.
+PyObject* Payload(PyObject* execution, const tvmdbg::ExecutionFields& fields) {
   const Py_ssize_t head = PyBytes_GET_SIZE(execution);
-  const Py_ssize_t location_size = PyBytes_GET_SIZE(location);
   thread_local std::vector<char> scratch;  // then copied into bytes of the exact size (RecycledBytes)
-  scratch.resize(static_cast<size_t>(head + location_size + 48));
-  char* start = scratch.data();
-  char* p = start;
-  std::memcpy(p, PyBytes_AS_STRING(execution), head);
-  p += head;
-  *p++ = 0x08;
-  p = PutVarint(p, index);
-  *p++ = 0x39;
-  std::memcpy(p, &duration_us, 8);
-  p += 8;
-  *p++ = 0x42;
-  p = PutVarint(p, static_cast<unsigned long long>(location_size));
-  std::memcpy(p, PyBytes_AS_STRING(location), location_size);
-  p += location_size;
-  *p++ = 0x48;
-  p = PutVarint(p, num_traces);
-  return tvmdbg::RecycledBytes(start, p - start);
+  scratch.resize(static_cast<size_t>(head) + tvmdbg::ExecutionFieldsSize(fields));
+  std::memcpy(scratch.data(), PyBytes_AS_STRING(execution), head);
+  char* end = tvmdbg::PutExecutionFields(scratch.data() + head, fields);
+  return tvmdbg::RecycledBytes(scratch.data(), end - scratch.data());
 }
 
 // -- the caches --------------------------------------------------------------------------------
@@ -932,6 +911,70 @@ bool Release(Tracer* tracer, PyObject* buffer, PoolBuffer* native, PyObject* cle
   return ok;
 }
 
+// Whether the session's replay hunts for the run's first non-finite value (1, 0; -1 with an
+// exception set).
+int Hunting(PyObject* session) {
+  PyObject* replay = PyObject_GetAttr(session, s_replay);
+  if (replay == nullptr) return -1;
+  int hunting = 0;
+  if (replay != Py_None) {
+    PyObject* flag = PyObject_GetAttr(replay, s_hunting);
+    hunting = flag == nullptr ? -1 : PyObject_IsTrue(flag);
+    Py_XDECREF(flag);
+  }
+  Py_DECREF(replay);
+  return hunting;
+}
+
+// A call's records as Record has them: the Execution's constant bytes and per-call fields, and
+// the traces' parts (call_rows' which and tails, each trace's middle bytes).
+struct Records {
+  PyObject* execution;
+  const tvmdbg::ExecutionFields& fields;
+  PyObject* which;
+  tvmdbg::Bytes middle;
+  PyObject* tails;
+  PyObject* nonfinite;
+};
+
+// The records to the session's sole writer through native_records' C entry (no Python object
+// made for them); false with an exception set.
+bool QueueRecords(Tracer* tracer, PyObject* writer, const Plan& plan, const Records& records) {
+  tvmdbg::QueuedCall call{};
+  call.wall_time = Clock(CLOCK_REALTIME);
+  call.execution = {PyBytes_AS_STRING(records.execution), static_cast<size_t>(PyBytes_GET_SIZE(records.execution))};
+  call.fields = &records.fields;
+  call.statics = plan.statics;
+  call.which = {PyBytes_AS_STRING(records.which), static_cast<size_t>(PyBytes_GET_SIZE(records.which))};
+  call.middle = records.middle;
+  call.width = PyLong_AsLongLong(plan.width);
+  call.nonfinite = records.nonfinite;
+  tvmdbg::Buffer view;  // tails that are not bytes
+  if (PyBytes_Check(records.tails)) {
+    call.tails = {PyBytes_AS_STRING(records.tails), static_cast<size_t>(PyBytes_GET_SIZE(records.tails))};
+  } else if (view.Get(records.tails, "tails")) {
+    call.tails = {view.data(), view.size()};
+  }
+  return !PyErr_Occurred() && tracer->queue(writer, call) == 0;
+}
+
+// The records to the session's sinks as Python objects (hooks._native_emit); false with an
+// exception set.
+bool EmitRecords(Tracer* tracer, const Plan& plan, const Records& records) {
+  PyObject* payload = Payload(records.execution, records.fields);
+  PyObject* middle = payload == nullptr ? nullptr
+                                        : PyBytes_FromStringAndSize(records.middle.data,
+                                                                    static_cast<Py_ssize_t>(records.middle.size));
+  PyObject* done = middle == nullptr ? nullptr
+                                     : PyObject_CallMethodObjArgs(tracer->hooks, s_native_emit, payload, plan.statics,
+                                                                  records.which, middle, records.tails, plan.width,
+                                                                  records.nonfinite, nullptr);
+  Py_XDECREF(middle);
+  Py_XDECREF(payload);
+  Py_XDECREF(done);
+  return done != nullptr;
+}
+
 enum class Outcome {
   kRecorded,     // written here (or, after the buffer went back to its pool, warned about)
   kPython,       // Python finishes the call (*rows set when call_rows ran); an Exception may be set
@@ -986,15 +1029,7 @@ Outcome Record(Function* function, const Plans& plans, const CallArgs& call, con
   const Plan& plan = **chosen;
   const unsigned long long call_index = PyLong_AsUnsignedLongLong(index);
   if (PyErr_Occurred()) return Outcome::kPython;
-  PyObject* replay = PyObject_GetAttr(tracer->session, s_replay);
-  if (replay == nullptr) return Outcome::kPython;
-  int hunting = 0;
-  if (replay != Py_None) {
-    PyObject* flag = PyObject_GetAttr(replay, s_hunting);
-    hunting = flag == nullptr ? -1 : PyObject_IsTrue(flag);
-    Py_XDECREF(flag);
-  }
-  Py_DECREF(replay);
+  const int hunting = plan.scan == Py_None ? 0 : Hunting(tracer->session);  // no scan: no health to hunt in
   if (hunting < 0) return Outcome::kPython;
   PyObject* arguments[5] = {block, plan.tails, plan.summaries, hunting ? plan.scan : Py_None, Py_True};
   *rows = PyObject_Vectorcall(tracer->call_rows, arguments, 5, nullptr);
@@ -1014,30 +1049,18 @@ Outcome Record(Function* function, const Plans& plans, const CallArgs& call, con
   if (!Release(tracer, buffer, *native, PyTuple_GET_ITEM(*rows, 4))) return Outcome::kPython;
   *native = nullptr;
   // From here the buffer is back in its pool: the call is never handed to Python again.
-  PyObject* payload = Payload(execution, call_index, (Clock(CLOCK_MONOTONIC) - start) * 1e6, location.bytes,
-                              static_cast<unsigned long long>(PyBytes_GET_SIZE(which) / 4));
-  char middle_bytes[12] = {0x18};
-  PyObject* middle =
-      payload == nullptr
-          ? nullptr
-          : PyBytes_FromStringAndSize(middle_bytes, PutVarint(middle_bytes + 1, call_index) - middle_bytes);
-  PyObject* writer = middle == nullptr ? nullptr : SoleWriter(tracer->session);
-  PyObject* done = nullptr;
-  if (writer != nullptr && writer != Py_None) {
-    PyObject* wall_time = PyFloat_FromDouble(Clock(CLOCK_REALTIME));
-    PyObject* arguments[10] = {writer, wall_time, s_zero, payload, plan.statics, which, middle, tails, plan.width,
-                               nonfinite};
-    done = wall_time == nullptr ? nullptr : PyObject_Vectorcall(tracer->queue_call, arguments, 10, nullptr);
-    Py_XDECREF(wall_time);
-  } else if (writer != nullptr) {
-    done = PyObject_CallMethodObjArgs(tracer->hooks, s_native_emit, payload, plan.statics, which, middle, tails,
-                                      plan.width, nonfinite, nullptr);
-  }
+  const tvmdbg::ExecutionFields fields{
+      call_index, (Clock(CLOCK_MONOTONIC) - start) * 1e6,
+      {PyBytes_AS_STRING(location.bytes), static_cast<size_t>(PyBytes_GET_SIZE(location.bytes))},
+      static_cast<uint64_t>(PyBytes_GET_SIZE(which) / 4)};
+  char middle[12] = {0x18};  // each trace's execution_index
+  const tvmdbg::Bytes middle_bytes = {middle, static_cast<size_t>(tvmdbg::PutVarint64(middle + 1, call_index) - middle)};
+  const Records records{execution, fields, which, middle_bytes, tails, nonfinite};
+  PyObject* writer = SoleWriter(tracer->session);
+  const bool done = writer != nullptr && (writer != Py_None ? QueueRecords(tracer, writer, plan, records)
+                                                             : EmitRecords(tracer, plan, records));
   Py_XDECREF(writer);
-  Py_XDECREF(middle);
-  Py_XDECREF(payload);
-  if (done == nullptr) return Warn(tracer) ? Outcome::kRecorded : Outcome::kInterrupted;
-  Py_DECREF(done);
+  if (!done) return Warn(tracer) ? Outcome::kRecorded : Outcome::kInterrupted;
   ++tracer->recorded;
   return Outcome::kRecorded;
 }
@@ -1048,12 +1071,30 @@ PyObject* Fallback(Function* self, PyObject* const* args, size_t nargsf, PyObjec
   return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
 }
 
-// Whether this thread is inside a traced call or a time_evaluator run (-1: error).
-int Busy(Tracer* tracer) {
+// This thread's attributes of the tracer's threading.local (fast_tracer._LOCAL): its
+// __dict__, one dict for the thread's life. `call` and `implicit` are plain attributes, so a
+// call reads and sets them as that dict's items, a fraction of the cost of the local's
+// attribute protocol (~60 ns an access). A new reference; nullptr with an exception set.
+PyObject* ThreadAttributes(Tracer* tracer) {
+  PyObject* attributes = PyObject_GetAttr(tracer->local, s_dict);
+  if (attributes != nullptr && !PyDict_Check(attributes)) {
+    Py_CLEAR(attributes);
+    PyErr_SetString(PyExc_TypeError, "the tracer's thread-local __dict__ is not a dict");
+  }
+  return attributes;
+}
+
+// Whether this thread is inside a traced call or a time_evaluator run (-1: error): its `call`
+// or `implicit` is not None (one this thread never set: the local's class default).
+int Busy(Tracer* tracer, PyObject* attributes) {
   for (PyObject* name : {s_call, s_implicit}) {
-    PyObject* value = PyObject_GetAttr(tracer->local, name);
-    if (value == nullptr) return -1;
-    Py_DECREF(value);
+    PyObject* value = PyDict_GetItemWithError(attributes, name);  // borrowed
+    if (value == nullptr) {
+      if (PyErr_Occurred()) return -1;
+      value = PyObject_GetAttr(tracer->local, name);
+      if (value == nullptr) return -1;
+      Py_DECREF(value);  // compared only
+    }
     if (value != Py_None) return 1;
   }
   return 0;
@@ -1106,20 +1147,10 @@ PyObject* Interrupted(PyObject* result, PyObject* type, PyObject* error, PyObjec
   return nullptr;
 }
 
-PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  Function* self = reinterpret_cast<Function*>(callable);
+// The call traced, this thread not inside another (attributes: its ThreadAttributes).
+PyObject* Traced(Function* self, PyObject* attributes, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   Tracer* tracer = self->tracer;
-  if (tracer == nullptr || self->function == nullptr || self->fallback == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "tvmdbg: this traced VM function was released with its session");
-    return nullptr;
-  }
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) return Fallback(self, args, nargsf, kwnames);
-  const int busy = Busy(tracer);
-  if (busy != 0) {
-    if (busy < 0 && !Warn(tracer)) return nullptr;
-    return Fallback(self, args, nargsf, kwnames);
-  }
   Plans plans;
   Location location;
   if (!PlanOf(self, nargs, &plans) || plans.count == 0 || !Locate(tracer, &location)) {
@@ -1130,7 +1161,7 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
   PyObject* index = PyIter_Next(tracer->ids);
   Marker* marker = index == nullptr ? nullptr : PyObject_New(Marker, &kMarkerType);
   if (marker != nullptr && (marker->buffers = PyList_New(0)) == nullptr) Py_CLEAR(marker);
-  if (marker == nullptr || PyObject_SetAttr(tracer->local, s_call, reinterpret_cast<PyObject*>(marker)) != 0) {
+  if (marker == nullptr || PyDict_SetItem(attributes, s_call, reinterpret_cast<PyObject*>(marker)) != 0) {
     Py_XDECREF(marker);
     Py_XDECREF(index);
     DropPlans(&plans);
@@ -1149,7 +1180,7 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     PyErr_NormalizeException(&type, &error, &traceback);
     if (traceback != nullptr && error != nullptr) PyException_SetTraceback(error, traceback);
   }
-  bool interrupted = PyObject_SetAttr(tracer->local, s_call, Py_None) != 0 && !Warn(tracer);
+  bool interrupted = PyDict_SetItem(attributes, s_call, Py_None) != 0 && !Warn(tracer);
   PyObject* buffers = marker->buffers;
   Py_INCREF(buffers);
   Py_DECREF(marker);
@@ -1185,6 +1216,26 @@ PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObjec
     PyErr_Restore(type, error, traceback);
     return nullptr;
   }
+  return result;
+}
+
+PyObject* Call(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  Function* self = reinterpret_cast<Function*>(callable);
+  Tracer* tracer = self->tracer;
+  if (tracer == nullptr || self->function == nullptr || self->fallback == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "tvmdbg: this traced VM function was released with its session");
+    return nullptr;
+  }
+  if (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0) return Fallback(self, args, nargsf, kwnames);
+  PyObject* attributes = ThreadAttributes(tracer);
+  const int busy = attributes == nullptr ? -1 : Busy(tracer, attributes);
+  if (busy != 0) {
+    Py_XDECREF(attributes);
+    if (busy < 0 && !Warn(tracer)) return nullptr;
+    return Fallback(self, args, nargsf, kwnames);
+  }
+  PyObject* result = Traced(self, attributes, args, nargsf, kwnames);
+  Py_DECREF(attributes);
   return result;
 }
 
@@ -1243,8 +1294,14 @@ PyObject* TracerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
                                    &session, &call_rows, &queue_call)) {
     return nullptr;
   }
+  if (!PyCapsule_IsValid(queue_call, tvmdbg::kQueueCallCapsule)) {
+    PyErr_SetString(PyExc_TypeError, "Tracer: queue_call must be native_records.QUEUE_CALL");
+    return nullptr;
+  }
+  auto queue = reinterpret_cast<tvmdbg::QueueCallFunction>(PyCapsule_GetPointer(queue_call, tvmdbg::kQueueCallCapsule));
   Tracer* self = reinterpret_cast<Tracer*>(type->tp_alloc(type, 0));
   if (self == nullptr) return nullptr;
+  self->queue = queue;
   for (PyObject* object : {hooks, local, ids, session, call_rows, queue_call}) Py_INCREF(object);
   self->hooks = hooks;
   self->local = local;
@@ -1433,6 +1490,7 @@ bool Intern() {
   const tvmdbg::InternedName names[] = {
       {&s_call, "call"},
       {&s_implicit, "implicit"},
+      {&s_dict, "__dict__"},
       {&s_pool, "pool"},
       {&s_replay, "replay"},
       {&s_hunting, "hunting"},
@@ -1445,7 +1503,7 @@ bool Intern() {
       {&s_native_warn, "_native_warn"},
       {&s_shape, "shape"},
       };
-  return tvmdbg::InternAll(names) && (s_zero = PyLong_FromLong(0)) != nullptr;
+  return tvmdbg::InternAll(names);
 }
 
 }  // namespace
@@ -1454,7 +1512,7 @@ PyMODINIT_FUNC PyInit_native_call() {
   if (!Intern()) return nullptr;
   kTracerType.tp_basicsize = sizeof(Tracer);
   kTracerType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
-  kTracerType.tp_doc = "Tracer(hooks, local, ids, session, call_rows, queue_call): a CompiledTracer's native call path";
+  kTracerType.tp_doc = "Tracer(hooks, local, ids, session, call_rows, queue_call): a CompiledTracer's native call path (queue_call: native_records.QUEUE_CALL)";
   kTracerType.tp_new = TracerNew;
   kTracerType.tp_dealloc = TracerDealloc;
   kTracerType.tp_traverse = TracerTraverse;

@@ -6,7 +6,7 @@
 // (u64 length, its masked CRC32C, the data, the data's masked CRC32C) around a DebugEvent
 // whose data is the envelope prefix, the trace field's length, the trace's serialized
 // fields and its `index` (field 13, sfixed64).
-#include "python_buffer.h"
+#include "queued_call.h"
 
 #include <structmember.h>
 
@@ -69,7 +69,19 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const uint8_t* p, size_t 
     n -= 8;
   }
   uint32_t c = static_cast<uint32_t>(crc);
-  while (n--) c = _mm_crc32_u8(c, *p++);
+  if (n & 4) {  // the rest in at most three steps, each waiting for the one before
+    uint32_t word;
+    std::memcpy(&word, p, 4);
+    c = _mm_crc32_u32(c, word);
+    p += 4;
+  }
+  if (n & 2) {
+    uint16_t word;
+    std::memcpy(&word, p, 2);
+    c = _mm_crc32_u16(c, word);
+    p += 2;
+  }
+  if (n & 1) c = _mm_crc32_u8(c, *p);
   return c ^ 0xFFFFFFFFu;
 }
 #endif
@@ -85,26 +97,18 @@ uint32_t Crc32c(const uint8_t* p, size_t n) {
 uint32_t Masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + kMaskDelta; }
 
 char* PutLe(char* p, uint64_t value, int width) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  std::memcpy(p, &value, static_cast<size_t>(width));  // one store: the CRC reads it back at once
+  return p + width;
+#else
   for (int k = 0; k < width; ++k) *p++ = static_cast<char>((value >> (8 * k)) & 0xFF);
   return p;
+#endif
 }
 
-size_t VarintSize(uint64_t value) {
-  size_t n = 1;
-  for (; value >= 0x80; value >>= 7) ++n;
-  return n;
-}
-
-char* PutVarint(char* p, uint64_t value) {
-  for (; value >= 0x80; value >>= 7) *p++ = static_cast<char>((value & 0x7F) | 0x80);
-  *p++ = static_cast<char>(value);
-  return p;
-}
-
-struct Span {
-  const char* data;
-  size_t size;
-};
+using tvmdbg::PutVarint64;
+using tvmdbg::VarintLength;
+using Span = tvmdbg::Bytes;
 
 char* PutSpan(char* p, Span span) {
   std::memcpy(p, span.data, span.size);
@@ -126,14 +130,14 @@ char* Frame(char* out, char* end) {
 // The size of a trace record whose payload (the trace's fields before its index) has
 // `payload` bytes: prefix, the trace field's length, the payload, its index field.
 size_t TraceRecordSize(Span prefix, size_t payload) {
-  return kFraming + prefix.size + VarintSize(payload + 9) + payload + 9;
+  return kFraming + prefix.size + VarintLength(payload + 9) + payload + 9;
 }
 
 // Writes one trace record at out: its payload is the concatenation of parts (`payload`
 // bytes), its index `index`; returns the record's end.
 char* PutTraceRecord(char* out, Span prefix, const Span* parts, int num_parts, size_t payload, int64_t index) {
   char* p = PutSpan(out + 12, prefix);
-  p = PutVarint(p, payload + 9);
+  p = PutVarint64(p, payload + 9);
   for (int k = 0; k < num_parts; ++k) p = PutSpan(p, parts[k]);
   *p++ = static_cast<char>(kIndexTag);
   p = PutLe(p, static_cast<uint64_t>(index), 8);
@@ -243,20 +247,31 @@ PyObject* FrameTraces(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // k * width to (k + 1) * width of tails.
 class Parts {
  public:
-  // False with an exception set when the arguments do not fit together.
+  // From Python arguments (statics, which, middle, tails, width), held while this lives; false
+  // with an exception set when they do not fit together.
   bool Read(PyObject* const* args) {
-    if (!which_.Get(args[1], "which") || !GetBytes(args[2], "middle", &middle_) || !tails_.Get(args[3], "tails")) {
+    Span middle;
+    if (!which_buffer_.Get(args[1], "which") || !GetBytes(args[2], "middle", &middle) ||
+        !tails_buffer_.Get(args[3], "tails")) {
       return false;
     }
-    if (!PyList_Check(args[0])) {
+    const long long width = PyLong_AsLongLong(args[4]);
+    if (width == -1 && PyErr_Occurred()) return false;
+    return Set(args[0], {which_buffer_.data(), which_buffer_.size()}, middle,
+               {tails_buffer_.data(), tails_buffer_.size()}, width);
+  }
+  // From memory the caller holds; false with an exception set when they do not fit together.
+  bool Set(PyObject* statics, Span which, Span middle, Span tails, long long width) {
+    if (!PyList_Check(statics)) {
       PyErr_SetString(PyExc_TypeError, "statics must be a list of bytes");
       return false;
     }
-    statics_ = args[0];
-    const long long width = PyLong_AsLongLong(args[4]);
-    if (width == -1 && PyErr_Occurred()) return false;
-    count_ = which_.size() / 4;
-    if (which_.size() % 4 != 0 || width < 0 || tails_.size() != count_ * static_cast<size_t>(width)) {
+    statics_ = statics;
+    which_ = which;
+    middle_ = middle;
+    tails_ = tails;
+    count_ = which.size / 4;
+    if (which.size % 4 != 0 || width < 0 || tails.size != count_ * static_cast<size_t>(width)) {
       PyErr_SetString(PyExc_ValueError, "frame_trace_parts: tails do not match the traces");
       return false;
     }
@@ -279,14 +294,14 @@ class Parts {
   char* Put(char* out, Span prefix, size_t k, long long index) const {
     Span head;
     Static(k, &head);  // checked by Size
-    const Span parts[3] = {head, middle_, {tails_.data() + k * width_, width_}};
+    const Span parts[3] = {head, middle_, {tails_.data + k * width_, width_}};
     return PutTraceRecord(out, prefix, parts, 3, head.size + middle_.size + width_, index);
   }
 
  private:
   bool Static(size_t k, Span* out) const {
     uint32_t i;
-    std::memcpy(&i, which_.data() + 4 * k, 4);
+    std::memcpy(&i, which_.data + 4 * k, 4);
     if (i >= static_cast<size_t>(PyList_GET_SIZE(statics_))) {
       PyErr_SetString(PyExc_ValueError, "frame_trace_parts: a static out of range");
       return false;
@@ -295,8 +310,8 @@ class Parts {
   }
 
   PyObject* statics_ = nullptr;
-  Buffer which_, tails_;
-  Span middle_{};
+  Buffer which_buffer_, tails_buffer_;
+  Span which_{}, middle_{}, tails_{};
   size_t width_ = 0, count_ = 0;
 };
 
@@ -323,18 +338,27 @@ constexpr uint8_t kExecutionTag = 8 << 3 | 2;  // DebugEvent.execution
 constexpr uint8_t kTraceTag = 9 << 3 | 2;      // DebugEvent.graph_execution_trace
 constexpr uint8_t kSequenceTag = 13 << 3;      // DebugEvent.sequence, a varint
 
+// A call's Execution: its serialized fields, then its per-call ones unless fields is nullptr.
+struct Execution {
+  Span head;
+  const tvmdbg::ExecutionFields* fields;
+  size_t size() const { return head.size + (fields != nullptr ? tvmdbg::ExecutionFieldsSize(*fields) : 0); }
+};
+
 // The size of a call's Execution record: writer.py's records.encode of the envelope, the
 // execution field's tag and length, the Execution, and the record's sequence.
-size_t ExecutionRecordSize(Span envelope, Span execution, uint64_t sequence) {
-  return kFraming + envelope.size + 1 + VarintSize(execution.size) + execution.size + 1 + VarintSize(sequence);
+size_t ExecutionRecordSize(Span envelope, const Execution& execution, uint64_t sequence) {
+  const size_t size = execution.size();
+  return kFraming + envelope.size + 1 + VarintLength(size) + size + 1 + VarintLength(sequence);
 }
 
-char* PutExecutionRecord(char* out, Span envelope, Span execution, uint64_t sequence) {
+char* PutExecutionRecord(char* out, Span envelope, const Execution& execution, uint64_t sequence) {
   char* p = PutSpan(out + 12, envelope);
   *p++ = static_cast<char>(kExecutionTag);
-  p = PutSpan(PutVarint(p, execution.size), execution);
+  p = PutSpan(PutVarint64(p, execution.size()), execution.head);
+  if (execution.fields != nullptr) p = tvmdbg::PutExecutionFields(p, *execution.fields);
   *p++ = static_cast<char>(kSequenceTag);
-  return Frame(out, PutVarint(p, sequence));
+  return Frame(out, PutVarint64(p, sequence));
 }
 
 uint64_t GetLe64(const char* p) {
@@ -650,7 +674,6 @@ PyObject* JoinChunks(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 
 PyObject* s_failed;
 PyObject* s_closed;
-PyObject* s_lock;
 PyObject* s_acquire;
 PyObject* s_release;
 PyObject* s_tally;
@@ -658,20 +681,20 @@ PyObject* s_next_trace_field;
 PyObject* s_execution_sequence_field;
 PyObject* s_pending_bytes_field;
 PyObject* s_pending;
-PyObject* s_eager_bytes;
 PyObject* s_eager_write;
 PyObject* s_fail;
 PyObject* s_traces_stream;
 PyObject* s_execution_stream;
-PyObject* s_run_key_field;
-PyObject* s_counts_health;
 PyObject* s_count_locked;
+PyObject* s_lock_setting;
+PyObject* s_run_key_setting;
+PyObject* s_eager_setting;
+PyObject* s_counts_health_setting;
 
 bool Intern() {
   const tvmdbg::InternedName names[] = {
       {&s_failed, "_failed"},
       {&s_closed, "_closed"},
-      {&s_lock, "_lock"},
       {&s_acquire, "acquire"},
       {&s_release, "release"},
       {&s_tally, "_tally"},
@@ -679,14 +702,15 @@ bool Intern() {
       {&s_execution_sequence_field, "execution_sequence"},
       {&s_pending_bytes_field, "pending_bytes"},
       {&s_pending, "_pending"},
-      {&s_eager_bytes, "_eager_bytes"},
       {&s_eager_write, "_eager_write"},
       {&s_fail, "_fail"},
       {&s_traces_stream, "graph_execution_traces"},  // layout.GRAPH_EXECUTION_TRACES
       {&s_execution_stream, "execution"},            // layout.EXECUTION
-      {&s_run_key_field, "_run_key_field"},
-      {&s_counts_health, "_counts_health"},
       {&s_count_locked, "_count_locked"},
+      {&s_lock_setting, "lock"},
+      {&s_run_key_setting, "run_key_field"},
+      {&s_eager_setting, "eager_bytes"},
+      {&s_counts_health_setting, "counts_health"},
   };
   return tvmdbg::InternAll(names);
 }
@@ -697,7 +721,9 @@ bool Intern() {
 // bytes pending, as C fields that queue_call reads and advances under the writer's lock without
 // a Python attribute round trip each (the writer's Python paths use them as attributes;
 // before the library is loaded the writer keeps them in a Python object of the same fields,
-// which queue_call reads by attribute).
+// which queue_call reads by attribute). With them, the writer's settings that queue_call reads
+// on every call (constants of a writer, carried from tally to tally): its lock, its run key
+// field, the pending bytes that wake its flushing thread and whether it counts calls' health.
 
 struct Counts {
   long long next_trace;
@@ -707,6 +733,10 @@ struct Counts {
 
 struct TallyObject {
   PyObject_HEAD Counts counts;
+  PyObject* lock;
+  PyObject* run_key_field;
+  long long eager_bytes;
+  char counts_health;
 };
 
 PyMemberDef kTallyMembers[] = {
@@ -714,10 +744,21 @@ PyMemberDef kTallyMembers[] = {
     {"execution_sequence", T_LONGLONG, offsetof(TallyObject, counts.execution_sequence), 0,
      "the execution file's next sequence"},
     {"pending_bytes", T_LONGLONG, offsetof(TallyObject, counts.pending_bytes), 0, "bytes queued, not yet written"},
+    {"lock", T_OBJECT, offsetof(TallyObject, lock), 0, "the writer's lock"},
+    {"run_key_field", T_OBJECT, offsetof(TallyObject, run_key_field), 0, "the run key field of every record"},
+    {"eager_bytes", T_LONGLONG, offsetof(TallyObject, eager_bytes), 0, "pending bytes that wake the flushing thread"},
+    {"counts_health", T_BOOL, offsetof(TallyObject, counts_health), 0, "whether calls' health is counted"},
     {nullptr, 0, 0, 0, nullptr},
 };
 
 PyTypeObject kTallyType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+void TallyDealloc(PyObject* self) {
+  auto* tally = reinterpret_cast<TallyObject*>(self);
+  Py_XDECREF(tally->lock);
+  Py_XDECREF(tally->run_key_field);
+  Py_TYPE(self)->tp_free(self);
+}
 
 bool ReadyTallyType() {
   kTallyType.tp_name = "native_records.Tally";
@@ -725,6 +766,7 @@ bool ReadyTallyType() {
   kTallyType.tp_flags = Py_TPFLAGS_DEFAULT;
   kTallyType.tp_doc = "Tally(): a writer's next trace index, next execution sequence and pending bytes";
   kTallyType.tp_new = PyType_GenericNew;  // zeroed
+  kTallyType.tp_dealloc = TallyDealloc;  // holds a lock and bytes: no cycle, never tracked by the collector
   kTallyType.tp_members = kTallyMembers;
   return PyType_Ready(&kTallyType) == 0;
 }
@@ -764,6 +806,49 @@ bool WriteCounts(PyObject* tally, const Counts& counts) {
   return true;
 }
 
+// The writer's settings its tally carries (new references; see Tally).
+struct Settings {
+  PyObject* lock = nullptr;
+  PyObject* run_key_field = nullptr;
+  long long eager_bytes = 0;
+  int counts_health = 0;
+
+  Settings() = default;
+  Settings(const Settings&) = delete;
+  Settings& operator=(const Settings&) = delete;
+  ~Settings() {
+    Py_XDECREF(lock);
+    Py_XDECREF(run_key_field);
+  }
+  // Read from a Tally's fields, or any object's attributes of those names; false with an
+  // exception set.
+  bool Read(PyObject* tally) {
+    if (Py_IS_TYPE(tally, &kTallyType)) {
+      const auto* fields = reinterpret_cast<TallyObject*>(tally);
+      lock = Py_XNewRef(fields->lock);
+      run_key_field = Py_XNewRef(fields->run_key_field);
+      eager_bytes = fields->eager_bytes;
+      counts_health = fields->counts_health;
+    } else {
+      lock = PyObject_GetAttr(tally, s_lock_setting);
+      run_key_field = lock ? PyObject_GetAttr(tally, s_run_key_setting) : nullptr;
+      PyObject* eager = run_key_field ? PyObject_GetAttr(tally, s_eager_setting) : nullptr;
+      eager_bytes = eager ? PyLong_AsLongLong(eager) : -1;
+      Py_XDECREF(eager);
+      PyObject* health = eager ? PyObject_GetAttr(tally, s_counts_health_setting) : nullptr;
+      counts_health = health ? PyObject_IsTrue(health) : -1;
+      Py_XDECREF(health);
+      if (PyErr_Occurred()) return false;
+    }
+    if (lock == nullptr || run_key_field == nullptr || !PyBytes_Check(run_key_field) ||
+        PyBytes_GET_SIZE(run_key_field) > 16) {
+      PyErr_SetString(PyExc_TypeError, "queue_call: the writer's tally has no lock or run key field (bytes)");
+      return false;
+    }
+    return true;
+  }
+};
+
 // 1 when writer.<name> is true, 0 when false, -1 on error.
 int Flag(PyObject* writer, PyObject* name) {
   PyObject* value = PyObject_GetAttr(writer, name);
@@ -794,8 +879,8 @@ SpoolObject* TailSpool(PyObject* pending, PyObject* stream) {
 // One call's records as queue_call takes them, read before the writer's lock.
 struct Call {
   Span envelope;
-  Span execution;
-  Parts parts;
+  Execution execution;
+  const Parts& parts;
 };
 
 // Writes the call's records at the ends of the writer's execution and trace spools, its
@@ -835,14 +920,18 @@ bool Spool(PyObject* writer, const Call& call, long long first, long long sequen
 }
 
 // Under writer._lock: the call's records spooled with the next trace index and execution
-// sequence, writer._tally's counts advanced, and, unless it is known finite, its health counted
+// sequence, the tally's counts advanced, and, unless it is known finite, its health counted
 // (writer._count_locked); the pending byte count in *pending. False with an exception set.
-bool QueueLocked(PyObject* writer, const Call& call, PyObject* nonfinite, long long* pending) {
+// read: writer._tally as read before the lock.
+bool QueueLocked(PyObject* writer, PyObject* read, bool counts_health, const Call& call, PyObject* nonfinite,
+                 long long* pending) {
   // Checked under the lock: close() may have taken the last batch after the caller's check.
   const int failed = Flag(writer, s_failed);
   const int closed = failed == 0 ? Flag(writer, s_closed) : 0;
   if (failed || closed) return failed >= 0 && closed >= 0;  // dropped, as write_call drops
-  PyObject* tally = PyObject_GetAttr(writer, s_tally);
+  // A native Tally is the writer's for good; a Python one may have been replaced meanwhile
+  // (by the first flush after the library loaded).
+  PyObject* tally = Py_IS_TYPE(read, &kTallyType) ? Py_NewRef(read) : PyObject_GetAttr(writer, s_tally);
   Counts counts;
   bool ok = tally != nullptr && ReadCounts(tally, &counts);
   const Counts before = counts;
@@ -859,8 +948,7 @@ bool QueueLocked(PyObject* writer, const Call& call, PyObject* nonfinite, long l
   Py_XDECREF(tally);
   // A call not known finite: counted (a NaN or an Inf: kept whole by the ring, if among the
   // first); a finite one costs nothing more.
-  const int counted = !ok || nonfinite == Py_False ? 0 : nonfinite == Py_True ? 1 : Flag(writer, s_counts_health);
-  if (counted < 0) ok = false;
+  const int counted = !ok || nonfinite == Py_False ? 0 : nonfinite == Py_True ? 1 : counts_health;
   if (counted > 0) {
     PyObject* sequence = PyLong_FromLongLong(before.execution_sequence);
     PyObject* first_trace = sequence == nullptr ? nullptr : PyLong_FromLongLong(before.next_trace);
@@ -877,20 +965,17 @@ bool QueueLocked(PyObject* writer, const Call& call, PyObject* nonfinite, long l
   return ok;
 }
 
-// Queues the call under writer._lock (QueueLocked); false with the exception set.
-bool QueueUnderLock(PyObject* writer, const Call& call, PyObject* nonfinite, long long* pending) {
-  PyObject* lock = PyObject_GetAttr(writer, s_lock);
-  PyObject* held = lock == nullptr ? nullptr : PyObject_CallMethodNoArgs(lock, s_acquire);
-  if (held == nullptr) {
-    Py_XDECREF(lock);
-    return false;
-  }
+// Queues the call under the writer's lock (QueueLocked; tally: writer._tally, settings: its
+// settings); false with the exception set.
+bool QueueUnderLock(PyObject* writer, PyObject* tally, const Settings& settings, const Call& call,
+                    PyObject* nonfinite, long long* pending) {
+  PyObject* held = PyObject_CallMethodNoArgs(settings.lock, s_acquire);
+  if (held == nullptr) return false;
   Py_DECREF(held);
-  const bool queued = QueueLocked(writer, call, nonfinite, pending);
+  const bool queued = QueueLocked(writer, tally, settings.counts_health, call, nonfinite, pending);
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   if (!queued) PyErr_Fetch(&type, &value, &traceback);
-  PyObject* released = PyObject_CallMethodNoArgs(lock, s_release);
-  Py_DECREF(lock);
+  PyObject* released = PyObject_CallMethodNoArgs(settings.lock, s_release);
   if (released == nullptr) {  // this error wins
     Py_XDECREF(type);
     Py_XDECREF(value);
@@ -919,58 +1004,76 @@ PyObject* FailWriter(PyObject* writer) {
   Py_RETURN_NONE;
 }
 
+// The writer failed with why a call could not be queued (FailWriter): 0, or -1 with an
+// exception set when that raised too.
+int Failed(PyObject* writer) {
+  PyObject* done = FailWriter(writer);
+  Py_XDECREF(done);
+  return done != nullptr ? 0 : -1;
+}
+
+// queue_call's work (below) for a call given as memory, its traces as parts: 0, or -1 with an
+// exception set.
+int Queue(PyObject* writer, const tvmdbg::QueuedCall& queued, const Parts& parts) {
+  PyObject* tally = PyObject_GetAttr(writer, s_tally);
+  Settings settings;
+  if (tally == nullptr || !settings.Read(tally)) {
+    Py_XDECREF(tally);
+    return -1;
+  }
+  // DebugEvent.wall_time (double), step (varint) if set, then run_key (the run key field).
+  char prefix[48] = {1 << 3 | 1};
+  std::memcpy(prefix + 1, &queued.wall_time, 8);
+  char* end = prefix + 9;
+  if (queued.step) {
+    *end++ = 2 << 3;
+    end = PutVarint64(end, queued.step);
+  }
+  PyObject* key = settings.run_key_field;
+  end = PutSpan(end, {PyBytes_AS_STRING(key), static_cast<size_t>(PyBytes_GET_SIZE(key))});
+  const Call call{{prefix, static_cast<size_t>(end - prefix)}, {queued.execution, queued.fields}, parts};
+  long long pending = 0;
+  const bool ok = QueueUnderLock(writer, tally, settings, call, queued.nonfinite, &pending);
+  Py_DECREF(tally);
+  if (!ok) return Failed(writer);
+  if (pending >= settings.eager_bytes) {
+    PyObject* count = PyLong_FromLongLong(pending);
+    PyObject* done = count == nullptr ? nullptr : PyObject_CallMethodOneArg(writer, s_eager_write, count);
+    Py_XDECREF(count);
+    if (done == nullptr) return -1;
+    Py_DECREF(done);
+  }
+  return 0;
+}
+
 // queue_call(writer, wall_time, step, execution, statics, which, middle, tails, width, nonfinite)
 //   -> None:
 // DebugEventsWriter.write_call for the compiled path's call (its Execution, its traces as
 // TraceParts' fields, whether they hold a NaN or an Inf: True, False or None for not known)
 // in C++, for the Python writer and for native_call alike. It reads and updates, under
-// writer._lock, what write_call does (_tally's counts, _pending's execution and trace
+// the writer's lock, what write_call does (_tally's counts, _pending's execution and trace
 // queues: the records go to the spool at each one's end, and, for a call not known finite,
-// _count_locked); does nothing once _failed or _closed;
-// calls writer._eager_write(pending) from writer._eager_bytes pending; and, like write_call,
-// never raises what framing raises: it goes to writer._fail.
+// _count_locked); does nothing once _failed or _closed; reads the writer's settings from its
+// tally (Tally); calls writer._eager_write(pending) from the eager bound's pending bytes; and,
+// like write_call, never raises what framing raises: it goes to writer._fail.
 PyObject* QueueCall(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!CheckArgs(nargs, 10, "queue_call")) return nullptr;
   PyObject* writer = args[0];  // its _failed and _closed are read under its lock
-  const double wall_time = PyFloat_AsDouble(args[1]);
-  const unsigned long long step = PyLong_AsUnsignedLongLongMask(args[2]);
+  tvmdbg::QueuedCall call{};
+  call.wall_time = PyFloat_AsDouble(args[1]);
+  call.step = PyLong_AsUnsignedLongLongMask(args[2]);
   if (PyErr_Occurred()) return nullptr;
-  PyObject* key = PyObject_GetAttr(writer, s_run_key_field);
-  if (key == nullptr) return nullptr;
-  if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) > 16) {
-    Py_DECREF(key);
-    PyErr_SetString(PyExc_TypeError, "queue_call: the writer's run key field must be bytes");
-    return nullptr;
-  }
-  // DebugEvent.wall_time (double), step (varint) if set, then run_key (writer._run_key_field).
-  char prefix[48] = {1 << 3 | 1};
-  std::memcpy(prefix + 1, &wall_time, 8);
-  char* end = prefix + 9;
-  if (step) {
-    *end++ = 2 << 3;
-    end = PutVarint(end, step);
-  }
-  end = PutSpan(end, {PyBytes_AS_STRING(key), static_cast<size_t>(PyBytes_GET_SIZE(key))});
-  Py_DECREF(key);
-  Call call;
-  call.envelope = {prefix, static_cast<size_t>(end - prefix)};
-  long long pending = 0;
-  if (!GetBytes(args[3], "execution", &call.execution) || !call.parts.Read(args + 4) ||
-      !QueueUnderLock(writer, call, args[9], &pending)) {
-    return FailWriter(writer);
-  }
-  PyObject* bound = PyObject_GetAttr(writer, s_eager_bytes);
-  const long long eager = bound == nullptr ? -1 : PyLong_AsLongLong(bound);
-  Py_XDECREF(bound);
-  if (eager == -1 && PyErr_Occurred()) return nullptr;
-  if (pending >= eager) {
-    PyObject* count = PyLong_FromLongLong(pending);
-    PyObject* done = count == nullptr ? nullptr : PyObject_CallMethodOneArg(writer, s_eager_write, count);
-    Py_XDECREF(count);
-    if (done == nullptr) return nullptr;
-    Py_DECREF(done);
-  }
-  Py_RETURN_NONE;
+  call.nonfinite = args[9];
+  Parts parts;  // holds the arguments' buffers
+  if (!GetBytes(args[3], "execution", &call.execution) || !parts.Read(args + 4)) return FailWriter(writer);
+  return Queue(writer, call, parts) == 0 ? Py_NewRef(Py_None) : nullptr;
+}
+
+// The C entry (capsule QUEUE_CALL): queue_call for native_call, the call's parts as memory.
+int QueueFromC(PyObject* writer, const tvmdbg::QueuedCall& call) {
+  Parts parts;
+  if (!parts.Set(call.statics, call.which, call.middle, call.tails, call.width)) return Failed(writer);
+  return Queue(writer, call, parts);
 }
 
 PyMethodDef kMethods[] = {
@@ -992,6 +1095,12 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "native_records", "TFRecord framin
 PyMODINIT_FUNC PyInit_native_records() {
   if (!Intern() || !ReadySpoolType() || !ReadyTallyType()) return nullptr;
   PyObject* module = PyModule_Create(&kModule);
+  if (module == nullptr) return nullptr;
+  PyObject* entry = PyCapsule_New(reinterpret_cast<void*>(&QueueFromC), tvmdbg::kQueueCallCapsule, nullptr);
+  if (entry == nullptr || PyModule_AddObject(module, "QUEUE_CALL", entry) != 0) {
+    Py_XDECREF(entry);
+    Py_CLEAR(module);
+  }
   for (auto [name, type] : {std::pair{"Spool", &kSpoolType}, std::pair{"Tally", &kTallyType}}) {
     Py_INCREF(type);
     if (module != nullptr && PyModule_AddObject(module, name, reinterpret_cast<PyObject*>(type)) != 0) {

@@ -91,10 +91,14 @@ class _FastCall:
 
 
 class _Local(threading.local):
+    """A thread's call state. `call` and `implicit` stay plain attributes (no properties):
+    native_call reads and sets them as items of the thread's __dict__."""
+
     call: _FastCall | None = None
     implicit: tuple | None = None  # (tracer, function name, frames, user_index) in time_evaluator
 
     def __init__(self):
+        self.call = self.implicit = None  # in the thread's __dict__ from the start (see native_call)
         self.pool: dict[int, list[tuple[Any, np.ndarray, bool]]] = {}
 
 
@@ -263,7 +267,7 @@ class CompiledTracer(Tracer):
             install_native_stats()
             call, rows, framing = (library.loaded() for library in libraries)
             ids = self.session.execution_ids
-            self._native = call.Tracer(self, _LOCAL, ids, self.session, rows.call_rows, framing.queue_call)
+            self._native = call.Tracer(self, _LOCAL, ids, self.session, rows.call_rows, framing.QUEUE_CALL)
         elif any(library.failure() is not None for library in libraries):
             self._native = False
         return self._native

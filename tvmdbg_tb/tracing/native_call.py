@@ -8,7 +8,9 @@ CPython type here does that glue for the common call (one stats buffer, rows and
 complete and finite) in one C function: the same caches (call point -> CodeLocation bytes,
 function -> native_rows.call_rows arguments, or the plans call_plans.py learned for a
 function that takes or returns objects, weights summarised once per value or symbolic
-shapes), the same bytes, the same writer call (native_records.queue_call, which DebugEventsWriter.write_call makes too). Everything else
+shapes), the same bytes, the same writer call (native_records.queue_call, which
+DebugEventsWriter.write_call makes too, called through its C entry native_records.QUEUE_CALL:
+no Python object made for a call's records). Everything else
 it hands to CompiledTracer's Python path, which stays the reference: nested and time_evaluator calls, first sight of a call point or
 argument count, failing calls, several buffers, a first non-finite row (the replay), sinks
 other than the writer.
