@@ -22,6 +22,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from tvmdbg_tb.capture.kernel_source import ROW_WIDTH  # noqa: E402  (the stats row, as tvmdbg writes it)
+
 N = 1 << 20
 LANES = 8
 
@@ -43,7 +45,7 @@ def _kernels():
         T.func_attr({"tirx.noalias": True})
         A = T.match_buffer(a, (N,), "float32")
         B = T.match_buffer(b, (N,), "float32")
-        S = T.match_buffer(stats, (1, 21), "float64")
+        S = T.match_buffer(stats, (1, ROW_WIDTH), "float64")
         acc = T.alloc_buffer((5, LANES), "int32", scope="local")
         for k in range(5):
             for j in T.vectorized(LANES):
@@ -66,7 +68,7 @@ def _kernels():
         T.func_attr({"tirx.noalias": True})
         A = T.match_buffer(a, (N,), "float32")
         B = T.match_buffer(b, (N,), "float32")
-        S = T.match_buffer(stats, (1, 21), "float64")
+        S = T.match_buffer(stats, (1, ROW_WIDTH), "float64")
         acc = T.alloc_buffer((5,), "int64", scope="local")
         for k in range(5):
             acc[k] = T.int64(0)
@@ -116,7 +118,8 @@ def _alternating_us(variants: dict, calls: int = 300) -> dict:
     return {name: statistics.median(values) * 1e6 for name, values in samples.items()}
 
 
-def main() -> None:
+def main(calls: int = 300) -> None:
+    """Checks that every variant reports the same counts, then times them (calls rounds)."""
     import tvm
 
     from tvmdbg_tb.capture import compiled
@@ -132,14 +135,14 @@ def main() -> None:
     fused_input = _tvmdbg_fused((0,))
     x = tvm.runtime.tensor(np.linspace(-1, 1, N, dtype="float32"))
     y = tvm.runtime.tensor(np.zeros(N, "float32"))
-    stats = tvm.runtime.tensor(np.zeros((1, 21), "float64"))
+    stats = tvm.runtime.tensor(np.zeros((1, ROW_WIDTH), "float64"))
     counts = []
 
     def tvmdbg_fused():
         view[0, 0] = 0.0  # as tvmdbg.stats hands the buffer out
         fused(x, y, stats, 0)
 
-    stats2 = tvm.runtime.tensor(np.zeros((2, 21), "float64"))
+    stats2 = tvm.runtime.tensor(np.zeros((2, ROW_WIDTH), "float64"))
     view2 = np.from_dlpack(stats2)
 
     def tvmdbg_fused_input():
@@ -169,7 +172,8 @@ def main() -> None:
             "separate summaries of y and x": lambda: (plain(x, y), summary(y, stats, 0), summary(x, stats, 0)),
             "counts fused lane by lane": lambda: lanes(x, y, stats, 0),
             "counts fused, scalar loop": lambda: scalar(x, y, stats, 0),
-        }
+        },
+        calls,
     )
     base = medians.pop("plain")
     print(f"y = x + 1 on 1M float32: plain {base:.0f} us (medians of alternating calls)")

@@ -275,3 +275,18 @@ def test_a_fused_kernel_counts_a_parameter_in_the_op_that_reads_it(tmp_path):
         np.testing.assert_array_equal(out, array * np.float32(1.0001) + np.float32(0.5))
         assert list(run.execution(k).inputs[0].debug_values) == _expected("FULL_HEALTH", array), k
         assert list(run.trace(k).debug_values) == _expected("FULL_HEALTH", out), k
+
+
+def test_the_fused_health_bench_runs_and_its_variants_agree(capsys):
+    """bench/bench_fused_health.py builds hand-written TIR against tvmdbg's stats row: every
+    variant (tvmdbg's kernel counting its output, and its input too, the summary kernel, TIR
+    counting lane by lane and scalar) must report the same counts of y = x + 1 on 1M floats."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "bench_fused_health.py"
+    spec = importlib.util.spec_from_file_location("bench_fused_health", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.main(calls=1)
+    assert "counting in the kernel (epilogue.fuse)" in capsys.readouterr().out
