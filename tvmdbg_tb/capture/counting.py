@@ -142,6 +142,16 @@ def packed(name: str, *args) -> tirx.Stmt:
     return tirx.Evaluate(tirx.call_packed(name, *args))
 
 
+def size(buffer) -> tirx.PrimExpr:
+    """How many elements buffer holds (an int64; a constant when its shape is static)."""
+    if all(isinstance(dim, tirx.IntImm) for dim in buffer.shape):
+        return tirx.const(math.prod(int(dim.value) for dim in buffer.shape), "int64")
+    total = tirx.const(1, "int64")
+    for dim in buffer.shape:
+        total = total * tirx.Cast("int64", dim)
+    return total
+
+
 def loop_nest(buffer, body_of) -> tirx.Stmt:
     """Serial loops over every element of buffer, body_of(indices) inside."""
     index = [tirx.Var(f"i{k}", "int64") for k in range(len(buffer.shape))]

@@ -15,7 +15,7 @@ loop nest that finished it; only on a call where its flag is up is it recounted.
 whose every NaN or infinity reaches the kernel's flagged output at the same position
 (epilogue.py's; counting.carries) has no flag of its own: the output's stands for it. The counts
 go to the call's stats buffer (kernel_source's layout): the total to the kernel's own row
-(INNER_COLUMN, 0 on every call where no op made one), each op's (nan, neg_inf, pos_inf) to
+(INNER_COLUMN, the cells' sum at the kernel's end: 0 on every call where no op made one), each op's (nan, neg_inf, pos_inf) to
 rows of their own, and, when any op made one, row 0's INNER_FLAG_COLUMN takes the call's start
 stamp, so a call in which none did costs the reading side one comparison. The kernel only reads
 its buffers: its outputs are bit-identical to the uninstrumented build's.
@@ -166,7 +166,7 @@ def add(
         body.append(counting.map_blocks(stmt, lambda block: _counting_block(block, flags, in_block)))
         body += [_count_buffer(flags[j], counted[j][0]) for j in after.get(t, ())]
         body += [cells.recount(counted[j][0], counted[j][1], flags[j]) for j in complete.get(t, ())]
-    body.append(cells.raise_flag())
+    body += cells.raise_flag()
     calls = tuple(dict.fromkeys(recount_name(str(buffer.dtype)) for buffer, *_ in counted))
     local = [flag for flag in own if flag is not None]
     return counting.with_root(prim, realize, body, local, params, bind), InnerCheck(ops, calls)
@@ -230,9 +230,6 @@ class _Cells:
 
     def __init__(self, params: counting.StatsParams, inner_row, ops: tuple[int, ...]):
         self.stats, self.row, self.inner_row = params.buffer, params.row, inner_row
-        # The recount calls pass on the kernel's own stats argument (a DLTensor already),
-        # not a new one made from its data pointer: one DLTensor less to build per call.
-        self.handle = params.handle
         self.slot_of = {op: slot for slot, op in enumerate(ops)}
         self.total = [self.row, tirx.const(INNER_COLUMN, "int64")]
 
@@ -244,22 +241,31 @@ class _Cells:
         """The cells zeroed, before any recount adds to them."""
         zero = tirx.const(0.0, "float64")
         cells = [self.cell(slot, c) for slot in range(len(self.slot_of)) for c in range(3)]
-        return [tirx.BufferStore(self.stats, zero, index) for index in [self.total, *cells]]
+        return [tirx.BufferStore(self.stats, zero, index) for index in cells]
 
     def recount(self, buffer, op: int, flag) -> tirx.Stmt:
         """The recount kernel's packed call on buffer (a flagged one's only when its flag is
         up), placed right after the statement that completes buffer: the buffer lives no
         longer than in the uninstrumented kernel, so TVM reuses its storage as it does there
         (a call at the kernel's end kept every counted buffer alive to the end, and LLVM
-        compiled the copies that reuse made unnecessary: up to 25 ms for one kernel)."""
+        compiled the copies that reuse made unnecessary: up to 25 ms for one kernel). It
+        passes the buffer's data pointer and size and the address of the op's first cell
+        (kernel_source.recount_source: fewer arguments, less code at each call site)."""
         name = "tvmdbg." + recount_name(str(buffer.dtype))
-        call = counting.packed(name, buffer, self.handle, *self.cell(self.slot_of[op], 0), self.row)
+        cells = tirx.address_of(tirx.BufferLoad(self.stats, self.cell(self.slot_of[op], 0)))
+        call = counting.packed(name, buffer.data, counting.size(buffer), cells)
         return call if flag is None else tirx.IfThenElse(counting.raised(flag), call, None)
 
-    def raise_flag(self) -> tirx.Stmt:
-        """Row 0's flag column takes the call's start stamp when any op made a non-finite value."""
+    def raise_flag(self) -> list:
+        """The total (the sum of the cells) into the kernel's own row, and row 0's flag column
+        the call's start stamp when any op made a non-finite value."""
+        cells = [tirx.BufferLoad(self.stats, self.cell(slot, c)) for slot in range(len(self.slot_of)) for c in range(3)]
+        total = cells[0]
+        for cell in cells[1:]:
+            total = total + cell
         start = tirx.const(0, "int64")
         flag_row = tirx.BufferStore(
             self.stats, tirx.BufferLoad(self.stats, [start, start]), [start, tirx.const(INNER_FLAG_COLUMN, "int64")]
         )
-        return tirx.IfThenElse(tirx.BufferLoad(self.stats, self.total) > tirx.const(0.0, "float64"), flag_row, None)
+        raised = tirx.BufferLoad(self.stats, self.total) > tirx.const(0.0, "float64")
+        return [tirx.BufferStore(self.stats, total, self.total), tirx.IfThenElse(raised, flag_row, None)]
