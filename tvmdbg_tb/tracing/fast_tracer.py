@@ -267,7 +267,7 @@ class CompiledTracer(Tracer):
             install_native_stats()
             call, rows, framing = (library.loaded() for library in libraries)
             ids = self.session.execution_ids
-            self._native = call.Tracer(self, _LOCAL, ids, self.session, rows.call_rows, framing.QUEUE_CALL)
+            self._native = call.Tracer(self, _LOCAL, ids, self.session, rows.CALL_ROWS, framing.QUEUE_CALL)
         elif any(library.failure() is not None for library in libraries):
             self._native = False
         return self._native
