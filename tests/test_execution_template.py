@@ -93,6 +93,37 @@ def test_template_bytes_equal_the_loop(tmp_path, mode):
             assert tracer._loop_execution(template, unwritten, {}) is None
 
 
+@pytest.mark.parametrize("mode", ["CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH"])
+def test_template_with_reused_rows_equals_the_loop(tmp_path, mode):
+    """param_summaries="once_per_value": a call whose parameter rows repeat earlier counts
+    (with_reused: summarized_in_execution on those summaries, a tuple's when all its tensors
+    repeat) fills the bytes the loop writes with the same rows reused."""
+    tracer, templates = _trained(tmp_path, mode)
+    rng = np.random.default_rng(3)
+    tuples_closed = 0
+    for fid, template in templates.items():
+        header, row_ids, parts, _ = template
+        array = _REAL_ROWS[fid]
+        rows = sorted(set(row_ids))
+        tuples = [p[1] for p in parts if isinstance(p[1], tuple)]
+        choices = [{r: 7 for r in rows}, {rows[0]: 300}] + [
+            {r: int(rng.integers(0, 2**40)) for r in rows if rng.random() < 0.5} for _ in range(10)
+        ]
+        choices += [{r: 1 + k for k, r in enumerate(t)} for t in tuples]  # one whole tuple: its closing index
+        for reused in choices:
+            expected = tracer._loop_execution(template, array, reused)
+            reused_template = execution_template.ExecutionTemplate(
+                pb.TensorDebugMode.Value(mode), header, execution_template.with_reused(parts, reused)
+            )
+            assert reused_template.fill(array) == expected and reused_template.fill_numpy(array) == expected
+            if reused:
+                assert expected != tracer._loop_execution(template, array, {})
+            execution = pb.Execution.FromString(expected)
+            for summary in [*execution.inputs, *execution.outputs]:
+                tuples_closed += bool(summary.items) and summary.HasField("summarized_in_execution")
+    assert tuples_closed  # a tuple's own summarized_in_execution was covered
+
+
 def test_a_wrong_value_changes_the_bytes(tmp_path):
     """Each count of each summarised row reaches the bytes: the equality above can fail."""
     tracer, templates = _trained(tmp_path, "FULL_HEALTH")

@@ -318,6 +318,44 @@ def test_call_rows_refuses_what_does_not_describe_the_rows():
     assert frozen[:, 0].all()
 
 
+def test_call_rows_leaves_the_stamps_of_a_call_python_reads_again():
+    """call_rows (native_call's C entry runs the same code) clears the buffer's column 0 only
+    for a call it gives complete: not when a summarised row was not written (Python says what
+    it knows), nor when a kernel hides a NaN its fused ops made (Python records them)."""
+    from tvmdbg_tb.capture import compiled
+    from tvmdbg_tb.tracing import native_rows
+
+    native = native_rows.LIBRARY.load()
+    assert native is not None, native_rows.LIBRARY.failure()
+    width, codes = compiled.ROW_WIDTH, np.full(2, 2.0).tobytes()
+    tails = (3, width, b"\x01\x01", 10, codes, compiled.STATS_COLUMN, 1.0)  # FULL_HEALTH
+    # The Execution's one summary, at byte 0 of its template: the sum of rows 1 and 2.
+    members = np.array([1, 2], np.uint32).tobytes()
+    summaries = (bytes(90), bytes(4), np.array([0, 2], np.uint32).tobytes(), members, codes[:8], b"\x02", 10, width)
+
+    def block():
+        rows = np.zeros((3, width))
+        rows[:, 0] = [1.0, 2.0, 4.0]
+        rows[1:, 1:8] = [8, 0, 8, 0, 0, 0, 1]  # finite counts
+        return rows
+
+    complete = block()
+    which, _, execution, bad, cleared, nonfinite = native.call_rows(complete, tails, summaries, None, True)
+    assert len(which) == 8 and bad == -1 and nonfinite is False
+    assert np.frombuffer(execution[:80]).tolist() == [0, 2, 2, 16, 0, 0, 0, 0, 0, 16]  # FULL_HEALTH's ten values
+    assert cleared and not complete[:, 0].any()
+    unwritten = block()
+    unwritten[2, 0] = 0.0  # the second kernel did not run
+    _, _, execution, bad, cleared, _ = native.call_rows(unwritten, tails, summaries, None, True)
+    assert execution is None and bad == -1 and not cleared and unwritten[:, 0].tolist() == [1.0, 2.0, 0.0]
+    hidden = block()
+    hidden[0, compiled.INNER_FLAG_COLUMN] = hidden[0, 0]  # the call's flag: fused ops made one
+    hidden[1, compiled.INNER_COLUMN] = 1.0  # in the first kernel, whose output is finite
+    _, _, execution, bad, cleared, nonfinite = native.call_rows(hidden, tails, summaries, None, True)
+    assert execution is not None and bad == 0 and nonfinite is True
+    assert not cleared and hidden[:, 0].tolist() == [1.0, 2.0, 4.0]
+
+
 def test_call_rows_says_whether_a_traced_row_went_non_finite():
     """call_rows' last answer, for the writer's accounting of calls (which calls the circular
     buffer keeps whole): a traced kernel row whose counts hold a NaN, -Inf or +Inf; an untraced

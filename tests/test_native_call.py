@@ -35,11 +35,26 @@ def _train(logdir, path: str, mode: str, steps: int, lr: float) -> tuple:
     return counts, loss
 
 
+def _rows_handed_to_python(monkeypatch) -> list:
+    """The call_rows results native_call hands to Python with the calls it does not finish."""
+    handed, finish = [], fast_tracer.CompiledTracer._native_finish
+
+    def finishing(self, name, *args):
+        if args[-2] is not None:  # (..., rows, plan)
+            handed.append(args[-2])
+        return finish(self, name, *args)
+
+    monkeypatch.setattr(fast_tracer.CompiledTracer, "_native_finish", finishing)
+    return handed
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["NO_TENSOR", "SHAPE", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH"])
-def test_native_and_python_call_paths_write_the_same_records(tmp_path, mode):
+def test_native_and_python_call_paths_write_the_same_records(tmp_path, mode, monkeypatch):
     """A training loop that goes NaN (in health modes the replay re-runs the first such call):
-    every record native_call writes is the Python path's, and it wrote the calls itself."""
+    every record native_call writes is the Python path's, and it wrote the calls itself; the
+    NaN call's rows, read by native_call's C entry, reach Python as call_rows gives them."""
+    handed = _rows_handed_to_python(monkeypatch)
     runs = [_train(tmp_path / path, path, mode, 6, lr=7.0) for path in ("compiled", "python_call")]  # one line
     (native_counts, native_loss), (python_counts, python_loss) = runs
     assert python_counts is None
@@ -56,6 +71,8 @@ def test_native_and_python_call_paths_write_the_same_records(tmp_path, mode):
     assert recorded == 12 - nan_calls
     replays = [e for e in map(pb.DebugEvent.FromString, native["graphs"]) if e.HasField("fused_op_replay")]
     assert bool(replays) == bool(nan_calls)  # the replay confirmed the first NaN
+    # That call's rows: the first non-finite kernel row to hunt, and the NaN counted.
+    assert [(bad >= 0, nonfinite) for _, _, _, bad, _, nonfinite in handed] == [(True, True)] * nan_calls
 
 
 def test_the_steady_state_runs_no_python_tracer(tmp_path, monkeypatch):
@@ -76,6 +93,31 @@ def test_the_steady_state_runs_no_python_tracer(tmp_path, monkeypatch):
     assert entered == [] and counts[2] == 10
     # tvmdbg.stats is native_call's: no stats buffer came from Python.
     assert fast_tracer._NATIVE_POOL and python_buffers == []
+
+
+def test_a_recorded_calls_buffer_goes_back_to_its_pool_with_its_stamps_cleared(tmp_path):
+    """native_call clears a stats buffer's column 0 (each row's stamp) as it reads the rows of
+    a call it records, so that the buffer's next call needs no clearing pass: the pool holds
+    it clean, its counts as the call left them."""
+    from tvmdbg_tb.capture import compiled
+
+    with trace_paths.using("compiled"):
+        tvmdbg.enable_dump_debug_info(str(tmp_path), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+        try:
+            executable, inputs = chain(3, 8)
+            vm = relax.VirtualMachine(executable, tvm.cpu())
+            for _ in range(3):
+                vm["main"](tvm.runtime.tensor(inputs[0]))
+            tracer = vm_wrapper.tracer_of(vm)
+            fid = tracer._fids["main"]
+            pool = fast_tracer._NATIVE_POOL[0]
+            tensor, array, clean = pool.take(fid, compiled.FUNCTIONS[fid].nrows)
+            pool.release(fid, tensor, array, clean)
+            recorded = tracer._native.counts()[2]
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    assert recorded == 3
+    assert clean and not array[:, 0].any() and array[1:, 1].all()  # stamps cleared, sizes kept
 
 
 def test_calls_from_other_threads_keep_their_records(tmp_path):
@@ -319,18 +361,65 @@ def test_an_interrupt_in_tvmdbg_code_reaches_the_user(tmp_path, monkeypatch, hoo
             tvmdbg.disable_dump_debug_info()
 
 
-def test_the_tracer_queues_records_through_the_writers_c_entry_only():
-    """native_call hands each call's records to native_records' C entry (its capsule
-    QUEUE_CALL, no Python object made for them): anything else is refused when the tracer is
-    made, not on a call."""
+def _native_libraries() -> tuple:
     from tvmdbg_tb.events import native_records
     from tvmdbg_tb.tracing import native_call, native_rows
 
-    call, rows, framing = (
-        library.load() for library in (native_call.LIBRARY, native_rows.LIBRARY, native_records.LIBRARY)
-    )
-    assert None not in (call, rows, framing)
-    made = call.Tracer(None, fast_tracer._LOCAL, iter(()), None, rows.call_rows, framing.QUEUE_CALL)
+    libraries = (native_call.LIBRARY, native_rows.LIBRARY, native_records.LIBRARY)
+    loaded = tuple(library.load() for library in libraries)
+    assert None not in loaded, [library.failure() for library in libraries]
+    return loaded
+
+
+def test_the_tracer_runs_rows_and_queues_records_through_c_entries_only():
+    """native_call runs each call's rows through native_rows' C entry (its capsule CALL_ROWS)
+    and hands its records to native_records' (QUEUE_CALL): no Python object made for either.
+    Anything else is refused when the tracer is made, not on a call."""
+    call, rows, framing = _native_libraries()
+    made = call.Tracer(None, fast_tracer._LOCAL, iter(()), None, rows.CALL_ROWS, framing.QUEUE_CALL)
     assert made.counts() == (0, 0, 0)
     with pytest.raises(TypeError, match="native_records.QUEUE_CALL"):
-        call.Tracer(None, fast_tracer._LOCAL, iter(()), None, rows.call_rows, framing.queue_call)
+        call.Tracer(None, fast_tracer._LOCAL, iter(()), None, rows.CALL_ROWS, framing.queue_call)
+    for other in (rows.call_rows, framing.QUEUE_CALL):  # the Python function, another capsule
+        with pytest.raises(TypeError, match="native_rows.CALL_ROWS"):
+            call.Tracer(None, fast_tracer._LOCAL, iter(()), None, other, framing.QUEUE_CALL)
+
+
+def test_a_plan_whose_rows_do_not_fit_fails_when_it_is_made_with_call_rows_error():
+    """A plan's call_rows arguments are read once, when native_call takes the plan (learn, or
+    _native_plan's answer): arguments call_rows refuses are refused there, with call_rows' very
+    error, before any call runs with them."""
+    from tvmdbg_tb.capture import compiled
+    from tvmdbg_tb.tracing.native_call import NativePlan
+
+    call, rows, framing = _native_libraries()
+    tracer = call.Tracer(None, fast_tracer._LOCAL, iter(()), None, rows.CALL_ROWS, framing.QUEUE_CALL)
+    width, codes = compiled.ROW_WIDTH, np.full(2, 2.0).tobytes()
+    tails = (3, width, b"\x01\x01", 10, codes, compiled.STATS_COLUMN, 1.0)  # FULL_HEALTH, two kernel rows
+    # One block summing rows 1 and 2 at byte 0 of a 90-byte template; the scan of both rows.
+    summaries = (bytes(90), b"\0" * 4, np.array([0, 2], np.uint32).tobytes(), np.array([1, 2], np.uint32).tobytes(),
+                 codes[:8], b"\x02", 10, width)  # fmt: skip
+    scan = (3, width, b"\x01\x01")
+    assert tracer.learn(1, 1, NativePlan([], 0, tails, summaries, None, scan, None))
+    bad = [
+        (tails[:2] + (b"\x01",) + tails[3:], summaries, scan),  # one traced flag for two rows
+        (tails[:3] + (3,) + tails[4:], summaries, scan),  # no mode has 3 debug values
+        (tails[:2] + (7,) + tails[3:], summaries, scan),  # traced: not bytes
+        (tails[:6], summaries, scan),
+        (tails, (bytes(40),) + summaries[1:], scan),  # the block's values past the template's end
+        (tails, summaries, (3, width, b"\x01")),  # one scan flag for two rows
+    ]
+    block, said = np.zeros((3, width)), []
+    for k, (bad_tails, bad_summaries, bad_scan) in enumerate(bad):
+        with pytest.raises((TypeError, ValueError)) as made:
+            tracer.learn(2, 1, NativePlan([], 0, bad_tails, bad_summaries, None, bad_scan, None))
+        with pytest.raises((TypeError, ValueError)) as called:
+            rows.call_rows(block, bad_tails, bad_summaries, bad_scan, False)
+        assert (type(made.value), str(made.value)) == (type(called.value), str(called.value)), k
+        said.append(str(made.value).split(" ")[0])
+    assert said == ["trace_tails:", "trace_tails:", "traced", "call_rows(block,", "summaries:", "first_nonfinite:"]
+    # A member row is checked on each call's block (a plan does not know its buffer's rows).
+    far = summaries[:3] + (np.array([1, 5], np.uint32).tobytes(),) + summaries[4:]
+    assert tracer.learn(3, 1, NativePlan([], 0, tails, far, None, scan, None))
+    with pytest.raises(ValueError, match="summaries: the template does not describe the stats rows"):
+        rows.call_rows(block, tails, far, scan, False)

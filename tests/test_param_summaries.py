@@ -274,3 +274,94 @@ def test_exports_of_an_earlier_session_are_forgotten(tmp_path, trace_path):
     (second, _), snapshots = _run(tmp_path / "third", again)
     _check(second, snapshots)
     assert second[1].inputs[1].summarized_in_execution == second[0].index
+
+
+def _relu_module():
+    """main(x, w) = relu(w) + x, and echo(x, w) = (relu(w) + x, w), which returns w itself
+    (its output row is w's parameter row): a -inf in w is an input of main only, an output
+    of echo too; a NaN in x reaches both outputs."""
+    bb = relax.BlockBuilder()
+    for name, echo in (("main", False), ("echo", True)):
+        x = relax.Var("x", relax.TensorType((8,), "float32"))
+        w = relax.Var("w", relax.TensorType((8,), "float32"))
+        with bb.function(name, [x, w]):
+            with bb.dataflow():
+                out = bb.emit_output(relax.op.add(relax.op.nn.relu(w), x))
+            bb.emit_func_output(relax.Tuple([out, w]) if echo else out)
+    return bb.get()
+
+
+def _reused_calls(logdir, reused_templates: bool = True) -> tuple[list, int]:
+    """Calls that reuse parameter summaries under FULL_HEALTH on the compiled path: the MLP's
+    weights (one rewritten with a NaN in between), _relu_module's functions with a -inf
+    weight and then a NaN input. Returns what
+    the writer was told of each call's health next to what it finds in the records
+    (health.call_nonfinite), and how many reusing calls took the one native pass.
+    reused_templates=False: every such call takes the per-summary loop instead."""
+    from tvmdbg_tb.events import health
+    from tvmdbg_tb.events.writer import DebugEventsWriter
+    from tvmdbg_tb.tracing import fast_tracer
+
+    told, passes = [], [0]
+    write_call, one_pass = DebugEventsWriter.write_call, fast_tracer.CompiledTracer._one_pass
+
+    def spied_write(self, execution, payloads, wall_time=None, step=0, nonfinite=None, execution_index=None):
+        told.append((nonfinite, health.call_nonfinite(self.tensor_debug_mode, execution, payloads)))
+        write_call(self, execution, payloads, wall_time, step, nonfinite, execution_index)
+
+    def counted_pass(self, call, *args):
+        found = one_pass(self, call, *args)
+        passes[0] += bool(call.skips) and found is not None
+        return found
+
+    rng = np.random.default_rng(0)
+    with pytest.MonkeyPatch.context() as patch, trace_paths.using("compiled"):
+        patch.setattr(DebugEventsWriter, "write_call", spied_write)
+        patch.setattr(fast_tracer.CompiledTracer, "_one_pass", counted_pass)
+        if not reused_templates:
+            patch.setattr(fast_tracer.CompiledTracer, "_reused_plan", lambda *args: None)
+        tvmdbg.enable_dump_debug_info(
+            str(logdir), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1, param_summaries="once_per_value"
+        )
+        try:
+            mlp = relax.VirtualMachine(compile_module(_mlp(), fuse=False), tvm.cpu())["main"]
+            x, w1, w2 = (
+                tvm.runtime.tensor(rng.standard_normal(s).astype("float32")) for s in ((2, 12), (12, 16), (16, 4))
+            )
+            for k in range(6):
+                if k == 3:
+                    bad = w1.numpy()
+                    bad[2, 2] = np.nan
+                    w1.copyfrom(bad)
+                mlp(x, w1, w2)
+            vm = relax.VirtualMachine(compile_module(_relu_module(), fuse=True), tvm.cpu())
+            x = tvm.runtime.tensor(np.zeros(8, "float32"))
+            w = tvm.runtime.tensor(np.array([-np.inf] + [1.0] * 7, "float32"))
+            nan_x = tvm.runtime.tensor(np.array([np.nan] + [0.0] * 7, "float32"))
+            for name, value in (("main", x), ("echo", x), ("main", nan_x), ("echo", nan_x)):
+                for _ in range(3):
+                    vm[name](value, w)
+        finally:
+            tvmdbg.disable_dump_debug_info()
+    return told, passes[0]
+
+
+def test_reused_summaries_in_one_pass_write_the_loops_records(tmp_path):
+    """A call that repeats the summaries of the same parameters as the call before it fills
+    their template in the one native pass: every record is the one the per-summary loop
+    writes, and the writer is told the call's health (no re-parse) exactly as the records
+    hold it: outputs of traces and of the Execution count (a reused parameter row returned
+    as an output too), inputs do not (reused or not)."""
+    runs = {templates: _reused_calls(tmp_path / str(templates), templates) for templates in (True, False)}
+    (told, passes), (loop_told, loop_passes) = runs[True], runs[False]
+    assert trace_paths.records(tmp_path / "True") == trace_paths.records(tmp_path / "False")
+    assert passes == 8 and loop_passes == 0
+    assert [reference for _, reference in told] == [reference for _, reference in loop_told]
+    assert all(given == reference for given, reference in told if given is not None)
+    mlp, relu = told[:6], told[6:]
+    assert [reference for _, reference in mlp] == [False] * 3 + [True] * 3  # the NaN weight reaches the output
+    assert [given for given, _ in mlp] == [False, None, False, None, None, True]  # None: the loop
+    # main with the -inf weight (an input only), echo (which returns it), then a NaN input.
+    assert [reference for _, reference in relu] == [False] * 3 + [True] * 9
+    assert [given for given, _ in relu] == [False, None, False, None, True, True] + [None, None, True, None, True, True]
+    assert [given for given, _ in loop_told] == [False, None, None, None, None, None, False] + [None] * 11

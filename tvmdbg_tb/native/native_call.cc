@@ -3,9 +3,11 @@
 // Tracer(hooks, local, ids, session, call_rows, queue_call) holds one CompiledTracer's
 // per-session caches: each call point's CodeLocation bytes (keyed like frames.capture_call:
 // the innermost kKeyFrames frames' code objects and bytecode offsets) and each (function,
-// argument count)'s call_rows arguments. Tracer.bind(name, fid, function, fallback) returns a Function: what
-// vm[name] returns. Calling it does what CompiledTracer.call and _finish_fast do for a call
-// whose records come from one stats buffer through native_rows.call_rows, and hands every
+// argument count)'s call_rows arguments, read once into a plan of native_rows (its C entry, the
+// capsule native_rows.CALL_ROWS, call_rows.h). Tracer.bind(name, fid, function, fallback)
+// returns a Function: what vm[name] returns. Calling it does what CompiledTracer.call and
+// _finish_fast do for a call whose records come from one stats buffer through call_rows'
+// passes (run in C: no Python object made or parsed for them), and hands every
 // other case to Python: a call inside a traced call or time_evaluator (fallback), a call
 // point or argument count seen for the first time (hooks._native_location, _native_plan),
 // and, after the VM returned, anything but one buffer of the function whose rows and
@@ -32,6 +34,7 @@
 
 #include <vector>
 
+#include "call_rows.h"
 #include "python_buffer.h"
 #include "queued_call.h"
 
@@ -87,7 +90,8 @@ struct Location {
 };
 
 // A (function, argument count)'s constants, and the guard of a learned plan (None: a static
-// plan, always valid); described: the 7-tuple they came from, what Python is handed back.
+// plan, always valid); described: the 7-tuple they came from, what Python is handed back;
+// rows: its tails, summaries and scan as native_rows' plan (a capsule owning rows_plan).
 struct Plan {
   PyObject* described = nullptr;
   PyObject* statics = nullptr;
@@ -97,6 +101,8 @@ struct Plan {
   PyObject* execution = nullptr;
   PyObject* scan = nullptr;
   PyObject* guard = nullptr;
+  PyObject* rows = nullptr;
+  const tvmdbg::RowsPlan* rows_plan = nullptr;
 };
 
 // The plans of a (function, argument count); none: the native path does not serve it.
@@ -111,8 +117,9 @@ struct Tracer {
   PyObject* local;
   PyObject* ids;
   PyObject* session;
-  PyObject* call_rows;
+  PyObject* call_rows;   // native_rows.CALL_ROWS, the capsule of rows
   PyObject* queue_call;  // native_records.QUEUE_CALL, the capsule of queue
+  const tvmdbg::CallRowsEntry* rows;
   tvmdbg::QueueCallFunction queue;
   std::unordered_map<Key, Location, KeyHash>* locations;
   std::unordered_map<long long, Plans>* plans;
@@ -142,16 +149,17 @@ extern PyTypeObject kMarkerType;
 
 void HoldPlan(const Plan& plan) {
   for (PyObject* field : {plan.described, plan.statics, plan.width, plan.tails, plan.summaries, plan.execution,
-                          plan.scan, plan.guard}) {
+                          plan.scan, plan.guard, plan.rows}) {
     Py_XINCREF(field);
   }
 }
 
 void DropPlan(Plan* plan) {
   for (PyObject** field : {&plan->described, &plan->statics, &plan->width, &plan->tails, &plan->summaries,
-                           &plan->execution, &plan->scan, &plan->guard}) {
+                           &plan->execution, &plan->scan, &plan->guard, &plan->rows}) {
     Py_CLEAR(*field);
   }
+  plan->rows_plan = nullptr;
 }
 
 void HoldPlans(const Plans& plans) {
@@ -166,21 +174,29 @@ void DropPlans(Plans* plans) {
 PyObject* CompileGuard(PyObject* source);
 
 // A plan from a NativePlan (tracing/native_call.py: the 7-tuple statics, width, tails, summaries, execution,
-// scan, guard), its guard compiled, holding new references; false with an exception set when
-// it is none.
-bool PlanFrom(PyObject* described, Plan* plan) {
+// scan, guard), its guard compiled and its rows' constants read by native_rows (entry: its
+// CALL_ROWS; the same errors as call_rows gives), holding new references; false with an
+// exception set when it is none.
+bool PlanFrom(PyObject* described, const tvmdbg::CallRowsEntry* entry, Plan* plan) {
   if (!PyTuple_Check(described) || PyTuple_GET_SIZE(described) != 7) {
     PyErr_SetString(PyExc_TypeError, "a plan is a 7-tuple (statics, width, tails, summaries, execution, scan, guard)");
     return false;
   }
-  PyObject* guard = CompileGuard(PyTuple_GET_ITEM(described, 6));
-  if (guard == nullptr) return false;
   PyObject** fields[6] = {&plan->statics, &plan->width, &plan->tails, &plan->summaries, &plan->execution, &plan->scan};
   for (int k = 0; k < 6; ++k) *fields[k] = PyTuple_GET_ITEM(described, k);
+  PyObject* rows = entry->plan(plan->tails, plan->summaries, plan->scan);
+  PyObject* guard = rows == nullptr ? nullptr : CompileGuard(PyTuple_GET_ITEM(described, 6));
+  if (guard == nullptr) {
+    Py_XDECREF(rows);
+    *plan = Plan{};  // none held
+    return false;
+  }
   plan->described = described;
-  plan->guard = nullptr;
+  plan->guard = plan->rows = nullptr;
   HoldPlan(*plan);
   plan->guard = guard;  // its new reference
+  plan->rows = rows;    // its new reference
+  plan->rows_plan = static_cast<const tvmdbg::RowsPlan*>(PyCapsule_GetPointer(rows, tvmdbg::kRowsPlanCapsule));
   return true;
 }
 
@@ -388,11 +404,11 @@ PyObject* ReleaseToPool(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // -- the Execution's bytes for Python ------------------------------------------------------------
 
 // _native_emit's payload: the Execution's constant bytes, then its per-call fields.
-PyObject* Payload(PyObject* execution, const tvmdbg::ExecutionFields& fields) {
-  const Py_ssize_t head = PyBytes_GET_SIZE(execution);
+PyObject* Payload(tvmdbg::Bytes execution, const tvmdbg::ExecutionFields& fields) {
+  const size_t head = execution.size;
   thread_local std::vector<char> scratch;  // then copied into bytes of the exact size (RecycledBytes)
-  scratch.resize(static_cast<size_t>(head) + tvmdbg::ExecutionFieldsSize(fields));
-  std::memcpy(scratch.data(), PyBytes_AS_STRING(execution), head);
+  scratch.resize(head + tvmdbg::ExecutionFieldsSize(fields));
+  std::memcpy(scratch.data(), execution.data, head);
   char* end = tvmdbg::PutExecutionFields(scratch.data() + head, fields);
   return tvmdbg::RecycledBytes(scratch.data(), end - scratch.data());
 }
@@ -475,7 +491,7 @@ bool PlanOf(Function* function, Py_ssize_t nargs, Plans* out) {
     if (described == nullptr) return false;
     Plans plans;
     if (described != Py_None) {
-      if (!PlanFrom(described, &plans.plan[0])) {
+      if (!PlanFrom(described, tracer->rows, &plans.plan[0])) {
         Py_DECREF(described);
         return false;
       }
@@ -878,9 +894,7 @@ PyObject* SoleWriter(PyObject* session) {
 
 // A buffer back to this thread's pool: the native one (native: a PoolBuffer, else buffer: a
 // (fid, tensor, array) tuple) once install_stats ran, else fast_tracer's (its _release).
-bool Release(Tracer* tracer, PyObject* buffer, PoolBuffer* native, PyObject* cleared) {
-  const int clean = PyObject_IsTrue(cleared);
-  if (clean < 0) return false;
+bool Release(Tracer* tracer, PyObject* buffer, PoolBuffer* native, bool clean) {
   if (native != nullptr) {
     native->clean = clean == 1;
     ThisThreadPool()->free[native->fid].push_back(native);
@@ -888,7 +902,7 @@ bool Release(Tracer* tracer, PyObject* buffer, PoolBuffer* native, PyObject* cle
   }
   if (g_row_width > 0) {
     const long long fid = PyLong_AsLongLong(PyTuple_GET_ITEM(buffer, 0));
-    PoolBuffer* wrapped = PyErr_Occurred() ? nullptr : Wrap(fid, PyTuple_GET_ITEM(buffer, 1), PyTuple_GET_ITEM(buffer, 2), clean == 1);
+    PoolBuffer* wrapped = PyErr_Occurred() ? nullptr : Wrap(fid, PyTuple_GET_ITEM(buffer, 1), PyTuple_GET_ITEM(buffer, 2), clean);
     if (wrapped == nullptr) return false;
     ThisThreadPool()->free[fid].push_back(wrapped);
     return true;
@@ -903,7 +917,7 @@ bool Release(Tracer* tracer, PyObject* buffer, PoolBuffer* native, PyObject* cle
   } else {
     ok = !PyErr_Occurred() && (free = PyList_New(0)) != nullptr && PyDict_SetItem(pool, fid, free) == 0;
   }
-  PyObject* entry = ok ? PyTuple_Pack(3, PyTuple_GET_ITEM(buffer, 1), PyTuple_GET_ITEM(buffer, 2), cleared) : nullptr;
+  PyObject* entry = ok ? PyTuple_Pack(3, PyTuple_GET_ITEM(buffer, 1), PyTuple_GET_ITEM(buffer, 2), clean ? Py_True : Py_False) : nullptr;
   ok = entry != nullptr && PyList_Append(free, entry) == 0;
   Py_XDECREF(entry);
   Py_XDECREF(free);
@@ -929,11 +943,11 @@ int Hunting(PyObject* session) {
 // A call's records as Record has them: the Execution's constant bytes and per-call fields, and
 // the traces' parts (call_rows' which and tails, each trace's middle bytes).
 struct Records {
-  PyObject* execution;
+  tvmdbg::Bytes execution;
   const tvmdbg::ExecutionFields& fields;
-  PyObject* which;
+  tvmdbg::Bytes which;
   tvmdbg::Bytes middle;
-  PyObject* tails;
+  tvmdbg::Bytes tails;
   PyObject* nonfinite;
 };
 
@@ -942,35 +956,30 @@ struct Records {
 bool QueueRecords(Tracer* tracer, PyObject* writer, const Plan& plan, const Records& records) {
   tvmdbg::QueuedCall call{};
   call.wall_time = Clock(CLOCK_REALTIME);
-  call.execution = {PyBytes_AS_STRING(records.execution), static_cast<size_t>(PyBytes_GET_SIZE(records.execution))};
+  call.execution = records.execution;
   call.fields = &records.fields;
   call.statics = plan.statics;
-  call.which = {PyBytes_AS_STRING(records.which), static_cast<size_t>(PyBytes_GET_SIZE(records.which))};
+  call.which = records.which;
   call.middle = records.middle;
+  call.tails = records.tails;
   call.width = PyLong_AsLongLong(plan.width);
   call.nonfinite = records.nonfinite;
-  tvmdbg::Buffer view;  // tails that are not bytes
-  if (PyBytes_Check(records.tails)) {
-    call.tails = {PyBytes_AS_STRING(records.tails), static_cast<size_t>(PyBytes_GET_SIZE(records.tails))};
-  } else if (view.Get(records.tails, "tails")) {
-    call.tails = {view.data(), view.size()};
-  }
   return !PyErr_Occurred() && tracer->queue(writer, call) == 0;
 }
 
 // The records to the session's sinks as Python objects (hooks._native_emit); false with an
 // exception set.
 bool EmitRecords(Tracer* tracer, const Plan& plan, const Records& records) {
-  PyObject* payload = Payload(records.execution, records.fields);
-  PyObject* middle = payload == nullptr ? nullptr
-                                        : PyBytes_FromStringAndSize(records.middle.data,
-                                                                    static_cast<Py_ssize_t>(records.middle.size));
-  PyObject* done = middle == nullptr ? nullptr
-                                     : PyObject_CallMethodObjArgs(tracer->hooks, s_native_emit, payload, plan.statics,
-                                                                  records.which, middle, records.tails, plan.width,
-                                                                  records.nonfinite, nullptr);
-  Py_XDECREF(middle);
-  Py_XDECREF(payload);
+  PyObject* made[4] = {Payload(records.execution, records.fields)};  // payload, which, middle, tails
+  const tvmdbg::Bytes parts[3] = {records.which, records.middle, records.tails};
+  for (int k = 0; k < 3 && made[k] != nullptr; ++k) {
+    made[k + 1] = tvmdbg::RecycledBytes(parts[k].data, static_cast<Py_ssize_t>(parts[k].size));
+  }
+  PyObject* done = made[3] == nullptr ? nullptr
+                                      : PyObject_CallMethodObjArgs(tracer->hooks, s_native_emit, made[0], plan.statics,
+                                                                   made[1], made[2], made[3], plan.width,
+                                                                   records.nonfinite, nullptr);
+  for (PyObject* object : made) Py_XDECREF(object);
   Py_XDECREF(done);
   return done != nullptr;
 }
@@ -988,37 +997,106 @@ struct CallArgs {
   PyObject* result;
 };
 
-// The common case's records, written; else what Python must do (*chosen: the plan call_rows
-// ran with, in plans). The call's one buffer is native (a PoolBuffer of the native stats, set
-// to nullptr once back in its pool) or the one (fid, tensor, array) of buffers (handed out by
-// fast_tracer._stats).
+// The call's one stats block: a native buffer's memory (native: a PoolBuffer of the native
+// stats), else the array of the one (fid, tensor, array) of buffers (handed out by
+// fast_tracer._stats; *buffer, its buffer held in view: writable when it can be, as call_rows
+// takes it); false when the call has another number of buffers or another function's.
+bool BlockOf(Function* function, PyObject* buffers, const PoolBuffer* native, tvmdbg::Buffer* view,
+             PyObject** buffer, tvmdbg::RowsBlock* block) {
+  if (native != nullptr) {
+    if (PyList_GET_SIZE(buffers) != 0 || native->fid != function->fid) return false;
+    *block = {reinterpret_cast<char*>(native->data), static_cast<size_t>(native->nrows * g_row_width) * sizeof(double),
+              true};
+    return true;
+  }
+  if (PyList_GET_SIZE(buffers) != 1) return false;
+  *buffer = PyList_GET_ITEM(buffers, 0);
+  if (!PyTuple_Check(*buffer) || PyTuple_GET_SIZE(*buffer) != 3 ||
+      PyLong_AsLongLong(PyTuple_GET_ITEM(*buffer, 0)) != function->fid) {
+    return false;
+  }
+  PyObject* array = PyTuple_GET_ITEM(*buffer, 2);
+  const bool writable = view->Get(array, "block", true);
+  if (!writable) {
+    PyErr_Clear();
+    if (!view->Get(array, "block")) return false;
+  }
+  *block = {view->mutable_data(), view->size(), writable};
+  return true;
+}
+
+thread_local tvmdbg::RowsScratch t_scratch;
+thread_local bool t_scratch_taken = false;
+
+// Where a call's rows are written (native_rows' results stay there until its records are
+// queued): this thread's scratch, or, for a call made while another's are still in use (a
+// traced call from a finalizer run by the writer's Python calls), one of its own.
+class ScratchLease {
+ public:
+  ScratchLease() : shared_(!t_scratch_taken) { t_scratch_taken = true; }
+  ~ScratchLease() {
+    if (shared_) t_scratch_taken = false;
+  }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  tvmdbg::RowsScratch* get() { return shared_ ? &t_scratch : &own_; }
+
+ private:
+  bool shared_;
+  tvmdbg::RowsScratch own_;
+};
+
+// call_rows' 6-tuple of out, for Python to finish the call with; an exception already set
+// stays the one set.
+PyObject* RowsTuple(Tracer* tracer, const tvmdbg::RowsOut& out) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyObject* rows = tracer->rows->result(out);
+  if (type != nullptr) {
+    PyErr_Clear();
+    PyErr_Restore(type, value, traceback);
+  }
+  return rows;
+}
+
+// The records of a call whose buffer is back in its pool (out: its rows), to the session's
+// sole writer, else to its sinks through Python.
+Outcome Write(Tracer* tracer, const Plan& plan, const tvmdbg::RowsOut& out, const Location& location,
+              unsigned long long call_index, double start) {
+  const tvmdbg::Bytes execution = plan.summaries != Py_None
+                                      ? out.execution
+                                      : tvmdbg::Bytes{PyBytes_AS_STRING(plan.execution),
+                                                      static_cast<size_t>(PyBytes_GET_SIZE(plan.execution))};
+  const tvmdbg::ExecutionFields fields{
+      call_index, (Clock(CLOCK_MONOTONIC) - start) * 1e6,
+      {PyBytes_AS_STRING(location.bytes), static_cast<size_t>(PyBytes_GET_SIZE(location.bytes))},
+      static_cast<uint64_t>(out.which.size / 4)};
+  char middle[12] = {0x18};  // each trace's execution_index
+  const tvmdbg::Bytes middle_bytes = {middle, static_cast<size_t>(tvmdbg::PutVarint64(middle + 1, call_index) - middle)};
+  PyObject* nonfinite = out.nonfinite < 0 ? Py_None : out.nonfinite ? Py_True : Py_False;  // for the writer's tally
+  const Records records{execution, fields, out.which, middle_bytes, out.tails, nonfinite};
+  PyObject* writer = SoleWriter(tracer->session);
+  const bool done = writer != nullptr && (writer != Py_None ? QueueRecords(tracer, writer, plan, records)
+                                                             : EmitRecords(tracer, plan, records));
+  Py_XDECREF(writer);
+  if (!done) return Warn(tracer) ? Outcome::kRecorded : Outcome::kInterrupted;
+  ++tracer->recorded;
+  return Outcome::kRecorded;
+}
+
+// The common case's records, written; else what Python must do (*chosen: the plan call_rows'
+// passes ran with, in plans; *rows: their result). The call's one buffer is native (a
+// PoolBuffer of the native stats, set to nullptr once back in its pool) or the one (fid,
+// tensor, array) of buffers (handed out by fast_tracer._stats).
 Outcome Record(Function* function, const Plans& plans, const CallArgs& call, const Location& location, PyObject* index,
                double start, PyObject* buffers, PoolBuffer** native, const Plan** chosen, PyObject** rows) {
   Tracer* tracer = function->tracer;
   PyObject* buffer = nullptr;
-  PyObject* block = nullptr;
-  if (*native != nullptr) {
-    if (PyList_GET_SIZE(buffers) != 0 || (*native)->fid != function->fid) return Outcome::kPython;
-    block = (*native)->array;
-  } else {
-    if (PyList_GET_SIZE(buffers) != 1) return Outcome::kPython;
-    buffer = PyList_GET_ITEM(buffers, 0);
-    if (!PyTuple_Check(buffer) || PyTuple_GET_SIZE(buffer) != 3 ||
-        PyLong_AsLongLong(PyTuple_GET_ITEM(buffer, 0)) != function->fid) {
-      return Outcome::kPython;
-    }
-    block = PyTuple_GET_ITEM(buffer, 2);
-  }
-  Checked checked{call.args, call.nargs, call.result, nullptr, 0};
   tvmdbg::Buffer view;
-  if (*native != nullptr) {
-    checked.rows = (*native)->data;
-    checked.doubles = static_cast<size_t>((*native)->nrows * g_row_width);
-  } else {
-    if (!view.Get(block, "block")) return Outcome::kPython;
-    checked.rows = reinterpret_cast<const double*>(view.data());
-    checked.doubles = view.size() / sizeof(double);
-  }
+  tvmdbg::RowsBlock block;
+  if (!BlockOf(function, buffers, *native, &view, &buffer, &block)) return Outcome::kPython;
+  const Checked checked{call.args, call.nargs, call.result, reinterpret_cast<const double*>(block.data),
+                        block.size / sizeof(double)};
   *chosen = nullptr;
   for (int k = 0; k < plans.count && *chosen == nullptr; ++k) {
     const int passes = Passes(plans.plan[k].guard, checked);
@@ -1031,38 +1109,17 @@ Outcome Record(Function* function, const Plans& plans, const CallArgs& call, con
   if (PyErr_Occurred()) return Outcome::kPython;
   const int hunting = plan.scan == Py_None ? 0 : Hunting(tracer->session);  // no scan: no health to hunt in
   if (hunting < 0) return Outcome::kPython;
-  PyObject* arguments[5] = {block, plan.tails, plan.summaries, hunting ? plan.scan : Py_None, Py_True};
-  *rows = PyObject_Vectorcall(tracer->call_rows, arguments, 5, nullptr);
-  if (*rows == nullptr) return Outcome::kPython;
-  if (!PyTuple_Check(*rows) || PyTuple_GET_SIZE(*rows) != 6) {
-    Py_CLEAR(*rows);  // not call_rows' result: Python makes its own pass
-    PyErr_SetString(PyExc_TypeError, "call_rows returned an unexpected value");
+  ScratchLease scratch;
+  tvmdbg::RowsOut out{};
+  if (tracer->rows->call(*plan.rows_plan, block, hunting == 1, true, scratch.get(), &out) != 0) return Outcome::kPython;
+  const bool complete = plan.summaries != Py_None ? out.has_execution : PyBytes_Check(plan.execution);
+  if (!complete || out.bad >= 0 || !Release(tracer, buffer, *native, out.cleared)) {
+    *rows = RowsTuple(tracer, out);  // Python finishes the call (the replay, a row not written)
     return Outcome::kPython;
   }
-  PyObject* which = PyTuple_GET_ITEM(*rows, 0);
-  PyObject* tails = PyTuple_GET_ITEM(*rows, 1);
-  PyObject* nonfinite = PyTuple_GET_ITEM(*rows, 5);  // for the writer's accounting of calls
-  PyObject* execution = plan.summaries == Py_None ? plan.execution : PyTuple_GET_ITEM(*rows, 2);
-  const long long bad = PyLong_AsLongLong(PyTuple_GET_ITEM(*rows, 3));
-  if (bad == -1 && PyErr_Occurred()) return Outcome::kPython;
-  if (!PyBytes_Check(execution) || !PyBytes_Check(which) || bad >= 0) return Outcome::kPython;
-  if (!Release(tracer, buffer, *native, PyTuple_GET_ITEM(*rows, 4))) return Outcome::kPython;
   *native = nullptr;
   // From here the buffer is back in its pool: the call is never handed to Python again.
-  const tvmdbg::ExecutionFields fields{
-      call_index, (Clock(CLOCK_MONOTONIC) - start) * 1e6,
-      {PyBytes_AS_STRING(location.bytes), static_cast<size_t>(PyBytes_GET_SIZE(location.bytes))},
-      static_cast<uint64_t>(PyBytes_GET_SIZE(which) / 4)};
-  char middle[12] = {0x18};  // each trace's execution_index
-  const tvmdbg::Bytes middle_bytes = {middle, static_cast<size_t>(tvmdbg::PutVarint64(middle + 1, call_index) - middle)};
-  const Records records{execution, fields, which, middle_bytes, tails, nonfinite};
-  PyObject* writer = SoleWriter(tracer->session);
-  const bool done = writer != nullptr && (writer != Py_None ? QueueRecords(tracer, writer, plan, records)
-                                                             : EmitRecords(tracer, plan, records));
-  Py_XDECREF(writer);
-  if (!done) return Warn(tracer) ? Outcome::kRecorded : Outcome::kInterrupted;
-  ++tracer->recorded;
-  return Outcome::kRecorded;
+  return Write(tracer, plan, out, location, call_index, start);
 }
 
 // -- Function ------------------------------------------------------------------------------------
@@ -1294,13 +1351,19 @@ PyObject* TracerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
                                    &session, &call_rows, &queue_call)) {
     return nullptr;
   }
+  if (!PyCapsule_IsValid(call_rows, tvmdbg::kCallRowsCapsule)) {
+    PyErr_SetString(PyExc_TypeError, "Tracer: call_rows must be native_rows.CALL_ROWS");
+    return nullptr;
+  }
   if (!PyCapsule_IsValid(queue_call, tvmdbg::kQueueCallCapsule)) {
     PyErr_SetString(PyExc_TypeError, "Tracer: queue_call must be native_records.QUEUE_CALL");
     return nullptr;
   }
+  auto rows = static_cast<const tvmdbg::CallRowsEntry*>(PyCapsule_GetPointer(call_rows, tvmdbg::kCallRowsCapsule));
   auto queue = reinterpret_cast<tvmdbg::QueueCallFunction>(PyCapsule_GetPointer(queue_call, tvmdbg::kQueueCallCapsule));
   Tracer* self = reinterpret_cast<Tracer*>(type->tp_alloc(type, 0));
   if (self == nullptr) return nullptr;
+  self->rows = rows;
   self->queue = queue;
   for (PyObject* object : {hooks, local, ids, session, call_rows, queue_call}) Py_INCREF(object);
   self->hooks = hooks;
@@ -1402,7 +1465,7 @@ PyObject* TracerLearn(PyObject* object, PyObject* const* args, Py_ssize_t nargs)
   if (!PlanKey(args, &key)) return nullptr;
   Plans& plans = (*reinterpret_cast<Tracer*>(object)->plans)[key];
   if (plans.count >= kMaxVariants) Py_RETURN_FALSE;
-  if (!PlanFrom(args[2], &plans.plan[plans.count])) return nullptr;
+  if (!PlanFrom(args[2], reinterpret_cast<Tracer*>(object)->rows, &plans.plan[plans.count])) return nullptr;
   ++plans.count;
   Py_RETURN_TRUE;
 }
@@ -1512,7 +1575,9 @@ PyMODINIT_FUNC PyInit_native_call() {
   if (!Intern()) return nullptr;
   kTracerType.tp_basicsize = sizeof(Tracer);
   kTracerType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC;
-  kTracerType.tp_doc = "Tracer(hooks, local, ids, session, call_rows, queue_call): a CompiledTracer's native call path (queue_call: native_records.QUEUE_CALL)";
+  kTracerType.tp_doc =
+      "Tracer(hooks, local, ids, session, call_rows, queue_call): a CompiledTracer's native call path (call_rows: "
+      "native_rows.CALL_ROWS, queue_call: native_records.QUEUE_CALL)";
   kTracerType.tp_new = TracerNew;
   kTracerType.tp_dealloc = TracerDealloc;
   kTracerType.tp_traverse = TracerTraverse;

@@ -11,6 +11,12 @@
 
 namespace tvmdbg {
 
+// Memory handed between the extensions (queued_call.h, call_rows.h): not owned.
+struct Bytes {
+  const char* data;
+  size_t size;
+};
+
 // A bytes-like argument's memory (bytes, a numpy array...), released when it goes out of scope.
 class Buffer {
  public:

@@ -12,11 +12,6 @@
 
 namespace tvmdbg {
 
-struct Bytes {
-  const char* data;
-  size_t size;
-};
-
 inline size_t VarintLength(uint64_t value) {
   size_t n = 1;
   for (; value >= 0x80; value >>= 7) ++n;

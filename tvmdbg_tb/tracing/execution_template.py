@@ -62,7 +62,8 @@ class ExecutionTemplate:
         """parts: fast_tracer's (field tag, buffer row or tuple of rows, dtype or items,
         serialized dtype and shape) of each input and output, in Execution order; a row of
         None: a constant summary, its serialized bytes last (an object's, weights summarised
-        once per value: call_plans.py)."""
+        once per value: call_plans.py); a tuple's may end with the bytes closing its summary
+        (with_reused)."""
         if mode not in MODES:
             raise ValueError(f"no Execution template in mode {mode}")
         self.curt, self.full = mode == pb.CURT_HEALTH, mode == pb.FULL_HEALTH
@@ -78,7 +79,7 @@ class ExecutionTemplate:
             blocks.append((positions, code, totals, output))
             return [values_field, len(blocks) - 1]
 
-        for tag, row, dtype, spec in parts:
+        for tag, row, dtype, spec, *closing in parts:
             output = tag == _OUTPUTS_TAG
             if row is None:
                 pieces += [tag + varint(len(spec)), spec]
@@ -95,6 +96,7 @@ class ExecutionTemplate:
                     blocks.append(([first + k], dtype_code(item_dtype), False, False))
                     item = [values_field, len(blocks) - 1, item_spec]
                     body += [b"\xc2\x02" + varint(_length(item, width)), *item]  # TensorSummary.items
+                body += closing
             else:
                 rows.append(row)
                 body = [*value_block([len(rows) - 1], dtype_code(dtype), False, output), spec]
@@ -155,6 +157,31 @@ class ExecutionTemplate:
         out = self.buffer.copy()
         out[self.positions] = values.view(np.uint8).ravel()
         return out.tobytes()
+
+
+def reused_field(index: int) -> bytes:
+    """TensorSummary.summarized_in_execution (field 70): where a repeated summary's counts
+    were computed (param_cache.py)."""
+    return b"\xb0\x04" + varint(index)
+
+
+def with_reused(parts: list[tuple], reused: dict[int, int]) -> list[tuple]:
+    """parts (ExecutionTemplate's) of a call whose buffer rows in reused repeat the counts of
+    an earlier call (row -> its execution index): their summaries say so, as
+    fast_tracer._summary_body and _tuple_body write it (a tuple: when all its tensors do,
+    the earliest index, after its items)."""
+    out = []
+    for tag, row, dtype, spec in parts:
+        if isinstance(row, tuple):
+            items = [(d, s + reused_field(reused[r]) if r in reused else s) for (d, s), r in zip(dtype, row)]
+            indices = [reused.get(r) for r in row]
+            closing = reused_field(min(indices)) if all(i is not None for i in indices) else b""
+            out.append((tag, row, items, spec, closing))
+        elif row is not None and row in reused:
+            out.append((tag, row, dtype, spec + reused_field(reused[row])))
+        else:
+            out.append((tag, row, dtype, spec))
+    return out
 
 
 def _length(pieces: list[Any], width: int) -> int:

@@ -236,6 +236,9 @@ class CompiledTracer(Tracer):
         self._cache = session.param_cache  # param_summaries="once_per_value"
         self._plans: dict[int, _PartsPlan | None] = {}  # fid -> how _parts builds its traces
         self._one_pass_args: dict[tuple[int, int, int], tuple | None] = {}  # (fid, inputs, leaves) -> _call_rows_args
+        # (fid, inputs, leaves) -> the rows reused last (param_cache), the call they were first
+        # seen in, and their template and plan (_reused_plan).
+        self._reused_plans: dict[tuple[int, int, int], tuple] = {}
         self._leaf_counts: dict[str, tuple[int, int]] = {}  # function -> (top-level size, leaves)
         self._vm = weakref.ref(vm)
         self._native: Any = None  # native_call.Tracer once built (False: not for this tracer)
@@ -267,7 +270,7 @@ class CompiledTracer(Tracer):
             install_native_stats()
             call, rows, framing = (library.loaded() for library in libraries)
             ids = self.session.execution_ids
-            self._native = call.Tracer(self, _LOCAL, ids, self.session, rows.call_rows, framing.QUEUE_CALL)
+            self._native = call.Tracer(self, _LOCAL, ids, self.session, rows.CALL_ROWS, framing.QUEUE_CALL)
         elif any(library.failure() is not None for library in libraries):
             self._native = False
         return self._native
@@ -730,15 +733,20 @@ class CompiledTracer(Tracer):
         trace or an output counted a NaN or an Inf (None: no counts)) of a call
         with one buffer from one native call (native_rows.call_rows: the trace tails, the
         health summaries and the replay's scan at once); None when the call needs the
-        separate passes (no native library, nested calls, reused counts, dynamic shapes,
-        FULL_STATS). The buffer is cleared only when nothing reads it after: its Execution
+        separate passes (no native library, nested calls, reused counts _reused_plan has no
+        template for, dynamic shapes, FULL_STATS). The buffer is cleared only when nothing reads it after: its Execution
         is complete and no parameter cache remembers its rows. rows: call_rows' result,
         when native_call ran it (with these arguments)."""
         native = native_rows.LIBRARY.loaded()
-        if native is None or len(call.buffers) != 1 or call.skips:
+        if native is None or len(call.buffers) != 1:
             return None
         fid, _, array = call.buffers[0]
-        if rows is not None and call.plan is not None:  # the plan native_call ran call_rows with
+        if call.skips:  # its Execution says which summaries it repeats
+            reused = self._reused_plan(call, fid, num_inputs, num_leaves)
+            plan = reused[1] if reused is not None else None
+            if plan is None:
+                return None
+        elif rows is not None and call.plan is not None:  # the plan native_call ran call_rows with
             plan = call.plan
         else:
             plan = self._one_pass_args_of(call.function, fid, num_inputs, num_leaves)
@@ -835,13 +843,53 @@ class CompiledTracer(Tracer):
         if template is None:
             return None
         header, row_ids, parts, vectorised = template
-        if vectorised is not None and not call.skips:  # (reused counts add fields: the loop below)
+        if call.skips:  # reused counts add fields: their own template, or the loop below
+            reused = self._reused_plan(call, fid, num_inputs, num_leaves)
+            vectorised = reused[0] if reused is not None else None
+        if vectorised is not None:
             if native_rows.LIBRARY.loaded() is not None:
                 return vectorised.fill(array)  # in C++: cheap for any size, even after long kernels
             if len(row_ids) >= _VECTOR_SUMMARIES and _perf() - call.start < _VECTOR_CALL_SECONDS:
                 return vectorised.fill_numpy(array)
         reused = {row: entry.index for row, entry in call.skips} if call.skips else {}
         return self._loop_execution(template, array, reused)
+
+    def _reused_plan(self, call: _FastCall, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
+        """(ExecutionTemplate, _one_pass's NativePlan or None) of a call whose parameter rows
+        repeat earlier counts (call.skips, filled in by _fill_skips): its summaries name the
+        call that computed them, so a template serves one set of (row, execution index). It is
+        made when the set the previous call reused comes again in a later call (an unchanged
+        weight's); a training step's updated weights come back with a new index every step,
+        and those calls keep the loop (None)."""
+        key = (fid, num_inputs, num_leaves)
+        reused = tuple((row, entry.index) for row, entry in call.skips)
+        known = self._reused_plans.get(key)
+        if known is None or known[0] != reused:
+            self._reused_plans[key] = (reused, call.index, None)
+            return None
+        built = known[2]
+        if built is None and known[1] != call.index:
+            built = self._reused_template(call.function, fid, num_inputs, num_leaves, dict(reused))
+            self._reused_plans[key] = (reused, known[1], built)
+        return built or None
+
+    def _reused_template(
+        self, runtime: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int, reused: dict[int, int]
+    ) -> tuple | bool:
+        """_reused_plan's template and plan for one set of reused rows; False when the
+        function's Execution has no template (FULL_STATS, values not static)."""
+        template = self._health_template_of(runtime, fid, num_inputs, num_leaves)
+        if template is None or template[3] is None:
+            return False
+        header, _, parts, _ = template
+        vectorised = execution_template.ExecutionTemplate(
+            self.mode, header, execution_template.with_reused(parts, reused)
+        )
+        parts_plan = _memo(self._plans, fid, self._parts_plan, fid)
+        if parts_plan is None:
+            return vectorised, None
+        summaries = (*vectorised.native, compiled.ROW_WIDTH)
+        return vectorised, native_plan(parts_plan, compiled.FUNCTIONS[fid], self._rate, summaries, None)
 
     def _health_template_of(self, runtime: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
         key = (fid, num_inputs, num_leaves)
@@ -877,7 +925,7 @@ class CompiledTracer(Tracer):
             item = _summary_body(mode, row, item_dtype, item_spec, index)
             parts.append(b"\xc2\x02" + _varint(len(item)) + item)  # TensorSummary.items (40)
         if indices and all(i is not None for i in indices):
-            parts.append(b"\xb0\x04" + _varint(min(indices)))
+            parts.append(execution_template.reused_field(min(indices)))
         return b"".join(parts)
 
     def _health_template(self, runtime: RuntimeFunction, fid: int, num_inputs: int, num_leaves: int) -> tuple | None:
@@ -1064,7 +1112,7 @@ def _summary_body(mode: int, row: list[float], dtype: str, spec_bytes: bytes, re
     counts were computed when they were reused (summarized_in_execution, field 70)."""
     body = b"\x0a" + _debug_values(mode, row, dtype)[1:] + spec_bytes
     if reused is not None:
-        body += b"\xb0\x04" + _varint(reused)
+        body += execution_template.reused_field(reused)
     return body
 
 
