@@ -15,7 +15,7 @@ loop nest that finished it; only on a call where its flag is up is it recounted.
 whose every NaN or infinity reaches the kernel's flagged output at the same position
 (epilogue.py's; counting.carries) has no flag of its own: the output's stands for it. The counts
 go to the call's stats buffer (kernel_source's layout): the total to the kernel's own row
-(INNER_COLUMN, the cells' sum at the kernel's end: 0 on every call where no op made one), each op's (nan, neg_inf, pos_inf) to
+(INNER_COLUMN, the cells' sum, which the recount kernel adds to: 0 on every call where no op made one), each op's (nan, neg_inf, pos_inf) to
 rows of their own, and, when any op made one, row 0's INNER_FLAG_COLUMN takes the call's start
 stamp, so a call in which none did costs the reading side one comparison. The kernel only reads
 its buffers: its outputs are bit-identical to the uninstrumented build's.
@@ -33,7 +33,6 @@ from tvm.ir.expr import TensorLoad  # what tirx.BufferLoad makes
 from tvmdbg_tb.capture import counting
 from tvmdbg_tb.capture.kernel_source import (
     INNER_COLUMN,
-    INNER_FLAG_COLUMN,
     INNER_OPS_PER_ROW,
     recount_name,
 )
@@ -166,16 +165,17 @@ def add(
         body.append(counting.map_blocks(stmt, lambda block: _counting_block(block, flags, in_block)))
         body += [_count_buffer(flags[j], counted[j][0]) for j in after.get(t, ())]
         body += [cells.recount(counted[j][0], counted[j][1], flags[j]) for j in complete.get(t, ())]
-    body += cells.raise_flag()
     calls = tuple(dict.fromkeys(recount_name(str(buffer.dtype)) for buffer, *_ in counted))
     local = [flag for flag in own if flag is not None]
     return counting.with_root(prim, realize, body, local, params, bind), InnerCheck(ops, calls)
 
 
 # The recount call's arguments on the stack (TVM's TVMStructFieldKind of a TVMFFIAny, and
-# tvm_ffi's type indices: None 0, int 1, opaque pointer 4): its data, size, cells and result.
+# tvm_ffi's type indices: None 0, int 1, opaque pointer 4): its data, size, cells, total and
+# start, then its result.
 _TYPE_INDEX, _ZERO_PADDING, _VALUE = 13, 14, 15
-_ARG_KINDS = (4, 1, 4, 0)
+_ARG_KINDS = (4, 1, 4, 4, 4, 0)
+_RESULT = len(_ARG_KINDS) - 1
 
 
 def _set(args, slot: int, field: int, value) -> tirx.Stmt:
@@ -254,14 +254,18 @@ class _Cells:
         return [r, tirx.const(3 * (slot % INNER_OPS_PER_ROW) + c, "int64")]
 
     def prepare(self) -> list:
-        """The recount calls' argument stack, its type indices set once (kernel_source:
-        pointer, int64, pointer; the result None): each call then sets the three values only."""
+        """The recount calls' argument stack (kernel_source.recount_source's data, size,
+        cells, total, start; the result), its type indices, the kernel's total cell (its
+        row's INNER_COLUMN) and row 0 set once: each call then sets three values only."""
         self.args = tirx.Var("tvmdbg_args", "handle")
-        out = [tirx.Bind(self.args, tirx.tvm_stack_alloca("tvm_ffi_any", 4))]
+        out = [tirx.Bind(self.args, tirx.tvm_stack_alloca("tvm_ffi_any", len(_ARG_KINDS)))]
         for slot, kind in enumerate(_ARG_KINDS):
             out.append(_set(self.args, slot, _TYPE_INDEX, kind))
             out.append(_set(self.args, slot, _ZERO_PADDING, 0))
-        out.append(_set(self.args, 3, _VALUE, tirx.const(0, "int64")))
+        zero = tirx.const(0, "int64")
+        out.append(_set(self.args, 3, _VALUE, tirx.address_of(tirx.BufferLoad(self.stats, self.total))))
+        out.append(_set(self.args, 4, _VALUE, tirx.address_of(tirx.BufferLoad(self.stats, [zero, zero]))))
+        out.append(_set(self.args, _RESULT, _VALUE, zero))
         return out
 
     def recount(self, buffer, op: int, flag) -> tirx.Stmt:
@@ -271,35 +275,21 @@ class _Cells:
         (a call at the kernel's end kept every counted buffer alive to the end, and LLVM
         compiled the copies that reuse made unnecessary: up to 25 ms for one kernel). It
         passes the buffer's data pointer and size and the address of the op's first cell
-        (kernel_source.recount_source: fewer arguments, less code at each call site), already
-        lowered: the three values into the stack prepare() typed, the result back to None, the
-        call. T.call_packed's lowering sets each argument's type index and padding again at
+        (kernel_source.recount_source: fewer arguments, less code at each call site; the
+        recount raises the kernel's total and row 0's flag), already lowered: the three values
+        into the stack prepare() typed, the result back to None, the call. T.call_packed's lowering sets each argument's type index and padding again at
         each call and tests each pointer for null to type it (a branch per pointer): ~0.9M
         fewer instructions of LLVM a call site (a ResNet batch_norm kernel of 6 calls: 583M ->
         577M)."""
         name = "tvmdbg." + recount_name(str(buffer.dtype))
         cells = tirx.address_of(tirx.BufferLoad(self.stats, self.cell(self.slot_of[op], 0)))
-        call = tirx.Evaluate(tirx.call_packed_lowered(name, self.args, 0, 3))
+        call = tirx.Evaluate(tirx.call_packed_lowered(name, self.args, 0, _RESULT))
         stores = [
             _set(self.args, 0, _VALUE, buffer.data),
             _set(self.args, 1, _VALUE, counting.size(buffer)),
             _set(self.args, 2, _VALUE, cells),
-            _set(self.args, 3, _TYPE_INDEX, 0),
+            _set(self.args, _RESULT, _TYPE_INDEX, 0),
             call,
         ]
         body = tirx.SeqStmt(stores)
         return body if flag is None else tirx.IfThenElse(counting.raised(flag), body, None)
-
-    def raise_flag(self) -> list:
-        """The total (the sum of the cells) into the kernel's own row, and row 0's flag column
-        the call's start stamp when any op made a non-finite value."""
-        cells = [tirx.BufferLoad(self.stats, self.cell(slot, c)) for slot in range(len(self.slot_of)) for c in range(3)]
-        total = cells[0]
-        for cell in cells[1:]:
-            total = total + cell
-        start = tirx.const(0, "int64")
-        flag_row = tirx.BufferStore(
-            self.stats, tirx.BufferLoad(self.stats, [start, start]), [start, tirx.const(INNER_FLAG_COLUMN, "int64")]
-        )
-        raised = tirx.BufferLoad(self.stats, self.total) > tirx.const(0.0, "float64")
-        return [tirx.BufferStore(self.stats, total, self.total), tirx.IfThenElse(raised, flag_row, None)]
