@@ -70,6 +70,7 @@ class NativeLibrary:
         self._lock = threading.Lock()
         self._state: dict[str, Any] = {}  # "module" once loaded, "error" once it failed
         self._background = threading.Event()
+        self._versions_found: tuple[str, ...] | None = None  # _bound_versions()
 
     def enabled(self) -> bool:
         """False when the environment switch says "0" (or false, no, off)."""
@@ -80,9 +81,17 @@ class NativeLibrary:
         key = hashlib.sha256()
         for part in (self.source, *self._headers()):
             key.update(part.read_bytes())
-        for part in (*COMPILE_OPTIONS, *self._versions()):
+        for part in (*COMPILE_OPTIONS, *self._bound_versions()):
             key.update(part.encode() + b"\0")
         return f"{self.source.stem}-{key.hexdigest()[:16]}.so"
+
+    def _bound_versions(self) -> tuple[str, ...]:
+        """_versions(), looked up once per process: what the loaded modules bind to does not
+        change while it runs, and each lookup in the installed distributions' metadata costs
+        ~0.5 ms of an enable (start_loading and load each ask for the path)."""
+        if self._versions_found is None:
+            self._versions_found = self._versions()
+        return self._versions_found
 
     def path(self) -> Path:
         """The library built into the package if there is one, else its place in the cache
@@ -218,7 +227,8 @@ class PythonExtension(NativeLibrary):
     (it defines PyInit_<stem>); needs Python's headers, not tvm."""
 
     def _headers(self) -> list[Path]:
-        return sorted(HERE.glob("*.h"))  # python_buffer.h
+        # python_buffer.h; listed without Path.glob, which compiles its pattern on every call
+        return sorted(HERE / name for name in os.listdir(HERE) if name.endswith(".h"))
 
     def _versions(self) -> tuple[str, ...]:
         """The interpreter's ABI (EXT_SUFFIX names implementation, version and platform)."""
