@@ -148,12 +148,8 @@ def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Co
     if realize is None:
         return None
     top = counting.top_statements(realize)
-    writers = [
-        (realize, loops)
-        for stmt in top
-        for realize, loops in counting.realized(stmt)
-        if any(region.source.same_as(out) for region in realize.block.writes)
-    ]
+    written = hash(out)  # its node's address, as counting.walk notes the buffers a block writes
+    writers = [(found.realize, found.loops) for stmt in top for found in counting.walk(stmt) if written in found.writes]
     if not writers:
         return None
     block = writers[0][0].block if len(writers) == 1 and _stores_each_element_once(*writers[0], out) else None
