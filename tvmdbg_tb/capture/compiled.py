@@ -45,8 +45,8 @@ from tvmdbg_tb.capture.kernel_source import (
     MAX_RANK,
     ROW_WIDTH,
     STATS_COLUMN,
-    catalogue,
     kernel_name,
+    source_of,
     summary_source,
     tick_source,
 )
@@ -265,7 +265,7 @@ def register_kernel(name: str) -> str:
     global_name = "tvmdbg." + name
     if global_name in _KERNELS:
         return global_name
-    source = catalogue().get(name)
+    source = source_of(name)
     if source is None:
         raise ValueError(f"tvmdbg has no summary kernel named {name!r}")
     return _register(name, source)

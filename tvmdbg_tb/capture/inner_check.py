@@ -163,8 +163,8 @@ def add(
     params.append(inner_row)
     cells = _Cells(stats, inner_row, ops)
     body = [counting.clear(flag) for flag in own if flag is not None] + cells.clear()
-    for t, stmt in enumerate(top):
-        body.append(counting.map_blocks(stmt, lambda block: _counting_block(block, flags, in_block)))
+    for t, stmt in enumerate(top):  # only blocks flagging what they store change (none in most kernels)
+        body.append(counting.map_blocks(stmt, lambda b: _counting_block(b, flags, in_block)) if in_block else stmt)
         body += [_count_buffer(flags[j], counted[j][0]) for j in after.get(t, ())]
         body += [cells.recount(counted[j][0], counted[j][1], flags[j]) for j in complete.get(t, ())]
     body += cells.raise_flag()
