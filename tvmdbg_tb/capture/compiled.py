@@ -475,14 +475,16 @@ class _FusedModule:
 
     def __init__(self, module):
         self.module = module
-        self.by_name = {gvar.name_hint: gvar for gvar in module.get_global_vars()}
         self._block_names: dict[str, list[str] | None] = {}
 
     def members(self, kernel: str) -> list[list[str] | None] | None:
         """The block names of each binding of the fused function named kernel (None for a
         binding that calls no PrimFunc); None when there is no such Relax function."""
-        gvar = self.by_name.get(kernel)
-        group = self.module[gvar] if gvar is not None else None
+        # Looked up by name (two FFI calls), not by a map of every function's name; an
+        # IRModule has no get().
+        if kernel not in self.module:
+            return None
+        group = self.module[kernel]
         if not isinstance(group, relax.Function):
             return None
         members = []

@@ -144,6 +144,8 @@ def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Co
     if position >= len(prim.params) or not _countable(prim.params[position]):
         return None
     out = prim.params[position]
+    if not counting.in_loop(out):
+        return None  # the separate summary kernel reads it back from cache, at no LLVM cost
     realize = counting.root(prim.body)
     if realize is None:
         return None
@@ -153,8 +155,8 @@ def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Co
     if not writers:
         return None
     block = writers[0][0].block if len(writers) == 1 and _stores_each_element_once(*writers[0], out) else None
-    if block is None or not counting.in_loop(out):
-        return None  # the separate summary kernel reads it back from cache, at no LLVM cost
+    if block is None:
+        return None
     elementwise = _elementwise_blocks(top)
     counting_block = _counting_blocks(elementwise, block, prim.params, position, inputs)
     counted = tuple(counting_block)
