@@ -88,7 +88,7 @@ class NativeLibrary:
     def _bound_versions(self) -> tuple[str, ...]:
         """_versions(), looked up once per process: what the loaded modules bind to does not
         change while it runs, and each lookup in the installed distributions' metadata costs
-        ~0.5 ms of an enable (start_loading and load each ask for the path)."""
+        ~0.5 ms of an enable."""
         if self._versions_found is None:
             self._versions_found = self._versions()
         return self._versions_found
@@ -104,10 +104,11 @@ class NativeLibrary:
         """The module if load() already succeeded; never builds or waits."""
         return self._state.get("module")
 
-    def load(self) -> Any | None:
+    def load(self, path: Path | None = None) -> Any | None:
         """The loaded module (built on first use when the package has none), or None when it
         is unavailable or switched off; a failure is logged once and remembered. The switch
-        is read here, not per call: it is a process setting."""
+        is read here, not per call: it is a process setting. path: self.path() when the
+        caller has just worked it out (its key hashes the sources)."""
         state = self._state
         if "module" in state or "error" in state:
             return state.get("module")
@@ -117,7 +118,7 @@ class NativeLibrary:
             if "module" in state or "error" in state:
                 return state.get("module")
             try:
-                path = self.path()
+                path = path if path is not None else self.path()
                 if not path.exists():
                     self._build(path)
                 state["module"] = self._open(path)
@@ -134,8 +135,9 @@ class NativeLibrary:
         if self._background.is_set() or not self.enabled():
             return
         self._background.set()
-        if self.path().exists():
-            self.load()
+        path = self.path()
+        if path.exists():
+            self.load(path)
             return
         threading.Thread(target=self.load, name=f"tvmdbg-build-{self.source.stem}", daemon=True).start()
 
