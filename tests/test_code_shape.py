@@ -36,6 +36,7 @@ CACHES = {
     "capture/compiled.py:FUNCTIONS": "an index of the live executables' instrumented functions by fid",
     "capture/compiled.py:_KERNELS": "summary kernels compiled in this process, by name",
     "capture/compiled.py:_CALLEES": "callee names of IR call nodes, by node handle",
+    "capture/counting.py:_WALKS": "the blocks of each kernel statement, by node handle, while one build's kernels are rewritten",
     "capture/compiled.py:_SITE_KERNELS": "the summary kernel of each output spec",
     "capture/compiled.py:_ROWS": "row-index constants by value, made once",
     "capture/compiled.py:_EXTERNS": "ExternFunc nodes by name, made once",

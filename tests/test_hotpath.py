@@ -318,6 +318,39 @@ def test_call_rows_refuses_what_does_not_describe_the_rows():
     assert frozen[:, 0].all()
 
 
+def test_native_rows_refuse_a_row_width_or_stats_column_out_of_range():
+    """The checks native_rows makes once per plan (the C entry's, and every function's from
+    Python) hold for any int64: a row width whose rows * width * 8 wraps around 2**64 (it
+    read far outside the block, or divided by zero), or a stats column before the row, is a
+    ValueError, never a crash."""
+    from tvmdbg_tb.capture import compiled
+    from tvmdbg_tb.tracing import native_rows
+
+    native = native_rows.LIBRARY.load()
+    assert native is not None, native_rows.LIBRARY.failure()
+    wraps = 2**62 + 2**60 + 1  # 2 rows of it: 16 bytes modulo 2**64; row 1 at 2**63 + 8
+    small = np.zeros(2)  # 16 bytes
+    mismatch = "do not describe the stats rows"
+    with pytest.raises(ValueError, match=mismatch):
+        native.call_rows(small, (2, wraps, b"\x00", 0, b"", 0, 1.0), None, None, False)
+    with pytest.raises(ValueError, match=mismatch):
+        native.trace_tails(small, 2, wraps, b"\x00", 0, b"", 0, 1.0)
+    with pytest.raises(ValueError, match=mismatch):
+        native.first_nonfinite(small, 2, wraps, b"\x01")
+    width = compiled.ROW_WIDTH
+    block = np.ones((3, width))
+    summaries = (bytes(80), bytes(4), np.array([0, 1], np.uint32).tobytes(), bytes(4), bytes(8), b"\x00", 10)
+    with pytest.raises(ValueError, match="does not describe"):  # 8 * 2**61 wraps to 0
+        native.summaries(*summaries, block, 2**61)
+    codes = np.full(2, 2.0).tobytes()
+    for stats in (-(10**7), -1, width - 4, 2**63 - 1):  # FULL_STATS' five columns outside the row
+        tails = (3, width, b"\x01\x01", 15, codes, stats, 1.0)
+        with pytest.raises(ValueError, match=mismatch):
+            native.call_rows(block, tails, None, None, False)
+    tails = (3, width, b"\x01\x01", 15, codes, width - 5, 1.0)  # the last five columns: fine
+    assert len(native.call_rows(block, tails, None, None, False)[0]) == 8
+
+
 def test_call_rows_leaves_the_stamps_of_a_call_python_reads_again():
     """call_rows (native_call's C entry runs the same code) clears the buffer's column 0 only
     for a call it gives complete: not when a summarised row was not written (Python says what

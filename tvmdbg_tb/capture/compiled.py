@@ -45,8 +45,8 @@ from tvmdbg_tb.capture.kernel_source import (
     MAX_RANK,
     ROW_WIDTH,
     STATS_COLUMN,
-    catalogue,
     kernel_name,
+    source_of,
     summary_source,
     tick_source,
 )
@@ -265,7 +265,7 @@ def register_kernel(name: str) -> str:
     global_name = "tvmdbg." + name
     if global_name in _KERNELS:
         return global_name
-    source = catalogue().get(name)
+    source = source_of(name)
     if source is None:
         raise ValueError(f"tvmdbg has no summary kernel named {name!r}")
     return _register(name, source)
@@ -397,39 +397,40 @@ def _rewritten_kernels(
             elsewhere.update(used.name_hint for used in relax.analysis.all_global_vars(func))
     kernels = {}
     fused = _FusedModule(info.fused_module) if inner_ops else None
-    for gvar, func in mod.functions_items():
-        name = gvar.name_hint
-        if not isinstance(func, tvm.tirx.PrimFunc) or name in elsewhere or name not in plan.outputs:
-            continue
-        rewritten = _Rewritten(func)
-        try:  # an unexpected kernel shape: the separate summary calls serve it
-            if stamps and plan.outputs[name]:
-                found = epilogue.stamp(func, plan.outputs[name])
-            elif epilogues and plan.positions[name] is not None:
-                found = epilogue.fuse(func, plan.positions[name], plan.parameters.get(name, ()))
-            else:
-                found = None
-            if found is not None:
-                rewritten = _Rewritten(
-                    found.prim, True, found.stats, found.inputs, calls=found.calls, flagged=found.flagged
-                )
-        except Exception:
-            pass
-        site = plan.fused_sites.get(name)
-        if inner_ops and site is not None:
-            try:  # a kernel the check does not fit returns unchanged; an error is a bug, said
-                rewritten = _with_inner_check(rewritten, func, site, fused)
-            except Exception as error:
-                warnings.warn(
-                    f"tvmdbg: no inner-op check in kernel {name} ({error!r}): a NaN or Inf its ops make and "
-                    "hide inside it is not seen",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-        if rewritten.prim is not func:
-            for called in rewritten.calls:
-                register_kernel(called)
-            kernels[gvar] = rewritten
+    with counting.walks_cached():  # epilogue.fuse, inner_check.owners and add walk a kernel's blocks
+        for gvar, func in mod.functions_items():
+            name = gvar.name_hint
+            if not isinstance(func, tvm.tirx.PrimFunc) or name in elsewhere or name not in plan.outputs:
+                continue
+            rewritten = _Rewritten(func)
+            try:  # an unexpected kernel shape: the separate summary calls serve it
+                if stamps and plan.outputs[name]:
+                    found = epilogue.stamp(func, plan.outputs[name])
+                elif epilogues and plan.positions[name] is not None:
+                    found = epilogue.fuse(func, plan.positions[name], plan.parameters.get(name, ()))
+                else:
+                    found = None
+                if found is not None:
+                    rewritten = _Rewritten(
+                        found.prim, True, found.stats, found.inputs, calls=found.calls, flagged=found.flagged
+                    )
+            except Exception:
+                pass
+            site = plan.fused_sites.get(name)
+            if inner_ops and site is not None:
+                try:  # a kernel the check does not fit returns unchanged; an error is a bug, said
+                    rewritten = _with_inner_check(rewritten, func, site, fused)
+                except Exception as error:
+                    warnings.warn(
+                        f"tvmdbg: no inner-op check in kernel {name} ({error!r}): a NaN or Inf its ops make and "
+                        "hide inside it is not seen",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
+            if rewritten.prim is not func:
+                for called in rewritten.calls:
+                    register_kernel(called)
+                kernels[gvar] = rewritten
     return kernels
 
 
@@ -474,14 +475,16 @@ class _FusedModule:
 
     def __init__(self, module):
         self.module = module
-        self.by_name = {gvar.name_hint: gvar for gvar in module.get_global_vars()}
         self._block_names: dict[str, list[str] | None] = {}
 
     def members(self, kernel: str) -> list[list[str] | None] | None:
         """The block names of each binding of the fused function named kernel (None for a
         binding that calls no PrimFunc); None when there is no such Relax function."""
-        gvar = self.by_name.get(kernel)
-        group = self.module[gvar] if gvar is not None else None
+        # Looked up by name (two FFI calls), not by a map of every function's name; an
+        # IRModule has no get().
+        if kernel not in self.module:
+            return None
+        group = self.module[kernel]
         if not isinstance(group, relax.Function):
             return None
         members = []

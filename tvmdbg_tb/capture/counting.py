@@ -18,9 +18,12 @@ int64 sums per value) kept memory-bound loops from vectorizing (1.8x on a 1M-ele
 
 from __future__ import annotations
 
+import contextlib
 import math
+from typing import NamedTuple
 
 import tvm
+import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.ir.expr import Expr, TensorLoad  # TensorLoad: what tirx.BufferLoad makes
 
@@ -41,7 +44,7 @@ _FLAG = {
 def in_loop(buffer) -> bool:
     """Whether buffer (of static shape) is counted in the loop that stores it."""
     size = 1
-    for dim in buffer.shape:
+    for dim in items(buffer.shape):
         if not isinstance(dim, tirx.IntImm):
             return False
         size *= int(dim.value)
@@ -144,10 +147,11 @@ def packed(name: str, *args) -> tirx.Stmt:
 
 def size(buffer) -> tirx.PrimExpr:
     """How many elements buffer holds (an int64; a constant when its shape is static)."""
-    if all(isinstance(dim, tirx.IntImm) for dim in buffer.shape):
-        return tirx.const(math.prod(int(dim.value) for dim in buffer.shape), "int64")
+    shape = items(buffer.shape)  # one FFI read of the buffer's type
+    if all(isinstance(dim, tirx.IntImm) for dim in shape):
+        return tirx.const(math.prod(int(dim.value) for dim in shape), "int64")
     total = tirx.const(1, "int64")
-    for dim in buffer.shape:
+    for dim in shape:
         total = total * tirx.Cast("int64", dim)
     return total
 
@@ -218,7 +222,7 @@ def root(stmt):
 
 def top_statements(realize) -> list:
     body = realize.block.body
-    return list(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
+    return items(body.seq) if isinstance(body, tirx.SeqStmt) else [body]
 
 
 def with_root(
@@ -234,7 +238,7 @@ def with_root(
         block.name_hint,
         seq(body),
         block.init,
-        [*block.alloc_buffers, *buffers],
+        [*items(block.alloc_buffers), *buffers],
         block.match_buffers,
         block.annotations,
     )
@@ -253,27 +257,102 @@ def _replace_root(stmt, realize):
     return stmt
 
 
-def realized(stmt, loops: tuple = ()):
+def realized(stmt, loops: tuple = ()) -> list:
     """(block realize, enclosing loops) of every block under stmt, in program order (None in
     loops marks a block or a branch between them)."""
+    out: list = []
+    _realized(stmt, loops, out)
+    return out
+
+
+def _realized(stmt, loops: tuple, out: list) -> None:
+    # One list, no generator per level, and a sequence's items read by the two FFI calls its
+    # __getitem__ wraps (Python index checks per item): a kernel is walked node by node.
     if isinstance(stmt, tirx.SeqStmt):
-        for item in stmt.seq:
-            yield from realized(item, loops)
+        seq = stmt.seq
+        for i in range(_array_size(seq)):
+            _realized(_array_item(seq, i), loops, out)
     elif isinstance(stmt, tirx.For):
-        yield from realized(stmt.body, (*loops, stmt))
+        _realized(stmt.body, (*loops, stmt), out)
     elif isinstance(stmt, s_tir.SBlockRealize):
-        yield stmt, loops
-        yield from realized(stmt.block.body, (*loops, None))
+        out.append((stmt, loops))
+        _realized(stmt.block.body, (*loops, None), out)
     elif isinstance(stmt, tirx.IfThenElse):
-        yield from realized(stmt.then_case, (*loops, None))
+        _realized(stmt.then_case, (*loops, None), out)
         if stmt.else_case is not None:
-            yield from realized(stmt.else_case, (*loops, None))
+            _realized(stmt.else_case, (*loops, None), out)
+
+
+_array_size = tvm_ffi._ffi_api.ArraySize
+_array_item = tvm_ffi._ffi_api.ArrayGetItem
+
+
+def items(array) -> list:
+    """The elements of a tvm_ffi Array as a list, read by the two FFI calls its __getitem__
+    wraps (graphs.items: iterating an Array checks each index in Python); any other
+    sequence as a list."""
+    if type(array) is not tvm_ffi.Array:
+        return list(array)
+    return [_array_item(array, i) for i in range(_array_size(array))]
 
 
 def blocks(stmt, loops: tuple = ()):
     """(block, enclosing loops) of every block under stmt, as realized() finds them."""
     for realize, enclosing in realized(stmt, loops):
         yield realize.block, enclosing
+
+
+class Realized(NamedTuple):
+    """One block under a statement, as walk() finds it (realized()'s order)."""
+
+    realize: object
+    loops: tuple
+    block: object
+    name: str
+    writes: tuple[int, ...]  # hash() (the node's address) of each buffer the block writes
+
+
+def walk(stmt) -> list[Realized]:
+    """The blocks under stmt (realized()), each with its name and the buffers it writes: what
+    epilogue.py and inner_check.py read of a kernel's blocks. Inside walks_cached() a
+    statement is walked once (each FFI read of a block's fields costs a round trip: a kernel
+    without an epilogue was walked three times, by epilogue.fuse, inner_check.owners and
+    inner_check.add)."""
+    cache = _WALKS.get("cache")
+    if cache is None:
+        return _walk(stmt)
+    key = stmt.__chandle__()
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = (stmt, _walk(stmt))  # the node kept alive: its address stays its own
+    return found[1]
+
+
+def _walk(stmt) -> list[Realized]:
+    out = []
+    for realize, loops in realized(stmt):
+        block = realize.block
+        writes = tuple(hash(region.source) for region in items(block.writes))
+        out.append(Realized(realize, loops, block, str(block.name_hint), writes))
+    return out
+
+
+_WALKS: dict[str, dict] = {}  # "cache": statement address -> (statement, walk), inside walks_cached()
+
+
+@contextlib.contextmanager
+def walks_cached():
+    """walk() remembering each statement's blocks while the block runs (one build's kernels:
+    the nodes are immutable, and kept alive by the cache until it ends)."""
+    outer = _WALKS.get("cache")
+    if outer is not None:  # nested (or another thread's build): the outer one's cache serves
+        yield
+        return
+    _WALKS["cache"] = {}
+    try:
+        yield
+    finally:
+        _WALKS.pop("cache", None)
 
 
 def map_blocks(stmt, change):

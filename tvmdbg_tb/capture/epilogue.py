@@ -144,21 +144,19 @@ def fuse(prim: tirx.PrimFunc, position: int, inputs: tuple[int, ...] = ()) -> Co
     if position >= len(prim.params) or not _countable(prim.params[position]):
         return None
     out = prim.params[position]
+    if not counting.in_loop(out):
+        return None  # the separate summary kernel reads it back from cache, at no LLVM cost
     realize = counting.root(prim.body)
     if realize is None:
         return None
     top = counting.top_statements(realize)
-    writers = [
-        (realize, loops)
-        for stmt in top
-        for realize, loops in counting.realized(stmt)
-        if any(region.source.same_as(out) for region in realize.block.writes)
-    ]
+    written = hash(out)  # its node's address, as counting.walk notes the buffers a block writes
+    writers = [(found.realize, found.loops) for stmt in top for found in counting.walk(stmt) if written in found.writes]
     if not writers:
         return None
     block = writers[0][0].block if len(writers) == 1 and _stores_each_element_once(*writers[0], out) else None
-    if block is None or not counting.in_loop(out):
-        return None  # the separate summary kernel reads it back from cache, at no LLVM cost
+    if block is None:
+        return None
     elementwise = _elementwise_blocks(top)
     counting_block = _counting_blocks(elementwise, block, prim.params, position, inputs)
     counted = tuple(counting_block)

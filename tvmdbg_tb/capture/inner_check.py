@@ -67,7 +67,7 @@ class InnerCheck:
 
 def block_names(prim: tirx.PrimFunc) -> list[str]:
     """The names of a PrimFunc's blocks (not its root), in the order they run."""
-    return [block.name_hint for block, _ in counting.blocks(counting.root(prim.body).block.body)]
+    return [found.name for stmt in counting.top_statements(counting.root(prim.body)) for found in counting.walk(stmt)]
 
 
 def owners(prim: tirx.PrimFunc, member_blocks: list[list[str] | None]) -> dict[str, int] | None:
@@ -108,17 +108,18 @@ def add(
     blocks: dict[str, tuple] = {}  # block name -> (block, enclosing loops)
     written_by: dict[int, list[str]] = {}  # hash(buffer) (its address) -> the blocks writing it
     for t, stmt in enumerate(top):
-        for block, loops in counting.blocks(stmt):
-            where[block.name_hint] = t
-            blocks[block.name_hint] = (block, loops)
-            for region in block.writes:
-                written_by.setdefault(hash(region.source), []).append(block.name_hint)
+        for found in counting.walk(stmt):
+            name = found.name
+            where[name] = t
+            blocks[name] = (found.block, found.loops)
+            for written in found.writes:
+                written_by.setdefault(written, []).append(name)
     # (buffer, op, the writing block's name when flagged in it, the statement after which it is
     # flagged by a loop, or neither: recounted once complete; the flag of a flagged buffer that
     # carries its NaN and infinities, which then stands for its own)
     counted = []
     complete: dict[int, list[int]] = {}  # top statement -> the counted buffers it completes
-    for buffer in realize.block.alloc_buffers:
+    for buffer in counting.items(realize.block.alloc_buffers):
         if str(buffer.dtype) not in counting.FLOATS or str(buffer.scope()) not in ("", "global"):
             continue
         writers = list(dict.fromkeys(written_by.get(hash(buffer), ())))
@@ -161,8 +162,8 @@ def add(
     params.append(inner_row)
     cells = _Cells(stats, inner_row, ops)
     body = [counting.clear(flag) for flag in own if flag is not None] + cells.prepare()
-    for t, stmt in enumerate(top):
-        body.append(counting.map_blocks(stmt, lambda block: _counting_block(block, flags, in_block)))
+    for t, stmt in enumerate(top):  # only blocks flagging what they store change (none in most kernels)
+        body.append(counting.map_blocks(stmt, lambda b: _counting_block(b, flags, in_block)) if in_block else stmt)
         body += [_count_buffer(flags[j], counted[j][0]) for j in after.get(t, ())]
         body += [cells.recount(counted[j][0], counted[j][1], flags[j]) for j in complete.get(t, ())]
     calls = tuple(dict.fromkeys(recount_name(str(buffer.dtype)) for buffer, *_ in counted))
@@ -248,10 +249,20 @@ class _Cells:
         self.stats, self.row, self.inner_row = params.buffer, params.row, inner_row
         self.slot_of = {op: slot for slot, op in enumerate(ops)}
         self.total = [self.row, tirx.const(INNER_COLUMN, "int64")]
+        # Each row's index expression and each column's constant, made once and shared by the
+        # cells' stores and loads (immutable nodes: the same IR, fewer FFI constructions).
+        self._rows: dict[int, object] = {}
+        self._columns: dict[int, object] = {}
 
     def cell(self, slot: int, c: int) -> list:
-        r = self.inner_row + tirx.const(slot // INNER_OPS_PER_ROW, "int64")
-        return [r, tirx.const(3 * (slot % INNER_OPS_PER_ROW) + c, "int64")]
+        r, column = slot // INNER_OPS_PER_ROW, 3 * (slot % INNER_OPS_PER_ROW) + c
+        row = self._rows.get(r)
+        if row is None:
+            row = self._rows[r] = self.inner_row + tirx.const(r, "int64")
+        index = self._columns.get(column)
+        if index is None:
+            index = self._columns[column] = tirx.const(column, "int64")
+        return [row, index]
 
     def prepare(self) -> list:
         """The recount calls' argument stack (kernel_source.recount_source's data, size,

@@ -102,14 +102,26 @@ def _packaged_library() -> Any | None:
     """The wheel's library for this TVM build, loaded once (None: not in this installation)."""
     if not _PACKAGED:
         module = None
-        path = packaged_library_path()
-        if path.exists():
+        path = packaged_library_path() if _any_packaged() else None
+        if path is not None and path.exists():
             try:
                 module = tvm.runtime.load_module(str(path))
             except Exception as error:  # a damaged file: the per-kernel path serves
                 logger.warning("tvmdbg: cannot load the packaged summary kernels %s: %s", path.name, error)
         _PACKAGED.append(module)
     return _PACKAGED[0]
+
+
+def _any_packaged() -> bool:
+    """Whether the package holds a library of summary kernels at all: a listing, before the
+    key of this build's is worked out from every kernel's source (kernel_source.catalogue:
+    ~0.5 ms of a source checkout's first build, which has none)."""
+    try:
+        return any(
+            name.startswith(f"{LIBRARY_STEM}-") and name.endswith(".so") for name in os.listdir(native.PACKAGE_DIR)
+        )
+    except OSError:
+        return False
 
 
 def _why_not_packaged() -> str:

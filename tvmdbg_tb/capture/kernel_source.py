@@ -66,6 +66,21 @@ def catalogue() -> dict[str, str]:
     return out
 
 
+def source_of(name: str) -> str | None:
+    """catalogue().get(name), without making every other kernel's source (a build registers
+    the few its kernels call; the wheel's library, when there is one, needs the catalogue)."""
+    if name == TICK:
+        return tick_source(TICK)
+    for dtype in FLOAT_DTYPES:
+        if name == recount_name(dtype):
+            return recount_source(name, dtype)
+    for dtype in sorted(HEALTH_DTYPES):
+        for health, stats in ((True, False), (False, False), (True, True)):
+            if name == kernel_name(dtype, health, stats):
+                return summary_source(name, dtype, health, stats)
+    return None
+
+
 FLOAT_DTYPES = ("float16", "float32", "float64")
 
 

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from importlib import metadata as _metadata
 from typing import NamedTuple
 
+import tvmdbg_tb
 from tvmdbg_tb import storage
 from tvmdbg_tb.events import health, layout, native_records, records
 from tvmdbg_tb.events.options import DumpOptions
@@ -76,6 +77,10 @@ def _envelope_prefix(wall_time: float, step: int, run_key: bytes = b"") -> bytes
 
 
 def package_version(name: str) -> str:
+    """The installed distribution's version ("unknown" when not installed); tvmdbg's own is
+    the one its package read at import (the same lookup: each costs ~0.5 ms of an enable)."""
+    if name == "tvmdbg":
+        return tvmdbg_tb.__version__
     try:
         return _metadata.version(name)
     except _metadata.PackageNotFoundError:

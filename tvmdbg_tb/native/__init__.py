@@ -70,6 +70,7 @@ class NativeLibrary:
         self._lock = threading.Lock()
         self._state: dict[str, Any] = {}  # "module" once loaded, "error" once it failed
         self._background = threading.Event()
+        self._versions_found: tuple[str, ...] | None = None  # _bound_versions()
 
     def enabled(self) -> bool:
         """False when the environment switch says "0" (or false, no, off)."""
@@ -80,9 +81,17 @@ class NativeLibrary:
         key = hashlib.sha256()
         for part in (self.source, *self._headers()):
             key.update(part.read_bytes())
-        for part in (*COMPILE_OPTIONS, *self._versions()):
+        for part in (*COMPILE_OPTIONS, *self._bound_versions()):
             key.update(part.encode() + b"\0")
         return f"{self.source.stem}-{key.hexdigest()[:16]}.so"
+
+    def _bound_versions(self) -> tuple[str, ...]:
+        """_versions(), looked up once per process: what the loaded modules bind to does not
+        change while it runs, and each lookup in the installed distributions' metadata costs
+        ~0.5 ms of an enable."""
+        if self._versions_found is None:
+            self._versions_found = self._versions()
+        return self._versions_found
 
     def path(self) -> Path:
         """The library built into the package if there is one, else its place in the cache
@@ -95,10 +104,11 @@ class NativeLibrary:
         """The module if load() already succeeded; never builds or waits."""
         return self._state.get("module")
 
-    def load(self) -> Any | None:
+    def load(self, path: Path | None = None) -> Any | None:
         """The loaded module (built on first use when the package has none), or None when it
         is unavailable or switched off; a failure is logged once and remembered. The switch
-        is read here, not per call: it is a process setting."""
+        is read here, not per call: it is a process setting. path: self.path() when the
+        caller has just worked it out (its key hashes the sources)."""
         state = self._state
         if "module" in state or "error" in state:
             return state.get("module")
@@ -108,7 +118,7 @@ class NativeLibrary:
             if "module" in state or "error" in state:
                 return state.get("module")
             try:
-                path = self.path()
+                path = path if path is not None else self.path()
                 if not path.exists():
                     self._build(path)
                 state["module"] = self._open(path)
@@ -125,8 +135,9 @@ class NativeLibrary:
         if self._background.is_set() or not self.enabled():
             return
         self._background.set()
-        if self.path().exists():
-            self.load()
+        path = self.path()
+        if path.exists():
+            self.load(path)
             return
         threading.Thread(target=self.load, name=f"tvmdbg-build-{self.source.stem}", daemon=True).start()
 
@@ -218,7 +229,8 @@ class PythonExtension(NativeLibrary):
     (it defines PyInit_<stem>); needs Python's headers, not tvm."""
 
     def _headers(self) -> list[Path]:
-        return sorted(HERE.glob("*.h"))  # python_buffer.h
+        # python_buffer.h; listed without Path.glob, which compiles its pattern on every call
+        return sorted(HERE / name for name in os.listdir(HERE) if name.endswith(".h"))
 
     def _versions(self) -> tuple[str, ...]:
         """The interpreter's ABI (EXT_SUFFIX names implementation, version and platform)."""

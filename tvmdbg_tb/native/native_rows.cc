@@ -124,9 +124,11 @@ uint32_t U32(const Bytes& span, size_t index) {
   return value;
 }
 
-// Whether the block holds rows rows of width doubles (else a ValueError saying mismatch).
+// Whether the block holds rows rows of width doubles (else a ValueError saying mismatch);
+// rows >= 1 and width >= 8 (checked with the plan). Divided, not multiplied: rows * width * 8
+// of any int64 width could wrap and pass, and then every row's offset is below block_size.
 bool Fits(size_t block_size, long long rows, long long width, const char* mismatch) {
-  if (block_size >= static_cast<size_t>(rows * width) * 8) return true;
+  if (static_cast<size_t>(rows) <= block_size / 8 / static_cast<size_t>(width)) return true;
   PyErr_SetString(PyExc_ValueError, mismatch);
   return false;
 }
@@ -154,7 +156,7 @@ bool TailsFrom(PyObject* const* args, Views* views, TailsPlan* plan) {
   const bool health = count == 1 || count == 4 || count == 10 || count == 15;
   if (rows < 1 || plan->width < 8 || (count != 0 && !health) || plan->traced.size < static_cast<size_t>(rows - 1) ||
       (count >= 10 && plan->codes.size < static_cast<size_t>(rows - 1) * 8) ||
-      (count == 15 && plan->stats + 5 > plan->width)) {
+      (count == 15 && (plan->stats < 0 || plan->stats > plan->width - 5))) {  // its five columns in the row
     PyErr_SetString(PyExc_ValueError, kTailsMismatch);
     return false;
   }
@@ -237,7 +239,7 @@ bool SummariesFrom(PyObject* const* args, Views* views, SummariesPlan* plan) {
 
 // Whether a block of block_size bytes holds every member row.
 bool SummariesFit(const SummariesPlan& plan, size_t block_size) {
-  const size_t rows = block_size / (8 * static_cast<size_t>(plan.width));
+  const size_t rows = block_size / 8 / static_cast<size_t>(plan.width);  // 8 * width may wrap to 0
   if (plan.last_row < 0 || static_cast<size_t>(plan.last_row) < rows) return true;
   PyErr_SetString(PyExc_ValueError, kSummariesMismatch);
   return false;
