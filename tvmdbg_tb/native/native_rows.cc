@@ -321,15 +321,8 @@ bool PlanFrom(PyObject* tails, PyObject* summaries, PyObject* scan, Views* views
 
 // -- one call's passes ---------------------------------------------------------------------------
 
-// Column 0 of every row set to 0 (no kernel ran): the buffer ready for its next call. The
-// inner-op check's cells (inner_check.py: a kernel adds its ops' counts to them and does not
-// zero them first) are 0 after a call whose row 0 is not flagged (every cell added 0); after
-// a flagged one the whole block is zeroed.
+// Column 0 of every row set to 0 (no kernel ran): the buffer ready for its next call.
 void ClearStamps(const RowsBlock& block, long long width) {
-  if (block.size >= 8 * static_cast<size_t>(width) && InnerFlagged(block.data, width)) {
-    std::memset(block.data, 0, block.size);
-    return;
-  }
   const size_t row_bytes = 8 * static_cast<size_t>(width);
   const double zero = 0.0;
   for (size_t offset = 0; offset + row_bytes <= block.size; offset += row_bytes) {
