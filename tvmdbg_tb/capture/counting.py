@@ -23,10 +23,12 @@ import math
 from typing import NamedTuple
 
 import tvm
-import tvm_ffi
 from tvm import s_tir, tirx
 from tvm.ir.expr import Expr, TensorLoad  # TensorLoad: what tirx.BufferLoad makes
 
+from tvmdbg_tb.capture.graphs import array_item as _array_item
+from tvmdbg_tb.capture.graphs import array_size as _array_size
+from tvmdbg_tb.capture.graphs import items
 from tvmdbg_tb.capture.kernel_source import ROW_WIDTH
 
 FLOATS = ("float16", "float32", "float64")
@@ -281,19 +283,6 @@ def _realized(stmt, loops: tuple, out: list) -> None:
         _realized(stmt.then_case, (*loops, None), out)
         if stmt.else_case is not None:
             _realized(stmt.else_case, (*loops, None), out)
-
-
-_array_size = tvm_ffi._ffi_api.ArraySize
-_array_item = tvm_ffi._ffi_api.ArrayGetItem
-
-
-def items(array) -> list:
-    """The elements of a tvm_ffi Array as a list, read by the two FFI calls its __getitem__
-    wraps (graphs.items: iterating an Array checks each index in Python); any other
-    sequence as a list."""
-    if type(array) is not tvm_ffi.Array:
-        return list(array)
-    return [_array_item(array, i) for i in range(_array_size(array))]
 
 
 def blocks(stmt, loops: tuple = ()):

@@ -183,7 +183,9 @@ array_item = _array_item = tvm_ffi._ffi_api.ArrayGetItem
 def items(array) -> list:
     """The elements of a tvm_ffi Array as a list, read by the two FFI calls its __getitem__
     wraps: a slice goes through Python index normalisation per element, and a compile reads a
-    few Arrays per call site."""
+    few Arrays per call site; any other sequence as a list."""
+    if type(array) is not tvm_ffi.Array:
+        return list(array)
     return [_array_item(array, i) for i in range(_array_size(array))]
 
 
