@@ -282,6 +282,8 @@ def test_fused_kernel_expands_and_filter_and_goto(dump, tensorboard, browser, tm
     head = frame.locator(".executions-panel .panel-head")
     head.filter(has_text=re.compile(rf"executions? of {re.escape(name)}")).wait_for()
     rows = frame.locator(".executions-panel .vlist-row[data-row]")
+    # The head can show the filter a frame before the list draws its rows: wait for rows, then check them all.
+    rows.first.wait_for()
     assert set(rows.evaluate_all("els => els.map(e => e.dataset.opName)")) == {name}
     frame.locator(".filter-input").fill("")
     total = next(r["num_traces"] for r in tensorboard.api("runs")["runs"] if r["run"] == run)
