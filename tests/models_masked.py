@@ -251,6 +251,28 @@ class MaskedFillAndSqrt:
         return out
 
 
+@I.ir_module
+class MaskTimesInf:
+    """A user's mask bug inside one kernel: (1 - keep) * -inf is NaN where kept, and the
+    kernel's output shows it (a kernel writing a -inf literal: the hunt looks for a NaN)."""
+
+    @R.function
+    def main(keep: R.Tensor((4, 8), "float32"), x: R.Tensor((4, 8), "float32")) -> R.Tensor((4, 8), "float32"):
+        with R.dataflow():
+            dropped = R.subtract(R.const(1.0, "float32"), keep)
+            mask = R.multiply(dropped, R.const(float("-inf"), "float32"))  # the bug: 0 * -inf
+            out = R.add(x, mask)
+            R.output(out)
+        return out
+
+
+def mask_times_inf_inputs() -> list[np.ndarray]:
+    """MaskTimesInf's keep (ones but the last column) and x."""
+    keep = np.ones((4, 8), "float32")
+    keep[:, -1] = 0.0
+    return [keep, np.linspace(-1.0, 1.0, 32, dtype="float32").reshape(4, 8)]
+
+
 def positive_inputs() -> list[np.ndarray]:
     """MaskedLog's and MaskedFill's input with every element positive: nothing non-finite."""
     return [np.abs(inputs("MaskedLog")[0]) + 0.5]

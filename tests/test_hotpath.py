@@ -311,11 +311,18 @@ def test_call_rows_refuses_what_does_not_describe_the_rows():
         native.call_rows(block, tails, (1, 2), None, False)
     with pytest.raises(ValueError, match="do not describe the stats rows"):
         native.call_rows(block[:2], tails, None, None, False)  # three rows asked of two
-    frozen = np.ones((3, width))
+    frozen = np.zeros((3, width))
+    frozen[:, 0] = [1.0, 2.0, 4.0]
     frozen.flags.writeable = False
     with pytest.raises(TypeError, match="writable"):
         native.call_rows(frozen, tails, None, None, True)
     assert frozen[:, 0].all()
+    # A call whose kernels' ops made a NaN or an Inf (row 0's flag holds its start stamp) is
+    # left as it is: its rows are read again, and the next taker zeroes all of it.
+    flagged = np.zeros((3, width))
+    flagged[:, 0] = [1.0, 2.0, 4.0]
+    flagged[0, compiled.INNER_FLAG_COLUMN] = 1.0
+    assert not native.call_rows(flagged, tails, None, None, True)[4] and flagged[:, 0].all()
 
 
 def test_native_rows_refuse_a_row_width_or_stats_column_out_of_range():

@@ -150,6 +150,19 @@ def test_a_kernel_whose_output_shows_it_is_its_own_alert(tmp_path):
     assert not (run.trace_digests()["flags"] & INNER_NONFINITE).any()
 
 
+def test_a_kernel_whose_output_and_ops_show_it_names_the_op(tmp_path, trace_path):
+    """A kernel writing a -inf literal whose multiply makes NaN (0 * -inf) that its output
+    shows: the hunt reads the kernel's row after the call (its ops' flag raised too), and
+    the first call's replay names the multiply at its line."""
+    _, run = _record(tmp_path, mm.MaskTimesInf, mm.mask_times_inf_inputs(), calls=2)
+    page = analysis.alerts(run)
+    first = page["alerts"][page["first_origin_index"]]
+    assert first["execution_index"] == 0 and first["confirmed"] == "replay", first
+    assert first["inner_op"]["op_type"] == "relax.multiply", first
+    line = line_of(MASKED_FILE, "# the bug: 0 * -inf")
+    assert (first["location"]["file_path"], first["location"]["line"]) == (MASKED_FILE, line)
+
+
 def test_trace_flags_and_records(tmp_path):
     """The kernel's trace carries inner_nonfinite; the reader flags it (vectorised digests and
     the protobuf path agree) without calling its output non-finite."""

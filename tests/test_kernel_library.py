@@ -53,15 +53,25 @@ def test_the_library_holds_every_kernel_and_counts_as_a_kernel_built_alone(libra
             if stats and dtype != "bool":  # FULL_STATS' min and max of the finite elements
                 finite = array[np.isfinite(array)] if dtype.startswith("float") else array
                 assert got[compiled.STATS_COLUMN : compiled.STATS_COLUMN + 2] == [finite.min(), finite.max()], name
-    for dtype in kernel_source.FLOAT_DTYPES:  # the inner-op check's recount: adds to three cells
-        array = _array(dtype, (37, 129), 5)
-        stats = np.zeros((2, compiled.ROW_WIDTH), "float64")
-        stats[1, 3:6] = 1.0
-        cells = ctypes.c_void_p(stats.ctypes.data + stats.strides[0] + 3 * stats.strides[1])
-        library[kernel_source.recount_name(dtype)](ctypes.c_void_p(array.ctypes.data), array.size, cells)
+    for dtype in kernel_source.FLOAT_DTYPES:  # the inner-op check's recount: adds to three cells,
+        array = _array(dtype, (37, 129), 5)  # their sum to the kernel's total, raises row 0's flag
+        stats = np.zeros((3, compiled.ROW_WIDTH), "float64")
+        stats[0, 0], stats[1, compiled.INNER_COLUMN], stats[2, 3:6] = 7.0, 2.0, 1.0
+
+        def cell(row: int, column: int, stats=stats) -> ctypes.c_void_p:
+            return ctypes.c_void_p(stats.ctypes.data + row * stats.strides[0] + column * stats.strides[1])
+
+        recount = library[kernel_source.recount_name(dtype)]
+        finite = np.ones(16, dtype)
+        recount(
+            ctypes.c_void_p(finite.ctypes.data), finite.size, cell(2, 3), cell(1, compiled.INNER_COLUMN), cell(0, 0)
+        )
+        assert stats[0, 1] == 0.0 and stats[1, compiled.INNER_COLUMN] == 2.0, dtype
+        recount(ctypes.c_void_p(array.ctypes.data), array.size, cell(2, 3), cell(1, compiled.INNER_COLUMN), cell(0, 0))
         expected = [np.isnan(array).sum(), np.isneginf(array).sum(), np.isposinf(array).sum()]
-        assert stats[1, 3:6].tolist() == [1.0 + n for n in expected], dtype
-        assert np.count_nonzero(stats) == 3 and min(expected) > 0, dtype
+        assert stats[2, 3:6].tolist() == [1.0 + n for n in expected], dtype
+        assert stats[1, compiled.INNER_COLUMN] == 2.0 + sum(expected) and stats[0, 1] == 7.0, dtype
+        assert np.count_nonzero(stats) == 6 and min(expected) > 0, dtype
     tick = library[kernel_source.TICK]
     stats = tvm.runtime.tensor(np.zeros((1, compiled.ROW_WIDTH), "float64"))
     tick(stats, 0)

@@ -15,7 +15,7 @@ loop nest that finished it; only on a call where its flag is up is it recounted.
 whose every NaN or infinity reaches the kernel's flagged output at the same position
 (epilogue.py's; counting.carries) has no flag of its own: the output's stands for it. The counts
 go to the call's stats buffer (kernel_source's layout): the total to the kernel's own row
-(INNER_COLUMN, the cells' sum at the kernel's end: 0 on every call where no op made one), each op's (nan, neg_inf, pos_inf) to
+(INNER_COLUMN, the cells' sum, which the recount kernel adds to: 0 on every call where no op made one), each op's (nan, neg_inf, pos_inf) to
 rows of their own, and, when any op made one, row 0's INNER_FLAG_COLUMN takes the call's start
 stamp, so a call in which none did costs the reading side one comparison. The kernel only reads
 its buffers: its outputs are bit-identical to the uninstrumented build's.
@@ -33,7 +33,6 @@ from tvm.ir.expr import TensorLoad  # what tirx.BufferLoad makes
 from tvmdbg_tb.capture import counting
 from tvmdbg_tb.capture.kernel_source import (
     INNER_COLUMN,
-    INNER_FLAG_COLUMN,
     INNER_OPS_PER_ROW,
     recount_name,
 )
@@ -162,15 +161,26 @@ def add(
     inner_row = tirx.Var("inner_row", "int64")
     params.append(inner_row)
     cells = _Cells(stats, inner_row, ops)
-    body = [counting.clear(flag) for flag in own if flag is not None] + cells.clear()
+    body = [counting.clear(flag) for flag in own if flag is not None] + cells.prepare()
     for t, stmt in enumerate(top):  # only blocks flagging what they store change (none in most kernels)
         body.append(counting.map_blocks(stmt, lambda b: _counting_block(b, flags, in_block)) if in_block else stmt)
         body += [_count_buffer(flags[j], counted[j][0]) for j in after.get(t, ())]
         body += [cells.recount(counted[j][0], counted[j][1], flags[j]) for j in complete.get(t, ())]
-    body += cells.raise_flag()
     calls = tuple(dict.fromkeys(recount_name(str(buffer.dtype)) for buffer, *_ in counted))
     local = [flag for flag in own if flag is not None]
     return counting.with_root(prim, realize, body, local, params, bind), InnerCheck(ops, calls)
+
+
+# The recount call's arguments on the stack (TVM's TVMStructFieldKind of a TVMFFIAny, and
+# tvm_ffi's type indices: None 0, int 1, opaque pointer 4): its data, size, cells, total and
+# start, then its result.
+_TYPE_INDEX, _ZERO_PADDING, _VALUE = 13, 14, 15
+_ARG_KINDS = (4, 1, 4, 4, 4, 0)
+_RESULT = len(_ARG_KINDS) - 1
+
+
+def _set(args, slot: int, field: int, value) -> tirx.Stmt:
+    return tirx.Evaluate(tirx.tvm_struct_set(args, slot, field, value))
 
 
 def _carrier(buffer, flagged: tuple, written_by: dict, blocks: dict) -> tuple | None:
@@ -227,7 +237,13 @@ def _count_buffer(flag, buffer):
 
 class _Cells:
     """The stats cells of a kernel's inner check: each op's (nan, neg_inf, pos_inf) in its slot
-    of the inner rows, their total in the kernel's own row, and row 0's flag."""
+    of the inner rows, their total in the kernel's own row, and row 0's flag. The kernel adds
+    to the cells without zeroing them first: they are 0 when it starts, the host keeping them
+    so (a new buffer is zeros; after a call whose row 0 is flagged, or a buffer not cleared
+    after its call, all of it is zeroed: native_rows' ClearStamps, native_call's Stats,
+    fast_tracer._stats). Three stores of 0 at the kernel's start cost LLVM ~7M instructions
+    (~1 ms) in a ResNet batch_norm kernel: its alias queries against the kernel's other
+    accesses, not the stores."""
 
     def __init__(self, params: counting.StatsParams, inner_row, ops: tuple[int, ...]):
         self.stats, self.row, self.inner_row = params.buffer, params.row, inner_row
@@ -248,11 +264,20 @@ class _Cells:
             index = self._columns[column] = tirx.const(column, "int64")
         return [row, index]
 
-    def clear(self) -> list:
-        """The cells zeroed, before any recount adds to them."""
-        zero = tirx.const(0.0, "float64")
-        cells = [self.cell(slot, c) for slot in range(len(self.slot_of)) for c in range(3)]
-        return [tirx.BufferStore(self.stats, zero, index) for index in cells]
+    def prepare(self) -> list:
+        """The recount calls' argument stack (kernel_source.recount_source's data, size,
+        cells, total, start; the result), its type indices, the kernel's total cell (its
+        row's INNER_COLUMN) and row 0 set once: each call then sets three values only."""
+        self.args = tirx.Var("tvmdbg_args", "handle")
+        out = [tirx.Bind(self.args, tirx.tvm_stack_alloca("tvm_ffi_any", len(_ARG_KINDS)))]
+        for slot, kind in enumerate(_ARG_KINDS):
+            out.append(_set(self.args, slot, _TYPE_INDEX, kind))
+            out.append(_set(self.args, slot, _ZERO_PADDING, 0))
+        zero = tirx.const(0, "int64")
+        out.append(_set(self.args, 3, _VALUE, tirx.address_of(tirx.BufferLoad(self.stats, self.total))))
+        out.append(_set(self.args, 4, _VALUE, tirx.address_of(tirx.BufferLoad(self.stats, [zero, zero]))))
+        out.append(_set(self.args, _RESULT, _VALUE, zero))
+        return out
 
     def recount(self, buffer, op: int, flag) -> tirx.Stmt:
         """The recount kernel's packed call on buffer (a flagged one's only when its flag is
@@ -261,22 +286,21 @@ class _Cells:
         (a call at the kernel's end kept every counted buffer alive to the end, and LLVM
         compiled the copies that reuse made unnecessary: up to 25 ms for one kernel). It
         passes the buffer's data pointer and size and the address of the op's first cell
-        (kernel_source.recount_source: fewer arguments, less code at each call site)."""
+        (kernel_source.recount_source: fewer arguments, less code at each call site; the
+        recount raises the kernel's total and row 0's flag), already lowered: the three values
+        into the stack prepare() typed, the result back to None, the call. T.call_packed's lowering sets each argument's type index and padding again at
+        each call and tests each pointer for null to type it (a branch per pointer): ~0.9M
+        fewer instructions of LLVM a call site (a ResNet batch_norm kernel of 6 calls: 583M ->
+        577M)."""
         name = "tvmdbg." + recount_name(str(buffer.dtype))
         cells = tirx.address_of(tirx.BufferLoad(self.stats, self.cell(self.slot_of[op], 0)))
-        call = counting.packed(name, buffer.data, counting.size(buffer), cells)
-        return call if flag is None else tirx.IfThenElse(counting.raised(flag), call, None)
-
-    def raise_flag(self) -> list:
-        """The total (the sum of the cells) into the kernel's own row, and row 0's flag column
-        the call's start stamp when any op made a non-finite value."""
-        cells = [tirx.BufferLoad(self.stats, self.cell(slot, c)) for slot in range(len(self.slot_of)) for c in range(3)]
-        total = cells[0]
-        for cell in cells[1:]:
-            total = total + cell
-        start = tirx.const(0, "int64")
-        flag_row = tirx.BufferStore(
-            self.stats, tirx.BufferLoad(self.stats, [start, start]), [start, tirx.const(INNER_FLAG_COLUMN, "int64")]
-        )
-        raised = tirx.BufferLoad(self.stats, self.total) > tirx.const(0.0, "float64")
-        return [tirx.BufferStore(self.stats, total, self.total), tirx.IfThenElse(raised, flag_row, None)]
+        call = tirx.Evaluate(tirx.call_packed_lowered(name, self.args, 0, _RESULT))
+        stores = [
+            _set(self.args, 0, _VALUE, buffer.data),
+            _set(self.args, 1, _VALUE, counting.size(buffer)),
+            _set(self.args, 2, _VALUE, cells),
+            _set(self.args, _RESULT, _TYPE_INDEX, 0),
+            call,
+        ]
+        body = tirx.SeqStmt(stores)
+        return body if flag is None else tirx.IfThenElse(counting.raised(flag), body, None)

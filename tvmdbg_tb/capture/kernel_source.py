@@ -91,16 +91,24 @@ def recount_name(dtype: str) -> str:
 
 def recount_source(name: str, dtype: str) -> str:
     """A kernel adding the NaN, -inf and +inf counts of a dense buffer of dtype (its data
-    pointer and size) to three cells of the stats rows (a pointer to the first): what a fused
-    kernel calls, through a packed call, on its ops' values (inner_check.py, counting.py), so
-    that the counting by kind is compiled once, not into every kernel. Raw pointers rather
-    than DLTensors: every argument of a packed call is stores LLVM compiles at each call site
-    (a DLTensor and five arguments before: ~20 ms more LLVM time over a ResNet's 57 calls)."""
+    pointer and size) to three cells of the stats rows (a pointer to the first), and, when
+    any is not 0, their sum to the calling kernel's INNER_COLUMN cell (total) and row 0's
+    start stamp to its INNER_FLAG_COLUMN (start: row 0): what a fused kernel calls, through a
+    packed call, on its ops' values (inner_check.py, counting.py), so that the counting by
+    kind is compiled once, not into every kernel. Raw pointers rather than DLTensors: every
+    argument of a packed call is stores LLVM compiles at each call site (a DLTensor and five
+    arguments before: ~20 ms more LLVM time over a ResNet's 57 calls); the calling kernel
+    sets total and start once for all its calls. The total and the flag raised here rather
+    than by the calling kernel summing its cells at its end: those loads and stores cost LLVM
+    ~8M instructions (~1 ms) a ResNet batch_norm kernel."""
     lines = [
         "@T.prim_func",
-        f'def {name}(data: T.handle("{dtype}"), size: T.int64, cells: T.handle("float64")):',
+        f'def {name}(data: T.handle("{dtype}"), size: T.int64, cells: T.handle("float64"),',
+        '         total: T.handle("float64"), start: T.handle("float64")):',
         f'    F = T.decl_buffer((size,), "{dtype}", data=data)',
         '    C = T.decl_buffer((3,), "float64", data=cells)',
+        '    K = T.decl_buffer((1,), "float64", data=total)',
+        f'    R = T.decl_buffer(({INNER_FLAG_COLUMN + 1},), "float64", data=start)',
         f'    acc = T.alloc_buffer((3,), "int64", scope="{SCRATCH}")',
         "    for k in range(3):",
         "        acc[k] = T.int64(0)",
@@ -110,6 +118,9 @@ def recount_source(name: str, dtype: str) -> str:
         f'        acc[2] = acc[2] + T.Cast("int64", F[i] == T.{dtype}("inf"))',
         "    for k in range(3):",
         '        C[k] = C[k] + T.Cast("float64", acc[k])',
+        "    if acc[0] + acc[1] + acc[2] > T.int64(0):",
+        '        K[0] = K[0] + T.Cast("float64", acc[0] + acc[1] + acc[2])',
+        f"        R[{INNER_FLAG_COLUMN}] = R[0]",
     ]
     return "\n".join(lines) + "\n"
 

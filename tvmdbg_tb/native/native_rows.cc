@@ -321,7 +321,11 @@ bool PlanFrom(PyObject* tails, PyObject* summaries, PyObject* scan, Views* views
 
 // -- one call's passes ---------------------------------------------------------------------------
 
-// Column 0 of every row set to 0 (no kernel ran): the buffer ready for its next call.
+// Column 0 of every row set to 0 (no kernel ran): the buffer ready for its next call. Only for
+// a call whose row 0 is not flagged: the inner-op check's cells (inner_check.py: a kernel adds
+// its ops' counts to them and does not zero them first) are then 0 (every cell added 0). A
+// flagged block is not cleared here (Call): the caller reads its rows again, and whoever takes
+// the buffer next zeroes all of it (native_call's Stats, fast_tracer._stats).
 void ClearStamps(const RowsBlock& block, long long width) {
   const size_t row_bytes = 8 * static_cast<size_t>(width);
   const double zero = 0.0;
@@ -352,11 +356,12 @@ int Call(const RowsPlan& plan, const RowsBlock& block, bool hunting, bool clear,
   }
   const long long width = plan.tails.width;
   // trace_tails' plan fits the block: it holds rows * width doubles.
-  const long long masked = InnerFlagged(block.data, width) ? FirstMasked(block.data, plan.tails.rows, width) : -1;
+  const bool inner = InnerFlagged(block.data, width);
+  const long long masked = inner ? FirstMasked(block.data, plan.tails.rows, width) : -1;
   if (masked >= 0) nonfinite = true;  // the call holds an alert: kept like a call with a NaN
   out->bad = scanning ? FirstIn(plan.scan, block.data) : -1;
   if (masked >= 0 && out->bad < 0) out->bad = masked;  // none hunted (or not hunting): the hidden one
-  out->cleared = clear && masked < 0 && (!plan.has_summaries || out->has_execution);
+  out->cleared = clear && !inner && (!plan.has_summaries || out->has_execution);
   if (out->cleared && !block.writable) {
     PyErr_SetString(PyExc_TypeError, "block must be a contiguous writable bytes-like object");
     return -1;
@@ -507,8 +512,9 @@ PyObject* FirstNonfinite(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 //   none, the first row whose fused ops made a NaN or an Inf that its output hides
 //   (FirstMasked: the caller records them, and scans again what the hunt looks at);
 //   clear: once read, the block's column 0 is set to 0 (see ClearStamps), unless the
-//   summaries found a row not written or a row hides what its ops made (the caller reads
-//   the buffer again); cleared says so;
+//   summaries found a row not written or a kernel's ops made a NaN or an Inf (row 0
+//   flagged: the caller reads the buffer again, and its next taker zeroes all of it);
+//   cleared says so;
 //   nonfinite: whether a trace's or an output's counts hold a NaN or an Inf, or a kernel
 //   hides one its ops made (None when the tails hold no counts: the writer's accounting of
 //   calls, for free here).

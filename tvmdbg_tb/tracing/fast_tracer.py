@@ -144,8 +144,8 @@ def _stats(fid, nrows) -> Any:
         if fid not in compiled.FUNCTIONS:
             call = None  # compiled in another process: nothing maps the rows
         tensor, array, clean = _buffer(fid, nrows)
-        if not clean:
-            array[:, 0] = 0.0
+        if not clean:  # all of it: the inner-op check's cells too (a flagged call's: native_rows' Call)
+            array[...] = 0.0
         if call is not None and call.skips and fid == call.fid and not call.buffers:
             for row, _ in call.skips:  # the guarded parameter kernels leave these rows
                 array[row, 0] = param_cache.SKIPPED
