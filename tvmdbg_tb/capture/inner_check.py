@@ -15,8 +15,8 @@ loop nest that finished it; only on a call where its flag is up is it recounted.
 whose every NaN or infinity reaches the kernel's flagged output at the same position
 (epilogue.py's; counting.carries) has no flag of its own: the output's stands for it. The counts
 go to the call's stats buffer (kernel_source's layout): the total to the kernel's own row
-(INNER_COLUMN, the cells' sum, which the recount kernel adds to: 0 on every call where no op made one), each op's (nan, neg_inf, pos_inf) to
-rows of their own, and, when any op made one, row 0's INNER_FLAG_COLUMN takes the call's start
+(INNER_COLUMN, the cells' sum, which the recount kernel adds to: 0 on every call where no op
+made one), each op's (nan, neg_inf, pos_inf) to rows of their own, and, when any op made one, row 0's INNER_FLAG_COLUMN takes the call's start
 stamp, so a call in which none did costs the reading side one comparison. The kernel only reads
 its buffers: its outputs are bit-identical to the uninstrumented build's.
 """
@@ -239,9 +239,9 @@ class _Cells:
     """The stats cells of a kernel's inner check: each op's (nan, neg_inf, pos_inf) in its slot
     of the inner rows, their total in the kernel's own row, and row 0's flag. The kernel adds
     to the cells without zeroing them first: they are 0 when it starts, the host keeping them
-    so (a new buffer is zeros; after a call whose row 0 is flagged, or a buffer not cleared
-    after its call, all of it is zeroed: native_rows' ClearStamps, native_call's Stats,
-    fast_tracer._stats). Three stores of 0 at the kernel's start cost LLVM ~7M instructions
+    so (a new buffer is zeros; a buffer whose call flagged row 0, or that was not cleared
+    after its call, is zeroed whole by its next taker: native_rows' Call leaves it,
+    native_call's Stats and fast_tracer._stats zero it). Three stores of 0 at the kernel's start cost LLVM ~7M instructions
     (~1 ms) in a ResNet batch_norm kernel: its alias queries against the kernel's other
     accesses, not the stores."""
 
@@ -288,10 +288,10 @@ class _Cells:
         passes the buffer's data pointer and size and the address of the op's first cell
         (kernel_source.recount_source: fewer arguments, less code at each call site; the
         recount raises the kernel's total and row 0's flag), already lowered: the three values
-        into the stack prepare() typed, the result back to None, the call. T.call_packed's lowering sets each argument's type index and padding again at
-        each call and tests each pointer for null to type it (a branch per pointer): ~0.9M
-        fewer instructions of LLVM a call site (a ResNet batch_norm kernel of 6 calls: 583M ->
-        577M)."""
+        into the stack prepare() typed, the result back to None, the call. T.call_packed's
+        lowering sets each argument's type index and padding again at each call and tests each
+        pointer for null to type it (a branch per pointer): ~0.9M fewer instructions of LLVM a
+        call site (a ResNet batch_norm kernel of 6 calls: 583M -> 577M)."""
         name = "tvmdbg." + recount_name(str(buffer.dtype))
         cells = tirx.address_of(tirx.BufferLoad(self.stats, self.cell(self.slot_of[op], 0)))
         call = tirx.Evaluate(tirx.call_packed_lowered(name, self.args, 0, _RESULT))
