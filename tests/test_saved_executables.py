@@ -146,6 +146,29 @@ def test_a_library_changed_after_it_was_saved_keeps_no_stale_capture(bert, tmp_p
     np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(), np.exp(x), rtol=1e-6)
 
 
+def test_a_capture_another_tvmdbg_wrote_is_not_used(tmp_path, caplog, monkeypatch):
+    """A library saved by a tvmdbg whose kernels wrote another stats layout or called the
+    recount kernels with other arguments (here: the layout before RECOUNT_ARGUMENTS joined
+    it): its capture is not used, and the warning says to export it again."""
+    from tvmdbg_tb.capture import hooks
+    from tvmdbg_tb.tracing import saved
+
+    monkeypatch.setattr(saved, "LAYOUT", saved.LAYOUT[:-1])
+    tvmdbg.enable_dump_debug_info(str(tmp_path / "compile"), tensor_debug_mode="FULL_HEALTH")
+    try:
+        executable, _ = _small_executable()
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    library = tmp_path / "older.so"
+    executable.export_library(str(library))
+    monkeypatch.undo()
+    saved.install()
+    with caplog.at_level(logging.WARNING, logger="tvmdbg.saved"):
+        module = tvm.runtime.load_module(str(library))
+    assert "another tvmdbg version wrote it" in caplog.text and "export the library again" in caplog.text
+    assert hooks.info_of(module) is None
+
+
 def test_a_library_that_is_not_elf_gets_a_sidecar(tmp_path):
     """export_library to a .tar (object files, linked when loaded): the capture goes to
     <file>.tvmdbg, keyed by the archive's hash."""

@@ -17,6 +17,9 @@ STATS_COLUMN = 16  # min, max, mean, l2_norm, abs_max (FULL_STATS' last five val
 INNER_COLUMN = 21
 INNER_FLAG_COLUMN = 1
 INNER_OPS_PER_ROW = 7
+# The recount kernels' arguments (recount_source): a kernel built with the inner-op check calls
+# them with exactly these, so a saved library built with others is another tvmdbg's.
+RECOUNT_ARGUMENTS = ("data", "size", "cells", "total", "start")
 MAX_RANK = 8
 # The storage scope of a kernel's own small buffers (counters, flags, lane sums): TVM's
 # LowerTVMBuiltin keeps a CPU allocation of under 1 KiB on the stack only in the "global"
@@ -101,10 +104,11 @@ def recount_source(name: str, dtype: str) -> str:
     sets total and start once for all its calls. The total and the flag raised here rather
     than by the calling kernel summing its cells at its end: those loads and stores cost LLVM
     ~8M instructions (~1 ms) a ResNet batch_norm kernel."""
+    f64 = 'T.handle("float64")'
+    kinds = {"data": f'T.handle("{dtype}")', "size": "T.int64"} | dict.fromkeys(("cells", "total", "start"), f64)
     lines = [
         "@T.prim_func",
-        f'def {name}(data: T.handle("{dtype}"), size: T.int64, cells: T.handle("float64"),',
-        '         total: T.handle("float64"), start: T.handle("float64")):',
+        f"def {name}({', '.join(f'{a}: {kinds[a]}' for a in RECOUNT_ARGUMENTS)}):",
         f'    F = T.decl_buffer((size,), "{dtype}", data=data)',
         '    C = T.decl_buffer((3,), "float64", data=cells)',
         '    K = T.decl_buffer((1,), "float64", data=total)',

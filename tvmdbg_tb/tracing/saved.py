@@ -44,9 +44,11 @@ MAGIC = b"TVMDBG-CAPTURE/1"  # the trailer's last 16 bytes (format 1)
 _TRAILER = struct.Struct("<Q16s")  # payload length, MAGIC
 _HASH = 32  # SHA-256 of the library bytes, first in the payload
 SIDECAR = ".tvmdbg"
-# The stats buffer layout the executable's kernels write: a capture of another layout is not used.
+# The stats buffer layout the executable's kernels write, and the recount kernels' arguments they
+# pass: a capture of another layout is not used.
 LAYOUT = (kernel_source.ROW_WIDTH, kernel_source.STATS_COLUMN, kernel_source.INNER_COLUMN,
-          kernel_source.INNER_FLAG_COLUMN, kernel_source.INNER_OPS_PER_ROW)  # fmt: skip
+          kernel_source.INNER_FLAG_COLUMN, kernel_source.INNER_OPS_PER_ROW,
+          kernel_source.RECOUNT_ARGUMENTS)  # fmt: skip
 
 
 class SavedGroup:
@@ -112,7 +114,11 @@ def load(path: str | os.PathLike) -> graphs.ExecutableInfo | None:
         logger.warning("tvmdbg: ignoring the capture saved with %s: %s", path, error)
         return None
     if saved.get("layout") != LAYOUT:
-        logger.warning("tvmdbg: ignoring the capture saved with %s: another tvmdbg version wrote it", path)
+        logger.warning(
+            "tvmdbg: ignoring the capture saved with %s: another tvmdbg version wrote it (its kernels write "
+            "another stats layout or call other summary kernels: export the library again with this one)",
+            path,
+        )
         return None
     info: graphs.ExecutableInfo = saved["info"]
     compiled.register(info)
