@@ -620,6 +620,7 @@ def test_source_browser_opens_any_recorded_file(tb, b, tmp_path_factory):
     picker = frame.locator("[data-testid=source-picker]")
     demo = next(f for f in files if f["file_path"].endswith("debug_digits.py"))
     options = picker.locator("option:not([disabled])")
+    options.nth(len(files) - 1).wait_for(state="attached")  # the picker fills after the panel opens
     assert options.count() == len(files)
     picker.select_option(str(demo["index"]))
     marked = frame.locator(".source-panel .src-line.has-ops")
