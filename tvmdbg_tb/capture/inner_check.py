@@ -16,9 +16,10 @@ whose every NaN or infinity reaches the kernel's flagged output at the same posi
 (epilogue.py's; counting.carries) has no flag of its own: the output's stands for it. The counts
 go to the call's stats buffer (kernel_source's layout): the total to the kernel's own row
 (INNER_COLUMN, the cells' sum, which the recount kernel adds to: 0 on every call where no op
-made one), each op's (nan, neg_inf, pos_inf) to rows of their own, and, when any op made one, row 0's INNER_FLAG_COLUMN takes the call's start
-stamp, so a call in which none did costs the reading side one comparison. The kernel only reads
-its buffers: its outputs are bit-identical to the uninstrumented build's.
+made one), each op's (nan, neg_inf, pos_inf) to rows of their own, and, when any op made one,
+row 0's INNER_FLAG_COLUMN takes the call's start stamp, so a call in which none did costs the
+reading side one comparison. The kernel only reads its buffers: its outputs are bit-identical
+to the uninstrumented build's.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tvmdbg_tb.capture import counting
 from tvmdbg_tb.capture.kernel_source import (
     INNER_COLUMN,
     INNER_OPS_PER_ROW,
+    RECOUNT_ARGUMENTS,
     recount_name,
 )
 
@@ -172,11 +174,12 @@ def add(
 
 
 # The recount call's arguments on the stack (TVM's TVMStructFieldKind of a TVMFFIAny, and
-# tvm_ffi's type indices: None 0, int 1, opaque pointer 4): its data, size, cells, total and
-# start, then its result.
+# tvm_ffi's type indices: None 0, int 1, opaque pointer 4): kernel_source.RECOUNT_ARGUMENTS in
+# their order, then its result.
 _TYPE_INDEX, _ZERO_PADDING, _VALUE = 13, 14, 15
-_ARG_KINDS = (4, 1, 4, 4, 4, 0)
-_RESULT = len(_ARG_KINDS) - 1
+_SLOT = {name: slot for slot, name in enumerate(RECOUNT_ARGUMENTS)}
+_RESULT = len(RECOUNT_ARGUMENTS)
+_ARG_KINDS = (*({"size": 1}.get(name, 4) for name in RECOUNT_ARGUMENTS), 0)
 
 
 def _set(args, slot: int, field: int, value) -> tirx.Stmt:
@@ -241,9 +244,9 @@ class _Cells:
     to the cells without zeroing them first: they are 0 when it starts, the host keeping them
     so (a new buffer is zeros; a buffer whose call flagged row 0, or that was not cleared
     after its call, is zeroed whole by its next taker: native_rows' Call leaves it,
-    native_call's Stats and fast_tracer._stats zero it). Three stores of 0 at the kernel's start cost LLVM ~7M instructions
-    (~1 ms) in a ResNet batch_norm kernel: its alias queries against the kernel's other
-    accesses, not the stores."""
+    native_call's Stats and fast_tracer._stats zero it). Three stores of 0 at the kernel's
+    start cost LLVM ~7M instructions (~1 ms) in a ResNet batch_norm kernel: its alias queries
+    against the kernel's other accesses, not the stores."""
 
     def __init__(self, params: counting.StatsParams, inner_row, ops: tuple[int, ...]):
         self.stats, self.row, self.inner_row = params.buffer, params.row, inner_row
@@ -274,8 +277,8 @@ class _Cells:
             out.append(_set(self.args, slot, _TYPE_INDEX, kind))
             out.append(_set(self.args, slot, _ZERO_PADDING, 0))
         zero = tirx.const(0, "int64")
-        out.append(_set(self.args, 3, _VALUE, tirx.address_of(tirx.BufferLoad(self.stats, self.total))))
-        out.append(_set(self.args, 4, _VALUE, tirx.address_of(tirx.BufferLoad(self.stats, [zero, zero]))))
+        out.append(_set(self.args, _SLOT["total"], _VALUE, tirx.address_of(tirx.BufferLoad(self.stats, self.total))))
+        out.append(_set(self.args, _SLOT["start"], _VALUE, tirx.address_of(tirx.BufferLoad(self.stats, [zero, zero]))))
         out.append(_set(self.args, _RESULT, _VALUE, zero))
         return out
 
@@ -296,9 +299,9 @@ class _Cells:
         cells = tirx.address_of(tirx.BufferLoad(self.stats, self.cell(self.slot_of[op], 0)))
         call = tirx.Evaluate(tirx.call_packed_lowered(name, self.args, 0, _RESULT))
         stores = [
-            _set(self.args, 0, _VALUE, buffer.data),
-            _set(self.args, 1, _VALUE, counting.size(buffer)),
-            _set(self.args, 2, _VALUE, cells),
+            _set(self.args, _SLOT["data"], _VALUE, buffer.data),
+            _set(self.args, _SLOT["size"], _VALUE, counting.size(buffer)),
+            _set(self.args, _SLOT["cells"], _VALUE, cells),
             _set(self.args, _RESULT, _TYPE_INDEX, 0),
             call,
         ]
