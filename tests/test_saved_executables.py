@@ -154,11 +154,7 @@ def test_a_capture_another_tvmdbg_wrote_is_not_used(tmp_path, caplog, monkeypatc
     from tvmdbg_tb.tracing import saved
 
     monkeypatch.setattr(saved, "LAYOUT", saved.LAYOUT[:-1])
-    tvmdbg.enable_dump_debug_info(str(tmp_path / "compile"), tensor_debug_mode="FULL_HEALTH")
-    try:
-        executable, _ = _small_executable()
-    finally:
-        tvmdbg.disable_dump_debug_info()
+    executable, _ = _small_executable(tmp_path / "compile")
     library = tmp_path / "older.so"
     executable.export_library(str(library))
     monkeypatch.undo()
@@ -177,11 +173,7 @@ def test_a_library_that_is_not_elf_gets_a_sidecar(tmp_path):
 
     if shutil.which("g++") is None and shutil.which("c++") is None:
         pytest.skip("loading a .tar library links it with the system compiler")
-    tvmdbg.enable_dump_debug_info(str(tmp_path / "compile"), tensor_debug_mode="FULL_HEALTH")
-    try:
-        executable, _ = _small_executable()
-    finally:
-        tvmdbg.disable_dump_debug_info()
+    executable, _ = _small_executable(tmp_path / "compile")
     archive = tmp_path / "small.tar"
     executable.export_library(str(archive))
     sidecar = tmp_path / ("small.tar" + saved.SIDECAR)
@@ -194,10 +186,17 @@ def test_a_library_that_is_not_elf_gets_a_sidecar(tmp_path):
     assert origin.op_type == "relax.exp" and origin.frames[origin.user_index][0] == __file__
 
 
-def _small_executable():
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((4,), "float32"))
-    with bb.function("main", [x]):
-        out = bb.emit(relax.op.exp(x))
-        bb.emit_func_output(out)
-    return real_models.compile_module(bb.get(), fuse=True), [np.linspace(-1, 1, 4, dtype="float32")]
+def _small_executable(logdir: Path | None = None):
+    """exp(x) over 4 floats, built (and compiled) while tvmdbg records into logdir, if given."""
+    if logdir is not None:
+        tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode="FULL_HEALTH")
+    try:
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorType((4,), "float32"))
+        with bb.function("main", [x]):
+            out = bb.emit(relax.op.exp(x))
+            bb.emit_func_output(out)
+        return real_models.compile_module(bb.get(), fuse=True), [np.linspace(-1, 1, 4, dtype="float32")]
+    finally:
+        if logdir is not None:
+            tvmdbg.disable_dump_debug_info()
