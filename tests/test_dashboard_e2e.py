@@ -260,7 +260,12 @@ def test_fused_kernel_expands_and_filter_and_goto(dump, tensorboard, browser, tm
     frame = browser.open_dashboard(tensorboard)
     frame.locator(".run-select").select_option(run)
     # The fused model's call is the last one; its first non-finite kernel holds relax.sqrt.
-    frame.locator(".timeline-panel .tl-item").last.click()
+    last = frame.locator(".timeline-panel .tl-item").last
+    index = last.get_attribute("data-index")
+    last.click()
+    # The details still show the call opened before (the alerts open the first bad one, whose
+    # log kernel is non-finite too) until the last call's kernels arrive: wait for its head.
+    frame.locator(".execution-details .exec-head", has_text=f"#{index} ").wait_for()
     chip = frame.locator(".exec-kernels .kchip.nonfinite").first
     chip.wait_for()
     chip.click()
