@@ -173,10 +173,14 @@ def test_layout_and_alert_click_at_every_size(tb, b, size, tmp_path_factory):
         assert lines >= 6 and frames >= 4, (lines, frames)
     # Text: every panel at the default zoom, each details tab and the Compare tab.
     checked = assert_text_legible(b)
-    for tab in ("tensor", "history", "profile"):
+    # Each tab checked once it shows its content (history and profile are fetched).
+    for tab, content in (
+        ("tensor", ".tensor-view .empty"),
+        ("history", ".history-table"),
+        ("profile", ".profile-table"),
+    ):
         frame.locator(f".details-panel [data-tab={tab}]").click()
-        frame.locator(f".details-panel[data-tab={tab}]").wait_for()
-        b.page.wait_for_timeout(300)
+        frame.locator(f".details-panel[data-tab={tab}] {content}").wait_for()
         checked += assert_text_legible(b)
     frame.locator(".navigator-tabs [data-tab=compare]").click()
     checked += assert_text_legible(b)
@@ -439,6 +443,7 @@ def test_keyboard_reaches_alerts_nodes_and_explains_a_bad_index(tb, b):
     frame.locator("[data-testid=first-origin-alert]:not([disabled])").wait_for()
     inner = inner_frame(b)
     # The timeline is one tab stop (arrows move), so Tab reaches the lists after it quickly.
+    frame.locator(".timeline-panel .tl-item").first.wait_for()  # its calls load beside the alerts
     assert inner.evaluate("() => document.querySelectorAll('.tl-item[tabindex=\"0\"]').length") == 1
     frame.locator(".run-select").focus()
     focus = "() => { const a = document.activeElement; return a ? a.className + '|' + (a.dataset.opName ?? '') : '' }"
@@ -518,6 +523,8 @@ def test_keyboard_only_alert_op_graph_node_source(tb, b):
     frame.locator("[data-testid=selected-op]", has_text=producer).wait_for()
     assert focused(b)["panel"] == "details"
     # "5": the graph's selected node; an arrow key moves to another node, Enter selects it.
+    # The graph draws the producer after the op panel shows it (it asks for its neighbourhood).
+    frame.locator(f".graph-panel .op-node.role-selected[data-op-name='{producer}']").wait_for()
     at = press("5")
     assert "op-node" in at["cls"] and at["opName"] == producer and at["ring"] not in ("", "none"), at
     for key in ("ArrowDown", "ArrowRight", "ArrowLeft", "ArrowUp"):
