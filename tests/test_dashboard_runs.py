@@ -188,8 +188,10 @@ def test_run_picker_shows_argv_and_switch_refreshes_profile(tb, b):
     chip = frame.locator(f".executions-panel .filter-info .chip[data-op-id='{second['op_id']}']")
     assert "·" in chip.inner_text()
     chip.click()
-    frame.locator(".executions-panel .panel-head", has_text="executions of lv").wait_for()
     total = tb.api(f"graph_execution/op_traces?run={fixed['run']}&op_id={second['op_id']}&begin=0&end=0")
+    # The head names the op at once ("0 executions of lv") and its count when the backend has
+    # counted them: wait for the count.
+    frame.locator(".executions-panel .panel-head", has_text=f"{total['num_traces']:,} executions of lv").wait_for()
     assert (
         frame.locator(".executions-panel .panel-head").inner_text().count(f"{total['num_traces']:,} executions of lv")
     )
