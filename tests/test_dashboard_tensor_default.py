@@ -66,6 +66,8 @@ def test_tensor_tab_opens_big_matrix_and_wraps_vector(tmp_path):
         assert frame.locator(".details-panel .error-box").count() == 0
 
         rows.nth(1).click()  # the 1-D tensor: wrapped into rows of 10
+        # The matrix's table stays until the vector's value arrives: wait for the vector's.
+        frame.locator(".details-panel .tensor-out", has_text="of (1437,)").wait_for()
         frame.locator(".details-panel .tensor-table tbody tr").nth(143).wait_for()
         table = frame.locator(".details-panel .tensor-table")
         assert table.locator("tbody tr").count() == 144
