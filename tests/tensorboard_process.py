@@ -58,6 +58,15 @@ class TensorBoardProcess:
     def api(self, route: str):
         return _get_json(f"{self.url}/data/plugin/tvmdbg/{route}")
 
+    def settled_runs(self, count: int = 1) -> dict:
+        """The runs route once the plugin has read every run (its default run is known) and
+        lists at least count: a fresh TensorBoard answers before its reader has read the logdir."""
+        deadline = time.time() + 60
+        while (body := self.api("runs"))["default_run"] is None or len(body["runs"]) < count:
+            assert time.time() < deadline, body
+            time.sleep(0.3)
+        return body
+
     def post(self, route: str, body: dict) -> tuple[int, dict]:
         """(status, JSON answer) of a POST sent as a dashboard sends it (JSON, its header)."""
         request = urllib.request.Request(

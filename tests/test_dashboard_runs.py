@@ -48,15 +48,6 @@ def b():
     browser.close()
 
 
-def _settled(tb) -> dict:
-    """The runs route once the plugin has read every run (its default run is known)."""
-    deadline = time.time() + 60
-    while (body := tb.api("runs"))["default_run"] is None or len(body["runs"]) < 2:
-        assert time.time() < deadline, body
-        time.sleep(0.3)
-    return body
-
-
 def _shown_run(frame, expected: str, timeout: float = 15.0) -> None:
     select = frame.locator(".run-select")
     deadline = time.time() + timeout
@@ -91,7 +82,7 @@ def test_opens_on_the_run_the_cli_shows(digits_logdir, tb, b, tmp_path):
     """The page opens on DebugDataReader.choose()'s run, as `tvmdbg alerts LOGDIR` does (nan/,
     whose first NaN came first, though fixed/ is newer); the user's pick stays through refreshes.
     Copied under names that sort the other way, the choice does not follow the names."""
-    body = _settled(tb)
+    body = tb.settled_runs(2)
     nan = next(r["run"] for r in body["runs"] if r["run"].startswith("nan/"))
     fixed = next(r["run"] for r in body["runs"] if r["run"].startswith("fixed/"))
     with DebugDataReader(digits_logdir) as reader:
@@ -120,7 +111,7 @@ def test_opens_on_the_run_the_cli_shows(digits_logdir, tb, b, tmp_path):
     shutil.copytree(digits_logdir / "nan", other / "a_nan")
     renamed = TensorBoardProcess(other, tmp_path / "renamed.log")
     try:
-        body = _settled(renamed)
+        body = renamed.settled_runs(2)
         a_nan = next(r["run"] for r in body["runs"] if r["run"].startswith("a_nan/"))
         assert body["default_run"] == a_nan and body["runs"][-1]["run"].startswith("b_fixed/")
         frame = b.open_dashboard(renamed)
@@ -133,7 +124,7 @@ def test_opens_on_the_run_the_cli_shows(digits_logdir, tb, b, tmp_path):
 
 @pytest.mark.slow
 def test_run_picker_shows_argv_and_switch_refreshes_profile(tb, b):
-    runs = _settled(tb)["runs"]
+    runs = tb.settled_runs(2)["runs"]
     assert len(runs) == 2
     fixed = next(r for r in runs if "--fix" in r["argv"])
     buggy = next(r for r in runs if "--fix" not in r["argv"])

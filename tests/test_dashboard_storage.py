@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from object_store import s3_server
@@ -53,10 +52,7 @@ def browser():
 
 def test_the_tab_on_an_s3_logdir_shows_the_ranks_and_rank_1s_origin(job, tb, browser):
     _, line = job
-    deadline = time.time() + 60
-    while (body := tb.api("runs"))["default_run"] is None or len(body["runs"]) < 2:
-        assert time.time() < deadline, body
-        time.sleep(0.3)
+    body = tb.settled_runs(2)
     rank1 = next(r["run"] for r in body["runs"] if r["disco"]["rank"] == 1)
     assert body["default_run"] == rank1
 
