@@ -252,6 +252,7 @@ class _Cells:
         self.stats, self.row, self.inner_row = params.buffer, params.row, inner_row
         self.slot_of = {op: slot for slot, op in enumerate(ops)}
         self.total = [self.row, tirx.const(INNER_COLUMN, "int64")]
+        self.args = tirx.Var("tvmdbg_args", "handle")  # the recount calls' stack (prepare())
         # Each row's index expression and each column's constant, made once and shared by the
         # cells' stores and loads (immutable nodes: the same IR, fewer FFI constructions).
         self._rows: dict[int, object] = {}
@@ -271,7 +272,6 @@ class _Cells:
         """The recount calls' argument stack (kernel_source.recount_source's data, size,
         cells, total, start; the result), its type indices, the kernel's total cell (its
         row's INNER_COLUMN) and row 0 set once: each call then sets three values only."""
-        self.args = tirx.Var("tvmdbg_args", "handle")
         out = [tirx.Bind(self.args, tirx.tvm_stack_alloca("tvm_ffi_any", len(_ARG_KINDS)))]
         for slot, kind in enumerate(_ARG_KINDS):
             out.append(_set(self.args, slot, _TYPE_INDEX, kind))
