@@ -62,12 +62,11 @@ def test_the_library_holds_every_kernel_and_counts_as_a_kernel_built_alone(libra
             return ctypes.c_void_p(stats.ctypes.data + row * stats.strides[0] + column * stats.strides[1])
 
         recount = library[kernel_source.recount_name(dtype)]
+        into = (cell(2, 3), cell(1, compiled.INNER_COLUMN), cell(0, 0))  # the cells, the total, row 0
         finite = np.ones(16, dtype)
-        recount(
-            ctypes.c_void_p(finite.ctypes.data), finite.size, cell(2, 3), cell(1, compiled.INNER_COLUMN), cell(0, 0)
-        )
+        recount(ctypes.c_void_p(finite.ctypes.data), finite.size, *into)
         assert stats[0, 1] == 0.0 and stats[1, compiled.INNER_COLUMN] == 2.0, dtype
-        recount(ctypes.c_void_p(array.ctypes.data), array.size, cell(2, 3), cell(1, compiled.INNER_COLUMN), cell(0, 0))
+        recount(ctypes.c_void_p(array.ctypes.data), array.size, *into)
         expected = [np.isnan(array).sum(), np.isneginf(array).sum(), np.isposinf(array).sum()]
         assert stats[2, 3:6].tolist() == [1.0 + n for n in expected], dtype
         assert stats[1, compiled.INNER_COLUMN] == 2.0 + sum(expected) and stats[0, 1] == 7.0, dtype
