@@ -753,7 +753,11 @@ class _FusedCalls:
     def _call(self, binding, name: str, func, inner: list) -> None:
         value = binding.value
         table = self.table
-        group = table.group(value, inner, self.fresh, self.aliases) if table is not None else None
+        group = None
+        if table is not None:
+            group = table.group_by_flow(value, func, inner, self.fresh, self.aliases)
+            if group is None:
+                group = table.group(value, inner, self.fresh, self.aliases)
         call = (self.fname, name, self.calls[name])
         self.calls[name] += 1
         argument = {hash(p): a for p, a in zip(func.params, value.args)}
@@ -803,9 +807,9 @@ def _callee(value) -> str | None:
     return op if op is not None else _name(value.op)
 
 
-def _operand_handles(value, aliases: dict) -> list:
-    """Keys of a call's tensor operands (vars and constants, items of tuples by the tuple's
-    key and index: `_alias_key`), tuples flattened; a call_tir's PrimFunc is not one."""
+def _tensor_operands(value) -> list:
+    """A call's tensor operands (vars and constants), tuples flattened; a call_tir's PrimFunc
+    is not one."""
     args = items(value.args)
     if _op_name(value) in _DPS_OPS:
         args = args[1:2]
@@ -813,8 +817,14 @@ def _operand_handles(value, aliases: dict) -> list:
     for arg in args:
         for item in items(arg.fields) if isinstance(arg, relax.Tuple) else [arg]:
             if isinstance(item, (relax.Var, tvm.ir.expr.Constant)):
-                out.append(aliases.get(hash(item), hash(item)))
+                out.append(item)
     return out
+
+
+def _operand_handles(value, aliases: dict) -> list:
+    """Keys of a call's tensor operands (vars and constants, items of tuples by the tuple's
+    key and index: `_alias_key`)."""
+    return [aliases.get(hash(item), hash(item)) for item in _tensor_operands(value)]
 
 
 def _alias_key(binding, aliases: dict, fresh: dict | None = None):
@@ -828,6 +838,20 @@ def _alias_key(binding, aliases: dict, fresh: dict | None = None):
         key = hash(value.tuple_value)
         return (aliases.get(key, fresh.get(key, key) if fresh else key), int(value.index))
     return None
+
+
+def _binding_of(operand) -> int | None:
+    """The binding of a fused function an operand handle of group_by_flow refers to."""
+    if isinstance(operand, tuple) and operand[0] == "binding":
+        return operand[1]
+    if isinstance(operand, tuple) and operand[0] == "item":
+        return _binding_of(operand[1])
+    return None
+
+
+def _tuple_of(handle):
+    """The op a pre-fuse operand handle reads: a tuple item's tuple."""
+    return handle[0] if isinstance(handle, tuple) else handle
 
 
 class _OpTable:
@@ -854,6 +878,105 @@ class _OpTable:
             # A tuple item's reader is also the tuple's (a group may hold the tuple's op).
             for operand in set(operands) | {o[0] for o in operands if isinstance(o, tuple)}:
                 self.readers.setdefault(operand, []).append(key)
+
+    def group_by_flow(self, call, func, inner: list, fresh: dict[int, int], aliases: dict) -> list[int] | None:
+        """The ops of one call of a fused function, found by the function's own data flow: its
+        binding k is the op before FuseOps that calls the same PrimFunc on the same operands
+        (the call's arguments where binding k reads a parameter, the ops found for the
+        bindings it reads), ops that feed no later binding's candidates dropped, from the
+        output back. Exact wherever the module says which op computes what; twins (ops of
+        other call sites computing the same value from the same operands, e.g. every layer's
+        slice of one shared table) remain ambiguous, and the first unclaimed is taken. None
+        when a binding has no candidate."""
+        local: dict[int, object] = {}  # the fused function's params and bindings -> handles
+        for param, arg in zip(func.params, items(call.args)):
+            if isinstance(arg, (relax.Var, tvm.ir.expr.Constant)):
+                key = hash(arg)
+                local[hash(param)] = aliases.get(key, fresh.get(key, key))
+            else:
+                return None
+        candidates: list[list[int] | None] = []  # per binding: pre-fuse ops that may be it
+        wanted: list[list] = []  # per binding: each operand's handle, or ("binding", j[, item])
+        for k, binding in enumerate(inner):
+            value = binding.value
+            if isinstance(value, relax.TupleGetItem) and isinstance(value.tuple_value, relax.Var):
+                local[hash(binding.var)] = ("item", local.get(hash(value.tuple_value)), int(value.index))
+                candidates.append(None)
+                wanted.append([])
+                continue
+            if not isinstance(value, relax.Call):
+                candidates.append(None)
+                wanted.append([])
+                continue
+            operands = [local.get(hash(o), hash(o)) for o in _tensor_operands(value)]
+            wanted.append(operands)
+            callee = _callee(value)
+            pool = self._readers_of(operands[0], candidates) if operands else list(self.order)
+            found = [
+                key
+                for key in pool
+                if self.callee.get(key) == callee and self._reads(self.operands[key], operands, candidates)
+            ]
+            if not found:
+                return None
+            candidates.append(found)
+            local[hash(binding.var)] = ("binding", k)
+        # From the output back: keep the candidates that some kept reader reads.
+        keep: list[set | None] = [set(c) if c is not None else None for c in candidates]
+        for k in range(len(inner) - 1, -1, -1):
+            if keep[k] is None:
+                continue
+            for position, operand in enumerate(wanted[k]):
+                j = _binding_of(operand)
+                if j is None or keep[j] is None:
+                    continue
+                read = {
+                    _tuple_of(self.operands[key][position]) for key in keep[k] if position < len(self.operands[key])
+                }
+                keep[j] &= read
+        chosen = []
+        for k, binding in enumerate(inner):
+            if keep[k] is None:
+                chosen.append(hash(binding.var))
+                continue
+            free = [key for key in candidates[k] if key in keep[k] and key not in self.claimed and key not in chosen]
+            if not free:
+                return None
+            chosen.append(free[0])
+        self.claimed.update(key for key, b in zip(chosen, inner) if isinstance(b.value, relax.Call))
+        return chosen
+
+    def _readers_of(self, operand, candidates) -> list[int]:
+        """The pre-fuse ops that may read a handle or a binding's candidates, in order."""
+        j = _binding_of(operand)
+        if j is None:
+            handles = [operand[1]] if isinstance(operand, tuple) and operand[0] == "item" else [operand]
+        else:
+            handles = candidates[j] or []
+        found = {r for handle in handles for r in self.readers.get(handle, ())}
+        return sorted(found, key=self.order.__getitem__)
+
+    @staticmethod
+    def _reads(actual: list, operands: list, candidates) -> bool:
+        """Whether a pre-fuse op's operand handles are those a binding reads."""
+        if len(actual) != len(operands):
+            return False
+        for have, want in zip(actual, operands):
+            j = _binding_of(want)
+            if j is not None:
+                item = want[2] if want[0] == "item" else None
+                if item is None and have not in (candidates[j] or ()):
+                    return False
+                if item is not None and not (
+                    isinstance(have, tuple) and have[1] == item and have[0] in (candidates[j] or ())
+                ):
+                    return False
+            elif isinstance(want, tuple) and want[0] == "item":
+                if have != (want[1], want[2]):
+                    return False
+            elif have != want:
+                return False
+        return True
 
     def group(self, call, inner: list, fresh: dict[int, int], aliases: dict) -> list[int] | None:
         """The ops of one call of a fused function (its bindings `inner`): those that read
