@@ -376,13 +376,15 @@ def test_the_tracer_runs_rows_and_queues_records_through_c_entries_only():
     and hands its records to native_records' (QUEUE_CALL): no Python object made for either.
     Anything else is refused when the tracer is made, not on a call."""
     call, rows, framing = _native_libraries()
-    made = call.Tracer(None, fast_tracer._LOCAL, iter(()), None, rows.CALL_ROWS, framing.QUEUE_CALL)
+    made = call.Tracer(None, fast_tracer._LOCAL, iter(()), None, {}, rows.CALL_ROWS, framing.QUEUE_CALL)
     assert made.counts() == (0, 0, 0)
     with pytest.raises(TypeError, match="native_records.QUEUE_CALL"):
-        call.Tracer(None, fast_tracer._LOCAL, iter(()), None, rows.CALL_ROWS, framing.queue_call)
+        call.Tracer(None, fast_tracer._LOCAL, iter(()), None, {}, rows.CALL_ROWS, framing.queue_call)
     for other in (rows.call_rows, framing.QUEUE_CALL):  # the Python function, another capsule
         with pytest.raises(TypeError, match="native_rows.CALL_ROWS"):
-            call.Tracer(None, fast_tracer._LOCAL, iter(()), None, other, framing.QUEUE_CALL)
+            call.Tracer(None, fast_tracer._LOCAL, iter(()), None, {}, other, framing.QUEUE_CALL)
+    with pytest.raises(TypeError, match="call_numbers must be a dict"):
+        call.Tracer(None, fast_tracer._LOCAL, iter(()), None, [], rows.CALL_ROWS, framing.QUEUE_CALL)
 
 
 def test_a_plan_whose_rows_do_not_fit_fails_when_it_is_made_with_call_rows_error():
@@ -393,7 +395,7 @@ def test_a_plan_whose_rows_do_not_fit_fails_when_it_is_made_with_call_rows_error
     from tvmdbg_tb.tracing.native_call import NativePlan
 
     call, rows, framing = _native_libraries()
-    tracer = call.Tracer(None, fast_tracer._LOCAL, iter(()), None, rows.CALL_ROWS, framing.QUEUE_CALL)
+    tracer = call.Tracer(None, fast_tracer._LOCAL, iter(()), None, {}, rows.CALL_ROWS, framing.QUEUE_CALL)
     width, codes = compiled.ROW_WIDTH, np.full(2, 2.0).tobytes()
     tails = (3, width, b"\x01\x01", 10, codes, compiled.STATS_COLUMN, 1.0)  # FULL_HEALTH, two kernel rows
     # One block summing rows 1 and 2 at byte 0 of a 90-byte template; the scan of both rows.

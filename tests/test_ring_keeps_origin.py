@@ -113,11 +113,13 @@ def test_a_nan_early_in_a_long_run_survives_the_default_ring(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     out = result.stdout
     assert "The first origin is op lv1 (kernel tir_log; Relax ops relax.log lv1" in out, out
-    assert "in execution 500 (main)" in out and "models.py" in out
+    # The step survives the ring's drops (Execution.call_number is written at record time).
+    assert "in execution 500 (main, call 501)" in out and "models.py" in out
     assert f"The circular buffer dropped {calls - 1000 - 1} calls" in out
     alerts = json.loads(cli("alerts", logdir, "--json").stdout)
     origin = alerts["alerts"][alerts["first_origin_index"]]
     assert (origin["op_name"], origin["execution_index"], origin["origin_uncertain"]) == ("lv1", 500, False)
+    assert (origin["function_name"], origin["call"]) == ("main", 501)
     assert alerts["start_dropped"] is False
     run = read_run(logdir)
     route = _alerts_route(logdir, run.name)  # what the dashboard reads
@@ -141,7 +143,7 @@ def test_the_kept_nan_call_comes_on_top_of_the_byte_bound(tmp_path, ring):
     bound = 4096
     run_program(logdir, 300, NAN_AT=50, RING=ring, RING_BYTES=bound)
     result = cli("check", logdir)
-    assert result.returncode == 1 and "in execution 50 (main)" in result.stdout, result.stdout + result.stderr
+    assert result.returncode == 1 and "in execution 50 (main, call 51)" in result.stdout, result.stdout + result.stderr
     run = read_run(logdir)
     assert first_origin(run)["execution_index"] == 50
     assert run.completeness().complete, run.completeness().summary()

@@ -43,6 +43,7 @@ import dataclasses
 import threading
 import weakref
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -635,7 +636,7 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
             size = describe(trace.tensor_debug_mode, list(trace.debug_values)).get("size", size)
         names = (op.op_name, op.kernel, int(op.graph_id)) if op else (trace.op_name, trace.kernel, int(trace.graph_id))
         e = columns["execution_index"][i]
-        function, call, of = calls.get(e, ("", None, 0))
+        called = calls.get(e, CallNumber("", None, 0))
         out.append(
             Alert(
                 alert_type=ALERT_TYPE,
@@ -652,9 +653,11 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
                 shape=shape,
                 wall_time=num(columns["wall_time"][i]),
                 execution_index=e,
-                function_name=function,
-                call=call,
-                function_calls=of,
+                function_name=called.function,
+                call=called.number,
+                function_calls=called.calls,
+                vm=called.vm,
+                function_vms=called.vms,
                 trace_index=columns["index"][i],
                 execution_position=execution_position.get(e),
                 trace_position=position,
@@ -670,26 +673,48 @@ def alert_rows(run: RunReader, positions: np.ndarray, origin: np.ndarray) -> lis
     return out
 
 
-def call_numbers(run: RunReader, executions: np.ndarray) -> dict[int, tuple[str, int | None, int]]:
-    """{execution index: (its function, the how-manieth call of that function it is in the run
-    (the step of a generation loop: "decode, call 5"), how many calls of it the dump holds)}
-    of these executions; the number is None where the circular buffer or damage dropped
-    earlier executions (it cannot be counted)."""
+class CallNumber(NamedTuple):
+    """Which call an execution is: its function, the how-manieth call of that function by its
+    VM (the step of a generation loop: "decode, call 5"; None: not known), how many calls of it
+    by that VM the dump holds, the VM (Execution.vm, 0: not recorded) and how many VMs called
+    that function in the dump (two models with the same function names, or threads)."""
+
+    function: str
+    number: int | None
+    calls: int
+    vm: int = 0
+    vms: int = 1
+
+
+def call_numbers(run: RunReader, executions: np.ndarray) -> dict[int, CallNumber]:
+    """{execution index: its CallNumber} of these executions. The number is the one written at record time
+    (Execution.call_number, per VM: two models or two threads' VMs keep their own counts, and
+    the circular buffer's drops do not lose it); a dump of an earlier tvmdbg has none, and its
+    numbers are counted over the run, None where drops or damage make that impossible."""
     digests = run.execution_digests()
     wanted = np.unique(executions)
     rows = _execution_rows(run, wanted)
-    out: dict[int, tuple[str, int | None, int]] = {}
+    out: dict[int, CallNumber] = {}
     if not (rows >= 0).any():
         return out
-    functions = digests["function"]
+    functions, recorded, vms = digests["function"], digests["call_number"], digests["vm"]
     counted = len(digests) and digests["index"][0] == 0 and not run.ring_drops(layout.EXECUTION)
-    totals = np.bincount(functions)
+    # Calls of a function by one VM: the pair as one key (function ids and VM numbers are small).
+    callers = functions.astype(np.int64) << 32 | vms.astype(np.int64)
+    pairs, inverse, totals = np.unique(callers, return_inverse=True, return_counts=True)
+    vms_of = np.bincount((pairs >> 32).astype(np.int64))  # VMs per function id
     for e, row in zip(wanted.tolist(), rows.tolist()):
         if row < 0:
             continue
         function = int(functions[row])
-        number = int(np.count_nonzero(functions[: row + 1] == function)) if counted else None
-        out[e] = (run.function_names[function], number, int(totals[function]))
+        if recorded[row] > 0:
+            number = int(recorded[row])
+        elif counted:
+            number = int(np.count_nonzero(callers[: row + 1] == callers[row]))
+        else:
+            number = None
+        vm = int(vms[row])
+        out[e] = CallNumber(run.function_names[function], number, int(totals[inverse[row]]), vm, int(vms_of[function]))
     return out
 
 

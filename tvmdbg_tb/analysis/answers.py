@@ -82,6 +82,10 @@ class Alert(Answer):
     function_name: str = ""
     call: int | None = None
     function_calls: int = 0
+    # The VM that made the call (1, 2, ... in the order the run traced them; 0: not recorded)
+    # and how many VMs called the function in the dump (the call number counts per VM).
+    vm: int = 0
+    function_vms: int = 1
     trace_index: int
     execution_position: int | None
     trace_position: int | None

@@ -531,13 +531,17 @@ def _origin_kind(alert: dict) -> str:
 
 
 def call_text(alert: dict) -> str:
-    """ " (decode, call 5)": the alert's function and, when the dump holds several calls of
-    it, which one (the step of a generation loop); "" when unknown."""
+    """ " (decode, call 5)": the alert's function and, when its VM made several calls of it,
+    which one (the step of a generation loop), and " of VM 2" when several VMs called it (two
+    models with the same function names, or threads: each VM counts its own calls); "" when
+    unknown."""
     if not alert.get("function_name"):
         return ""
-    several = alert.get("call") is not None and alert.get("function_calls", 0) > 1
-    call = f", call {alert['call']}" if several else ""
-    return f" ({alert['function_name']}{call})"
+    number = alert.get("call")
+    several = number is not None and (number > 1 or alert.get("function_calls", 0) > 1)
+    call = f", call {number}" if several else ""
+    vm = f" of VM {alert['vm']}" if alert.get("function_vms", 1) > 1 and alert.get("vm") else ""
+    return f" ({alert['function_name']}{call}{vm})"
 
 
 def _where_created(run: RunReader, alert: dict) -> str:

@@ -38,6 +38,8 @@ EXECUTION_DIGEST = np.dtype(
         ("num_traces", "<i8"),
         ("duration_us", "<f8"),
         ("function", "<i4"),  # index into RunReader.function_names
+        ("call_number", "<i8"),  # Execution.call_number (0: not recorded)
+        ("vm", "<i4"),  # Execution.vm (0: not recorded)
         ("flags", "u1"),
     ]
 )

@@ -482,7 +482,7 @@ class RunReader(RunIndex):
         _chunk_rows."""
         columns = vectorized.execution_digests(padded, starts, lengths)
         rows = np.zeros(len(offsets), dtype=EXECUTION_DIGEST)
-        for name in ("index", "graph_id", "wall_time", "num_traces", "duration_us", "flags"):
+        for name in ("index", "graph_id", "wall_time", "num_traces", "duration_us", "call_number", "vm", "flags"):
             rows[name] = columns[name]
         rows["offset"] = offsets
         ok = columns["ok"]
@@ -563,6 +563,8 @@ class RunReader(RunIndex):
             execution.num_traces,
             execution.duration_us,
             fid,
+            execution.call_number,
+            execution.vm,
             flags,
         )
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from tvmdbg_tb.events import records
 from tvmdbg_tb.events.digests import HAS_ERROR, HEALTH_KNOWN, INNER_NONFINITE, NONFINITE
+from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 _U64 = struct.Struct("<Q").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -352,13 +353,15 @@ def _envelopes(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray, field: in
 
 def execution_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
     """Digest columns of the Execution records at starts/lengths in b (padded): index,
-    graph_id, wall_time, num_traces, duration_us, flags, the function name's (start, length)
+    graph_id, wall_time, num_traces, duration_us, call_number, vm, flags, the function name's (start, length)
     in b, the envelope's run_key and sequence, and `ok` (False: parse that record with
     protobuf instead)."""
     envelopes = _envelopes(b, starts, lengths, 8)
     wall, sub_start, sub_end, ok = envelopes.wall, envelopes.sub_start, envelopes.sub_end, envelopes.ok
     n = len(starts)
-    cols = {name: np.zeros(n, dtype=np.int64) for name in ("index", "graph_id", "mode", "num_traces")}
+    cols = {
+        name: np.zeros(n, dtype=np.int64) for name in ("index", "graph_id", "mode", "num_traces", "call_number", "vm")
+    }
     duration = np.zeros(n)
     name_start = np.zeros(n, dtype=np.int64)
     name_len = np.zeros(n, dtype=np.int64)
@@ -383,16 +386,11 @@ def execution_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) ->
     def on_output(rows, start, length):
         outputs.append((rows, start, start + length))
 
-    fields = {
-        1: (0, setter("index")),
-        2: (2, on_name),
-        3: (0, setter("graph_id")),
-        4: (0, setter("mode")),
-        6: (2, on_output),
-        7: (1, on_duration),
-        9: (0, setter("num_traces")),
-        10: (2, on_error),
-    }
+    numbers = pb.Execution.DESCRIPTOR.fields_by_name
+    varints = ("index", "graph_id", "num_traces", "call_number", "vm")
+    fields = {numbers[name].number: (0, setter(name)) for name in varints}
+    fields[numbers["tensor_debug_mode"].number] = (0, setter("mode"))
+    fields.update({2: (2, on_name), 6: (2, on_output), 7: (1, on_duration), 10: (2, on_error)})
     _walk(b, sub_start, sub_end, ok, fields)
     flags = np.where(error_len > 0, HAS_ERROR, 0)
     if outputs:
@@ -419,6 +417,8 @@ def execution_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) ->
         "wall_time": wall,
         "num_traces": cols["num_traces"],
         "duration_us": duration,
+        "call_number": cols["call_number"],
+        "vm": cols["vm"],
         "flags": flags.astype(np.uint8),
         "name_start": name_start,
         "name_len": name_len,

@@ -18,3 +18,20 @@ def varint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def field_tag(message_type, field_name: str) -> bytes:
+    """The wire tag of a field, from the message's descriptor (never written out by hand):
+    field_tag(pb.Execution, "call_number") is field 41's varint tag, b"\\xc8\\x02"."""
+    field = message_type.DESCRIPTOR.fields_by_name[field_name]
+    wire_type = _WIRE_TYPES.get(field.type, 2)
+    return varint(field.number << 3 | wire_type)
+
+
+# FieldDescriptor types by wire type: varints (0), 64-bit (1), 32-bit (5); the rest are
+# length-delimited (2).
+_WIRE_TYPES = {
+    **dict.fromkeys((3, 4, 5, 8, 13, 14, 17, 18), 0),  # int64 uint64 int32 bool uint32 enum sint32 sint64
+    **dict.fromkeys((1, 6, 16), 1),  # double fixed64 sfixed64
+    **dict.fromkeys((2, 7, 15), 5),  # float fixed32 sfixed32
+}

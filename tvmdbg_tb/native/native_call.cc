@@ -55,6 +55,7 @@ PyObject* s_idle_checks;
 PyObject* s_native_location;
 PyObject* s_native_plan;
 PyObject* s_native_finish;
+PyObject* s_next_call_number;
 PyObject* s_native_emit;
 PyObject* s_native_warn;
 PyObject* s_shape;
@@ -117,6 +118,7 @@ struct Tracer {
   PyObject* local;
   PyObject* ids;
   PyObject* session;
+  PyObject* call_numbers;  // the VM's call counters by function name (vm_tracer.Tracer.call_numbers)
   PyObject* call_rows;   // native_rows.CALL_ROWS, the capsule of rows
   PyObject* queue_call;  // native_records.QUEUE_CALL, the capsule of queue
   const tvmdbg::CallRowsEntry* rows;
@@ -1062,7 +1064,7 @@ PyObject* RowsTuple(Tracer* tracer, const tvmdbg::RowsOut& out) {
 // The records of a call whose buffer is back in its pool (out: its rows), to the session's
 // sole writer, else to its sinks through Python.
 Outcome Write(Tracer* tracer, const Plan& plan, const tvmdbg::RowsOut& out, const Location& location,
-              unsigned long long call_index, double start) {
+              unsigned long long call_index, unsigned long long call_number, double start) {
   const tvmdbg::Bytes execution = plan.summaries != Py_None
                                       ? out.execution
                                       : tvmdbg::Bytes{PyBytes_AS_STRING(plan.execution),
@@ -1070,7 +1072,7 @@ Outcome Write(Tracer* tracer, const Plan& plan, const tvmdbg::RowsOut& out, cons
   const tvmdbg::ExecutionFields fields{
       call_index, (Clock(CLOCK_MONOTONIC) - start) * 1e6,
       {PyBytes_AS_STRING(location.bytes), static_cast<size_t>(PyBytes_GET_SIZE(location.bytes))},
-      static_cast<uint64_t>(out.which.size / 4)};
+      static_cast<uint64_t>(out.which.size / 4), call_number};
   char middle[12] = {0x18};  // each trace's execution_index
   const tvmdbg::Bytes middle_bytes = {middle, static_cast<size_t>(tvmdbg::PutVarint64(middle + 1, call_index) - middle)};
   PyObject* nonfinite = out.nonfinite < 0 ? Py_None : out.nonfinite ? Py_True : Py_False;  // for the writer's tally
@@ -1089,7 +1091,7 @@ Outcome Write(Tracer* tracer, const Plan& plan, const tvmdbg::RowsOut& out, cons
 // PoolBuffer of the native stats, set to nullptr once back in its pool) or the one (fid,
 // tensor, array) of buffers (handed out by fast_tracer._stats).
 Outcome Record(Function* function, const Plans& plans, const CallArgs& call, const Location& location, PyObject* index,
-               double start, PyObject* buffers, PoolBuffer** native, const Plan** chosen, PyObject** rows) {
+               PyObject* number, double start, PyObject* buffers, PoolBuffer** native, const Plan** chosen, PyObject** rows) {
   Tracer* tracer = function->tracer;
   PyObject* buffer = nullptr;
   tvmdbg::Buffer view;
@@ -1106,6 +1108,7 @@ Outcome Record(Function* function, const Plans& plans, const CallArgs& call, con
   if (*chosen == nullptr) return Outcome::kPython;
   const Plan& plan = **chosen;
   const unsigned long long call_index = PyLong_AsUnsignedLongLong(index);
+  const unsigned long long call_number = PyLong_AsUnsignedLongLong(number);
   if (PyErr_Occurred()) return Outcome::kPython;
   const int hunting = plan.scan == Py_None ? 0 : Hunting(tracer->session);  // no scan: no health to hunt in
   if (hunting < 0) return Outcome::kPython;
@@ -1119,7 +1122,7 @@ Outcome Record(Function* function, const Plans& plans, const CallArgs& call, con
   }
   *native = nullptr;
   // From here the buffer is back in its pool: the call is never handed to Python again.
-  return Write(tracer, plan, out, location, call_index, start);
+  return Write(tracer, plan, out, location, call_index, call_number, start);
 }
 
 // -- Function ------------------------------------------------------------------------------------
@@ -1157,12 +1160,12 @@ int Busy(Tracer* tracer, PyObject* attributes) {
   return 0;
 }
 
-// _native_finish(name, function, index, start, buffers, args, result, error, stack,
+// _native_finish(name, function, index, call_number, start, buffers, args, result, error, stack,
 // user_index, rows, plan): Python finishes the call (rows: call_rows' result with that plan, as
 // learned: the very object, whatever was learned or forgotten since); false only for a
 // BaseException.
 bool FinishInPython(Function* self, PyObject* const* args, Py_ssize_t nargs, const Location& location,
-                    PyObject* index, double start, PyObject* buffers, PyObject* result, PyObject* error,
+                    PyObject* index, PyObject* number, double start, PyObject* buffers, PyObject* result, PyObject* error,
                     PyObject* rows, const Plan* chosen) {
   PyObject* arguments = PyTuple_New(nargs);
   PyObject* start_time = arguments == nullptr ? nullptr : PyFloat_FromDouble(start);
@@ -1174,10 +1177,11 @@ bool FinishInPython(Function* self, PyObject* const* args, Py_ssize_t nargs, con
     Py_INCREF(args[k]);
     PyTuple_SET_ITEM(arguments, k, args[k]);
   }
-  PyObject* forwarded[13] = {self->tracer->hooks,
+  PyObject* forwarded[14] = {self->tracer->hooks,
                              self->name,
                              self->function,
                              index,
+                             number,
                              start_time,
                              buffers,
                              arguments,
@@ -1188,7 +1192,7 @@ bool FinishInPython(Function* self, PyObject* const* args, Py_ssize_t nargs, con
                              rows == nullptr ? Py_None : rows,
                              chosen == nullptr ? Py_None : chosen->described};
   PyObject* done =
-      PyObject_VectorcallMethod(s_native_finish, forwarded, 13 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+      PyObject_VectorcallMethod(s_native_finish, forwarded, 14 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
   Py_DECREF(start_time);
   Py_DECREF(arguments);
   Py_XDECREF(done);
@@ -1204,6 +1208,16 @@ PyObject* Interrupted(PyObject* result, PyObject* type, PyObject* error, PyObjec
   return nullptr;
 }
 
+// Execution.call_number of a call of the function `name`: the next of the VM's counter for it
+// (an itertools.count in Tracer.call_numbers, which Python's calls draw from too); the first
+// call of a function asks Python to make its counter (next_call_number).
+PyObject* NextCallNumber(Tracer* tracer, PyObject* name) {
+  PyObject* counter = PyDict_GetItemWithError(tracer->call_numbers, name);  // borrowed
+  if (counter != nullptr) return PyIter_Next(counter);
+  if (PyErr_Occurred()) return nullptr;
+  return PyObject_CallMethodOneArg(tracer->hooks, s_next_call_number, name);
+}
+
 // The call traced, this thread not inside another (attributes: its ThreadAttributes).
 PyObject* Traced(Function* self, PyObject* attributes, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   Tracer* tracer = self->tracer;
@@ -1216,11 +1230,14 @@ PyObject* Traced(Function* self, PyObject* attributes, PyObject* const* args, si
     return Fallback(self, args, nargsf, kwnames);
   }
   PyObject* index = PyIter_Next(tracer->ids);
+  PyObject* number = index == nullptr ? nullptr : NextCallNumber(tracer, self->name);
+  if (number == nullptr) Py_CLEAR(index);
   Marker* marker = index == nullptr ? nullptr : PyObject_New(Marker, &kMarkerType);
   if (marker != nullptr && (marker->buffers = PyList_New(0)) == nullptr) Py_CLEAR(marker);
   if (marker == nullptr || PyDict_SetItem(attributes, s_call, reinterpret_cast<PyObject*>(marker)) != 0) {
     Py_XDECREF(marker);
     Py_XDECREF(index);
+    Py_XDECREF(number);
     DropPlans(&plans);
     DropLocation(&location);
     if (PyErr_Occurred() && !Warn(tracer)) return nullptr;
@@ -1252,7 +1269,8 @@ PyObject* Traced(Function* self, PyObject* attributes, PyObject* const* args, si
   const Plan* chosen = nullptr;  // in plans, which hold its references until the call ends
   Outcome outcome = Outcome::kPython;
   if (result != nullptr && !interrupted) {
-    outcome = Record(self, plans, {args, nargs, result}, location, index, start, buffers, &native, &chosen, &rows);
+    outcome =
+        Record(self, plans, {args, nargs, result}, location, index, number, start, buffers, &native, &chosen, &rows);
     if (outcome == Outcome::kPython && PyErr_Occurred() && !Warn(tracer)) outcome = Outcome::kInterrupted;
     interrupted = outcome == Outcome::kInterrupted;
   }
@@ -1261,11 +1279,13 @@ PyObject* Traced(Function* self, PyObject* attributes, PyObject* const* args, si
     if (!HandOver(pool, buffers) && !Warn(tracer)) interrupted = true;
   }
   if (outcome == Outcome::kPython && !interrupted) {
-    interrupted = !FinishInPython(self, args, nargs, location, index, start, buffers, result, error, rows, chosen);
+    interrupted =
+        !FinishInPython(self, args, nargs, location, index, number, start, buffers, result, error, rows, chosen);
   }
   Py_XDECREF(rows);
   Py_DECREF(buffers);
   Py_DECREF(index);
+  Py_DECREF(number);
   DropPlans(&plans);
   DropLocation(&location);
   if (interrupted) return Interrupted(result, type, error, traceback);  // it wins over the call's outcome
@@ -1345,10 +1365,14 @@ void ClearCaches(Tracer* self) {
 }
 
 PyObject* TracerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  PyObject *hooks, *local, *ids, *session, *call_rows, *queue_call;
-  static const char* names[] = {"hooks", "local", "ids", "session", "call_rows", "queue_call", nullptr};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOO:Tracer", const_cast<char**>(names), &hooks, &local, &ids,
-                                   &session, &call_rows, &queue_call)) {
+  PyObject *hooks, *local, *ids, *session, *call_numbers, *call_rows, *queue_call;
+  static const char* names[] = {"hooks", "local", "ids", "session", "call_numbers", "call_rows", "queue_call", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOO:Tracer", const_cast<char**>(names), &hooks, &local, &ids,
+                                   &session, &call_numbers, &call_rows, &queue_call)) {
+    return nullptr;
+  }
+  if (!PyDict_Check(call_numbers)) {
+    PyErr_SetString(PyExc_TypeError, "Tracer: call_numbers must be a dict");
     return nullptr;
   }
   if (!PyCapsule_IsValid(call_rows, tvmdbg::kCallRowsCapsule)) {
@@ -1365,11 +1389,12 @@ PyObject* TracerNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   if (self == nullptr) return nullptr;
   self->rows = rows;
   self->queue = queue;
-  for (PyObject* object : {hooks, local, ids, session, call_rows, queue_call}) Py_INCREF(object);
+  for (PyObject* object : {hooks, local, ids, session, call_numbers, call_rows, queue_call}) Py_INCREF(object);
   self->hooks = hooks;
   self->local = local;
   self->ids = ids;
   self->session = session;
+  self->call_numbers = call_numbers;
   self->call_rows = call_rows;
   self->queue_call = queue_call;
   self->locations = new std::unordered_map<Key, Location, KeyHash>();
@@ -1384,6 +1409,7 @@ int TracerTraverse(PyObject* object, visitproc visit, void* arg) {
   Py_VISIT(self->local);
   Py_VISIT(self->ids);
   Py_VISIT(self->session);
+  Py_VISIT(self->call_numbers);
   Py_VISIT(self->call_rows);
   Py_VISIT(self->queue_call);
   return 0;
@@ -1395,6 +1421,7 @@ int TracerClear(PyObject* object) {
   Py_CLEAR(self->local);
   Py_CLEAR(self->ids);
   Py_CLEAR(self->session);
+  Py_CLEAR(self->call_numbers);
   Py_CLEAR(self->call_rows);
   Py_CLEAR(self->queue_call);
   ClearCaches(self);
@@ -1562,6 +1589,7 @@ bool Intern() {
       {&s_native_location, "_native_location"},
       {&s_native_plan, "_native_plan"},
       {&s_native_finish, "_native_finish"},
+      {&s_next_call_number, "next_call_number"},
       {&s_native_emit, "_native_emit"},
       {&s_native_warn, "_native_warn"},
       {&s_shape, "shape"},

@@ -31,11 +31,12 @@ struct ExecutionFields {
   double duration_us;
   Bytes location;
   uint64_t num_traces;
+  uint64_t call_number;  // Execution.call_number (field 41)
 };
 
 inline size_t ExecutionFieldsSize(const ExecutionFields& fields) {
   return 1 + VarintLength(fields.index) + 1 + 8 + 1 + VarintLength(fields.location.size) + fields.location.size + 1 +
-         VarintLength(fields.num_traces);
+         VarintLength(fields.num_traces) + 2 + VarintLength(fields.call_number);
 }
 
 inline char* PutExecutionFields(char* p, const ExecutionFields& fields) {
@@ -49,7 +50,10 @@ inline char* PutExecutionFields(char* p, const ExecutionFields& fields) {
   std::memcpy(p, fields.location.data, fields.location.size);
   p += fields.location.size;
   *p++ = 0x48;
-  return PutVarint64(p, fields.num_traces);
+  p = PutVarint64(p, fields.num_traces);
+  *p++ = static_cast<char>(0xC8);  // field 41, varint: two bytes of tag
+  *p++ = 0x02;
+  return PutVarint64(p, fields.call_number);
 }
 
 // A call's records: its Execution (execution, then fields unless nullptr) and its traces

@@ -340,7 +340,7 @@ class TensorSummary(_message.Message):
     def __init__(self, debug_values: _Optional[_Iterable[float]] = ..., tensor_value: _Optional[_Union[TensorValue, _Mapping]] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., items: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., summarized_in_execution: _Optional[int] = ...) -> None: ...
 
 class Execution(_message.Message):
-    __slots__ = ("index", "function_name", "graph_id", "tensor_debug_mode", "inputs", "outputs", "duration_us", "code_location", "num_traces", "error", "executable_id", "record_error")
+    __slots__ = ("index", "function_name", "graph_id", "tensor_debug_mode", "inputs", "outputs", "duration_us", "code_location", "num_traces", "error", "executable_id", "record_error", "call_number", "vm")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_NAME_FIELD_NUMBER: _ClassVar[int]
     GRAPH_ID_FIELD_NUMBER: _ClassVar[int]
@@ -353,6 +353,8 @@ class Execution(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     EXECUTABLE_ID_FIELD_NUMBER: _ClassVar[int]
     RECORD_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CALL_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    VM_FIELD_NUMBER: _ClassVar[int]
     index: int
     function_name: str
     graph_id: int
@@ -365,7 +367,9 @@ class Execution(_message.Message):
     error: str
     executable_id: str
     record_error: str
-    def __init__(self, index: _Optional[int] = ..., function_name: _Optional[str] = ..., graph_id: _Optional[int] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., inputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., duration_us: _Optional[float] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., num_traces: _Optional[int] = ..., error: _Optional[str] = ..., executable_id: _Optional[str] = ..., record_error: _Optional[str] = ...) -> None: ...
+    call_number: int
+    vm: int
+    def __init__(self, index: _Optional[int] = ..., function_name: _Optional[str] = ..., graph_id: _Optional[int] = ..., tensor_debug_mode: _Optional[_Union[TensorDebugMode, str]] = ..., inputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[TensorSummary, _Mapping]]] = ..., duration_us: _Optional[float] = ..., code_location: _Optional[_Union[CodeLocation, _Mapping]] = ..., num_traces: _Optional[int] = ..., error: _Optional[str] = ..., executable_id: _Optional[str] = ..., record_error: _Optional[str] = ..., call_number: _Optional[int] = ..., vm: _Optional[int] = ...) -> None: ...
 
 class GraphExecutionTrace(_message.Message):
     __slots__ = ("op_id", "output_slot", "execution_index", "op_name", "kernel", "graph_id", "tensor_debug_mode", "debug_values", "tensor_value", "device", "duration_us", "error", "index", "dtype", "shape", "inner_nonfinite")

@@ -129,6 +129,7 @@ class _Builder:
             graph_id=self.call.function.graph_id,
             tensor_debug_mode=self.mode,
             executable_id=tracer.program.executable_id,
+            vm=tracer.vm_number,
         )
         summaries = static = None
         if self.mode == pb.NO_TENSOR:  # every summary constant: the Execution's bytes

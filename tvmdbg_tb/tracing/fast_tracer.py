@@ -27,6 +27,7 @@ from tvmdbg_tb.capture import frames as frames_mod
 from tvmdbg_tb.events import native_records
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.trace_parts import TraceParts
+from tvmdbg_tb.events.wire import field_tag
 from tvmdbg_tb.events.wire import varint as _varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing import call_plans, execution_template, native_call, native_rows, param_cache
@@ -38,6 +39,7 @@ from tvmdbg_tb.tracing.vm_tracer import Tracer, _message
 FAST_MODES = {pb.NO_TENSOR, pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.SHAPE, pb.FULL_STATS}
 _perf = time.perf_counter
 _F64 = struct.Struct("<d")
+_CALL_NUMBER_TAG = field_tag(pb.Execution, "call_number")
 _HEALTH_EXECUTION_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)
 
 
@@ -62,24 +64,38 @@ def usable(session: Session, vm: Any) -> bool:
 
 
 class _FastCall:
-    __slots__ = ("tracer", "index", "function", "buffers", "start", "implicit", "bad", "fid", "skips", "inner", "plan")
+    __slots__ = (
+        "tracer",
+        "index",
+        "number",
+        "function",
+        "buffers",
+        "start",
+        "implicit",
+        "bad",
+        "fid",
+        "skips",
+        "inner",
+        "plan",
+    )
 
     def __init__(
         self,
         tracer: CompiledTracer,
         function: RuntimeFunction,
         implicit: bool,
-        started: tuple[int, float, list] | None = None,
+        started: tuple[int, int, float, list] | None = None,
     ):
-        """started: (index, start, buffers) of a call native_call began."""
+        """started: (index, call number, start, buffers) of a call native_call began."""
         self.tracer = tracer
         self.function = function
         if started is None:
             self.index = tracer.session.next_execution_index()
+            self.number = tracer.next_call_number(function.name)  # Execution.call_number
             self.buffers: list[tuple[int, Any, np.ndarray]] = []
             self.start = _perf()
         else:
-            self.index, self.start, self.buffers = started
+            self.index, self.number, self.start, self.buffers = started
         self.implicit = implicit
         self.bad: tuple[int, int, bool] | None = None  # first non-finite row, while replay hunts (scan_buffers)
         self.fid = 0
@@ -217,6 +233,7 @@ class CompiledTracer(Tracer):
         self.program = session.program(info, vm)
         self.function_names = frozenset(info.functions)
         self._local = threading.local()
+        self._count_calls(session)
         self._fids = {name: function.fid for name, function in info.compiled.items()}  # name -> fid
         self._native_calls = native_calls
         self._statics: dict[int, tuple[list[bytes], list[bool]]] = {}
@@ -270,7 +287,9 @@ class CompiledTracer(Tracer):
             install_native_stats()
             call, rows, framing = (library.loaded() for library in libraries)
             ids = self.session.execution_ids
-            self._native = call.Tracer(self, _LOCAL, ids, self.session, rows.CALL_ROWS, framing.QUEUE_CALL)
+            self._native = call.Tracer(
+                self, _LOCAL, ids, self.session, self.call_numbers, rows.CALL_ROWS, framing.QUEUE_CALL
+            )
         elif any(library.failure() is not None for library in libraries):
             self._native = False
         return self._native
@@ -297,13 +316,13 @@ class CompiledTracer(Tracer):
         return plan
 
     def _native_finish(
-        self, name: str, invoke, index: int, start: float, buffers: list, args: tuple, result, error,
-        frames, user_index: int, rows: tuple | None, plan: NativePlan | None = None,
+        self, name: str, invoke, index: int, call_number: int, start: float, buffers: list, args: tuple, result,
+        error, frames, user_index: int, rows: tuple | None, plan: NativePlan | None = None,
     ) -> None:  # fmt: skip
         """What call() does after the VM returned, for a call native_call began and does not
         finish itself; rows: call_rows' result when it ran, with plan (the very object
         _native_plan or call_plans made: plans forgotten since cannot change which)."""
-        call = _FastCall(self, self.session.function(self.program, name), False, (index, start, buffers))
+        call = _FastCall(self, self.session.function(self.program, name), False, (index, call_number, start, buffers))
         call.plan = plan
         self._after_call(call, invoke, args, args, result, error, frames, user_index, rows)
 
@@ -694,6 +713,8 @@ class CompiledTracer(Tracer):
                 location,
                 b"\x48",
                 _varint(len(payloads)),
+                _CALL_NUMBER_TAG,
+                _varint(call.number),
             )
         )
         self.session.serialized_execution_done(payload, payloads, nonfinite)
@@ -818,6 +839,7 @@ class CompiledTracer(Tracer):
                 graph_id=runtime.graph_id,
                 tensor_debug_mode=self.mode,
                 executable_id=self.program.executable_id,
+                vm=self.vm_number,
             )
             for target, specs in ((execution.inputs, inputs), (execution.outputs, function.output_specs)):
                 for spec in specs:
@@ -949,6 +971,7 @@ class CompiledTracer(Tracer):
             graph_id=runtime.graph_id,
             tensor_debug_mode=self.mode,
             executable_id=self.program.executable_id,
+            vm=self.vm_number,
         ).SerializeToString()
         row_ids, parts = [], []
         inputs = [

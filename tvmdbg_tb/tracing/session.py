@@ -238,6 +238,7 @@ class Session:
         self._graph_ids = itertools.count()
         self._op_ids = itertools.count()
         self._execution_ids = itertools.count()
+        self._vm_numbers = itertools.count(1)  # Execution.vm of each traced VM
         self._programs: dict[str, Program] = {}
         self._lock = threading.Lock()
         self._locations: dict[tuple, pb.CodeLocation] = {}
@@ -319,6 +320,10 @@ class Session:
 
     def next_execution_index(self) -> int:
         return next(self._execution_ids)  # atomic under the GIL; the writer only stores it
+
+    def next_vm_number(self) -> int:
+        """Execution.vm of a VM this session starts tracing: 1, 2, ... in that order."""
+        return next(self._vm_numbers)
 
     @property
     def execution_ids(self) -> Iterator[int]:

@@ -270,6 +270,8 @@ def _execution(writer: DebugEventsWriter, mode: int, num_traces: int, inputs, fi
         num_traces=num_traces,
         duration_us=math.nan,
         executable_id="torch_eager",
+        call_number=1,
+        vm=1,
     )
     # A value that is not a tensor keeps its position with an empty summary (not comparable).
     execution.inputs.extend(pb.TensorSummary() if x is None else tensor_summary(mode, x) for x in user_inputs)

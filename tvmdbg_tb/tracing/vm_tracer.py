@@ -8,11 +8,13 @@ are computed there, on zero-copy numpy views.
 
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from tvmdbg_tb.capture import frames as frames_mod
@@ -57,6 +59,7 @@ class _Call:
 
     __slots__ = (
         "index",
+        "number",
         "function",
         "stack",
         "pending",
@@ -69,8 +72,11 @@ class _Call:
         "nonfinite",
     )
 
-    def __init__(self, index: int, function: RuntimeFunction, implicit: bool, relevant: frozenset[str] | None):
+    def __init__(
+        self, index: int, number: int, function: RuntimeFunction, implicit: bool, relevant: frozenset[str] | None
+    ):
         self.index = index
+        self.number = number  # Execution.call_number
         self.function = function
         self.stack = [_Activation(function, relevant)]
         self.pending: list[tuple[RuntimeSite | None, str, float, bool]] = []
@@ -93,6 +99,7 @@ class Tracer:
         self.program = session.program(info, vm)
         self.function_names = frozenset(info.functions) if info is not None and info.source_mapped else frozenset()
         self._local = threading.local()
+        self._count_calls(session)
         self._relevant_symbols: dict[str, tuple[RuntimeFunction, frozenset[str]]] = {}
         self._trace_statics: dict[tuple, bytes] = {}  # (site, slot, dtype) -> constant fields
         self._shape_fields: dict[tuple, bytes] = {}  # shape -> its serialized field (bounded)
@@ -178,9 +185,24 @@ class Tracer:
         else:
             native.activate(number)
 
+    def _count_calls(self, session: Session) -> None:
+        """The VM's number (Execution.vm) and its call counters (Execution.call_number): a
+        counter per function name, drawn from by next_call_number and by native_call."""
+        self.vm_number = session.next_vm_number()
+        self.call_numbers: dict[str, Iterator[int]] = {}
+
+    def next_call_number(self, function_name: str) -> int:
+        """The how-manieth call of function_name this VM makes (Execution.call_number): counted
+        per VM, so two models or two threads' VMs in one process keep their own steps."""
+        counter = self.call_numbers.get(function_name)
+        if counter is None:
+            counter = self.call_numbers.setdefault(function_name, itertools.count(1))
+        return next(counter)
+
     def _begin(self, function_name: str, implicit: bool) -> _Call:
         function = self.session.function(self.program, function_name)
-        return _Call(self.session.next_execution_index(), function, implicit, self._relevant(function))
+        index = self.session.next_execution_index()
+        return _Call(index, self.next_call_number(function_name), function, implicit, self._relevant(function))
 
     def _relevant(self, function: RuntimeFunction) -> frozenset[str]:
         """The symbols of function's kernel sites and of the functions it may call."""
@@ -230,6 +252,8 @@ class Tracer:
             duration_us=duration,
             num_traces=len(traces),
             executable_id=self.program.executable_id,
+            call_number=call.number,
+            vm=self.vm_number,
         )
         known_inputs, known_outputs = known if known is not None else ((), ())
         cache = self.session.param_cache

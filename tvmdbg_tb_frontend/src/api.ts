@@ -126,6 +126,8 @@ export interface Alert {
   function_name?: string;
   call?: number | null;
   function_calls?: number;
+  vm?: number;
+  function_vms?: number;
   trace_index: number;
   execution_position: number | null;
   trace_position: number | null;
