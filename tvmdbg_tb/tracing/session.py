@@ -449,22 +449,30 @@ class Session:
             except Exception as failure:  # at a build or a first call: never the user's error
                 sink_failed(sink, "on a graph", failure)
 
-    def function(self, program: Program, name: str) -> RuntimeFunction:
-        """A function of program; unmapped ones get a graph on first call."""
+    def function(
+        self, program: Program, name: str, param_names: Callable[[str], list[str]] | None = None
+    ) -> RuntimeFunction:
+        """A function of program; unmapped ones get a graph on first call (with the parameter
+        names param_names(name) gives: a library's VM knows them)."""
         function = program.functions.get(name)
         if function is not None:
             return function
         with program.lock:
             function = program.functions.get(name)
             if function is None:
-                graph = self._graph(program, name, [], [], False)
+                graph = self._graph(program, name, [], param_names(name) if param_names else [], False)
                 self._emit_graph(graph, [])
                 function = RuntimeFunction(name, graph.graph_id, [], mapped=False)
                 program.functions[name] = function
         return function
 
-    def dynamic_site(self, function: RuntimeFunction, symbol: str, args: tuple, fresh: set[int]) -> RuntimeSite:
-        """A kernel site of an unmapped function, described from its first call."""
+    def dynamic_site(
+        self, function: RuntimeFunction, symbol: str, args: tuple, fresh: set[int], sources: dict[int, tuple] | None
+    ) -> RuntimeSite:
+        """A kernel site of an unmapped function, described from its first call: its outputs'
+        dtypes and ranks (every dimension unknown, -1: the next call may take another shape;
+        each trace has its own), and where each input comes from when sources (vm_tracer's
+        Call.sources) says: the function's parameter, or an output of an earlier kernel."""
         from tvmdbg_tb.tracing.summary import is_tensor
 
         with function.lock:
@@ -484,12 +492,12 @@ class Session:
             )
             for i, arg in enumerate(args):
                 if is_tensor(arg):
-                    spec = pb.TensorSpec(dtype=str(arg.dtype), shape=[int(d) for d in arg.shape])
+                    spec = pb.TensorSpec(dtype=str(arg.dtype), shape=[-1] * len(arg.shape))
                     if i in outs:
                         op.outputs.append(spec)
                         op.output_names.append(f"{name}:{len(op.output_names)}")
                     else:
-                        op.inputs.add(kind=pb.OpInput.OTHER, name=f"arg{i}", spec=spec)
+                        _dynamic_input(op.inputs.add(name=f"arg{i}", spec=spec), arg, sources)
             slots = tuple(k for k, i in enumerate(outs) if self._passes_filters(name, symbol, (), str(args[i].dtype)))
             site = RuntimeSite(op_id, function.graph_id, name, symbol, outs, slots, None)
             function.sites.append(site)
@@ -537,6 +545,20 @@ class Session:
 
 
 _ALL_SLOTS = [tuple(range(n)) for n in range(16)]  # the output slots of an unfiltered site
+
+
+def _dynamic_input(source: pb.OpInput, arg, sources: dict[int, tuple] | None) -> None:
+    """An unmapped kernel's input: the function's parameter or an earlier kernel's output it
+    is (by data pointer, views included), else OTHER."""
+    found = sources.get(arg.data_ptr()) if sources else None
+    if found is None:
+        source.kind = pb.OpInput.OTHER
+    elif found[0] == "param":
+        source.kind, source.param_index, source.name = pb.OpInput.PARAM, found[1], found[2]
+        if found[3] >= 0:
+            source.tuple_item = found[3]
+    else:
+        source.kind, source.producer_op_id, source.producer_output_slot = pb.OpInput.OP_OUTPUT, *found
 
 
 def _out_positions(site: graphs.SiteInfo) -> tuple[int, ...] | None:

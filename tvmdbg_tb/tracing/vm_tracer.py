@@ -14,6 +14,7 @@ import struct
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -70,6 +71,7 @@ class _Call:
         "implicit",
         "builtin",
         "nonfinite",
+        "sources",
     )
 
     def __init__(
@@ -87,6 +89,9 @@ class _Call:
         self.implicit = implicit
         self.builtin: str | None = None  # a skipped builtin that started and did not return
         self.nonfinite = False  # a trace counted a NaN or an Inf (health modes)
+        # An unmapped function's tensors by data pointer: ("param", k) for its inputs, (op_id,
+        # slot) for its kernels' outputs so far (the data flow a library carries no graph of).
+        self.sources: dict[int, tuple] | None = None
 
 
 class Tracer:
@@ -100,6 +105,7 @@ class Tracer:
         self.function_names = frozenset(info.functions) if info is not None and info.source_mapped else frozenset()
         self._local = threading.local()
         self._count_calls(session)
+        self._param_names = _param_name_reader(vm)
         self._relevant_symbols: dict[str, tuple[RuntimeFunction, frozenset[str]]] = {}
         self._trace_statics: dict[tuple, bytes] = {}  # (site, slot, dtype) -> constant fields
         self._shape_fields: dict[tuple, bytes] = {}  # shape -> its serialized field (bounded)
@@ -117,6 +123,8 @@ class Tracer:
             return invoke(*args)  # a call made while another is traced (e.g. from a listener)
         frames, user_index = frames_mod.capture_call(2)
         call = self._begin(function_name, implicit=False)
+        if not call.function.mapped:
+            call.sources = _input_sources(inputs, self._param_names(function_name))
         local.call = call
         self._steer(call, fresh=True)
         try:
@@ -200,7 +208,7 @@ class Tracer:
         return next(counter)
 
     def _begin(self, function_name: str, implicit: bool) -> _Call:
-        function = self.session.function(self.program, function_name)
+        function = self.session.function(self.program, function_name, self._param_names)
         index = self.session.next_execution_index()
         return _Call(index, self.next_call_number(function_name), function, implicit, self._relevant(function))
 
@@ -367,13 +375,18 @@ class Tracer:
             activation.counts[symbol] = k + 1
             return sites[k]
         if symbol.startswith("vm."):
+            if call.fresh and symbol != "vm.builtin.alloc_tensor":
+                for arg in args:  # a builtin (a KV cache's attention) may write into them: not fresh
+                    if is_tensor(arg):
+                        call.fresh.discard(hash(arg))
             return None
         k = activation.counts.get(symbol, 0)
         activation.counts[symbol] = k + 1
         sites = function.by_symbol.get(symbol, ())
         if k < len(sites):
             return sites[k]
-        return self.session.dynamic_site(function, symbol, args, call.fresh)
+        sources = call.sources if len(call.stack) == 1 else None  # a nested function's inputs are not its caller's
+        return self.session.dynamic_site(function, symbol, args, call.fresh, sources)
 
     def _payloads(self, index: int, site: RuntimeSite, outputs, duration: float) -> tuple[list[bytes], bool]:
         """The serialized traces of one kernel run: each (site, slot, dtype)'s constant
@@ -449,6 +462,8 @@ class Tracer:
         if site is None:
             if symbol == "vm.builtin.alloc_tensor" and not call.stack[-1].function.mapped:
                 call.fresh.add(hash(ret))
+                if call.sources is not None:  # reused storage: what it held before is gone
+                    call.sources.pop(ret.data_ptr(), None)
             return
         self._done(call, site, ret, args, (_perf() - start) * 1e6)
 
@@ -472,6 +487,10 @@ class Tracer:
         if call.fresh:
             for value in outputs:
                 call.fresh.discard(hash(value))
+        if call.sources is not None and len(call.stack) == 1:
+            for slot, value in enumerate(outputs):
+                if is_tensor(value):
+                    call.sources[value.data_ptr()] = (site.op_id, slot)
         replayer = self.session.replay
         watching = replayer is not None and replayer.watching
         payloads, suspect = self._payloads(call.index, site, outputs, duration)
@@ -495,6 +514,42 @@ class Tracer:
                 call.stop = stop
                 if self._native is not None:
                     self._native.stop()  # the remaining kernel starts come back to _before
+
+
+def _input_sources(inputs: tuple, names: list[str]) -> dict[int, tuple]:
+    """Call.sources at the start of a call: the function's tensor inputs by data pointer,
+    ("param", index, name, tuple item or -1); a tuple's tensors (packed weights) item by item."""
+    sources = {}
+    for k, value in enumerate(inputs):
+        name = names[k] if k < len(names) else f"input {k}"
+        if is_tensor(value):
+            sources[value.data_ptr()] = ("param", k, name, -1)
+            continue
+        leaves = flatten(value)
+        if leaves != [value]:
+            for j, leaf in enumerate(leaves):
+                if is_tensor(leaf):
+                    sources.setdefault(leaf.data_ptr(), ("param", k, f"{name}[{j}]", j))
+    return sources
+
+
+def _param_name_reader(vm: Any):
+    """name -> the parameter names of a VM function, as the executable keeps them (a library
+    loaded from disk included); [] when the VM cannot say. Read once per function."""
+    known: dict[str, list[str]] = {}
+    held = weakref.ref(vm)  # the VM holds its tracer: no cycle through this closure
+
+    def param_names(name: str) -> list[str]:
+        if name not in known:
+            vm = held()
+            try:
+                arity = vm._get_function_arity(name)
+                known[name] = [str(vm._get_function_param_name(name, i)) for i in range(arity)]
+            except Exception:  # a VM without these functions, or a closure: no names
+                known[name] = []
+        return known[name]
+
+    return param_names
 
 
 def _values(mode: int, value, dtype: str, shape: tuple[int, ...]) -> list[float]:
