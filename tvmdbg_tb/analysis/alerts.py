@@ -20,11 +20,15 @@ and, past Relax's num_input (DebuggedGraph.num_inputs), its weights:
 - a non-finite data input is the caller's: the ops reading it pass it on (no origin);
 - a non-finite weight (an item of nn.Module export's packed params, by its own name) is
   brought in by the first op that reads it, which is the origin, as for a constant weight;
+  an op reading one after an earlier output of the call went non-finite is no origin (a
+  weight every layer shares enters at its first reader);
 - an object input (the KV cache) holds what earlier calls stored in it: its health is
   unknown. Neither it nor a non-finite weight makes an origin once an earlier call of the
   run made a non-finite value (an alert whose output holds one): the value may come from
   there (prefill wrote it into the cache; a training step wrote the weights), and the
-  origin stays that earlier call's.
+  origin stays that earlier call's. Nor does an input of unknown health (a builtin's result
+  in a library compiled without tvmdbg, whose graph shows no producer): it may read the
+  same state.
 
 Non-finite outputs a model makes on purpose and absorbs (an attention mask's -inf) are no
 alerts: once an execution's traces are all read, absorption.classify sorts its non-finite
@@ -307,7 +311,12 @@ class AlertMonitor:
                 known_bad[same] |= data
                 weight_bad[same], stateful[same] = weight, state
         later = e > self._first_bad_execution  # an earlier call of the run made a bad value
-        origin = ~known_bad & ~(unknown_input & earlier) & ~((weight_bad | stateful) & later)
+        # An input of unknown health (a builtin's result a library's graph does not show) may
+        # hold what an earlier bad value became, in this call or, through state, an earlier one.
+        # A bad weight enters once: its first reader is the origin, not the layers after it
+        # that read it too (ALBERT's one shared layer, a tied embedding).
+        dependent = weight_bad | stateful | unknown_input
+        origin = ~known_bad & ~((unknown_input | weight_bad) & earlier) & ~(dependent & later)
         newest = int(e.max())
         self._carry = known[(known >> _E_SHIFT) >= newest - _RECENT_EXECUTIONS]
         self._positions.append_array(new)
@@ -434,9 +443,10 @@ class AlertMonitor:
         if len(bad_calls) and int(bad_calls.min()) < self._first_bad_execution:
             self._lower_watermark(int(bad_calls.min()), digests)
         # What a weight or an object brings in is no origin after an earlier call's bad value.
-        dependent = self._weight_bad.view()[indices] | self._stateful.view()[indices]
+        dependent = self._weight_bad.view()[indices] | self._stateful.view()[indices] | unknown
         later = execution > self._first_bad_execution
-        origin = alert & ~known_bad & ~(unknown & (before > 0)) & ~(dependent & later)
+        weight_bad = self._weight_bad.view()[indices]
+        origin = alert & ~known_bad & ~((unknown | weight_bad) & (before > 0)) & ~(dependent & later)
         self._origin.view()[indices] = origin
         if (origin & dependent).any():
             self._run_dependent.append(indices[origin & dependent])

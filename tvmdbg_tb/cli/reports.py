@@ -132,7 +132,7 @@ def _nonfinite_alert_lines(
     else:
         lines.append(
             style(f"{total} NaN/Inf alerts", "red")
-            + " and no origin among them: every one had a non-finite input (bad parameters?)."
+            + f" and no origin among them: every one had a non-finite input{_bad_input_kind(alerts)}."
         )
     rows = []
     for a in alerts:
@@ -528,6 +528,21 @@ def _origin_kind(alert: dict) -> str:
     if weights:
         return f"the first op to read the weight{'s' if len(weights) > 1 else ''} {', '.join(weights)}, holding NaN/Inf"
     return "an op whose inputs were finite"
+
+
+def _bad_input_kind(alerts: list[dict]) -> str:
+    """What the first alert read that held NaN/Inf: " (the weight w1)", " (the function's input
+    x: the caller's data)", or " (state an earlier call wrote: ...)"; "" when unknown."""
+    bad = alerts[0].get("bad_parameters") or []
+    weights = [p["name"] for p in bad if p["weight"]]
+    data = [p["name"] for p in bad if not p["weight"]]
+    if weights:
+        return f" (the weight{'s' if len(weights) > 1 else ''} {', '.join(weights)})"
+    if data:
+        return f" (the function's input{'s' if len(data) > 1 else ''} {', '.join(data)}: the caller's data)"
+    if alerts[0].get("state"):
+        return f" (state an earlier call wrote: {', '.join(alerts[0]['state'])})"
+    return ""
 
 
 def call_text(alert: dict) -> str:
