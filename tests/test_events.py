@@ -169,17 +169,29 @@ def test_circular_buffer_keeps_exactly_the_last_n(tmp_path, n):
     assert run.trace(0).index == total - n
 
 
-def test_circular_buffer_byte_bound(tmp_path):
-    one = trace(1, 1)
-    one.index = 1  # fixed width: every record below has this size
-    size = len(records.encode(pb.DebugEvent(wall_time=1.0, graph_execution_trace=one).SerializeToString()))
-    w = DebugEventsWriter(tmp_path, DumpOptions(circular_buffer_size=1000, circular_buffer_bytes=10 * size + size // 2))
+def _ring_of_traces(logdir, limit: int | None) -> tuple[list[int], int]:
+    """100 equal traces written under circular_buffer_bytes=limit: (the trace indices read
+    back, the traces file's size)."""
+    w = DebugEventsWriter(logdir, DumpOptions(circular_buffer_size=1000, circular_buffer_bytes=limit))
     index = w.allocate_execution_index()
     w.write_graph_execution_traces([trace(1, index) for _ in range(100)])
     w.close()
-    reader = DebugDataReader(tmp_path)
+    reader = DebugDataReader(logdir)
     reader.update()
-    assert list(reader.run().trace_digests()["index"]) == list(range(90, 100))
+    (traces,) = logdir.glob("*/tvmdbg.graph_execution_traces")
+    return list(reader.run().trace_digests()["index"]), traces.stat().st_size
+
+
+def test_circular_buffer_byte_bound(tmp_path):
+    """The bound holds the newest records and the RecordsDropped record standing for the
+    others: the file never grows past it, and keeps as many records as fit beside that one."""
+    _, whole = _ring_of_traces(tmp_path / "whole", None)
+    size = whole // 100  # every record has the same size (fixed-width index)
+    for limit in (10 * size + size // 2, 10 * size + 2 * size // 3, 12 * size):
+        kept, file_size = _ring_of_traces(tmp_path / str(limit), limit)
+        marker = file_size - len(kept) * size
+        assert 0 < marker < size and file_size <= limit
+        assert len(kept) == (limit - marker) // size and kept == list(range(100 - len(kept), 100))
 
 
 def test_keep_all_never_compacts(tmp_path):

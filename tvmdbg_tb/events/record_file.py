@@ -91,23 +91,9 @@ class RecordFile:
         """(records, bytes) after the head: what the ring's bounds apply to."""
         return len(self.ends), self.size - self.head_size
 
-    def compact(
-        self, max_records: int, max_bytes: int, kept: Sequence[tuple[int, int]], marker: Callable[[int, int], bytes]
-    ) -> None:
-        """Keeps the last records that fit both bounds (at least one) and, of the older ones,
-        those whose sequences are in `kept` ((first, last) ranges, ascending), with a
-        RecordsDropped record (marker(first, count)) in place of each run of the others;
-        atomically."""
-        self.handle.flush()
-        keep = len(self.ends)
-        if max_records > 0:
-            keep = min(keep, max_records)
-        cut_index = len(self.ends) - keep
-        while keep > 1 and self.size - self._start_of(cut_index) > max_bytes:
-            cut_index += 1
-            keep -= 1
-        if cut_index == 0:
-            return
+    def _head_after(self, cut_index: int, kept: Sequence[tuple[int, int]]) -> list:
+        """The file's head once records [0, cut_index) are cut: the head it has, then the kept
+        ranges ((start, end) byte spans) with a Dropped in place of each run of the others."""
         head = list(self.head)
         done = 0  # records [0, done) of the dropped stretch [0, cut_index) are placed
         for low, high in kept:
@@ -120,6 +106,28 @@ class RecordFile:
             done = stop
         if done < cut_index:
             add_drop(head, self.first_sequence + done, cut_index - done)
+        return head
+
+    def compact(
+        self, max_records: int, max_bytes: int, kept: Sequence[tuple[int, int]], marker: Callable[[int, int], bytes]
+    ) -> None:
+        """Keeps the last records that fit both bounds (at least one) and, of the older ones,
+        those whose sequences are in `kept` ((first, last) ranges, ascending), with a
+        RecordsDropped record (marker(first, count)) in place of each run of the others;
+        atomically."""
+        self.handle.flush()
+        keep = len(self.ends)
+        if max_records > 0:
+            keep = min(keep, max_records)
+        cut_index = len(self.ends) - keep
+        head = self._head_after(cut_index, kept)
+        # The drop records count within the byte bound (the calls kept whole come on top).
+        while keep > 1 and self.size - self._start_of(cut_index) + _markers_size(head, marker) > max_bytes:
+            cut_index += 1
+            keep -= 1
+            head = self._head_after(cut_index, kept)
+        if cut_index == 0:
+            return
         cut = self._start_of(cut_index)
         tmp = self.path + ".compacting"
         new_head: list[tuple[int, int] | Dropped] = []
@@ -163,3 +171,8 @@ def add_drop(head: list, first: int, count: int) -> None:
         head[-1] = Dropped(head[-1].first, head[-1].count + count)
     else:
         head.append(Dropped(first, count))
+
+
+def _markers_size(head: list, marker: Callable[[int, int], bytes]) -> int:
+    """The bytes of the RecordsDropped records a head holds."""
+    return sum(len(marker(item.first, item.count)) for item in head if isinstance(item, Dropped))
