@@ -1,0 +1,37 @@
+"""The sweep over transformers' decoder families (tests/model_zoo.py, tests/family_checks.py):
+families no other test uses, each built once, at 4 layers, checked as a user would."""
+
+from __future__ import annotations
+
+import family_checks
+import model_zoo
+import pytest
+
+pytestmark = pytest.mark.slow  # one build per family
+
+FAMILIES = model_zoo.SWEEP_DECODERS
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_an_honest_build_agrees_with_pytorch_node_by_node(tmp_path, name):
+    family_checks.compare_is_clean(name, tmp_path)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_a_left_padded_batch_agrees_with_pytorch(tmp_path, name):
+    family_checks.compare_is_clean(name, tmp_path, padding="left")
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_a_healthy_padded_batch_passes_check(tmp_path, name):
+    family_checks.healthy_batch_passes_check(name, tmp_path)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_an_inf_weight_in_a_later_layer_is_named_at_its_line_and_layer(tmp_path, name):
+    family_checks.planted_weight_is_named(name, tmp_path)
+
+
+@pytest.mark.parametrize("name", model_zoo.SWAPPED_DECODERS)
+def test_an_activation_swapped_in_a_later_layer_is_the_first_divergence(tmp_path, name):
+    family_checks.swapped_activation_is_named(name, tmp_path)
