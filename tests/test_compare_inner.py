@@ -134,6 +134,14 @@ def test_cli_names_the_inner_op(runs):
         rf"relax\.multiply lv2( \(by ToMixedPrecision\))? at \S*/models_mixed\.py:{PLANTED_LINE} ", head
     ), head
     assert "replayed op by op: A and B" in head
+    # The headline names the kernel whose output (the divide) only carries the inf; the op
+    # named as the first divergent one is the float16 multiply that overflowed, never the divide.
+    assert lines[2].startswith("First divergent kernel: fused_") and "relax.divide" in lines[2], lines[2]
+    named = [line for line in lines if line.startswith("First divergent op: ")]
+    assert len(named) == 1 and named[0] == lines[-1], named
+    assert re.search(
+        rf"relax\.multiply lv2( \(by ToMixedPrecision\))? at \S*/models_mixed\.py:{PLANTED_LINE}", named[0]
+    )
     done = _cli(runs["mixed_fused"], runs["fp32_unfused"], "--rtol", "1e-2", "--atol", "1e-2", "--json")
     inner = json.loads(done.stdout)["first_divergence"]["inner"]
     assert inner["op"]["location"]["line"] == PLANTED_LINE and inner["replayed"] == ["A"]

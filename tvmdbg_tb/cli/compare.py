@@ -72,12 +72,19 @@ def lines(result: dict, style: Style, all_calls: bool = False) -> list[str]:
     first = result["first_divergence"]
     if first is not None:
         at = f" at {where(first['location'])}" if first["location"] else ""
+        inside = first.get("inner")
+        # A fused kernel opened up: its output (the op that ends it) may only carry what an op
+        # before it made; the op is named once found (inner_lines' closing line).
+        what = (
+            f"First divergent kernel: {first['kernel_a']}, whose output is {first['op_type']} {first['op_name_a']}{at}"
+            if inside
+            else f"First divergent op: {first['op_type']} {first['op_name_a']}{at}"
+        )
         out.append(
-            style(f"First divergent op: {first['op_type']} {first['op_name_a']}{at}", "red")
+            style(what, "red")
             + f": {first.get('reason', '')}, max abs error {_num(first.get('max_abs_error'))}"
             + (" (lower bound, from statistics)" if first.get("basis") == "stats" else "")
         )
-        inside = first.get("inner")
         if inside and inside["status"] == "pending":
             kernels = " / ".join(k for k in (inside["kernel_a"], inside["kernel_b"]) if k)
             out.append(f"  Inside {kernels}: {inside['reason']} (below the table)...")
@@ -157,7 +164,11 @@ def inner_lines(inner: dict, style: Style) -> list[str]:
     ]
     other = "B" if inner["walked"] == "A" else "A"
     table_lines = table(["status", "inner op", inner["walked"], other, "line", "max_abs", "basis"], rows, right=(5,))
-    return [head] + ["    " + line for line in table_lines] + then
+    closing = []
+    if op is not None:
+        at = f" at {where(op['location'])}" if op["location"] else ""
+        closing = [style(f"First divergent op: {op['op_type']} {op['var_name']}{_rewritten(op)}{at}", "red")]
+    return [head] + ["    " + line for line in table_lines] + then + closing
 
 
 def main(args) -> int:
