@@ -121,13 +121,16 @@ def assert_text_legible(browser, minimum: float = 11.0) -> int:
     return result["seen"]
 
 
-def assert_answers(browser, within_s: float = 1.0) -> float:
-    """The page answers within `within_s` (a frozen page times out); the time it took."""
+# Long enough that only a frozen page misses it on a loaded machine: how fast the page answers
+# is measured in bench/, never asserted here.
+FROZEN_S = 60.0
+
+
+def assert_answers(browser) -> float:
+    """The page's script answers (a frozen page times out); the time it took, for the record."""
     start = time.time()
-    inner_frame(browser).wait_for_function("() => true", timeout=within_s * 1000)
-    took = time.time() - start
-    assert took < within_s, took
-    return took
+    inner_frame(browser).wait_for_function("() => true", timeout=FROZEN_S * 1000)
+    return time.time() - start
 
 
 # How many of the items matching `sel` are wholly inside the box of `box` (rows a user sees

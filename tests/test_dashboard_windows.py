@@ -292,7 +292,7 @@ def test_nonfinite_only_stays_responsive_with_the_right_count(tb, b, role):
     worst = 0.0
     deadline = time.time() + 30  # ten refreshes of the runs list (every 3 s)
     while time.time() < deadline:
-        worst = max(worst, assert_answers(b, 1.0))
+        worst = max(worst, assert_answers(b))
         inner.evaluate(scroll_bottom)
         assert count.inner_text() == expected
         time.sleep(0.4)
@@ -307,7 +307,7 @@ def test_nonfinite_only_stays_responsive_with_the_right_count(tb, b, role):
     else:
         frame.locator(".executions-panel .empty", has_text="No non-finite output recorded.").wait_for()
         assert rows.count() == 0
-    assert worst < 1.0
+    print(f"slowest answer while scrolling: {worst:.2f} s")  # measured, not asserted (bench/)
 
 
 def test_graph_search_selects_and_frames_a_node(tb, b, tmp_path_factory):
