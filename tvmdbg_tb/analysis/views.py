@@ -145,6 +145,9 @@ def execution_digests(run: RunReader, begin: int, end: int) -> list[dict]:
             "position": begin + i,
             "index": int(r["index"]),
             "function_name": names[int(r["function"])],
+            # The how-manieth call of the function by its VM (a loop's step; 0: not recorded).
+            "call_number": int(r["call_number"]),
+            "vm": int(r["vm"]),
             "graph_id": int(r["graph_id"]),
             "wall_time": float(r["wall_time"]),
             "duration_us": num(r["duration_us"]),

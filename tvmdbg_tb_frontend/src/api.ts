@@ -289,6 +289,9 @@ export interface ExecutionDigest {
   position: number;
   index: number;
   function_name: string;
+  /** The how-manieth call of the function by its VM (a generation loop's step; 0: not recorded). */
+  call_number: number;
+  vm: number;
   graph_id: number;
   wall_time: number;
   duration_us: number | null;

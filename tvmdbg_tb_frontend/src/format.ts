@@ -86,6 +86,14 @@ export function formatCount(n: number): string {
 }
 
 /** Microseconds to a short human string: 850 ns, 12.3 µs, 4.56 ms, 1.23 s. */
+/** "decode · step 14": a call by its function and the step its VM counted (the CLI's "(decode,
+ * call 14)"); the function alone when the dump has no number; " · VM 2" when several VMs
+ * called it (each counts its own steps). */
+export function stepText(functionName: string, step: number | null | undefined, vm = 0, vms = 1): string {
+  const numbered = step ? `${functionName} · step ${step}` : functionName;
+  return vms > 1 && vm ? `${numbered} · VM ${vm}` : numbered;
+}
+
 export function formatDuration(us: number | null | undefined): string {
   if (us === null || us === undefined || !Number.isFinite(us)) return "—";
   if (us < 1) return `${Math.round(us * 1000)} ns`;

@@ -15,6 +15,7 @@ import {
   parseIndex,
   pillSegments,
   sortRows,
+  stepText,
   toNumber,
 } from "../src/format";
 
@@ -156,5 +157,14 @@ describe("formatShapeExpr", () => {
     assert.equal(formatShapeExpr('R.Tensor((T.int64(1437), 10), dtype="float32")'), 'R.Tensor((1437, 10), dtype="float32")');
     assert.equal(formatShapeExpr("(n, T.int32(-1))"), "(n, -1)");
     assert.equal(formatShapeExpr("(4, 8)"), "(4, 8)");
+  });
+});
+
+describe("stepText", () => {
+  it("names a call by its function and its VM's step, as the CLI does", () => {
+    assert.equal(stepText("decode", 14), "decode · step 14");
+    assert.equal(stepText("decode", 0), "decode"); // a dump without steps
+    assert.equal(stepText("embed", 5, 2, 2), "embed · step 5 · VM 2");
+    assert.equal(stepText("embed", 5, 1, 1), "embed · step 5");
   });
 });

@@ -2,7 +2,7 @@
  * matters: jump to the first origin alert (the first op that made a non-finite value). */
 import type { Alert, AlertsPage, RangeAlert, UnfinishedAlert } from "../api";
 import { h, scrollWithin, setChildren } from "../dom";
-import { formatCount, formatLocation, formatValue, hasLine, plural } from "../format";
+import { formatCount, formatLocation, formatValue, hasLine, plural, stepText } from "../format";
 import type { PauseInfo, Store } from "../store";
 import { keepFocus, roving, setTabStop } from "../roving";
 import { landOnInnerOp } from "./inner_ops";
@@ -229,12 +229,12 @@ export class AlertsPanel {
               "aria-current": isSelected ? "true" : null,
               "data-key": `alert${a.trace_index}.${a.output_slot}${a.masked ? "m" : ""}`,
               onclick: () => void this.goToAlert(a),
-              title: `execution ${a.execution_index}, trace ${a.trace_index}`,
+              title: `execution ${a.execution_index} (${alertCallText(a)}), trace ${a.trace_index}`,
             },
             h("span", { class: "alert-op" }, a.op_name, a.output_slot ? `:${a.output_slot}` : ""),
             a.origin ? h("span", { class: "badge origin-badge" }, a.origin_uncertain ? "origin?" : "origin") : null,
             a.masked ? h("span", { class: "badge inside-badge", title: innerOpText(a) }, "inside") : null,
-            h("span", { class: "muted small" }, ` exec ${a.execution_index} · `, countsText(a)),
+            h("span", { class: "muted small" }, ` ${alertCallText(a)} · `, countsText(a)),
           ),
         );
       }),
@@ -423,4 +423,12 @@ function countsText(a: Alert | UnfinishedAlert): string {
   if (a.neg_inf_count) parts.push(`-∞ ${formatCount(a.neg_inf_count)}`);
   if (a.pos_inf_count) parts.push(`+∞ ${formatCount(a.pos_inf_count)}`);
   return parts.join(", ");
+}
+
+/** Which call an alert is in, as the CLI says it: "decode · step 14" (its execution index when
+ * the dump has no step). */
+export function alertCallText(a: Pick<Alert, "function_name" | "call" | "vm" | "function_vms" | "execution_index">): string {
+  if (!a.function_name) return `exec ${a.execution_index}`;
+  if (!a.call) return `${a.function_name} · exec ${a.execution_index}`;
+  return stepText(a.function_name, a.call, a.vm ?? 0, a.function_vms ?? 1);
 }

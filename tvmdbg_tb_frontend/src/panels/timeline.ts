@@ -2,7 +2,7 @@
  * a click shows the call's details and the kernels it ran. */
 import type { ExecutionData, ExecutionDigest, TraceData } from "../api";
 import { h, scrollWithin, setChildren } from "../dom";
-import { formatClock, formatCount, formatDuration, formatLocation, formatShape, summaryHealth } from "../format";
+import { formatClock, formatCount, formatDuration, formatLocation, formatShape, stepText, summaryHealth } from "../format";
 import type { PauseInfo, Store } from "../store";
 import { keepFocus, roving, setTabStop } from "../roving";
 import { healthPill } from "./pill";
@@ -214,13 +214,13 @@ export class TimelinePanel {
               "aria-selected": String(selected),
               // One tab stop for the strip (the selected call, else the first); arrows move.
               tabindex: selected || (!focusable && i === 0) ? "0" : "-1",
-              title: `#${d.index} ${d.function_name} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${alerted ? " · NaN/∞ inside" : ""}${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
+              title: `#${d.index} ${stepText(d.function_name, d.call_number)} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${alerted ? " · NaN/∞ inside" : ""}${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
               "data-index": String(d.index),
               "data-key": String(d.index),
               onclick: () => this.store.selectExecution(d.position, d.index),
             },
             h("span", { class: "tl-bar", style: { height: `${Math.max(12, Math.round((40 * (d.duration_us ?? 0)) / maxDur))}%` } }),
-            h("span", { class: "tl-label" }, d.function_name),
+            h("span", { class: "tl-label" }, stepText(d.function_name, d.call_number)),
             alerted || d.nonfinite || d.has_error ? h("span", { class: "tl-marker", "aria-label": "alert" }, "!") : null,
           );
         }),

@@ -1,0 +1,71 @@
+"""Steps in the tab: a generation loop's calls are labelled by their function and the step its VM
+counted ("decode · step 4"), on the timeline's tiles and in the alert rows, the same numbers as
+the CLI's "(embed, call 7)". examples/generate_paged_kv.py's decoder, a NaN row read at the
+sixth decode step, in a real TensorBoard driven by Chromium."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import llm_models
+import pytest
+from test_dashboard_e2e import Browser, TensorBoardProcess
+
+import tvmdbg
+
+pytestmark = pytest.mark.browser
+
+DECODES = 8
+PLANTED_AT = 6  # the decode step that feeds the token whose embedding row is NaN
+
+
+@pytest.fixture(scope="module")
+def loop_dump(tmp_path_factory):
+    example = llm_models.paged_example()
+    with llm_models.recording("FULL_HEALTH"):
+        executable, names = example.build()
+    logdir = tmp_path_factory.mktemp("steps")
+    tvmdbg.enable_dump_debug_info(str(logdir), tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1)
+    try:
+        model = example.Generator(executable, example.weights(executable, names, plant=True))
+        token = model.prefill(example.PROMPT[:2])
+        for step in range(1, DECODES + 1):
+            token = model.decode(example.PLANTED_TOKEN if step == PLANTED_AT else token % 40 + 1)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    return logdir
+
+
+def test_timeline_and_alerts_name_each_call_by_its_step(loop_dump, tmp_path):
+    done = llm_models.check(loop_dump)
+    # prefill's embed is embed's call 1, decode step k's is call k + 1
+    assert done.returncode == 1 and f"(embed, call {PLANTED_AT + 1})" in done.stdout, done.stdout
+    run = llm_models.read_run(loop_dump)
+    digests = run.execution_digests()
+    expected = {
+        int(d["index"]): f"{run.function_names[int(d['function'])]} · step {int(d['call_number'])}" for d in digests
+    }
+    tb = TensorBoardProcess(loop_dump, tmp_path / "tensorboard.log")
+    browser = Browser()
+    try:
+        deadline = time.time() + 60
+        while not tb.api("runs")["runs"]:
+            assert time.time() < deadline, "the plugin never listed the run"
+            time.sleep(0.3)
+        frame = browser.open_dashboard(tb)
+        origin = frame.locator(".alert-item.origin").first
+        origin.wait_for(timeout=60_000)
+        assert f"embed · step {PLANTED_AT + 1} · " in origin.inner_text(), origin.inner_text()
+        tiles = frame.locator(".timeline-panel .tl-item")
+        tiles.first.wait_for(timeout=60_000)
+        shown = {int(t.get_attribute("data-index")): t.locator(".tl-label").inner_text() for t in tiles.all()}
+        assert shown and all(expected[index] == label for index, label in shown.items()), shown
+        decode_labels = [label for label in shown.values() if label.startswith("decode")]
+        assert [int(re.search(r"step (\d+)", x).group(1)) for x in decode_labels] == list(
+            range(1, len(decode_labels) + 1)
+        )
+        assert browser.errors == [], browser.errors
+    finally:
+        browser.close()
+        tb.close()
