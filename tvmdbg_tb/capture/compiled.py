@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 import functools
 import itertools
+import json
 import math
 import secrets
 import threading
@@ -306,10 +307,28 @@ def _op_callee(op) -> str | None:
 _CALLEES: dict[int, tuple[object, str | None]] = {}
 
 
+def target_kind(target: str) -> str:
+    """The kind of a build's target as ExecutableInfo keeps it ("llvm -mcpu=..." or the JSON
+    form TVM 0.27 prints, {"kind": "cuda", ...}); "" when unknown."""
+    text = target.strip()
+    if text.startswith("{"):
+        try:
+            return str(json.loads(text).get("kind", ""))
+        except ValueError:
+            return ""
+    return text.split(" ", 1)[0] if text else ""
+
+
+# Targets whose tensors the CPU summary kernels can read.
+HOST_TARGETS = frozenset({"", "llvm", "c"})
+
+
 def plan_supported(info: graphs.ExecutableInfo) -> bool:
     """Compile-time instrumentation handles straight-line kernel calls: DPS ones, and extern
-    calls that return one tensor (summarised as their result var, like a kernel's output)."""
-    if not info.source_mapped or not info.functions:
+    calls that return one tensor (summarised as their result var, like a kernel's output), of
+    a CPU build: its summary kernels run on the host, and would read a GPU build's device
+    memory (a CUDA build is traced by the VM instrument)."""
+    if not info.source_mapped or not info.functions or target_kind(info.target) not in HOST_TARGETS:
         return False
     for function in info.functions.values():
         for site in function.sites:

@@ -313,6 +313,12 @@ def _instrumented(pending: _PendingBuild, mod, state: CaptureState):
         except Exception as error:  # unsupported shape of module: the VM instrument traces it
             info.compiled = {}
             info.note = (info.note + "; " if info.note else "") + f"traced by the VM instrument ({error})"
+    elif compiled.target_kind(info.target) not in compiled.HOST_TARGETS:
+        kind = compiled.target_kind(info.target)
+        info.note = (info.note + "; " if info.note else "") + (
+            f"a {kind} build: traced by the VM instrument, which cannot read device tensors yet "
+            "(their health is recorded as unknown)"
+        )
     return mod
 
 
