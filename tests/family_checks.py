@@ -19,7 +19,7 @@ import linecache
 import model_zoo
 
 from tvmdbg_tb import analysis
-from tvmdbg_tb.cli import main as cli_main
+from tvmdbg_tb.cli.main import main as cli_main
 
 
 def check(logdir) -> tuple[int, str]:
@@ -30,12 +30,13 @@ def check(logdir) -> tuple[int, str]:
     return status, out.getvalue()
 
 
-def read_run(logdir):
+def alerts(logdir) -> dict:
+    """analysis.alerts of the run in logdir (its files closed after: a sweep opens hundreds)."""
     import tvmdbg
 
-    reader = tvmdbg.DebugDataReader(str(logdir))
-    reader.update()
-    return reader.run()
+    with tvmdbg.DebugDataReader(str(logdir)) as reader:
+        reader.update()
+        return analysis.alerts(reader.run())
 
 
 def compare_is_clean(name: str, tmp_path, padding: str = "none") -> None:
@@ -67,7 +68,7 @@ def healthy_batch_passes_check(name: str, tmp_path) -> None:
 def planted_weight_is_named(name: str, tmp_path) -> None:
     plant = model_zoo.planted_weight(name)
     logdir = model_zoo.record(model_zoo.build(name), tmp_path, plant=plant)
-    page = analysis.alerts(read_run(logdir))
+    page = alerts(logdir)
     first = page["alerts"][page["first_origin_index"]]
     assert [p["name"] for p in first["bad_parameters"]] == [plant], first
     where = first["location"]

@@ -56,7 +56,11 @@ def profile(args) -> int:
 def check(args) -> int:
     """0 when every run is complete and finite, 1 when one holds NaN/Inf, 2 when one cannot
     be told (no health recorded, or incomplete with nothing found: see reports.check)."""
-    reader = open_logdir(args.logdir)
+    with open_logdir(args.logdir) as reader:  # its files closed when called in-process (main([...]))
+        return _check_runs(reader, args)
+
+
+def _check_runs(reader, args) -> int:
     names = [pick_run(reader, args.run).name] if args.run else reader.runs()
     status = reports.CLEAN
     for name in names:

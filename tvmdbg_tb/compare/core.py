@@ -38,10 +38,11 @@ class CompareError(ValueError):
     """The two runs cannot be compared; the message says why (CLI exit status 2)."""
 
 
-def open_run(path_or_run: str | os.PathLike | RunReader) -> RunReader:
-    """A RunReader, read to its end, for a run directory or a logdir holding one run."""
+def open_run(path_or_run: str | os.PathLike | RunReader) -> tuple[RunReader, DebugDataReader | None]:
+    """A RunReader, read to its end, for a run directory or a logdir holding one run, and the
+    reader this opened for it (None for a RunReader given: its owner closes it)."""
     if isinstance(path_or_run, RunReader):
-        return path_or_run
+        return path_or_run, None
     path = os.fspath(path_or_run)
     problem = storage.location_problem(path)
     if problem is not None:
@@ -49,8 +50,9 @@ def open_run(path_or_run: str | os.PathLike | RunReader) -> RunReader:
     reader = DebugDataReader(path)
     reader.update()
     try:
-        return reader.run()
+        return reader.run(), reader
     except LookupError as error:
+        reader.close()
         raise CompareError(str(error)) from None
 
 
@@ -127,7 +129,8 @@ def compare(
     Raises CompareError when the runs cannot be compared (no statistics, nothing aligned,
     no such call, ...). The whole answer: Comparison(...).open(); Comparison(...).result
     is the same at once, a fused first divergence not opened yet."""
-    return Comparison(run_a, run_b, rtol, atol, call, function).open()
+    with Comparison(run_a, run_b, rtol, atol, call, function) as comparison:
+        return comparison.open()
 
 
 class Comparison:
@@ -149,14 +152,37 @@ class Comparison:
         if call is not None and call < 0:
             raise CompareError(f"call must be >= 0 (got {call})")
         self.rtol, self.atol = rtol, atol
-        self.a, self.b = _Side(open_run(run_a), "A"), _Side(open_run(run_b), "B")
-        self.result = self._compare(call, function)
+        self._opened: list[DebugDataReader] = []  # the readers of runs given by path: closed by close()
+        try:
+            self.a, self.b = self._side(run_a, "A"), self._side(run_b, "B")
+            self.result = self._compare(call, function)
+        except BaseException:
+            self.close()
+            raise
         first = self.result["first_divergence"]
         self._pending = first is not None and first["kind"] == "op" and inner.is_fused(self.a, self.b, first)
         if self._pending:
             first["inner"] = inner.pending(self.a, self.b, first)
         elif first is not None and first["kind"] == "op":
             first["inner"] = None
+
+    def _side(self, run: str | os.PathLike | RunReader, label: str) -> _Side:
+        run, reader = open_run(run)
+        if reader is not None:
+            self._opened.append(reader)
+        return _Side(run, label)
+
+    def close(self) -> None:
+        """Closes the files of the runs this comparison opened by path (open() reads them)."""
+        for reader in self._opened:
+            reader.close()
+        self._opened = []
+
+    def __enter__(self) -> Comparison:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @property
     def pending(self) -> bool:
