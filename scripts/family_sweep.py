@@ -83,7 +83,7 @@ def _check(logdir: str) -> tuple[int, str]:
     import contextlib
     import io
 
-    from tvmdbg_tb.cli import main
+    from tvmdbg_tb.cli.main import main
 
     text = io.StringIO()
     with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
@@ -118,11 +118,11 @@ def main() -> int:
     results = []
     for name in names:
         start = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, __file__, "--probe", name], capture_output=True, text=True, timeout=900
-        )
+        done = subprocess.run([sys.executable, __file__, "--probe", name], capture_output=True, text=True, timeout=900)
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        result = json.loads(lines[-1][7:]) if lines else {"family": name, "stage": "process", "error": done.stderr[-200:]}
+        result = (
+            json.loads(lines[-1][7:]) if lines else {"family": name, "stage": "process", "error": done.stderr[-200:]}
+        )
         result["seconds"] = round(time.perf_counter() - start, 1)
         print(json.dumps(result), flush=True)
         results.append(result)
@@ -133,8 +133,8 @@ def main() -> int:
 
 def _write(results: list[dict]) -> None:
     rows = "\n".join(_row(r) for r in results)
-    import tvm
     import transformers
+    import tvm
 
     path = os.path.join(ROOT, "docs", "families.md")
     with open(path) as f:
