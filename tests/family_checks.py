@@ -39,10 +39,10 @@ def alerts(logdir) -> dict:
         return analysis.alerts(reader.run())
 
 
-def compare_is_clean(name: str, tmp_path, padding: str = "none") -> None:
+def compare_is_clean(name: str, tmp_path, padding: str = "none", mode: str = "FULL_STATS") -> None:
     built = model_zoo.build(name)
-    tvm_run = model_zoo.record(built, tmp_path / f"tvm_{padding}", padding=padding, mode="FULL_STATS")
-    reference = model_zoo.record_reference(name, tmp_path / f"torch_{padding}", padding)
+    tvm_run = model_zoo.record(built, tmp_path / f"tvm_{padding}", padding=padding, mode=mode)
+    reference = model_zoo.record_reference(name, tmp_path / f"torch_{padding}", padding, mode)
     result = analysis.compare(tvm_run, reference, rtol=1e-4, atol=1e-5)
     divergent = [(r["key"], r.get("op_name_b"), r.get("max_abs")) for r in result["ops"] if r["status"] == "divergent"]
     assert result["status"] == "within" and not divergent, divergent

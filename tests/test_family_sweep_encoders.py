@@ -1,5 +1,6 @@
-"""The sweep over transformers' encoder, vision and audio families (tests/model_zoo.py, tests/family_checks.py):
-families no other test uses, each built once, at 4 layers, checked as a user would."""
+"""The sweep over transformers' encoder and vision families (tests/model_zoo.py,
+tests/family_checks.py): most of them no other test uses (and BERT and ViT, whose shared kernels
+were mis-paired at 4 layers), each built once, at 4 layers, checked as a user would."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ def test_an_honest_build_agrees_with_pytorch_node_by_node(tmp_path, name):
 @pytest.mark.parametrize("name", [n for n in FAMILIES if model_zoo.is_text(n)])
 def test_a_left_padded_batch_agrees_with_pytorch(tmp_path, name):
     family_checks.compare_is_clean(name, tmp_path, padding="left")
+
+
+@pytest.mark.parametrize("name", model_zoo.VALUES_ENCODERS)
+def test_an_honest_build_agrees_with_pytorch_value_by_value(tmp_path, name):
+    family_checks.compare_is_clean(name, tmp_path, mode="FULL_TENSOR")
 
 
 @pytest.mark.parametrize("name", FAMILIES)
