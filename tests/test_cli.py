@@ -782,6 +782,21 @@ def test_several_runs_one_rule_for_every_command(dumps, tmp_path):
     )
 
 
+def test_check_lists_the_runs_in_the_order_every_command_shows_them(tmp_path):
+    """check judges every run, listed as alerts and the tab order them: the run whose first
+    NaN/Inf came first, then the later ones, then the clean ones (not by name)."""
+    logdir = tmp_path / "logdir"
+    write_dump(logdir, nan_at=None, run_id="clean")
+    time.sleep(0.05)
+    write_dump(logdir, nan_at=1, run_id="earlier")
+    time.sleep(0.05)
+    write_dump(logdir, nan_at=1, run_id="a_later")  # sorts first by name
+    check = tvmdbg("check", logdir)
+    out = check.stdout
+    assert check.returncode == 1 and out.index("run earlier") < out.index("run a_later") < out.index("run clean"), out
+    assert "showing earlier" in tvmdbg("alerts", logdir).stderr
+
+
 def test_limits_and_plain_text_in_pipes(dumps):
     alerts = tvmdbg("alerts", dumps["nan"], "-l", "1")
     lines = alerts.stdout.strip().splitlines()

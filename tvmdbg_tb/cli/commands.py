@@ -61,7 +61,8 @@ def check(args) -> int:
 
 
 def _check_runs(reader, args) -> int:
-    names = [pick_run(reader, args.run).name] if args.run else reader.runs()
+    # Without --run, every run, in the order every command shows them (the first NaN/Inf first).
+    names = [pick_run(reader, args.run).name] if args.run else reader.ordered_runs()
     status = reports.CLEAN
     for name in names:
         run = reader.run(name)

@@ -802,6 +802,20 @@ class DebugDataReader:
         started = max(runs, key=lambda run: (run.start_time(), run.name))
         return started, "the newest run (no run recorded a NaN/Inf)"
 
+    def ordered_runs(self) -> list[str]:
+        """The runs' names in choose()'s order, one order for every command (`check`, `alerts`,
+        the tab): those that recorded a NaN or Inf by when they recorded the first, then the
+        others, newest first."""
+        with self._lock:
+            runs = sorted(self._runs.values(), key=lambda run: run.name)
+        first_bad = [(run.first_nonfinite_time(), run) for run in runs]
+        bad = sorted(
+            (entry for entry in first_bad if entry[0] is not None), key=lambda entry: (entry[0], entry[1].name)
+        )
+        clean = [run for when, run in first_bad if when is None]
+        clean.sort(key=lambda run: (run.start_time(), run.name), reverse=True)
+        return [run.name for _, run in bad] + [run.name for run in clean]
+
     def job(self, job_id: str) -> list[RunReader]:
         """The runs of a disco job (tvmdbg_tb.disco) found so far, by rank."""
         with self._lock:
