@@ -1,6 +1,6 @@
 """Steps in the tab: a generation loop's calls are labelled by their function and the step its VM
 counted ("decode · step 4"), on the timeline's tiles and in the alert rows, the same numbers as
-the CLI's "(embed, call 7)". examples/generate_paged_kv.py's decoder, a NaN row read at the
+the CLI's "(embed, call 7)"; the first origin says in words which call and which weight. examples/generate_paged_kv.py's decoder, a NaN row read at the
 sixth decode step, in a real TensorBoard driven by Chromium."""
 
 from __future__ import annotations
@@ -57,6 +57,11 @@ def test_timeline_and_alerts_name_each_call_by_its_step(loop_dump, tmp_path):
         origin = frame.locator(".alert-item.origin").first
         origin.wait_for(timeout=60_000)
         assert f"embed · step {PLANTED_AT + 1} · " in origin.inner_text(), origin.inner_text()
+        # The origin in words: which call, which weight.
+        words = frame.locator("[data-testid=first-origin-alert] [data-testid=origin-words]").inner_text()
+        assert words == (
+            f"In embed · step {PLANTED_AT + 1}: the first op to read the weight embed_tokens.weight, which held NaN/∞."
+        ), words
         tiles = frame.locator(".timeline-panel .tl-item")
         tiles.first.wait_for(timeout=60_000)
         shown = {int(t.get_attribute("data-index")): t.locator(".tl-label").inner_text() for t in tiles.all()}

@@ -4,6 +4,7 @@ import type { RunInfo } from "../src/api";
 import { plural } from "../src/format";
 import { defaultPair } from "../src/panels/compare";
 import { runLabel, runLabels } from "../src/panels/header";
+import { alertCallText, originWords } from "../src/panels/alerts";
 import { originalNames } from "../src/panels/inner_ops";
 
 function run(name: string, extra: Partial<RunInfo> = {}): RunInfo {
@@ -64,5 +65,28 @@ describe("plural", () => {
   it("says 1 element, 2 elements", () => {
     assert.equal(plural(1, "element"), "1 element");
     assert.equal(plural(1200, "element"), "1,200 elements");
+  });
+});
+
+describe("originWords", () => {
+  const call = { function_name: "embed", call: 7, vm: 1, function_vms: 1, execution_index: 20 };
+  it("says which call and which weight an origin read", () => {
+    const weight = { name: "embed_tokens.weight", param_index: 1, tuple_item: 0, weight: true };
+    assert.equal(
+      originWords({ ...call, origin: true, bad_parameters: [weight], state: [] }),
+      "In embed · step 7: the first op to read the weight embed_tokens.weight, which held NaN/∞.",
+    );
+    assert.equal(
+      originWords({ ...call, origin: true, bad_parameters: [], state: ["cache"] }),
+      "In embed · step 7: this op made the value from finite inputs; later calls read it back from cache (state), and are no origins.",
+    );
+  });
+  it("says what an alert that is no origin read", () => {
+    const data = { name: "x", param_index: 0, tuple_item: null, weight: false };
+    assert.equal(
+      originWords({ ...call, origin: false, bad_parameters: [data], state: [] }),
+      "In embed · step 7: it came in through the function's input x (the caller's data).",
+    );
+    assert.equal(alertCallText({ ...call, function_name: "", call: null }), "exec 20");
   });
 });

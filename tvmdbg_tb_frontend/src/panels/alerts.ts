@@ -288,6 +288,7 @@ export class AlertsPanel {
                 "First origin: ",
                 h("b", null, first.op_name),
                 ` (${first.kernel}) at ${formatLocation(first.location)}`,
+                h("div", { class: "small", "data-testid": "origin-words" }, originWords(first)),
                 first.inner_op ? h("div", { class: "muted small", "data-testid": "first-inner-op" }, innerOpText(first)) : null,
                 first.origin_uncertain
                   ? h(
@@ -297,7 +298,12 @@ export class AlertsPanel {
                     )
                   : null,
               )
-            : h("div", { class: "muted" }, page.start_dropped ? "no origin found in what the dump still holds" : "no origin found"),
+            : h(
+                "div",
+                { class: "muted" },
+                page.start_dropped ? "no origin found in what the dump still holds" : "no origin found",
+                listed.length ? h("div", { class: "small", "data-testid": "origin-words" }, originWords(listed[0])) : null,
+              ),
         ),
         page.start_dropped
           ? h(
@@ -431,4 +437,28 @@ export function alertCallText(a: Pick<Alert, "function_name" | "call" | "vm" | "
   if (!a.function_name) return `exec ${a.execution_index}`;
   if (!a.call) return `${a.function_name} · exec ${a.execution_index}`;
   return stepText(a.function_name, a.call, a.vm ?? 0, a.function_vms ?? 1);
+}
+
+/** The origin in words, as `tvmdbg check` says it: which call, and what made the value there
+ * (the weight it read by name, or the op itself from finite inputs); for an alert that is no
+ * origin, what it read instead (the caller's data, a weight, state of unknown health). */
+export function originWords(
+  a: Pick<Alert, "origin" | "bad_parameters" | "state" | "function_name" | "call" | "vm" | "function_vms" | "execution_index">,
+): string {
+  const where = `In ${alertCallText(a)}: `;
+  const bad = a.bad_parameters ?? [];
+  const weights = bad.filter((p) => p.weight).map((p) => p.name);
+  const data = bad.filter((p) => !p.weight).map((p) => p.name);
+  const state = a.state ?? [];
+  if (a.origin) {
+    const made = weights.length
+      ? `the first op to read the weight ${weights.join(", ")}, which held NaN/∞`
+      : "this op made the value from finite inputs";
+    const later = state.length ? `; later calls read it back from ${state.join(", ")} (state), and are no origins` : "";
+    return where + made + later + ".";
+  }
+  if (data.length) return `${where}it came in through the function's input ${data.join(", ")} (the caller's data).`;
+  if (weights.length) return `${where}it came in through the weight ${weights.join(", ")}, already bad.`;
+  if (state.length) return `${where}it read ${state.join(", ")}, state an earlier call wrote.`;
+  return `${where}it read a value that was already bad.`;
 }
