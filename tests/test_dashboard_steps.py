@@ -70,6 +70,11 @@ def test_timeline_and_alerts_name_each_call_by_its_step(loop_dump, tmp_path):
         assert [int(re.search(r"step (\d+)", x).group(1)) for x in decode_labels] == list(
             range(1, len(decode_labels) + 1)
         )
+        # One selection: a decode tile moves the graph to that call, named by its step.
+        decode_3 = next(index for index, label in shown.items() if label == "decode · step 3")
+        frame.locator(f".timeline-panel .tl-item[data-index='{decode_3}']").click()
+        note = frame.locator("[data-testid=graph-note]")
+        note.filter(has_text=re.compile("^decode · step 3$")).wait_for(timeout=60_000)
         assert browser.errors == [], browser.errors
     finally:
         browser.close()

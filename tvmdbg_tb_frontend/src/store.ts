@@ -396,4 +396,21 @@ export class Store {
     this.executionIndex = index;
     this.emit("execution");
   }
+
+  /** A call picked on the timeline: every panel moves to it (graph, op, source, stack): the
+   * selected op's run in that call when it ran there, else the call's first kernel. */
+  async selectCall(position: number, index: number): Promise<void> {
+    this.selectExecution(position, index);
+    const run = this.run;
+    if (run === null) return;
+    try {
+      const opId = this.op?.op_id;
+      const same = opId === undefined ? undefined : (await this.api.opTraces(run, opId, 0, 1, 0, index)).traces[0];
+      const trace = same ?? (await this.api.traces(run, 0, 1, index)).graph_executions[0];
+      if (this.run !== run || this.executionIndex !== index || !trace) return;
+      await this.selectTrace(trace.position, trace.index);
+    } catch (err) {
+      this.reportError(err);
+    }
+  }
 }

@@ -20,6 +20,7 @@ import {
   healthText,
   isNonFinite,
   pillSegments,
+  stepText,
   summaryHealth,
 } from "../format";
 import { type ShownOps, everything, nearer } from "../neighborhood";
@@ -415,7 +416,10 @@ export class GraphPanel {
       const answer = await this.neighborhood(run, op.op_id, maxOps, call);
       if (seq !== this.seq) return;
       this.setTitle(`${answer.name} · ${answer.num_ops} kernels`);
-      this.setNote(trace ? `call ${trace.execution_index}` : "");
+      // The call as the CLI names it ("decode · step 14"; its index when its record is gone).
+      const ex = trace ? await this.store.executionByIndex(trace.execution_index) : null;
+      if (seq !== this.seq) return;
+      this.setNote(ex ? stepText(ex.function_name, ex.call_number) : trace ? `call ${trace.execution_index}` : "");
       this.draw(answer, op);
     } catch (err) {
       if (seq !== this.seq) return;

@@ -217,7 +217,7 @@ export class TimelinePanel {
               title: `#${d.index} ${stepText(d.function_name, d.call_number)} · ${formatDuration(d.duration_us)} · ${d.num_traces} kernels${alerted ? " · NaN/∞ inside" : ""}${d.nonfinite ? " · NaN/∞ in outputs" : ""}${d.has_error ? " · raised" : ""}`,
               "data-index": String(d.index),
               "data-key": String(d.index),
-              onclick: () => this.store.selectExecution(d.position, d.index),
+              onclick: () => void this.store.selectCall(d.position, d.index),
             },
             h("span", { class: "tl-bar", style: { height: `${Math.max(12, Math.round((40 * (d.duration_us ?? 0)) / maxDur))}%` } }),
             h("span", { class: "tl-label" }, stepText(d.function_name, d.call_number)),
