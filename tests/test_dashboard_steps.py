@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.error
 
 import llm_models
 import pytest
@@ -53,6 +54,15 @@ def test_timeline_and_alerts_name_each_call_by_its_step(loop_dump, tmp_path):
         while not tb.api("runs")["runs"]:
             assert time.time() < deadline, "the plugin never listed the run"
             time.sleep(0.3)
+        # The route the box asks: one function's calls, or its VM's call of one number.
+        name = tb.api("runs")["runs"][0]["run"]
+        found = tb.api(f"execution/digests?run={name}&function=decode&call=5")
+        assert [(r["function_name"], r["call_number"]) for r in found["execution_digests"]] == [("decode", 5)]
+        assert tb.api(f"execution/digests?run={name}&function=decode")["num_digests"] == DECODES
+        for bad in ("function=decode&call=0", "call=5", "function=decode&call=x"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                tb.api(f"execution/digests?run={name}&{bad}")
+            assert refused.value.code == 400, bad
         frame = browser.open_dashboard(tb)
         origin = frame.locator(".alert-item.origin").first
         origin.wait_for(timeout=60_000)
@@ -75,6 +85,16 @@ def test_timeline_and_alerts_name_each_call_by_its_step(loop_dump, tmp_path):
         frame.locator(f".timeline-panel .tl-item[data-index='{decode_3}']").click()
         note = frame.locator("[data-testid=graph-note]")
         note.filter(has_text=re.compile("^decode · step 3$")).wait_for(timeout=60_000)
+        # Go to a step by its name, as the CLI says it; a step the dump does not hold says so.
+        goto = frame.locator("[data-testid=go-to-call]")
+        goto.fill("decode 5")
+        goto.press("Enter")
+        note.filter(has_text=re.compile("^decode · step 5$")).wait_for(timeout=60_000)
+        decode_5 = next(index for index, label in shown.items() if label == "decode · step 5")
+        frame.locator(f".timeline-panel .tl-item.selected[data-index='{decode_5}']").wait_for(timeout=60_000)
+        goto.fill("decode 99")
+        goto.press("Enter")
+        frame.locator("[data-testid=go-to-miss]", has_text="No call decode · step 99 in the dump.").wait_for()
         assert browser.errors == [], browser.errors
     finally:
         browser.close()

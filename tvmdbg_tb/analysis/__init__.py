@@ -17,8 +17,10 @@ from tvmdbg_tb.analysis.profile import profile
 from tvmdbg_tb.analysis.ranges import num_range_alerts, range_alerts
 from tvmdbg_tb.analysis.tensor_value import SliceError, tensor_histogram, tensor_value
 from tvmdbg_tb.analysis.views import (
+    calls_of,
     execution_data,
     execution_digests,
+    execution_rows,
     graphs_list,
     op_info,
     op_json,
@@ -41,10 +43,12 @@ __all__ = [
     "SliceError",
     "alerts",
     "alerts_page",
+    "calls_of",
     "compare",
     "dumps",
     "execution_data",
     "execution_digests",
+    "execution_rows",
     "graph_page",
     "graphs_list",
     "location",

@@ -138,11 +138,29 @@ def run_info(run: RunReader) -> dict:
 
 
 def execution_digests(run: RunReader, begin: int, end: int) -> list[dict]:
-    rows = run.execution_digests()[begin:end]
+    return execution_rows(run, np.arange(len(run.execution_digests()), dtype=np.int64)[begin:end])
+
+
+def calls_of(run: RunReader, function: str, call: int | None = None) -> np.ndarray:
+    """The positions of the executions of `function` (by name), the `call`-th of their VM's
+    (Execution.call_number: a loop's step) when given: what "go to decode step 14" finds."""
+    digests = run.execution_digests()
+    if function not in run.function_names:
+        return np.zeros(0, dtype=np.int64)
+    wanted = digests["function"] == run.function_names.index(function)
+    if call is not None:
+        wanted &= digests["call_number"] == call
+    return np.flatnonzero(wanted)
+
+
+def execution_rows(run: RunReader, positions: np.ndarray) -> list[dict]:
+    """The digest rows (docs/routes.md#executiondigests) of the executions at these positions."""
+    positions = np.asarray(positions, dtype=np.int64)
+    rows = run.execution_digests()[positions]
     names = run.function_names
     return [
         {
-            "position": begin + i,
+            "position": int(position),
             "index": int(r["index"]),
             "function_name": names[int(r["function"])],
             # The how-manieth call of the function by its VM (a loop's step; 0: not recorded).
@@ -155,7 +173,7 @@ def execution_digests(run: RunReader, begin: int, end: int) -> list[dict]:
             "has_error": bool(r["flags"] & HAS_ERROR),
             "nonfinite": _nonfinite(int(r["flags"])),
         }
-        for i, r in enumerate(rows)
+        for position, r in zip(positions.tolist(), rows)
     ]
 
 

@@ -487,12 +487,24 @@ class TvmDebuggerPlugin(base_plugin.TBPlugin):
 
     @_json_route
     def _serve_execution_digests(self, request):
-        """Light rows of top-level calls — see docs/routes.md#executiondigests."""
+        """Light rows of top-level calls — see docs/routes.md#executiondigests. With
+        `function` (and `call`, its VM's call number: a loop's step), the page is of that
+        function's calls only ("go to decode step 14")."""
         run = self._run(request)
+        function = request.args.get("function")
+        call = _int_param(request, "call", minimum=1)
+        if call is not None and not function:
+            raise BadRequest("parameter 'call' needs 'function' (the call number counts that function's calls)")
         with run.lock:
-            total = run.num_executions()
-            begin, end = _page(request, total)
-            rows = analysis.execution_digests(run, begin, end)
+            if not function:
+                total = run.num_executions()
+                begin, end = _page(request, total)
+                rows = analysis.execution_digests(run, begin, end)
+            else:
+                found = analysis.calls_of(run, function, call)
+                total = len(found)
+                begin, end = _page(request, total)
+                rows = analysis.execution_rows(run, found[begin:end])
         return {"begin": begin, "end": end, "num_digests": total, "execution_digests": rows}
 
     @_json_route

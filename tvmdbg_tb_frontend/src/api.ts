@@ -701,8 +701,15 @@ export class Api {
   alerts(run: string, begin: number, end: number) {
     return this.get<AlertsPage>("alerts", { run, begin, end });
   }
-  executionDigests(run: string, begin: number, end: number) {
-    return this.get<Paged & { execution_digests: ExecutionDigest[] }>("execution/digests", { run, begin, end });
+  /** find: the calls of one function only, or its VM's call of that number (a loop's step). */
+  executionDigests(run: string, begin: number, end: number, find?: { function: string; call?: number }) {
+    return this.get<Paged & { execution_digests: ExecutionDigest[] }>("execution/digests", {
+      run,
+      begin,
+      end,
+      function: find?.function,
+      call: find?.call,
+    });
   }
   executionData(run: string, begin: number, end: number) {
     return this.get<Paged & { executions: ExecutionData[] }>("execution/data", { run, begin, end });

@@ -34,10 +34,20 @@ export class TimelinePanel {
     });
     this.nav = h("div", { class: "timeline-nav" });
     this.details = h("div", { class: "execution-details" });
+    const goTo = h("input", {
+      class: "goto-call small",
+      type: "search",
+      "data-testid": "go-to-call",
+      placeholder: "go to: decode 14, #30",
+      "aria-label": "go to a call: a function and its step (decode 14), or #execution index",
+      onkeydown: (event: KeyboardEvent) => {
+        if (event.key === "Enter") void this.goTo((event.target as HTMLInputElement).value);
+      },
+    });
     this.el = h(
       "section",
       { class: "panel timeline-panel", "data-panel": "timeline" },
-      h("header", { class: "panel-head" }, h("h2", null, "Execution timeline"), this.nav),
+      h("header", { class: "panel-head" }, h("h2", null, "Execution timeline"), this.nav, goTo),
       this.strip,
       this.details,
     );
@@ -148,6 +158,32 @@ export class TimelinePanel {
     this.begin -= this.begin % PAGE;
     this.followTail = this.begin + PAGE >= this.total;
     void this.load();
+  }
+
+  /** "decode 14" (or "decode · step 14"): that function's call of that step; "#30" (or "30"):
+   * the call with that execution index. Every panel moves to it (store.selectCall). */
+  private async goTo(text: string): Promise<void> {
+    const run = this.store.run;
+    if (run === null) return;
+    const byIndex = /^\s*#?(\d+)\s*$/.exec(text);
+    const byStep = /^\s*([\w.$-]+)\s*(?:·\s*)?(?:step\s*)?(\d+)\s*$/.exec(text);
+    try {
+      let found: { position: number; index: number } | null | undefined;
+      if (byIndex) found = await this.store.executionByIndex(Number(byIndex[1]));
+      else if (byStep) {
+        const find = { function: byStep[1], call: Number(byStep[2]) };
+        found = (await this.store.api.executionDigests(run, 0, 1, find)).execution_digests[0];
+      }
+      if (this.store.run !== run) return;
+      if (!found) {
+        const what = byStep ? `${byStep[1]} · step ${byStep[2]}` : text.trim();
+        setChildren(this.details, h("div", { class: "muted", "data-testid": "go-to-miss" }, `No call ${what} in the dump.`));
+        return;
+      }
+      await this.store.selectCall(found.position, found.index);
+    } catch (err) {
+      this.store.reportError(err);
+    }
   }
 
   /** Shows the call a selected kernel execution ran in, paging the timeline to it. */
