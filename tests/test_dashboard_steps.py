@@ -85,6 +85,12 @@ def test_timeline_and_alerts_name_each_call_by_its_step(loop_dump, tmp_path):
         frame.locator(f".timeline-panel .tl-item[data-index='{decode_3}']").click()
         note = frame.locator("[data-testid=graph-note]")
         note.filter(has_text=re.compile("^decode · step 3$")).wait_for(timeout=60_000)
+        # Enter on the first-origin box goes to the origin and keeps the focus on the box.
+        box = frame.locator("[data-testid=first-origin-alert]")
+        box.focus()
+        box.press("Enter")
+        note.filter(has_text=re.compile(f"^embed · step {PLANTED_AT + 1}$")).wait_for(timeout=60_000)
+        assert box.evaluate("(el) => el === document.activeElement"), "the focus left the first-origin box"
         # Go to a step by its name, as the CLI says it; a step the dump does not hold says so.
         goto = frame.locator("[data-testid=go-to-call]")
         goto.fill("decode 5")

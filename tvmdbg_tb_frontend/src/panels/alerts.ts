@@ -252,6 +252,7 @@ export class AlertsPanel {
           {
             class: "alert-summary",
             "data-testid": "first-origin-alert",
+            "data-key": "first-origin", // keepFocus: Enter on it keeps the focus there across the re-render
             title: "Go to the first kernel that produced a non-finite value",
             disabled: !first,
             onclick: () => first && void this.goToAlert(first),
