@@ -538,8 +538,9 @@ def test_keyboard_only_alert_op_graph_node_source(tb, b):
     frame.locator(f".graph-panel .op-node.role-selected[data-op-name='{target}']").wait_for()
     b.page.wait_for_timeout(300)
     assert focused(b)["opName"] == target  # the focus stays on the node selected
-    # "6": the source, at the node's line.
+    # "6": the source, the focus on the node's line (its op mark), in view.
     assert press("6")["panel"] == "source"
+    assert inner_frame(b).evaluate("() => !!document.activeElement.closest('.src-line.highlighted')")
     assert_in_view(frame.locator(".source-panel .src-line.highlighted"), full=False)
     assert presses <= 15, presses
     # "?" lists the shortcuts; Esc closes them.

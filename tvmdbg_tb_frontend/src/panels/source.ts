@@ -109,8 +109,9 @@ export class SourcePanel {
   }
 
   /** The source's scroll box (arrow keys scroll it), for the keyboard's jump to this panel. */
+  /** The selected op's line (its mark, focusable) when it is shown, else the pane. */
   focusTarget(): HTMLElement {
-    return this.body;
+    return this.body.querySelector<HTMLElement>(".src-line.highlighted .op-mark") ?? this.body;
   }
 
   /** The recorded files, user files first (re-read while a live run records more; one
