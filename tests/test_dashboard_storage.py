@@ -62,6 +62,9 @@ def test_the_tab_on_an_s3_logdir_shows_the_ranks_and_rank_1s_origin(job, tb, bro
     labels = ranks.locator("button.rank").all_inner_texts()
     assert len(labels) == 2 and labels[0].startswith("rank 0") and "first NaN/Inf" in labels[1], labels
     assert "2 of 2 ranks" in ranks.inner_text()
+    # The run picker names each rank and the job's script (rank 0's), not the worker's argv.
+    options = frame.locator(".run-select option").all_inner_texts()
+    assert any(o.startswith("rank 1 of 2 · disco_child.py") for o in options), options
 
     frame.locator("[data-testid=first-origin-alert]:not([disabled])").click()
     frame.locator("[data-testid=selected-op]").wait_for()

@@ -90,3 +90,14 @@ describe("originWords", () => {
     assert.equal(alertCallText({ ...call, function_name: "", call: null }), "exec 20");
   });
 });
+
+describe("runLabels of a disco job", () => {
+  it("names each rank and the job's script, not the worker's command line", () => {
+    const job = (rank: number, argv: string[]) =>
+      run(`job/rank${rank}`, { argv, disco: { job_id: "j1", rank, world_size: 2 } } as Partial<RunInfo>);
+    const labels = runLabels([job(0, ["/home/u/serve.py", "--tp", "2"]), job(1, ["/x/worker.py", "1", "2", "1", "12", "11"])]);
+    assert.ok(labels[0].startsWith("rank 0 of 2 · serve.py --tp 2 · "), labels[0]);
+    assert.ok(labels[1].startsWith("rank 1 of 2 · serve.py --tp 2 · "), labels[1]);
+    assert.ok(runLabel(job(1, ["/x/worker.py", "1"])).startsWith("rank 1 of 2 · FULL_HEALTH"), "a worker alone: no script");
+  });
+});

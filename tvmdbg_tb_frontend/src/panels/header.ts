@@ -131,21 +131,31 @@ export class HeaderBar {
 /** A run as the picker shows it: the name the user gave it, its command line, mode, alerts
  * and start time, so a buggy and a fixed run of the same script can be told apart (the
  * directory name alone cannot). */
-export function runLabel(r: RunInfo): string {
-  const argv = r.argv ?? [];
+export function runLabel(r: RunInfo, jobArgv?: string[] | null): string {
+  // A disco rank: "rank 1 of 2" and the job's script (rank 0 runs in the program's own
+  // process; a worker's argv is the worker entrypoint's).
+  const argv = (r.disco ? (jobArgv ?? (r.disco.rank === 0 ? r.argv : null)) : r.argv) ?? [];
   // Paths shortened to their last part so the flags that tell runs apart stay visible.
-  let command = argv.length ? argv.map((a) => (a.includes("/") ? a.replace(/\/+$/, "").split("/").pop() || a : a)).join(" ") : r.run;
+  let command = argv.length
+    ? argv.map((a) => (a.includes("/") ? a.replace(/\/+$/, "").split("/").pop() || a : a)).join(" ")
+    : r.disco
+      ? ""
+      : r.run;
   if (command.length > 80) command = `${command.slice(0, 79)}…`;
+  if (r.disco) command = `rank ${r.disco.rank} of ${r.disco.world_size}${command ? ` · ${command}` : ""}`;
   const when = r.start_time ? new Date(r.start_time * 1000).toLocaleString("en-GB", { hour12: false }).replace(",", "") : "?";
   const alerts = `${formatCount(r.num_alerts)} alert${r.num_alerts === 1 ? "" : "s"}`;
-  const name = r.run_name ? `${r.run_name} · ` : "";
+  // tvmdbg.disco names a worker's run "rank k of n", which the label already says.
+  const ownName = r.run_name && !(r.disco && r.run_name === `rank ${r.disco.rank} of ${r.disco.world_size}`);
+  const name = ownName ? `${r.run_name} · ` : "";
   return `${name}${command} · ${r.tensor_debug_mode ?? "?"} · ${alerts} · ${when}${r.live ? " · live" : ""}`;
 }
 
 /** Labels for a list of runs, each one different: runs whose labels would be equal (two
  * runs of one script in the same second, a comparison's pair) also name their directory. */
 export function runLabels(runs: RunInfo[]): string[] {
-  const labels = runs.map(runLabel);
+  const scripts = new Map(runs.filter((r) => r.disco?.rank === 0).map((r) => [r.disco!.job_id, r.argv]));
+  const labels = runs.map((r) => runLabel(r, r.disco ? scripts.get(r.disco.job_id) : undefined));
   const seen = new Map<string, number>();
   for (const l of labels) seen.set(l, (seen.get(l) ?? 0) + 1);
   return labels.map((l, i) => ((seen.get(l) ?? 0) > 1 ? `${l} · ${runs[i].run}` : l));
