@@ -126,22 +126,22 @@ def exported(name: str):
         return torch.export.export(torch_model(name), (), example)
 
 
+def eager_output(model, feed: dict[str, np.ndarray]) -> np.ndarray:
+    """A torch model's first output on feed, in eager PyTorch."""
+    with torch.no_grad():
+        out = model(**{k: torch.from_numpy(v) for k, v in feed.items()})
+    return next(v for v in out.values() if isinstance(v, torch.Tensor)).numpy()
+
+
 def reference_outputs(name: str, feed: dict[str, np.ndarray]) -> np.ndarray:
     """PyTorch eager's first output on feed."""
-    with torch.no_grad():
-        out = torch_model(name)(**{k: torch.from_numpy(v) for k, v in feed.items()})
-    return next(v for v in out.values() if isinstance(v, torch.Tensor)).numpy()
+    return eager_output(torch_model(name), feed)
 
 
 def module_of(node) -> str:
     """The torch module path an fx node was made in ("model.layers.1.mlp"), "" when unknown."""
     stack = node.meta.get("nn_module_stack") or {}
     return list(stack.values())[-1][0] if stack else ""
-
-
-def param_names(name: str) -> list[str]:
-    """The model's parameter names, in the order the compiled `main` takes them after its inputs."""
-    return list(dict(exported(name).named_parameters()))
 
 
 @dataclass(frozen=True)
@@ -155,18 +155,20 @@ class Plant:
 
 @dataclass
 class Built:
-    """One compiled family and its weights (numpy, in the order `main` takes them)."""
+    """One compiled model and its weights (numpy, in the order `main` takes them, named by
+    param_names: the PyTorch parameter names)."""
 
     name: str
     mod: object
     executable: object
     weights: list[np.ndarray] = field(default_factory=list)
+    param_names: list[str] = field(default_factory=list)
 
     def run(self, feed: dict[str, np.ndarray], plant: Plant | None = None) -> np.ndarray:
         """Calls main on feed (traced when tvmdbg is enabled); its first output."""
         weights = list(self.weights)
         if plant is not None:
-            k = param_names(self.name).index(plant.parameter)
+            k = self.param_names.index(plant.parameter)
             weights[k] = weights[k].copy()
             weights[k].reshape(-1)[plant.element] = plant.value
         vm = relax.VirtualMachine(self.executable, tvm.cpu())
@@ -190,20 +192,41 @@ def compile_module(mod):
     return tvm.compile(mod, "llvm", relax_pipeline=relax.get_default_pipeline(Target("llvm")))
 
 
-@functools.cache
-def build(name: str, custom_convert_map: tuple = ()) -> Built:
-    """The family imported with its weights as inputs and compiled (fused) while tvmdbg records
-    in FULL_STATS; custom_convert_map: (fx target, converter) pairs (a converter made to differ)."""
+def compile_exported(name: str, program, custom_convert_map: tuple = ()) -> Built:
+    """An exported program imported with its weights as inputs and compiled (fused) while
+    tvmdbg records in FULL_STATS; custom_convert_map: (fx target, converter) pairs (a converter
+    made to differ). tests/model_zoo.py builds its families with it too."""
     from tvm.relax.frontend.torch import from_exported_program
 
     with recording():
         mod = from_exported_program(
-            exported(name), keep_params_as_input=True, custom_convert_map=dict(custom_convert_map) or None
+            program, keep_params_as_input=True, custom_convert_map=dict(custom_convert_map) or None
         )
         weights = [w.numpy() for w in mod["main"].attrs["params"]]
         mod["main"] = mod["main"].without_attr("params")
         executable = compile_module(mod)
-    return Built(name, mod, executable, weights)
+    return Built(name, mod, executable, weights, list(dict(program.named_parameters())))
+
+
+@functools.cache
+def build(name: str, custom_convert_map: tuple = ()) -> Built:
+    """The family compiled once (compile_exported)."""
+    return compile_exported(name, exported(name), custom_convert_map)
+
+
+def record_feed(
+    built: Built, logdir, feed: dict, plant: Plant | None = None, mode: str = "FULL_HEALTH", **options
+) -> str:
+    """Runs the model once on feed under enable_dump_debug_info(logdir, mode) (the whole run
+    kept); returns logdir as a string."""
+    logdir = str(logdir)
+    options.setdefault("circular_buffer_size", -1)
+    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, **options)
+    try:
+        built.run(feed, plant)
+    finally:
+        tvmdbg.disable_dump_debug_info()
+    return logdir
 
 
 def record(
@@ -214,22 +237,19 @@ def record(
     mode: str = "FULL_HEALTH",
     **options,
 ) -> str:
-    """Runs the family once under enable_dump_debug_info(logdir, mode) (the whole run kept);
-    returns logdir as a string."""
-    logdir = str(logdir)
-    options.setdefault("circular_buffer_size", -1)
-    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, **options)
-    try:
-        built.run(inputs(built.name, padding), plant)
-    finally:
-        tvmdbg.disable_dump_debug_info()
-    return logdir
+    """The family run once on its (padded) inputs (record_feed)."""
+    return record_feed(built, logdir, inputs(built.name, padding), plant, mode, **options)
+
+
+def reference_run(program, feed: dict, logdir, mode: str = "FULL_STATS") -> str:
+    """PyTorch eager's reference run of program (record_torch_reference) on feed."""
+    arrays = tuple(torch.from_numpy(v) for v in feed.values())
+    return tvmdbg.record_torch_reference(program, arrays, str(logdir), tensor_debug_mode=mode)
 
 
 def record_reference(name: str, logdir, padding: str = "none") -> str:
-    """PyTorch eager's reference run (record_torch_reference) on the padded inputs."""
-    feed = tuple(torch.from_numpy(v) for v in inputs(name, padding).values())
-    return tvmdbg.record_torch_reference(exported(name), feed, str(logdir))
+    """PyTorch eager's reference run on the family's padded inputs."""
+    return reference_run(exported(name), inputs(name, padding), logdir)
 
 
 # -- TVM's own LLM path: the example's paged-KV decoder -----------------------------------------

@@ -16,14 +16,10 @@ others, is docs/families.md (scripts/family_sweep.py writes it with this module)
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
-import subprocess
-import sys
-import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -33,11 +29,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs only: never download
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-import tvm  # noqa: E402
+import llm_models  # noqa: E402  (the shared mechanism: weights as inputs, plants, records)
 from tvm import relax  # noqa: E402
-from tvm.target import Target  # noqa: E402
-
-import tvmdbg  # noqa: E402
 
 LAYERS = 4
 PLANTED_LAYER = 2  # a later layer: healthy layers run before and after it
@@ -243,9 +236,7 @@ def exported(name: str):
 
 def reference_outputs(name: str, feed: dict[str, np.ndarray]) -> np.ndarray:
     """PyTorch eager's first output on feed."""
-    with torch.no_grad():
-        out = torch_model(name)(**{k: torch.from_numpy(v) for k, v in feed.items()})
-    return next(v for v in out.values() if isinstance(v, torch.Tensor)).numpy()
+    return llm_models.eager_output(torch_model(name), feed)
 
 
 def param_names(name: str) -> list[str]:
@@ -274,12 +265,6 @@ def module_of_parameter(parameter: str) -> str:
     return parameter.rsplit(".", 1)[0]
 
 
-def module_of(node) -> str:
-    """The torch module path an fx node was made in ("model.layers.2.mlp"), "" when unknown."""
-    stack = node.meta.get("nn_module_stack") or {}
-    return list(stack.values())[-1][0] if stack else ""
-
-
 # Activations an fx graph (run_decompositions) holds as one aten op each.
 _ACTIVATIONS = ("gelu.default", "silu.default", "relu.default", "tanh.default", "sigmoid.default")
 
@@ -301,7 +286,7 @@ def swapped_activation(name: str) -> Swap:
     layer = f".{PLANTED_LAYER}."
     for node in program.graph.nodes:
         target = getattr(node.target, "__name__", "")
-        if node.op == "call_function" and target in _ACTIVATIONS and layer in module_of(node) + ".":
+        if node.op == "call_function" and target in _ACTIVATIONS and layer in llm_models.module_of(node) + ".":
             return Swap(target, node.name, ((target, _swapping(target, node.name)),))
     raise LookupError(f"{name}: no activation ({', '.join(_ACTIVATIONS)}) in layer {PLANTED_LAYER}")
 
@@ -316,76 +301,23 @@ def _swapping(target: str, chosen: str):
     return convert
 
 
-@dataclass
-class Built:
-    """One compiled family and its weights (numpy, in the order `main` takes them)."""
-
-    name: str
-    mod: object
-    executable: object
-    weights: list[np.ndarray] = field(default_factory=list)
-
-    def run(self, feed: dict[str, np.ndarray], plant: str | None = None) -> np.ndarray:
-        """Calls main on feed (traced when tvmdbg is enabled), with +inf at one element of the
-        parameter `plant`; its first output."""
-        weights = list(self.weights)
-        if plant is not None:
-            k = param_names(self.name).index(plant)
-            weights[k] = weights[k].copy()
-            weights[k].reshape(-1)[5] = np.inf
-        vm = relax.VirtualMachine(self.executable, tvm.cpu())
-        out = vm["main"](*[tvm.runtime.tensor(a) for a in [*feed.values(), *weights]])
-        while not isinstance(out, tvm.runtime.Tensor):
-            out = out[0]
-        return out.numpy()
-
-
-@contextlib.contextmanager
-def recording(mode: str = "FULL_STATS"):
-    """tvmdbg enabled into a scratch directory (compile-time capture needs a session)."""
-    tvmdbg.enable_dump_debug_info(tempfile.mkdtemp(prefix="tvmdbg_model_zoo_"), tensor_debug_mode=mode)
-    try:
-        yield
-    finally:
-        tvmdbg.disable_dump_debug_info()
-
-
 @functools.cache
-def build(name: str, custom_convert_map: tuple = ()) -> Built:
+def build(name: str, custom_convert_map: tuple = ()) -> llm_models.Built:
     """The family imported with its weights as inputs and compiled (fused) while tvmdbg records
-    in FULL_STATS; custom_convert_map: (fx target, converter) pairs (a converter made to differ)."""
-    from tvm.relax.frontend.torch import from_exported_program
-
-    with recording():
-        mod = from_exported_program(
-            exported(name), keep_params_as_input=True, custom_convert_map=dict(custom_convert_map) or None
-        )
-        weights = [w.numpy() for w in mod["main"].attrs["params"]]
-        mod["main"] = mod["main"].without_attr("params")
-        executable = tvm.compile(mod, "llvm", relax_pipeline=relax.get_default_pipeline(Target("llvm")))
-    return Built(name, mod, executable, weights)
+    in FULL_STATS (llm_models.compile_exported); custom_convert_map: (fx target, converter)
+    pairs (a converter made to differ)."""
+    return llm_models.compile_exported(name, exported(name), custom_convert_map)
 
 
-def record(built: Built, logdir, padding: str = "none", plant: str | None = None, mode: str = "FULL_HEALTH") -> str:
-    """Runs the family once under enable_dump_debug_info(logdir, mode) (the whole run kept)."""
-    logdir = str(logdir)
-    tvmdbg.enable_dump_debug_info(logdir, tensor_debug_mode=mode, circular_buffer_size=-1)
-    try:
-        built.run(inputs(built.name, padding), plant)
-    finally:
-        tvmdbg.disable_dump_debug_info()
-    return logdir
+def record(
+    built: llm_models.Built, logdir, padding: str = "none", plant: str | None = None, mode: str = "FULL_HEALTH"
+) -> str:
+    """Runs the family once under enable_dump_debug_info(logdir, mode) (the whole run kept),
+    with +inf at one element of the parameter `plant`."""
+    planted = llm_models.Plant(plant) if plant is not None else None
+    return llm_models.record_feed(built, logdir, inputs(built.name, padding), planted, mode)
 
 
 def record_reference(name: str, logdir, padding: str = "none", mode: str = "FULL_STATS") -> str:
     """PyTorch eager's reference run (record_torch_reference) on the (padded) inputs."""
-    feed = tuple(torch.from_numpy(v) for v in inputs(name, padding).values())
-    return tvmdbg.record_torch_reference(exported(name), feed, str(logdir), tensor_debug_mode=mode)
-
-
-TVMDBG = [sys.executable, "-c", "import sys; from tvmdbg_tb.cli import main; sys.exit(main())"]
-
-
-def check(logdir) -> subprocess.CompletedProcess:
-    """`tvmdbg check LOGDIR`, its output captured."""
-    return subprocess.run([*TVMDBG, "check", str(logdir)], capture_output=True, text=True, timeout=300)
+    return llm_models.reference_run(exported(name), inputs(name, padding), logdir, mode)
