@@ -185,3 +185,64 @@ def test_the_state_finder_finds_planted_state(tmp_path, source, state):
     path = tmp_path / "m.py"
     path.write_text(source)
     assert _module_state(path) == state
+
+
+# The mode table (events/modes.py) is the one place a mode's number is tested.
+MODE_TABLE = "events/modes.py"
+_MODE_NAMES = {"NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "SHAPE", "FULL_TENSOR", "FULL_STATS"}
+
+
+def _is_mode(node: ast.expr) -> bool:
+    """pb.<MODE>."""
+    return isinstance(node, ast.Attribute) and node.attr in _MODE_NAMES and ast.unparse(node.value) == "pb"
+
+
+def _names_a_mode(node: ast.expr) -> bool:
+    text = ast.unparse(node).lower()
+    return text.endswith("mode") or text.endswith("mode_value") or text == "mode"
+
+
+def _mode_tests(tree: ast.AST) -> list[str]:
+    """Comparisons of a mode with pb.<MODE> or a number, and collections of pb.<MODE> values."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            options = [e for s in sides if isinstance(s, (ast.Tuple, ast.List, ast.Set)) for e in s.elts]
+            if (
+                any(_is_mode(s) for s in sides + options)
+                or any(_names_a_mode(s) for s in sides)
+                and any(isinstance(s, ast.Constant) and type(s.value) is int for s in sides + options)
+            ):
+                found.append(ast.unparse(node))
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)) and sum(map(_is_mode, node.elts)) > 1:
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_modes_are_asked_of_the_mode_table_not_tested_by_number():
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        key = str(path.relative_to(ROOT))
+        if "proto" in path.relative_to(ROOT).parts or key == MODE_TABLE:
+            continue
+        tests = _mode_tests(ast.parse(path.read_text()))
+        if tests:
+            found[key] = tests
+    assert found == {}
+
+
+@pytest.mark.parametrize(
+    "source, found",
+    [
+        ("if mode == pb.FULL_TENSOR: pass", True),
+        ("if self.mode in (pb.NO_TENSOR, pb.SHAPE): pass", True),
+        ("rows = mode == 2", True),
+        ("HEALTH = (pb.CURT_HEALTH, pb.FULL_HEALTH)", True),
+        ("if spec(mode).comparable: pass", False),
+        ("x = debug_values(pb.FULL_HEALTH, t)", False),
+        ("if count == 2: pass", False),
+    ],
+)
+def test_the_mode_test_finder_finds_planted_tests(source, found):
+    assert bool(_mode_tests(ast.parse(source))) == found

@@ -10,8 +10,8 @@ from models import mixed_dtypes
 from tvm import relax
 
 import tvmdbg
-from tvmdbg_tb.capture import compiled
-from tvmdbg_tb.events.summaries import MODE_NAMES, dtype_code
+from tvmdbg_tb.events.modes import MODE_NAMES, Summaries
+from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 
@@ -144,7 +144,7 @@ def test_a_shape_build_counts_nothing_and_health_sessions_count_again(tmp_path):
 
     with trace_paths.using("compiled"):
         shape_build, info = run("SHAPE", None, tmp_path / "shape")
-        assert info.compiled_health is compiled.Summaries.SHAPE
+        assert info.compiled_health is Summaries.SHAPE
         function = info.compiled["main"]
         assert function.nrows == 1 + len(function.rows)  # no parameter rows
         run("FULL_HEALTH", shape_build, tmp_path / "health_on_shape")

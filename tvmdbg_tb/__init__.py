@@ -29,7 +29,7 @@ _ON_FIRST_USE = {
     "describe": "tvmdbg_tb.events.reader",
     "TRACE_DIGEST": "tvmdbg_tb.events.reader",
     "EXECUTION_DIGEST": "tvmdbg_tb.events.reader",
-    "MODE_NAMES": "tvmdbg_tb.events.summaries",
+    "MODE_NAMES": "tvmdbg_tb.events.modes",
     "DebugEventsWriter": "tvmdbg_tb.events.writer",
 }
 # Names that live in modules importing TVM.

@@ -69,8 +69,8 @@ from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.ranges import range_alerts
 from tvmdbg_tb.analysis.unfinished import unfinished_alerts
 from tvmdbg_tb.events import layout
-from tvmdbg_tb.events.health import HEALTH_MODES
 from tvmdbg_tb.events.locations import location
+from tvmdbg_tb.events.modes import spec
 from tvmdbg_tb.events.reader import (
     HEALTH_KNOWN,
     INNER_NONFINITE,
@@ -882,7 +882,7 @@ def start_dropped(run: RunReader) -> bool:
     lost = bool((len(executions) and executions["index"][0] != 0) or (len(traces) and traces["index"][0] != 0))
     lost |= bool(run.ring_drops(layout.EXECUTION) or run.ring_drops(layout.GRAPH_EXECUTION_TRACES))
     mode = run.metadata.tensor_debug_mode if run.metadata is not None else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
-    return lost and not (run.keyed and mode in HEALTH_MODES)
+    return lost and not (run.keyed and spec(mode).knows_finite)
 
 
 class _Listing:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from tvmdbg_tb.compare.bulk import ABS_MAX, MAX, MEAN, MIN, NAN, NEG_INF, POS_INF, stats_matrix
+from tvmdbg_tb.events.modes import mode_name, spec
 from tvmdbg_tb.events.reader import RunReader
-from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 DEFAULT_MAX_POINTS = 500
@@ -23,7 +23,7 @@ def op_stats(
     """The `graph_execution/op_stats` answer (docs/routes.md). Raises LookupError when the run
     was not recorded with FULL_STATS (other modes keep no min/max/mean)."""
     mode = run.metadata.tensor_debug_mode if run.metadata is not None else None
-    if mode != pb.FULL_STATS:
+    if mode is None or not spec(mode).statistics:
         name = mode_name(mode) if mode is not None else "an unknown mode"
         raise LookupError(
             f"run {run.name!r} was recorded with {name}: per-call statistics need tensor_debug_mode='FULL_STATS'"

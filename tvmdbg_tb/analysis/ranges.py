@@ -29,6 +29,7 @@ import numpy as np
 from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.events import layout, trace_values
 from tvmdbg_tb.events.locations import location, original_ops
+from tvmdbg_tb.events.modes import spec
 from tvmdbg_tb.events.reader import NONFINITE, RunReader
 from tvmdbg_tb.events.summaries import LAYOUTS, dtype_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -99,7 +100,7 @@ class RangeMonitor:
             return
         with self._scan_lock:
             with run.lock:
-                if run.metadata is None or run.metadata.tensor_debug_mode != pb.FULL_STATS:
+                if run.metadata is None or not spec(run.metadata.tensor_debug_mode).statistics:
                     return
                 with self._lock:
                     start, generation = self._done, self._generation
@@ -194,7 +195,7 @@ def monitor(run: RunReader) -> RangeMonitor:
 
 def available(run: RunReader) -> bool:
     """Whether the run's mode records the abs-max range alerts need (FULL_STATS)."""
-    return run.metadata is not None and run.metadata.tensor_debug_mode == pb.FULL_STATS
+    return run.metadata is not None and spec(run.metadata.tensor_debug_mode).statistics
 
 
 def num_range_alerts(run: RunReader) -> int:

@@ -16,8 +16,9 @@ from tvmdbg_tb.analysis.jsonable import num
 from tvmdbg_tb.analysis.ranges import num_range_alerts
 from tvmdbg_tb.analysis.tensor_value import value_health
 from tvmdbg_tb.events.locations import location, original_ops
+from tvmdbg_tb.events.modes import mode_name, spec
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader
-from tvmdbg_tb.events.summaries import describe, mode_name
+from tvmdbg_tb.events.summaries import describe
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 LIVE_SECONDS = 30.0
@@ -44,7 +45,7 @@ def _summary(mode: int, summary: pb.TensorSummary) -> dict:
 
 def _described(mode: int, values: list[float], holder) -> dict:
     """describe(), or for a FULL_TENSOR value the counts of its stored elements."""
-    if mode == pb.FULL_TENSOR and holder.HasField("tensor_value"):
+    if spec(mode).values and holder.HasField("tensor_value"):
         return value_health(holder.tensor_value)
     return describe(mode, values)
 

@@ -22,7 +22,6 @@ An unwritten row (cycles == 0) is a kernel that did not run (it raised, or a bra
 
 from __future__ import annotations
 
-import enum
 import functools
 import itertools
 import json
@@ -51,25 +50,10 @@ from tvmdbg_tb.capture.kernel_source import (
     summary_source,
     tick_source,
 )
-from tvmdbg_tb.events.summaries import dtype_code
-from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.events.modes import Summaries, spec
+from tvmdbg_tb.events.summaries import dtype_code, health_values
 
 STATS_FUNC = "tvmdbg.stats"
-
-
-class Summaries(enum.Enum):
-    """What the summary kernels compiled into a build record of each kernel output (a build
-    with none, None, is traced by the VM instrument)."""
-
-    TIMESTAMPS = "timestamps"  # NO_TENSOR: when each kernel ran, nothing of its output
-    SHAPE = "shape"  # sizes and dims
-    HEALTH = "health"  # element counts (the health modes)
-    STATS = "stats"  # element counts and FULL_STATS' statistics
-
-    @property
-    def counts(self) -> bool:
-        """The rows hold element counts (NaN, infinities, ...)."""
-        return self is Summaries.HEALTH or self is Summaries.STATS
 
 
 @dataclass
@@ -185,14 +169,9 @@ def row_values(mode: int, row: list[float], dtype: str) -> list[float]:
     """The debug_values in a health mode or FULL_STATS of one summary row (ROW_WIDTH layout)."""
     size, lt, gt, eq, neg_inf, pos_inf, rank = row[1:8]
     nan = size - lt - gt - eq
-    if mode == pb.FULL_STATS:
-        full = [0.0, dtype_code(dtype), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
-        return full + row_statistics(row, dtype)
-    if mode == pb.FULL_HEALTH:
-        return [0.0, dtype_code(dtype), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
-    if mode == pb.CURT_HEALTH:
-        return [1.0 if neg_inf + pos_inf + nan > 0 else 0.0]
-    return [size, neg_inf, pos_inf, nan]
+    full = [0.0, dtype_code(dtype), rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf]
+    values = health_values(mode, full)
+    return values + row_statistics(row, dtype) if spec(mode).statistics else values
 
 
 def inner_flagged(array) -> bool:

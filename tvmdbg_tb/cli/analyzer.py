@@ -21,8 +21,9 @@ from tvmdbg_tb.cli import filters, render
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import CliError, OpNames
 from tvmdbg_tb.cli.shell import Shell, Stop
+from tvmdbg_tb.events import modes
+from tvmdbg_tb.events.modes import mode_name
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, NONFINITE, RunReader, StaleRecordError
-from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 _KINDS = {v: k.lower().replace("_", " ") for k, v in pb.OpInput.Kind.items()}
@@ -331,7 +332,7 @@ class Analyzer(Shell):
         trace, index = self._pt_trace(args)
         lines = self._pt_summary(trace, style)
         mode = trace.tensor_debug_mode
-        if mode != pb.FULL_TENSOR or not trace.HasField("tensor_value"):
+        if not modes.spec(mode).values or not trace.HasField("tensor_value"):
             if index is not None or args.write or args.ranges or args.all:
                 lines.append(
                     f"  values were not recorded (mode {mode_name(mode)}); "

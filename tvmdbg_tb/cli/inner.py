@@ -12,8 +12,8 @@ from tvmdbg_tb.analysis.inner_ops import replay_json
 from tvmdbg_tb.cli import render
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import CliError
+from tvmdbg_tb.events.modes import mode_name, spec
 from tvmdbg_tb.events.reader import RunReader
-from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 
@@ -119,7 +119,7 @@ def replay_command(run: RunReader, names, execution: int, op_name: str, out=sys.
     mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
     replayed = sorted({int(r.execution_index) for r in run.replays(op.op_id)})
     known = f"; replays of {name} exist for executions {replayed}" if replayed else ""
-    if mode != pb.FULL_TENSOR:
+    if not spec(mode).values:
         raise CliError(
             f"the inputs of {name} (kernel {op.kernel}) in execution {execution} were not captured: the dump was "
             f"written in mode {mode_name(mode)}, which keeps no tensor values{known}. Replays are made while the "

@@ -11,9 +11,8 @@ from tvmdbg_tb.cli import render
 from tvmdbg_tb.cli.render import Style
 from tvmdbg_tb.cli.session import OpNames, run_label
 from tvmdbg_tb.events import layout
-from tvmdbg_tb.events.health import HEALTH_MODES
+from tvmdbg_tb.events.modes import mode_name, spec
 from tvmdbg_tb.events.reader import HAS_ERROR, HEALTH_KNOWN, INNER_NONFINITE, NONFINITE, RunReader
-from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 
@@ -105,7 +104,7 @@ def _nonfinite_alert_lines(
     lines = unfinished_lines(run, answer["unfinished"], names, style)
     if not alerts:
         mode = run.metadata.tensor_debug_mode if run.metadata else pb.TENSOR_DEBUG_MODE_UNSPECIFIED
-        if mode not in HEALTH_MODES:
+        if not spec(mode).knows_finite:
             return [f"No alerts: mode {mode_name(mode)} records no NaN/Inf counts (use FULL_HEALTH)."]
         none = f"No {'other ' if lines else ''}NaN/Inf alerts in {run.num_traces()} kernel outputs."
         return [*lines, none, *benign]
@@ -320,7 +319,7 @@ def check(run: RunReader, names: OpNames, logdir: str, expected_nonfinite: str |
     c = _Check(run, names, logdir, expected_nonfinite)
     if run.metadata is None and not c.bad_traces and not c.bad_executions:
         return CANNOT_TELL, f"{c.where}: cannot check, {completeness_text(c.completeness)}"
-    if run.metadata is not None and c.mode not in HEALTH_MODES:
+    if run.metadata is not None and not spec(c.mode).knows_finite:
         return CANNOT_TELL, (
             f"{c.where}: cannot check, the dump was written in mode {mode_name(c.mode)}, which records no "
             "NaN/Inf counts; record it with tensor_debug_mode='FULL_HEALTH' (or CURT_HEALTH, the cheapest)."

@@ -24,9 +24,8 @@ from tvmdbg_tb.cli.analyzer import Analyzer
 from tvmdbg_tb.cli.session import CliError
 from tvmdbg_tb.cli.shell import run_commands
 from tvmdbg_tb.cli.terminal import guarded
-from tvmdbg_tb.events.health import HEALTH_MODES
+from tvmdbg_tb.events.modes import mode_name, mode_value, spec
 from tvmdbg_tb.events.reader import DebugDataReader
-from tvmdbg_tb.events.summaries import mode_name, mode_value
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 
@@ -238,7 +237,7 @@ def _checked_mode(args) -> int:
         mode = mode_value(args.tensor_debug_mode)
     except ValueError as error:
         raise CliError(str(error)) from None
-    if args.tensor_filter == "has_inf_or_nan" and mode not in HEALTH_MODES:
+    if args.tensor_filter == "has_inf_or_nan" and not spec(mode).knows_finite:
         raise CliError(
             f"filter has_inf_or_nan needs NaN/Inf counts, which mode {mode_name(mode)} does not record; "
             "use --tensor_debug_mode FULL_HEALTH (the default) or CURT_HEALTH"

@@ -23,13 +23,12 @@ from tvmdbg_tb import storage
 from tvmdbg_tb.compare import bulk, calls, errors, inner
 from tvmdbg_tb.compare.identity import NODE, OpIdentity, describe_key, op_identities
 from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.modes import mode_name, spec
 from tvmdbg_tb.events.reader import DebugDataReader, RunReader
-from tvmdbg_tb.events.summaries import mode_name
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 DEFAULT_RTOL = 1e-4
 DEFAULT_ATOL = 1e-5
-COMPARABLE_MODES = (pb.FULL_STATS, pb.FULL_TENSOR)
 # Paired calls compared record by record when a run holds values (FULL_TENSOR).
 _WALK_LIMIT = 256
 
@@ -64,7 +63,7 @@ class _Side:
         if run.metadata is None:
             raise CompareError(f"run {label} ({run.path}) has no metadata: not a tvmdbg run")
         self.mode = run.metadata.tensor_debug_mode
-        if self.mode not in COMPARABLE_MODES:
+        if not spec(self.mode).comparable:
             raise CompareError(
                 f"run {label} was recorded in {mode_name(self.mode)}, which keeps no statistics: "
                 "record it with tensor_debug_mode='FULL_STATS' (or FULL_TENSOR)"
@@ -231,7 +230,7 @@ class Comparison:
         result["executions_compared"] = sum(1 for status in statuses if status is not None)
         result["executions_paired"] = len(pairs)
         result["notes"] = call_notes + result["notes"]
-        if len(pairs) > _WALK_LIMIT and not a.mode == b.mode == pb.FULL_STATS:
+        if len(pairs) > _WALK_LIMIT and not _both_statistics(a, b):
             result["notes"].append(f"only the first {_WALK_LIMIT} of {len(pairs)} paired calls were checked (values)")
         result.update(
             run_a=a.run.path,
@@ -244,11 +243,16 @@ class Comparison:
         return result
 
 
+def _both_statistics(a: _Side, b: _Side) -> bool:
+    """Both runs hold statistics only (no values): every pair is judged from them in bulk."""
+    return spec(a.mode).statistics and spec(b.mode).statistics
+
+
 def _pair_statuses(a: _Side, b: _Side, pairs: list, rtol: float, atol: float) -> tuple[list, dict]:
     """Every pair's verdict (None: not checked), and the comparisons made on the way."""
     statuses: list[str | None] = [None] * len(pairs)
     results: dict[int, dict | CompareError] = {}
-    if a.mode == b.mode == pb.FULL_STATS and len(pairs) > 1:
+    if _both_statistics(a, b) and len(pairs) > 1:
         # Every pair's verdict in numpy; only the pair to show is read record by record.
         flags = _divergent_pairs(a, b, pairs, rtol, atol)
         return ["divergent" if flag else "within" for flag in flags.tolist()], results

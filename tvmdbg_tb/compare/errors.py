@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from tvmdbg_tb.events.modes import spec
 from tvmdbg_tb.events.summaries import LAYOUTS, describe, finite_statistics
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -32,7 +33,7 @@ Summary = tuple  # (FULL_STATS description or None, full values or None, why nei
 
 def summary(mode: int, recorded) -> Summary:
     """(FULL_STATS description, full values or None, why neither) of a trace or TensorSummary."""
-    if mode == pb.FULL_TENSOR:
+    if spec(mode).values:
         value = recorded.tensor_value if recorded.HasField("tensor_value") else None
         if value is None or not value.content:
             return None, None, "no stored value"

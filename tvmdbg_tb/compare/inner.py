@@ -26,6 +26,7 @@ import numpy as np
 
 from tvmdbg_tb.compare import errors
 from tvmdbg_tb.compare.identity import OpIdentity, describe_key
+from tvmdbg_tb.events.modes import spec
 from tvmdbg_tb.events.reader import RunReader
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
@@ -77,7 +78,7 @@ class _Replays:
 
     def _replay(self, op_id: int) -> _Replay | None:
         run = self.side.run
-        if self.side.mode != pb.FULL_TENSOR:
+        if not spec(self.side.mode).values:
             self.needed.add(op_id)
             return None
         from tvmdbg_tb.replay.group import ReplayError
@@ -146,7 +147,7 @@ class _Counterparts:
         name = original[index].var_name
         replay = self.replays.get(op_id)
         if replay is None:
-            why = "kernel not replayed" + (" (statistics only)" if self.side.mode != pb.FULL_TENSOR else "")
+            why = "kernel not replayed" + (" (statistics only)" if not spec(self.side.mode).values else "")
             return _Value((None, None, why), name, kernel, False)
         for array, position in zip(replay.outputs, _recorded_to_original(replay.ops, original)):
             if position == index and array is not None:
@@ -226,7 +227,7 @@ def inner_divergence(a: Side, b: Side, first: dict, rtol: float, atol: float) ->
                 "; ".join(opener.mine.replays.errors) or "the dump holds statistics only (FULL_STATS)"
             )
             theirs = opener.theirs
-            other_needs = set() if other.mode == pb.FULL_TENSOR else _needed(theirs, identity.fused_keys)
+            other_needs = set() if spec(other.mode).values else _needed(theirs, identity.fused_keys)
             answer["suggestion"] = _suggestion(identity.kernel, [(walk, {op_id}), (other, other_needs)])
             break
         rows, inputs, origin = opened

@@ -12,13 +12,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from tvmdbg_tb.events.summaries import nonfinite_counts
+from tvmdbg_tb.events.modes import Counts, spec
+from tvmdbg_tb.events.summaries import ANY_NONFINITE, NONFINITE_AT, nonfinite_counts
 from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.values import BadValue, flat_values
 from tvmdbg_tb.proto import debug_event_pb2 as pb
-
-# Modes whose records say whether a value is finite (FULL_TENSOR: from the values).
-HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS, pb.FULL_TENSOR)
 
 
 def value_nonfinite_counts(value: pb.TensorValue) -> tuple[int, int, int] | None:
@@ -67,17 +65,14 @@ def parts_nonfinite(mode: int, parts: TraceParts) -> bool | None:
         return None
     tails = np.ndarray((len(parts), count), "<f8", parts.tails, 2, (parts.width, 8))
     values = tails[:, layout[1]]
-    if mode != pb.CURT_HEALTH:  # a count that is not a number says nothing (summaries.nonfinite_counts)
+    if spec(mode).counts is not Counts.ANY:  # a count that is not a number says nothing (summaries.nonfinite_counts)
         values = np.where(np.isfinite(values), values, 0.0)
     return bool((values != 0).any())
 
 
-_NONFINITE_AT = {  # values a mode's counts need, and where its nan, -inf, +inf (CURT: any) are
-    pb.CURT_HEALTH: (1, [0]),
-    pb.CONCISE_HEALTH: (4, [3, 1, 2]),
-    pb.FULL_HEALTH: (10, [6, 4, 5]),
-    pb.FULL_STATS: (10, [6, 4, 5]),
-}
+# The values a mode's counts need, and where its nan, -inf, +inf (CURT_HEALTH: any) are.
+_NONFINITE_AT = {value: (need, list(where)) for value, (need, *where) in NONFINITE_AT.items()}
+_NONFINITE_AT.update(dict.fromkeys(ANY_NONFINITE, (1, [0])))
 
 
 def call_nonfinite(
@@ -85,7 +80,7 @@ def call_nonfinite(
 ) -> bool | None:
     """Whether a call's records (its Execution, serialized or not, and its traces, messages,
     serialized payloads or TraceParts) hold a NaN or an Inf; None when mode records no health."""
-    if mode not in HEALTH_MODES:
+    if not spec(mode).knows_finite:
         return None
     found = parts_nonfinite(mode, traces) if type(traces) is TraceParts else None
     if found:

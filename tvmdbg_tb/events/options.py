@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from tvmdbg_tb import storage
-from tvmdbg_tb.events.summaries import mode_name, mode_value
+from tvmdbg_tb.events.modes import mode_name, mode_value
 
 MAX_RUN_NAME = 200  # characters of a run name
 

@@ -32,6 +32,7 @@ from tvmdbg_tb.events.digests import (
     TRACE_DIGEST,
 )
 from tvmdbg_tb.events.health import value_nonfinite_counts
+from tvmdbg_tb.events.modes import spec
 from tvmdbg_tb.events.run_index import RunIndex
 from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -576,7 +577,7 @@ class RunReader(RunIndex):
             counts = nonfinite_counts(t.tensor_debug_mode, t.debug_values)
         except (ValueError, OverflowError):  # a NaN or huge count: the summary says nothing
             counts = None
-        if counts is None and t.tensor_debug_mode == pb.FULL_TENSOR and t.HasField("tensor_value"):
+        if counts is None and spec(t.tensor_debug_mode).values and t.HasField("tensor_value"):
             counts = value_nonfinite_counts(t.tensor_value)
         flags = HAS_ERROR if t.error else 0
         if len(t.inner_nonfinite):

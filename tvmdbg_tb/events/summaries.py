@@ -1,7 +1,7 @@
-"""Tensor debug modes and the layout of their `debug_values` (see debug_event.proto).
+"""The `debug_values` of the tensor debug modes (see debug_event.proto), encoded and decoded.
 
-One table that the instrumentation encodes with and the reader, plugin and CLI decode
-with, so a layout is written down exactly once.
+The layouts are the mode table's (modes.py): the instrumentation encodes with them and the
+reader, plugin and CLI decode with them, so a layout is written down exactly once.
 """
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from tvmdbg_tb.events.modes import MODES, STATS_FIELDS, Counts, ModeSpec, spec
 from tvmdbg_tb.proto import debug_event_pb2 as pb
-
-MODE_NAMES = ("NO_TENSOR", "CURT_HEALTH", "CONCISE_HEALTH", "FULL_HEALTH", "SHAPE", "FULL_TENSOR", "FULL_STATS")
 
 _DTYPES = {
     "float16": pb.FLOAT16,
@@ -32,51 +31,20 @@ _DTYPES = {
 }
 _DTYPE_NAMES = {code: name for name, code in _DTYPES.items()}
 
-_FULL_HEALTH = (
-    "device_id",
-    "dtype",
-    "rank",
-    "size",
-    "neg_inf",
-    "pos_inf",
-    "nan",
-    "negative",
-    "zero",
-    "positive",
-)
-# FULL_STATS: FULL_HEALTH's counts, then statistics of the finite elements (floats, kept as such).
-STATS_FIELDS = ("min", "max", "mean", "l2_norm", "abs_max")
-
 # Names of the fixed leading debug_values per mode; SHAPE appends one value per dimension.
-LAYOUTS: dict[int, tuple[str, ...]] = {
-    pb.NO_TENSOR: (),
-    pb.CURT_HEALTH: ("has_inf_or_nan",),
-    pb.CONCISE_HEALTH: ("size", "neg_inf", "pos_inf", "nan"),
-    pb.FULL_HEALTH: _FULL_HEALTH,
-    pb.SHAPE: ("dtype", "rank", "size"),
-    pb.FULL_TENSOR: (),
-    pb.FULL_STATS: _FULL_HEALTH + STATS_FIELDS,
-}
+LAYOUTS: dict[int, tuple[str, ...]] = {value: m.layout for value, m in MODES.items()}
 
 
-_NONFINITE_INDEX = {
-    mode: (len(LAYOUTS[mode]), *(LAYOUTS[mode].index(name) for name in ("nan", "neg_inf", "pos_inf")))
-    for mode in (pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)
-}
+def _nonfinite_at(m: ModeSpec) -> tuple[int, int, int, int]:
+    """The values a counting layout's counts need, and where it keeps nan, -inf and +inf."""
+    return sum(name not in STATS_FIELDS for name in m.layout), *(
+        m.layout.index(n) for n in ("nan", "neg_inf", "pos_inf")
+    )
 
 
-def mode_value(mode: str | int) -> int:
-    """The TensorDebugMode enum value of a mode given by name (any case) or value."""
-    if isinstance(mode, int) and not isinstance(mode, bool):
-        if mode in LAYOUTS:
-            return mode
-    elif isinstance(mode, str) and mode.upper() in MODE_NAMES:
-        return pb.TensorDebugMode.Value(mode.upper())
-    raise ValueError(f"unknown tensor_debug_mode {mode!r}; expected one of {', '.join(MODE_NAMES)}")
-
-
-def mode_name(mode: int) -> str:
-    return pb.TensorDebugMode.Name(mode) if mode in LAYOUTS else "TENSOR_DEBUG_MODE_UNSPECIFIED"
+# Modes that count NaN and infinities: where; and those that keep only "any" (its flag first).
+NONFINITE_AT = {value: _nonfinite_at(m) for value, m in MODES.items() if m.counts in (Counts.NONFINITE, Counts.FULL)}
+ANY_NONFINITE = tuple(value for value, m in MODES.items() if m.counts is Counts.ANY)
 
 
 def dtype_code(dtype: str) -> int:
@@ -109,12 +77,23 @@ def describe(mode: int, values: Sequence[float]) -> dict:
             return {}
         else:
             out[name] = dtype_name(int(value)) if name == "dtype" else int(value)
-    if mode == pb.SHAPE:
+    if spec(mode).dims:
         dims = values[len(names) : len(names) + out["rank"]]
         if not all(map(math.isfinite, dims)):
             return {}
         out["shape"] = [int(v) for v in dims]
     return out
+
+
+_FULL_AT = {name: k for k, name in enumerate(MODES[pb.FULL_HEALTH].layout)}
+
+
+def health_values(mode: int, full: Sequence[float]) -> list[float]:
+    """A counting mode's debug_values picked by name from a FULL_HEALTH row (CURT_HEALTH's
+    flag: any NaN or infinity); FULL_STATS' statistics are the caller's to append."""
+    if spec(mode).counts is Counts.ANY:
+        return [1.0 if full[_FULL_AT["neg_inf"]] + full[_FULL_AT["pos_inf"]] + full[_FULL_AT["nan"]] > 0 else 0.0]
+    return [full[_FULL_AT[name]] for name in spec(mode).layout if name in _FULL_AT]
 
 
 def finite_statistics(array) -> list[float]:
@@ -140,11 +119,12 @@ def finite_statistics(array) -> list[float]:
 def nonfinite_counts(mode: int, values: Sequence[float]) -> tuple[int, int, int] | None:
     """(nan, neg_inf, pos_inf) where the mode records them; for CURT_HEALTH, which only knows
     "any", an unknown count is -1; None when the mode says nothing about finiteness."""
-    if mode in (pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS):
+    where = NONFINITE_AT.get(mode)
+    if where is not None:
         # Indexed directly (no describe() dict): the VM-instrument path asks once per kernel.
-        size, nan, neg_inf, pos_inf = _NONFINITE_INDEX[mode]
+        size, nan, neg_inf, pos_inf = where
         if len(values) >= size:
             return int(values[nan]), int(values[neg_inf]), int(values[pos_inf])
-    elif mode == pb.CURT_HEALTH and values:
+    elif values and spec(mode).counts is Counts.ANY:
         return (-1, -1, -1) if values[0] else (0, 0, 0)
     return None

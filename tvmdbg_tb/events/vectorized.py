@@ -19,6 +19,8 @@ import numpy as np
 
 from tvmdbg_tb.events import records
 from tvmdbg_tb.events.digests import HAS_ERROR, HEALTH_KNOWN, INNER_NONFINITE, NONFINITE
+from tvmdbg_tb.events.modes import MODES
+from tvmdbg_tb.events.summaries import ANY_NONFINITE, NONFINITE_AT
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 _U64 = struct.Struct("<Q").unpack_from
@@ -26,6 +28,8 @@ _U32 = struct.Struct("<I").unpack_from
 _MASK_DELTA = 0xA282EAD8
 PAD = 16  # zero bytes after a chunk so vector reads past a record's end stay in bounds
 _MAX_STEPS = 4096  # fields walked in one message (an Execution's summaries are one field each)
+
+_VALUE_MODES = [value for value, m in MODES.items() if m.values]  # counts from the stored tensor
 
 
 def _crc32c_table() -> np.ndarray:
@@ -287,9 +291,9 @@ def _health(b: np.ndarray, mode: np.ndarray, dv_start: np.ndarray, dv_len: np.nd
     ok &= (dv_len % 8) == 0
     counts = np.full((n, 3), -1, dtype=np.int64)
     known = np.zeros(n, dtype=bool)
-    # Offsets (in doubles) of nan, neg_inf, pos_inf per mode, and the values the mode needs.
-    for mode_value, need, (i_nan, i_neg, i_pos) in ((4, 10, (6, 4, 5)), (7, 10, (6, 4, 5)), (3, 4, (3, 1, 2))):
-        rows = np.flatnonzero(ok & (mode == mode_value) & (dv_len >= 8 * need))
+    # The values each counting mode needs, and the offsets (in doubles) of nan, neg_inf, pos_inf.
+    for counting, (need, i_nan, i_neg, i_pos) in NONFINITE_AT.items():
+        rows = np.flatnonzero(ok & (mode == counting) & (dv_len >= 8 * need))
         if len(rows):
             # describe() converts every value of the layout to int: a NaN anywhere means no counts.
             every = np.ndarray(shape=(len(b) - 8 * need + 1, need), dtype="<f8", buffer=b, strides=(1, 8))[
@@ -301,7 +305,7 @@ def _health(b: np.ndarray, mode: np.ndarray, dv_start: np.ndarray, dv_len: np.nd
             rows, got = rows[fine], got[fine]
             counts[rows] = got.astype(np.int64)
             known[rows] = True
-    rows = np.flatnonzero(ok & (mode == 2) & (dv_len >= 8))
+    rows = np.flatnonzero(ok & np.isin(mode, ANY_NONFINITE) & (dv_len >= 8))
     if len(rows):
         counts[rows] = np.where(_doubles(b, dv_start[rows]) != 0, -1, 0)[:, None]
         known[rows] = True
@@ -491,7 +495,7 @@ def trace_digests(b: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> dic
     )
     mode = cols["mode"]
     counts, known = _health(b, mode, dv_start, dv_len, ok)
-    ok &= ~((mode == 6) & has_value)  # FULL_TENSOR counts come from the value: protobuf path
+    ok &= ~(np.isin(mode, _VALUE_MODES) & has_value)  # FULL_TENSOR counts come from the value: protobuf path
     flags = np.where(error_len > 0, HAS_ERROR, 0) | np.where(known, HEALTH_KNOWN, 0)
     flags |= np.where(known & (counts != 0).any(axis=1), NONFINITE, 0) | np.where(has_inner, INNER_NONFINITE, 0)
     return {

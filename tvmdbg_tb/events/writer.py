@@ -38,6 +38,7 @@ from typing import NamedTuple
 import tvmdbg_tb
 from tvmdbg_tb import storage
 from tvmdbg_tb.events import health, layout, native_records, records
+from tvmdbg_tb.events.modes import spec
 from tvmdbg_tb.events.options import DumpOptions
 from tvmdbg_tb.events.record_file import RecordFile as _RecordFile
 from tvmdbg_tb.events.segmented_file import SegmentedRecordFile, SegmentedRun
@@ -198,7 +199,7 @@ class DebugEventsWriter:
         self._kept: dict[str, list[tuple[int, int]]] = {s: [] for s in layout.RING_STREAMS}
         self._kept_executions: set[int] = set()  # execution indices of calls kept whole
         self._nonfinite_traces_of: dict[int, bool] = {}  # executions whose traces came first, non-finite
-        self._counts_health = self.tensor_debug_mode in health.HEALTH_MODES
+        self._counts_health = spec(self.tensor_debug_mode).knows_finite
         # What native_records.queue_call reads on every call, kept with the counters.
         tally = self._tally
         tally.lock, tally.run_key_field = self._lock, self._run_key_field

@@ -14,7 +14,8 @@ import math
 import threading
 
 from tvmdbg_tb.events.health import value_nonfinite_counts
-from tvmdbg_tb.events.summaries import describe, mode_name, nonfinite_counts
+from tvmdbg_tb.events.modes import mode_name, spec
+from tvmdbg_tb.events.summaries import describe, nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 
 MAX_PAGE = 10_000  # rows per request, as the plugin's other list routes
@@ -52,7 +53,7 @@ def _counts(t: pb.GraphExecutionTrace) -> tuple[int, int, int] | None:
         counts = nonfinite_counts(t.tensor_debug_mode, t.debug_values)
     except (ValueError, OverflowError):
         counts = None
-    if counts is None and t.tensor_debug_mode == pb.FULL_TENSOR and t.HasField("tensor_value"):
+    if counts is None and spec(t.tensor_debug_mode).values and t.HasField("tensor_value"):
         counts = value_nonfinite_counts(t.tensor_value)
     return counts
 

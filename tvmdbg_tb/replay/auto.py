@@ -27,6 +27,7 @@ import warnings
 from typing import Any
 
 from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.modes import spec
 from tvmdbg_tb.events.summaries import nonfinite_counts
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.replay.group import ReplayError
@@ -37,7 +38,6 @@ _VECTOR_ROWS = 64  # above this many rows numpy's fixed cost (cold after kernels
 # NaN made inside a kernel on every call must not grow it without bound.
 MAX_DEEP_RECORDS_PER_SITE = 100
 MAX_RERUNS = 3  # re-runs of bad calls whose first bad kernel had bad inputs (no origin)
-_HEALTH_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
 
 
 class AutoReplay:
@@ -45,14 +45,14 @@ class AutoReplay:
 
     def __init__(self, session):
         self.session = session
-        self.hunting = session.writer is not None and session.mode in (*_HEALTH_MODES, pb.FULL_TENSOR)
+        self.hunting = session.writer is not None and (spec(session.mode).health or spec(session.mode).values)
         self._pending: tuple | None = None  # (execution index, runtime site, program, inputs, note)
         self._reruns = 0
         self._deep_errors: set[str] = set()
         self._deep_written: dict[int, int] = {}  # op id -> deep records written
         # FULL_TENSOR dumps keep every kernel's inputs: record each fused site's ops once, so
         # `tvmdbg replay` can replay any call offline (FusedGroupSource).
-        self._sources = session.writer is not None and session.mode == pb.FULL_TENSOR
+        self._sources = session.writer is not None and spec(session.mode).values
         self._sourced: set[int] = set()
 
     @property
@@ -287,7 +287,7 @@ def _inputs(site, args: tuple) -> list:
 
 def _trace_bad(trace: pb.GraphExecutionTrace, outputs: list, nan_only: bool = False) -> bool:
     """Whether a kernel output holds NaN or Inf (nan_only: a NaN)."""
-    if trace.tensor_debug_mode == pb.FULL_TENSOR:
+    if spec(trace.tensor_debug_mode).values:
         import numpy as np
 
         from tvmdbg_tb.tracing.summary import as_numpy, has_nonfinite

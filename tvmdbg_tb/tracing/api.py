@@ -37,14 +37,16 @@ import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
-from tvmdbg_tb.capture import compiled, frames
+from tvmdbg_tb.capture import frames
 from tvmdbg_tb.capture import hooks as capture
+from tvmdbg_tb.events import modes
+from tvmdbg_tb.events.modes import Summaries
 from tvmdbg_tb.events.options import DumpOptions, logdir_path
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing import native_call, saved, vm_wrapper
 from tvmdbg_tb.tracing.check_numerics import CheckNumerics, CheckNumericsError
-from tvmdbg_tb.tracing.fast_tracer import FAST_MODES, install_native_stats, supported_platform
+from tvmdbg_tb.tracing.fast_tracer import install_native_stats, supported_platform
 from tvmdbg_tb.tracing.session import Session, WriterSink, execution_message
 from tvmdbg_tb.tracing.state import ACTIVE, TracingState
 
@@ -149,21 +151,17 @@ def _retrace(state: TracingState) -> None:
     state.capture.compile_health = _compile_health(state)
 
 
-def _compile_health(state: TracingState) -> compiled.Summaries | None:
+def _compile_health(state: TracingState) -> Summaries | None:
     """What the summary kernels of later builds record; None: no compile-time
     instrumentation (the VM instrument traces them)."""
     session = state.session
-    if session is None or session.want_nonfinite or session.mode not in FAST_MODES:
+    if session is None or session.want_nonfinite or modes.spec(session.mode).summary is None:
         return None
     if not (state.paths.compiled and supported_platform()):
         return None
     if session.trace_fused_ops:  # deep mode replays fused kernels on their live inputs
         return None
-    if session.mode == pb.FULL_STATS:
-        return compiled.Summaries.STATS
-    if session.mode == pb.SHAPE:
-        return compiled.Summaries.SHAPE
-    return compiled.Summaries.TIMESTAMPS if session.mode == pb.NO_TENSOR else compiled.Summaries.HEALTH
+    return modes.spec(session.mode).summary
 
 
 def _new_session(state: TracingState) -> Session | None:

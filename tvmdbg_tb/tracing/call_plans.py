@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from tvmdbg_tb.capture import compiled
+from tvmdbg_tb.events.modes import spec
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing import execution_template, param_cache
@@ -42,7 +43,6 @@ _MAX_ATTEMPTS = 64  # calls of one function a plan is tried from, beyond the pla
 _ARG_TYPE, _ARG_SHAPE, _ARG_SAME, _OUT_TYPE, _OUT_SHAPE, _ROWS = range(6)
 _INPUTS, _OUTPUTS = b"\x2a", b"\x32"  # Execution.inputs, Execution.outputs
 _RANK_COLUMN = 7  # a summary row: stamp, size, <0, >0, ==0, -inf, +inf, rank, dims...
-MODES = (pb.NO_TENSOR, *execution_template.MODES)
 
 
 class PlanLearner:
@@ -58,7 +58,12 @@ class PlanLearner:
         from one buffer, its function without a static plan), else None."""
         tracer = self.tracer
         native = tracer._native
-        if not native or tracer.mode not in MODES or len(call.buffers) != 1 or call.skips:
+        if (
+            not native
+            or not (spec(tracer.mode).health or not spec(tracer.mode).tensor_data)
+            or len(call.buffers) != 1
+            or call.skips
+        ):
             return None
         fid = call.buffers[0][0]
         if tracer._fids.get(call.function.name) != fid:
@@ -107,6 +112,7 @@ class _Builder:
     def __init__(self, tracer: Any, call: Any, function: compiled.CompiledFunction, dims: dict):
         self.tracer, self.call, self.function, self.dims = tracer, call, function, dims
         self.mode = tracer.mode
+        self.constant = not spec(self.mode).tensor_data  # NO_TENSOR: every summary is constant
         self.guard: list[tuple] = []
         session = tracer.session
         self.weights = call.function.weights if session.weight_cache is not None else ()
@@ -132,7 +138,7 @@ class _Builder:
             vm=tracer.vm_number,
         )
         summaries = static = None
-        if self.mode == pb.NO_TENSOR:  # every summary constant: the Execution's bytes
+        if self.constant:  # every summary constant: the Execution's bytes
             static = header.SerializeToString() + b"".join(tag + varint(len(body)) + body for tag, _, _, body in parts)
         else:
             if all(row is None for _, row, _, _ in parts):
@@ -147,7 +153,7 @@ class _Builder:
         if k in self.weights:
             return self._weights(k, value)
         if is_tensor(value):
-            if self.mode == pb.NO_TENSOR:
+            if self.constant:
                 return self._tensor(_INPUTS, value, function.param_specs[k], (_ARG_SHAPE, k))
             row = function.param_rows[k] if k < len(function.param_rows) else None
             return self._tensor(_INPUTS, value, function.param_specs[k], (_ARG_SHAPE, k), row)
@@ -160,7 +166,7 @@ class _Builder:
         function = self.function
         spec = function.output_specs[j] if j < len(function.output_specs) else None
         if is_tensor(value):
-            if self.mode == pb.NO_TENSOR:
+            if self.constant:
                 return self._tensor(_OUTPUTS, value, spec, (_OUT_SHAPE, path))
             row = function.output_rows[j] if j < len(function.output_rows) else None
             return self._tensor(_OUTPUTS, value, spec, (_OUT_SHAPE, path), row)
@@ -172,7 +178,7 @@ class _Builder:
         dtype, shape = str(value.dtype), tuple(int(d) for d in value.shape)
         if spec is None:
             self.guard.append((*where, shape))
-        if self.mode == pb.NO_TENSOR:
+        if self.constant:
             return tag, None, None, tensor_summary(self.mode, value).SerializeToString()
         if row is None or not self._counted(row):
             return None
@@ -188,7 +194,7 @@ class _Builder:
         length and no more in NO_TENSOR."""
         if leaf_specs is None:
             return None
-        if self.mode == pb.NO_TENSOR:
+        if self.constant:
             return _INPUTS, None, None, tensor_summary(self.mode, value).SerializeToString()
         rows = self.function.param_leaf_rows[k] if self.function.param_leaf_rows else None
         if not rows or not all(self._counted(r) for r in rows):

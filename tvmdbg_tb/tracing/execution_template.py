@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from tvmdbg_tb.capture.kernel_source import ROW_WIDTH
+from tvmdbg_tb.events import modes
+from tvmdbg_tb.events.modes import Counts
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -30,17 +32,27 @@ _SIZE, _LT, _GT, _EQ, _NEG_INF, _POS_INF, _RANK = range(7)
 _COUNT_COLUMNS = slice(1, 8)
 
 
+_NAN = {_SIZE: 1, _LT: -1, _GT: -1, _EQ: -1}
+# Each debug_value of the health layouts (modes.py) as a combination of a row's count
+# columns (compiled.row_values); device_id and dtype are constants, not counts.
+_COLUMNS = {
+    "device_id": {},
+    "dtype": {},
+    "rank": {_RANK: 1},
+    "size": {_SIZE: 1},
+    "neg_inf": {_NEG_INF: 1},
+    "pos_inf": {_POS_INF: 1},
+    "nan": _NAN,
+    "negative": {_LT: 1, _NEG_INF: -1},
+    "zero": {_EQ: 1},
+    "positive": {_GT: 1, _POS_INF: -1},
+    "has_inf_or_nan": {**_NAN, _NEG_INF: 1, _POS_INF: 1},  # the non-finite total, compared with 0 after
+}
+
+
 def _linear_map(mode: int) -> np.ndarray:
-    """(7, k): each debug_value as a combination of a row's count columns (compiled.row_values;
-    CURT_HEALTH: the non-finite total, compared with 0 after the product)."""
-    nan = {_SIZE: 1, _LT: -1, _GT: -1, _EQ: -1}
-    if mode == pb.FULL_HEALTH:  # [0, dtype, rank, size, -inf, +inf, nan, negative, zero, positive]
-        columns = [{}, {}, {_RANK: 1}, {_SIZE: 1}, {_NEG_INF: 1}, {_POS_INF: 1}, nan]
-        columns += [{_LT: 1, _NEG_INF: -1}, {_EQ: 1}, {_GT: 1, _POS_INF: -1}]
-    elif mode == pb.CONCISE_HEALTH:  # [size, -inf, +inf, nan]
-        columns = [{_SIZE: 1}, {_NEG_INF: 1}, {_POS_INF: 1}, nan]
-    else:  # CURT_HEALTH: [-inf + +inf + nan > 0]
-        columns = [{**nan, _NEG_INF: 1, _POS_INF: 1}]
+    """(7, k): each of the mode's debug_values as a combination of a row's count columns."""
+    columns = [_COLUMNS[name] for name in modes.spec(mode).layout]
     out = np.zeros((7, len(columns)))
     for k, column in enumerate(columns):
         for row, weight in column.items():
@@ -48,7 +60,6 @@ def _linear_map(mode: int) -> np.ndarray:
     return out
 
 
-MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
 _OUTPUTS_TAG = bytes([6 << 3 | 2])  # Execution.outputs
 
 
@@ -64,9 +75,10 @@ class ExecutionTemplate:
         None: a constant summary, its serialized bytes last (an object's, weights summarised
         once per value: call_plans.py); a tuple's may end with the bytes closing its summary
         (with_reused)."""
-        if mode not in MODES:
+        if not modes.spec(mode).health:
             raise ValueError(f"no Execution template in mode {mode}")
-        self.curt, self.full = mode == pb.CURT_HEALTH, mode == pb.FULL_HEALTH
+        layout = modes.spec(mode).layout
+        self.curt, self.full = modes.spec(mode).counts is Counts.ANY, "dtype" in layout
         self.linear = _linear_map(mode)
         width = self.linear.shape[1]
         values_field = b"\x0a" + varint(8 * width)  # TensorSummary.debug_values, packed
@@ -107,9 +119,9 @@ class ExecutionTemplate:
         self.constant = np.zeros((len(blocks), width))
         for b, (positions, code, totals, _) in enumerate(blocks):
             self.select[b, positions] = 1.0
-            if mode == pb.FULL_HEALTH:
-                self.constant[b, 1] = code
-                self.keep[b, 2] = 0.0 if totals else 1.0  # a tuple's rank is 0
+            if self.full:
+                self.constant[b, layout.index("dtype")] = code
+                self.keep[b, layout.index("rank")] = 0.0 if totals else 1.0  # a tuple's rank is 0
         buffer, positions, offset = bytearray(), np.zeros((len(blocks), 8 * width), np.intp), 0
         for piece in pieces:
             if isinstance(piece, int):

@@ -24,7 +24,8 @@ import tvm
 
 from tvmdbg_tb.capture import compiled
 from tvmdbg_tb.capture import frames as frames_mod
-from tvmdbg_tb.events import native_records
+from tvmdbg_tb.events import modes, native_records
+from tvmdbg_tb.events.modes import Counts, Summaries
 from tvmdbg_tb.events.summaries import dtype_code
 from tvmdbg_tb.events.trace_parts import TraceParts
 from tvmdbg_tb.events.wire import field_tag
@@ -36,11 +37,9 @@ from tvmdbg_tb.tracing.session import RuntimeFunction, Session, TraceBatch
 from tvmdbg_tb.tracing.summary import debug_values, flatten, is_tensor, top_level_size, tuple_health_values
 from tvmdbg_tb.tracing.vm_tracer import Tracer, _message
 
-FAST_MODES = {pb.NO_TENSOR, pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.SHAPE, pb.FULL_STATS}
 _perf = time.perf_counter
 _F64 = struct.Struct("<d")
 _CALL_NUMBER_TAG = field_tag(pb.Execution, "call_number")
-_HEALTH_EXECUTION_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)
 
 
 def supported_platform() -> bool:
@@ -51,16 +50,17 @@ def supported_platform() -> bool:
 def usable(session: Session, vm: Any) -> bool:
     """Whether vm's executable was instrumented at compile time in a way this session can use."""
     info = getattr(vm, "_tvmdbg_info", None)
-    if info is None or not info.compiled or session.want_nonfinite or session.mode not in FAST_MODES:
+    wanted = modes.spec(session.mode).summary
+    if info is None or not info.compiled or session.want_nonfinite or wanted is None:
         return False
     if session.trace_fused_ops:  # deep mode needs the kernels' live inputs
         return False
     built = info.compiled_health
-    if session.mode == pb.FULL_STATS:
-        return built is compiled.Summaries.STATS
-    if session.mode == pb.SHAPE:  # sizes and dims: every build but NO_TENSOR's writes them
-        return built is not compiled.Summaries.TIMESTAMPS
-    return session.mode == pb.NO_TENSOR or built.counts
+    if wanted is Summaries.STATS:
+        return built is Summaries.STATS
+    if wanted is Summaries.SHAPE:  # sizes and dims: every build but NO_TENSOR's writes them
+        return built is not Summaries.TIMESTAMPS
+    return wanted is Summaries.TIMESTAMPS or built.counts
 
 
 class _FastCall:
@@ -229,6 +229,7 @@ class CompiledTracer(Tracer):
         False pins the Python path (tracing.state.Paths)."""
         self.session = session
         self.mode = session.mode
+        self.mode_spec = modes.spec(self.mode)
         info = vm._tvmdbg_info
         self.program = session.program(info, vm)
         self.function_names = frozenset(info.functions)
@@ -241,14 +242,12 @@ class CompiledTracer(Tracer):
         self._health_templates: dict[tuple[int, int, int], tuple | None] = {}
         self._locations: dict[tuple, bytes] = {}
         # The Execution's constant bytes in this mode (None: the generic path builds it).
-        if self.mode in (pb.NO_TENSOR, pb.SHAPE):
+        if self.mode_spec.counts is None:  # NO_TENSOR, SHAPE
             self._execution_bytes = lambda call, num_inputs, num_leaves: self._static_execution(
                 call.function, num_inputs, num_leaves
             )
-        elif self.mode in _HEALTH_EXECUTION_MODES:
-            self._execution_bytes = self._health_execution
         else:
-            self._execution_bytes = lambda call, num_inputs, num_leaves: None
+            self._execution_bytes = self._health_execution
         self._rate = cycles_per_us()
         self._cache = session.param_cache  # param_summaries="once_per_value"
         self._plans: dict[int, _PartsPlan | None] = {}  # fid -> how _parts builds its traces
@@ -426,7 +425,7 @@ class CompiledTracer(Tracer):
                     runtime_shape = False
                 elif not runtime_shape:
                     trace.shape.extend(spec[1])
-                    if self.mode == pb.SHAPE and row.health:  # a static shape's values are constant
+                    if self.mode_spec.dims and row.health:  # a static shape's values are constant
                         trace.debug_values.extend(debug_values(pb.SHAPE, None, spec[0], spec[1]))
                 statics.append(trace.SerializeToString() if row.slot in site.slots else b"")
                 dynamic.append(runtime_shape)
@@ -441,6 +440,7 @@ class CompiledTracer(Tracer):
         the inner-op check's bytes (call.inner) appended to the traces they belong to."""
         inner = call.inner
         mode = self.mode
+        counts, dims, tensor_data = self.mode_spec.counts, self.mode_spec.dims, self.mode_spec.tensor_data
         index = b"\x18" + _varint(call.index)
         rate = self._rate
         pack = _F64.pack
@@ -457,7 +457,7 @@ class CompiledTracer(Tracer):
             statics, dynamic = self._static(fid)
             infos = compiled.FUNCTIONS[fid].rows
             count = len(infos) + 1
-            if mode in (pb.NO_TENSOR, pb.SHAPE) and not any(dynamic):
+            if counts is None and not any(dynamic):
                 # Only the timestamps are needed (static shapes' values are in statics):
                 # convert one column, not whole rows.
                 stamp_column = array[:count, 0].tolist()
@@ -482,7 +482,7 @@ class CompiledTracer(Tracer):
                 if not static:
                     continue
                 tail = b"\x59" + pack(duration)
-                if mode != pb.NO_TENSOR and infos[i].health and (mode != pb.SHAPE or dynamic[i]):
+                if tensor_data and infos[i].health and (not dims or dynamic[i]):
                     tail = _debug_values(mode, row, infos[i].dtype) + tail
                 if dynamic[i]:
                     dims = b"".join([_varint(int(d)) for d in row[8 : 8 + int(row[7])]])
@@ -532,12 +532,12 @@ class CompiledTracer(Tracer):
             return None
         infos = compiled.FUNCTIONS[fid].rows
         has_trace = np.array([bool(s) for s in statics], bool)
-        if self.mode in (pb.NO_TENSOR, pb.SHAPE):
+        if self.mode_spec.counts is None:  # NO_TENSOR, SHAPE
             return _PartsPlan(statics, len(statics) + 1, has_trace.tobytes(), has_trace, 0, b"", _DURATION_TAIL)
         layout = _TAILS.get(self.mode)
         if layout is None or not all(info.health for info in infos):
             return None
-        if self.mode == pb.FULL_STATS and any(info.dtype == "bool" for info in infos):
+        if self.mode_spec.statistics and any(info.dtype == "bool" for info in infos):
             return None  # bool rows take their statistics from the counts
         codes = np.array([dtype_code(info.dtype) for info in infos], "float64")
         count = layout["values"].shape[0]
@@ -560,7 +560,7 @@ class CompiledTracer(Tracer):
         tails["tag"], tails["length"], tails["duration_tag"] = 0x42, plan.layout["values"].itemsize, 0x59
         values = tails["values"]
         nan = size - lt - gt - eq
-        if self.mode in (pb.FULL_HEALTH, pb.FULL_STATS):
+        if self.mode_spec.counts is Counts.FULL:
             values[:, 0] = 0.0
             values[:, 1] = plan.codes[ran - 1]
             values[:, 2] = rows[:, 7]
@@ -571,9 +571,9 @@ class CompiledTracer(Tracer):
             values[:, 7] = lt - neg_inf
             values[:, 8] = eq
             values[:, 9] = gt - pos_inf
-            if self.mode == pb.FULL_STATS:
+            if self.mode_spec.statistics:
                 values[:, 10:15] = rows[:, compiled.STATS_COLUMN : compiled.STATS_COLUMN + 5]
-        elif self.mode == pb.CONCISE_HEALTH:
+        elif self.mode_spec.counts is Counts.NONFINITE:
             values[:, 0] = size
             values[:, 1] = neg_inf
             values[:, 2] = pos_inf
@@ -797,7 +797,7 @@ class CompiledTracer(Tracer):
         if parts is None:
             return None
         summaries = static = None
-        if self.mode in (pb.NO_TENSOR, pb.SHAPE):
+        if self.mode_spec.counts is None:  # NO_TENSOR, SHAPE
             static = self._static_execution(runtime, num_inputs, num_leaves)
         else:
             template = self._health_template_of(runtime, fid, num_inputs, num_leaves)
@@ -845,11 +845,11 @@ class CompiledTracer(Tracer):
                 for spec in specs:
                     if isinstance(spec, list):  # a tuple (summary.tuple_summary's layout)
                         summary = target.add(dtype="tuple", shape=[len(spec)])
-                        if self.mode == pb.SHAPE:
+                        if self.mode_spec.dims:
                             for dtype, shape in spec:
                                 _shape_summary(summary.items.add(), dtype, shape)
                     else:
-                        _shape_summary(target.add(), *spec, with_values=self.mode == pb.SHAPE)
+                        _shape_summary(target.add(), *spec, with_values=self.mode_spec.dims)
             static = execution.SerializeToString()
         self._execution_statics[key] = static
         return static
@@ -964,7 +964,7 @@ class CompiledTracer(Tracer):
         leaf_rows = function.param_leaf_rows or [None] * num_inputs
         for k in range(num_inputs):
             tensor = function.param_specs[k] is not None and function.param_rows[k] is not None
-            if not tensor and (leaf_rows[k] is None or self.mode == pb.FULL_STATS):
+            if not tensor and (leaf_rows[k] is None or self.mode_spec.statistics):
                 return None  # FULL_STATS tuples: their statistics need the tensors (summary.py)
         header = pb.Execution(
             function_name=runtime.name,
@@ -998,11 +998,7 @@ class CompiledTracer(Tracer):
                         (tag, row, spec[0], pb.TensorSummary(dtype=spec[0], shape=spec[1]).SerializeToString())
                     )
         vectorised = None
-        if (
-            self.mode in execution_template.MODES
-            and row_ids
-            and all(not isinstance(row, tuple) or row for _, row, _, _ in parts)
-        ):
+        if self.mode_spec.health and row_ids and all(not isinstance(row, tuple) or row for _, row, _, _ in parts):
             vectorised = execution_template.ExecutionTemplate(self.mode, header, parts)
         return header, row_ids, parts, vectorised
 
@@ -1018,7 +1014,7 @@ class CompiledTracer(Tracer):
     def _row_summaries(self, call: _FastCall, inputs, leaves):
         """Execution input/output summaries read from the buffer's parameter and kernel rows
         (health modes), instead of numpy passes over the tensors."""
-        if self.mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS) or not call.buffers:
+        if self.mode_spec.counts is None or not call.buffers:
             return None
         fid, _, array = call.buffers[0]
         function = compiled.FUNCTIONS[fid]
@@ -1147,12 +1143,8 @@ def _tail(count: int) -> np.dtype:
     )
 
 
-_TAILS = {
-    pb.FULL_STATS: _tail(15),
-    pb.FULL_HEALTH: _tail(10),
-    pb.CONCISE_HEALTH: _tail(4),
-    pb.CURT_HEALTH: _tail(1),
-}  # NO_TENSOR and SHAPE: _DURATION_TAIL
+_TAILS = {value: _tail(len(m.layout)) for value, m in modes.MODES.items() if m.counts is not None}
+# NO_TENSOR and SHAPE: _DURATION_TAIL
 _DURATION_TAIL = np.dtype([("tag", "u1"), ("duration", "<f8")])  # NO_TENSOR and SHAPE: duration_us
 _VECTOR_ROWS = 24  # below this, numpy's fixed cost exceeds the per-row loop's
 _VECTOR_SUMMARIES = 4  # without native_rows, Execution summaries from as many rows: numpy, not the loop
@@ -1170,14 +1162,16 @@ def _debug_values(mode: int, row: list[float], dtype: str) -> bytes:
     """The debug_values field (tag, length, packed doubles) of one row in mode."""
     size, lt, gt, eq, neg_inf, pos_inf, rank = row[1:8]
     nan = size - lt - gt - eq
-    if mode == pb.FULL_HEALTH:
+    m = modes.MODES.get(mode, modes.UNKNOWN)
+    counts = m.counts
+    if counts is Counts.FULL and not m.statistics:
         code = _CODES.get(dtype)
         if code is None:
             code = _CODES[dtype] = dtype_code(dtype)
         return b"\x42\x50" + _FULL.pack(0.0, code, rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf)
-    if mode == pb.CURT_HEALTH:
+    if counts is Counts.ANY:
         return b"\x42\x08" + _CURT.pack(1.0 if neg_inf + pos_inf + nan > 0 else 0.0)
-    if mode == pb.FULL_STATS:
+    if m.statistics:
         if dtype == "bool":
             return b"\x42\x78" + _STATS.pack(*compiled.row_values(mode, row, dtype))
         code = _CODES.get(dtype)
@@ -1187,9 +1181,9 @@ def _debug_values(mode: int, row: list[float], dtype: str) -> bytes:
             0.0, code, rank, size, neg_inf, pos_inf, nan, lt - neg_inf, eq, gt - pos_inf,
             row[16], row[17], row[18], row[19], row[20],
         )  # fmt: skip
-    if mode == pb.CONCISE_HEALTH:
+    if counts is Counts.NONFINITE:
         return b"\x42\x20" + _CONCISE.pack(size, neg_inf, pos_inf, nan)
-    if mode == pb.SHAPE:
+    if m.dims:
         r = int(rank)
         data = struct.pack(f"<{3 + r}d", dtype_code(dtype), r, size, *row[8 : 8 + r])
         return b"\x42" + _varint(len(data)) + data

@@ -18,9 +18,8 @@ import numpy as np
 import tvm
 
 from tvmdbg_tb.capture import compiled
-from tvmdbg_tb.proto import debug_event_pb2 as pb
+from tvmdbg_tb.events.modes import spec
 
-MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
 _CPU = 1  # DLPack's kDLCPU
 _FUNCTIONS: dict[str, Any] = {}
 
@@ -39,7 +38,7 @@ def health_values(mode: int, value: Any, dtype: str, shape: tuple[int, ...]) -> 
     kernel does not apply (another mode or dtype, a rank over compiled.MAX_RANK, a tensor not
     in CPU memory, or any failure): the caller then summarises in numpy."""
     global _ROW
-    if mode not in MODES or dtype not in compiled.HEALTH_DTYPES or len(shape) > compiled.MAX_RANK:
+    if not spec(mode).health or dtype not in compiled.HEALTH_DTYPES or len(shape) > compiled.MAX_RANK:
         return None
     try:
         if value.device.dlpack_device_type() != _CPU:

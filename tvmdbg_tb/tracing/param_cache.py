@@ -31,7 +31,7 @@ from __future__ import annotations
 import array
 from typing import Any
 
-from tvmdbg_tb.events.summaries import dtype_code
+from tvmdbg_tb.events.summaries import dtype_code, health_values
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing.state import ACTIVE, ExportWatch
 from tvmdbg_tb.tracing.summary import (
@@ -191,16 +191,6 @@ def row_from_full(full: list[float], shape: tuple[int, ...], width: int) -> list
     return row + [0.0] * (width - len(row))
 
 
-def mode_values(mode_name: str, full: list[float]) -> list[float]:
-    """A health mode's debug_values from FULL_HEALTH's."""
-    size, neg_inf, pos_inf, nan = full[3:7]
-    if mode_name == "CURT_HEALTH":
-        return [1.0 if neg_inf + pos_inf + nan > 0 else 0.0]
-    if mode_name == "CONCISE_HEALTH":
-        return [size, neg_inf, pos_inf, nan]
-    return list(full)
-
-
 def reuse_allowed(function: Any) -> bool:
     """Whether a session.RuntimeFunction writes none of its arguments: every site is known
     and none is in place or a packed call (which may write what it is given)."""
@@ -320,7 +310,6 @@ def install() -> None:
 def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: int, lookup: bool = True):
     """The TensorSummary of a call's argument (or returned value) in a health mode, reusing
     (lookup) and recording the counts of its tensors; the layouts of summary.tensor_summary."""
-    mode_name = pb.TensorDebugMode.Name(mode)
 
     def counts(tensor, key):
         entry = cache.lookup(tensor) if lookup else None
@@ -339,7 +328,7 @@ def summarize(cache: SummaryCache, mode: int, value: Any, slot: tuple, index: in
         if not full:
             return tensor_summary(mode, tensor), full
         summary = pb.TensorSummary(dtype=str(tensor.dtype), shape=tuple(tensor.shape))
-        summary.debug_values.extend(mode_values(mode_name, full))
+        summary.debug_values.extend(health_values(mode, full))
         if reused is not None:
             summary.summarized_in_execution = reused
             entry.summary = summary

@@ -19,6 +19,7 @@ from tvmdbg_tb.capture import frames as frames_mod
 from tvmdbg_tb.capture import graphs
 from tvmdbg_tb.capture.frames import Frame
 from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.modes import spec
 from tvmdbg_tb.events.options import DumpOptions, ParamSummaries, op_matches
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -29,9 +30,6 @@ UNMAPPED_NOTE = (
     "from the VM, without Relax op or source mapping"
 )
 
-
-# Modes whose parameter summaries param_summaries="once_per_value" reuses (element counts).
-_COUNTING_MODES = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH)
 
 _HELD = threading.local()  # calls: what after_call sinks will hear once this thread's call is over
 
@@ -226,7 +224,7 @@ class Session:
         self.param_cache = None  # a SummaryCache with param_summaries="once_per_value" (health modes)
         # ... and one for the weights alone (param_summaries="weights_once_per_value", the default).
         self.weight_cache = None
-        if self.mode in _COUNTING_MODES and options.param_summaries is not ParamSummaries.EVERY_CALL:
+        if spec(self.mode).health and options.param_summaries is not ParamSummaries.EVERY_CALL:
             from tvmdbg_tb.tracing import param_cache
 
             cache = param_cache.SummaryCache(exports)

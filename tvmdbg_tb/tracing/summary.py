@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from tvmdbg_tb.events.summaries import dtype_code, finite_statistics, is_float_dtype
+from tvmdbg_tb.events.modes import MODES, Counts, spec
+from tvmdbg_tb.events.summaries import dtype_code, finite_statistics, health_values, is_float_dtype
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing.state import ACTIVE
 
@@ -21,6 +22,8 @@ MAX_TENSOR_BYTES = 64 << 20
 # tvmdbg's own DLPack reads (read-only views) on this thread, counted only while param_cache
 # watches exports (the tracing state's exports.watched): they must not count as the user's.
 _OWN_READS = threading.local()
+
+_FULL_HEALTH_LAYOUT = MODES[pb.FULL_HEALTH].layout
 
 
 def reading_own() -> bool:
@@ -161,26 +164,26 @@ def has_nonfinite(array: np.ndarray) -> bool:
 
 def debug_values(mode: int, value: Any, dtype: str, shape: tuple[int, ...], device_id: int = 0) -> list[float]:
     """The debug_values of one tensor in mode (see the proto for each layout)."""
-    if mode in (pb.NO_TENSOR, pb.FULL_TENSOR):
+    m = spec(mode)
+    if not m.summarised:
         return []
     size = 1
     for dim in shape:
         size *= int(dim)
-    if mode == pb.SHAPE:
+    if m.dims:
         return [dtype_code(dtype), len(shape), size, *shape]
     array = as_numpy(value)
     if array is None:
         return []  # health unknown: say nothing rather than something wrong
     float_kind = is_float_dtype(dtype)
-    if mode == pb.CURT_HEALTH:
+    if m.counts is Counts.ANY:  # no counting needed
         return [1.0 if float_kind and has_nonfinite(array) else 0.0]
     neg_inf, pos_inf, nan, negative, zero, positive = health(array, float_kind)
-    if mode == pb.CONCISE_HEALTH:
-        return [size, neg_inf, pos_inf, nan]
     full = [device_id, dtype_code(dtype), len(shape), size, neg_inf, pos_inf, nan, negative, zero, positive]
-    if mode == pb.FULL_STATS:
-        full.extend(finite_statistics(array))
-    return full
+    values = health_values(mode, full)
+    if m.statistics:
+        values.extend(finite_statistics(array))
+    return values
 
 
 def tensor_value(value: Any, dtype: str, shape: tuple[int, ...]) -> pb.TensorValue:
@@ -212,10 +215,11 @@ def tensor_summary(mode: int, value: Any) -> pb.TensorSummary:
         return tuple_summary(mode, leaves)
     dtype = str(value.dtype)
     shape = tuple(value.shape)
-    if mode == pb.NO_TENSOR:
+    m = spec(mode)
+    if not m.tensor_data:
         return pb.TensorSummary(dtype=dtype, shape=shape)
     summary = pb.TensorSummary(dtype=dtype, shape=shape, debug_values=debug_values(mode, value, dtype, shape))
-    if mode == pb.FULL_TENSOR:
+    if m.values:
         summary.tensor_value.CopyFrom(tensor_value(value, dtype, shape))
     return summary
 
@@ -226,12 +230,13 @@ def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
     dtype "tuple", shape [number of tensors]; in FULL_HEALTH, rank 0 and the tensors' DType
     when they share one. Modes without counts (SHAPE, FULL_TENSOR) say nothing."""
     summary = pb.TensorSummary(dtype="tuple", shape=[len(leaves)])
-    if mode != pb.NO_TENSOR:  # each tensor on its own too (OpInput.tuple_item refers to one)
+    m = spec(mode)
+    if m.tensor_data:  # each tensor on its own too (OpInput.tuple_item refers to one)
         summary.items.extend(tensor_summary(mode, leaf) for leaf in leaves)
-    if mode not in (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS):
+    if m.counts is None:
         return summary
     tensors = [leaf for leaf in leaves if is_tensor(leaf) or isinstance(leaf, np.ndarray)]
-    if mode == pb.FULL_HEALTH:  # the items already hold each tensor's FULL_HEALTH row: one pass each
+    if m.layout == _FULL_HEALTH_LAYOUT:  # the items already hold each tensor's FULL_HEALTH row: one pass each
         rows = [
             list(item.debug_values)
             for leaf, item in zip(leaves, summary.items)
@@ -242,7 +247,7 @@ def tuple_summary(mode: int, leaves: list[Any]) -> pb.TensorSummary:
     if any(not row for row in rows):
         return summary  # an element we cannot read: health unknown
     summary.debug_values.extend(tuple_health_values(mode, rows))
-    if mode == pb.FULL_STATS:
+    if m.statistics:
         summary.debug_values.extend(_tuple_statistics(tensors))
     return summary
 
@@ -254,13 +259,9 @@ def tuple_health_values(mode: int, rows: list[list[float]]) -> list[float]:
     if not rows:  # no tensor (an empty tuple, a tuple of shapes): nothing non-finite, size 0
         rows = [[0.0] * 10]
     size, neg_inf, pos_inf, nan, negative, zero, positive = (float(sum(c)) for c in zip(*(r[3:10] for r in rows)))
-    if mode == pb.CURT_HEALTH:
-        return [1.0 if neg_inf + pos_inf + nan else 0.0]
-    if mode == pb.CONCISE_HEALTH:
-        return [size, neg_inf, pos_inf, nan]
     codes = {row[1] for row in rows}
     code = codes.pop() if len(codes) == 1 else pb.DTYPE_UNKNOWN
-    return [0, code, 0, size, neg_inf, pos_inf, nan, negative, zero, positive]
+    return health_values(mode, [0, code, 0, size, neg_inf, pos_inf, nan, negative, zero, positive])
 
 
 def _tuple_statistics(tensors: list[Any]) -> list[float]:

@@ -23,8 +23,8 @@ from tvm import relax
 from tvmdbg_tb.capture import frames as frames_mod
 from tvmdbg_tb.capture import graphs, importers
 from tvmdbg_tb.events import layout
+from tvmdbg_tb.events.modes import mode_value, spec
 from tvmdbg_tb.events.options import DumpOptions
-from tvmdbg_tb.events.summaries import mode_value
 from tvmdbg_tb.events.writer import DebugEventsWriter
 from tvmdbg_tb.proto import debug_event_pb2 as pb
 from tvmdbg_tb.tracing.summary import tensor_summary
@@ -126,7 +126,7 @@ def record_torch_reference(
     import torch
 
     mode = mode_value(tensor_debug_mode)
-    if mode not in (pb.FULL_STATS, pb.FULL_TENSOR):
+    if not spec(mode).comparable:
         raise ValueError(f"a reference run needs FULL_STATS or FULL_TENSOR, not {tensor_debug_mode!r}")
     program = exported_program.run_decompositions() if run_ep_decomposition else exported_program
     relax_ops = relax_ops_per_node(program)

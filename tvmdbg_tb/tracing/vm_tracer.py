@@ -20,6 +20,7 @@ from typing import Any
 
 from tvmdbg_tb.capture import frames as frames_mod
 from tvmdbg_tb.events.health import execution_nonfinite
+from tvmdbg_tb.events.modes import spec
 from tvmdbg_tb.events.summaries import nonfinite_counts
 from tvmdbg_tb.events.wire import varint
 from tvmdbg_tb.proto import debug_event_pb2 as pb
@@ -38,8 +39,6 @@ from tvmdbg_tb.tracing.summary import (
 SKIP_RUN = 1
 _perf = time.perf_counter
 _F64 = struct.Struct("<d")
-_NO_VALUES = (pb.NO_TENSOR, pb.FULL_TENSOR)  # modes whose traces carry no debug_values
-_COUNTED_HEALTH = (pb.CURT_HEALTH, pb.CONCISE_HEALTH, pb.FULL_HEALTH, pb.FULL_STATS)  # NaN/Inf counted
 _MAX_SHAPES = 4096
 
 
@@ -243,7 +242,7 @@ class Tracer:
         if error is not None:
             self._record_failure(call, error)
         # The traces' health, for the writer: known from the counts in the modes that count.
-        nonfinite = call.nonfinite if self.mode in _COUNTED_HEALTH else None
+        nonfinite = call.nonfinite if spec(self.mode).counts is not None else None
         self._emit(call, _trace_batch(call.traces, nonfinite), inputs, outputs, error, frames, user_index)
 
     def _emit(self, call, traces: TraceBatch, inputs, outputs, error, frames, user_index, known=None) -> None:
@@ -394,8 +393,8 @@ class Tracer:
         duration and the shape appended as raw fields (concatenated messages merge); and
         whether an output may be non-finite (its values say so, or FULL_TENSOR: not counted)."""
         mode = self.mode
-        counted = mode not in _NO_VALUES
-        suspect = mode == pb.FULL_TENSOR
+        counted = spec(mode).summarised
+        suspect = keeps_values = spec(mode).values  # values are not counted: may be non-finite
         out = []
         for slot in site.slots:
             if slot >= len(outputs):
@@ -426,7 +425,7 @@ class Tracer:
                 if not suspect:
                     counts = nonfinite_counts(mode, values)
                     suspect = counts is not None and any(counts)
-            if mode == pb.FULL_TENSOR:
+            if keeps_values:
                 tensor = tensor_value(value, dtype, shape).SerializeToString()
                 parts += [b"\x4a", varint(len(tensor)), tensor]  # tensor_value (9)
             parts += [b"\x59", _F64.pack(duration)]  # duration_us (11)
