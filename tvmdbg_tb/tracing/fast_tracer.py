@@ -440,7 +440,7 @@ class CompiledTracer(Tracer):
         the inner-op check's bytes (call.inner) appended to the traces they belong to."""
         inner = call.inner
         mode = self.mode
-        counts, dims, tensor_data = self.mode_spec.counts, self.mode_spec.dims, self.mode_spec.tensor_data
+        mode_spec = self.mode_spec
         index = b"\x18" + _varint(call.index)
         rate = self._rate
         pack = _F64.pack
@@ -457,7 +457,7 @@ class CompiledTracer(Tracer):
             statics, dynamic = self._static(fid)
             infos = compiled.FUNCTIONS[fid].rows
             count = len(infos) + 1
-            if counts is None and not any(dynamic):
+            if mode_spec.counts is None and not any(dynamic):
                 # Only the timestamps are needed (static shapes' values are in statics):
                 # convert one column, not whole rows.
                 stamp_column = array[:count, 0].tolist()
@@ -482,7 +482,7 @@ class CompiledTracer(Tracer):
                 if not static:
                     continue
                 tail = b"\x59" + pack(duration)
-                if tensor_data and infos[i].health and (not dims or dynamic[i]):
+                if mode_spec.tensor_data and infos[i].health and (not mode_spec.dims or dynamic[i]):
                     tail = _debug_values(mode, row, infos[i].dtype) + tail
                 if dynamic[i]:
                     dims = b"".join([_varint(int(d)) for d in row[8 : 8 + int(row[7])]])
