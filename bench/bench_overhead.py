@@ -17,6 +17,7 @@ medians, the median of the per-pair ratios, and the added microseconds per kerne
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -445,7 +446,11 @@ def main() -> None:
         default="chain200,train_step",
         help="workloads of the process-CPU rows (writer thread included; '' to skip)",
     )
+    parser.add_argument(
+        "--json", default="", help="also write every figure to this file (bench/figures.py renders the docs' tables)"
+    )
     options = parser.parse_args()
+    figures: dict = {"argv": sys.argv[1:], "rows": [], "per_call": {}, "compile": {}, "inner_check": {}}
     if options.threads:
         os.environ["TVM_NUM_THREADS"] = str(options.threads)
     if options.clock == "cpu":
@@ -463,6 +468,10 @@ def main() -> None:
     for name in filter(None, options.workloads.split(",")):
         modes = options.modes.split(",") if options.modes else None
         for workload, mode, base_us, traced_us, ratio, per_kernel, records in measure(name, calls, seconds, modes):
+            figures["rows"].append(
+                dict(workload=workload, mode=mode, base_us=base_us, traced_us=traced_us, ratio=ratio)
+                | dict(added_us_per_kernel=per_kernel, records_per_call=records)
+            )
             print(
                 f"{workload:<12} {mode:<17} {base_us:>10.1f} {traced_us:>10.1f} {ratio:>7.3f} {per_kernel:>16.2f}"
                 f" {records:>12.2f}",
@@ -470,6 +479,7 @@ def main() -> None:
             )
     for name in filter(None, options.inner_check.split(",")):
         without_us, with_us, ratio = inner_check_cost(name, calls, seconds)
+        figures["inner_check"][name] = dict(without_us=without_us, with_us=with_us, ratio=ratio)
         print(
             f"{name} FULL_HEALTH, inner-op check off / on (alternating, both traced): {without_us:.1f} -> "
             f"{with_us:.1f} us, ratio {ratio:.3f}",
@@ -492,6 +502,7 @@ def main() -> None:
             plain_ms, traced_ms, ratio = compile_time(
                 int(kernels), options.compile_pairs, options.compile_size, cpu=options.compile_clock == "cpu"
             )
+            figures["compile"][f"chain{kernels}"] = dict(plain_ms=plain_ms, traced_ms=traced_ms, ratio=ratio)
             sized = "" if options.compile_size == 16 else f" of {options.compile_size} elements"
             print(
                 f"tvm.compile of a {kernels}-kernel chain{sized}: plain {plain_ms:.0f} ms, FULL_HEALTH "
@@ -505,6 +516,7 @@ def main() -> None:
         print(f"tvm.compile of {model}: plain {plain_ms:.0f} ms, FULL_HEALTH {traced_ms:.0f} ms, ratio {ratio:.3f}")
     for mode in ("NO_TENSOR", "FULL_HEALTH"):
         base_us, traced_us = per_call_cost(mode, seconds=seconds)
+        figures["per_call"][mode] = dict(base_us=base_us, traced_us=traced_us, added_us=traced_us - base_us)
         print(
             f"10-kernel VM call, {mode}: {base_us:.1f} us plain, {traced_us:.1f} us traced, "
             f"+{traced_us - base_us:.1f} us per call",
@@ -523,6 +535,9 @@ def main() -> None:
             f"{mode} summary kernel on a 1M float32 tensor: {kernel_us:.1f} us; numpy read (sum) of it: "
             f"{read_us:.1f} us; ratio {kernel_us / read_us:.2f}"
         )
+    if options.json:
+        with open(options.json, "w") as out:
+            json.dump(figures, out, indent=1)
 
 
 if __name__ == "__main__":
