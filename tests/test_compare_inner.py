@@ -148,6 +148,7 @@ def test_cli_names_the_inner_op(runs):
     assert inner["op"]["location"]["line"] == PLANTED_LINE and inner["replayed"] == ["A"]
 
 
+@pytest.mark.browser  # imports the Browser inside, where conftest's module rule cannot see it
 def test_route_and_dashboard_show_the_inner_op(runs, tmp_path):
     """The compare route's JSON and the Compare view, in Chromium on a real TensorBoard."""
     import shutil
