@@ -26,34 +26,34 @@ SIZE_COLUMN = 1
 # first three, as compiled.row_values reads it).
 COUNT_COLUMNS = (2, 3, 4, 5, 6)
 _SUMS = ("count", "sums")  # the reduction blocks that add (their partials start at 0)
-_EXTREMES = ("low", "high")  # min and max of the finite values
+_REDUCTIONS = (*_SUMS, "low", "high")  # low and high: min and max of the finite values
 
 
 def kernel_name(dtype: str, stats: bool = False) -> str:
     return f"tvmdbg_device_{'stats' if stats else 'health'}_{dtype}"
 
 
-def _value(dtype: str) -> str:
-    """An element as the kernels compare it: float16 and bfloat16 widened to float32."""
-    return 'T.Cast("float32", x[vi])' if dtype in ("float16", "bfloat16") else "x[vi]"
-
-
 def _compare_dtype(dtype: str) -> str:
+    """The dtype the kernels compare an element in: float16 and bfloat16 widened to float32."""
     return "float32" if dtype in ("float16", "bfloat16") else dtype
+
+
+def _value(dtype: str) -> str:
+    """An element as the kernels compare it."""
+    c = _compare_dtype(dtype)
+    return "x[vi]" if c == dtype else f'T.Cast("{c}", x[vi])'
 
 
 def _count_terms(dtype: str) -> list[str]:
     """Each counting column's test of one element (an int32 0 or 1)."""
-    v, c = _value(dtype), _compare_dtype(dtype)
     if dtype == "bool":
         return ["0", 'T.Cast("int32", x[vi])', '1 - T.Cast("int32", x[vi])', "0", "0"]
-    zero = f"T.{c}(0)" if c != "bool" else "False"
-    tests = [f"{v} < {zero}", f"{v} > {zero}", f"{v} == {zero}"]
+    v, c = _value(dtype), _compare_dtype(dtype)
+    tests = [f"{v} < T.{c}(0)", f"{v} > T.{c}(0)", f"{v} == T.{c}(0)"]
     if dtype in FLOAT_DTYPES:
         tests += [f'{v} == T.{c}("-inf")', f'{v} == T.{c}("inf")']
-    else:
-        tests += ["False", "False"]
-    return [f'T.Cast("int32", {t})' if t != "False" else "0" for t in tests]
+    terms = [f'T.Cast("int32", {t})' for t in tests]
+    return terms + ["0"] * (5 - len(terms))  # no infinities in an integer
 
 
 def _select(terms: list[str], var: str = "vk") -> str:
@@ -85,7 +85,7 @@ def source(dtype: str, stats: bool = False) -> str:
     lines += [
         f"    for k in range({len(terms)}):",
         '        with T.sblock("count_row"):',
-        "            vk = T.axis.spatial(5, k)",
+        f"            vk = T.axis.spatial({len(terms)}, k)",
         f'            S[row, vk + {COUNT_COLUMNS[0]}] = T.Cast("float64", counts[vk])',
         "    for t in range(1):",
         '        with T.sblock("size"):',
@@ -155,19 +155,11 @@ def schedule(func: Any, bind: bool = True) -> Any:
 
     name = func.attrs["global_symbol"]
     sch = s_tir.Schedule(tvm.IRModule({name: func}))
-    for block_name in ("count", *_SUMS[1:], *_EXTREMES):
-        try:
-            block = sch.get_sblock(block_name, func_name=name)
-        except Exception:  # this kernel has no such reduction (health: no statistics)
-            continue
-        _two_launches(sch, block, bind)
-    for block_name in ("count_row", "size", "statistics"):
-        try:
-            block = sch.get_sblock(block_name, func_name=name)
-        except Exception:
-            continue
-        if bind:
-            _one_thread(sch, block)
+    for block in sch.get_child_blocks(sch.get_sblock("root", func_name=name)):
+        if sch.get(block).name_hint in _REDUCTIONS:
+            _two_launches(sch, block, bind)
+        elif bind:  # the row's writes (count_row, size, statistics): one thread each
+            sch.bind(sch.get_loops(block)[0], "threadIdx.x")
     return sch.mod[name]
 
 
@@ -186,9 +178,3 @@ def _two_launches(sch: Any, block: Any, bind: bool) -> None:
         _, lane = sch.split(across, [None, THREADS])
         sch.bind(lane, "threadIdx.x")
     sch.decompose_reduction(partial, outer)  # zeros set before the share loop, whatever it runs
-
-
-def _one_thread(sch: Any, block: Any) -> None:
-    loops = sch.get_loops(block)
-    if loops:
-        sch.bind(loops[0], "threadIdx.x")
