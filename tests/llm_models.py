@@ -50,6 +50,17 @@ FAMILIES = DECODERS + ENCODERS
 BATCH, SEQ = 2, 8
 PADDED = 3  # tokens of padding in the second prompt
 _SIZES = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
+# Whisper's sizes but its encoder's depth (model_zoo builds it deeper).
+WHISPER = dict(
+    d_model=64,
+    encoder_attention_heads=4,
+    encoder_ffn_dim=128,
+    decoder_layers=1,
+    decoder_attention_heads=4,
+    decoder_ffn_dim=128,
+    num_mel_bins=16,
+    max_source_positions=16,
+)
 
 
 def _config(name: str):
@@ -70,18 +81,7 @@ def _config(name: str):
         )
         return transformers.T5EncoderModel, config
     if name == "whisper":
-        config = transformers.WhisperConfig(
-            d_model=64,
-            encoder_layers=2,
-            encoder_attention_heads=4,
-            encoder_ffn_dim=128,
-            decoder_layers=1,
-            decoder_attention_heads=4,
-            decoder_ffn_dim=128,
-            num_mel_bins=16,
-            max_source_positions=16,
-            vocab_size=256,
-        )
+        config = transformers.WhisperConfig(encoder_layers=2, vocab_size=256, **WHISPER)
         return transformers.WhisperForAudioClassification, config
     raise ValueError(f"unknown family {name!r}; one of {FAMILIES}")
 

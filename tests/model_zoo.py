@@ -134,20 +134,7 @@ FAMILIES: dict[str, Family] = {
     ),
     "mobilevit": _f("mobilevit", "vision", image_size=IMAGE),
     # Audio.
-    "whisper": _f(
-        "whisper",
-        "audio",
-        "WhisperForAudioClassification",
-        d_model=64,
-        encoder_layers=LAYERS,
-        encoder_attention_heads=4,
-        encoder_ffn_dim=128,
-        decoder_layers=1,
-        decoder_attention_heads=4,
-        decoder_ffn_dim=128,
-        num_mel_bins=16,
-        max_source_positions=16,
-    ),
+    "whisper": _f("whisper", "audio", "WhisperForAudioClassification", encoder_layers=LAYERS, **llm_models.WHISPER),
 }
 
 
