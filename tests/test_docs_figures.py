@@ -11,15 +11,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _figures():
+def _load_figures():
     spec = importlib.util.spec_from_file_location("figures", ROOT / "bench" / "figures.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+figures = _load_figures()
+
+
 def test_each_docs_table_is_the_one_the_kept_runs_render():
-    figures = _figures()
     runs = figures.load()
     assert runs, "bench/results/ holds the runs the tables come from"
     for path in figures.DOCS:
@@ -29,13 +31,11 @@ def test_each_docs_table_is_the_one_the_kept_runs_render():
 
 
 def test_the_kept_runs_measured_every_row_the_readme_shows():
-    figures = _figures()
     table = figures.readme_table(figures.load())
     assert "—" not in table, table  # a row no kept run measured
 
 
 def test_a_figure_a_run_did_not_give_fails_the_check():
-    figures = _figures()
     runs = figures.load()
     readme = (ROOT / "README.md").read_text()
     changed = copy.deepcopy(runs)
