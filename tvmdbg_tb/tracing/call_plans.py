@@ -52,18 +52,15 @@ class PlanLearner:
     def __init__(self, tracer: Any):
         self.tracer = tracer
         self._attempts: dict[tuple[int, int], int] = {}
+        mode = tracer.mode_spec
+        self._plannable = mode.health or not mode.tensor_data  # NO_TENSOR and the health modes
 
     def wanted(self, call: Any, num_inputs: int) -> int | None:
         """The call's function id when a plan may be learned from it (its records complete,
         from one buffer, its function without a static plan), else None."""
         tracer = self.tracer
         native = tracer._native
-        if (
-            not native
-            or not (spec(tracer.mode).health or not spec(tracer.mode).tensor_data)
-            or len(call.buffers) != 1
-            or call.skips
-        ):
+        if not native or not self._plannable or len(call.buffers) != 1 or call.skips:
             return None
         fid = call.buffers[0][0]
         if tracer._fids.get(call.function.name) != fid:
